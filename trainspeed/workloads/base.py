@@ -1,0 +1,105 @@
+"""The workload protocol: what is trained, independent of where and how it runs.
+
+The bench and the trainer speak only to this protocol and to the target protocol
+(`trainspeed.targets.base`), so a new model is one new package plus one registry line.
+
+A workload builds a `Trainable` (networks + optimizers + one training step), makes synthetic
+batches on the host, and knows its FLOPs per sample. The target decides the device, the execution
+mode (eager / compile / XLA lazy) and the precision (autocast); it does so through two hooks on the
+Trainable: `wrap` (compile or DDP-wrap each network) and the autocast context around `train_step`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Callable, Mapping, Protocol, runtime_checkable
+
+import torch
+from torch import nn
+
+Batch = dict[str, torch.Tensor]
+"""A batch is a flat dict of tensors; every tensor's first dimension is the batch."""
+
+ModuleWrapper = Callable[[nn.Module], nn.Module]
+
+
+class Trainable(ABC):
+    """Networks, their optimizers and one training step.
+
+    Life cycle, driven by a target or the trainer:
+      1. `to(device)` moves every network (optimizers must not exist yet: XLA needs that order).
+      2. `setup_optimizers()` creates the optimizers for the moved parameters.
+      3. `wrap(fn)` optionally wraps each trained network (torch.compile, DDP); `train_step` must
+         call networks through `self.wrapped`, never `self.networks`, so the wrapping takes effect.
+      4. `train_step(batch)` runs forward, backward and the parameter update, and returns the
+         loss as a detached device tensor (reading its value would force a sync, so it does not).
+    """
+
+    def __init__(self, networks: Mapping[str, nn.Module]) -> None:
+        self.networks: dict[str, nn.Module] = dict(networks)
+        self.wrapped: dict[str, nn.Module] = dict(networks)
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+
+    def to(self, device: torch.device) -> "Trainable":
+        for network in self.networks.values():
+            network.to(device)
+        self.wrapped = dict(self.networks)
+        return self
+
+    @abstractmethod
+    def setup_optimizers(self) -> None:
+        """Create `self.optimizers` for the current parameters."""
+
+    def trained_network_names(self) -> list[str]:
+        """Networks that receive gradients (and so get compiled / DDP-wrapped); EMA copies do not."""
+        return list(self.networks)
+
+    def wrap(self, wrapper: ModuleWrapper) -> None:
+        for name in self.trained_network_names():
+            self.wrapped[name] = wrapper(self.networks[name])
+
+    @abstractmethod
+    def train_step(self, batch: Batch) -> torch.Tensor:
+        """Forward + backward + optimizer step on one batch; returns the detached loss."""
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for n in self.networks.values() for p in n.parameters())
+
+    def state_dict(self) -> dict:
+        """Everything needed to resume: network weights and optimizer states."""
+        return {
+            "networks": {name: net.state_dict() for name, net in self.networks.items()},
+            "optimizers": {name: opt.state_dict() for name, opt in self.optimizers.items()},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, net in self.networks.items():
+            net.load_state_dict(state["networks"][name])
+        for name, opt in self.optimizers.items():
+            opt.load_state_dict(state["optimizers"][name])
+
+
+@runtime_checkable
+class Workload(Protocol):
+    """What a workload package exposes (see docs/workload-protocol.md for a worked example).
+
+    `name`          short name used in result rows.
+    `sizes`         the size names `build` accepts, smallest first.
+    `sample_unit`   what one sample is called in reports ("samples", "images").
+    """
+
+    name: str
+    sizes: tuple[str, ...]
+    sample_unit: str
+
+    def build(self, size: str, seed: int = 0) -> Trainable:
+        """A fresh Trainable of that size, on the host, deterministic for a seed."""
+        ...
+
+    def synthetic_batch(self, size: str, batch_size: int, generator: torch.Generator) -> Batch:
+        """A host batch with realistic shapes and value ranges (no data IO)."""
+        ...
+
+    def flops_per_sample(self, size: str) -> float:
+        """Training FLOPs (forward + backward, multiply-add = 2 FLOPs) per sample."""
+        ...
