@@ -12,10 +12,14 @@ Trainable: `wrap` (compile or DDP-wrap each network) and the autocast context ar
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable, Mapping, Protocol, runtime_checkable
+import os
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, runtime_checkable
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from trainspeed.data.base import BatchLoader, LoaderConfig
 
 Batch = dict[str, torch.Tensor]
 """A batch is a flat dict of tensors; every tensor's first dimension is the batch."""
@@ -102,4 +106,13 @@ class Workload(Protocol):
 
     def flops_per_sample(self, size: str) -> float:
         """Training FLOPs (forward + backward, multiply-add = 2 FLOPs) per sample."""
+        ...
+
+
+@runtime_checkable
+class WorkloadWithData(Workload, Protocol):
+    """A workload that can also train on real data (the trainer's `--data DIR`)."""
+
+    def open_dataset(self, path: "os.PathLike[str] | str", config: "LoaderConfig") -> "BatchLoader":
+        """A loader of host batches (same keys and dtypes as `synthetic_batch`) for one rank."""
         ...
