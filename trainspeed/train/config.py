@@ -1,0 +1,169 @@
+"""The typed configuration of one training run, shared by the launcher and every rank.
+
+The launcher validates it once, writes it as JSON into the run directory, and each rank process
+(started by torchrun) reads that file back: one source of truth, no re-parsing of flags per rank.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainspeed.errors import UsageError
+
+LR_SCALING_RULES = ("none", "linear", "sqrt")
+RDZV_BACKENDS = ("c10d", "static")
+
+
+@dataclass(frozen=True)
+class LRConfig:
+    """How the learning rate is chosen and scheduled (see `trainspeed.train.lr_schedule`)."""
+
+    base_lr: float | None = None
+    """Peak LR at the reference global batch; None keeps the workload optimizer's own LR."""
+    scaling: str = "sqrt"
+    """How the peak LR follows the global batch: none, linear (Goyal et al.) or sqrt (common for Adam)."""
+    reference_batch: int = 512
+    """Global batch at which `base_lr` was tuned (the study's one-GPU batch)."""
+    warmup_steps: int | None = None
+    """Linear warm-up length; None = 5% of the run."""
+    min_lr_ratio: float = 0.1
+    """The cosine decays to this fraction of the peak LR at the last step."""
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Where the ranks run: processes per node and torchrun's rendezvous for several nodes."""
+
+    nproc: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_backend: str = "c10d"
+    rdzv_endpoint: str | None = None
+    rdzv_id: str = "trainspeed"
+    collective_timeout_s: float = 300.0
+    """A collective that waits longer than this raises instead of hanging (a peer died)."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    workload: str = "mahjong"
+    size: str = "small"
+    target: str = "cpu:eager:fp32"
+    data: str | None = None
+    synthetic_data: bool = False
+    batch_size_per_device: int = 1024
+    steps: int | None = None
+    epochs: float | None = None
+    seed: int = 0
+    num_workers: int = 1
+    """Loader worker processes per rank."""
+    threads: int | None = 1
+    """torch intra-op threads per rank (None leaves torch's default)."""
+    out_dir: str = "runs/train"
+    checkpoint_every: int = 0
+    """Steps between checkpoints; 0 = only at the end and on SIGTERM."""
+    resume: bool = False
+    eval_every: int = 0
+    """Steps between validations; 0 = only at the end."""
+    eval_batches: int | None = None
+    """Cap on validation batches per rank (None = the whole validation split)."""
+    log_every: int = 10
+    timing_warmup_steps: int = 5
+    """Steps left out of the steady-state samples/s (compilation, caches, loader start-up)."""
+    bench_jsonl: str | None = None
+    """Bench results (JSONL) to compute the IO efficiency against."""
+    progress: bool = True
+    lr: LRConfig = field(default_factory=LRConfig)
+    launch: LaunchConfig = field(default_factory=LaunchConfig)
+
+    # --- derived ----------------------------------------------------------------------------------
+    @property
+    def world_size(self) -> int:
+        return self.launch.nproc * self.launch.nnodes
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size_per_device * self.world_size
+
+    @property
+    def device_type(self) -> str:
+        return self.target.split(":", 1)[0]
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.out_dir)
+
+    def total_steps(self, batches_per_epoch: int | None) -> int:
+        """Optimizer steps of the whole run, from --steps or from --epochs and the loader length."""
+        if self.steps is not None:
+            return self.steps
+        assert self.epochs is not None and batches_per_epoch is not None
+        return max(1, math.ceil(self.epochs * batches_per_epoch))
+
+    # --- serialisation -------------------------------------------------------------------------
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TrainConfig":
+        raw = json.loads(text)
+        raw["lr"] = LRConfig(**raw["lr"])
+        raw["launch"] = LaunchConfig(**raw["launch"])
+        return cls(**raw)
+
+    # --- validation ----------------------------------------------------------------------------
+    def validate(self) -> "TrainConfig":
+        """Raise UsageError naming the flag and the fix; return self so calls can chain."""
+        if (self.data is None) == (not self.synthetic_data):
+            raise UsageError("train: give exactly one of --data DIR or --synthetic-data")
+        if self.data is not None and not Path(self.data).exists():
+            raise UsageError(f"train: --data {self.data}: no such file or directory")
+        if (self.steps is None) == (self.epochs is None):
+            raise UsageError("train: give exactly one of --steps N or --epochs E")
+        if self.synthetic_data and self.epochs is not None:
+            raise UsageError("train: --synthetic-data has no epochs; use --steps N")
+        _require_positive("--steps", self.steps)
+        _require_positive("--epochs", self.epochs)
+        _require_positive("--batch-size-per-device", self.batch_size_per_device)
+        _require_positive("--nproc", self.launch.nproc)
+        _require_positive("--nnodes", self.launch.nnodes)
+        _require_positive("--log-every", self.log_every)
+        _require_positive("--threads", self.threads)
+        _require_positive("--collective-timeout-s", self.launch.collective_timeout_s)
+        _require_positive("--lr-reference-batch", self.lr.reference_batch)
+        _require_positive("--lr", self.lr.base_lr)
+        for flag, value in (
+            ("--num-workers", self.num_workers),
+            ("--checkpoint-every", self.checkpoint_every),
+            ("--eval-every", self.eval_every),
+            ("--timing-warmup-steps", self.timing_warmup_steps),
+            ("--warmup-steps", self.lr.warmup_steps),
+        ):
+            if value is not None and value < 0:
+                raise UsageError(f"train: {flag} must be >= 0, got {value}")
+        if self.eval_batches is not None and self.eval_batches < 1:
+            raise UsageError(f"train: --eval-batches must be >= 1, got {self.eval_batches}")
+        if not 0.0 <= self.lr.min_lr_ratio <= 1.0:
+            raise UsageError(f"train: --min-lr-ratio must be in [0, 1], got {self.lr.min_lr_ratio}")
+        if self.lr.scaling not in LR_SCALING_RULES:
+            raise UsageError(f"train: --lr-scaling {self.lr.scaling!r}: choose one of {', '.join(LR_SCALING_RULES)}")
+        if self.launch.rdzv_backend not in RDZV_BACKENDS:
+            raise UsageError(
+                f"train: --rdzv-backend {self.launch.rdzv_backend!r}: choose one of {', '.join(RDZV_BACKENDS)}"
+            )
+        if self.launch.nnodes > 1 and not self.launch.rdzv_endpoint:
+            raise UsageError("train: --nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
+        if not 0 <= self.launch.node_rank < self.launch.nnodes:
+            raise UsageError(f"train: --node-rank {self.launch.node_rank} must be in [0, --nnodes)")
+        if self.device_type == "xla" and self.launch.nnodes > 1:
+            raise UsageError("train: xla targets run SPMD in one process per host; multi-node XLA is not supported")
+        return self
+
+
+def _require_positive(flag: str, value: float | None) -> None:
+    if value is not None and value <= 0:
+        raise UsageError(f"train: {flag} must be > 0, got {value}")

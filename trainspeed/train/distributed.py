@@ -1,0 +1,107 @@
+"""The process group of one rank: set up from torchrun's environment, torn down on exit.
+
+Two groups: the training group (NCCL on CUDA, gloo on CPU) that DDP reduces gradients over, and a
+gloo control group for small host-side reductions (metrics, the stop flag). Reducing those on the
+host keeps them off the device stream, so they never force a CUDA sync. Both groups get a timeout:
+a rank blocked in a collective whose peer died raises instead of hanging (torchrun usually tears
+the job down earlier; the timeout is the backstop).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class RankContext:
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def is_distributed(self) -> bool:
+        return self.world_size > 1
+
+    @classmethod
+    def from_environment(cls) -> "RankContext":
+        """The rank as torchrun describes it (RANK, LOCAL_RANK, WORLD_SIZE); one rank without it."""
+        return cls(
+            rank=int(os.environ.get("RANK", 0)),
+            local_rank=int(os.environ.get("LOCAL_RANK", 0)),
+            world_size=int(os.environ.get("WORLD_SIZE", 1)),
+        )
+
+
+class Collectives:
+    """Host-side collectives over the control group; the identity when there is one rank."""
+
+    def __init__(self, context: RankContext, control_group: Any = None) -> None:
+        self.context = context
+        self._group = control_group
+
+    def sum(self, values: list[float]) -> list[float]:
+        if not self.context.is_distributed:
+            return list(values)
+        tensor = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self._group)
+        return tensor.tolist()
+
+    def max(self, values: list[float]) -> list[float]:
+        if not self.context.is_distributed:
+            return list(values)
+        tensor = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=self._group)
+        return tensor.tolist()
+
+    def any(self, flag: bool) -> bool:
+        return self.max([1.0 if flag else 0.0])[0] > 0.0
+
+    def sum_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Sum a host tensor over ranks (per-class counts of a validation pass)."""
+        if not self.context.is_distributed:
+            return tensor
+        reduced = tensor.detach().to("cpu", torch.float64).clone()
+        dist.all_reduce(reduced, op=dist.ReduceOp.SUM, group=self._group)
+        return reduced
+
+    def gather_objects(self, item: Any) -> list[Any]:
+        """Every rank's `item`, in rank order, on every rank."""
+        if not self.context.is_distributed:
+            return [item]
+        items: list[Any] = [None] * self.context.world_size
+        dist.all_gather_object(items, item, group=self._group)
+        return items
+
+    def barrier(self) -> None:
+        if self.context.is_distributed:
+            dist.barrier(group=self._group)
+
+
+def init_process_group(context: RankContext, device_type: str, timeout_s: float) -> Collectives:
+    """Join torchrun's group (env:// rendezvous) and create the control group."""
+    if not context.is_distributed:
+        return Collectives(context)
+    timeout = timedelta(seconds=timeout_s)
+    if device_type == "cuda":
+        torch.cuda.set_device(context.local_rank)
+        dist.init_process_group("nccl", timeout=timeout, device_id=torch.device("cuda", context.local_rank))
+        control = dist.new_group(backend="gloo", timeout=timeout)
+    else:
+        dist.init_process_group("gloo", timeout=timeout)
+        control = None
+    return Collectives(context, control)
+
+
+def destroy_process_group() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,400 @@
+"""The training loop of one rank: read a batch, move it, step, log, checkpoint, validate.
+
+Every rank runs this same function (torchrun starts one process per device; an XLA SPMD run is one
+process driving all of the host's devices). The steps are identical on every rank, so collectives
+(the gradient all-reduce, the metric reductions, the stop vote) always line up.
+
+Timing follows the study's definition of end-to-end throughput: the wall time from the first to the
+last step across all ranks (a barrier and a device sync on both ends), without the pauses for
+validation and checkpoints, which are reported apart. The steady-state rate leaves out the first
+`timing_warmup_steps` steps (compilation, loader start-up) and is the one compared with the bench.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+from trainspeed.data.base import BatchLoader, LoaderConfig
+from trainspeed.errors import UsageError
+from trainspeed.targets import get_target
+from trainspeed.targets.base import Target
+from trainspeed.train.checkpoint import (
+    StopRequest,
+    capture_rng_states,
+    latest_checkpoint,
+    load_checkpoint,
+    restore_rng_states,
+    save_checkpoint,
+)
+from trainspeed.train.config import TrainConfig
+from trainspeed.train.distributed import Collectives, RankContext
+from trainspeed.train.evaluation import EvalRecord, can_evaluate, evaluate_policy
+from trainspeed.train.lr_schedule import build_schedulers, current_lr
+from trainspeed.train.metrics import MetricsLog, StepWindow, reduce_window
+from trainspeed.train.parallel import make_data_parallel
+from trainspeed.train.progress import ProgressBar
+from trainspeed.train.summary import RunSummary, bench_samples_per_s
+from trainspeed.train.synthetic import SyntheticLoader
+from trainspeed.workloads import get_workload
+from trainspeed.workloads.base import Batch, Trainable, Workload
+
+BatchPlacer = Callable[[Batch], Batch]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the global batch maps onto processes and devices."""
+
+    context: RankContext
+    devices_per_process: int = 1
+    """1 with torchrun (one process per device); all local devices in an XLA SPMD process."""
+
+    @property
+    def devices(self) -> int:
+        return self.context.world_size * self.devices_per_process
+
+
+@dataclass
+class LoopState:
+    step: int = 0
+    """Optimizer steps completed."""
+    epoch: int = 0
+
+
+@dataclass
+class RunClock:
+    """Host time of this invocation, with validation and checkpoint pauses kept apart."""
+
+    started_at: float = 0.0
+    steady_started_at: float | None = None
+    steady_first_step: int = 0
+    paused_s: float = 0.0
+    steady_paused_s: float = 0.0
+    data_wait_s: float = 0.0
+    h2d_samples: list[float] = field(default_factory=list)
+
+    def add_pause(self, seconds: float) -> None:
+        self.paused_s += seconds
+        if self.steady_started_at is not None:
+            self.steady_paused_s += seconds
+
+
+class BatchStream:
+    """The loader's batches across epoch boundaries (a new epoch reshuffles)."""
+
+    def __init__(self, loader: BatchLoader, state: LoopState) -> None:
+        self._loader = loader
+        self._state = state
+        self._batches: Iterator[Batch] = iter(loader)
+
+    def next(self) -> Batch:
+        try:
+            return next(self._batches)
+        except StopIteration:
+            self._state.epoch += 1
+            self._loader.set_epoch(self._state.epoch)
+            self._batches = iter(self._loader)
+            try:
+                return next(self._batches)
+            except StopIteration:
+                raise UsageError("train: the training split has fewer samples than one global batch") from None
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def configure_threads(threads: int | None) -> None:
+    if threads is None:
+        return
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(threads)
+    except RuntimeError:
+        pass  # already fixed by earlier parallel work in this process; intra-op threads are what count
+
+
+def open_loader(
+    workload: Workload, config: TrainConfig, layout: Layout, target: Target, split: str
+) -> BatchLoader:
+    loader_config = LoaderConfig(
+        batch_size=config.batch_size_per_device * layout.devices_per_process,
+        rank=layout.context.rank,
+        world_size=layout.context.world_size,
+        seed=config.seed,
+        split=split,
+        num_workers=config.num_workers,
+        pin_memory=target.device.type == "cuda",
+        shuffle=split == "train",
+        drop_last=split == "train",
+    )
+    if config.synthetic_data:
+        return SyntheticLoader(workload, config.size, loader_config)
+    open_dataset = getattr(workload, "open_dataset", None)
+    if open_dataset is None:
+        raise UsageError(f"train: workload {workload.name!r} has no real dataset; use --synthetic-data")
+    return open_dataset(config.data, loader_config)
+
+
+def checkpoint_payload(
+    config: TrainConfig,
+    state: LoopState,
+    trainable: Trainable,
+    schedulers: dict[str, Any],
+    rank_parts: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "step": state.step,
+        "epoch": state.epoch,
+        "world_size": len(rank_parts),
+        "global_batch": config.global_batch,
+        "trainable": trainable.state_dict(),
+        "schedulers": {name: scheduler.state_dict() for name, scheduler in schedulers.items()},
+        "ranks": rank_parts,
+        "config": config.to_json(),
+    }
+
+
+class RankTrainer:
+    """Holds one rank's run: built once, then `run()` steps to the end (or to a stop request)."""
+
+    def __init__(self, config: TrainConfig, layout: Layout, collectives: Collectives, placer_factory=None) -> None:
+        self.config = config
+        self.layout = layout
+        self.context = layout.context
+        self.collectives = collectives
+        configure_threads(config.threads)
+        seed_everything(config.seed)
+        self.target = get_target(config.target)
+        self.workload = get_workload(config.workload)
+        if config.size not in self.workload.sizes:
+            raise UsageError(
+                f"train: --size {config.size!r} is not a {self.workload.name} size; choose one of {', '.join(self.workload.sizes)}"
+            )
+        self.trainable = self.target.prepare(self.workload.build(config.size, seed=config.seed))
+        self.gradient_sync = make_data_parallel(self.trainable, self.target, self.context)
+        self.place: BatchPlacer = placer_factory(self.target) if placer_factory else self.target.move_batch
+        self.train_loader = open_loader(self.workload, config, layout, self.target, "train")
+        self.val_loader = self._open_val_loader()
+        self.total_steps = config.total_steps(None if config.synthetic_data else len(self.train_loader))
+        self.schedulers = build_schedulers(
+            self.trainable.optimizers, config.lr, config.batch_size_per_device * layout.devices, self.total_steps
+        )
+        self.state = LoopState()
+        self.resumed_from: int | None = self._resume() if config.resume else None
+        # Each rank draws its own random numbers (dropout, augmentation) after the shared init.
+        if self.resumed_from is None:
+            seed_everything(config.seed * 1_000_003 + 7919 * self.context.rank + 1)
+            self.train_loader.set_epoch(0)
+        self.metrics = MetricsLog(config.run_dir, enabled=self.context.is_main)
+
+    @property
+    def global_batch(self) -> int:
+        return self.config.batch_size_per_device * self.layout.devices
+
+    # --- set-up ----------------------------------------------------------------------------------
+    def _open_val_loader(self) -> BatchLoader | None:
+        if self.config.synthetic_data or not can_evaluate(self.trainable):
+            return None
+        return open_loader(self.workload, self.config, self.layout, self.target, "val")
+
+    def _resume(self) -> int | None:
+        path = latest_checkpoint(self.config.run_dir)
+        if path is None:
+            if self.context.is_main:
+                print(f"train: no checkpoint under {self.config.run_dir}; starting from step 0", flush=True)
+            return None
+        payload = load_checkpoint(path)
+        if payload["world_size"] != self.context.world_size or payload["global_batch"] != self.global_batch:
+            raise UsageError(
+                f"train: checkpoint {path} was written by {payload['world_size']} ranks at global batch "
+                f"{payload['global_batch']}; resume with the same --nproc/--nnodes and --batch-size-per-device"
+            )
+        self.trainable.load_state_dict(payload["trainable"])
+        for name, scheduler in self.schedulers.items():
+            scheduler.load_state_dict(payload["schedulers"][name])
+        own = payload["ranks"][self.context.rank]
+        self.train_loader.load_state_dict(own["loader"])
+        restore_rng_states(own["rng"])
+        self.state = LoopState(step=payload["step"], epoch=payload["epoch"])
+        if self.context.is_main:
+            print(f"train: resumed from {path} at step {self.state.step}", flush=True)
+        return self.state.step
+
+    # --- periodic work -------------------------------------------------------------------------
+    def save(self) -> None:
+        rank_part = {"loader": self.train_loader.state_dict(), "rng": capture_rng_states()}
+        parts = self.collectives.gather_objects(rank_part)
+        if self.context.is_main:
+            payload = checkpoint_payload(self.config, self.state, self.trainable, self.schedulers, parts)
+            save_checkpoint(self.config.run_dir, self.state.step, payload)
+        self.collectives.barrier()
+
+    def validate(self) -> EvalRecord | None:
+        if self.val_loader is None:
+            return None
+        record = evaluate_policy(
+            self.trainable,
+            self.val_loader,
+            self.target,
+            self.collectives,
+            step=self.state.step,
+            num_actions=int(self.workload.synthetic_batch(self.config.size, 1, torch.Generator())["mask"].shape[1]),
+            max_batches=self.config.eval_batches,
+        )
+        self.metrics.write(record, self.state.step)
+        return record
+
+    def _is_due(self, every: int) -> bool:
+        return every > 0 and self.state.step % every == 0 and self.state.step < self.total_steps
+
+    # --- the loop --------------------------------------------------------------------------------
+    def run(self, stop: StopRequest) -> RunSummary:
+        config, target = self.config, self.target
+        first_step = self.state.step
+        stream = BatchStream(self.train_loader, self.state)
+        progress = ProgressBar(self.total_steps, first_step, enabled=config.progress and self.context.is_main)
+        clock = RunClock()
+        last_record = None
+        last_eval: EvalRecord | None = None
+        stopped = False
+        losses: list[torch.Tensor] = []
+        self.collectives.barrier()
+        target.sync()
+        clock.started_at = time.perf_counter()
+        window = StepWindow()
+        while self.state.step < self.total_steps:
+            waited_from = time.perf_counter()
+            host_batch = stream.next()
+            data_wait_s = time.perf_counter() - waited_from
+            h2d_s = None
+            if window.wants_h2d_sample:
+                target.sync()
+                copy_from = time.perf_counter()
+                batch = self.place(host_batch)
+                target.sync()
+                h2d_s = time.perf_counter() - copy_from
+                clock.h2d_samples.append(h2d_s)
+            else:
+                batch = self.place(host_batch)
+            losses.append(target.run_step(self.trainable, batch))
+            for scheduler in self.schedulers.values():
+                scheduler.step()
+            self.state.step += 1
+            window.add_step(data_wait_s, h2d_s)
+            clock.data_wait_s += data_wait_s
+            progress.advance()
+
+            if self.state.step % config.log_every == 0 or self.state.step == self.total_steps:
+                loss = float(torch.stack(losses).float().mean().cpu())
+                target.sync()
+                last_record = reduce_window(
+                    window,
+                    self.collectives,
+                    step=self.state.step,
+                    epoch=self.state.epoch,
+                    loss=loss,
+                    lr=current_lr(self.trainable.optimizers),
+                    global_batch=self.global_batch,
+                    elapsed_s=time.perf_counter() - clock.started_at - clock.paused_s,
+                )
+                self.metrics.write(last_record, self.state.step)
+                progress.show(loss=last_record.loss, samples_per_s=last_record.samples_per_s)
+                losses.clear()
+                window = StepWindow()
+            if self.state.step - first_step == config.timing_warmup_steps:
+                target.sync()
+                clock.steady_started_at = time.perf_counter()
+                clock.steady_first_step = self.state.step
+
+            stopped = self.collectives.any(stop.requested)
+            pause_from = time.perf_counter()
+            if stopped or self._is_due(config.checkpoint_every):
+                self.save()
+            if not stopped and self._is_due(config.eval_every):
+                last_eval = self.validate()
+            pause_s = time.perf_counter() - pause_from
+            clock.add_pause(pause_s)
+            window.started_at += pause_s
+            if stopped:
+                break
+        target.sync()
+        self.collectives.barrier()
+        ended_at = time.perf_counter()
+        progress.close()
+        if not stopped:
+            last_eval = self.validate() or last_eval
+            self.save()
+        summary = self._summarise(clock, ended_at, first_step, last_record, last_eval, stopped)
+        if self.context.is_main:
+            summary.write(config.run_dir)
+            self.metrics.write({"kind": "summary", **summary.__dict__}, self.state.step)
+        self.metrics.close()
+        return summary
+
+    def _summarise(
+        self,
+        clock: RunClock,
+        ended_at: float,
+        first_step: int,
+        last_record: Any,
+        last_eval: EvalRecord | None,
+        stopped: bool,
+    ) -> RunSummary:
+        config = self.config
+        steps = self.state.step - first_step
+        wall_s = max(ended_at - clock.started_at - clock.paused_s, 1e-9)
+        steady = None
+        if clock.steady_started_at is not None and self.state.step > clock.steady_first_step:
+            steady_wall = ended_at - clock.steady_started_at - clock.steady_paused_s
+            steady = (self.state.step - clock.steady_first_step) * self.global_batch / steady_wall
+        wait_fraction = clock.data_wait_s / wall_s
+        h2d = sum(clock.h2d_samples) / max(len(clock.h2d_samples), 1)
+        wait_sum, h2d_sum = self.collectives.sum([wait_fraction, h2d])
+        (wait_worst,) = self.collectives.max([wait_fraction])
+        world = self.context.world_size
+        end_to_end = steps * self.global_batch / wall_s
+        per_device = (steady or end_to_end) / self.layout.devices
+        bench = None
+        if config.bench_jsonl:
+            bench = bench_samples_per_s(
+                config.bench_jsonl, self.workload.name, config.size, config.target, config.batch_size_per_device
+            )
+        return RunSummary(
+            workload=self.workload.name,
+            size=config.size,
+            target=config.target,
+            world_size=self.layout.devices,
+            batch_size_per_device=config.batch_size_per_device,
+            global_batch=self.global_batch,
+            synthetic_data=config.synthetic_data,
+            num_workers=config.num_workers,
+            threads=config.threads,
+            first_step=first_step,
+            last_step=self.state.step,
+            samples=steps * self.global_batch,
+            wall_s=wall_s,
+            end_to_end_samples_per_s=end_to_end,
+            steady_samples_per_s=steady,
+            samples_per_s_per_device=per_device,
+            step_time_s=wall_s / max(steps, 1),
+            data_wait_fraction=wait_sum / world,
+            data_wait_fraction_worst_rank=wait_worst,
+            h2d_s_per_step=h2d_sum / world,
+            final_loss=last_record.loss if last_record else float("nan"),
+            val_accuracy=last_eval.accuracy if last_eval else None,
+            majority_baseline=last_eval.majority_baseline if last_eval else None,
+            val_samples=last_eval.samples if last_eval else None,
+            bench_samples_per_s=bench,
+            io_efficiency=per_device / bench if bench else None,
+            stopped_by_signal=stopped,
+            torch_version=torch.__version__,
+        )

@@ -1,0 +1,80 @@
+"""Learning rate: scaling with the global batch, linear warm-up, cosine decay.
+
+Data parallelism multiplies the global batch by the number of devices; a larger batch averages
+more gradients, so its steps can be larger. The peak LR is the base LR (tuned at a reference
+global batch) times a scaling factor k = global_batch / reference_batch:
+
+    none    peak = base                 (keep the LR; fewer, equally sized steps)
+    linear  peak = base * k             (Goyal et al. 2017, for SGD; with warm-up)
+    sqrt    peak = base * sqrt(k)       (keeps the update's noise scale; the usual choice for Adam)
+
+Warm-up ramps linearly from peak/warmup to peak over the first `warmup_steps` optimizer steps
+(large batches with a large LR diverge without it); a cosine then decays to
+`min_lr_ratio * peak` at the last step. Every optimizer of the workload (StyleGAN3 has two)
+follows the same multiplier, each from its own base LR.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.optim.lr_scheduler import LambdaLR
+
+from trainspeed.train.config import LRConfig
+
+
+def lr_scale_factor(rule: str, global_batch: int, reference_batch: int) -> float:
+    """How much larger the peak LR is at `global_batch` than at `reference_batch`."""
+    ratio = global_batch / reference_batch
+    if rule == "none":
+        return 1.0
+    if rule == "linear":
+        return ratio
+    if rule == "sqrt":
+        return math.sqrt(ratio)
+    raise ValueError(f"unknown LR scaling rule {rule!r}")
+
+
+def default_warmup_steps(total_steps: int) -> int:
+    return max(1, round(0.05 * total_steps))
+
+
+def lr_multiplier(step: int, total_steps: int, warmup_steps: int, min_lr_ratio: float) -> float:
+    """Fraction of the peak LR used by optimizer step `step` (0-based)."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    decay_steps = max(1, total_steps - warmup_steps - 1)
+    progress = min(1.0, (step - warmup_steps) / decay_steps)
+    cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
+    return min_lr_ratio + (1.0 - min_lr_ratio) * cosine
+
+
+def build_schedulers(
+    optimizers: dict[str, torch.optim.Optimizer], config: LRConfig, global_batch: int, total_steps: int
+) -> dict[str, LambdaLR]:
+    """Set every param group's peak LR and attach one warm-up + cosine scheduler per optimizer.
+
+    Call once, before loading a checkpoint: the optimizer and scheduler states loaded afterwards
+    restore the exact LR of the step the run stopped at.
+    """
+    scale = lr_scale_factor(config.scaling, global_batch, config.reference_batch)
+    warmup = config.warmup_steps if config.warmup_steps is not None else default_warmup_steps(total_steps)
+    schedulers = {}
+    for name, optimizer in optimizers.items():
+        for group in optimizer.param_groups:
+            base = config.base_lr if config.base_lr is not None else group["lr"]
+            group["lr"] = base * scale
+            group["initial_lr"] = group["lr"]
+
+        def multiplier(step: int) -> float:
+            return lr_multiplier(step, total_steps, warmup, config.min_lr_ratio)
+
+        schedulers[name] = LambdaLR(optimizer, multiplier)
+    return schedulers
+
+
+def current_lr(optimizers: dict[str, torch.optim.Optimizer]) -> float:
+    """The LR of the first param group of the first optimizer (for logs)."""
+    first = next(iter(optimizers.values()))
+    return float(first.param_groups[0]["lr"])

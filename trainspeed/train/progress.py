@@ -1,0 +1,28 @@
+"""The progress bar with ETA, on rank 0 only (N bars interleaved on one terminal help nobody)."""
+
+from __future__ import annotations
+
+import sys
+
+from tqdm import tqdm
+
+
+class ProgressBar:
+    def __init__(self, total_steps: int, first_step: int, enabled: bool) -> None:
+        self._bar = (
+            tqdm(total=total_steps, initial=first_step, unit="step", dynamic_ncols=True, file=sys.stderr)
+            if enabled
+            else None
+        )
+
+    def advance(self) -> None:
+        if self._bar is not None:
+            self._bar.update(1)
+
+    def show(self, *, loss: float, samples_per_s: float) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix(loss=f"{loss:.4f}", samples_per_s=f"{samples_per_s:,.0f}", refresh=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

@@ -1,0 +1,108 @@
+"""The run summary: end-to-end samples/s, where the time went, quality, and the IO efficiency.
+
+IO efficiency = (steady-state train samples/s per device) / (bench samples/s of the same workload,
+size, target and per-device batch). The bench measures the step alone (no data IO, no gradient
+all-reduce), so 1.0 means reading data and synchronising ranks cost nothing. The same ratio against
+a `--synthetic-data` run of this loop isolates the data IO alone (benchmarks/bench_train_scaling.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainspeed.atomic import atomic_write_text
+from trainspeed.errors import UsageError
+
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    workload: str
+    size: str
+    target: str
+    world_size: int
+    batch_size_per_device: int
+    global_batch: int
+    synthetic_data: bool
+    num_workers: int
+    threads: int | None
+    first_step: int
+    last_step: int
+    samples: int
+    wall_s: float
+    end_to_end_samples_per_s: float
+    """All samples of this invocation over the wall time from the first to the last step, all ranks."""
+    steady_samples_per_s: float | None
+    """The same after the first `timing_warmup_steps` steps (None when the run is shorter)."""
+    samples_per_s_per_device: float
+    step_time_s: float
+    data_wait_fraction: float
+    data_wait_fraction_worst_rank: float
+    h2d_s_per_step: float
+    final_loss: float
+    val_accuracy: float | None
+    majority_baseline: float | None
+    val_samples: int | None
+    bench_samples_per_s: float | None
+    io_efficiency: float | None
+    stopped_by_signal: bool
+    torch_version: str
+
+    def write(self, run_dir: Path) -> Path:
+        path = Path(run_dir) / SUMMARY_FILE
+        atomic_write_text(path, json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n")
+        return path
+
+    def lines(self) -> list[str]:
+        """The human summary printed at the end of a run."""
+        text = [
+            f"trained {self.workload}/{self.size} on {self.target} x{self.world_size}: steps {self.first_step}..{self.last_step}, "
+            f"global batch {self.global_batch} ({self.batch_size_per_device}/device)",
+            f"end-to-end {self.end_to_end_samples_per_s:,.1f} samples/s over {self.wall_s:.1f} s"
+            + (f"; steady {self.steady_samples_per_s:,.1f} samples/s" if self.steady_samples_per_s else ""),
+            f"step {self.step_time_s * 1e3:.1f} ms, data wait {self.data_wait_fraction:.1%} "
+            f"(worst rank {self.data_wait_fraction_worst_rank:.1%}), H2D {self.h2d_s_per_step * 1e3:.2f} ms/step, "
+            f"loss {self.final_loss:.4f}",
+        ]
+        if self.val_accuracy is not None:
+            text.append(
+                f"validation accuracy {self.val_accuracy:.2%} vs majority baseline {self.majority_baseline:.2%} "
+                f"({self.val_samples} samples)"
+            )
+        if self.io_efficiency is not None:
+            text.append(
+                f"IO efficiency {self.io_efficiency:.3f} (per device {self.samples_per_s_per_device:,.1f} "
+                f"vs bench {self.bench_samples_per_s:,.1f} samples/s)"
+            )
+        return text
+
+
+def bench_samples_per_s(path: str | Path, workload: str, size: str, target: str, batch_size: int) -> float:
+    """The bench's samples/s for one configuration (the last matching `ok` row)."""
+    found: float | None = None
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as error:
+        raise UsageError(f"train: --bench-jsonl {path}: {error.strerror}") from error
+    for line in lines:
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if (
+            row.get("workload") == workload
+            and row.get("size") == size
+            and row.get("target") == target
+            and row.get("batch_size") == batch_size
+            and row.get("status") == "ok"
+        ):
+            found = float(row["samples_per_s"])
+    if found is None:
+        raise UsageError(
+            f"train: --bench-jsonl {path} has no ok row for {workload}/{size} on {target} at batch {batch_size}; "
+            "run `trainspeed bench` for that configuration first"
+        )
+    return found
