@@ -1,0 +1,222 @@
+"""StyleGAN3's kernels written with plain PyTorch ops (conv2d, conv_transpose2d, elementwise).
+
+The official code runs these as custom CUDA kernels; on a current stack those no longer build,
+and its plain-op fallback materialises zero-inserted tensors and keeps every intermediate for
+backward. Here:
+  * FIR resampling never inserts zeros: upsampling is a depthwise transposed convolution with the
+    up factor as stride, downsampling a depthwise convolution with the down factor as stride, and
+    1-D filters run as two 1-D passes (K + K instead of K * K multiply-adds per pixel).
+  * Everything is built from ops with double-backward support (R1 differentiates the
+    discriminator's input gradient) and that XLA and torch.compile lower without graph breaks.
+  * `recompute` re-runs a memory-heavy piece in backward instead of keeping its intermediates.
+
+Conventions follow the published definitions: filtering is a true convolution (the filter is
+flipped), padding is applied after upsampling and may be negative (a crop), and `padding` is
+(x_before, x_after, y_before, y_after).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+Padding = tuple[int, int, int, int]
+
+
+def as_padding(padding: int | Sequence[int]) -> Padding:
+    """One int for all sides, (x, y), or (x0, x1, y0, y1)."""
+    if isinstance(padding, int):
+        return (padding, padding, padding, padding)
+    values = tuple(int(p) for p in padding)
+    if len(values) == 2:
+        return (values[0], values[0], values[1], values[1])
+    if len(values) == 4:
+        return values  # type: ignore[return-value]
+    raise ValueError(f"padding must have 1, 2 or 4 values, got {padding!r}")
+
+
+def _pad_or_crop(x: torch.Tensor, dim: int, before: int, after: int) -> torch.Tensor:
+    """Zero-pad (positive) or crop (negative) one spatial dim; explicit slices lower everywhere."""
+    if before < 0 or after < 0:
+        start = max(-before, 0)
+        stop = x.shape[dim] - max(-after, 0)
+        x = x.narrow(dim, start, stop - start)
+    if before > 0 or after > 0:
+        pads = [0, 0, 0, 0]
+        side = 0 if dim == x.ndim - 1 else 2
+        pads[side], pads[side + 1] = max(before, 0), max(after, 0)
+        x = F.pad(x, pads)
+    return x
+
+
+def _resample(
+    x: torch.Tensor, kernel: torch.Tensor, up: tuple[int, int], down: tuple[int, int], padding: Padding
+) -> torch.Tensor:
+    """One depthwise FIR pass: `kernel` is (Kh, Kw), already scaled, in true-convolution order.
+
+    Upsampling by u with a K-tap filter equals the full transposed convolution y (length
+    (n - 1) * u + K) read from index K - 1 - pad_before, so the zero-inserted signal is never built.
+    """
+    channels = x.shape[1]
+    kernel_h, kernel_w = kernel.shape
+    weight = kernel.to(x.dtype).view(1, 1, kernel_h, kernel_w).expand(channels, 1, kernel_h, kernel_w)
+    px0, px1, py0, py1 = padding
+    if up != (1, 1):
+        height, width = x.shape[2], x.shape[3]
+        x = F.conv_transpose2d(x, weight, stride=up, groups=channels)
+        x = _pad_or_crop(x, 3, px0 - (kernel_w - 1), up[1] + px1 - kernel_w)
+        x = _pad_or_crop(x, 2, py0 - (kernel_h - 1), up[0] + py1 - kernel_h)
+        assert x.shape[2] == height * up[0] + py0 + py1 - kernel_h + 1
+        assert x.shape[3] == width * up[1] + px0 + px1 - kernel_w + 1
+        if down != (1, 1):
+            x = x[:, :, :: down[0], :: down[1]]
+        return x
+    x = _pad_or_crop(x, 3, px0, px1)
+    x = _pad_or_crop(x, 2, py0, py1)
+    return F.conv2d(x, weight.flip([2, 3]), stride=down, groups=channels)
+
+
+def upfirdn2d(
+    x: torch.Tensor,
+    f: torch.Tensor | None,
+    up: int = 1,
+    down: int = 1,
+    padding: int | Sequence[int] = 0,
+    gain: float = 1.0,
+) -> torch.Tensor:
+    """Upsample by `up` (zero insertion), pad/crop, convolve with FIR `f`, keep every `down`-th pixel.
+
+    `f` is 1-D (separable: applied along x, then y), 2-D, or None (a single unit tap). `gain` is the
+    total gain of the 2-D operation (for an up-factor u, gain u**2 keeps the DC level).
+    Output size per axis: (n * up + pad_before + pad_after - taps) // down + 1.
+    """
+    pad = as_padding(padding)
+    if f is None and up == 1 and down == 1:  # pad/crop and scale only: no convolution needed
+        x = _pad_or_crop(_pad_or_crop(x, 3, pad[0], pad[1]), 2, pad[2], pad[3])
+        return x * gain if gain != 1 else x
+    if f is None:
+        f = torch.ones(1, dtype=x.dtype, device=x.device)
+    if f.ndim == 2:
+        return _resample(x, f * gain, (up, up), (down, down), pad)
+    axis_gain = math.sqrt(gain)
+    taps = f * axis_gain
+    x = _resample(x, taps.view(1, -1), (1, up), (1, down), (pad[0], pad[1], 0, 0))
+    return _resample(x, taps.view(-1, 1), (up, 1), (down, 1), (0, 0, pad[2], pad[3]))
+
+
+def bias_act(
+    x: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    activation: str = "linear",
+    slope: float = 0.2,
+    gain: float | None = None,
+    clamp: float | None = None,
+) -> torch.Tensor:
+    """Add a per-channel bias, apply linear or leaky ReLU, scale by `gain`, clamp to +-`clamp`.
+
+    The default gain keeps unit variance for a unit-variance input (sqrt 2 for leaky ReLU).
+    """
+    if bias is not None:
+        x = x + bias.to(x.dtype).view(1, -1, *([1] * (x.ndim - 2)))
+    if activation == "lrelu":
+        x = F.leaky_relu(x, slope)
+        gain = math.sqrt(2.0) if gain is None else gain
+    elif activation != "linear":
+        raise ValueError(f"unknown activation {activation!r}: use 'linear' or 'lrelu'")
+    if gain is not None and gain != 1:
+        x = x * gain
+    if clamp is not None:
+        x = x.clamp(-clamp, clamp)
+    return x
+
+
+def filtered_lrelu(
+    x: torch.Tensor,
+    up_filter: torch.Tensor | None,
+    down_filter: torch.Tensor | None,
+    bias: torch.Tensor | None = None,
+    up: int = 1,
+    down: int = 1,
+    padding: int | Sequence[int] = 0,
+    gain: float = math.sqrt(2.0),
+    slope: float = 0.2,
+    clamp: float | None = None,
+) -> torch.Tensor:
+    """Bias, upsample with `up_filter`, leaky ReLU (gain, clamp), downsample with `down_filter`.
+
+    The nonlinearity runs at the higher rate so that the new frequencies it creates can be filtered
+    out before returning to the layer's own rate (the alias-free activation of StyleGAN3).
+    """
+    x = bias_act(x, bias)
+    x = upfirdn2d(x, up_filter, up=up, padding=padding, gain=up**2)
+    x = F.leaky_relu(x, slope) if slope != 1 else x
+    if gain != 1:
+        x = x * gain
+    if clamp is not None:
+        x = x.clamp(-clamp, clamp)
+    return upfirdn2d(x, down_filter, down=down)
+
+
+def demodulation_coefficients(weight: torch.Tensor, styles: torch.Tensor) -> torch.Tensor:
+    """(N, O): 1 / the norm of each sample's modulated filter, without building (N, O, I, k, k)."""
+    weight_energy = weight.square().sum(dim=[2, 3])  # (O, I)
+    return (styles.square() @ weight_energy.t() + 1e-8).rsqrt()
+
+
+def modulated_conv2d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    styles: torch.Tensor,
+    demodulate: bool = True,
+    padding: int = 0,
+    input_gain: torch.Tensor | None = None,
+    grouped: bool = False,
+) -> torch.Tensor:
+    """Convolve each sample with its own style-scaled (and demodulated) copy of `weight`.
+
+    x (N, I, H, W), weight (O, I, k, k), styles (N, I). `grouped=False` scales the activations
+    instead of the weights (conv(x * s, w) * d): one ordinary batched convolution, which vendor
+    libraries and XLA run much faster than a convolution with N groups; `grouped=True` builds the
+    per-sample weights (the official formulation, fewer saved activations).
+    """
+    batch, in_channels = x.shape[0], x.shape[1]
+    out_channels, _, kh, kw = weight.shape
+    if demodulate:  # scale-free pre-normalisation keeps fp16/bf16 products in range
+        weight = weight * weight.square().mean(dim=[1, 2, 3], keepdim=True).rsqrt()
+        styles = styles * styles.square().mean().rsqrt()
+    out_scale = demodulation_coefficients(weight, styles) if demodulate else None
+    if input_gain is not None:
+        styles = styles * input_gain
+    if not grouped:
+        x = F.conv2d(x * styles.to(x.dtype).view(batch, in_channels, 1, 1), weight.to(x.dtype), padding=padding)
+        if out_scale is not None:
+            x = x * out_scale.to(x.dtype).view(batch, out_channels, 1, 1)
+        return x
+    per_sample = weight.unsqueeze(0) * styles.view(batch, 1, in_channels, 1, 1)
+    if out_scale is not None:
+        per_sample = per_sample * out_scale.view(batch, out_channels, 1, 1, 1)
+    per_sample = per_sample.reshape(batch * out_channels, in_channels, kh, kw)
+    x = x.reshape(1, batch * in_channels, *x.shape[2:])
+    x = F.conv2d(x, per_sample.to(x.dtype), padding=padding, groups=batch)
+    return x.reshape(batch, out_channels, *x.shape[2:])
+
+
+def recompute(function: Callable[..., torch.Tensor], *args: torch.Tensor) -> torch.Tensor:
+    """Run `function` keeping only its inputs for backward; it runs again during backward.
+
+    On XLA the compiler would merge the recomputation with the forward pass again, so torch_xla's
+    own checkpoint (with optimisation barriers) is used there.
+    """
+    if not torch.is_grad_enabled():
+        return function(*args)
+    device_type = next(a.device.type for a in args if isinstance(a, torch.Tensor))
+    if device_type == "xla":
+        import torch_xla.utils.checkpoint as xla_checkpoint
+
+        return xla_checkpoint.checkpoint(function, *args, use_reentrant=False)
+    import torch.utils.checkpoint as torch_checkpoint
+
+    return torch_checkpoint.checkpoint(function, *args, use_reentrant=False)

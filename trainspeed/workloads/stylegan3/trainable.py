@@ -1,0 +1,114 @@
+"""One StyleGAN3 training step: G main, D main, lazy R1 on D every `r1_interval` steps, G EMA.
+
+Each phase trains one network (the other's parameters stop requiring gradients, as in the
+official schedule), so backward never computes gradients that would be thrown away. The step
+counter is a Python int, so the choice of phases is static: a target sees two step shapes
+(with and without R1), each compiled once.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from trainspeed.workloads.base import Batch, Trainable
+from trainspeed.workloads.stylegan3.configs import StyleGAN3Config
+from trainspeed.workloads.stylegan3.discriminator import Discriminator
+from trainspeed.workloads.stylegan3.generator import Generator
+from trainspeed.workloads.stylegan3.loss import discriminator_loss, generator_loss, r1_loss
+
+ADAM_BETAS = (0.0, 0.99)
+
+
+def images_to_float(images: torch.Tensor) -> torch.Tensor:
+    """uint8 [0, 255] -> float [-1, 1] (on whatever device the batch already is)."""
+    return images.to(torch.float32) / 127.5 - 1.0
+
+
+def uncompiled(network: nn.Module) -> nn.Module:
+    """torch.compile's graphs cannot be differentiated twice, so R1 runs the eager module."""
+    return getattr(network, "_orig_mod", network)
+
+
+class StyleGAN3Trainable(Trainable):
+    def __init__(self, config: StyleGAN3Config, generator: Generator, discriminator: Discriminator) -> None:
+        generator_ema = copy.deepcopy(generator).eval().requires_grad_(False)
+        super().__init__({"G": generator, "D": discriminator, "G_ema": generator_ema})
+        self.config = config
+        self.step = 0
+
+    def trained_network_names(self) -> list[str]:
+        return ["G", "D"]
+
+    def setup_optimizers(self) -> None:
+        # Lazy R1 adds one D update every `interval` steps; scale lr and betas to keep the
+        # effective optimiser per image the same (the published adjustment).
+        ratio = self.config.r1_interval / (self.config.r1_interval + 1)
+        self.optimizers = {
+            "G": torch.optim.Adam(self.networks["G"].parameters(), lr=self.config.g_lr, betas=ADAM_BETAS, eps=1e-8),
+            "D": torch.optim.Adam(
+                self.networks["D"].parameters(),
+                lr=self.config.d_lr * ratio,
+                betas=(ADAM_BETAS[0] ** ratio, ADAM_BETAS[1] ** ratio),
+                eps=1e-8,
+            ),
+        }
+
+    def _train_only(self, name: str) -> None:
+        for other in self.trained_network_names():
+            self.networks[other].requires_grad_(other == name)
+
+    def _update(self, name: str, loss: torch.Tensor) -> None:
+        optimizer = self.optimizers[name]
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    def _latents(self, batch_size: int, device: torch.device) -> torch.Tensor:
+        return torch.randn(batch_size, self.config.z_dim, device=device)
+
+    def train_step(self, batch: Batch) -> torch.Tensor:
+        real = images_to_float(batch["images"])
+        batch_size = real.shape[0]
+        generator, discriminator = self.wrapped["G"], self.wrapped["D"]
+
+        self._train_only("G")
+        g_loss = generator_loss(discriminator(generator(self._latents(batch_size, real.device))))
+        self._update("G", g_loss)
+
+        self._train_only("D")
+        with torch.no_grad():
+            fake = generator(self._latents(batch_size, real.device), magnitude_ema_beta=self._magnitude_ema_beta(batch_size))
+        d_loss = discriminator_loss(discriminator(fake), discriminator(real))
+        self._update("D", d_loss)
+
+        if self.step % self.config.r1_interval == 0:
+            real_leaf = real.detach().requires_grad_(True)
+            logits = uncompiled(discriminator)(real_leaf)
+            self._update("D", r1_loss(real_leaf, logits, self.config.r1_gamma, self.config.r1_interval))
+
+        self._update_ema(batch_size)
+        self.step += 1
+        return (g_loss + d_loss).detach()
+
+    def _magnitude_ema_beta(self, batch_size: int) -> float:
+        return 0.5 ** (batch_size / self.config.magnitude_ema_half_life_images)
+
+    @torch.no_grad()
+    def _update_ema(self, batch_size: int) -> None:
+        """G_ema follows G with a half-life of ema_kimg thousand images (10k per 32 of batch)."""
+        ema_images = self.config.ema_kimg_per_32_images * 1000 * batch_size / 32
+        beta = 0.5 ** (batch_size / ema_images)
+        generator, generator_ema = self.networks["G"], self.networks["G_ema"]
+        torch._foreach_lerp_(list(generator_ema.parameters()), list(generator.parameters()), 1.0 - beta)
+        for ema_buffer, buffer in zip(generator_ema.buffers(), generator.buffers()):
+            ema_buffer.copy_(buffer)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "step": self.step}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.step = int(state["step"])

@@ -1,0 +1,89 @@
+"""StyleGAN3 as a trainspeed workload: build a size, make a synthetic batch, count FLOPs, read images.
+
+A sample is one image: a step at batch B generates B images for G's update, B more for D's, and
+reads B real images. Batches stay uint8 on the host (4x less to transfer than float) and the step
+converts them on the device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from functools import lru_cache
+
+import torch
+
+from trainspeed.data.base import BatchLoader, LoaderConfig
+from trainspeed.errors import UsageError
+from trainspeed.workloads.base import Batch
+from trainspeed.workloads.stylegan3.configs import CONFIGS, StyleGAN3Config, get_config
+from trainspeed.workloads.stylegan3.discriminator import Discriminator
+from trainspeed.workloads.stylegan3.flops import FlopSum
+from trainspeed.workloads.stylegan3.generator import Generator
+from trainspeed.workloads.stylegan3.trainable import StyleGAN3Trainable
+
+FLOP_COUNT_BATCH = 4
+
+
+def build_trainable(config: StyleGAN3Config, seed: int = 0) -> StyleGAN3Trainable:
+    """Networks initialised from `seed` without disturbing the caller's global RNG."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return StyleGAN3Trainable(config, Generator(config), Discriminator(config))
+
+
+def _step_flops(trainable: StyleGAN3Trainable, batch: Batch, step: int) -> int:
+    trainable.step = step
+    with FlopSum() as counter:
+        trainable.train_step(batch)
+    return counter.total
+
+
+@lru_cache(maxsize=None)
+def counted_flops_per_image(config: StyleGAN3Config) -> float:
+    """Model FLOPs of an average step per image, counted by torch's FLOP counter on meta tensors.
+
+    Counts convolutions and matmuls of G main, D main and the R1 step (amortised over its
+    interval); elementwise ops and optimiser updates are not counted, recomputation is not
+    counted (the count is of the model, not of the memory trade-off).
+    """
+    config = dataclasses.replace(config, recompute="none")
+    trainable = build_trainable(config).to(torch.device("meta"))
+    trainable.setup_optimizers()
+    batch = {"images": torch.empty(FLOP_COUNT_BATCH, 3, config.resolution, config.resolution, dtype=torch.uint8, device="meta")}
+    plain = _step_flops(trainable, batch, step=1)
+    with_r1 = _step_flops(trainable, batch, step=0)
+    return (plain + (with_r1 - plain) / config.r1_interval) / FLOP_COUNT_BATCH
+
+
+class StyleGAN3Workload:
+    name = "stylegan3"
+    sizes: tuple[str, ...] = tuple(CONFIGS)
+    sample_unit = "images"
+
+    def build(self, size: str, seed: int = 0) -> StyleGAN3Trainable:
+        return build_trainable(get_config(size), seed)
+
+    def synthetic_batch(self, size: str, batch_size: int, generator: torch.Generator) -> Batch:
+        resolution = get_config(size).resolution
+        images = torch.randint(0, 256, (batch_size, 3, resolution, resolution), generator=generator, dtype=torch.uint8)
+        return {"images": images}
+
+    def flops_per_sample(self, size: str) -> float:
+        return counted_flops_per_image(get_config(size))
+
+    def open_dataset(self, path: "os.PathLike[str] | str", config: LoaderConfig) -> BatchLoader:
+        from trainspeed.data.images import ImageLoader
+
+        return ImageLoader(path, config)
+
+    def open_dataset_for_size(self, size: str, path: "os.PathLike[str] | str", config: LoaderConfig) -> BatchLoader:
+        """Like `open_dataset`, but refuses images of another resolution than the size trains on."""
+        loader = self.open_dataset(path, config)
+        expected = get_config(size).resolution
+        if loader.resolution != expected:
+            raise UsageError(
+                f"{path}: images are {loader.resolution}x{loader.resolution} but size {size!r} trains at "
+                f"{expected}x{expected}; rebuild with `trainspeed data images SRC --out DATASET.zip --resolution {expected}`"
+            )
+        return loader
