@@ -1,0 +1,72 @@
+"""Helpers for the trainer's tests: run `trainspeed train` as a user would, read what it wrote."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TINY_RUN = ["--workload", "mahjong", "--size", "tiny", "--no-progress", "--threads", "1", "--log-every", "2"]
+
+
+def train_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "trainspeed", "train", *TINY_RUN, *args]
+
+
+def train_env(extra_pythonpath: str | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    paths = [str(REPO_ROOT)] + ([extra_pythonpath] if extra_pythonpath else []) + [env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+    env.setdefault("PJRT_DEVICE", "CPU")
+    return env
+
+
+def run_train(*args: str, timeout: float = 120, extra_pythonpath: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        train_command(*args),
+        env=train_env(extra_pythonpath),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def final_parameters(run_dir: Path) -> dict[str, torch.Tensor]:
+    """The policy's parameters in the run's latest checkpoint (written by rank 0)."""
+    pointer = run_dir / "checkpoints" / "latest"
+    payload = torch.load(pointer.parent / pointer.read_text().strip(), map_location="cpu", weights_only=False)
+    return payload["trainable"]["networks"]["policy"]
+
+
+def max_abs_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[key].float() - b[key].float()).abs().max()) for key in a)
+
+
+def _has_selfplay_data() -> bool:
+    try:
+        import trainspeed.data.loader  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def data_args(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """A few self-play games made by the data command; synthetic batches until that command exists."""
+    if not _has_selfplay_data():
+        return ["--synthetic-data"]
+    out = tmp_path_factory.mktemp("selfplay")
+    result = subprocess.run(
+        [sys.executable, "-m", "trainspeed", "data", "mahjong-selfplay", "--games", "6", "--workers", "1",
+         "--out", str(out), "--seed", "0"],
+        env=train_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    return ["--data", str(out)]

@@ -1,0 +1,146 @@
+"""Data-parallel training end to end through the CLI: torchrun, DDP, checkpoints, failures.
+
+Tolerance of the 1-rank vs 2-rank comparison: the two runs see the same global batches, but the
+gradient of 2 ranks is an average of two half-batch means (summed by the all-reduce) instead of one
+full-batch mean, so float32 rounding differs; after a few AdamW steps the parameters agree to
+ATOL = 1e-5 (the parameters are O(0.02..1)).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, final_parameters, max_abs_difference, run_train, train_command, train_env
+
+STEPS = 24
+PER_DEVICE = 16
+ATOL = 1e-5
+
+
+def _train(out: Path, nproc: int, batch: int, data_args: list[str], *extra: str) -> None:
+    result = run_train(
+        *data_args, "--nproc", str(nproc), "--batch-size-per-device", str(batch), "--steps", str(STEPS),
+        "--checkpoint-every", "4", "--out", str(out), *extra,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def two_rank_run(tmp_path_factory: pytest.TempPathFactory, data_args: list[str]) -> Path:
+    out = tmp_path_factory.mktemp("two_ranks")
+    _train(out, 2, PER_DEVICE, data_args)
+    return out
+
+
+def test_two_ranks_end_with_the_parameters_of_one_rank_at_the_same_global_batch(
+    two_rank_run: Path, tmp_path: Path, data_args: list[str]
+) -> None:
+    _train(tmp_path, 1, 2 * PER_DEVICE, data_args)
+    one, two = final_parameters(tmp_path), final_parameters(two_rank_run)
+    initial_distance = max_abs_difference(one, {key: value * 0 for key, value in one.items()})
+    assert initial_distance > 1e-3  # the comparison below is not between two zero tensors
+    assert max_abs_difference(one, two) <= ATOL
+    summary = json.loads((two_rank_run / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["global_batch"] == 2 * PER_DEVICE
+    assert summary["samples"] == STEPS * 2 * PER_DEVICE
+    assert 0.0 <= summary["data_wait_fraction"] <= 1.0
+
+
+def _wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, timeout_s: float) -> str:
+    pointer = run_dir / "checkpoints" / "latest"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        if pointer.exists():
+            return pointer.read_text().strip()
+        time.sleep(0.01)
+    raise AssertionError(f"no checkpoint appeared under {run_dir} (exit code {process.poll()})")
+
+
+def test_kill_9_then_resume_ends_with_the_parameters_of_an_uninterrupted_run(
+    two_rank_run: Path, tmp_path: Path, data_args: list[str]
+) -> None:
+    command = train_command(
+        *data_args, "--nproc", "2", "--batch-size-per-device", str(PER_DEVICE), "--steps", str(STEPS),
+        "--checkpoint-every", "4", "--out", str(tmp_path),
+    )
+    process = subprocess.Popen(
+        command, env=train_env(), cwd=REPO_ROOT, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    _wait_for_checkpoint(tmp_path, process, timeout_s=90)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert not (tmp_path / "summary.json").exists(), "the run finished before it was killed"
+
+    resumed = run_train(
+        *data_args, "--nproc", "2", "--batch-size-per-device", str(PER_DEVICE), "--steps", str(STEPS),
+        "--checkpoint-every", "4", "--out", str(tmp_path), "--resume",
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resumed from" in resumed.stdout
+    first_step = json.loads((tmp_path / "summary.json").read_text())["first_step"]
+    assert 0 < first_step < STEPS
+    assert max_abs_difference(final_parameters(tmp_path), final_parameters(two_rank_run)) == 0.0
+
+
+FAILING_WORKLOAD = '''
+import os
+from trainspeed.workloads.mahjong.workload import MahjongWorkload, PolicyTrainable
+
+
+class FailingTrainable(PolicyTrainable):
+    steps = 0
+
+    def train_step(self, batch):
+        self.steps += 1
+        if self.steps == 3 and os.environ.get("RANK") == "1":
+            raise RuntimeError("injected failure on rank 1 at step 3")
+        return super().train_step(batch)
+
+
+class FailingWorkload(MahjongWorkload):
+    def build(self, size, seed=0):
+        return FailingTrainable(super().build(size, seed).networks["policy"])
+'''
+
+
+def test_a_dying_rank_brings_the_job_down_quickly_and_its_error_is_shown(tmp_path: Path) -> None:
+    (tmp_path / "failing_workload.py").write_text(FAILING_WORKLOAD)
+    started = time.monotonic()
+    result = subprocess.run(
+        [*train_command("--synthetic-data", "--nproc", "2", "--batch-size-per-device", "8", "--steps", "50",
+                        "--out", str(tmp_path / "run")),
+         "--workload", "failing_workload:FailingWorkload"],
+        env=train_env(str(tmp_path)), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode != 0
+    assert "injected failure on rank 1 at step 3" in result.stdout + result.stderr
+    assert elapsed < 60
+
+
+def test_sigterm_checkpoints_at_the_current_step_and_resume_finishes(tmp_path: Path, data_args: list[str]) -> None:
+    args = [*data_args, "--batch-size-per-device", "16", "--steps", "400", "--checkpoint-every", "3",
+            "--out", str(tmp_path)]
+    process = subprocess.Popen(
+        train_command(*args), env=train_env(), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    _wait_for_checkpoint(tmp_path, process, timeout_s=90)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143, stdout + stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["stopped_by_signal"] and summary["last_step"] < 400
+    latest = (tmp_path / "checkpoints" / "latest").read_text().strip()
+    assert latest == f"step-{summary['last_step']:09d}.pt"
+
+    resumed = run_train(*[a if a != "400" else str(summary["last_step"] + 3) for a in args], "--resume")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert json.loads((tmp_path / "summary.json").read_text())["first_step"] == summary["last_step"]
