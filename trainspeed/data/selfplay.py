@@ -1,0 +1,155 @@
+"""Self-play data: rule-based agents play games in parallel processes; logs and shards come out.
+
+Work is cut into chunks of `games_per_shard` consecutive game ids; one chunk is one task and one
+shard. Each game also leaves its own mjai log (`mjai/game-<id>.jsonl.gz`). A rerun skips chunks
+whose shard is complete, and inside an unfinished chunk it re-encodes games that already have a log
+from that log instead of playing them again (the two give equal samples), so only missing games
+are played. Game `g` of seed `s` always uses the same wall and agents, whatever the worker count.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from trainspeed.atomic import atomic_write_text
+from trainspeed.data.mjai_logs import read_games, write_log
+from trainspeed.data.shards import SHARD_PREFIX, ShardInfo, write_index, write_shard
+from trainspeed.errors import UsageError
+from trainspeed.workloads.mahjong.agents import RuleBasedAgent
+from trainspeed.workloads.mahjong.encoding import EncodedSamples, encode_decisions
+from trainspeed.workloads.mahjong.engine import play_game, replay_events
+
+MANIFEST_NAME = "selfplay.json"
+LOG_FOLDER = "mjai"
+
+
+@dataclass(frozen=True)
+class SelfPlayConfig:
+    games: int
+    out: Path
+    seed: int = 0
+    workers: int = 1
+    games_per_shard: int = 16
+    progress: bool = True
+
+    def manifest(self) -> dict:
+        """What must match between a run and its resume."""
+        return {"source": "selfplay", "agent": "rule-based x4", "seed": self.seed,
+                "games_per_shard": self.games_per_shard}
+
+
+@dataclass(frozen=True)
+class SelfPlayResult:
+    games: int
+    samples: int
+    shards: int
+    games_played: int
+    games_replayed: int
+    seconds: float
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.seconds if self.seconds else 0.0
+
+
+def game_seed(seed: int, game_id: int) -> int:
+    """The engine seed of one game: a fixed mix of the run seed and the game id."""
+    mixed = (seed * 0x9E3779B97F4A7C15 + game_id * 0xBF58476D1CE4E5B9) % 2**64
+    return mixed >> 1
+
+
+def log_path(out: Path, game_id: int) -> Path:
+    return out / LOG_FOLDER / f"game-{game_id:08d}.jsonl.gz"
+
+
+def shard_name(chunk: int) -> str:
+    return f"{SHARD_PREFIX}{chunk:06d}"
+
+
+def chunk_games(config: SelfPlayConfig, chunk: int) -> range:
+    start = chunk * config.games_per_shard
+    return range(start, min(start + config.games_per_shard, config.games))
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    info: ShardInfo
+    played: int
+    replayed: int
+
+
+def run_chunk(config: SelfPlayConfig, chunk: int) -> ChunkResult:
+    """Play (or re-encode from its log) every game of one chunk and write the chunk's shard."""
+    parts, played, replayed = [], 0, 0
+    for game_id in chunk_games(config, chunk):
+        path = log_path(config.out, game_id)
+        if path.exists():
+            (events,) = read_games(path)
+            decisions = list(replay_events(events))
+            replayed += 1
+        else:
+            record = play_game([RuleBasedAgent() for _ in range(4)], seed=game_seed(config.seed, game_id))
+            write_log(path, record.mjai_log)
+            decisions = record.decisions
+            played += 1
+        parts.append(encode_decisions(decisions, game_id))
+    info = write_shard(config.out, shard_name(chunk), EncodedSamples.concatenate(parts))
+    return ChunkResult(info, played, replayed)
+
+
+def _check_manifest(config: SelfPlayConfig) -> None:
+    path = config.out / MANIFEST_NAME
+    wanted = config.manifest()
+    if path.exists():
+        found = json.loads(path.read_text())
+        if found != wanted:
+            raise UsageError(f"{path}: this folder was made with {found}, not {wanted}; "
+                             "use a new --out folder or the same settings")
+    else:
+        atomic_write_text(path, json.dumps(wanted, indent=1))
+
+
+def _is_complete(config: SelfPlayConfig, chunk: int) -> bool:
+    sidecar = config.out / f"{shard_name(chunk)}.json"
+    if not sidecar.exists():
+        return False
+    games = chunk_games(config, chunk)
+    info = json.loads(sidecar.read_text())
+    return info["games"] == len(games) and info["last_game_id"] == games[-1]
+
+
+def run_selfplay(config: SelfPlayConfig) -> SelfPlayResult:
+    if config.games < 1:
+        raise UsageError(f"--games {config.games}: must be at least 1")
+    if config.workers < 1:
+        raise UsageError(f"--workers {config.workers}: must be at least 1")
+    config.out.mkdir(parents=True, exist_ok=True)
+    _check_manifest(config)
+    chunks = -(-config.games // config.games_per_shard)
+    todo = [c for c in range(chunks) if not _is_complete(config, c)]
+    for stale in config.out.glob(f"{SHARD_PREFIX}*.json"):
+        if int(stale.stem.split("-")[1]) >= chunks:
+            raise UsageError(f"{stale}: belongs to a run with more games; use --games >= the earlier run's")
+    started = time.perf_counter()
+    played = replayed = 0
+    bar = tqdm(total=config.games, initial=config.games - sum(len(chunk_games(config, c)) for c in todo),
+               unit="game", disable=not config.progress)
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=config.workers, mp_context=context) as pool:
+        futures = {pool.submit(run_chunk, config, chunk): chunk for chunk in todo}
+        for future in as_completed(futures):
+            result = future.result()
+            played, replayed = played + result.played, replayed + result.replayed
+            bar.update(result.info.games)
+    bar.close()
+    index = write_index(config.out, extra={"source": config.manifest()})
+    return SelfPlayResult(games=index["games"], samples=index["samples"], shards=len(index["shards"]),
+                          games_played=played, games_replayed=replayed,
+                          seconds=time.perf_counter() - started)

@@ -1,0 +1,131 @@
+"""Agents that play through the engine: a random one and a rule-based one.
+
+The rule-based agent is a plain, strong-enough baseline for making training data, not a policy
+to beat: win whenever possible, riichi whenever possible, discard toward the lowest shanten
+(ties broken by how many unseen tiles would lower it further), fold against a riichi when far from
+tenpai (prefer tiles the riichi player discarded, then honours already seen), and pon only value
+honours. Every other call (chi, other pons, kans, nine-terminal abort) is passed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Iterable
+
+from riichienv import Action, ActionType, Observation, calculate_shanten
+
+DRAGONS = frozenset({31, 32, 33})
+EAST = 27
+FOLD_SHANTEN = 2
+"""Against a riichi, fold when at least this far from tenpai."""
+
+
+class RandomAgent:
+    """Uniform over legal actions; seeded, so games are reproducible."""
+
+    def __init__(self, seed: int) -> None:
+        self._rng = random.Random(seed)
+
+    def act(self, observation: Observation) -> Action:
+        return self._rng.choice(observation.legal_actions())
+
+
+def tile_type(tile: int) -> int:
+    """Tile id (0..135, four copies per type) -> type (0..33)."""
+    return tile // 4
+
+
+def value_honours(observation: Observation) -> frozenset[int]:
+    """Tile types whose pon gives a yaku for this seat: dragons, own seat wind, round wind."""
+    seat_wind = EAST + (observation.player_id - observation.oya) % 4
+    return DRAGONS | {seat_wind, EAST + int(observation.round_wind)}
+
+
+def visible_counts(observation: Observation) -> Counter:
+    """Copies of each tile type this seat can see: own hand, all discards and melds, dora markers."""
+    seen: Counter = Counter(tile_type(t) for t in observation.hand)
+    for river in observation.discards:
+        seen.update(tile_type(t) for t in river)
+    for melds in observation.melds:
+        for meld in melds:
+            seen.update(tile_type(t) for t in meld.tiles)
+    seen.update(tile_type(t) for t in observation.dora_indicators)
+    return seen
+
+
+def acceptance(hand: list[int], shanten: int, seen: Counter) -> int:
+    """Unseen tiles that would lower the shanten of `hand` (13-tile style) if drawn."""
+    total = 0
+    for kind in range(34):
+        remaining = 4 - seen[kind]
+        if remaining > 0 and calculate_shanten(hand + [kind * 4]) < shanten:
+            total += remaining
+    return total
+
+
+def _first(actions: Iterable[Action], *types: ActionType) -> Action | None:
+    return next((a for a in actions if a.action_type in types), None)
+
+
+class RuleBasedAgent:
+    """Deterministic given the observation; see the module docstring for the rules."""
+
+    def act(self, observation: Observation) -> Action:
+        legal = observation.legal_actions()
+        win = _first(legal, ActionType.TSUMO, ActionType.RON)
+        if win is not None:
+            return win
+        riichi = _first(legal, ActionType.RIICHI)
+        if riichi is not None:
+            return riichi
+        pon = next((a for a in legal if a.action_type == ActionType.PON
+                    and tile_type(a.tile) in value_honours(observation)), None)
+        if pon is not None:
+            return pon
+        discards = [a for a in legal if a.action_type == ActionType.DISCARD]
+        if discards:
+            return self.choose_discard(observation, discards)
+        return _first(legal, ActionType.PASS) or legal[0]
+
+    def choose_discard(self, observation: Observation, discards: list[Action]) -> Action:
+        hand = list(observation.hand)
+        seen = visible_counts(observation)
+        by_shanten = {}
+        for action in discards:
+            rest = list(hand)
+            rest.remove(action.tile)
+            by_shanten[action.tile] = (calculate_shanten(rest), rest)
+        best_shanten = min(s for s, _ in by_shanten.values())
+        threats = [seat for seat, declared in enumerate(observation.riichi_declared)
+                   if declared and seat != observation.player_id]
+        if threats and best_shanten >= FOLD_SHANTEN:
+            return min(discards, key=lambda a: (_danger(a.tile, threats, observation, seen), a.tile))
+        candidates = [a for a in discards if by_shanten[a.tile][0] == best_shanten]
+        if len(candidates) == 1:
+            return candidates[0]
+        scored = {}
+        for action in candidates:
+            kind = tile_type(action.tile)
+            if kind not in scored:
+                scored[kind] = acceptance(by_shanten[action.tile][1], best_shanten, seen)
+        return max(candidates, key=lambda a: (scored[tile_type(a.tile)], _isolation(a.tile), -a.tile))
+
+
+def _isolation(tile: int) -> int:
+    """Tie-break among equal hands: shed honours and terminals before middle tiles."""
+    kind = tile_type(tile)
+    if kind >= 27:
+        return 2
+    return 1 if kind % 9 in (0, 8) else 0
+
+
+def _danger(tile: int, threats: list[int], observation: Observation, seen: Counter) -> int:
+    """Lower is safer: a tile every riichi player discarded is safe (genbutsu); then honours by
+    how many copies are already visible; then terminals; middle tiles are the most dangerous."""
+    kind = tile_type(tile)
+    if all(kind in {tile_type(t) for t in observation.discards[seat]} for seat in threats):
+        return 0
+    if kind >= 27:
+        return 1 + (4 - seen[kind])
+    return 6 if kind % 9 in (0, 8) else 7 + min(kind % 9, 8 - kind % 9)

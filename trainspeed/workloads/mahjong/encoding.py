@@ -1,0 +1,87 @@
+"""Observation -> model inputs: features (74, 34) float32, legal-action mask (82,) bool, action id.
+
+The engine's own encoder is used as is (`Observation.encode()`, raw float32 bytes), so any tool that
+reads the same engine version sees the same features.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from riichienv import Action, Observation
+
+from trainspeed.workloads.mahjong.engine import Decision
+
+FEATURE_SHAPE = (74, 34)
+NUM_ACTIONS = 82
+
+
+def encode_features(observation: Observation) -> np.ndarray:
+    """(74, 34) float32, a read-only view of the engine's bytes."""
+    return np.frombuffer(observation.encode(), dtype=np.float32).reshape(FEATURE_SHAPE)
+
+
+def encode_mask(observation: Observation) -> np.ndarray:
+    """(82,) bool: which action ids are legal."""
+    return np.frombuffer(observation.mask(), dtype=np.uint8).astype(bool)
+
+
+def action_id(action: Action) -> int:
+    return int(action.encode())
+
+
+@dataclass
+class EncodedSamples:
+    """Column arrays for n decisions; one row per decision, in game order."""
+
+    features: np.ndarray  # (n, 74, 34) float32
+    mask: np.ndarray  # (n, 82) bool
+    action: np.ndarray  # (n,) int64
+    game_id: np.ndarray  # (n,) int64
+    seat: np.ndarray  # (n,) int64
+    turn: np.ndarray  # (n,) int64
+
+    def __len__(self) -> int:
+        return len(self.action)
+
+    @staticmethod
+    def concatenate(parts: Sequence["EncodedSamples"]) -> "EncodedSamples":
+        if not parts:
+            return empty_samples()
+        return EncodedSamples(**{name: np.concatenate([getattr(p, name) for p in parts])
+                                 for name in SAMPLE_FIELDS})
+
+
+SAMPLE_FIELDS = ("features", "mask", "action", "game_id", "seat", "turn")
+
+
+def empty_samples() -> EncodedSamples:
+    return EncodedSamples(
+        features=np.zeros((0, *FEATURE_SHAPE), np.float32), mask=np.zeros((0, NUM_ACTIONS), bool),
+        action=np.zeros(0, np.int64), game_id=np.zeros(0, np.int64), seat=np.zeros(0, np.int64),
+        turn=np.zeros(0, np.int64))
+
+
+class IllegalAction(ValueError):
+    """A recorded action that the mask marks illegal: the data would teach an impossible move."""
+
+
+def encode_decisions(decisions: Sequence[Decision], game_id: int) -> EncodedSamples:
+    """All decisions of one game as column arrays; refuses an action its own mask forbids."""
+    if not decisions:
+        return empty_samples()
+    features = np.stack([encode_features(d.observation) for d in decisions])
+    mask = np.stack([encode_mask(d.observation) for d in decisions])
+    action = np.array([action_id(d.action) for d in decisions], dtype=np.int64)
+    illegal = np.flatnonzero(~mask[np.arange(len(action)), action])
+    if len(illegal):
+        first = decisions[int(illegal[0])]
+        raise IllegalAction(f"game {game_id} turn {first.turn}: action {action[illegal[0]]} "
+                            f"of seat {first.seat} is not in its legal mask")
+    return EncodedSamples(
+        features=features, mask=mask, action=action,
+        game_id=np.full(len(action), game_id, dtype=np.int64),
+        seat=np.array([d.seat for d in decisions], dtype=np.int64),
+        turn=np.array([d.turn for d in decisions], dtype=np.int64))
