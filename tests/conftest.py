@@ -1,0 +1,23 @@
+"""Test-session setup shared by every test folder."""
+
+import importlib.util
+import os
+
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+if importlib.util.find_spec("torch_xla") is not None:
+    # Register the XLA device before any test runs a backward pass: autograd sizes its
+    # per-device queues at the first backward, and an XLA device added later trips an assert.
+    import torch_xla
+
+    torch_xla.device()
+
+torch.set_num_threads(int(os.environ.get("TRAINSPEED_TEST_THREADS", "2")))
+
+
+@pytest.fixture
+def tmp_results(tmp_path):
+    return tmp_path / "results.jsonl"

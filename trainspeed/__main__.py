@@ -1,0 +1,5 @@
+import sys
+
+from trainspeed.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Batch-size sweeps without data IO: timing, result rows, ratios to a baseline."""

@@ -1,0 +1,63 @@
+"""Throughput ratios to a baseline target, per batch size: the study's main comparison."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainspeed.bench.results import ResultRow
+
+
+@dataclass(frozen=True)
+class RatioTable:
+    baseline: str
+    batch_sizes: list[int]
+    targets: list[str]
+    samples_per_s: dict[tuple[str, int], float]
+    status: dict[tuple[str, int], str]
+
+    def ratio(self, target: str, batch_size: int) -> float | None:
+        base = self.samples_per_s.get((self.baseline, batch_size))
+        value = self.samples_per_s.get((target, batch_size))
+        return value / base if base and value is not None else None
+
+
+def latest_rows(rows: list[ResultRow]) -> list[ResultRow]:
+    """The newest row per (workload, size, target, batch size): reruns replace older results."""
+    newest: dict[tuple, ResultRow] = {}
+    for row in rows:
+        newest[(row.workload, row.size, row.target, row.batch_size)] = row
+    return list(newest.values())
+
+
+def ratio_table(rows: list[ResultRow], baseline: str | None = None) -> RatioTable:
+    rows = latest_rows(rows)
+    targets = list(dict.fromkeys(row.target for row in rows))
+    return RatioTable(
+        baseline=baseline or targets[0],
+        batch_sizes=sorted({row.batch_size for row in rows}),
+        targets=targets,
+        samples_per_s={(r.target, r.batch_size): r.samples_per_s for r in rows if r.is_measured},
+        status={(r.target, r.batch_size): r.status for r in rows},
+    )
+
+
+def format_table(table: RatioTable) -> str:
+    """Plain-text table: samples/s and the ratio to the baseline, or the status where unmeasured."""
+    width = max(16, *(len(t) + 2 for t in table.targets))
+    lines = [f"samples/s (ratio to {table.baseline})", "batch".rjust(7) + "".join(t.rjust(width) for t in table.targets)]
+    for batch_size in table.batch_sizes:
+        cells = []
+        for target in table.targets:
+            value = table.samples_per_s.get((target, batch_size))
+            status = table.status.get((target, batch_size), "-")
+            if value is None:
+                cells.append(status.rjust(width))
+                continue
+            ratio = table.ratio(target, batch_size)
+            mark = "!" if status == "invalid" else ""
+            text = f"{value:,.0f}{mark}" + (f" ({ratio:.2f}x)" if ratio is not None else "")
+            cells.append(text.rjust(width))
+        lines.append(str(batch_size).rjust(7) + "".join(cells))
+    if any(s == "invalid" for s in table.status.values()):
+        lines.append("! invalid: a compilation happened inside a timed window")
+    return "\n".join(lines)

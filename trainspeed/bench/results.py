@@ -1,0 +1,91 @@
+"""Result rows: one per (target, batch size), appended to JSONL, exported to CSV."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainspeed.atomic import append_line, atomic_write_text
+from trainspeed.errors import UsageError
+
+STATUSES = ("ok", "invalid", "oom", "skipped", "error")
+"""ok: measured; invalid: measured but a compilation happened inside a timed window;
+oom: the configuration ran out of memory; skipped: not run, a smaller batch already ran out of
+memory on this target; error: failed for another reason (see `error`)."""
+
+
+@dataclass
+class ResultRow:
+    run_id: str
+    timestamp: str
+    workload: str
+    size: str
+    target: str
+    batch_size: int
+    status: str
+    samples_per_s: float | None = None
+    """Median over the timed windows."""
+    samples_per_s_min: float | None = None
+    samples_per_s_max: float | None = None
+    step_time_s: float | None = None
+    first_step_s: float | None = None
+    """The first step alone, including any compilation."""
+    windows: int | None = None
+    steps_per_window: int | None = None
+    warmup_steps: int | None = None
+    compiles_in_windows: int | None = None
+    peak_memory_bytes: int | None = None
+    final_loss: float | None = None
+    flops_per_sample: float | None = None
+    achieved_tflops: float | None = None
+    peak_tflops: float | None = None
+    peak_tflops_source: str | None = None
+    """"measured" (matmul on the device) or "given" (--peak-tflops)."""
+    mfu: float | None = None
+    device_name: str | None = None
+    threads: int | None = None
+    torch_version: str | None = None
+    torch_xla_version: str | None = None
+    python_version: str | None = None
+    hostname: str | None = None
+    error: str | None = None
+
+    @property
+    def is_measured(self) -> bool:
+        return self.status in ("ok", "invalid") and self.samples_per_s is not None
+
+
+FIELDS = [field.name for field in dataclasses.fields(ResultRow)]
+
+
+def append_row(path: Path, row: ResultRow) -> None:
+    append_line(path, json.dumps(dataclasses.asdict(row), sort_keys=False))
+
+
+def read_rows(path: Path) -> list[ResultRow]:
+    """All rows of a results file; a line that is not a result row is an error naming the line."""
+    if not path.is_file():
+        raise UsageError(f"results file {path} does not exist; run `trainspeed bench ... --out {path}` first")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            rows.append(ResultRow(**{k: v for k, v in record.items() if k in FIELDS}))
+        except (json.JSONDecodeError, TypeError) as error:
+            raise UsageError(f"{path}:{number}: not a trainspeed result row ({error})") from None
+    return rows
+
+
+def write_csv(path: Path, rows: list[ResultRow]) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=FIELDS)
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(dataclasses.asdict(row))
+    atomic_write_text(path, buffer.getvalue())

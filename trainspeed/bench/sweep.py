@@ -1,0 +1,131 @@
+"""A batch-size sweep over targets: each configuration is built fresh, timed, and written as a row.
+
+Out-of-memory is a result, not a crash: the row says `oom`, memory is released, and the larger
+batch sizes of that target are recorded as `skipped`. Rows are appended as they are measured, so
+an interrupted sweep keeps what it measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import uuid
+from typing import Callable
+
+import torch
+
+from trainspeed.bench.environment import Environment
+from trainspeed.bench.peak import measure_peak_tflops
+from trainspeed.bench.results import ResultRow, append_row
+from trainspeed.bench.timing import TimingPlan, time_training
+from trainspeed.config import BenchConfig
+from trainspeed.targets import Target, get_target
+from trainspeed.workloads import Workload, get_workload
+
+ProgressHook = Callable[[str, int, bool], None]
+"""Called with (target, batch size, finished) before and after each configuration."""
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:500]
+
+
+def measure_configuration(
+    target: Target, workload: Workload, size: str, batch_size: int, plan: TimingPlan, seed: int, base: ResultRow
+) -> ResultRow:
+    """Build, move and time one (target, batch size); an OOM becomes an `oom` row."""
+    target.reset_compilation()
+    target.free_memory()
+    target.reset_peak_memory()
+    trainable = batch = None
+    try:
+        trainable = target.prepare(workload.build(size, seed=seed))
+        generator = torch.Generator().manual_seed(seed)
+        batch = target.move_batch(workload.synthetic_batch(size, batch_size, generator))
+        timing = time_training(target, trainable, batch, plan)
+    except Exception as error:  # noqa: BLE001 - every failure becomes a row; OOM is told apart
+        status = "oom" if target.is_oom(error) else "error"
+        return dataclasses.replace(base, status=status, error=_first_line(error))
+    finally:
+        del trainable, batch
+        target.free_memory()
+    per_second = [batch_size / step_s for step_s in timing.step_times_s]
+    median_rate = batch_size / timing.median_step_s
+    return dataclasses.replace(
+        base,
+        status="ok" if timing.compiles_in_windows == 0 else "invalid",
+        samples_per_s=median_rate,
+        samples_per_s_min=min(per_second),
+        samples_per_s_max=max(per_second),
+        step_time_s=timing.median_step_s,
+        first_step_s=timing.first_step_s,
+        windows=plan.windows,
+        steps_per_window=timing.steps_per_window,
+        warmup_steps=plan.warmup_steps,
+        compiles_in_windows=timing.compiles_in_windows,
+        peak_memory_bytes=target.peak_memory_bytes(),
+        final_loss=timing.final_loss,
+    )
+
+
+def _with_flops(row: ResultRow, flops_per_sample: float, peak_tflops: float | None, source: str | None) -> ResultRow:
+    if row.samples_per_s is None:
+        return row
+    achieved = row.samples_per_s * flops_per_sample / 1e12
+    return dataclasses.replace(
+        row,
+        achieved_tflops=achieved,
+        peak_tflops=peak_tflops,
+        peak_tflops_source=source,
+        mfu=achieved / peak_tflops if peak_tflops else None,
+    )
+
+
+def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> list[ResultRow]:
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    workload = get_workload(config.workload)
+    flops_per_sample = workload.flops_per_sample(config.size)
+    # Build every target first: a bad or unavailable one fails before any time is spent, and
+    # XLA registers its device before the first backward (autograd sizes its device queues then).
+    targets = [get_target(name) for name in config.targets]
+    environment = Environment.capture()
+    run_id = uuid.uuid4().hex[:12]
+    rows: list[ResultRow] = []
+    for target in targets:
+        peak_tflops, source = (config.peak_tflops, "given") if config.peak_tflops else (None, None)
+        out_of_memory_at: int | None = None
+        for batch_size in config.batch_sizes:
+            if on_progress:
+                on_progress(str(target), batch_size, False)
+            base = ResultRow(
+                run_id=run_id,
+                timestamp=_now(),
+                workload=workload.name,
+                size=config.size,
+                target=str(target),
+                batch_size=batch_size,
+                status="skipped",
+                flops_per_sample=flops_per_sample,
+                device_name=target.device_name(),
+                **dataclasses.asdict(environment),
+            )
+            if out_of_memory_at is not None:
+                row = dataclasses.replace(base, error=f"batch {out_of_memory_at} already ran out of memory")
+            else:
+                row = measure_configuration(target, workload, config.size, batch_size, config.plan, config.seed, base)
+                if row.status == "oom":
+                    out_of_memory_at = batch_size
+                if row.is_measured and peak_tflops is None:
+                    peak_tflops, source = measure_peak_tflops(target), "measured"
+                row = _with_flops(row, flops_per_sample, peak_tflops, source)
+            append_row(config.out, row)
+            rows.append(row)
+            if on_progress:
+                on_progress(str(target), batch_size, True)
+    return rows

@@ -1,0 +1,65 @@
+"""The host CPU: eager or torch.compile, fp32 or bf16 autocast."""
+
+from __future__ import annotations
+
+import platform
+from functools import cache
+
+import torch
+
+from trainspeed.targets import dynamo
+from trainspeed.targets.base import Target
+
+HOST_OOM_MARKERS = ("can't allocate memory", "not enough memory", "std::bad_alloc")
+
+
+@cache
+def cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def is_host_oom(error: BaseException) -> bool:
+    """A failed host allocation: Python's MemoryError or PyTorch's allocator refusing."""
+    if isinstance(error, MemoryError):
+        return True
+    return isinstance(error, RuntimeError) and any(m in str(error) for m in HOST_OOM_MARKERS)
+
+
+class CpuTarget(Target):
+    device_type = "cpu"
+    modes = ("eager", "compile")
+    precisions = ("fp32", "bf16")
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return None
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def device_name(self) -> str:
+        return f"{cpu_model_name()} ({torch.get_num_threads()} threads)"
+
+    def sync(self) -> None:
+        """CPU kernels run synchronously in the calling thread: nothing is queued."""
+
+    def is_oom(self, error: BaseException) -> bool:
+        return is_host_oom(error)
+
+    def compile_count(self) -> int:
+        return dynamo.dynamo_compile_count() if self.spec.mode == "compile" else 0
+
+    def reset_compilation(self) -> None:
+        if self.spec.mode == "compile":
+            dynamo.reset_dynamo()
+
+    def wrap_network(self, network: torch.nn.Module) -> torch.nn.Module:
+        return dynamo.compile_network(network) if self.spec.mode == "compile" else network

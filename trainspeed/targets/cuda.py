@@ -1,0 +1,63 @@
+"""NVIDIA GPUs: eager, torch.compile, or compile with CUDA graphs; fp32, tf32 or bf16 autocast."""
+
+from __future__ import annotations
+
+import torch
+
+from trainspeed.targets import dynamo
+from trainspeed.targets.base import Target
+
+COMPILE_MODES = {"compile": None, "cudagraphs": "reduce-overhead"}
+
+
+class CudaTarget(Target):
+    device_type = "cuda"
+    modes = ("eager", "compile", "cudagraphs")
+    precisions = ("fp32", "tf32", "bf16")
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        if not torch.cuda.is_available():
+            return "no CUDA device (torch.cuda.is_available() is False)"
+        return None
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cuda", torch.cuda.current_device())
+
+    def device_name(self) -> str:
+        return torch.cuda.get_device_name(self.device)
+
+    def configure_precision(self) -> None:
+        """fp32 means true fp32 matmuls; tf32 opts in explicitly, so the two are comparable."""
+        allow_tf32 = self.spec.precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+        torch.backends.cudnn.allow_tf32 = allow_tf32
+
+    def sync(self) -> None:
+        torch.cuda.synchronize(self.device)
+
+    def reset_peak_memory(self) -> None:
+        torch.cuda.reset_peak_memory_stats(self.device)
+
+    def peak_memory_bytes(self) -> int | None:
+        return int(torch.cuda.max_memory_allocated(self.device))
+
+    def free_memory(self) -> None:
+        super().free_memory()
+        torch.cuda.empty_cache()
+
+    def is_oom(self, error: BaseException) -> bool:
+        return isinstance(error, torch.cuda.OutOfMemoryError) or "CUDA out of memory" in str(error)
+
+    def compile_count(self) -> int:
+        return dynamo.dynamo_compile_count() if self.spec.mode in COMPILE_MODES else 0
+
+    def reset_compilation(self) -> None:
+        if self.spec.mode in COMPILE_MODES:
+            dynamo.reset_dynamo()
+
+    def wrap_network(self, network: torch.nn.Module) -> torch.nn.Module:
+        if self.spec.mode in COMPILE_MODES:
+            return dynamo.compile_network(network, mode=COMPILE_MODES[self.spec.mode])
+        return network

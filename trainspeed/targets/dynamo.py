@@ -1,0 +1,21 @@
+"""torch.compile support shared by the CPU and CUDA families (dynamo is device-independent)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def compile_network(network: torch.nn.Module, mode: str | None = None) -> torch.nn.Module:
+    """Compile with static shapes: every batch size of a sweep gets its own specialised graph."""
+    return torch.compile(network, mode=mode, dynamic=False)
+
+
+def dynamo_compile_count() -> int:
+    """Frames dynamo has compiled so far, first compiles and recompiles alike."""
+    from torch._dynamo.utils import counters
+
+    return int(sum(counters["frames"].get(key, 0) for key in ("ok",)))
+
+
+def reset_dynamo() -> None:
+    torch._dynamo.reset()

@@ -1,0 +1,88 @@
+"""The Mahjong policy workload: the study's first model, as a trainspeed workload."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from trainspeed.errors import UsageError
+from trainspeed.workloads.base import Batch, Trainable
+from trainspeed.workloads.mahjong.model import (
+    NUM_ACTIONS,
+    NUM_FEATURES,
+    NUM_TILE_TYPES,
+    SIZES,
+    MahjongPolicy,
+    training_flops_per_sample,
+)
+
+LEARNING_RATE = 3e-4
+WEIGHT_DECAY = 0.1
+BETAS = (0.9, 0.95)
+
+
+class PolicyTrainable(Trainable):
+    def __init__(self, policy: MahjongPolicy) -> None:
+        super().__init__({"policy": policy})
+
+    def setup_optimizers(self) -> None:
+        params = list(self.networks["policy"].parameters())
+        on_cuda = params[0].device.type == "cuda"
+        self.optimizers = {
+            "policy": torch.optim.AdamW(
+                params, lr=LEARNING_RATE, betas=BETAS, weight_decay=WEIGHT_DECAY, fused=on_cuda or None
+            )
+        }
+
+    def train_step(self, batch: Batch) -> torch.Tensor:
+        optimizer = self.optimizers["policy"]
+        _, loss = self.wrapped["policy"](batch["features"], batch["mask"], batch["action"])
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    @torch.no_grad()
+    def eval_metrics(self, batch: Batch) -> dict[str, torch.Tensor]:
+        policy = self.networks["policy"]
+        logits, _ = policy(batch["features"], batch["mask"])
+        return {
+            "loss_sum": torch.nn.functional.cross_entropy(logits, batch["action"], reduction="sum"),
+            "correct": (logits.argmax(dim=1) == batch["action"]).sum(),
+            "count": torch.tensor(batch["action"].numel(), device=logits.device),
+        }
+
+
+class MahjongWorkload:
+    name = "mahjong"
+    sizes = tuple(SIZES)
+    sample_unit = "samples"
+
+    def _config(self, size: str):
+        if size not in SIZES:
+            raise UsageError(f"unknown mahjong size {size!r}; choose one of {', '.join(SIZES)}")
+        return SIZES[size]
+
+    def build(self, size: str, seed: int = 0) -> PolicyTrainable:
+        config = self._config(size)
+        torch.manual_seed(seed)
+        return PolicyTrainable(MahjongPolicy(config))
+
+    def synthetic_batch(self, size: str, batch_size: int, generator: torch.Generator) -> Batch:
+        """Sparse quarter-valued features, ~15% legal actions, a legal action chosen at random."""
+        self._config(size)
+        features = torch.randint(0, 5, (batch_size, NUM_FEATURES, NUM_TILE_TYPES), generator=generator) / 4
+        features = features * (torch.rand(features.shape, generator=generator) < 0.2)
+        mask = torch.rand(batch_size, NUM_ACTIONS, generator=generator) < 0.15
+        mask[torch.arange(batch_size), torch.randint(0, NUM_ACTIONS, (batch_size,), generator=generator)] = True
+        action = (torch.rand(batch_size, NUM_ACTIONS, generator=generator) * mask).argmax(dim=1)
+        return {"features": features.float(), "mask": mask, "action": action}
+
+    def flops_per_sample(self, size: str) -> float:
+        return float(training_flops_per_sample(self._config(size)))
+
+    def open_dataset(self, path: os.PathLike[str] | str, config):
+        from trainspeed.data.loader import open_mahjong_shards
+
+        return open_mahjong_shards(path, config)
