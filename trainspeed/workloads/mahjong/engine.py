@@ -147,7 +147,8 @@ def _answers(pending: dict[int, Observation], events: Sequence[tuple[int, dict]]
             answers[int(ev["actor"])] = (line, ev)
         return answers
     actor = event.get("actor")
-    if actor in pending and pending[actor].select_action_from_mjai(event) is not None:
+    if actor in pending and (not _can_pass(pending[actor])
+                             or pending[actor].select_action_from_mjai(event) is not None):
         return {actor: (line_number, event)}
     return {}
 
