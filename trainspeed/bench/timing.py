@@ -48,14 +48,8 @@ def steps_for_window(step_s: float, plan: TimingPlan) -> int:
     return max(1, min(plan.max_steps_per_window, math.ceil(plan.min_window_s / max(step_s, 1e-9))))
 
 
-def time_training(
-    target: Target, trainable: Trainable, batch: Batch, plan: TimingPlan, sync: bool = True
-) -> Timing:
-    """Run the first step, warm up, then time `plan.windows` windows of training steps.
-
-    `sync=False` leaves out the end-of-window device sync: that measures how fast steps are
-    queued, not how fast they run (it exists to show the difference, never for results).
-    """
+def time_training(target: Target, trainable: Trainable, batch: Batch, plan: TimingPlan) -> Timing:
+    """Run the first step, warm up, then time `plan.windows` synced windows of training steps."""
     start = time.perf_counter()
     target.run_step(trainable, batch)
     target.sync()
@@ -74,8 +68,7 @@ def time_training(
         start = time.perf_counter()
         for _ in range(steps):
             loss = target.run_step(trainable, batch)
-        if sync:
-            target.sync()
+        target.sync()
         window_s.append(time.perf_counter() - start)
     compiles = target.compile_count() - compiles_before
     return Timing(first_step_s, tuple(window_s), steps, compiles, float(loss))

@@ -1,0 +1,70 @@
+"""The bench, plot and info commands as a user runs them."""
+
+import json
+
+import pytest
+
+from trainspeed.cli import main
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--targets", "cpu:eager"], "bad target 'cpu:eager'"),
+        (["--targets", "gpu:eager:fp32"], "unknown device 'gpu'"),
+        (["--batch-sizes", "0,64"], "must be a positive integer"),
+        (["--batch-sizes", "-8"], "must be a positive integer"),
+        (["--batch-sizes", "lots"], "bad --batch-sizes"),
+        (["--workload", "chess"], "unknown workload 'chess'"),
+        (["--workload", "no_such_module:factory"], "cannot import workload module"),
+        (["--size", "huge"], "unknown mahjong size 'huge'"),
+        (["--baseline", "cpu:eager:bf16"], "--baseline cpu:eager:bf16 is not among --targets"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_exit_code_2(capsys, tmp_results, argv, fragment):
+    code, out, err = run_cli(capsys, "bench", "--targets", "cpu:eager:fp32", "--out", str(tmp_results), "--no-progress", *argv)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trainspeed: error:") and fragment in lines[0], err
+    assert not tmp_results.exists()
+
+
+def test_bench_writes_rows_csv_ratio_table_and_plot(capsys, tmp_results):
+    code, out, err = run_cli(
+        capsys, "bench", "--workload", "mahjong", "--size", "tiny",
+        "--targets", "cpu:eager:fp32,cpu:eager:bf16", "--batch-sizes", "2^3..2^4",
+        "--windows", "2", "--min-window-s", "0.01", "--warmup-steps", "1", "--out", str(tmp_results), "--no-progress",
+    )
+    assert code == 0, err
+    rows = [json.loads(line) for line in tmp_results.read_text().splitlines()]
+    assert {(r["target"], r["batch_size"]) for r in rows} == {
+        (t, b) for t in ("cpu:eager:fp32", "cpu:eager:bf16") for b in (8, 16)
+    }
+    assert all(r["status"] == "ok" and r["samples_per_s"] > 0 for r in rows)
+    assert "ratio to cpu:eager:fp32" in out and "(1.00x)" in out
+    assert tmp_results.with_suffix(".csv").read_text().count("\n") == 5
+    assert tmp_results.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    code, out, err = run_cli(capsys, "plot", str(tmp_results), "--baseline", "cpu:eager:bf16", "--out", str(tmp_results.parent / "again"))
+    assert code == 0, err
+    svg = (tmp_results.parent / "again.svg").read_text()
+    assert "ratio to cpu:eager:bf16" in svg.replace("\n", " ") or "cpu:eager:bf16" in svg
+
+
+def test_plot_of_a_corrupt_results_file_names_the_line(capsys, tmp_results):
+    tmp_results.write_text('{"run_id": "x"}\nnot json\n')
+    code, out, err = run_cli(capsys, "plot", str(tmp_results))
+    assert code == 2 and f"{tmp_results}:1" in err
+
+
+def test_info_lists_every_target_with_a_reason_when_unavailable(capsys):
+    code, out, err = run_cli(capsys, "info")
+    assert code == 0
+    assert "cpu:eager:fp32           available" in out
+    assert "cuda:compile:bf16" in out and ("available" in out)

@@ -1,0 +1,84 @@
+"""Sweeps: out-of-memory rows, recompiles inside timed windows, results that survive."""
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+from trainspeed.bench.results import ResultRow, read_rows
+from trainspeed.bench.sweep import measure_configuration, run_sweep
+from trainspeed.bench.timing import TimingPlan
+from trainspeed.config import BenchConfig
+from trainspeed.targets import available_targets, get_target
+from trainspeed.workloads.base import Trainable
+
+QUICK = TimingPlan(warmup_steps=1, windows=2, min_window_s=0.01, max_steps_per_window=3)
+
+
+def test_an_impossible_batch_is_an_oom_row_and_the_sweep_goes_on(tmp_results):
+    config = BenchConfig(
+        workload="mahjong",
+        size="tiny",
+        targets=["cpu:eager:fp32", "cpu:eager:bf16"],
+        batch_sizes=[16, 2**36, 2**37],
+        out=tmp_results,
+        plan=QUICK,
+        peak_tflops=1.0,
+    )
+    rows = run_sweep(config)
+    statuses = [(row.target, row.batch_size, row.status) for row in rows]
+    for target in config.targets:
+        assert (target, 16, "ok") in statuses
+        assert (target, 2**36, "oom") in statuses
+        assert (target, 2**37, "skipped") in statuses
+    oom = next(row for row in rows if row.status == "oom")
+    assert "allocate" in oom.error
+    assert [dataclasses.asdict(r) for r in read_rows(tmp_results)] == [dataclasses.asdict(r) for r in rows]
+    measured = next(row for row in rows if row.status == "ok")
+    assert measured.mfu == pytest.approx(measured.achieved_tflops / 1.0)
+    assert measured.threads == torch.get_num_threads() and measured.torch_version == torch.__version__
+
+
+class ShapeShiftingTrainable(Trainable):
+    """Feeds the network a new shape after a few steps, as code with a data-dependent shape does."""
+
+    def __init__(self):
+        super().__init__({"net": nn.Linear(8, 1)})
+        self.steps = 0
+
+    def setup_optimizers(self):
+        self.optimizers = {"net": torch.optim.SGD(self.networks["net"].parameters(), lr=0.01)}
+
+    def train_step(self, batch):
+        self.steps += 1
+        rows = batch["x"].shape[0] - (1 if self.steps > 3 else 0)
+        loss = self.wrapped["net"](batch["x"][:rows]).square().mean()
+        loss.backward()
+        self.optimizers["net"].step()
+        self.optimizers["net"].zero_grad()
+        return loss.detach()
+
+
+class ShapeShiftingWorkload:
+    name, sizes, sample_unit = "shape-shifting", ("one",), "samples"
+
+    def build(self, size, seed=0):
+        torch.manual_seed(seed)
+        return ShapeShiftingTrainable()
+
+    def synthetic_batch(self, size, batch_size, generator):
+        return {"x": torch.randn(batch_size, 8, generator=generator)}
+
+    def flops_per_sample(self, size):
+        return 2 * 8 * 3.0
+
+
+@pytest.mark.parametrize("name", ["xla:lazy:fp32", "cpu:compile:fp32"])
+def test_a_recompile_inside_a_timed_window_marks_the_row_invalid(name):
+    if available_targets()[name] is not None:
+        pytest.skip(available_targets()[name])
+    base = ResultRow(run_id="t", timestamp="now", workload="s", size="one", target=name, batch_size=8, status="skipped")
+    row = measure_configuration(get_target(name), ShapeShiftingWorkload(), "one", 8, QUICK, 0, base)
+    assert row.status == "invalid"
+    assert row.compiles_in_windows >= 1
