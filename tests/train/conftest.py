@@ -11,7 +11,8 @@ import pytest
 import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TINY_RUN = ["--workload", "mahjong", "--size", "tiny", "--no-progress", "--threads", "1", "--log-every", "2"]
+# A large LR makes parameters move ~1e-2 in a few steps, far above the comparison tolerances.
+TINY_RUN = ["--workload", "mahjong", "--size", "tiny", "--no-progress", "--threads", "1", "--log-every", "2", "--lr", "3e-3"]
 
 
 def train_command(*args: str) -> list[str]:
@@ -44,13 +45,22 @@ def final_parameters(run_dir: Path) -> dict[str, torch.Tensor]:
     return payload["trainable"]["networks"]["policy"]
 
 
+def initial_parameters(size: str = "tiny", seed: int = 0) -> dict[str, torch.Tensor]:
+    """The policy's parameters before training (the workload builds deterministically per seed)."""
+    from trainspeed.workloads import get_workload
+
+    return get_workload("mahjong").build(size, seed=seed).networks["policy"].state_dict()
+
+
 def max_abs_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     assert a.keys() == b.keys()
     return max(float((a[key].float() - b[key].float()).abs().max()) for key in a)
 
 
 def _has_selfplay_data() -> bool:
+    """Whether the data room's loader and its `data mahjong-selfplay` command have landed."""
     try:
+        import trainspeed.data.cli  # noqa: F401
         import trainspeed.data.loader  # noqa: F401
     except ImportError:
         return False
@@ -59,12 +69,13 @@ def _has_selfplay_data() -> bool:
 
 @pytest.fixture(scope="session")
 def data_args(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """A few self-play games made by the data command; synthetic batches until that command exists."""
+    """22 self-play games made by the data command (game 20 is the first in the validation split);
+    synthetic batches until that command exists."""
     if not _has_selfplay_data():
         return ["--synthetic-data"]
     out = tmp_path_factory.mktemp("selfplay")
     result = subprocess.run(
-        [sys.executable, "-m", "trainspeed", "data", "mahjong-selfplay", "--games", "6", "--workers", "1",
+        [sys.executable, "-m", "trainspeed", "data", "mahjong-selfplay", "--games", "22", "--workers", "1",
          "--out", str(out), "--seed", "0"],
         env=train_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
     )

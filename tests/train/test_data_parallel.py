@@ -2,8 +2,8 @@
 
 Tolerance of the 1-rank vs 2-rank comparison: the two runs see the same global batches, but the
 gradient of 2 ranks is an average of two half-batch means (summed by the all-reduce) instead of one
-full-batch mean, so float32 rounding differs; after a few AdamW steps the parameters agree to
-ATOL = 1e-5 (the parameters are O(0.02..1)).
+full-batch mean, so float32 rounding differs. With the test LR the parameters move ~1e-2 from their initial values,
+and the two runs agree to ATOL = 1e-5 (measured: ~2e-6 after 24 steps).
 """
 
 from __future__ import annotations
@@ -17,7 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, final_parameters, max_abs_difference, run_train, train_command, train_env
+from conftest import (
+    REPO_ROOT,
+    final_parameters,
+    initial_parameters,
+    max_abs_difference,
+    run_train,
+    train_command,
+    train_env,
+)
 
 STEPS = 24
 PER_DEVICE = 16
@@ -44,8 +52,7 @@ def test_two_ranks_end_with_the_parameters_of_one_rank_at_the_same_global_batch(
 ) -> None:
     _train(tmp_path, 1, 2 * PER_DEVICE, data_args)
     one, two = final_parameters(tmp_path), final_parameters(two_rank_run)
-    initial_distance = max_abs_difference(one, {key: value * 0 for key, value in one.items()})
-    assert initial_distance > 1e-3  # the comparison below is not between two zero tensors
+    assert max_abs_difference(one, initial_parameters()) > 100 * ATOL  # training moved them far
     assert max_abs_difference(one, two) <= ATOL
     summary = json.loads((two_rank_run / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["global_batch"] == 2 * PER_DEVICE

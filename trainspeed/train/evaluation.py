@@ -48,8 +48,10 @@ def evaluate_policy(
     step: int,
     num_actions: int,
     max_batches: int | None,
-) -> EvalRecord:
-    """One pass over this rank's validation slice (from its start), reduced over ranks."""
+) -> EvalRecord | None:
+    """One pass over this rank's validation slice (from its start), reduced over ranks.
+
+    None when the split is empty: a small dataset may hold no validation game at all."""
     networks = list(trainable.networks.values())
     modes = [network.training for network in networks]
     for network in networks:
@@ -74,7 +76,7 @@ def evaluate_policy(
     loss_sum, correct, count = collectives.sum([float(sums[key].cpu()) for key in SUM_KEYS])
     counts = collectives.sum_tensor(action_counts.cpu())
     if count == 0:
-        raise RuntimeError("the validation split is empty: make more games or a larger validation fraction")
+        return None
     return EvalRecord(
         step=step,
         samples=int(count),

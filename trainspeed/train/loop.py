@@ -201,6 +201,11 @@ class RankTrainer:
         return self.config.batch_size_per_device * self.layout.devices
 
     # --- set-up ----------------------------------------------------------------------------------
+    @property
+    def num_actions(self) -> int:
+        """Classes of the policy (the width of the legal-action mask)."""
+        return int(self.workload.synthetic_batch(self.config.size, 1, torch.Generator())["mask"].shape[1])
+
     def _open_val_loader(self) -> BatchLoader | None:
         if self.config.synthetic_data or not can_evaluate(self.trainable):
             return None
@@ -247,9 +252,14 @@ class RankTrainer:
             self.target,
             self.collectives,
             step=self.state.step,
-            num_actions=int(self.workload.synthetic_batch(self.config.size, 1, torch.Generator())["mask"].shape[1]),
+            num_actions=self.num_actions,
             max_batches=self.config.eval_batches,
         )
+        if record is None:
+            if self.context.is_main:
+                print("train: the validation split is empty (too few games); no validation", flush=True)
+            self.val_loader = None
+            return None
         self.metrics.write(record, self.state.step)
         return record
 

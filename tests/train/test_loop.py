@@ -1,0 +1,83 @@
+"""One rank through the CLI: what a run writes (metrics, TensorBoard, summary) and bad flags."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from trainspeed.cli import main
+from trainspeed.data.base import LoaderConfig
+from conftest import TINY_RUN
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_run_on_real_data_logs_train_and_val_rows_tensorboard_and_a_summary(
+    tmp_path: Path, data_args: list[str]
+) -> None:
+    if data_args == ["--synthetic-data"]:
+        pytest.skip("the self-play data command has not landed yet")
+    from trainspeed.data.loader import open_mahjong_shards
+    code = main(["train", *TINY_RUN, *data_args, "--batch-size-per-device", "64", "--epochs", "0.1",
+                 "--num-workers", "1", "--out", str(tmp_path)])
+    assert code == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    rows = _rows(tmp_path)
+    assert {row["kind"] for row in rows} == {"train", "val", "summary"}
+    train_rows = [row for row in rows if row["kind"] == "train"]
+    last = summary["last_step"]
+    batches_per_epoch = len(open_mahjong_shards(data_args[1], LoaderConfig(batch_size=64)))
+    assert last == math.ceil(0.1 * batches_per_epoch)
+    logged = sorted(set(range(2, last + 1, 2)) | {last})
+    assert [row["step"] for row in train_rows] == logged
+    assert all(0.0 <= row["data_wait_fraction"] <= 1.0 and row["samples_per_s"] > 0 for row in train_rows)
+    assert 0.0 <= summary["val_accuracy"] <= 1.0 and 0.0 < summary["majority_baseline"] <= 1.0
+    assert summary["val_samples"] > 0
+    assert summary["end_to_end_samples_per_s"] == pytest.approx(summary["samples"] / summary["wall_s"])
+    assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_the_lr_follows_warmup_then_cosine_in_the_log(tmp_path: Path) -> None:
+    code = main(["train", *TINY_RUN, "--synthetic-data", "--batch-size-per-device", "8", "--steps", "20",
+                 "--warmup-steps", "4", "--lr-scaling", "none", "--min-lr-ratio", "0.0", "--out", str(tmp_path)])
+    assert code == 0
+    lrs = {row["step"]: row["lr"] for row in _rows(tmp_path) if row["kind"] == "train"}
+    # The logged LR is the one the next step will use: step 4 of 20 (after warm-up) is the peak.
+    assert lrs[2] == pytest.approx(3e-3 * 3 / 4)
+    assert lrs[4] == pytest.approx(3e-3)
+    assert lrs[12] == pytest.approx(3e-3 * 0.5 * (1 + math.cos(math.pi * 8 / 15)))
+
+
+def test_io_efficiency_is_per_device_throughput_over_the_bench_row(tmp_path: Path) -> None:
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(json.dumps({"workload": "mahjong", "size": "tiny", "target": "cpu:eager:fp32",
+                                 "batch_size": 8, "status": "ok", "samples_per_s": 500.0}) + "\n")
+    code = main(["train", *TINY_RUN, "--synthetic-data", "--batch-size-per-device", "8", "--steps", "12",
+                 "--bench-jsonl", str(bench), "--out", str(tmp_path / "run")])
+    assert code == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["bench_samples_per_s"] == 500.0
+    assert summary["io_efficiency"] == pytest.approx(summary["samples_per_s_per_device"] / 500.0)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--synthetic-data", "--data", "x", "--steps", "1"], "exactly one of --data DIR or --synthetic-data"),
+        (["--synthetic-data"], "exactly one of --steps N or --epochs E"),
+        (["--synthetic-data", "--steps", "1", "--nnodes", "2"], "--rdzv-endpoint"),
+        (["--synthetic-data", "--steps", "1", "--batch-size-per-device", "0"], "--batch-size-per-device must be > 0"),
+        (["--data", "/nonexistent/shards", "--steps", "1"], "no such file or directory"),
+    ],
+)
+def test_bad_flags_fail_with_one_line_naming_the_flag(
+    flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["train", *flags, "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith("trainspeed: error: train:") and message in error[0]
