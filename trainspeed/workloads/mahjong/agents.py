@@ -54,10 +54,26 @@ def visible_counts(observation: Observation) -> Counter:
     return seen
 
 
+TERMINALS_AND_HONOURS = frozenset({0, 8, 9, 17, 18, 26, *range(27, 34)})
+
+
+def useful_kinds(hand: list[int]) -> set[int]:
+    """Tile types that could lower the shanten: neighbours (within 2, same suit) of a hand tile,
+    and terminals/honours (thirteen orphans). No other draw can complete a group or a pair."""
+    kinds = set(TERMINALS_AND_HONOURS)
+    for kind in {tile_type(t) for t in hand}:
+        if kind >= 27:
+            kinds.add(kind)
+            continue
+        suit_start = kind - kind % 9
+        kinds.update(k for k in range(kind - 2, kind + 3) if suit_start <= k < suit_start + 9)
+    return kinds
+
+
 def acceptance(hand: list[int], shanten: int, seen: Counter) -> int:
     """Unseen tiles that would lower the shanten of `hand` (13-tile style) if drawn."""
     total = 0
-    for kind in range(34):
+    for kind in useful_kinds(hand):
         remaining = 4 - seen[kind]
         if remaining > 0 and calculate_shanten(hand + [kind * 4]) < shanten:
             total += remaining
@@ -69,7 +85,13 @@ def _first(actions: Iterable[Action], *types: ActionType) -> Action | None:
 
 
 class RuleBasedAgent:
-    """Deterministic given the observation; see the module docstring for the rules."""
+    """Deterministic given the observation; see the module docstring for the rules.
+
+    `fold_against_riichi=False` drops the defence rule (the benchmark measures what it is worth).
+    """
+
+    def __init__(self, fold_against_riichi: bool = True) -> None:
+        self.fold_against_riichi = fold_against_riichi
 
     def act(self, observation: Observation) -> Action:
         legal = observation.legal_actions()
@@ -99,7 +121,7 @@ class RuleBasedAgent:
         best_shanten = min(s for s, _ in by_shanten.values())
         threats = [seat for seat, declared in enumerate(observation.riichi_declared)
                    if declared and seat != observation.player_id]
-        if threats and best_shanten >= FOLD_SHANTEN:
+        if threats and best_shanten >= FOLD_SHANTEN and self.fold_against_riichi:
             return min(discards, key=lambda a: (_danger(a.tile, threats, observation, seen), a.tile))
         candidates = [a for a in discards if by_shanten[a.tile][0] == best_shanten]
         if len(candidates) == 1:

@@ -7,12 +7,14 @@ reads the same engine version sees the same features.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-from riichienv import Action, Observation
 
-from trainspeed.workloads.mahjong.engine import Decision
+if TYPE_CHECKING:  # the shard reader and loader use this module on hosts without the engine
+    from riichienv import Action, Observation
+
+    from trainspeed.workloads.mahjong.engine import Decision
 
 FEATURE_SHAPE = (74, 34)
 NUM_ACTIONS = 82

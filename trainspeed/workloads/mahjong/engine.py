@@ -8,6 +8,10 @@ equals data made later from the game's mjai log. Two rules make that possible:
   (pon, chi, kan, ron), the others' choices are invisible in the log (a pass and an overridden chi
   look the same), so those decisions are dropped in both paths; only the callers' are kept. When
   nobody calls, every answering player passed, and those passes are kept.
+
+Known gap: under Tenhou rules three rons on one tile abort the hand; the log then shows a draw, so
+replay reads those three choices as passes while self-play recorded the rons. That needs three
+players waiting on the same tile at once and was never seen in the games tested.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ FOLLOW_UP_EVENTS = frozenset({"tsumo", "chi", "pon", "reach"})
 """Events after which their own actor decides next (the engine also answers other events, stale)."""
 INFO_EVENTS = frozenset({"dora", "reach_accepted"})
 """Events that announce a consequence and answer no pending decision."""
+TRIGGER_EVENTS = frozenset({"dahai", "kakan", "ankan"})
+"""Events that other players may answer (a discard, or a kan that can be robbed)."""
 
 
 class Agent(Protocol):
@@ -65,10 +71,6 @@ def new_env(seed: int | None = None) -> RiichiEnv:
 
 def is_choice(observation: Observation) -> bool:
     return len(observation.legal_actions()) > 1
-
-
-TRIGGER_EVENTS = frozenset({"dahai", "kakan", "ankan"})
-"""Events that other players may answer (a discard, or a kan that can be robbed)."""
 
 
 def _callers_after_last_trigger(log: Sequence[dict]) -> set[int]:

@@ -1,0 +1,175 @@
+"""Loader throughput from page cache: samples/s with 0, 1, 2 background workers, one or many ranks.
+
+    .venv/bin/python benchmarks/bench_loader.py [--data DIR] [--games 96] [--batch-sizes 1024]
+        [--workers 0 1 2] [--ranks 1] [--pin-memory] [--device cuda] [--out FILE.jsonl]
+
+Without --data it first makes a self-play shard folder (cached under /tmp). Each configuration
+runs one warm-up epoch (page cache, memory maps) and then `--epochs` timed epochs; a row reports the
+median epoch's samples/s (wall) and samples per CPU second of all processes (main + workers), the
+"per core" rate. With `--ranks N`, N processes each run rank r of N at the same time (as data-
+parallel training would) and the row reports their total. `--device cuda` also copies every batch to
+the GPU (non_blocking from pinned memory with --pin-memory) and syncs at each epoch's end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import resource
+import shutil
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from trainspeed.atomic import atomic_write_text
+from trainspeed.data.base import LoaderConfig
+from trainspeed.data.loader import open_mahjong_shards
+from trainspeed.data.shards import SHARD_PREFIX, read_index, write_index
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "loader_bench.jsonl"
+
+
+@dataclass(frozen=True)
+class LoaderRow:
+    ranks: int
+    num_workers: int
+    batch_size: int
+    pin_memory: bool
+    device: str
+    samples_per_epoch: int
+    epochs: int
+    samples_per_s: float
+    samples_per_s_spread: tuple[float, float]
+    samples_per_cpu_s: float
+    bytes_per_sample: int
+    cpu_count: int
+
+
+@dataclass(frozen=True)
+class RankTiming:
+    samples: list[int]
+    starts: list[float]
+    ends: list[float]
+    cpu_seconds: list[float]
+
+
+def _cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)  # workers, once joined at epoch end
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def time_rank(folder: Path, config: LoaderConfig, epochs: int, device: str, barrier=None) -> RankTiming:
+    """Epoch timings of one rank; with a barrier, all ranks start each epoch together."""
+    torch.set_num_threads(1)
+    loader = open_mahjong_shards(folder, config)
+    timing = RankTiming([], [], [], [])
+    for epoch in range(epochs + 1):
+        loader.set_epoch(epoch)
+        if barrier is not None:
+            barrier.wait()
+        start, cpu_start, samples = time.monotonic(), _cpu_seconds(), 0  # monotonic: comparable across processes
+        for batch in loader:
+            if device != "cpu":
+                batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+            samples += len(batch["action"])
+        if device != "cpu":
+            torch.cuda.synchronize()
+        if epoch > 0:  # epoch 0 warms the page cache and the memory maps
+            timing.samples.append(samples)
+            timing.starts.append(start)
+            timing.ends.append(time.monotonic())
+            timing.cpu_seconds.append(_cpu_seconds() - cpu_start)
+    return timing
+
+
+def _time_rank(args: tuple) -> RankTiming:
+    return time_rank(*args)
+
+
+def measure(folder: Path, ranks: int, num_workers: int, batch_size: int, epochs: int,
+            pin_memory: bool, device: str) -> LoaderRow:
+    configs = [LoaderConfig(batch_size=batch_size, rank=r, world_size=ranks, num_workers=num_workers,
+                            prefetch_batches=4, pin_memory=pin_memory) for r in range(ranks)]
+    if ranks == 1:
+        timings = [time_rank(folder, configs[0], epochs, device)]
+    else:
+        # executor processes may start DataLoader workers (a multiprocessing.Pool's may not)
+        context = multiprocessing.get_context("spawn")
+        with context.Manager() as manager, ProcessPoolExecutor(ranks, mp_context=context) as pool:
+            barrier = manager.Barrier(ranks)
+            timings = list(pool.map(_time_rank, [(folder, c, epochs, device, barrier) for c in configs]))
+    per_epoch = [sum(t.samples[e] for t in timings) for e in range(epochs)]
+    wall = [max(t.ends[e] for t in timings) - min(t.starts[e] for t in timings) for e in range(epochs)]
+    cpu = [sum(t.cpu_seconds[e] for t in timings) for e in range(epochs)]
+    rates = [s / w for s, w in zip(per_epoch, wall)]
+    return LoaderRow(
+        ranks=ranks, num_workers=num_workers, batch_size=batch_size, pin_memory=pin_memory, device=device,
+        samples_per_epoch=per_epoch[0], epochs=epochs, samples_per_s=statistics.median(rates),
+        samples_per_s_spread=(min(rates), max(rates)),
+        samples_per_cpu_s=statistics.median([s / c for s, c in zip(per_epoch, cpu)]),
+        bytes_per_sample=read_index(folder)["bytes_per_sample"], cpu_count=os.cpu_count() or 0)
+
+
+def replicate(folder: Path, copies: int) -> Path:
+    """A bigger shard folder made of `copies` copies of `folder`'s shards (same games repeated):
+    loader speed does not depend on which games, and a host without the engine can run this."""
+    target = Path(f"/tmp/trainspeed-bench-replicated-{copies}")
+    if (target / "index.json").exists():
+        return target
+    target.mkdir(parents=True, exist_ok=True)
+    for copy in range(copies):
+        for sidecar in sorted(folder.glob(f"{SHARD_PREFIX}*.json")):
+            info = json.loads(sidecar.read_text())
+            name = f"{SHARD_PREFIX}{copy:04d}-{sidecar.stem[len(SHARD_PREFIX):]}"
+            shutil.copyfile(folder / info["file"], target / f"{name}.bin")
+            atomic_write_text(target / f"{name}.json", json.dumps({**info, "file": f"{name}.bin"}))
+    write_index(target, extra={"source": {"replicated": str(folder), "copies": copies}})
+    return target
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=None)
+    parser.add_argument("--games", type=int, default=96)
+    parser.add_argument("--selfplay-workers", type=int, default=2)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1024])
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--ranks", type=int, nargs="+", default=[1])
+    parser.add_argument("--pin-memory", action="store_true")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--replicate", type=int, default=1, help="use this many copies of the data")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    folder = args.data
+    if folder is None:
+        from trainspeed.data.selfplay import SelfPlayConfig, run_selfplay  # needs the engine
+
+        folder = Path(f"/tmp/trainspeed-bench-selfplay-{args.games}")
+        run_selfplay(SelfPlayConfig(games=args.games, out=folder, seed=0, workers=args.selfplay_workers,
+                                    progress=False))
+    if args.replicate > 1:
+        folder = replicate(folder, args.replicate)
+    rows = []
+    for ranks in args.ranks:
+        for batch_size in args.batch_sizes:
+            for workers in args.workers:
+                row = measure(folder, ranks, workers, batch_size, args.epochs, args.pin_memory, args.device)
+                rows.append(row)
+                print(f"ranks {row.ranks} workers {row.num_workers} batch {row.batch_size}: "
+                      f"{row.samples_per_s:,.0f} samples/s (spread {row.samples_per_s_spread[0]:,.0f}-"
+                      f"{row.samples_per_s_spread[1]:,.0f}), {row.samples_per_cpu_s:,.0f} samples per "
+                      f"CPU-second, {row.samples_per_epoch} samples per epoch", flush=True)
+    atomic_write_text(args.out, "".join(json.dumps(asdict(row)) + "\n" for row in rows))
+
+
+if __name__ == "__main__":
+    main()
