@@ -148,13 +148,7 @@ def _register_rooms(subparsers) -> None:
     data_subparsers = data_parser.add_subparsers(dest="data_command", required=True, metavar="DATA_COMMAND")
     parents = {"data": data_subparsers, None: subparsers}
     for module_name, function_name, parent in COMMAND_ROOMS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name != module_name:
-                raise
-            continue
-        getattr(module, function_name)(parents[parent])
+        getattr(importlib.import_module(module_name), function_name)(parents[parent])
 
 
 def build_parser() -> argparse.ArgumentParser:
