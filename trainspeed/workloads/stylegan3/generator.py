@@ -42,7 +42,7 @@ class MappingNetwork(nn.Module):
         w = self.layers(normalize_2nd_moment(z.float()))
         if update_w_avg:
             with torch.no_grad():
-                self.w_avg.copy_(w.detach().mean(dim=0).lerp(self.w_avg, W_AVG_BETA))
+                self.w_avg.copy_(w.detach().float().mean(dim=0).lerp(self.w_avg, W_AVG_BETA))
         return w.unsqueeze(1).expand(-1, self.num_ws, -1)
 
 
@@ -94,7 +94,9 @@ class SynthesisInput(nn.Module):
         angle = rotated_x[..., None, None] * grid_x + rotated_y[..., None, None] * grid_y + phases[..., None, None]
         features = torch.sin(angle * (2 * math.pi)) * amplitudes[..., None, None]  # (N, C, H, W)
         weight = self.weight / math.sqrt(self.channels)
-        return torch.einsum("nchw,oc->nohw", features, weight)
+        # einsum hands back a permuted (channels-last) view; one fixed layout for every layer
+        # keeps compiled graphs from specialising on strides
+        return torch.einsum("nchw,oc->nohw", features, weight).contiguous()
 
 
 class SynthesisLayer(nn.Module):

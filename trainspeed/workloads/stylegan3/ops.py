@@ -216,7 +216,7 @@ def recompute(function: Callable[..., torch.Tensor], *args: torch.Tensor) -> tor
     if device_type == "xla":
         import torch_xla.utils.checkpoint as xla_checkpoint
 
-        return xla_checkpoint.checkpoint(function, *args, use_reentrant=False)
+        return xla_checkpoint.checkpoint(function, *args, use_reentrant=True)  # its only mode
     import torch.utils.checkpoint as torch_checkpoint
 
     return torch_checkpoint.checkpoint(function, *args, use_reentrant=False)

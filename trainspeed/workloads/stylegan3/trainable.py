@@ -13,6 +13,7 @@ import copy
 import torch
 from torch import nn
 
+from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Batch, Trainable
 from trainspeed.workloads.stylegan3.configs import StyleGAN3Config
 from trainspeed.workloads.stylegan3.discriminator import Discriminator
@@ -38,6 +39,8 @@ class StyleGAN3Trainable(Trainable):
         super().__init__({"G": generator, "D": discriminator, "G_ema": generator_ema})
         self.config = config
         self.step = 0
+        self.last_losses: dict[str, torch.Tensor] = {}
+        """Detached device tensors of the latest step ("G", "D", "R1" when it ran); reading them syncs."""
 
     def trained_network_names(self) -> list[str]:
         return ["G", "D"]
@@ -70,6 +73,7 @@ class StyleGAN3Trainable(Trainable):
         return torch.randn(batch_size, self.config.z_dim, device=device)
 
     def train_step(self, batch: Batch) -> torch.Tensor:
+        self._check_resolution(batch["images"])
         real = images_to_float(batch["images"])
         batch_size = real.shape[0]
         generator, discriminator = self.wrapped["G"], self.wrapped["D"]
@@ -87,11 +91,22 @@ class StyleGAN3Trainable(Trainable):
         if self.step % self.config.r1_interval == 0:
             real_leaf = real.detach().requires_grad_(True)
             logits = uncompiled(discriminator)(real_leaf)
-            self._update("D", r1_loss(real_leaf, logits, self.config.r1_gamma, self.config.r1_interval))
+            r1 = r1_loss(real_leaf, logits, self.config.r1_gamma, self.config.r1_interval)
+            self._update("D", r1)
+            self.last_losses["R1"] = r1.detach()
 
+        self.last_losses.update(G=g_loss.detach(), D=d_loss.detach())
         self._update_ema(batch_size)
         self.step += 1
         return (g_loss + d_loss).detach()
+
+    def _check_resolution(self, images: torch.Tensor) -> None:
+        expected = self.config.resolution
+        if tuple(images.shape[1:]) != (3, expected, expected):
+            raise UsageError(
+                f"images are {tuple(images.shape[1:])} but StyleGAN3 {self.config.name!r} trains on (3, {expected}, "
+                f"{expected}); rebuild the dataset with `trainspeed data images SRC --out DATASET.zip --resolution {expected}`"
+            )
 
     def _magnitude_ema_beta(self, batch_size: int) -> float:
         return 0.5 ** (batch_size / self.config.magnitude_ema_half_life_images)

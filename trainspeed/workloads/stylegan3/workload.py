@@ -14,7 +14,6 @@ from functools import lru_cache
 import torch
 
 from trainspeed.data.base import BatchLoader, LoaderConfig
-from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Batch
 from trainspeed.workloads.stylegan3.configs import CONFIGS, StyleGAN3Config, get_config
 from trainspeed.workloads.stylegan3.discriminator import Discriminator
@@ -76,14 +75,3 @@ class StyleGAN3Workload:
         from trainspeed.data.images import ImageLoader
 
         return ImageLoader(path, config)
-
-    def open_dataset_for_size(self, size: str, path: "os.PathLike[str] | str", config: LoaderConfig) -> BatchLoader:
-        """Like `open_dataset`, but refuses images of another resolution than the size trains on."""
-        loader = self.open_dataset(path, config)
-        expected = get_config(size).resolution
-        if loader.resolution != expected:
-            raise UsageError(
-                f"{path}: images are {loader.resolution}x{loader.resolution} but size {size!r} trains at "
-                f"{expected}x{expected}; rebuild with `trainspeed data images SRC --out DATASET.zip --resolution {expected}`"
-            )
-        return loader
