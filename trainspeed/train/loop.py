@@ -169,7 +169,13 @@ def checkpoint_payload(
 class RankTrainer:
     """Holds one rank's run: built once, then `run()` steps to the end (or to a stop request)."""
 
-    def __init__(self, config: TrainConfig, layout: Layout, collectives: Collectives, placer_factory=None) -> None:
+    def __init__(
+        self,
+        config: TrainConfig,
+        layout: Layout,
+        collectives: Collectives,
+        placer_factory: Callable[[Target], BatchPlacer] | None = None,
+    ) -> None:
         self.config = config
         self.layout = layout
         self.context = layout.context

@@ -1,9 +1,9 @@
-"""One rank under torchrun: `python -m trainspeed.train.worker RUN_DIR/train_config.json`.
+"""One rank of a torchrun job: `python -m trainspeed.train.rank RUN_DIR/train_config.json`.
 
-`@record` writes an uncaught exception to the error file torchrun names for this rank, so the
-launcher's failure report shows the dying rank's traceback instead of "exit code 1". The process
-also asks the kernel to kill it when its parent (torchrun's agent) dies: the agent starts workers
-in their own sessions, so a kill -9 of the launch would otherwise leave them training as orphans.
+Started by `trainspeed.train.worker` (see there why not by torchrun directly). `@record` writes an
+uncaught exception to the error file torchrun names for this rank, so the launcher's failure report
+shows the dying rank's traceback instead of "exit code 1". The process asks the kernel to kill it
+when its parent dies, so a kill -9 of the launch cannot leave it training as an orphan.
 """
 
 from __future__ import annotations
@@ -27,17 +27,19 @@ def main(argv: list[str]) -> int:
     config = TrainConfig.from_json(Path(argv[0]).read_text())
     context = RankContext.from_environment()
     collectives = init_process_group(context, config.device_type, config.launch.collective_timeout_s)
-    try:
-        with StopRequest() as stop:
+    # The SIGTERM handler stays installed to the end: torchrun may signal again while a stopped
+    # rank is still reporting, and the default action would cut the report short.
+    with StopRequest() as stop:
+        try:
             summary = RankTrainer(config, Layout(context), collectives).run(stop)
-    except UsageError as error:
-        print(f"trainspeed: error: rank {context.rank}: {error}", file=sys.stderr, flush=True)
-        return 2
-    finally:
-        destroy_process_group()
-    if context.is_main:
-        print("\n".join(summary.lines()), flush=True)
-    return exit_code(summary)
+        except UsageError as error:
+            print(f"trainspeed: error: rank {context.rank}: {error}", file=sys.stderr, flush=True)
+            return 2
+        finally:
+            destroy_process_group()
+        if context.is_main:
+            print("\n".join(summary.lines()), flush=True)
+        return exit_code(summary)
 
 
 if __name__ == "__main__":

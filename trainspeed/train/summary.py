@@ -73,6 +73,8 @@ class RunSummary:
                 f"validation accuracy {self.val_accuracy:.2%} vs majority baseline {self.majority_baseline:.2%} "
                 f"({self.val_samples} samples)"
             )
+        if self.stopped_by_signal:
+            text.append(f"stopped by SIGTERM after checkpointing step {self.last_step}; continue with --resume")
         if self.io_efficiency is not None:
             text.append(
                 f"IO efficiency {self.io_efficiency:.3f} (per device {self.samples_per_s_per_device:,.1f} "
