@@ -71,3 +71,14 @@ def test_bad_counts_are_usage_errors(tmp_path):
         run_selfplay(SelfPlayConfig(games=0, out=tmp_path, progress=False))
     with pytest.raises(UsageError, match="--workers"):
         run_selfplay(SelfPlayConfig(games=1, workers=0, out=tmp_path, progress=False))
+
+
+def test_a_killed_run_leaves_no_partial_files_after_the_rerun(selfplay_run, selfplay_config, tmp_path):
+    out, _ = selfplay_run
+    folder = tmp_path / "killed"
+    shutil.copytree(out, folder)
+    (folder / ".shard-000001.bin.abc123.tmp").write_bytes(b"half a shard")
+    (folder / "mjai" / ".game-00000003.jsonl.gz.def456.tmp").write_bytes(b"half a log")
+    result = run_selfplay(dataclasses.replace(selfplay_config, out=folder, workers=1))
+    assert (result.games_played, result.games_replayed) == (0, 0)
+    assert not list(folder.rglob("*.tmp"))

@@ -116,6 +116,13 @@ def _check_manifest(config: SelfPlayConfig) -> None:
         atomic_write_text(path, json.dumps(wanted, indent=1))
 
 
+def _remove_stale_temporaries(out: Path) -> None:
+    """Half-written files of a run killed outright (atomic writes clean up on exceptions, not on
+    SIGKILL); they are never read, but no partial shard should stay behind."""
+    for stale in [*out.glob(f".{SHARD_PREFIX}*.tmp"), *(out / LOG_FOLDER).glob(".game-*.tmp")]:
+        stale.unlink(missing_ok=True)
+
+
 def _is_complete(config: SelfPlayConfig, chunk: int) -> bool:
     sidecar = config.out / f"{shard_name(chunk)}.json"
     if not sidecar.exists():
@@ -132,6 +139,7 @@ def run_selfplay(config: SelfPlayConfig) -> SelfPlayResult:
         raise UsageError(f"--workers {config.workers}: must be at least 1")
     config.out.mkdir(parents=True, exist_ok=True)
     _check_manifest(config)
+    _remove_stale_temporaries(config.out)
     chunks = -(-config.games // config.games_per_shard)
     todo = [c for c in range(chunks) if not _is_complete(config, c)]
     for stale in config.out.glob(f"{SHARD_PREFIX}*.json"):
