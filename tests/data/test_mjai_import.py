@@ -3,7 +3,6 @@
 import gzip
 import json
 
-import numpy as np
 import pytest
 
 from trainspeed.data.mjai_import import import_mjai
