@@ -1,7 +1,12 @@
 """Self-play: deterministic per seed, resumable game by game, equal to re-encoding its mjai logs."""
 
 import dataclasses
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -17,6 +22,10 @@ COLUMN_NAMES = ("features", "mask", "action", "game_id", "seat", "turn")
 def _columns(folder) -> dict[str, np.ndarray]:
     shards = [open_shard(folder, info) for info in read_index(folder)["shards"]]
     return {name: np.concatenate([np.asarray(s[name]) for s in shards]) for name in COLUMN_NAMES}
+
+
+def _checksums(folder) -> list[str]:
+    return [shard["sha256"] for shard in read_index(folder)["shards"]]
 
 
 def test_selfplay_writes_logs_shards_and_index(selfplay_run, selfplay_config):
@@ -41,7 +50,7 @@ def test_rerun_after_interruption_plays_only_missing_games(selfplay_run, selfpla
     out, _ = selfplay_run
     folder = tmp_path / "resumed"
     shutil.copytree(out, folder)
-    original = {s["file"]: s["sha256"] for s in read_index(out)["shards"]}
+    original = _checksums(out)
     # as if killed while playing the last chunk: its first game logged, its second not, no shard
     for suffix in (".bin", ".json"):
         (folder / f"shard-000001{suffix}").unlink()
@@ -49,7 +58,7 @@ def test_rerun_after_interruption_plays_only_missing_games(selfplay_run, selfpla
     log_path(folder, selfplay_config.games - 1).unlink()
     result = run_selfplay(dataclasses.replace(selfplay_config, out=folder, workers=1))
     assert (result.games_played, result.games_replayed) == (1, 1)
-    assert {s["file"]: s["sha256"] for s in read_index(folder)["shards"]} == original
+    assert _checksums(folder) == original
 
 
 def test_rerun_with_another_seed_is_refused(selfplay_run, selfplay_config, tmp_path):
@@ -82,3 +91,22 @@ def test_a_killed_run_leaves_no_partial_files_after_the_rerun(selfplay_run, self
     result = run_selfplay(dataclasses.replace(selfplay_config, out=folder, workers=1))
     assert (result.games_played, result.games_replayed) == (0, 0)
     assert not list(folder.rglob("*.tmp"))
+
+
+def test_a_run_killed_midway_is_finished_by_a_rerun_as_if_never_killed(tmp_path):
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    config = SelfPlayConfig(games=8, out=killed, seed=3, workers=1, games_per_shard=2, progress=False)
+    script = ("import sys; from pathlib import Path; from trainspeed.data.selfplay import SelfPlayConfig, run_selfplay; "
+              f"run_selfplay(SelfPlayConfig(games=8, out=Path(sys.argv[1]), seed=3, workers=1, games_per_shard=2, progress=False))")
+    process = subprocess.Popen([sys.executable, "-c", script, str(killed)], start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not (killed / "shard-000000.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (killed / "index.json").exists(), "the run finished before it was killed"
+
+    resumed = run_selfplay(config)
+    assert resumed.games_played + resumed.games_replayed < 8  # the finished chunk was not redone
+    reference = run_selfplay(dataclasses.replace(config, out=clean))
+    assert _checksums(killed) == _checksums(clean) and resumed.samples == reference.samples
