@@ -92,6 +92,14 @@ def test_verify_finds_an_illegal_action_even_with_a_matching_checksum(tmp_path):
     assert any("not legal" in p and "row 4" in p for p in report.problems)
 
 
+def test_verify_finds_features_that_are_not_finite(tmp_path):
+    samples = _samples(10)
+    samples.features[7, 3, 5] = np.nan
+    write_shard(tmp_path, "shard-000000", samples)
+    write_index(tmp_path)
+    assert any("NaN" in p and "shard-000000.bin" in p for p in verify_shards(tmp_path).problems)
+
+
 def test_wrong_format_version_is_a_clear_error(mahjong_shards, tmp_path):
     folder = _copy(mahjong_shards, tmp_path)
     index = json.loads((folder / "index.json").read_text())

@@ -1,4 +1,4 @@
-"""Check a shard folder against its index: sizes, checksums, counts, and that every action is legal.
+"""Check a shard folder against its index: sizes, checksums, counts, legal actions, finite features.
 
 `verify_shards` collects every problem (naming the shard file) instead of stopping at the first,
 so one run tells the whole damage; `summarize_shards` is the cheap `inspect` view (index only).
@@ -46,6 +46,8 @@ def _check_columns(path: Path, info: dict) -> list[str]:
                             f"(first at row {start + int(illegal[0])})")
         if not np.isin(mask, (0, 1)).all():
             problems.append(f"{path}: mask holds values other than 0/1 near row {start}")
+        if not np.isfinite(np.asarray(columns["features"][rows])).all():
+            problems.append(f"{path}: features hold NaN or infinity near row {start}")
         game_ids.update(np.unique(np.asarray(columns["game_id"][rows])).tolist())
     if len(game_ids) != int(info["games"]):
         problems.append(f"{path}: {len(game_ids)} games in the data, index says {info['games']}")
