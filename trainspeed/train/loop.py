@@ -401,6 +401,7 @@ class RankTrainer:
             last_step=self.state.step,
             samples=steps * self.global_batch,
             wall_s=wall_s,
+            paused_s=clock.paused_s,
             end_to_end_samples_per_s=end_to_end,
             steady_samples_per_s=steady,
             samples_per_s_per_device=per_device,

@@ -34,6 +34,9 @@ class RunSummary:
     last_step: int
     samples: int
     wall_s: float
+    """Host time from the first to the last step, all ranks, less `paused_s`."""
+    paused_s: float
+    """Validation passes and checkpoints between steps (not training, so not in `wall_s`)."""
     end_to_end_samples_per_s: float
     """All samples of this invocation over the wall time from the first to the last step, all ranks."""
     steady_samples_per_s: float | None
