@@ -15,6 +15,10 @@ A batch is made by one `np.take` per shard segment and column, written straight 
 tensor: no per-sample Python. Background workers (torch DataLoader, one whole batch per task) and
 pinned memory overlap this with training. The split is by game: a fixed hash of the game id puts
 about `VAL_PER_MILLE`/1000 of the games in "val".
+
+Batch keys: `features` float16 (B, 74, 34) (stored so; max abs error vs the engine's float32 is in
+the index, 4.7e-4 measured), `mask` bool (B, 82), `action` int64 (B,), and `meta_sample_id` int64 (B,),
+each sample's position in the split (cheap; used by the tests to prove exactly-once reading).
 """
 
 from __future__ import annotations
