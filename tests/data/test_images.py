@@ -61,14 +61,37 @@ def test_center_crop_keeps_the_middle(tmp_path):
     assert batch["images"].min() == 255
 
 
+def non_square(root: Path) -> None:
+    image_folder(root, 2, size=(16, 8))
+
+
+def non_power_of_two(root: Path) -> None:
+    image_folder(root, 2, size=(12, 12))
+
+
+def mixed_sizes(root: Path) -> None:
+    image_folder(root, 1, size=(16, 16))
+    write_image(root / "zz" / "big.png", 32, 32)
+
+
+def empty_folder(root: Path) -> None:
+    root.mkdir(parents=True)
+    (root / "notes.txt").write_text("no images here")
+
+
+def corrupt_png(root: Path) -> None:
+    image_folder(root, 2)
+    (root / "sub0" / "bad.png").write_bytes(b"\x89PNG not really")
+
+
 @pytest.mark.parametrize(
     "make_source,resolution,expected",
     [
-        (lambda root: image_folder(root, 2, size=(16, 8)), None, "16x8, not square"),
-        (lambda root: image_folder(root, 2, size=(12, 12)), None, "power of two"),
-        (lambda root: image_folder(root, 1, size=(16, 16)) and image_folder(root / "more", 1, size=(32, 32)), None, "but the others are"),
-        (lambda root: root.mkdir(parents=True) or root, 16, "no images found"),
-        (lambda root: image_folder(root, 2) and (root / "sub0" / "bad.png").write_bytes(b"\x89PNG not really"), 16, "bad.png: not a readable image"),
+        (non_square, None, "16x8, not square"),
+        (non_power_of_two, None, "power of two"),
+        (mixed_sizes, None, "big.png: image is 32x32 but the others are 16x16"),
+        (empty_folder, 16, "no images found"),
+        (corrupt_png, 16, "bad.png: not a readable image"),
         (lambda root: image_folder(root, 2), 24, "--resolution 24"),
     ],
     ids=["non-square", "non-power-of-two", "mixed-sizes", "empty-folder", "corrupt-png", "bad-resolution"],
