@@ -141,9 +141,32 @@ def test_modulated_conv2d_matches_per_sample_loop(grouped, demodulate):
 
 
 @pytest.mark.parametrize("grouped", [False, True])
-def test_modulated_conv2d_gradients(grouped):
+@pytest.mark.parametrize("demodulate", [False, True])
+def test_modulated_conv2d_gradients(grouped, demodulate):
+    """The activation-scaling path has a hand-written backward; both paths against finite differences."""
     x = torch.randn(2, 3, 4, 4, dtype=torch.float64, requires_grad=True)
     weight = torch.randn(2, 3, 3, 3, dtype=torch.float64, requires_grad=True)
     styles = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
-    function = lambda a, b, c: modulated_conv2d(a, b, c, padding=1, grouped=grouped)  # noqa: E731
+    gain = torch.tensor(0.8, dtype=torch.float64)
+
+    def function(a, b, c):
+        return modulated_conv2d(a, b, c, demodulate=demodulate, padding=1, input_gain=gain, grouped=grouped)
+
     assert torch.autograd.gradcheck(function, (x, weight, styles))
+
+
+def test_modulated_conv2d_backward_under_bf16_autocast_matches_fp32():
+    x = torch.randn(2, 8, 6, 6)
+    weight = torch.randn(4, 8, 3, 3)
+    styles = torch.randn(2, 8)
+    grads = []
+    for enabled in (False, True):
+        inputs = [t.clone().requires_grad_(True) for t in (x, weight, styles)]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
+            out = modulated_conv2d(*inputs, padding=1)
+        assert out.dtype == (torch.bfloat16 if enabled else torch.float32)
+        out.float().square().sum().backward()
+        grads.append([t.grad for t in inputs])
+        assert all(t.grad.dtype == torch.float32 for t in inputs)
+    for fp32, bf16 in zip(*grads):
+        torch.testing.assert_close(bf16, fp32, rtol=0.1, atol=0.1 * fp32.abs().max().item())

@@ -17,8 +17,9 @@ flipped), padding is applied after upsampling and may be negative (a crop), and 
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Callable, Sequence
+from typing import Callable, ContextManager, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -166,6 +167,78 @@ def demodulation_coefficients(weight: torch.Tensor, styles: torch.Tensor) -> tor
     return (styles.square() @ weight_energy.t() + 1e-8).rsqrt()
 
 
+AUTOCAST_DEVICE_TYPES = ("cpu", "cuda", "xla", "xpu", "mps", "hpu")
+"""Devices with an autocast mode (a constant: torch's availability query stops torch.compile)."""
+
+
+def _compute_dtype(x: torch.Tensor) -> torch.dtype:
+    device_type = x.device.type
+    if device_type in AUTOCAST_DEVICE_TYPES and torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return x.dtype  # no autocast here (or a device without it, e.g. meta while counting FLOPs)
+
+
+def _without_autocast(device_type: str) -> ContextManager:
+    if device_type in AUTOCAST_DEVICE_TYPES:
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
+
+
+class _ScaledConv2d(torch.autograd.Function):
+    """y = conv2d(x * s, w) * d, keeping only x and y for backward.
+
+    Plain autograd would keep x, x * s, conv2d(x * s, w) and y: four activation-sized tensors per
+    layer. Here x * s is recomputed (one multiply), conv2d(x * s, w) is recovered as y / d (d is a
+    positive demodulation scale), and y is the very tensor the next op keeps anyway.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, styles, out_scale, padding: int):
+        dtype = _compute_dtype(x)
+        with _without_autocast(x.device.type):
+            scaled = x.to(dtype) * styles.to(dtype)[:, :, None, None]
+            y = F.conv2d(scaled, weight.to(dtype), padding=padding)
+            if out_scale is not None:
+                y = y * out_scale.to(dtype)[:, :, None, None]
+        ctx.padding = padding
+        ctx.input_dtypes = (x.dtype, weight.dtype, styles.dtype, None if out_scale is None else out_scale.dtype)
+        ctx.save_for_backward(x, weight, styles, out_scale, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        x, weight, styles, out_scale, y = ctx.saved_tensors
+        dtype = y.dtype
+        sum_dtype = torch.promote_types(dtype, torch.float32)  # bf16 activations, fp32 sums
+        grad_y = grad_y.to(dtype)
+        grad_out_scale = None
+        grad_conv = grad_y
+        if out_scale is not None:
+            scale = out_scale.to(dtype)[:, :, None, None]
+            if ctx.needs_input_grad[3]:
+                grad_out_scale = (grad_y * (y / scale)).sum(dim=[2, 3], dtype=sum_dtype)
+            grad_conv = grad_y * scale
+        scaled = x.to(dtype) * styles.to(dtype)[:, :, None, None]
+        weight_c = weight.to(dtype)
+        grad_weight = grad_x = grad_styles = None
+        if ctx.needs_input_grad[1]:
+            grad_weight = torch.nn.grad.conv2d_weight(scaled, weight_c.shape, grad_conv, padding=ctx.padding)
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[2]:
+            grad_scaled = torch.nn.grad.conv2d_input(scaled.shape, weight_c, grad_conv, padding=ctx.padding)
+            if ctx.needs_input_grad[0]:
+                grad_x = grad_scaled * styles.to(dtype)[:, :, None, None]
+            if ctx.needs_input_grad[2]:
+                grad_styles = (grad_scaled * x.to(dtype)).sum(dim=[2, 3], dtype=sum_dtype)
+        x_dtype, weight_dtype, styles_dtype, scale_dtype = ctx.input_dtypes
+        return (
+            None if grad_x is None else grad_x.to(x_dtype),
+            None if grad_weight is None else grad_weight.to(weight_dtype),
+            None if grad_styles is None else grad_styles.to(styles_dtype),
+            None if grad_out_scale is None else grad_out_scale.to(scale_dtype),
+            None,
+        )
+
+
 def modulated_conv2d(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -179,8 +252,8 @@ def modulated_conv2d(
 
     x (N, I, H, W), weight (O, I, k, k), styles (N, I). `grouped=False` scales the activations
     instead of the weights (conv(x * s, w) * d): one ordinary batched convolution, which vendor
-    libraries and XLA run much faster than a convolution with N groups; `grouped=True` builds the
-    per-sample weights (the official formulation, fewer saved activations).
+    libraries and XLA run much faster than a convolution with N groups, with a backward that keeps
+    no extra activations; `grouped=True` builds the per-sample weights (the official formulation).
     """
     batch, in_channels = x.shape[0], x.shape[1]
     out_channels, _, kh, kw = weight.shape
@@ -191,10 +264,7 @@ def modulated_conv2d(
     if input_gain is not None:
         styles = styles * input_gain
     if not grouped:
-        x = F.conv2d(x * styles.to(x.dtype).view(batch, in_channels, 1, 1), weight.to(x.dtype), padding=padding)
-        if out_scale is not None:
-            x = x * out_scale.to(x.dtype).view(batch, out_channels, 1, 1)
-        return x
+        return _ScaledConv2d.apply(x, weight, styles, out_scale, padding)
     per_sample = weight.unsqueeze(0) * styles.view(batch, 1, in_channels, 1, 1)
     if out_scale is not None:
         per_sample = per_sample * out_scale.view(batch, out_channels, 1, 1, 1)
