@@ -91,6 +91,18 @@ def test_bias_act_gain_and_clamp():
         bias_act(x, activation="gelu")
 
 
+def test_leaky_relu_gradients_to_second_order():
+    """The output-only backward against finite differences; R1 differentiates it once more."""
+    x = (torch.randn(2, 3, 4, 4, dtype=torch.float64) * 2).requires_grad_(True)
+    bias = torch.randn(3, dtype=torch.float64, requires_grad=True)
+
+    def function(t, b):
+        return bias_act(t, b, activation="lrelu", gain=1.3, clamp=2.5)
+
+    assert torch.autograd.gradcheck(function, (x, bias))
+    assert torch.autograd.gradgradcheck(function, (x, bias))
+
+
 @pytest.mark.parametrize("up,down", [(2, 2), (4, 2), (2, 1), (1, 1)])
 def test_filtered_lrelu_is_the_composition_of_its_parts(up, down):
     generator = torch.Generator().manual_seed(up * 7 + down)

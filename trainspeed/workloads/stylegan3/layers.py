@@ -42,8 +42,10 @@ class FullyConnected(nn.Module):
 
 
 def _binomial_filter() -> torch.Tensor:
+    """[1, 3, 3, 1] x [1, 3, 3, 1] / 64 as one 2-D kernel: one depthwise pass keeps one tensor for
+    backward instead of two (16 instead of 8 taps, negligible next to the convolution after it)."""
     taps = torch.tensor([1.0, 3.0, 3.0, 1.0])
-    return taps / taps.sum()
+    return torch.outer(taps, taps) / taps.sum() ** 2
 
 
 class Conv2dLayer(nn.Module):
@@ -76,7 +78,7 @@ class Conv2dLayer(nn.Module):
     def forward(self, x: torch.Tensor, gain: float = 1.0) -> torch.Tensor:
         weight = (self.weight * self.weight_gain).to(x.dtype)
         if self.down > 1:
-            taps = self.resample_filter.numel()
+            taps = self.resample_filter.shape[-1]
             pad_before = self.padding + (taps - self.down + 1) // 2
             pad_after = self.padding + (taps - self.down) // 2
             if self.weight.shape[-1] == 1:  # 1x1: blur-and-drop first, convolve the small map

@@ -75,6 +75,8 @@ def _resample(
         if down != (1, 1):
             x = x[:, :, :: down[0], :: down[1]]
         return x
+    if px0 == px1 >= 0 and py0 == py1 >= 0:  # the conv pads: no padded copy kept for backward
+        return F.conv2d(x, weight.flip([2, 3]), stride=down, padding=(py0, px0), groups=channels)
     x = _pad_or_crop(x, 3, px0, px1)
     x = _pad_or_crop(x, 2, py0, py1)
     return F.conv2d(x, weight.flip([2, 3]), stride=down, groups=channels)
@@ -108,6 +110,39 @@ def upfirdn2d(
     return _resample(x, taps.view(-1, 1), (up, 1), (down, 1), (0, 0, pad[2], pad[3]))
 
 
+class _LeakyReluGainClamp(torch.autograd.Function):
+    """clamp(leaky_relu(x) * gain, -clamp, clamp), keeping only its output for backward.
+
+    The derivative is gain (output > 0), gain * slope (output <= 0) or 0 (clamped), all readable
+    from the output, so neither the input nor the intermediate products are kept: plain autograd
+    would hold two more activation-sized tensors per layer. The backward is made of ordinary ops
+    on the incoming gradient, so it can itself be differentiated (R1's double backward).
+    """
+
+    @staticmethod
+    def forward(ctx, x, slope: float, gain: float, clamp: float | None):
+        y = F.leaky_relu(x, slope) * gain
+        if clamp is not None:
+            y = y.clamp(-clamp, clamp)
+        ctx.slope, ctx.gain, ctx.clamp = slope, gain, clamp
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        (y,) = ctx.saved_tensors
+        factor = torch.where(y > 0, ctx.gain, ctx.gain * ctx.slope).to(grad_y.dtype)
+        if ctx.clamp is not None:
+            factor = factor * (y.abs() < ctx.clamp).to(grad_y.dtype)
+        return grad_y * factor, None, None, None
+
+
+def leaky_relu_gain_clamp(x: torch.Tensor, slope: float, gain: float, clamp: float | None) -> torch.Tensor:
+    if gain <= 0:
+        raise ValueError(f"gain must be positive (the backward reads signs from the output), got {gain}")
+    return _LeakyReluGainClamp.apply(x, slope, gain, clamp)
+
+
 def bias_act(
     x: torch.Tensor,
     bias: torch.Tensor | None = None,
@@ -123,9 +158,8 @@ def bias_act(
     if bias is not None:
         x = x + bias.to(x.dtype).view(1, -1, *([1] * (x.ndim - 2)))
     if activation == "lrelu":
-        x = F.leaky_relu(x, slope)
-        gain = math.sqrt(2.0) if gain is None else gain
-    elif activation != "linear":
+        return leaky_relu_gain_clamp(x, slope, math.sqrt(2.0) if gain is None else gain, clamp)
+    if activation != "linear":
         raise ValueError(f"unknown activation {activation!r}: use 'linear' or 'lrelu'")
     if gain is not None and gain != 1:
         x = x * gain
@@ -153,11 +187,7 @@ def filtered_lrelu(
     """
     x = bias_act(x, bias)
     x = upfirdn2d(x, up_filter, up=up, padding=padding, gain=up**2)
-    x = F.leaky_relu(x, slope) if slope != 1 else x
-    if gain != 1:
-        x = x * gain
-    if clamp is not None:
-        x = x.clamp(-clamp, clamp)
+    x = bias_act(x, activation="lrelu" if slope != 1 else "linear", slope=slope, gain=gain, clamp=clamp)
     return upfirdn2d(x, down_filter, down=down)
 
 
