@@ -36,7 +36,7 @@ from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.evaluation import EvalRecord, can_evaluate, evaluate_policy
 from trainspeed.train.lr_schedule import build_schedulers, current_lr
-from trainspeed.train.metrics import MetricsLog, StepWindow, reduce_window
+from trainspeed.train.metrics import MetricsLog, StepWindow, WindowRecord, reduce_window
 from trainspeed.train.parallel import make_data_parallel
 from trainspeed.train.progress import ProgressBar
 from trainspeed.train.summary import RunSummary, bench_samples_per_s
@@ -83,6 +83,19 @@ class RunClock:
         self.paused_s += seconds
         if self.steady_started_at is not None:
             self.steady_paused_s += seconds
+
+
+@dataclass
+class RunTrace:
+    """What one invocation of `RankTrainer.run` accumulates: timings, pending losses, last records."""
+
+    first_step: int
+    clock: RunClock = field(default_factory=RunClock)
+    window: StepWindow = field(default_factory=StepWindow)
+    losses: list[torch.Tensor] = field(default_factory=list)
+    """Device losses of the open window, read once at its end (reading each would sync every step)."""
+    last_record: WindowRecord | None = None
+    last_eval: EvalRecord | None = None
 
 
 class BatchStream:
@@ -277,98 +290,96 @@ class RankTrainer:
 
     # --- the loop --------------------------------------------------------------------------------
     def run(self, stop: StopRequest) -> RunSummary:
-        config, target = self.config, self.target
-        first_step = self.state.step
+        trace = RunTrace(first_step=self.state.step)
         stream = BatchStream(self.train_loader, self.state)
-        progress = ProgressBar(self.total_steps, first_step, enabled=config.progress and self.context.is_main)
-        clock = RunClock()
-        last_record = None
-        last_eval: EvalRecord | None = None
-        stopped = False
-        losses: list[torch.Tensor] = []
+        progress = ProgressBar(self.total_steps, trace.first_step, enabled=self.config.progress and self.context.is_main)
         self.collectives.barrier()
-        target.sync()
-        clock.started_at = time.perf_counter()
-        window = StepWindow()
-        while self.state.step < self.total_steps:
-            waited_from = time.perf_counter()
-            host_batch = stream.next()
-            data_wait_s = time.perf_counter() - waited_from
-            h2d_s = None
-            if window.wants_h2d_sample:
-                target.sync()
-                copy_from = time.perf_counter()
-                batch = self.place(host_batch)
-                target.sync()
-                h2d_s = time.perf_counter() - copy_from
-                clock.h2d_samples.append(h2d_s)
-            else:
-                batch = self.place(host_batch)
-            losses.append(target.run_step(self.trainable, batch))
-            for scheduler in self.schedulers.values():
-                scheduler.step()
-            self.state.step += 1
-            window.add_step(data_wait_s, h2d_s)
-            clock.data_wait_s += data_wait_s
+        self.target.sync()
+        trace.clock.started_at = time.perf_counter()
+        trace.window = StepWindow()
+        stopped = False
+        while self.state.step < self.total_steps and not stopped:
+            self._train_one_step(stream, trace)
             progress.advance()
-
-            if self.state.step % config.log_every == 0 or self.state.step == self.total_steps:
-                loss = float(torch.stack(losses).float().mean().cpu())
-                target.sync()
-                last_record = reduce_window(
-                    window,
-                    self.collectives,
-                    step=self.state.step,
-                    epoch=self.state.epoch,
-                    loss=loss,
-                    lr=current_lr(self.trainable.optimizers),
-                    global_batch=self.global_batch,
-                    elapsed_s=time.perf_counter() - clock.started_at - clock.paused_s,
-                )
-                self.metrics.write(last_record, self.state.step)
-                progress.show(loss=last_record.loss, samples_per_s=last_record.samples_per_s)
-                losses.clear()
-                window = StepWindow()
-            if self.state.step - first_step == config.timing_warmup_steps:
-                target.sync()
-                clock.steady_started_at = time.perf_counter()
-                clock.steady_first_step = self.state.step
-
+            if self.state.step % self.config.log_every == 0 or self.state.step == self.total_steps:
+                self._close_window(trace)
+                progress.show(loss=trace.last_record.loss, samples_per_s=trace.last_record.samples_per_s)
+            if self.state.step - trace.first_step == self.config.timing_warmup_steps:
+                self.target.sync()
+                trace.clock.steady_started_at = time.perf_counter()
+                trace.clock.steady_first_step = self.state.step
             stopped = self.collectives.any(stop.requested)
-            pause_from = time.perf_counter()
-            if stopped or self._is_due(config.checkpoint_every):
-                self.save()
-            if not stopped and self._is_due(config.eval_every):
-                last_eval = self.validate()
-            pause_s = time.perf_counter() - pause_from
-            clock.add_pause(pause_s)
-            window.started_at += pause_s
-            if stopped:
-                break
-        target.sync()
+            self._between_steps(trace, stopped)
+        self.target.sync()
         self.collectives.barrier()
         ended_at = time.perf_counter()
         progress.close()
         if not stopped:
-            last_eval = self.validate() or last_eval
+            trace.last_eval = self.validate() or trace.last_eval
             self.save()
-        summary = self._summarise(clock, ended_at, first_step, last_record, last_eval, stopped)
+        summary = self._summarise(trace, ended_at, stopped)
         if self.context.is_main:
-            summary.write(config.run_dir)
+            summary.write(self.config.run_dir)
             self.metrics.write({"kind": "summary", **summary.__dict__}, self.state.step)
         self.metrics.close()
         return summary
 
-    def _summarise(
-        self,
-        clock: RunClock,
-        ended_at: float,
-        first_step: int,
-        last_record: Any,
-        last_eval: EvalRecord | None,
-        stopped: bool,
-    ) -> RunSummary:
-        config = self.config
+    def _train_one_step(self, stream: BatchStream, trace: RunTrace) -> None:
+        waited_from = time.perf_counter()
+        host_batch = stream.next()
+        data_wait_s = time.perf_counter() - waited_from
+        batch, h2d_s = self._place(host_batch, timed=trace.window.wants_h2d_sample)
+        trace.losses.append(self.target.run_step(self.trainable, batch))
+        for scheduler in self.schedulers.values():
+            scheduler.step()
+        self.state.step += 1
+        trace.window.add_step(data_wait_s, h2d_s)
+        trace.clock.data_wait_s += data_wait_s
+        if h2d_s is not None:
+            trace.clock.h2d_samples.append(h2d_s)
+
+    def _place(self, host_batch: Batch, timed: bool) -> tuple[Batch, float | None]:
+        """Copy the batch to the device; when `timed`, fence the copy with syncs and time it."""
+        if not timed:
+            return self.place(host_batch), None
+        self.target.sync()
+        copy_from = time.perf_counter()
+        batch = self.place(host_batch)
+        self.target.sync()
+        return batch, time.perf_counter() - copy_from
+
+    def _close_window(self, trace: RunTrace) -> None:
+        """Read the window's mean loss (a device sync), reduce its timings over ranks, log them."""
+        loss = float(torch.stack(trace.losses).float().mean().cpu())
+        self.target.sync()
+        trace.last_record = reduce_window(
+            trace.window,
+            self.collectives,
+            step=self.state.step,
+            epoch=self.state.epoch,
+            loss=loss,
+            lr=current_lr(self.trainable.optimizers),
+            global_batch=self.global_batch,
+            elapsed_s=time.perf_counter() - trace.clock.started_at - trace.clock.paused_s,
+        )
+        self.metrics.write(trace.last_record, self.state.step)
+        trace.losses.clear()
+        trace.window = StepWindow()
+
+    def _between_steps(self, trace: RunTrace, stopped: bool) -> None:
+        """Checkpoint and validate when due (or checkpoint on a stop), off the training clock."""
+        pause_from = time.perf_counter()
+        if stopped or self._is_due(self.config.checkpoint_every):
+            self.save()
+        if not stopped and self._is_due(self.config.eval_every):
+            trace.last_eval = self.validate() or trace.last_eval
+        pause_s = time.perf_counter() - pause_from
+        trace.clock.add_pause(pause_s)
+        trace.window.started_at += pause_s
+
+    def _summarise(self, trace: RunTrace, ended_at: float, stopped: bool) -> RunSummary:
+        config, clock, first_step = self.config, trace.clock, trace.first_step
+        last_record, last_eval = trace.last_record, trace.last_eval
         steps = self.state.step - first_step
         wall_s = max(ended_at - clock.started_at - clock.paused_s, 1e-9)
         steady = None
