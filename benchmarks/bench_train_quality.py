@@ -1,10 +1,10 @@
 """Quality run on CPU: the small Mahjong policy on self-play data, validation accuracy vs the
 majority baseline, and the loss / accuracy curves.
 
-    python benchmarks/bench_train_quality.py --data DIR [--steps 130] [--run-dir runs/train_quality]
+    python benchmarks/bench_train_quality.py --data DIR [--size small] [--steps 130 | --epochs 1]
+        [--batch-size-per-device 256] [--lr 1e-3] [--eval-batches 4] [--name train_quality]
 
-Writes docs/results/train_quality.json (the run summary and every validation row) and
-docs/results/train_quality.png. The training itself is `trainspeed train`; this script only fixes
+Writes docs/results/NAME.json (the run summary and every validation row) and docs/results/NAME.png. The training itself is `trainspeed train`; this script only fixes
 its flags and draws the curves from the run's metrics.jsonl.
 """
 
@@ -28,29 +28,31 @@ RESULTS = Path("docs/results")
 
 def train_flags(args: argparse.Namespace) -> list[str]:
     return [
-        "--workload", "mahjong", "--size", "small", "--data", args.data, "--target", "cpu:eager:fp32",
-        "--nproc", "2", "--threads", "1", "--num-workers", "1", "--batch-size-per-device", "256",
-        "--steps", str(args.steps), "--lr", "1e-3", "--lr-scaling", "none",
-        "--eval-every", "25", "--eval-batches", "4", "--log-every", "5", "--checkpoint-every", "25",
-        "--out", args.run_dir, "--no-progress",
+        "--workload", "mahjong", "--size", args.size, "--data", args.data, "--target", "cpu:eager:fp32",
+        "--nproc", "2", "--threads", "1", "--num-workers", "1",
+        "--batch-size-per-device", str(args.batch_size_per_device),
+        *(["--epochs", str(args.epochs)] if args.epochs else ["--steps", str(args.steps)]),
+        "--lr", str(args.lr), "--lr-scaling", "none", "--eval-every", str(args.eval_every),
+        *(["--eval-batches", str(args.eval_batches)] if args.eval_batches else []),
+        "--log-every", "5", "--checkpoint-every", str(args.eval_every), "--out", args.run_dir, "--no-progress",
     ] + (["--resume"] if args.resume else [])
 
 
-def plot_curves(rows: list[dict], path: Path) -> None:
+def plot_curves(rows: list[dict], path: Path, title: str, global_batch: int) -> None:
     train = [row for row in rows if row["kind"] == "train"]
     val = [row for row in rows if row["kind"] == "val"]
     figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(10, 4))
     loss_axis.plot([r["step"] for r in train], [r["loss"] for r in train], label="train loss")
     loss_axis.plot([r["step"] for r in val], [r["loss"] for r in val], "o-", label="validation loss")
-    loss_axis.set_xlabel("step (global batch 512)")
+    loss_axis.set_xlabel(f"step (global batch {global_batch})")
     loss_axis.set_ylabel("cross-entropy")
     loss_axis.legend()
     accuracy_axis.plot([r["step"] for r in val], [r["accuracy"] for r in val], "o-", label="validation accuracy")
     accuracy_axis.plot([r["step"] for r in val], [r["majority_baseline"] for r in val], "--", label="majority baseline")
-    accuracy_axis.set_xlabel("step (global batch 512)")
+    accuracy_axis.set_xlabel(f"step (global batch {global_batch})")
     accuracy_axis.set_ylim(0, 1)
     accuracy_axis.legend()
-    figure.suptitle("mahjong/small on CPU, 2 ranks x batch 256, self-play data")
+    figure.suptitle(title)
     figure.tight_layout()
     with atomic_path(path) as tmp:
         figure.savefig(tmp, format="png", dpi=100)
@@ -60,7 +62,14 @@ def plot_curves(rows: list[dict], path: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="self-play shards (>= 200k samples)")
+    parser.add_argument("--size", default="small")
     parser.add_argument("--steps", type=int, default=130)
+    parser.add_argument("--epochs", type=float, help="train for epochs instead of --steps")
+    parser.add_argument("--batch-size-per-device", type=int, default=256)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--eval-every", type=int, default=25)
+    parser.add_argument("--eval-batches", type=int, default=4, help="per rank; 0 = the whole validation split")
+    parser.add_argument("--name", default="train_quality", help="output stem under docs/results")
     parser.add_argument("--run-dir", default="runs/train_quality")
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
@@ -78,9 +87,11 @@ def main() -> int:
         "summary": summary,
         "validation": [row for row in rows if row["kind"] == "val"],
     }
-    atomic_write_text(RESULTS / "train_quality.json", json.dumps(result, indent=2) + "\n")
-    plot_curves(rows, RESULTS / "train_quality.png")
-    print(f"wrote {RESULTS / 'train_quality.json'} and {RESULTS / 'train_quality.png'}")
+    atomic_write_text(RESULTS / f"{args.name}.json", json.dumps(result, indent=2) + "\n")
+    title = (f"mahjong/{args.size} on CPU, 2 ranks x batch {args.batch_size_per_device}, "
+             f"{summary['samples']:,} self-play samples seen")
+    plot_curves(rows, RESULTS / f"{args.name}.png", title, summary["global_batch"])
+    print(f"wrote {RESULTS / args.name}.json and .png")
     return 0
 
 
