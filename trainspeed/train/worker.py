@@ -11,6 +11,7 @@ killed outright. This module imports nothing heavy: it costs a Python start, not
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -19,13 +20,15 @@ from types import FrameType
 from trainspeed.train.lifecycle import die_with_parent
 
 
+def _own_group_tied_to_parent() -> None:
+    """In the child before exec: a process group of its own, and death with this supervisor."""
+    os.setpgid(0, 0)
+    die_with_parent()
+
+
 def main(argv: list[str]) -> int:
     die_with_parent()
-    rank = subprocess.Popen(
-        [sys.executable, "-m", "trainspeed.train.rank", *argv],
-        process_group=0,
-        preexec_fn=die_with_parent,
-    )
+    rank = subprocess.Popen([sys.executable, "-m", "trainspeed.train.rank", *argv], preexec_fn=_own_group_tied_to_parent)
 
     def forward(signum: int, frame: FrameType | None) -> None:
         rank.send_signal(signum)
