@@ -74,7 +74,8 @@ def main() -> int:
             "synthetic_samples_per_s": synthetic["steady_samples_per_s"],
             "real_samples_per_s": real["steady_samples_per_s"],
             "real_end_to_end_samples_per_s": real["end_to_end_samples_per_s"],
-            "data_wait_fraction": real["data_wait_fraction"], "h2d_s_per_step": real["h2d_s_per_step"],
+            "data_wait_fraction": real["data_wait_fraction"],
+            "steady_data_wait_fraction": real.get("steady_data_wait_fraction"), "h2d_s_per_step": real["h2d_s_per_step"],
             "io_efficiency_vs_bench": real["io_efficiency"],
             "io_efficiency_vs_synthetic": real["steady_samples_per_s"] / synthetic["steady_samples_per_s"],
         }

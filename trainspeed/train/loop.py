@@ -77,12 +77,18 @@ class RunClock:
     paused_s: float = 0.0
     steady_paused_s: float = 0.0
     data_wait_s: float = 0.0
+    steady_data_wait_s: float = 0.0
     h2d_samples: list[float] = field(default_factory=list)
 
     def add_pause(self, seconds: float) -> None:
         self.paused_s += seconds
         if self.steady_started_at is not None:
             self.steady_paused_s += seconds
+
+    def add_data_wait(self, seconds: float) -> None:
+        self.data_wait_s += seconds
+        if self.steady_started_at is not None:
+            self.steady_data_wait_s += seconds
 
 
 @dataclass
@@ -334,7 +340,7 @@ class RankTrainer:
             scheduler.step()
         self.state.step += 1
         trace.window.add_step(data_wait_s, h2d_s)
-        trace.clock.data_wait_s += data_wait_s
+        trace.clock.add_data_wait(data_wait_s)
         if h2d_s is not None:
             trace.clock.h2d_samples.append(h2d_s)
 
@@ -382,13 +388,14 @@ class RankTrainer:
         last_record, last_eval = trace.last_record, trace.last_eval
         steps = self.state.step - first_step
         wall_s = max(ended_at - clock.started_at - clock.paused_s, 1e-9)
-        steady = None
+        steady, steady_wait_fraction = None, float("nan")
         if clock.steady_started_at is not None and self.state.step > clock.steady_first_step:
             steady_wall = ended_at - clock.steady_started_at - clock.steady_paused_s
             steady = (self.state.step - clock.steady_first_step) * self.global_batch / steady_wall
+            steady_wait_fraction = clock.steady_data_wait_s / steady_wall
         wait_fraction = clock.data_wait_s / wall_s
         h2d = sum(clock.h2d_samples) / max(len(clock.h2d_samples), 1)
-        wait_sum, h2d_sum = self.collectives.sum([wait_fraction, h2d])
+        wait_sum, steady_wait_sum, h2d_sum = self.collectives.sum([wait_fraction, steady_wait_fraction, h2d])
         (wait_worst,) = self.collectives.max([wait_fraction])
         world = self.context.world_size
         end_to_end = steps * self.global_batch / wall_s
@@ -419,6 +426,7 @@ class RankTrainer:
             step_time_s=wall_s / max(steps, 1),
             data_wait_fraction=wait_sum / world,
             data_wait_fraction_worst_rank=wait_worst,
+            steady_data_wait_fraction=steady_wait_sum / world if steady is not None else None,
             h2d_s_per_step=h2d_sum / world,
             final_loss=last_record.loss if last_record else float("nan"),
             val_accuracy=last_eval.accuracy if last_eval else None,

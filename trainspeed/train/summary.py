@@ -45,6 +45,8 @@ class RunSummary:
     step_time_s: float
     data_wait_fraction: float
     data_wait_fraction_worst_rank: float
+    steady_data_wait_fraction: float | None
+    """Data wait over the steady-state steps only (the loader's start-up left out), mean over ranks."""
     h2d_s_per_step: float
     final_loss: float
     val_accuracy: float | None
@@ -68,7 +70,9 @@ class RunSummary:
             f"end-to-end {self.end_to_end_samples_per_s:,.1f} samples/s over {self.wall_s:.1f} s"
             + (f"; steady {self.steady_samples_per_s:,.1f} samples/s" if self.steady_samples_per_s else ""),
             f"step {self.step_time_s * 1e3:.1f} ms, data wait {self.data_wait_fraction:.1%} "
-            f"(worst rank {self.data_wait_fraction_worst_rank:.1%}), H2D {self.h2d_s_per_step * 1e3:.2f} ms/step, "
+            f"(worst rank {self.data_wait_fraction_worst_rank:.1%}"
+            + (f", steady {self.steady_data_wait_fraction:.1%}" if self.steady_data_wait_fraction is not None else "")
+            + f"), H2D {self.h2d_s_per_step * 1e3:.2f} ms/step, "
             f"loss {self.final_loss:.4f}",
         ]
         if self.val_accuracy is not None:
