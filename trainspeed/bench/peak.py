@@ -2,6 +2,9 @@
 
 A square matmul in the target's compute dtype is about the best case for any device; its
 TFLOP/s is the denominator of MFU unless the user gives `--peak-tflops` (e.g. a datasheet value).
+The matrix grows from 256 until one product is measurable, and the number of products per
+timing is sized from one product, so a slow dtype (bf16 on a CPU without bf16 units) costs about
+`budget_s`, not minutes.
 """
 
 from __future__ import annotations
@@ -13,16 +16,29 @@ import torch
 from trainspeed.targets.base import Target
 
 MATMUL_SIZE = {"cpu": 1024, "cuda": 8192, "xla": 1024}
+MAX_REPEATS = 20
 
 
-def measure_peak_tflops(target: Target, repeats: int = 10) -> float:
-    n = MATMUL_SIZE.get(target.device_type, 2048)
-    dtype = target.compute_dtype()
-    generator = torch.Generator().manual_seed(0)
-    a = torch.randn(n, n, generator=generator).to(target.device, dtype)
-    b = torch.randn(n, n, generator=generator).to(target.device, dtype)
+def measure_peak_tflops(target: Target, budget_s: float = 1.5) -> float:
+    max_n = MATMUL_SIZE.get(target.device_type, 2048)
+    n = 256
+    while True:
+        generator = torch.Generator().manual_seed(0)
+        a = torch.randn(n, n, generator=generator).to(target.device, target.compute_dtype())
+        b = torch.randn(n, n, generator=generator).to(target.device, target.compute_dtype())
+        seconds_for = _product_timer(target, a, b)
+        seconds_for(1)  # compile (XLA) and warm caches
+        one_product_s = seconds_for(1)
+        if n >= max_n or one_product_s >= budget_s / 20:
+            break
+        n *= 2
+    repeats = max(1, min(MAX_REPEATS, int(budget_s / 3 / max(one_product_s, 1e-9))))
+    seconds = min(seconds_for(repeats) for _ in range(3))
+    return 2 * n**3 * repeats / seconds / 1e12
 
-    def run() -> float:
+
+def _product_timer(target: Target, a: torch.Tensor, b: torch.Tensor):
+    def seconds_for(repeats: int) -> float:
         target.sync()
         start = time.perf_counter()
         products = [a @ b for _ in range(repeats)]
@@ -31,6 +47,4 @@ def measure_peak_tflops(target: Target, repeats: int = 10) -> float:
         del products
         return time.perf_counter() - start
 
-    run()  # compile (XLA) and warm caches
-    seconds = min(run() for _ in range(3))
-    return 2 * n**3 * repeats / seconds / 1e12
+    return seconds_for
