@@ -36,7 +36,7 @@ class EvalRecord:
 
 
 def can_evaluate(trainable: Trainable) -> bool:
-    return callable(getattr(trainable, "eval_metrics", None))
+    return type(trainable).eval_metrics is not Trainable.eval_metrics
 
 
 def evaluate_policy(

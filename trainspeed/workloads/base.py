@@ -66,6 +66,12 @@ class Trainable(ABC):
     def train_step(self, batch: Batch) -> torch.Tensor:
         """Forward + backward + optimizer step on one batch; returns the detached loss."""
 
+    def eval_metrics(self, batch: Batch) -> dict[str, torch.Tensor] | None:
+        """Optional validation sums for one batch (`loss_sum`, `correct`, `count` as device
+        tensors, reduced over ranks by the trainer), or None where the workload has no held-out
+        metric, as a GAN has none; the trainer then skips validation."""
+        return None
+
     def parameter_count(self) -> int:
         return sum(p.numel() for n in self.networks.values() for p in n.parameters())
 
