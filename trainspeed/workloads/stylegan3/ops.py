@@ -6,8 +6,12 @@ backward. Here:
   * FIR resampling never inserts zeros: upsampling is a depthwise transposed convolution with the
     up factor as stride, downsampling a depthwise convolution with the down factor as stride, and
     1-D filters run as two 1-D passes (K + K instead of K * K multiply-adds per pixel).
-  * Everything is built from ops with double-backward support (R1 differentiates the
-    discriminator's input gradient) and that XLA and torch.compile lower without graph breaks.
+  * Two small autograd Functions keep fewer tensors for backward than plain autograd would:
+    leaky ReLU + gain + clamp keeps only its output (its backward is differentiable again, as
+    R1's double backward through D needs), and the modulated convolution keeps only its input
+    and output (first-order only: nothing differentiates through G twice).
+  * Everything else is conv2d, conv_transpose2d and elementwise ops, which XLA and torch.compile
+    lower without graph breaks.
   * `recompute` re-runs a memory-heavy piece in backward instead of keeping its intermediates.
 
 Conventions follow the published definitions: filtering is a true convolution (the filter is
