@@ -115,6 +115,22 @@ def test_truncated_png_in_a_dataset_is_named_when_read(tmp_path):
         list(loader)
 
 
+@pytest.mark.parametrize(
+    "make_dataset,expected",
+    [
+        (non_square, r"image\d+\.png: image is 16x8, not square"),
+        (non_power_of_two, r"image\d+\.png: image is 12x12; the side must be a power of two"),
+        (empty_folder, "no PNG images"),
+        (corrupt_png, r"bad\.png: not a readable PNG"),
+    ],
+    ids=["non-square", "non-power-of-two", "empty-folder", "corrupt-png"],
+)
+def test_loader_names_the_bad_file_when_opened(tmp_path, make_dataset, expected):
+    make_dataset(tmp_path / "d")
+    with pytest.raises(UsageError, match=expected):
+        ImageLoader(tmp_path / "d", LoaderConfig(batch_size=1))
+
+
 def test_loader_rejects_mixed_sizes_in_a_dataset_folder(tmp_path):
     image_folder(tmp_path / "d", 2)
     write_image(tmp_path / "d" / "sub9" / "odd.png", 32, 32)
