@@ -93,9 +93,11 @@ def measure(case: Case, target_spec: str, threads: int, steps: int) -> StyleGAN3
     from trainspeed.workloads.stylegan3.workload import StyleGAN3Workload, build_trainable, counted_flops_per_image
 
     config = _variant_config(case.size, case.variant)
-    flops = counted_flops_per_image(config)
     target = get_target(target_spec)
     trainable = target.prepare(build_trainable(config, seed=0))
+    # Counting runs a backward pass; XLA's device must exist before the process's first backward
+    # (autograd sizes its per-device queues then), so count only after the target is prepared.
+    flops = counted_flops_per_image(config)
     batch = target.move_batch(StyleGAN3Workload().synthetic_batch(case.size, case.batch_size, torch.Generator().manual_seed(0)))
     rss_before = _rss_gib()
     target.reset_peak_memory()
