@@ -4,8 +4,9 @@
         [--cases small-t64:4,small-t64:8 ...] [--variants activation,layer,none,grouped]
         [--steps 2] [--out docs/results/stylegan3_cpu.jsonl]
 
-A case is SIZE:BATCH; a variant is a memory/speed trade-off of the same maths (`recompute` mode,
-or `grouped` modulated convolution with activation recompute). Every (case, variant) runs in a
+A case is SIZE:BATCH; a variant is a memory/speed trade-off of the same maths (`recompute` mode
+none/activation/layer; `grouped` modulated convolution or `matmul` FIR resampling, both with
+activation recompute). Every (case, variant) runs in a
 fresh process, so its peak host memory (ru_maxrss) is its own; on CUDA the row also has the
 allocator's peak. Each run does one untimed first step (it includes R1 and any compilation), then
 `--steps` steps timed one by one with a device sync after each (no R1 among them: R1 adds about
@@ -14,7 +15,7 @@ counted per image (torch's per-op formulas, see workload.counted_flops_per_image
 
 The GPU run of the issue (T-256 at batch 4, 8, 32, best target) is:
     .venv/bin/python benchmarks/bench_stylegan3.py --target cuda:compile:bf16 \
-        --cases t256:4,t256:8,t256:32 --variants activation,layer --steps 5 \
+        --cases t256:4,t256:8,t256:32 --variants activation,matmul,layer --steps 5 \
         --out docs/results/stylegan3_h200.jsonl
 """
 
@@ -81,6 +82,8 @@ def _variant_config(size: str, variant: str):
     config = get_config(size)
     if variant == "grouped":
         return dataclasses.replace(config, recompute="activation", grouped_modconv=True)
+    if variant == "matmul":
+        return dataclasses.replace(config, recompute="activation", fir_matmul=True)
     return dataclasses.replace(config, recompute=variant)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -95,3 +97,13 @@ def test_t_generator_is_translation_equivariant_for_whole_pixel_shifts(dx, dy):
     assert _relative_error(moved, base, dx, dy) < EQUIVARIANCE_TOLERANCE
     # the comparison can fail: unshifted crops of the moved image differ from the original
     assert _relative_error(moved, base, 0, 0) > 1e-3
+
+
+def test_matmul_resampling_gives_the_same_generator():
+    config = get_config("tiny-t")
+    torch.manual_seed(2)
+    direct = Generator(config)
+    matmul = Generator(dataclasses.replace(config, fir_matmul=True))
+    matmul.load_state_dict(direct.state_dict())
+    z = torch.randn(2, config.z_dim)
+    torch.testing.assert_close(matmul(z), direct(z), rtol=1e-4, atol=1e-5)

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainspeed.workloads.stylegan3.ops import bias_act, filtered_lrelu, modulated_conv2d, upfirdn2d
+from trainspeed.workloads.stylegan3.ops import bias_act, filtered_lrelu, modulated_conv2d, upfirdn2d, upfirdn2d_matmul
 
 
 def reference_upfirdn2d(x, f, up, down, padding, gain=1.0):
@@ -66,6 +66,16 @@ def test_upfirdn2d_matches_direct_definition(up, down, taps, padding, separable)
     torch.testing.assert_close(actual, expected, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("up,down,taps,padding", CASES)
+def test_matmul_upfirdn2d_matches_direct_definition(up, down, taps, padding):
+    generator = torch.Generator().manual_seed(taps * 10 + up + down)
+    x = torch.randn(2, 3, 7, 6, generator=generator, dtype=torch.float64)
+    f = torch.randn(taps, generator=generator, dtype=torch.float64)
+    expected = reference_upfirdn2d(x, f, up, down, padding, gain=up**2)
+    actual = upfirdn2d_matmul(x, f, up=up, down=down, padding=padding, gain=up**2)
+    torch.testing.assert_close(actual, expected, rtol=1e-10, atol=1e-10)
+
+
 def test_upfirdn2d_without_filter_only_pads_and_scales():
     x = torch.randn(1, 2, 4, 5, dtype=torch.float64)
     actual = upfirdn2d(x, None, padding=(1, -1, -2, 3), gain=3.0)
@@ -103,15 +113,16 @@ def test_leaky_relu_gradients_to_second_order():
     assert torch.autograd.gradgradcheck(function, (x, bias))
 
 
+@pytest.mark.parametrize("matmul", [False, True])
 @pytest.mark.parametrize("up,down", [(2, 2), (4, 2), (2, 1), (1, 1)])
-def test_filtered_lrelu_is_the_composition_of_its_parts(up, down):
+def test_filtered_lrelu_is_the_composition_of_its_parts(up, down, matmul):
     generator = torch.Generator().manual_seed(up * 7 + down)
     x = torch.randn(2, 3, 6, 6, generator=generator, dtype=torch.float64) * 3
     bias = torch.randn(3, generator=generator, dtype=torch.float64)
     fu = torch.randn(6 * up, generator=generator, dtype=torch.float64) if up > 1 else None
     fd = torch.randn(6 * down, generator=generator, dtype=torch.float64) if down > 1 else None
     padding = (5 + 6 * down, 4 + 6 * down, 6 + 6 * down, 3 + 6 * down)  # room for both filters
-    actual = filtered_lrelu(x, fu, fd, bias, up=up, down=down, padding=padding, gain=1.5, slope=0.3, clamp=2.0)
+    actual = filtered_lrelu(x, fu, fd, bias, up=up, down=down, padding=padding, gain=1.5, slope=0.3, clamp=2.0, matmul=matmul)
     upsampled = reference_upfirdn2d(x + bias.view(1, -1, 1, 1), fu, up, 1, padding, gain=up**2)
     activated = torch.where(upsampled >= 0, upsampled, upsampled * 0.3) * 1.5
     expected = reference_upfirdn2d(activated.clamp(-2.0, 2.0), fd, 1, down, (0, 0, 0, 0))

@@ -55,6 +55,8 @@ class StyleGAN3Config:
     """'activation': filtered leaky ReLU re-run in backward (its 4x upsampled intermediates are not
     kept); 'layer': the whole synthesis layer re-runs (only layer inputs are kept); 'none'."""
     grouped_modconv: bool = False
+    fir_matmul: bool = False
+    """Resample the filtered leaky ReLU's separable filters as matmuls instead of depthwise convs."""
 
     @property
     def num_ws(self) -> int:

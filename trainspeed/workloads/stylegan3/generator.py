@@ -110,6 +110,7 @@ class SynthesisLayer(nn.Module):
         self.conv_clamp = config.conv_clamp
         self.recompute = config.recompute
         self.grouped_modconv = config.grouped_modconv
+        self.fir_matmul = config.fir_matmul
         self.affine = FullyConnected(config.w_dim, self.in_channels, bias_init=1.0)
         self.weight = nn.Parameter(torch.randn(spec.after.channels, self.in_channels, self.conv_kernel, self.conv_kernel))
         self.bias = nn.Parameter(torch.zeros(spec.after.channels))
@@ -143,7 +144,7 @@ class SynthesisLayer(nn.Module):
     def _activation(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         return filtered_lrelu(
             x, self.up_filter, self.down_filter, bias, self.up, self.down, self.padding,
-            gain=self.gain, slope=self.slope, clamp=self.conv_clamp,
+            gain=self.gain, slope=self.slope, clamp=self.conv_clamp, matmul=self.fir_matmul,
         )  # fmt: skip
 
     def _layer(self, x: torch.Tensor, w: torch.Tensor, input_gain: torch.Tensor) -> torch.Tensor:

@@ -114,6 +114,48 @@ def upfirdn2d(
     return _resample(x, taps.view(-1, 1), (up, 1), (down, 1), (0, 0, pad[2], pad[3]))
 
 
+def resampling_matrix(
+    size: int, taps: torch.Tensor, up: int, down: int, pad_before: int, pad_after: int
+) -> torch.Tensor:
+    """(out, size) matrix of one axis of upfirdn: out = M @ x along that axis.
+
+    Zero insertion, padding/cropping, the (flipped) filter and the stride all fold into where the
+    taps land, so resampling one axis becomes a dense matmul: more multiply-adds than the direct
+    form, but on tensor cores and TPUs a matmul is often faster than a depthwise convolution.
+    """
+    kernel = taps.flip(0)
+    num_taps = kernel.shape[0]
+    out_size = (size * up + pad_before + pad_after - num_taps) // down + 1
+    rows = torch.arange(out_size, device=taps.device).view(-1, 1)
+    tap_index = torch.arange(num_taps, device=taps.device).view(1, -1)
+    position = rows * down + tap_index - pad_before  # index into the zero-inserted signal
+    valid = (position >= 0) & (position < size * up) & (position % up == 0)
+    columns = torch.where(valid, position // up, torch.zeros_like(position))
+    values = torch.where(valid, kernel.view(1, -1).expand(out_size, -1), torch.zeros((), dtype=taps.dtype, device=taps.device))
+    matrix = torch.zeros(out_size, size, dtype=taps.dtype, device=taps.device)
+    return matrix.scatter_add(1, columns, values)
+
+
+def upfirdn2d_matmul(
+    x: torch.Tensor,
+    f: torch.Tensor | None,
+    up: int = 1,
+    down: int = 1,
+    padding: int | Sequence[int] = 0,
+    gain: float = 1.0,
+) -> torch.Tensor:
+    """`upfirdn2d` for a separable (1-D) filter as two matmuls: x @ Mx^T, then My @ x."""
+    pad = as_padding(padding)
+    if f is None:
+        f = torch.ones(1, dtype=x.dtype, device=x.device)
+    if f.ndim != 1:
+        raise ValueError("upfirdn2d_matmul needs a 1-D (separable) filter")
+    taps = (f * math.sqrt(gain)).to(x.dtype)
+    along_x = resampling_matrix(x.shape[3], taps, up, down, pad[0], pad[1])
+    along_y = resampling_matrix(x.shape[2], taps, up, down, pad[2], pad[3])
+    return torch.matmul(along_y, torch.matmul(x, along_x.t()))
+
+
 class _LeakyReluGainClamp(torch.autograd.Function):
     """clamp(leaky_relu(x) * gain, -clamp, clamp), keeping only its output for backward.
 
@@ -183,16 +225,23 @@ def filtered_lrelu(
     gain: float = math.sqrt(2.0),
     slope: float = 0.2,
     clamp: float | None = None,
+    matmul: bool = False,
 ) -> torch.Tensor:
     """Bias, upsample with `up_filter`, leaky ReLU (gain, clamp), downsample with `down_filter`.
 
     The nonlinearity runs at the higher rate so that the new frequencies it creates can be filtered
     out before returning to the layer's own rate (the alias-free activation of StyleGAN3).
+    `matmul=True` resamples with `upfirdn2d_matmul` where a filter is 1-D (same result).
     """
+
+    def resample(t: torch.Tensor, f: torch.Tensor | None, **kwargs) -> torch.Tensor:
+        use_matmul = matmul and (f is None or f.ndim == 1) and (f is not None or kwargs.get("up", 1) > 1)
+        return upfirdn2d_matmul(t, f, **kwargs) if use_matmul else upfirdn2d(t, f, **kwargs)
+
     x = bias_act(x, bias)
-    x = upfirdn2d(x, up_filter, up=up, padding=padding, gain=up**2)
+    x = resample(x, up_filter, up=up, padding=padding, gain=up**2)
     x = bias_act(x, activation="lrelu" if slope != 1 else "linear", slope=slope, gain=gain, clamp=clamp)
-    return upfirdn2d(x, down_filter, down=down)
+    return resample(x, down_filter, down=down)
 
 
 def demodulation_coefficients(weight: torch.Tensor, styles: torch.Tensor) -> torch.Tensor:
