@@ -44,11 +44,12 @@ def counted_flops_per_image(config: StyleGAN3Config) -> float:
 
     Counts convolutions and matmuls of G main, D main and the R1 step (amortised over its
     interval); elementwise ops and optimiser updates are not counted, recomputation is not
-    counted (the count is of the model, not of the memory trade-off). The activation-scaling
-    modulated conv is counted: torch's formula for a grouped conv's weight gradient ignores the
-    groups, which would overstate the official grouped formulation by the batch size.
+    counted (the count is of the model, not of the memory trade-off). The direct forms are
+    counted: the activation-scaling modulated conv (torch's formula for a grouped conv's weight
+    gradient ignores the groups, which would overstate the grouped form by the batch size) and
+    FIR convolutions (the matmul form multiplies by the zeros of its banded matrices).
     """
-    config = dataclasses.replace(config, recompute="none", grouped_modconv=False)
+    config = dataclasses.replace(config, recompute="none", grouped_modconv=False, fir_matmul=False)
     trainable = build_trainable(config).to(torch.device("meta"))
     trainable.setup_optimizers()
     batch = {"images": torch.empty(FLOP_COUNT_BATCH, 3, config.resolution, config.resolution, dtype=torch.uint8, device="meta")}
