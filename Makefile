@@ -20,7 +20,7 @@ demo: venv
 	$(BIN)/trainspeed info
 	$(BIN)/trainspeed bench --workload mahjong --size tiny \
 		--targets cpu:eager:fp32,cpu:compile:fp32,xla:lazy:fp32 --baseline cpu:eager:fp32 \
-		--batch-sizes 2^6..2^10 --threads 2 --windows 3 --min-window-s 0.3 --out results/demo.jsonl
+		--batch-sizes 2^6..2^10 --threads 1 --windows 3 --min-window-s 0.3 --out results/demo.jsonl
 
 test: venv
 	$(BIN)/python -m pytest -q tests
