@@ -90,10 +90,11 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
     if config.threads:
         torch.set_num_threads(config.threads)
     workload = get_workload(config.workload)
-    flops_per_sample = workload.flops_per_sample(config.size)
     # Build every target first: a bad or unavailable one fails before any time is spent, and
-    # XLA registers its device before the first backward (autograd sizes its device queues then).
+    # XLA registers its device before the first backward in this process (autograd sizes its
+    # device queues then; a workload may count its FLOPs with a backward pass).
     targets = [get_target(name) for name in config.targets]
+    flops_per_sample = workload.flops_per_sample(config.size)
     environment = Environment.capture()
     run_id = uuid.uuid4().hex[:12]
     rows: list[ResultRow] = []
