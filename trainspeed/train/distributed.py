@@ -50,17 +50,16 @@ class Collectives:
         self._group = control_group
 
     def sum(self, values: list[float]) -> list[float]:
-        if not self.context.is_distributed:
-            return list(values)
-        tensor = torch.tensor(values, dtype=torch.float64)
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self._group)
-        return tensor.tolist()
+        return self._all_reduce(values, dist.ReduceOp.SUM)
 
     def max(self, values: list[float]) -> list[float]:
+        return self._all_reduce(values, dist.ReduceOp.MAX)
+
+    def _all_reduce(self, values: list[float], op: Any) -> list[float]:
         if not self.context.is_distributed:
             return list(values)
         tensor = torch.tensor(values, dtype=torch.float64)
-        dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=self._group)
+        dist.all_reduce(tensor, op=op, group=self._group)
         return tensor.tolist()
 
     def any(self, flag: bool) -> bool:
