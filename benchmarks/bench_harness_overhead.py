@@ -24,7 +24,7 @@ import torch
 from trainspeed.atomic import atomic_write_text
 from trainspeed.bench.sweep import run_sweep
 from trainspeed.bench.timing import TimingPlan
-from trainspeed.config import BenchConfig
+from trainspeed.bench.config import BenchConfig
 from trainspeed.workloads.mahjong.model import SIZES, MahjongPolicy
 from trainspeed.workloads.mahjong.workload import BETAS, LEARNING_RATE, WEIGHT_DECAY, MahjongWorkload
 

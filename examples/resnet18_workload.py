@@ -6,7 +6,7 @@ Run it with the bench (the folder holding this file must be importable):
         --size 64px --targets cpu:eager:fp32,xla:lazy:fp32 --batch-sizes 2^2..2^5
 
 Everything trainspeed needs is the protocol in trainspeed/workloads/base.py: a factory that
-returns an object with `name`, `sizes`, `sample_unit`, `build`, `synthetic_batch` and
+returns an object with `name`, `sizes`, `build`, `synthetic_batch` and
 `flops_per_sample`, where `build` returns a `Trainable` (networks, optimizers, one step).
 """
 
@@ -28,9 +28,11 @@ class ResNet18Trainable(Trainable):
 
         super().__init__({"resnet": resnet18(num_classes=NUM_CLASSES)})
 
-    def setup_optimizers(self) -> None:
+    def setup_optimizers(self, fused: bool = False) -> None:
         parameters = self.networks["resnet"].parameters()
-        self.optimizers = {"resnet": torch.optim.SGD(parameters, lr=0.1, momentum=0.9, weight_decay=1e-4)}
+        self.optimizers = {
+            "resnet": torch.optim.SGD(parameters, lr=0.1, momentum=0.9, weight_decay=1e-4, fused=fused or None)
+        }
 
     def train_step(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         loss = F.cross_entropy(self.wrapped["resnet"](batch["images"]), batch["labels"])
@@ -43,7 +45,6 @@ class ResNet18Trainable(Trainable):
 class ResNet18Workload:
     name = "resnet18"
     sizes = tuple(RESOLUTIONS)
-    sample_unit = "images"
 
     def build(self, size: str, seed: int = 0) -> ResNet18Trainable:
         torch.manual_seed(seed)

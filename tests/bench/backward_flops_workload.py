@@ -11,7 +11,7 @@ class LinearTrainable(Trainable):
     def __init__(self):
         super().__init__({"net": nn.Linear(8, 1)})
 
-    def setup_optimizers(self):
+    def setup_optimizers(self, fused=False):
         self.optimizers = {"net": torch.optim.SGD(self.networks["net"].parameters(), lr=0.01)}
 
     def train_step(self, batch):
@@ -23,7 +23,7 @@ class LinearTrainable(Trainable):
 
 
 class BackwardFlopsWorkload:
-    name, sizes, sample_unit = "backward-flops", ("one",), "samples"
+    name, sizes = "backward-flops", ("one",)
 
     def build(self, size, seed=0):
         torch.manual_seed(seed)

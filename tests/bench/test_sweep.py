@@ -9,7 +9,7 @@ from torch import nn
 from trainspeed.bench.results import ResultRow, read_rows
 from trainspeed.bench.sweep import measure_configuration, run_sweep
 from trainspeed.bench.timing import TimingPlan
-from trainspeed.config import BenchConfig
+from trainspeed.bench.config import BenchConfig
 from trainspeed.targets import available_targets, get_target
 from trainspeed.workloads.base import Trainable
 
@@ -47,7 +47,7 @@ class ShapeShiftingTrainable(Trainable):
         super().__init__({"net": nn.Linear(8, 1)})
         self.steps = 0
 
-    def setup_optimizers(self):
+    def setup_optimizers(self, fused=False):
         self.optimizers = {"net": torch.optim.SGD(self.networks["net"].parameters(), lr=0.01)}
 
     def train_step(self, batch):
@@ -61,7 +61,7 @@ class ShapeShiftingTrainable(Trainable):
 
 
 class ShapeShiftingWorkload:
-    name, sizes, sample_unit = "shape-shifting", ("one",), "samples"
+    name, sizes = "shape-shifting", ("one",)
 
     def build(self, size, seed=0):
         torch.manual_seed(seed)

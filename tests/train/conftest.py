@@ -57,22 +57,9 @@ def max_abs_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -
     return max(float((a[key].float() - b[key].float()).abs().max()) for key in a)
 
 
-def _has_selfplay_data() -> bool:
-    """Whether the data room's loader and its `data mahjong-selfplay` command have landed."""
-    try:
-        import trainspeed.data.cli  # noqa: F401
-        import trainspeed.data.loader  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 @pytest.fixture(scope="session")
 def data_args(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """22 self-play games made by the data command (game 20 is the first in the validation split);
-    synthetic batches until that command exists."""
-    if not _has_selfplay_data():
-        return ["--synthetic-data"]
+    """22 self-play games made by the data command (game 20 is the first in the validation split)."""
     out = tmp_path_factory.mktemp("selfplay")
     result = subprocess.run(
         [sys.executable, "-m", "trainspeed", "data", "mahjong-selfplay", "--games", "22", "--workers", "1",

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from trainspeed.errors import UsageError
+from trainspeed.targets import available_targets, get_target
 from trainspeed.train.checkpoint import (
     capture_rng_states,
     latest_checkpoint,
@@ -17,6 +18,9 @@ from trainspeed.train.checkpoint import (
     restore_rng_states,
     save_checkpoint,
 )
+
+
+AVAILABLE = available_targets()
 
 
 def test_latest_points_at_the_newest_and_only_two_are_kept(tmp_path: Path) -> None:
@@ -30,11 +34,19 @@ def test_latest_points_at_the_newest_and_only_two_are_kept(tmp_path: Path) -> No
     ]
 
 
-def test_rng_states_round_trip() -> None:
-    states = capture_rng_states()
-    drawn = (random.random(), float(np.random.rand()), float(torch.rand(())))
-    restore_rng_states(states)
-    assert (random.random(), float(np.random.rand()), float(torch.rand(()))) == drawn
+@pytest.mark.parametrize("name", [n for n in ("cpu:eager:fp32", "xla:lazy:fp32") if AVAILABLE[n] is None])
+def test_rng_states_round_trip_on_the_host_and_the_device(name: str) -> None:
+    target = get_target(name)
+
+    def draw() -> tuple[float, ...]:
+        on_device = torch.rand((), device=target.device)
+        target.after_step()
+        return random.random(), float(np.random.rand()), float(torch.rand(())), float(on_device.cpu())
+
+    states = capture_rng_states(target)
+    drawn = draw()
+    restore_rng_states(states, target)
+    assert draw() == drawn
 
 
 def test_a_damaged_checkpoint_is_a_usage_error_naming_the_file(tmp_path: Path) -> None:

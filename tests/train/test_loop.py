@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
 
 import pytest
 
+from trainspeed.bench.results import ResultRow
 from trainspeed.cli import main
 from trainspeed.data.base import LoaderConfig
 from conftest import TINY_RUN
@@ -20,8 +22,6 @@ def _rows(run_dir: Path) -> list[dict]:
 def test_a_run_on_real_data_logs_train_and_val_rows_tensorboard_and_a_summary(
     tmp_path: Path, data_args: list[str]
 ) -> None:
-    if data_args == ["--synthetic-data"]:
-        pytest.skip("the self-play data command has not landed yet")
     from trainspeed.data.loader import open_mahjong_shards
     code = main(["train", *TINY_RUN, *data_args, "--batch-size-per-device", "64", "--epochs", "0.1",
                  "--num-workers", "1", "--out", str(tmp_path)])
@@ -36,8 +36,10 @@ def test_a_run_on_real_data_logs_train_and_val_rows_tensorboard_and_a_summary(
     logged = sorted(set(range(2, last + 1, 2)) | {last})
     assert [row["step"] for row in train_rows] == logged
     assert all(0.0 <= row["data_wait_fraction"] <= 1.0 and row["samples_per_s"] > 0 for row in train_rows)
-    assert 0.0 <= summary["val_accuracy"] <= 1.0 and 0.0 < summary["majority_baseline"] <= 1.0
-    assert summary["val_samples"] > 0
+    validation = summary["validation"]
+    assert 0.0 <= validation["accuracy"] <= 1.0 and 0.0 < validation["majority_baseline"] <= 1.0
+    assert validation["samples"] > 0 and validation["loss"] > 0
+    assert [row for row in rows if row["kind"] == "val"][-1]["accuracy"] == validation["accuracy"]
     assert summary["end_to_end_samples_per_s"] == pytest.approx(summary["samples"] / summary["wall_s"])
     assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
 
@@ -55,8 +57,9 @@ def test_the_lr_follows_warmup_then_cosine_in_the_log(tmp_path: Path) -> None:
 
 def test_io_efficiency_is_per_device_throughput_over_the_bench_row(tmp_path: Path) -> None:
     bench = tmp_path / "bench.jsonl"
-    bench.write_text(json.dumps({"workload": "mahjong", "size": "tiny", "target": "cpu:eager:fp32",
-                                 "batch_size": 8, "status": "ok", "samples_per_s": 500.0}) + "\n")
+    row = ResultRow(run_id="r", timestamp="t", workload="mahjong", size="tiny", target="cpu:eager:fp32",
+                    batch_size=8, status="ok", samples_per_s=500.0)
+    bench.write_text(json.dumps(dataclasses.asdict(row)) + "\n")
     code = main(["train", *TINY_RUN, "--synthetic-data", "--batch-size-per-device", "8", "--steps", "12",
                  "--bench-jsonl", str(bench), "--out", str(tmp_path / "run")])
     assert code == 0

@@ -28,7 +28,7 @@ class TwoNetworks(Trainable):
         torch.manual_seed(seed)
         super().__init__({"first": nn.Linear(4, 3), "second": nn.Linear(3, 1)})
 
-    def setup_optimizers(self) -> None:
+    def setup_optimizers(self, fused: bool = False) -> None:
         self.optimizers = {name: torch.optim.SGD(net.parameters(), lr=0.5) for name, net in self.networks.items()}
 
     def train_step(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -15,12 +15,11 @@ import torch
 
 from trainspeed.targets.base import Target
 
-MATMUL_SIZE = {"cpu": 1024, "cuda": 8192, "xla": 1024}
 MAX_REPEATS = 20
 
 
 def measure_peak_tflops(target: Target, budget_s: float = 1.5) -> float:
-    max_n = MATMUL_SIZE.get(target.device_type, 2048)
+    max_n = target.peak_probe_max_size
     n = 256
     while True:
         generator = torch.Generator().manual_seed(0)

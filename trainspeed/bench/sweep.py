@@ -18,7 +18,7 @@ from trainspeed.bench.environment import Environment
 from trainspeed.bench.peak import measure_peak_tflops
 from trainspeed.bench.results import ResultRow, append_row
 from trainspeed.bench.timing import TimingPlan, time_training
-from trainspeed.config import BenchConfig
+from trainspeed.bench.config import BenchConfig
 from trainspeed.targets import Target, get_target
 from trainspeed.workloads import Workload, get_workload
 

@@ -1,6 +1,15 @@
-"""Target registry: one line per device family."""
+"""Target registry: one line per device family, plus families of your own.
+
+A family of your own is a `Target` subclass in any importable module, registered for a process and
+every process it starts (torchrun ranks, loader workers) through the environment:
+
+    TRAINSPEED_TARGET_FAMILIES="npu=my_package.npu_target:NpuTarget" trainspeed bench --targets npu:eager:fp32
+"""
 
 from __future__ import annotations
+
+import importlib
+import os
 
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target, TargetSpec
@@ -8,32 +17,61 @@ from trainspeed.targets.cpu import CpuTarget
 from trainspeed.targets.cuda import CudaTarget
 from trainspeed.targets.xla import XlaTarget
 
-TARGET_FAMILIES: dict[str, type[Target]] = {
+BUILTIN_FAMILIES: dict[str, type[Target]] = {
     "cpu": CpuTarget,
     "cuda": CudaTarget,
     "xla": XlaTarget,
 }
+FAMILIES_VARIABLE = "TRAINSPEED_TARGET_FAMILIES"
 
 
-def get_target(text: str) -> Target:
-    """Parse `device:mode:precision` and check the target can run here."""
+def _load_class(device: str, reference: str) -> type[Target]:
+    module_name, _, class_name = reference.partition(":")
+    try:
+        family = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as error:
+        raise UsageError(f"{FAMILIES_VARIABLE}: cannot load {device}={reference} ({error})") from None
+    if not (isinstance(family, type) and issubclass(family, Target)):
+        raise UsageError(f"{FAMILIES_VARIABLE}: {reference} is not a trainspeed Target subclass")
+    return family
+
+
+def target_families() -> dict[str, type[Target]]:
+    """Built-in families, then those named in TRAINSPEED_TARGET_FAMILIES (`name=module:Class,...`)."""
+    families = dict(BUILTIN_FAMILIES)
+    for entry in filter(None, (e.strip() for e in os.environ.get(FAMILIES_VARIABLE, "").split(","))):
+        device, separator, reference = entry.partition("=")
+        if not separator or ":" not in reference:
+            raise UsageError(f"{FAMILIES_VARIABLE}: bad entry {entry!r}; write name=package.module:Class")
+        families[device.strip()] = _load_class(device.strip(), reference.strip())
+    return families
+
+
+def target_family(text: str) -> type[Target]:
+    """The family of a target name, checked (mode, precision, availability) without touching a device."""
     spec = TargetSpec.parse(text)
-    family = TARGET_FAMILIES.get(spec.device)
+    families = target_families()
+    family = families.get(spec.device)
     if family is None:
         raise UsageError(
-            f"bad target {text!r}: unknown device {spec.device!r}; choose one of {', '.join(TARGET_FAMILIES)}"
+            f"bad target {text!r}: unknown device {spec.device!r}; choose one of {', '.join(families)}"
         )
-    target = family(spec)
+    family.check_spec(spec)
     reason = family.unavailable_reason()
     if reason:
         raise UsageError(f"target {text} cannot run here: {reason}")
-    return target
+    return family
+
+
+def get_target(text: str) -> Target:
+    """Parse `device:mode:precision` and build the target (this touches the device)."""
+    return target_family(text)(TargetSpec.parse(text))
 
 
 def all_target_names() -> list[str]:
     return [
         f"{device}:{mode}:{precision}"
-        for device, family in TARGET_FAMILIES.items()
+        for device, family in target_families().items()
         for mode in family.modes
         for precision in family.precisions
     ]
@@ -41,7 +79,8 @@ def all_target_names() -> list[str]:
 
 def available_targets() -> dict[str, str | None]:
     """Every target name -> None where usable here, else why not."""
-    return {name: TARGET_FAMILIES[name.split(":")[0]].unavailable_reason() for name in all_target_names()}
+    families = target_families()
+    return {name: families[name.split(":")[0]].unavailable_reason() for name in all_target_names()}
 
 
-__all__ = ["Target", "TargetSpec", "get_target", "available_targets", "all_target_names"]
+__all__ = ["Target", "TargetSpec", "get_target", "target_family", "available_targets", "all_target_names"]

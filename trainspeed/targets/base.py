@@ -1,9 +1,17 @@
 """The target protocol: where and how a training step runs (device + execution mode + precision).
 
 A target is spelled `device:mode:precision`, e.g. `cpu:eager:fp32`, `cuda:compile:bf16`,
-`xla:lazy:bf16`. Each device family lives in its own file and owns what differs between devices:
-how to wait for queued work (sync), memory statistics, what an out-of-memory error looks like,
-and how many graph compilations have happened so far.
+`xla:lazy:bf16`. Each device family lives in its own file and owns everything that differs between
+devices, so the bench and the trainer never branch on a device type:
+
+- running: sync (wait for queued work), the per-step hook (XLA cuts its lazy graph), autocast,
+  execution-mode wrapping (torch.compile), activation checkpointing;
+- memory and errors: peak-memory statistics, the out-of-memory signature, pinned host memory;
+- compilation: how many graphs were compiled so far;
+- data parallelism: one process per device (torchrun) with a process-group backend and a device
+  per local rank, or one process driving every local device (SPMD);
+- state: the device's RNG state, saved in checkpoints so a resumed run is bit-identical;
+- the peak probe's largest matrix.
 """
 
 from __future__ import annotations
@@ -11,14 +19,15 @@ from __future__ import annotations
 import contextlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ContextManager
+from typing import Any, Callable, ContextManager
 
 import torch
 
 from trainspeed.errors import UsageError
-from trainspeed.workloads.base import Batch, Trainable
+from trainspeed.workloads.base import Batch, CheckpointFunction, Trainable
 
-PRECISIONS = ("fp32", "tf32", "bf16")
+BatchPlacer = Callable[[Batch], Batch]
+"""Copies a host batch to the device(s) a step runs on."""
 
 
 @dataclass(frozen=True)
@@ -43,25 +52,44 @@ class TargetSpec:
 class Target(ABC):
     """One device family with one execution mode and precision.
 
-    Subclasses set `device_type`, `modes` and `precisions` and implement the device hooks.
+    Subclasses set `device_type`, `modes` and `precisions`, implement the abstract hooks, and
+    override the class attributes and methods below where their device differs.
     """
 
     device_type: str = ""
     modes: tuple[str, ...] = ()
     precisions: tuple[str, ...] = ()
 
+    data_parallel: str = "processes"
+    """"processes": one process per device under torchrun; "spmd": one process drives every local
+    device and the compiler splits the batch (`start_spmd`, `spmd_placer`)."""
+    process_group_backend: str = "gloo"
+    """torch.distributed backend of the gradient all-reduce between processes."""
+    supports_multi_node: bool = True
+    pin_memory: bool = False
+    """Whether loaders should return page-locked host batches (fast asynchronous copies)."""
+    fused_optimizers: bool = False
+    """Whether optimizers should use their fused single-kernel implementation on this device."""
+    peak_probe_max_size: int = 2048
+    """Largest square matrix of the peak matmul probe: large enough to saturate the device."""
+
     def __init__(self, spec: TargetSpec) -> None:
-        if spec.mode not in self.modes:
+        self.check_spec(spec)
+        self.spec = spec
+
+    @classmethod
+    def check_spec(cls, spec: TargetSpec) -> None:
+        """Raise UsageError when the family has no such mode or precision (no device is touched)."""
+        if spec.mode not in cls.modes:
             raise UsageError(
                 f"target {spec}: mode {spec.mode!r} is not available on {spec.device}; "
-                f"choose one of {', '.join(self.modes)}"
+                f"choose one of {', '.join(cls.modes)}"
             )
-        if spec.precision not in self.precisions:
+        if spec.precision not in cls.precisions:
             raise UsageError(
                 f"target {spec}: precision {spec.precision!r} is not available on {spec.device}; "
-                f"choose one of {', '.join(self.precisions)}"
+                f"choose one of {', '.join(cls.precisions)}"
             )
-        self.spec = spec
 
     # --- availability -------------------------------------------------------------------------
     @classmethod
@@ -115,6 +143,12 @@ class Target(ABC):
         """Wrap a network for this execution mode (eager: unchanged)."""
         return network
 
+    def activation_checkpoint(self, function: Callable[..., torch.Tensor], *args: torch.Tensor) -> torch.Tensor:
+        """Run `function` keeping only its inputs for backward (it runs again in backward)."""
+        import torch.utils.checkpoint as torch_checkpoint
+
+        return torch_checkpoint.checkpoint(function, *args, use_reentrant=False)
+
     # --- running --------------------------------------------------------------------------------
     def autocast(self) -> ContextManager:
         if self.spec.precision == "bf16":
@@ -132,7 +166,8 @@ class Target(ABC):
         """Move to the device, create optimizers, wrap for the execution mode."""
         self.configure_precision()
         trainable.to(self.device)
-        trainable.setup_optimizers()
+        trainable.setup_optimizers(fused=self.fused_optimizers)
+        trainable.use_activation_checkpoint(self.activation_checkpoint)
         trainable.wrap(self.wrap_network)
         return trainable
 
@@ -144,6 +179,36 @@ class Target(ABC):
             loss = trainable.train_step(batch)
         self.after_step()
         return loss
+
+    # --- data parallelism -------------------------------------------------------------------------
+    def bind_local_rank(self, local_rank: int) -> None:
+        """Pick this process's device among the host's (torchrun starts one process per device)."""
+
+    def process_group_device(self) -> torch.device | None:
+        """The device torch.distributed binds its communicator to (None: the backend chooses)."""
+        return None
+
+    def ddp_device_ids(self) -> list[int] | None:
+        """`device_ids` for DistributedDataParallel (None for host and multi-device modules)."""
+        return None
+
+    @classmethod
+    def start_spmd(cls, requested_devices: int) -> int:
+        """Switch to SPMD over the local devices before the family's device is touched (call it on
+        the class, before constructing the target); returns the number of devices."""
+        raise UsageError(f"{cls.device_type} targets run one process per device; they have no SPMD mode")
+
+    def spmd_placer(self, devices: int) -> BatchPlacer:
+        """Copies each host tensor to the devices, split along the batch dimension."""
+        raise UsageError(f"target {self} runs one process per device; it has no SPMD mode")
+
+    # --- state ------------------------------------------------------------------------------------
+    def device_rng_state(self) -> Any:
+        """The device's own random-number state (None where the host generator covers it)."""
+        return None
+
+    def set_device_rng_state(self, state: Any) -> None:
+        """Restore what `device_rng_state` returned."""
 
     def __str__(self) -> str:
         return str(self.spec)

@@ -36,6 +36,7 @@ class CpuTarget(Target):
     device_type = "cpu"
     modes = ("eager", "compile")
     precisions = ("fp32", "bf16")
+    peak_probe_max_size = 1024
 
     @classmethod
     def unavailable_reason(cls) -> str | None:

@@ -14,6 +14,10 @@ class CudaTarget(Target):
     device_type = "cuda"
     modes = ("eager", "compile", "cudagraphs")
     precisions = ("fp32", "tf32", "bf16")
+    process_group_backend = "nccl"
+    pin_memory = True
+    fused_optimizers = True
+    peak_probe_max_size = 8192
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -61,3 +65,18 @@ class CudaTarget(Target):
         if self.spec.mode in COMPILE_MODES:
             return dynamo.compile_network(network, mode=COMPILE_MODES[self.spec.mode])
         return network
+
+    def bind_local_rank(self, local_rank: int) -> None:
+        torch.cuda.set_device(local_rank)
+
+    def process_group_device(self) -> torch.device:
+        return self.device
+
+    def ddp_device_ids(self) -> list[int]:
+        return [self.device.index]
+
+    def device_rng_state(self) -> torch.Tensor:
+        return torch.cuda.get_rng_state(self.device)
+
+    def set_device_rng_state(self, state: torch.Tensor) -> None:
+        torch.cuda.set_rng_state(state, self.device)

@@ -3,17 +3,27 @@
 Operations are recorded into a graph and run only when the graph is cut (`torch_xla.sync()`,
 the study's mark_step after the optimizer step). Timing must then also wait for the device
 (`wait_device_ops`), or it measures tracing and dispatch only.
+
+Data parallelism uses torch_xla's SPMD mode: one process traces the step once for the whole host;
+parameters stay replicated, every batch tensor is split along its first dimension over a 1-D
+"data" mesh, and the compiler inserts the gradient all-reduce. It is the recommended way to drive
+all the cores of a TPU host (the study used one process per core with the older multi-process
+API). On CPU (no TPU) the PJRT CPU client provides `CPU_NUM_DEVICES` virtual devices, so the same
+code path runs and is tested without an accelerator.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+from typing import Callable
 
 import torch
 
-from trainspeed.targets.base import Target
+from trainspeed.errors import UsageError
+from trainspeed.targets.base import BatchPlacer, Target
 from trainspeed.targets.cpu import is_host_oom
+from trainspeed.workloads.base import Batch
 
 XLA_OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory")
 
@@ -37,6 +47,9 @@ class XlaTarget(Target):
     device_type = "xla"
     modes = ("lazy",)
     precisions = ("fp32", "bf16")
+    data_parallel = "spmd"
+    supports_multi_node = False
+    peak_probe_max_size = 1024
 
     def __init__(self, spec) -> None:
         super().__init__(spec)
@@ -88,3 +101,49 @@ class XlaTarget(Target):
         _, _, met = _xla_modules()
         data = met.metric_data("CompileTime")
         return int(data[0]) if data else 0
+
+    def activation_checkpoint(self, function: Callable[..., torch.Tensor], *args: torch.Tensor) -> torch.Tensor:
+        """torch_xla's checkpoint: the compiler would otherwise merge the recomputation back into
+        the forward pass; its optimisation barriers keep them apart (reentrant is its only mode)."""
+        import torch_xla.utils.checkpoint as xla_checkpoint
+
+        return xla_checkpoint.checkpoint(function, *args, use_reentrant=True)
+
+    def device_rng_state(self) -> int:
+        _, xm, _ = _xla_modules()
+        return int(xm.get_rng_state(self.device))
+
+    def set_device_rng_state(self, state: int) -> None:
+        _, xm, _ = _xla_modules()
+        xm.set_rng_state(int(state), self.device)
+
+    @classmethod
+    def start_spmd(cls, requested_devices: int) -> int:
+        if os.environ.get("PJRT_DEVICE", _default_pjrt_device()) == "CPU":
+            os.environ["CPU_NUM_DEVICES"] = str(requested_devices)
+        _xla_modules()
+        import torch_xla.runtime as xr
+
+        xr.use_spmd()
+        devices = xr.global_runtime_device_count()
+        if devices != requested_devices:
+            raise UsageError(
+                f"train: --nproc {requested_devices}, but this host has {devices} XLA devices; use --nproc {devices}"
+            )
+        return devices
+
+    def spmd_placer(self, devices: int) -> BatchPlacer:
+        _, xm, _ = _xla_modules()
+        import torch_xla.distributed.spmd as xs
+
+        mesh = xs.Mesh(list(range(devices)), (devices,), ("data",))
+        device = self.device
+
+        def place(batch: Batch) -> Batch:
+            placed = {}
+            for key, tensor in batch.items():
+                spec = xs.ShardingSpec(mesh, ("data",) + (None,) * (tensor.dim() - 1))
+                (placed[key],) = xm.send_cpu_data_to_device([tensor], device, input_sharding=spec)
+            return placed
+
+        return place

@@ -2,7 +2,7 @@
 
 A checkpoint is one file holding everything to continue bit-for-bit: networks, optimizers, LR
 schedulers, the step, and per rank the loader position and the RNG states (python, numpy, torch,
-cuda). Rank 0 gathers the per-rank parts and writes the file through `atomic_path`, then points
+and the target's device generator). Rank 0 gathers the per-rank parts and writes the file through `atomic_path`, then points
 `checkpoints/latest` at it (also atomically), so a kill -9 at any moment leaves either the previous
 checkpoint or the new one. The two newest are kept.
 """
@@ -20,29 +20,28 @@ import torch
 
 from trainspeed.atomic import atomic_path, atomic_write_text
 from trainspeed.errors import UsageError
+from trainspeed.targets.base import Target
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST_POINTER = "latest"
 KEEP_CHECKPOINTS = 2
 
 
-def capture_rng_states() -> dict[str, Any]:
-    states: dict[str, Any] = {
+def capture_rng_states(target: Target) -> dict[str, Any]:
+    return {
         "python": random.getstate(),
         "numpy": np.random.get_state(),
         "torch": torch.get_rng_state(),
+        "device": target.device_rng_state(),
     }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
 
 
-def restore_rng_states(states: dict[str, Any]) -> None:
+def restore_rng_states(states: dict[str, Any], target: Target) -> None:
     random.setstate(states["python"])
     np.random.set_state(states["numpy"])
     torch.set_rng_state(states["torch"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
+    if states.get("device") is not None:
+        target.set_device_rng_state(states["device"])
 
 
 def to_host(value: Any) -> Any:

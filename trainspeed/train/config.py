@@ -90,10 +90,6 @@ class TrainConfig:
         return self.batch_size_per_device * self.world_size
 
     @property
-    def device_type(self) -> str:
-        return self.target.split(":", 1)[0]
-
-    @property
     def run_dir(self) -> Path:
         return Path(self.out_dir)
 
@@ -159,8 +155,6 @@ class TrainConfig:
             raise UsageError("train: --nnodes > 1 needs --rdzv-endpoint HOST:PORT (the same on every node)")
         if not 0 <= self.launch.node_rank < self.launch.nnodes:
             raise UsageError(f"train: --node-rank {self.launch.node_rank} must be in [0, --nnodes)")
-        if self.device_type == "xla" and self.launch.nnodes > 1:
-            raise UsageError("train: xla targets run SPMD in one process per host; multi-node XLA is not supported")
         return self
 
 

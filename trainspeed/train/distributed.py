@@ -1,7 +1,7 @@
 """The process group of one rank: set up from torchrun's environment, torn down on exit.
 
-Two groups: the training group (NCCL on CUDA, gloo on CPU) that DDP reduces gradients over, and a
-gloo control group for small host-side reductions (metrics, the stop flag). Reducing those on the
+Two groups: the training group (the target's backend: NCCL on CUDA, gloo on CPU) that DDP reduces
+gradients over, and a gloo control group for small host-side reductions (metrics, the stop flag). Reducing those on the
 host keeps them off the device stream, so they never force a CUDA sync. Both groups get a timeout:
 a rank blocked in a collective whose peer died raises instead of hanging (torchrun usually tears
 the job down earlier; the timeout is the backstop).
@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from trainspeed.targets.base import Target
 
 
 @dataclass(frozen=True)
@@ -86,18 +88,15 @@ class Collectives:
             dist.barrier(group=self._group)
 
 
-def init_process_group(context: RankContext, device_type: str, timeout_s: float) -> Collectives:
-    """Join torchrun's group (env:// rendezvous) and create the control group."""
+def init_process_group(context: RankContext, target: Target, timeout_s: float) -> Collectives:
+    """Join torchrun's group (env:// rendezvous) over the target's backend, and create the control
+    group (gloo; the training group itself where that is gloo already)."""
     if not context.is_distributed:
         return Collectives(context)
     timeout = timedelta(seconds=timeout_s)
-    if device_type == "cuda":
-        torch.cuda.set_device(context.local_rank)
-        dist.init_process_group("nccl", timeout=timeout, device_id=torch.device("cuda", context.local_rank))
-        control = dist.new_group(backend="gloo", timeout=timeout)
-    else:
-        dist.init_process_group("gloo", timeout=timeout)
-        control = None
+    backend = target.process_group_backend
+    dist.init_process_group(backend, timeout=timeout, device_id=target.process_group_device())
+    control = None if backend == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
     return Collectives(context, control)
 
 

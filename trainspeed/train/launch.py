@@ -1,8 +1,13 @@
-"""Start a run: in this process (one rank), under torchrun (one process per device), or XLA SPMD.
+"""Start a run: in this process (one rank), under torchrun (one process per device), or SPMD.
+
+Everything the user gave is checked here, before any process starts or any step runs: flags,
+the target, the workload and its size, the dataset, the bench rows of `--bench-jsonl`.
 
 torchrun is spawned as a real subprocess (`python -m torch.distributed.run`) rather than called as a
 library, so its elastic agent supervises the ranks as it does for any torchrun job: when a rank exits
 non-zero the agent stops the others and reports the failing rank's error; nothing waits forever.
+A target whose family drives all local devices from one process (`data_parallel = "spmd"`, XLA)
+runs in this process over `--nproc` devices instead.
 
 Multi-node: start the same command on every node with `--nnodes N --rdzv-endpoint HOST:PORT`
 (c10d rendezvous: ranks are assigned as nodes join; the endpoint is any one node), or with
@@ -19,36 +24,71 @@ from pathlib import Path
 from types import FrameType
 
 from trainspeed.atomic import atomic_write_text
+from trainspeed.data.base import LoaderConfig
+from trainspeed.errors import UsageError
+from trainspeed.targets import get_target, target_family
+from trainspeed.targets.base import Target
 from trainspeed.train.checkpoint import StopRequest
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.lifecycle import die_with_parent, exit_code
 from trainspeed.train.loop import Layout, RankTrainer
+from trainspeed.train.summary import bench_samples_per_s
+from trainspeed.workloads import get_workload
 
 CONFIG_FILE = "train_config.json"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def launch(config: TrainConfig) -> int:
-    """Validate, record the configuration in the run directory, and run it; returns the exit code."""
+def check_runnable(config: TrainConfig) -> type[Target]:
+    """Raise UsageError for anything that would fail later in a rank; returns the target family."""
     config.validate()
+    family = target_family(config.target)
+    if config.launch.nnodes > 1 and not family.supports_multi_node:
+        raise UsageError(f"train: {config.target} drives one host's devices from one process; it has no multi-node mode")
+    workload = get_workload(config.workload)
+    if config.size not in workload.sizes:
+        raise UsageError(
+            f"train: --size {config.size!r} is not a {workload.name} size; choose one of {', '.join(workload.sizes)}"
+        )
+    if config.data is not None:
+        if not hasattr(workload, "open_dataset"):
+            raise UsageError(f"train: workload {workload.name!r} has no real dataset; use --synthetic-data")
+        probe = LoaderConfig(batch_size=config.batch_size_per_device, world_size=config.world_size, num_workers=0)
+        workload.open_dataset(config.data, config.size, probe)
+    if config.bench_jsonl:
+        bench_samples_per_s(config.bench_jsonl, workload.name, config.size, config.target, config.batch_size_per_device)
+    return family
+
+
+def launch(config: TrainConfig) -> int:
+    """Check, record the configuration in the run directory, and run it; returns the exit code."""
+    family = check_runnable(config)
     config_path = config.run_dir / CONFIG_FILE
     atomic_write_text(config_path, config.to_json() + "\n")
-    if config.device_type == "xla":
-        from trainspeed.train.spmd import run_spmd
-
-        return run_spmd(config)
+    if family.data_parallel == "spmd":
+        return run_spmd(config, family)
     if config.world_size == 1:
         return run_in_process(config)
     return run_torchrun(torchrun_command(config, config_path), config)
 
 
-def run_in_process(config: TrainConfig) -> int:
-    context = RankContext()
+def _run(config: TrainConfig, layout: Layout, target: Target, place=None) -> int:
     with StopRequest() as stop:
-        summary = RankTrainer(config, Layout(context), Collectives(context)).run(stop)
+        summary = RankTrainer(config, layout, Collectives(layout.context), target, place).run(stop)
     print("\n".join(summary.lines()), flush=True)
     return exit_code(summary)
+
+
+def run_in_process(config: TrainConfig) -> int:
+    return _run(config, Layout(RankContext()), get_target(config.target))
+
+
+def run_spmd(config: TrainConfig, family: type[Target]) -> int:
+    """One process drives all `--nproc` local devices; the batch is split over them."""
+    devices = family.start_spmd(config.launch.nproc)
+    target = get_target(config.target)
+    return _run(config, Layout(RankContext(), devices_per_process=devices), target, target.spmd_placer(devices))
 
 
 def torchrun_command(config: TrainConfig, config_path: Path) -> list[str]:

@@ -15,15 +15,14 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import torch
 
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
-from trainspeed.targets import get_target
-from trainspeed.targets.base import Target
+from trainspeed.targets.base import BatchPlacer, Target
 from trainspeed.train.checkpoint import (
     StopRequest,
     capture_rng_states,
@@ -34,7 +33,7 @@ from trainspeed.train.checkpoint import (
 )
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
-from trainspeed.train.evaluation import EvalRecord, can_evaluate, evaluate_policy
+from trainspeed.train.evaluation import EvalRecord, can_evaluate, evaluate
 from trainspeed.train.lr_schedule import build_schedulers, current_lr
 from trainspeed.train.metrics import MetricsLog, StepWindow, WindowRecord, reduce_window
 from trainspeed.train.parallel import make_data_parallel
@@ -43,8 +42,6 @@ from trainspeed.train.summary import RunSummary, bench_samples_per_s
 from trainspeed.train.synthetic import SyntheticLoader
 from trainspeed.workloads import get_workload
 from trainspeed.workloads.base import Batch, Trainable, Workload
-
-BatchPlacer = Callable[[Batch], Batch]
 
 
 @dataclass(frozen=True)
@@ -151,19 +148,13 @@ def open_loader(
         seed=config.seed,
         split=split,
         num_workers=config.num_workers,
-        pin_memory=target.device.type == "cuda",
+        pin_memory=target.pin_memory,
         shuffle=split == "train",
         drop_last=split == "train",
     )
     if config.synthetic_data:
         return SyntheticLoader(workload, config.size, loader_config)
-    open_for_size = getattr(workload, "open_dataset_for_size", None)
-    if open_for_size is not None:  # checks the data fits the size (StyleGAN3: image resolution)
-        return open_for_size(config.size, config.data, loader_config)
-    open_dataset = getattr(workload, "open_dataset", None)
-    if open_dataset is None:
-        raise UsageError(f"train: workload {workload.name!r} has no real dataset; use --synthetic-data")
-    return open_dataset(config.data, loader_config)
+    return workload.open_dataset(config.data, config.size, loader_config)
 
 
 def checkpoint_payload(
@@ -193,23 +184,22 @@ class RankTrainer:
         config: TrainConfig,
         layout: Layout,
         collectives: Collectives,
-        placer_factory: Callable[[Target], BatchPlacer] | None = None,
+        target: Target,
+        place: BatchPlacer | None = None,
     ) -> None:
+        """`place` copies a host batch to the device(s); the target's `move_batch` by default
+        (an SPMD run passes the target's sharding placer)."""
         self.config = config
         self.layout = layout
         self.context = layout.context
         self.collectives = collectives
         configure_threads(config.threads)
         seed_everything(config.seed)
-        self.target = get_target(config.target)
+        self.target = target
         self.workload = get_workload(config.workload)
-        if config.size not in self.workload.sizes:
-            raise UsageError(
-                f"train: --size {config.size!r} is not a {self.workload.name} size; choose one of {', '.join(self.workload.sizes)}"
-            )
         self.trainable = self.target.prepare(self.workload.build(config.size, seed=config.seed))
         self.gradient_sync = make_data_parallel(self.trainable, self.target, self.context)
-        self.place: BatchPlacer = placer_factory(self.target) if placer_factory else self.target.move_batch
+        self.place: BatchPlacer = place or self.target.move_batch
         self.train_loader = open_loader(self.workload, config, layout, self.target, "train")
         self.val_loader = self._open_val_loader()
         self.total_steps = config.total_steps(None if config.synthetic_data else len(self.train_loader))
@@ -229,11 +219,6 @@ class RankTrainer:
         return self.config.batch_size_per_device * self.layout.devices
 
     # --- set-up ----------------------------------------------------------------------------------
-    @property
-    def num_actions(self) -> int:
-        """Classes of the policy (the width of the legal-action mask)."""
-        return int(self.workload.synthetic_batch(self.config.size, 1, torch.Generator())["mask"].shape[1])
-
     def _open_val_loader(self) -> BatchLoader | None:
         if self.config.synthetic_data or not can_evaluate(self.trainable):
             return None
@@ -256,7 +241,7 @@ class RankTrainer:
             scheduler.load_state_dict(payload["schedulers"][name])
         own = payload["ranks"][self.context.rank]
         self.train_loader.load_state_dict(own["loader"])
-        restore_rng_states(own["rng"])
+        restore_rng_states(own["rng"], self.target)
         self.state = LoopState(step=payload["step"], epoch=payload["epoch"])
         if self.context.is_main:
             print(f"train: resumed from {path} at step {self.state.step}", flush=True)
@@ -264,7 +249,7 @@ class RankTrainer:
 
     # --- periodic work -------------------------------------------------------------------------
     def save(self) -> None:
-        rank_part = {"loader": self.train_loader.state_dict(), "rng": capture_rng_states()}
+        rank_part = {"loader": self.train_loader.state_dict(), "rng": capture_rng_states(self.target)}
         parts = self.collectives.gather_objects(rank_part)
         if self.context.is_main:
             payload = checkpoint_payload(self.config, self.state, self.trainable, self.schedulers, parts)
@@ -274,13 +259,13 @@ class RankTrainer:
     def validate(self) -> EvalRecord | None:
         if self.val_loader is None:
             return None
-        record = evaluate_policy(
+        record = evaluate(
             self.trainable,
             self.val_loader,
             self.target,
+            self.place,
             self.collectives,
             step=self.state.step,
-            num_actions=self.num_actions,
             max_batches=self.config.eval_batches,
         )
         if record is None:
@@ -288,7 +273,7 @@ class RankTrainer:
                 print("train: the validation split is empty (too few games); no validation", flush=True)
             self.val_loader = None
             return None
-        self.metrics.write(record, self.state.step)
+        self.metrics.write(record.as_row(), self.state.step)
         return record
 
     def _is_due(self, every: int) -> bool:
@@ -305,15 +290,13 @@ class RankTrainer:
         trace.window = StepWindow()
         stopped = False
         while self.state.step < self.total_steps and not stopped:
+            if self.state.step - trace.first_step == self.config.timing_warmup_steps:
+                self._start_steady_clock(trace)
             self._train_one_step(stream, trace)
             progress.advance()
             if self.state.step % self.config.log_every == 0 or self.state.step == self.total_steps:
                 self._close_window(trace)
                 progress.show(loss=trace.last_record.loss, samples_per_s=trace.last_record.samples_per_s)
-            if self.state.step - trace.first_step == self.config.timing_warmup_steps:
-                self.target.sync()
-                trace.clock.steady_started_at = time.perf_counter()
-                trace.clock.steady_first_step = self.state.step
             stopped = self.collectives.any(stop.requested)
             self._between_steps(trace, stopped)
         self.target.sync()
@@ -329,6 +312,12 @@ class RankTrainer:
             self.metrics.write({"kind": "summary", **summary.__dict__}, self.state.step)
         self.metrics.close()
         return summary
+
+    def _start_steady_clock(self, trace: RunTrace) -> None:
+        """The steady state starts after `timing_warmup_steps` steps (at once when that is 0)."""
+        self.target.sync()
+        trace.clock.steady_started_at = time.perf_counter()
+        trace.clock.steady_first_step = self.state.step
 
     def _train_one_step(self, stream: BatchStream, trace: RunTrace) -> None:
         waited_from = time.perf_counter()
@@ -429,9 +418,7 @@ class RankTrainer:
             steady_data_wait_fraction=steady_wait_sum / world if steady is not None else None,
             h2d_s_per_step=h2d_sum / world,
             final_loss=last_record.loss if last_record else float("nan"),
-            val_accuracy=last_eval.accuracy if last_eval else None,
-            majority_baseline=last_eval.majority_baseline if last_eval else None,
-            val_samples=last_eval.samples if last_eval else None,
+            validation=last_eval.metrics if last_eval else None,
             bench_samples_per_s=bench,
             io_efficiency=per_device / bench if bench else None,
             stopped_by_signal=stopped,

@@ -26,7 +26,7 @@ def make_data_parallel(trainable: Trainable, target: Target, context: RankContex
     if not context.is_distributed:
         return "single"
     if len(trainable.trained_network_names()) == 1:
-        device_ids = [context.local_rank] if target.device.type == "cuda" else None
+        device_ids = target.ddp_device_ids()
 
         def ddp_then_target(network: torch.nn.Module) -> torch.nn.Module:
             return target.wrap_network(DistributedDataParallel(network, device_ids=device_ids))

@@ -14,6 +14,7 @@ from pathlib import Path
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from trainspeed.errors import UsageError
+from trainspeed.targets import get_target
 from trainspeed.train.checkpoint import StopRequest
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import RankContext, destroy_process_group, init_process_group
@@ -26,12 +27,14 @@ def main(argv: list[str]) -> int:
     die_with_parent()
     config = TrainConfig.from_json(Path(argv[0]).read_text())
     context = RankContext.from_environment()
-    collectives = init_process_group(context, config.device_type, config.launch.collective_timeout_s)
+    target = get_target(config.target)
+    target.bind_local_rank(context.local_rank)
+    collectives = init_process_group(context, target, config.launch.collective_timeout_s)
     # The SIGTERM handler stays installed to the end: torchrun may signal again while a stopped
     # rank is still reporting, and the default action would cut the report short.
     with StopRequest() as stop:
         try:
-            summary = RankTrainer(config, Layout(context), collectives).run(stop)
+            summary = RankTrainer(config, Layout(context), collectives, target).run(stop)
         except UsageError as error:
             print(f"trainspeed: error: rank {context.rank}: {error}", file=sys.stderr, flush=True)
             return 2

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainspeed.atomic import atomic_write_text
+from trainspeed.bench.results import read_rows
 from trainspeed.errors import UsageError
 
 SUMMARY_FILE = "summary.json"
@@ -49,9 +50,8 @@ class RunSummary:
     """Data wait over the steady-state steps only (the loader's start-up left out), mean over ranks."""
     h2d_s_per_step: float
     final_loss: float
-    val_accuracy: float | None
-    majority_baseline: float | None
-    val_samples: int | None
+    validation: dict[str, float] | None
+    """The workload's validation metrics at the last step (None: no validation ran)."""
     bench_samples_per_s: float | None
     io_efficiency: float | None
     stopped_by_signal: bool
@@ -75,11 +75,8 @@ class RunSummary:
             + f"), H2D {self.h2d_s_per_step * 1e3:.2f} ms/step, "
             f"loss {self.final_loss:.4f}",
         ]
-        if self.val_accuracy is not None:
-            text.append(
-                f"validation accuracy {self.val_accuracy:.2%} vs majority baseline {self.majority_baseline:.2%} "
-                f"({self.val_samples} samples)"
-            )
+        if self.validation:
+            text.append("validation: " + ", ".join(f"{name} {value:.4g}" for name, value in self.validation.items()))
         if self.stopped_by_signal:
             text.append(f"stopped by SIGTERM after checkpointing step {self.last_step}; continue with --resume")
         if self.io_efficiency is not None:
@@ -91,27 +88,18 @@ class RunSummary:
 
 
 def bench_samples_per_s(path: str | Path, workload: str, size: str, target: str, batch_size: int) -> float:
-    """The bench's samples/s for one configuration (the last matching `ok` row)."""
-    found: float | None = None
+    """The bench's samples/s for one configuration (the newest matching `ok` row)."""
     try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as error:
-        raise UsageError(f"train: --bench-jsonl {path}: {error.strerror}") from error
-    for line in lines:
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        if (
-            row.get("workload") == workload
-            and row.get("size") == size
-            and row.get("target") == target
-            and row.get("batch_size") == batch_size
-            and row.get("status") == "ok"
-        ):
-            found = float(row["samples_per_s"])
-    if found is None:
+        rows = read_rows(Path(path))
+    except UsageError as error:
+        raise UsageError(f"train: --bench-jsonl: {error}") from None
+    matching = [
+        row for row in rows
+        if (row.workload, row.size, row.target, row.batch_size, row.status) == (workload, size, target, batch_size, "ok")
+    ]
+    if not matching:
         raise UsageError(
             f"train: --bench-jsonl {path} has no ok row for {workload}/{size} on {target} at batch {batch_size}; "
             "run `trainspeed bench` for that configuration first"
         )
-    return found
+    return float(matching[-1].samples_per_s)

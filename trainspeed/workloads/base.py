@@ -25,6 +25,8 @@ Batch = dict[str, torch.Tensor]
 """A batch is a flat dict of tensors; every tensor's first dimension is the batch."""
 
 ModuleWrapper = Callable[[nn.Module], nn.Module]
+CheckpointFunction = Callable[..., torch.Tensor]
+"""`checkpoint(function, *tensors)`: run `function` keeping only its inputs; it reruns in backward."""
 
 
 class Trainable(ABC):
@@ -32,10 +34,13 @@ class Trainable(ABC):
 
     Life cycle, driven by a target or the trainer:
       1. `to(device)` moves every network (optimizers must not exist yet: XLA needs that order).
-      2. `setup_optimizers()` creates the optimizers for the moved parameters.
-      3. `wrap(fn)` optionally wraps each trained network (torch.compile, DDP); `train_step` must
+      2. `setup_optimizers(fused)` creates the optimizers for the moved parameters (`fused`: the
+         device has fast fused optimizer kernels; pass it on to torch.optim where supported).
+      3. `use_activation_checkpoint(fn)` hands over the device's way to recompute activations
+         (only workloads that recompute need it).
+      4. `wrap(fn)` optionally wraps each trained network (torch.compile, DDP); `train_step` must
          call networks through `self.wrapped`, never `self.networks`, so the wrapping takes effect.
-      4. `train_step(batch)` runs forward, backward and the parameter update, and returns the
+      5. `train_step(batch)` runs forward, backward and the parameter update, and returns the
          loss as a detached device tensor (reading its value would force a sync, so it does not).
     """
 
@@ -51,8 +56,11 @@ class Trainable(ABC):
         return self
 
     @abstractmethod
-    def setup_optimizers(self) -> None:
+    def setup_optimizers(self, fused: bool = False) -> None:
         """Create `self.optimizers` for the current parameters."""
+
+    def use_activation_checkpoint(self, checkpoint: CheckpointFunction) -> None:
+        """Called by the target before `wrap`; a workload that recomputes activations keeps `checkpoint`."""
 
     def trained_network_names(self) -> list[str]:
         """Networks that receive gradients (and so get compiled / DDP-wrapped); EMA copies do not."""
@@ -67,10 +75,18 @@ class Trainable(ABC):
         """Forward + backward + optimizer step on one batch; returns the detached loss."""
 
     def eval_metrics(self, batch: Batch) -> dict[str, torch.Tensor] | None:
-        """Optional validation sums for one batch (`loss_sum`, `correct`, `count` as device
-        tensors, reduced over ranks by the trainer), or None where the workload has no held-out
-        metric, as a GAN has none; the trainer then skips validation."""
+        """Additive sums over one validation batch, as device tensors of any shape (a loss sum, a
+        count of correct answers, a class histogram). The trainer adds them over every batch and
+        rank and passes the totals to `summarize_eval`. Return None (the default) where the
+        workload has no held-out metric, as a GAN has none; the trainer then skips validation."""
         return None
+
+    def summarize_eval(self, totals: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Metrics of the whole validation split from the summed `eval_metrics` (host tensors).
+
+        The names become the summary's `validation` entries and TensorBoard's `val/<name>`
+        scalars. The default reports every scalar total as it is."""
+        return {name: float(total) for name, total in totals.items() if total.numel() == 1}
 
     def parameter_count(self) -> int:
         return sum(p.numel() for n in self.networks.values() for p in n.parameters())
@@ -91,16 +107,14 @@ class Trainable(ABC):
 
 @runtime_checkable
 class Workload(Protocol):
-    """What a workload package exposes (see docs/workload-protocol.md for a worked example).
+    """What a workload package exposes (docs/workloads.md has a worked example).
 
     `name`          short name used in result rows.
     `sizes`         the size names `build` accepts, smallest first.
-    `sample_unit`   what one sample is called in reports ("samples", "images").
     """
 
     name: str
     sizes: tuple[str, ...]
-    sample_unit: str
 
     def build(self, size: str, seed: int = 0) -> Trainable:
         """A fresh Trainable of that size, on the host, deterministic for a seed."""
@@ -119,6 +133,7 @@ class Workload(Protocol):
 class WorkloadWithData(Workload, Protocol):
     """A workload that can also train on real data (the trainer's `--data DIR`)."""
 
-    def open_dataset(self, path: "os.PathLike[str] | str", config: "LoaderConfig") -> "BatchLoader":
-        """A loader of host batches (same keys and dtypes as `synthetic_batch`) for one rank."""
+    def open_dataset(self, path: "os.PathLike[str] | str", size: str, config: "LoaderConfig") -> "BatchLoader":
+        """A loader of host batches (same keys and dtypes as `synthetic_batch`) for one rank;
+        refuses (UsageError) data that does not fit the size."""
         ...

@@ -17,7 +17,8 @@ from trainspeed.workloads.stylegan3.configs import StyleGAN3Config
 from trainspeed.workloads.stylegan3.filters import design_lowpass_filter
 from trainspeed.workloads.stylegan3.layers import FullyConnected
 from trainspeed.workloads.stylegan3.layout import BandSpec, LayerSpec, synthesis_bands, synthesis_layers
-from trainspeed.workloads.stylegan3.ops import as_padding, filtered_lrelu, modulated_conv2d, recompute
+from trainspeed.workloads.base import CheckpointFunction
+from trainspeed.workloads.stylegan3.ops import as_padding, filtered_lrelu, modulated_conv2d, recompute, torch_checkpoint
 
 W_AVG_BETA = 0.998
 
@@ -109,6 +110,8 @@ class SynthesisLayer(nn.Module):
         self.conv_kernel = 1 if spec.is_torgb else config.conv_kernel
         self.conv_clamp = config.conv_clamp
         self.recompute = config.recompute
+        self.checkpoint: CheckpointFunction = torch_checkpoint
+        """How `recompute` keeps only inputs; the target replaces it (`use_activation_checkpoint`)."""
         self.grouped_modconv = config.grouped_modconv
         self.fir_matmul = config.fir_matmul
         self.affine = FullyConnected(config.w_dim, self.in_channels, bias_init=1.0)
@@ -156,7 +159,7 @@ class SynthesisLayer(nn.Module):
             input_gain=input_gain, grouped=self.grouped_modconv,
         )  # fmt: skip
         if self.recompute == "activation" and not self.is_torgb:
-            return recompute(self._activation, x, self.bias)
+            return recompute(self._activation, x, self.bias, checkpoint=self.checkpoint)
         return self._activation(x, self.bias)
 
     def forward(self, x: torch.Tensor, w: torch.Tensor, magnitude_ema_beta: float | None = None) -> torch.Tensor:
@@ -166,7 +169,7 @@ class SynthesisLayer(nn.Module):
                 self.magnitude_ema.copy_(magnitude.lerp(self.magnitude_ema, magnitude_ema_beta))
         input_gain = self.magnitude_ema.rsqrt()
         if self.recompute == "layer":
-            return recompute(self._layer, x, w, input_gain)
+            return recompute(self._layer, x, w, input_gain, checkpoint=self.checkpoint)
         return self._layer(x, w, input_gain)
 
 

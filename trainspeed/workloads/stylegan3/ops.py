@@ -28,6 +28,8 @@ from typing import Callable, ContextManager, Sequence
 import torch
 import torch.nn.functional as F
 
+from trainspeed.workloads.base import CheckpointFunction
+
 Padding = tuple[int, int, int, int]
 
 
@@ -357,19 +359,20 @@ def modulated_conv2d(
     return x.reshape(batch, out_channels, *x.shape[2:])
 
 
-def recompute(function: Callable[..., torch.Tensor], *args: torch.Tensor) -> torch.Tensor:
+def torch_checkpoint(function: Callable[..., torch.Tensor], *args: torch.Tensor) -> torch.Tensor:
+    """PyTorch's own activation checkpoint (what a target hands over unless its device needs another)."""
+    import torch.utils.checkpoint as torch_checkpoint_module
+
+    return torch_checkpoint_module.checkpoint(function, *args, use_reentrant=False)
+
+
+def recompute(
+    function: Callable[..., torch.Tensor], *args: torch.Tensor, checkpoint: CheckpointFunction = torch_checkpoint
+) -> torch.Tensor:
     """Run `function` keeping only its inputs for backward; it runs again during backward.
 
-    On XLA the compiler would merge the recomputation with the forward pass again, so torch_xla's
-    own checkpoint (with optimisation barriers) is used there.
-    """
+    `checkpoint` is the device's way to do so (the target's `activation_checkpoint`: XLA needs its
+    own, with optimisation barriers, or its compiler merges the recomputation with the forward)."""
     if not torch.is_grad_enabled():
         return function(*args)
-    device_type = next(a.device.type for a in args if isinstance(a, torch.Tensor))
-    if device_type == "xla":
-        import torch_xla.utils.checkpoint as xla_checkpoint
-
-        return xla_checkpoint.checkpoint(function, *args, use_reentrant=True)  # its only mode
-    import torch.utils.checkpoint as torch_checkpoint
-
-    return torch_checkpoint.checkpoint(function, *args, use_reentrant=False)
+    return checkpoint(function, *args)

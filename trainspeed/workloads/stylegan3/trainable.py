@@ -14,10 +14,10 @@ import torch
 from torch import nn
 
 from trainspeed.errors import UsageError
-from trainspeed.workloads.base import Batch, Trainable
+from trainspeed.workloads.base import Batch, CheckpointFunction, Trainable
 from trainspeed.workloads.stylegan3.configs import StyleGAN3Config
 from trainspeed.workloads.stylegan3.discriminator import Discriminator
-from trainspeed.workloads.stylegan3.generator import Generator
+from trainspeed.workloads.stylegan3.generator import Generator, SynthesisLayer
 from trainspeed.workloads.stylegan3.loss import discriminator_loss, generator_loss, r1_loss
 
 ADAM_BETAS = (0.0, 0.99)
@@ -45,17 +45,26 @@ class StyleGAN3Trainable(Trainable):
     def trained_network_names(self) -> list[str]:
         return ["G", "D"]
 
-    def setup_optimizers(self) -> None:
+    def use_activation_checkpoint(self, checkpoint: CheckpointFunction) -> None:
+        for name in ("G", "G_ema"):
+            for module in self.networks[name].modules():
+                if isinstance(module, SynthesisLayer):
+                    module.checkpoint = checkpoint
+
+    def setup_optimizers(self, fused: bool = False) -> None:
         # Lazy R1 adds one D update every `interval` steps; scale lr and betas to keep the
         # effective optimiser per image the same (the published adjustment).
         ratio = self.config.r1_interval / (self.config.r1_interval + 1)
         self.optimizers = {
-            "G": torch.optim.Adam(self.networks["G"].parameters(), lr=self.config.g_lr, betas=ADAM_BETAS, eps=1e-8),
+            "G": torch.optim.Adam(
+                self.networks["G"].parameters(), lr=self.config.g_lr, betas=ADAM_BETAS, eps=1e-8, fused=fused or None
+            ),
             "D": torch.optim.Adam(
                 self.networks["D"].parameters(),
                 lr=self.config.d_lr * ratio,
                 betas=(ADAM_BETAS[0] ** ratio, ADAM_BETAS[1] ** ratio),
                 eps=1e-8,
+                fused=fused or None,
             ),
         }
 

@@ -61,7 +61,6 @@ def counted_flops_per_image(config: StyleGAN3Config) -> float:
 class StyleGAN3Workload:
     name = "stylegan3"
     sizes: tuple[str, ...] = tuple(CONFIGS)
-    sample_unit = "images"
 
     def build(self, size: str, seed: int = 0) -> StyleGAN3Trainable:
         return build_trainable(get_config(size), seed)
@@ -74,7 +73,7 @@ class StyleGAN3Workload:
     def flops_per_sample(self, size: str) -> float:
         return counted_flops_per_image(get_config(size))
 
-    def open_dataset(self, path: "os.PathLike[str] | str", config: LoaderConfig) -> BatchLoader:
+    def open_dataset(self, path: "os.PathLike[str] | str", size: str, config: LoaderConfig) -> BatchLoader:
         from trainspeed.data.images import ImageLoader
 
         return ImageLoader(path, config)

@@ -10,10 +10,12 @@ from trainspeed.bench.timing import TimingPlan
 from trainspeed.errors import UsageError
 
 POWER_RANGE = re.compile(r"^2\^(\d+)\.\.2\^(\d+)$")
+POWER = re.compile(r"^2\^(\d+)$")
+BATCH_SIZES_HINT = "write a range like 2^6..2^14 or a list like 64,256,1024"
 
 
 def parse_batch_sizes(text: str) -> list[int]:
-    """`2^6..2^14` (every power of two in between) or a comma list such as `64,256,1024`."""
+    """`2^6..2^14` (every power of two in between) or a comma list such as `64,256,1024` or `2^8,2^12`."""
     text = text.replace(" ", "")
     match = POWER_RANGE.match(text)
     if match:
@@ -23,29 +25,36 @@ def parse_batch_sizes(text: str) -> list[int]:
         return [2**k for k in range(low, high + 1)]
     sizes = []
     for part in text.split(","):
-        try:
-            size = 2 ** int(part[2:]) if part.startswith("2^") else int(part)
-        except ValueError:
-            raise UsageError(
-                f"bad --batch-sizes {text!r}: write a range like 2^6..2^14 or a list like 64,256,1024"
-            ) from None
-        if size <= 0:
+        power = POWER.match(part)
+        if power:
+            sizes.append(2 ** int(power.group(1)))
+            continue
+        if part.startswith("2^") or not part.lstrip("-").isdigit():
+            raise UsageError(f"bad --batch-sizes {text!r}: {BATCH_SIZES_HINT}")
+        if int(part) <= 0:
             raise UsageError(f"bad --batch-sizes {text!r}: batch size {part} must be a positive integer")
-        sizes.append(size)
+        sizes.append(int(part))
     return sorted(set(sizes))
+
+
+def parse_targets(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 @dataclass(frozen=True)
 class BenchConfig:
-    workload: str
-    size: str
-    targets: list[str]
-    batch_sizes: list[int]
-    out: Path
+    workload: str = "mahjong"
+    size: str = "tiny"
+    targets: list[str] = field(default_factory=lambda: ["cpu:eager:fp32", "cpu:compile:fp32", "xla:lazy:fp32"])
+    batch_sizes: list[int] = field(default_factory=lambda: [2**k for k in range(6, 11)])
+    out: Path = Path("results/bench.jsonl")
     baseline: str | None = None
+    """The target ratios are taken to (None: the first)."""
     plan: TimingPlan = field(default_factory=TimingPlan)
     peak_tflops: float | None = None
+    """Peak for MFU; None measures it on the device."""
     threads: int | None = None
+    """torch CPU threads (None leaves torch's default); recorded in every row."""
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -61,3 +70,5 @@ class BenchConfig:
             raise UsageError(f"--threads must be positive, got {self.threads}")
         if self.plan.windows < 1 or self.plan.warmup_steps < 0:
             raise UsageError("--windows must be >= 1 and --warmup-steps >= 0")
+        if self.plan.min_window_s <= 0:
+            raise UsageError(f"--min-window-s must be positive, got {self.plan.min_window_s}")

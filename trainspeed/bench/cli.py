@@ -1,0 +1,74 @@
+"""`trainspeed bench`: flags -> BenchConfig -> sweep -> rows, CSV, ratio table, plot."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from trainspeed.bench.config import BenchConfig, parse_batch_sizes, parse_targets
+from trainspeed.flags import add_flag, config_from_flags
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="time training steps (no data IO) per target and batch size",
+        description="Sweep batch sizes on each target; append result rows to JSONL (+CSV), print ratios, plot.",
+    )
+    add_flag(parser, "--workload", BenchConfig, "workload", "mahjong, stylegan3, or package.module:factory")
+    add_flag(parser, "--size", BenchConfig, "size", "workload size, e.g. tiny, small, base, large")
+    add_flag(parser, "--targets", BenchConfig, "targets", "comma list of device:mode:precision", type=parse_targets)
+    add_flag(parser, "--batch-sizes", BenchConfig, "batch_sizes", "range 2^6..2^14 or list 64,256,1024",
+             type=parse_batch_sizes)
+    add_flag(parser, "--baseline", BenchConfig, "baseline", "target the ratios are taken to (default: the first)")
+    add_flag(parser, "--out", BenchConfig, "out", "JSONL file rows are appended to")
+    add_flag(parser, "--warmup-steps", BenchConfig, "plan.warmup_steps", "untimed steps after the first")
+    add_flag(parser, "--windows", BenchConfig, "plan.windows", "timed windows; the median is reported")
+    add_flag(parser, "--min-window-s", BenchConfig, "plan.min_window_s", "seconds each window lasts at least",
+             type=_positive_float)
+    add_flag(parser, "--peak-tflops", BenchConfig, "peak_tflops", "peak for MFU (default: measured)", type=_positive_float)
+    add_flag(parser, "--threads", BenchConfig, "threads", "torch CPU threads (recorded in every row)")
+    add_flag(parser, "--seed", BenchConfig, "seed", "seed of the model and the synthetic batch")
+    parser.add_argument("--no-plot", action="store_true", help="do not write OUT.png/OUT.svg")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=run_bench)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from trainspeed.bench.ratios import format_table, ratio_table
+    from trainspeed.bench.results import read_rows, write_csv
+    from trainspeed.bench.sweep import run_sweep
+
+    config = config_from_flags(BenchConfig, args)
+    total = len(config.targets) * len(config.batch_sizes)
+    with tqdm(total=total, disable=args.no_progress, unit="config", file=sys.stderr) as bar:
+
+        def on_progress(target: str, batch_size: int, finished: bool) -> None:
+            if finished:
+                bar.update(1)
+            else:
+                bar.set_description(f"{target} batch {batch_size}")
+
+        rows = run_sweep(config, on_progress=on_progress)
+    print(format_table(ratio_table(rows, config.baseline)))
+    all_rows = read_rows(config.out)
+    write_csv(config.out.with_suffix(".csv"), all_rows)
+    print(f"rows appended to {config.out} (CSV: {config.out.with_suffix('.csv')})")
+    if not args.no_plot and any(row.is_measured for row in rows):
+        from trainspeed.report.plot import plot_results
+
+        paths = plot_results(rows, config.out.with_suffix(""), config.baseline)
+        print("plot: " + ", ".join(str(p) for p in paths))
+    errors = [row for row in rows if row.status == "error"]
+    for row in errors:
+        print(f"error: {row.target} batch {row.batch_size}: {row.error}", file=sys.stderr)
+    return 1 if errors else 0

@@ -1,0 +1,33 @@
+"""`trainspeed plot`: the study's figure from a results JSONL."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from trainspeed.errors import UsageError
+
+
+def add_plot_command(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("plot", help="plot a results JSONL: ratio vs log2(batch) and samples/s")
+    parser.add_argument("results", type=Path)
+    parser.add_argument("--out", type=Path, default=None, help="output stem (default: beside RESULTS)")
+    parser.add_argument("--baseline", default=None)
+    parser.add_argument("--run-id", default=None, help="only rows of this run (default: newest row per config)")
+    parser.set_defaults(handler=run_plot)
+
+
+def run_plot(args: argparse.Namespace) -> int:
+    from trainspeed.bench.results import read_rows
+    from trainspeed.report.plot import plot_results
+
+    rows = read_rows(args.results)
+    if args.run_id:
+        rows = [row for row in rows if row.run_id == args.run_id]
+        if not rows:
+            raise UsageError(f"no rows with run id {args.run_id} in {args.results}")
+    if args.baseline and args.baseline not in {row.target for row in rows}:
+        raise UsageError(f"--baseline {args.baseline} has no rows in {args.results}")
+    paths = plot_results(rows, args.out or args.results.with_suffix(""), args.baseline)
+    print("\n".join(str(p) for p in paths))
+    return 0
