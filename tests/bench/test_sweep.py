@@ -74,6 +74,7 @@ class ShapeShiftingWorkload:
         return 2 * 8 * 3.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["xla:lazy:fp32", "cpu:compile:fp32"])
 def test_a_recompile_inside_a_timed_window_marks_the_row_invalid(name):
     if available_targets()[name] is not None:
@@ -84,6 +85,7 @@ def test_a_recompile_inside_a_timed_window_marks_the_row_invalid(name):
     assert row.compiles_in_windows >= 1
 
 
+@pytest.mark.slow
 def test_xla_works_in_a_fresh_process_whose_workload_counts_flops_with_a_backward(tmp_results):
     """Autograd fixes its device list at the first backward: the sweep must register XLA before
     asking the workload for its FLOPs. A fresh process, since this test session registered XLA early."""

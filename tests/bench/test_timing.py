@@ -1,7 +1,5 @@
 """Timing waits for the device: without the sync an XLA window measures only tracing."""
 
-import time
-
 import pytest
 import torch
 
@@ -10,27 +8,45 @@ from trainspeed.targets import available_targets, get_target
 from trainspeed.workloads import get_workload
 
 
+def _completed_xla_executions() -> int:
+    """Graphs the XLA device has finished executing (the metric is recorded on completion)."""
+    import torch_xla.debug.metrics as met
+
+    data = met.metric_data("ExecuteTime")
+    return int(data[0]) if data else 0
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(available_targets()["xla:lazy:fp32"] is not None, reason="torch_xla not installed")
-def test_an_xla_window_without_sync_measures_only_tracing():
+def test_an_xla_step_runs_only_at_the_sync_so_each_window_ends_with_its_steps_executed():
     workload = get_workload("mahjong")
     target = get_target("xla:lazy:fp32")
-    trainable = target.prepare(workload.build("small"))
-    batch = target.move_batch(workload.synthetic_batch("small", 128, torch.Generator().manual_seed(0)))
-    plan = TimingPlan(warmup_steps=1, windows=1, min_window_s=0.0, max_steps_per_window=1)
-    synced = time_training(target, trainable, batch, plan)  # also compiles and caches the step graph
+    trainable = target.prepare(workload.build("tiny"))
+    batch = target.move_batch(workload.synthetic_batch("tiny", 16, torch.Generator().manual_seed(0)))
+    target.run_step(trainable, batch)
+    target.sync()
 
-    # The naive port: the same step with neither the graph cut nor the wait for the device.
-    start = time.perf_counter()
+    # The naive port: a step with neither the graph cut nor the wait records work, runs none.
+    before = _completed_xla_executions()
     loss = trainable.train_step(batch)
-    naive_window_s = time.perf_counter() - start
-    start = time.perf_counter()
+    assert _completed_xla_executions() == before
     target.after_step()
     target.sync()
-    deferred_s = time.perf_counter() - start
+    assert _completed_xla_executions() == before + 1 and torch.isfinite(loss.cpu())
 
-    assert naive_window_s < 0.5 * synced.window_s[0], (naive_window_s, synced.window_s)
-    assert deferred_s > naive_window_s  # the step's real work ran only at the sync
-    assert torch.isfinite(loss.cpu())
+    # The bench's windows: every window closes only after each of its steps has executed.
+    executed_at_sync: list[int] = []
+    real_sync = target.sync
+
+    def counting_sync() -> None:
+        real_sync()
+        executed_at_sync.append(_completed_xla_executions())
+
+    target.sync = counting_sync
+    plan = TimingPlan(warmup_steps=1, windows=3, min_window_s=1e-6, max_steps_per_window=2)
+    timing = time_training(target, trainable, batch, plan)
+    window_ends = executed_at_sync[-plan.windows - 1 :]
+    assert [b - a for a, b in zip(window_ends, window_ends[1:])] == [timing.steps_per_window] * plan.windows
 
 
 def test_windows_are_sized_from_the_warmup():

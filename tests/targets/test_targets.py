@@ -10,7 +10,12 @@ from trainspeed.workloads import get_workload
 AVAILABLE = available_targets()
 
 
-@pytest.mark.parametrize("name", all_target_names())
+def _with_slow_marks(names: list[str]) -> list:
+    """Compiling modes and XLA take seconds per target; eager steps take milliseconds."""
+    return [pytest.param(name, marks=pytest.mark.slow) if ":eager:" not in name else name for name in names]
+
+
+@pytest.mark.parametrize("name", _with_slow_marks(all_target_names()))
 def test_loss_falls_on_a_fixed_batch(name):
     if AVAILABLE[name] is not None:
         pytest.skip(AVAILABLE[name])

@@ -84,3 +84,38 @@ def test_bad_flags_fail_with_one_line_naming_the_flag(
     assert main(["train", *flags, "--out", str(tmp_path)]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and error[0].startswith("trainspeed: error: train:") and message in error[0]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--target", "cpu:eager:fp8"], "precision 'fp8' is not available on cpu"),
+        (["--target", "tpu:eager:fp32"], "unknown device 'tpu'"),
+        (["--workload", "chess"], "unknown workload 'chess'"),
+        (["--size", "huge"], "--size 'huge' is not a mahjong size"),
+        (["--bench-jsonl", "no/such/bench.jsonl"], "no/such/bench.jsonl does not exist"),
+        (["--bench-jsonl", "CORRUPT"], ":2: not a trainspeed result row"),
+    ],
+)
+def test_every_flag_and_file_is_checked_before_any_rank_starts(
+    flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    corrupt = tmp_path / "bench.jsonl"
+    row = ResultRow(run_id="r", timestamp="t", workload="mahjong", size="tiny", target="cpu:eager:fp32",
+                    batch_size=8, status="ok", samples_per_s=500.0)
+    corrupt.write_text(json.dumps(dataclasses.asdict(row)) + "\n{not json\n")
+    flags = [str(corrupt) if flag == "CORRUPT" else flag for flag in flags]
+    out = tmp_path / "run"
+    code = main(["train", *TINY_RUN, "--synthetic-data", "--steps", "2", "--nproc", "2", *flags, "--out", str(out)])
+    assert code == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and error[0].startswith("trainspeed: error:") and message in error[0], error
+    assert not out.exists(), "nothing is written before the input is checked"
+
+
+def test_no_timing_warmup_measures_the_steady_state_from_the_first_step(tmp_path: Path) -> None:
+    code = main(["train", *TINY_RUN, "--synthetic-data", "--batch-size-per-device", "8", "--steps", "4",
+                 "--timing-warmup-steps", "0", "--out", str(tmp_path)])
+    assert code == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["steady_samples_per_s"] > 0 and summary["steady_data_wait_fraction"] is not None

@@ -4,6 +4,8 @@ one step with the parameters of one process on the whole batch from rank 0's ini
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import socket
 from pathlib import Path
@@ -75,6 +77,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_ranks_average_gradients_of_every_optimizer(tmp_path: Path) -> None:
     mp.spawn(_rank_main, args=(_free_port(), str(tmp_path)), nprocs=WORLD, join=True)
     ranks = [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(WORLD)]

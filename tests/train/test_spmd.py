@@ -7,12 +7,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import final_parameters, initial_parameters, max_abs_difference, run_train
+
+pytest.importorskip("torch_xla", reason="torch_xla is not installed (pip install .[xla])")
 
 STEPS = 8
 TOLERANCE = 2e-5
 
 
+@pytest.mark.slow
 def test_spmd_on_two_xla_devices_matches_one_cpu_rank_at_the_same_global_batch(tmp_path: Path) -> None:
     common = ["--synthetic-data", "--steps", str(STEPS), "--checkpoint-every", "4"]
     xla = run_train(*common, "--target", "xla:lazy:fp32", "--nproc", "2", "--batch-size-per-device", "16",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import math
 import subprocess
@@ -29,6 +31,7 @@ def _image_dataset(tmp_path: Path) -> Path:
     return dataset
 
 
+@pytest.mark.slow
 def test_stylegan3_trains_on_two_ranks_from_its_image_dataset(tmp_path: Path) -> None:
     dataset = _image_dataset(tmp_path)
     out = tmp_path / "run"

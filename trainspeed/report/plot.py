@@ -7,6 +7,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text: searchable, selectable, smaller
 import matplotlib.pyplot as plt  # noqa: E402
 
 from trainspeed.atomic import atomic_path  # noqa: E402

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 
@@ -33,6 +34,7 @@ def write_shapes(folder: Path, count: int, side: int = 48) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_tiny_config_trains_on_real_images(tmp_path):
     dataset = tmp_path / "shapes.zip"
     build_image_dataset(write_shapes(tmp_path / "src", 64), dataset, resolution=32)

@@ -103,6 +103,7 @@ def test_step_under_bf16_autocast():
     assert torch.isfinite(loss)
 
 
+@pytest.mark.slow
 def test_step_through_torch_compile_without_graph_breaks():
     """aot_eager runs dynamo and AOTAutograd (which cannot double-backward) without codegen."""
     from torch._dynamo.utils import counters
@@ -117,6 +118,7 @@ def test_step_through_torch_compile_without_graph_breaks():
     torch._dynamo.reset()
 
 
+@pytest.mark.slow
 def test_step_on_xla_lowers_every_op():
     """One R1 step on the PJRT CPU client, with the target's recomputation: no op falls back to
     the host (aten:: counters)."""
