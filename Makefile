@@ -11,7 +11,6 @@ $(BIN)/trainspeed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	PIP_CACHE_DIR=$(PIP_CACHE) $(BIN)/pip install --upgrade pip
 	PIP_CACHE_DIR=$(PIP_CACHE) $(BIN)/pip install -r requirements.txt
-	$(BIN)/pip install --no-deps -e .
 	touch $@
 
 venv: $(BIN)/trainspeed
@@ -23,7 +22,7 @@ demo: venv
 		--batch-sizes 2^6..2^10 --threads 1 --windows 3 --min-window-s 0.3 --out results/demo.jsonl
 
 test: venv
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=15 tests
 
 clean:
 	rm -rf results build *.egg-info

@@ -29,6 +29,16 @@ from trainspeed.workloads.base import Batch, CheckpointFunction, Trainable
 BatchPlacer = Callable[[Batch], Batch]
 """Copies a host batch to the device(s) a step runs on."""
 
+HOST_OOM_MARKERS = ("can't allocate memory", "not enough memory", "std::bad_alloc")
+
+
+def is_host_oom(error: BaseException) -> bool:
+    """A failed host allocation: Python's MemoryError or PyTorch's CPU allocator refusing (every
+    device family stages data in host memory, so each recognises this besides its own)."""
+    if isinstance(error, MemoryError):
+        return True
+    return isinstance(error, RuntimeError) and any(marker in str(error) for marker in HOST_OOM_MARKERS)
+
 
 @dataclass(frozen=True)
 class TargetSpec:

@@ -8,9 +8,8 @@ from functools import cache
 import torch
 
 from trainspeed.targets import dynamo
-from trainspeed.targets.base import Target
+from trainspeed.targets.base import Target, is_host_oom
 
-HOST_OOM_MARKERS = ("can't allocate memory", "not enough memory", "std::bad_alloc")
 
 
 @cache
@@ -23,13 +22,6 @@ def cpu_model_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def is_host_oom(error: BaseException) -> bool:
-    """A failed host allocation: Python's MemoryError or PyTorch's allocator refusing."""
-    if isinstance(error, MemoryError):
-        return True
-    return isinstance(error, RuntimeError) and any(m in str(error) for m in HOST_OOM_MARKERS)
 
 
 class CpuTarget(Target):

@@ -21,8 +21,7 @@ from typing import Callable
 import torch
 
 from trainspeed.errors import UsageError
-from trainspeed.targets.base import BatchPlacer, Target
-from trainspeed.targets.cpu import is_host_oom
+from trainspeed.targets.base import BatchPlacer, Target, is_host_oom
 from trainspeed.workloads.base import Batch
 
 XLA_OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory")

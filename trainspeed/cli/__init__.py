@@ -1,0 +1,43 @@
+"""Command line: `trainspeed info | bench | plot | train | data ...`, one module per command.
+
+The commands are the top layer: each turns flags into a config, calls the rooms below (bench,
+train, report, a workload's data tools) and prints. Every handler returns an exit code. Bad input
+raises UsageError, which becomes one line `trainspeed: error: ...` and exit code 2 (argparse's own
+convention for usage errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from trainspeed.cli.bench import add_bench_command
+from trainspeed.cli.data import add_data_commands
+from trainspeed.cli.info import add_info_command
+from trainspeed.cli.plot import add_plot_command
+from trainspeed.cli.train import add_train_command
+from trainspeed.errors import UsageError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trainspeed", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_info_command(subparsers)
+    add_bench_command(subparsers)
+    add_plot_command(subparsers)
+    add_train_command(subparsers)
+    add_data_commands(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)  # flag types raise UsageError too (e.g. a bad --batch-sizes)
+        return args.handler(args)
+    except UsageError as error:
+        print(f"trainspeed: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("trainspeed: interrupted", file=sys.stderr)
+        return 130
