@@ -1,0 +1,35 @@
+"""A workload that is not Mahjong trains on its own real data, with its own validation metric,
+through `trainspeed train`: the trainer names no workload key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from conftest import run_train
+from image_classifier_workload import write_dataset
+
+HERE = Path(__file__).resolve().parent
+WORKLOAD = ["--workload", "image_classifier_workload:ImageClassifierWorkload", "--size", "tiny"]
+
+
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_an_image_classifier_reports_its_own_metric_in_the_summary_and_tensorboard(nproc: int, tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "images.npz")
+    out = tmp_path / "run"
+    result = run_train(*WORKLOAD, "--data", str(dataset), "--nproc", str(nproc), "--batch-size-per-device",
+                       str(32 // nproc), "--epochs", "3", "--eval-every", "20", "--out", str(out),
+                       extra_pythonpath=str(HERE))
+    assert result.returncode == 0, result.stdout + result.stderr
+    validation = json.loads((out / "summary.json").read_text())["validation"]
+    assert set(validation) == {"top1_accuracy", "mean_loss"}
+    assert validation["top1_accuracy"] > 0.9  # chance is 1/3; the classes are easy to tell apart
+    assert "top1_accuracy" in result.stdout
+
+    events = EventAccumulator(str(out / "tensorboard"))
+    events.Reload()
+    accuracy = events.Scalars("val/top1_accuracy")
+    assert len(accuracy) >= 2 and accuracy[-1].value == pytest.approx(validation["top1_accuracy"])
