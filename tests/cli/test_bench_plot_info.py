@@ -22,6 +22,8 @@ def run_cli(capsys, *argv):
         (["--batch-sizes", "0,64"], "must be a positive integer"),
         (["--batch-sizes", "-8"], "must be a positive integer"),
         (["--batch-sizes", "lots"], "bad --batch-sizes"),
+        (["--batch-sizes", "2^-1"], "bad --batch-sizes"),
+        (["--batch-sizes", "64.5"], "bad --batch-sizes"),
         (["--workload", "chess"], "unknown workload 'chess'"),
         (["--workload", "no_such_module:factory"], "cannot import workload module"),
         (["--size", "huge"], "unknown mahjong size 'huge'"),
@@ -72,3 +74,25 @@ def test_info_lists_every_target_with_a_reason_when_unavailable(capsys):
     for name, reason in available_targets().items():
         assert status[name] == ("available" if reason is None else f"unavailable: {reason}")
     assert status["cpu:eager:fp32"] == "available"
+
+
+def test_a_results_file_with_a_cut_line_is_refused_before_measuring(capsys, tmp_results):
+    tmp_results.write_text('{"run_id": "a", "timestamp": "t", "workload": "mahjong", "size": "tiny", "tar')
+    before = tmp_results.read_bytes()
+    code, out, err = run_cli(capsys, "bench", "--targets", "cpu:eager:fp32", "--batch-sizes", "8",
+                             "--no-progress", "--out", str(tmp_results))
+    assert code == 2 and f"{tmp_results}:1: not a trainspeed result row" in err
+    assert tmp_results.read_bytes() == before  # nothing was measured or appended
+
+
+def test_a_row_is_never_glued_onto_a_last_line_without_newline(capsys, tmp_results):
+    code, out, err = run_cli(capsys, "bench", "--size", "tiny", "--targets", "cpu:eager:fp32", "--batch-sizes", "8",
+                             "--windows", "1", "--min-window-s", "0.01", "--warmup-steps", "1", "--peak-tflops", "1",
+                             "--no-progress", "--no-plot", "--out", str(tmp_results))
+    assert code == 0, err
+    tmp_results.write_bytes(tmp_results.read_bytes().rstrip(b"\n"))
+    code, out, err = run_cli(capsys, "bench", "--size", "tiny", "--targets", "cpu:eager:fp32", "--batch-sizes", "8",
+                             "--windows", "1", "--min-window-s", "0.01", "--warmup-steps", "1", "--peak-tflops", "1",
+                             "--no-progress", "--no-plot", "--out", str(tmp_results))
+    assert code == 0, err
+    assert [json.loads(line)["status"] for line in tmp_results.read_text().splitlines()] == ["ok", "ok"]

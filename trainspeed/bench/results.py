@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainspeed.atomic import append_line, atomic_write_text
+from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory
 from trainspeed.errors import UsageError
 
 STATUSES = ("ok", "invalid", "oom", "skipped", "error")
@@ -62,6 +62,14 @@ class ResultRow:
 FIELDS = [field.name for field in dataclasses.fields(ResultRow)]
 
 
+def check_results_file(path: Path) -> None:
+    """Before measuring: the folder is writable and an existing file holds only result rows
+    (a corrupt or cut line is named now, not after minutes of measuring)."""
+    check_writable_directory(path.parent, f"--out {path}")
+    if path.exists():
+        read_rows(path)
+
+
 def append_row(path: Path, row: ResultRow) -> None:
     append_line(path, json.dumps(dataclasses.asdict(row), sort_keys=False))
 
@@ -76,9 +84,12 @@ def read_rows(path: Path) -> list[ResultRow]:
             continue
         try:
             record = json.loads(line)
-            rows.append(ResultRow(**{k: v for k, v in record.items() if k in FIELDS}))
+            row = ResultRow(**{k: v for k, v in record.items() if k in FIELDS})
         except (json.JSONDecodeError, TypeError) as error:
             raise UsageError(f"{path}:{number}: not a trainspeed result row ({error})") from None
+        if row.status not in STATUSES:
+            raise UsageError(f"{path}:{number}: unknown status {row.status!r} (one of {', '.join(STATUSES)})")
+        rows.append(row)
     return rows
 
 

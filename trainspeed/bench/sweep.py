@@ -16,7 +16,7 @@ import torch
 
 from trainspeed.bench.environment import Environment
 from trainspeed.bench.peak import measure_peak_tflops
-from trainspeed.bench.results import ResultRow, append_row
+from trainspeed.bench.results import ResultRow, append_row, check_results_file
 from trainspeed.bench.timing import TimingPlan, time_training
 from trainspeed.bench.config import BenchConfig
 from trainspeed.targets import Target, get_target
@@ -87,6 +87,7 @@ def _with_flops(row: ResultRow, flops_per_sample: float, peak_tflops: float | No
 
 
 def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> list[ResultRow]:
+    check_results_file(config.out)
     if config.threads:
         torch.set_num_threads(config.threads)
     workload = get_workload(config.workload)

@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from trainspeed.atomic import atomic_write_text
 from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.targets import get_target, target_family
@@ -33,15 +32,16 @@ from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.lifecycle import die_with_parent, exit_code
 from trainspeed.train.loop import Layout, RankTrainer
+from trainspeed.train.run_dir import RunDirectory
 from trainspeed.train.summary import bench_samples_per_s
 from trainspeed.workloads import get_workload
 
-CONFIG_FILE = "train_config.json"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def check_runnable(config: TrainConfig) -> type[Target]:
-    """Raise UsageError for anything that would fail later in a rank; returns the target family."""
+def check_runnable(config: TrainConfig) -> tuple[type[Target], int | None]:
+    """Raise UsageError for anything that would fail later in a rank; returns the target family and
+    the batches per epoch of the training split (None for synthetic data)."""
     config.validate()
     family = target_family(config.target)
     if config.launch.nnodes > 1 and not family.supports_multi_node:
@@ -51,26 +51,41 @@ def check_runnable(config: TrainConfig) -> type[Target]:
         raise UsageError(
             f"train: --size {config.size!r} is not a {workload.name} size; choose one of {', '.join(workload.sizes)}"
         )
+    batches_per_epoch = None
     if config.data is not None:
         if not hasattr(workload, "open_dataset"):
             raise UsageError(f"train: workload {workload.name!r} has no real dataset; use --synthetic-data")
         probe = LoaderConfig(batch_size=config.batch_size_per_device, world_size=config.world_size, num_workers=0)
-        workload.open_dataset(config.data, config.size, probe)
+        batches_per_epoch = len(workload.open_dataset(config.data, config.size, probe))
     if config.bench_jsonl:
         bench_samples_per_s(config.bench_jsonl, workload.name, config.size, config.target, config.batch_size_per_device)
-    return family
+    return family, batches_per_epoch
 
 
 def launch(config: TrainConfig) -> int:
-    """Check, record the configuration in the run directory, and run it; returns the exit code."""
-    family = check_runnable(config)
-    config_path = config.run_dir / CONFIG_FILE
-    atomic_write_text(config_path, config.to_json() + "\n")
-    if family.data_parallel == "spmd":
-        return run_spmd(config, family)
-    if config.world_size == 1:
-        return run_in_process(config)
-    return run_torchrun(torchrun_command(config, config_path), config)
+    """Check, take the run directory, record the configuration in it, and run; returns the exit code."""
+    family, batches_per_epoch = check_runnable(config)
+    run_dir = RunDirectory(config.run_dir)
+    run_dir.check_writable()
+    with run_dir.lock():
+        if not config.resume:
+            run_dir.check_fresh()
+        else:
+            point = run_dir.resume_point(config)
+            total_steps = config.total_steps(batches_per_epoch)
+            if point is not None and point.step >= total_steps:
+                print(f"train: the run in {run_dir.path} already finished step {point.step} of {total_steps}; "
+                      "nothing to do (give a larger --steps to train on)")
+                return 0
+            if point is not None:
+                run_dir.record_resume(point)
+            run_dir.forget_steps_after(point.step if point is not None else 0)
+        config_path = run_dir.write_config(config)
+        if family.data_parallel == "spmd":
+            return run_spmd(config, family)
+        if config.world_size == 1:
+            return run_in_process(config)
+        return run_torchrun(torchrun_command(config, config_path), config)
 
 
 def _run(config: TrainConfig, layout: Layout, target: Target, place=None) -> int:

@@ -212,7 +212,9 @@ class RankTrainer:
         if self.resumed_from is None:
             seed_everything(config.seed * 1_000_003 + 7919 * self.context.rank + 1)
             self.train_loader.set_epoch(0)
-        self.metrics = MetricsLog(config.run_dir, enabled=self.context.is_main)
+        # TensorBoard hides what a killed run logged after the checkpoint this run resumes from.
+        purge_step = None if self.resumed_from is None else self.resumed_from + 1
+        self.metrics = MetricsLog(config.run_dir, enabled=self.context.is_main, purge_step=purge_step)
 
     @property
     def global_batch(self) -> int:

@@ -104,14 +104,16 @@ def reduce_window(
 class MetricsLog:
     """metrics.jsonl and TensorBoard event files of a run; only rank 0 opens one (`enabled`)."""
 
-    def __init__(self, run_dir: Path, enabled: bool) -> None:
+    def __init__(self, run_dir: Path, enabled: bool, purge_step: int | None = None) -> None:
+        """`purge_step`: TensorBoard drops earlier events of this run at or after that step (a
+        resumed run logs those steps again)."""
         self.path = Path(run_dir) / METRICS_FILE
         self._enabled = enabled
         self._writer: Any = None
         if enabled:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(log_dir=str(Path(run_dir) / TENSORBOARD_DIR))
+            self._writer = SummaryWriter(log_dir=str(Path(run_dir) / TENSORBOARD_DIR), purge_step=purge_step)
 
     def write(self, record: Any, step: int) -> None:
         """Append one row (a dataclass or dict with a `kind`) and its numbers as TensorBoard scalars."""

@@ -1,0 +1,136 @@
+"""Runs that cannot be lost or mixed up: one run per directory, checked resumes, each step logged once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, TINY_RUN, train_command, train_env
+from trainspeed.cli import main
+
+RUN = ["train", *TINY_RUN, "--synthetic-data", "--batch-size-per-device", "8", "--log-every", "1"]
+
+
+def _train(capsys: pytest.CaptureFixture, out: Path, *flags: str) -> tuple[int, str, str]:
+    code = main([*RUN, "--out", str(out), *flags])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _snapshot(run_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trainspeed: error:"), err
+    return lines[0]
+
+
+def test_resuming_a_finished_run_keeps_its_results(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert _train(capsys, tmp_path, "--steps", "4")[0] == 0
+    before = _snapshot(tmp_path)
+    code, out, err = _train(capsys, tmp_path, "--steps", "4", "--resume")
+    assert code == 0 and "already finished step 4 of 4" in out
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_fresh_run_refuses_a_directory_that_holds_a_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert _train(capsys, tmp_path, "--steps", "4")[0] == 0
+    before = _snapshot(tmp_path)
+    code, out, err = _train(capsys, tmp_path, "--steps", "6")
+    assert code == 2 and "already holds a run; continue it with --resume" in _one_error_line(err)
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--seed", "1"], "seed 0 -> 1"),
+        (["--batch-size-per-device", "16"], "batch_size_per_device 8 -> 16"),
+        (["--size", "small"], "size 'tiny' -> 'small'"),
+        (["--lr", "1e-3"], "lr.base_lr 0.003 -> 0.001"),
+    ],
+)
+def test_a_refused_resume_says_what_differs_and_changes_nothing(
+    flags: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert _train(capsys, tmp_path, "--steps", "4", "--checkpoint-every", "2")[0] == 0
+    before = _snapshot(tmp_path)
+    code, out, err = _train(capsys, tmp_path, "--steps", "8", "--resume", *flags)
+    assert code == 2 and named in _one_error_line(err)
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_resume_records_what_changed_and_logs_each_step_once(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert _train(capsys, tmp_path, "--steps", "4")[0] == 0
+    code, out, err = _train(capsys, tmp_path, "--steps", "7", "--resume", "--eval-every", "0", "--num-workers", "0")
+    assert code == 0, err
+    (resume,) = [json.loads(line) for line in (tmp_path / "resumes.jsonl").read_text().splitlines()]
+    assert resume["step"] == 4 and resume["changed"] == {"steps": [4, 7], "num_workers": [1, 0]}
+    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
+             if json.loads(line)["kind"] == "train"]
+    assert steps == list(range(1, 8))
+    assert json.loads((tmp_path / "train_config.json").read_text())["steps"] == 7
+
+
+def test_rows_a_killed_run_logged_after_its_checkpoint_are_dropped_on_resume(tmp_path: Path, capsys) -> None:
+    assert _train(capsys, tmp_path, "--steps", "6", "--checkpoint-every", "3")[0] == 0
+    # What a kill -9 between the checkpoints of steps 3 and 6 leaves: the latest checkpoint is 3,
+    # metrics.jsonl holds steps 4 and 5 and a torn last line.
+    checkpoints = tmp_path / "checkpoints"
+    (checkpoints / "step-000000006.pt").unlink()
+    (checkpoints / "latest").write_text("step-000000003.pt\n")
+    (tmp_path / "summary.json").unlink()
+    metrics = tmp_path / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    kept = [row for row in rows if row["kind"] == "train" and row["step"] <= 5]
+    metrics.write_text("".join(json.dumps(row) + "\n" for row in kept) + '{"kind": "train", "st')
+    assert _train(capsys, tmp_path, "--steps", "6", "--checkpoint-every", "3", "--resume")[0] == 0
+    steps = [json.loads(line)["step"] for line in metrics.read_text().splitlines() if '"train"' in line]
+    assert steps == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_second_run_on_the_same_directory_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    first = subprocess.Popen(train_command("--synthetic-data", "--batch-size-per-device", "8", "--steps", "100000",
+                                           "--out", str(tmp_path)),
+                             env=train_env(), cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "metrics.jsonl").exists():
+            assert time.monotonic() < deadline and first.poll() is None, "the first run did not start"
+            time.sleep(0.05)
+        second = subprocess.run(train_command("--synthetic-data", "--batch-size-per-device", "8", "--steps", "4",
+                                              "--resume", "--out", str(tmp_path)),
+                                env=train_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    finally:
+        first.terminate()
+        first.wait(timeout=60)
+    assert second.returncode == 2
+    assert f"is in use by pid {first.pid}" in _one_error_line(second.stderr)
+
+
+def test_an_unwritable_out_is_refused_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    code, out, err = _train(capsys, blocker / "run", "--steps", "2")
+    assert code == 2 and "cannot write to --out" in _one_error_line(err)
+
+    results = blocker / "bench.jsonl"
+    code = main(["bench", "--targets", "cpu:eager:fp32", "--batch-sizes", "8", "--no-progress", "--out", str(results)])
+    assert code == 2 and "cannot write to --out" in _one_error_line(capsys.readouterr().err)
+
+
+def test_result_files_follow_the_umask(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    previous = os.umask(0o022)
+    try:
+        assert _train(capsys, tmp_path, "--steps", "2")[0] == 0
+    finally:
+        os.umask(previous)
+    for name in ("summary.json", "train_config.json", "checkpoints/latest"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o644, name
