@@ -138,8 +138,40 @@ def test_a_dying_rank_brings_the_job_down_and_its_error_is_shown(tmp_path: Path)
          "--workload", "failing_workload:FailingWorkload"],
         env=train_env(str(tmp_path)), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
     )
-    assert result.returncode != 0
-    assert "injected failure on rank 1 at step 3" in result.stdout + result.stderr
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("trainspeed: error: rank 1: RuntimeError: injected failure on rank 1 at step 3"), line
+    logs = tmp_path / "run" / "logs"
+    assert "Traceback" in "".join(p.read_text() for p in logs.rglob("stderr.log"))
+
+
+def _rank_pid(config_path: Path, rank: int) -> int:
+    """The pid of one rank process of the job whose run directory holds `config_path`."""
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+            environment = (proc / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if b"trainspeed.train.rank" in command and str(config_path).encode() in command \
+                and f"RANK={rank}".encode() in environment:
+            return int(proc.name)
+    raise AssertionError(f"no rank {rank} process of {config_path}")
+
+
+@pytest.mark.slow
+def test_a_rank_killed_with_kill_9_is_one_line_and_the_exit_code_of_a_killed_run(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        train_command("--synthetic-data", "--nproc", "2", "--batch-size-per-device", "8", "--steps", "100000",
+                      "--checkpoint-every", "5", "--out", str(tmp_path)),
+        env=train_env(), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    _wait_for_checkpoint(tmp_path, process, timeout_s=90)
+    os.kill(_rank_pid(tmp_path / "train_config.json", 1), signal.SIGKILL)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 137, stdout + stderr
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("trainspeed: error: rank 1: killed by signal 9 (SIGKILL)"), line
 
 
 @pytest.mark.parametrize("nproc", [1, 2])
@@ -155,8 +187,8 @@ def test_sigterm_checkpoints_at_the_current_step_and_resume_finishes(
     _wait_for_checkpoint(tmp_path, process, timeout_s=90)
     process.send_signal(signal.SIGTERM)
     stdout, stderr = process.communicate(timeout=60)
-    # One rank exits 143 itself; under torchrun the agent reports the signal as a failure (exit 1).
-    assert process.returncode == (143 if nproc == 1 else 1), stdout + stderr
+    assert process.returncode == 143, stdout + stderr  # SIGTERM's code, with one rank or several
+    assert "Traceback" not in stdout + stderr
     assert "continue with --resume" in stdout
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["stopped_by_signal"] and summary["last_step"] < 400

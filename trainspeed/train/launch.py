@@ -3,9 +3,10 @@
 Everything the user gave is checked here, before any process starts or any step runs: flags,
 the target, the workload and its size, the dataset, the bench rows of `--bench-jsonl`.
 
-torchrun is spawned as a real subprocess (`python -m torch.distributed.run`) rather than called as a
-library, so its elastic agent supervises the ranks as it does for any torchrun job: when a rank exits
-non-zero the agent stops the others and reports the failing rank's error; nothing waits forever.
+Several ranks are started by torchrun's elastic agent, run in a subprocess of its own
+(`trainspeed.train.agent`): it supervises the ranks as it does for any torchrun job (when a rank
+exits non-zero it stops the others; nothing waits forever), keeps every rank's output in the run
+directory, and reports the first cause of a failure in one line.
 A target whose family drives all local devices from one process (`data_parallel = "spmd"`, XLA)
 runs in this process over `--nproc` devices instead.
 
@@ -85,7 +86,7 @@ def launch(config: TrainConfig) -> int:
             return run_spmd(config, family)
         if config.world_size == 1:
             return run_in_process(config)
-        return run_torchrun(torchrun_command(config, config_path), config)
+        return run_agent(config_path, config)
 
 
 def _run(config: TrainConfig, layout: Layout, target: Target, place=None) -> int:
@@ -106,32 +107,14 @@ def run_spmd(config: TrainConfig, family: type[Target]) -> int:
     return _run(config, Layout(RankContext(), devices_per_process=devices), target, target.spmd_placer(devices))
 
 
-def torchrun_command(config: TrainConfig, config_path: Path) -> list[str]:
-    launch = config.launch
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc-per-node={launch.nproc}",
-        f"--nnodes={launch.nnodes}",
-        "--max-restarts=0",
-    ]
-    if launch.nnodes == 1 and not launch.rdzv_endpoint:
-        command.append("--standalone")
-    elif launch.rdzv_backend == "static":
-        host, _, port = launch.rdzv_endpoint.rpartition(":")
-        command += [f"--node-rank={launch.node_rank}", f"--master-addr={host}", f"--master-port={port}"]
-    else:
-        command += ["--rdzv-backend=c10d", f"--rdzv-endpoint={launch.rdzv_endpoint}", f"--rdzv-id={launch.rdzv_id}"]
-    return command + ["-m", "trainspeed.train.worker", str(config_path)]
-
-
-def run_torchrun(command: list[str], config: TrainConfig) -> int:
-    """Run torchrun, pass SIGTERM/SIGINT on to it (its agent forwards them to every rank)."""
+def run_agent(config_path: Path, config: TrainConfig) -> int:
+    """Run this node's elastic agent (`trainspeed.train.agent`, torchrun's machinery) as a
+    subprocess, passing SIGTERM/SIGINT on to it (it forwards them to every rank)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     if config.threads is not None:
         env["OMP_NUM_THREADS"] = str(config.threads)
+    command = [sys.executable, "-m", "trainspeed.train.agent", str(config_path)]
     process = subprocess.Popen(command, env=env, preexec_fn=lambda: die_with_parent(signal.SIGTERM))
 
     def forward(signum: int, frame: FrameType | None) -> None:

@@ -1,9 +1,9 @@
 """One rank of a torchrun job: `python -m trainspeed.train.rank RUN_DIR/train_config.json`.
 
-Started by `trainspeed.train.worker` (see there why not by torchrun directly). `@record` writes an
-uncaught exception to the error file torchrun names for this rank, so the launcher's failure report
-shows the dying rank's traceback instead of "exit code 1". The process asks the kernel to kill it
-when its parent dies, so a kill -9 of the launch cannot leave it training as an orphan.
+Started by `trainspeed.train.worker` (see there why not by the elastic agent directly). `@record`
+writes an uncaught exception to the error file the agent names for this rank, so the agent can
+report the first failing rank's error in one line (`trainspeed.train.agent`). The process asks the
+kernel to kill it when its parent dies, so a kill -9 of the launch cannot leave it training as an orphan.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from trainspeed.errors import UsageError
 from trainspeed.targets import get_target
 from trainspeed.train.checkpoint import StopRequest
 from trainspeed.train.config import TrainConfig
@@ -32,12 +31,11 @@ def main(argv: list[str]) -> int:
     collectives = init_process_group(context, target, config.launch.collective_timeout_s)
     # The SIGTERM handler stays installed to the end: torchrun may signal again while a stopped
     # rank is still reporting, and the default action would cut the report short.
+    # An exception leaves through `record`, which writes it to this rank's error file: the agent
+    # reports the first cause in one line (a UsageError as bad input) and the traceback stays in the log.
     with StopRequest() as stop:
         try:
             summary = RankTrainer(config, Layout(context), collectives, target).run(stop)
-        except UsageError as error:
-            print(f"trainspeed: error: rank {context.rank}: {error}", file=sys.stderr, flush=True)
-            return 2
         finally:
             destroy_process_group()
         if context.is_main:
