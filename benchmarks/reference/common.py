@@ -1,0 +1,430 @@
+"""What both reference peers share: sizes, command line, synthetic batch, window timing, rows.
+
+The network and its training step are written separately in each peer (`plain_torch.py`,
+`jax_optax.py`); only the hyper-parameters that define them live here, so the two peers and
+trainspeed can be checked against each other rather than against one shared implementation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import platform
+import re
+import socket
+import statistics
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence, TypeVar
+
+import numpy as np
+
+# The peers' one dependency on trainspeed: its result-row schema and its line-atomic append, so
+# that peer rows and trainspeed rows share one JSONL file, one ratio table and one plot.
+from trainspeed.atomic import append_line
+from trainspeed.bench.results import FIELDS, ResultRow
+
+NUM_TILE_TYPES = 34
+"""Tokens: one per tile type."""
+NUM_FEATURES = 74
+"""Input features per tile type."""
+NUM_ACTIONS = 82
+ILLEGAL_LOGIT = -1e9
+MLP_RATIO = 4
+LAYER_NORM_EPS = 1e-5
+
+LEARNING_RATE = 3e-4
+BETAS = (0.9, 0.95)
+WEIGHT_DECAY = 0.1
+ADAM_EPS = 1e-8
+INIT_STD = 0.02
+
+DEVICES = ("cpu", "cuda")
+PRECISIONS = ("fp32", "bf16")
+DEFAULT_OUT = Path("results/reference.jsonl")
+
+
+@dataclass(frozen=True)
+class NetSize:
+    width: int
+    blocks: int
+    heads: int
+
+    @property
+    def head_dim(self) -> int:
+        return self.width // self.heads
+
+
+SIZES: dict[str, NetSize] = {
+    "tiny": NetSize(width=64, blocks=2, heads=2),
+    "small": NetSize(width=256, blocks=4, heads=4),
+    "base": NetSize(width=512, blocks=8, heads=8),
+    "large": NetSize(width=1024, blocks=16, heads=16),
+}
+
+
+class PeerUsageError(Exception):
+    """Bad command-line input; `run_main` prints it as one line and exits with code 2."""
+
+
+# --- command line -------------------------------------------------------------------------------
+
+_POWER_RANGE = re.compile(r"^2\^(\d+)\.\.2\^(\d+)$")
+
+
+def parse_batch_sizes(text: str) -> tuple[int, ...]:
+    """trainspeed's syntax: `2^6..2^10` (every power of two in between) or a list `64,256,2^12`."""
+    text = text.replace(" ", "")
+    match = _POWER_RANGE.match(text)
+    if match:
+        low, high = int(match.group(1)), int(match.group(2))
+        if low > high:
+            raise PeerUsageError(f"bad --batch-sizes {text!r}: the range must go up, e.g. 2^6..2^10")
+        return tuple(2**k for k in range(low, high + 1))
+    sizes = set()
+    for part in text.split(","):
+        try:
+            size = 2 ** int(part[2:]) if part.startswith("2^") else int(part)
+        except ValueError:
+            raise PeerUsageError(
+                f"bad --batch-sizes {text!r}: write a range like 2^6..2^10 or a list like 64,256,1024"
+            ) from None
+        if size <= 0:
+            raise PeerUsageError(f"bad --batch-sizes {text!r}: batch size {part} must be a positive integer")
+        sizes.add(size)
+    return tuple(sorted(sizes))
+
+
+@dataclass(frozen=True)
+class WindowPlan:
+    warmup_steps: int = 3
+    windows: int = 5
+    min_window_s: float = 0.5
+    max_restarts: int = 5
+    """A timed window shorter than min_window_s restarts the windows with more steps, this often at most."""
+
+
+@dataclass(frozen=True)
+class PeerConfig:
+    size: str
+    batch_sizes: tuple[int, ...]
+    device: str
+    precision: str
+    compile: bool
+    threads: int | None
+    plan: WindowPlan
+    out: Path
+    seed: int
+
+    @property
+    def net_size(self) -> NetSize:
+        return SIZES[self.size]
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse prints usage plus an error and exits; the peers want one error line instead."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise PeerUsageError(message)
+
+
+def build_parser(prog: str, description: str, compile_help: str) -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog=prog, description=description)
+    parser.add_argument("--size", default="tiny", help=f"one of {', '.join(SIZES)}")
+    parser.add_argument("--batch-sizes", default="2^6..2^10", help="range 2^6..2^10 or list 64,256,1024")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--precision", default="fp32", help="fp32 or bf16")
+    parser.add_argument("--compile", action="store_true", help=compile_help)
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (recorded in every row)")
+    parser.add_argument("--windows", type=int, default=5, help="timed windows; the median is reported")
+    parser.add_argument("--min-window-s", type=float, default=0.5, help="seconds each timed window lasts at least")
+    parser.add_argument("--warmup-steps", type=int, default=3, help="steps after the first one, before timing")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSONL file rows are appended to (default {DEFAULT_OUT})")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def parse_config(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> PeerConfig:
+    """Parse and check every flag; a bad one raises PeerUsageError saying how to fix it."""
+    args = parser.parse_args(argv)
+    if args.size not in SIZES:
+        raise PeerUsageError(f"unknown size {args.size!r}; choose one of {', '.join(SIZES)}")
+    if args.device not in DEVICES:
+        raise PeerUsageError(f"unknown --device {args.device!r}; choose one of {', '.join(DEVICES)}")
+    if args.precision not in PRECISIONS:
+        raise PeerUsageError(f"unknown --precision {args.precision!r}; choose one of {', '.join(PRECISIONS)}")
+    if args.threads is not None and args.threads <= 0:
+        raise PeerUsageError(f"--threads must be positive, got {args.threads}")
+    if args.windows < 1 or args.warmup_steps < 0:
+        raise PeerUsageError("--windows must be >= 1 and --warmup-steps >= 0")
+    if not args.min_window_s > 0:
+        raise PeerUsageError(f"--min-window-s must be positive, got {args.min_window_s}")
+    return PeerConfig(
+        size=args.size,
+        batch_sizes=parse_batch_sizes(args.batch_sizes),
+        device=args.device,
+        precision=args.precision,
+        compile=args.compile,
+        threads=args.threads,
+        plan=WindowPlan(warmup_steps=args.warmup_steps, windows=args.windows, min_window_s=args.min_window_s),
+        out=args.out,
+        seed=args.seed,
+    )
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostBatch:
+    features: np.ndarray
+    """(batch, 74 features, 34 tile types) float32, as trainspeed's Mahjong workload feeds it."""
+    mask: np.ndarray
+    """(batch, 82) bool: legal actions."""
+    action: np.ndarray
+    """(batch,) int64: the action taken, always legal."""
+
+
+def synthetic_batch(batch_size: int, seed: int) -> HostBatch:
+    """The same distribution as trainspeed's synthetic Mahjong batch (sparse quarter-valued
+    features, ~15% legal actions, a legal action taken), drawn with numpy so both peers share it."""
+    rng = np.random.default_rng(seed)
+    features = rng.integers(0, 5, (batch_size, NUM_FEATURES, NUM_TILE_TYPES)) / 4
+    features = (features * (rng.random(features.shape) < 0.2)).astype(np.float32)
+    mask = rng.random((batch_size, NUM_ACTIONS)) < 0.15
+    mask[np.arange(batch_size), rng.integers(0, NUM_ACTIONS, batch_size)] = True
+    action = (rng.random((batch_size, NUM_ACTIONS)) * mask).argmax(axis=1).astype(np.int64)
+    return HostBatch(features=features, mask=mask, action=action)
+
+
+# --- timing -------------------------------------------------------------------------------------
+
+StepResult = TypeVar("StepResult")
+
+
+@dataclass(frozen=True)
+class Timing:
+    first_step_s: float
+    """The first step alone, finished: includes tracing and compilation where the peer compiles."""
+    window_s: tuple[float, ...]
+    steps_per_window: int
+    restarts: int
+    """How often a short window made the windows start again with more steps."""
+    cpu_s_per_wall_s: float
+    """Process CPU time over wall time in the timed windows: ~threads when every thread is busy."""
+    compiles_in_windows: int
+    """Compilations inside the timed windows; more than zero marks the row `invalid`, as in trainspeed."""
+    final_loss: float
+
+    def samples_per_s(self, batch_size: int) -> list[float]:
+        return [batch_size * self.steps_per_window / seconds for seconds in self.window_s]
+
+
+def _steps_to_fill(min_window_s: float, step_s: float) -> int:
+    return max(1, math.ceil(min_window_s / max(step_s, 1e-9)))
+
+
+def time_windows(
+    step: Callable[[], StepResult],
+    finish: Callable[[StepResult], float],
+    plan: WindowPlan,
+    compile_count: Callable[[], int] = lambda: 0,
+) -> Timing:
+    """Time training steps in windows that each last at least `plan.min_window_s`.
+
+    `step()` runs (or queues) one training step; `finish(result)` blocks until that step and all
+    before it are done and returns its loss. The first step is timed alone (compilation), then
+    warm-up steps estimate the step time. A timed window that still comes out short makes all
+    windows start again with more steps, so every kept window lasts long enough and all have the
+    same step count. `compile_count()` (compilations so far) is read around the timed windows.
+    """
+    start = time.perf_counter()
+    loss = finish(step())
+    first_step_s = time.perf_counter() - start
+
+    estimate_s = first_step_s
+    if plan.warmup_steps:
+        start = time.perf_counter()
+        for _ in range(plan.warmup_steps):
+            result = step()
+        finish(result)
+        estimate_s = (time.perf_counter() - start) / plan.warmup_steps
+    steps = _steps_to_fill(plan.min_window_s, estimate_s)
+
+    compiles_before = compile_count()
+    for restarts in range(plan.max_restarts + 1):
+        last_try = restarts == plan.max_restarts
+        window_s: list[float] = []
+        cpu_s = 0.0
+        for _ in range(plan.windows):
+            cpu_start, start = time.process_time(), time.perf_counter()
+            for _ in range(steps):
+                result = step()
+            loss = finish(result)
+            window_s.append(time.perf_counter() - start)
+            cpu_s += time.process_time() - cpu_start
+            if window_s[-1] < plan.min_window_s and not last_try:
+                break
+        if min(window_s) >= plan.min_window_s or last_try:
+            break
+        steps = max(steps + 1, math.ceil(steps * 1.1 * plan.min_window_s / max(window_s[-1], 1e-9)))
+    return Timing(
+        first_step_s=first_step_s,
+        window_s=tuple(window_s),
+        steps_per_window=steps,
+        restarts=restarts,
+        cpu_s_per_wall_s=cpu_s / sum(window_s),
+        compiles_in_windows=compile_count() - compiles_before,
+        final_loss=float(loss),
+    )
+
+
+# --- result rows --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Measurement:
+    timing: Timing
+    peak_memory_bytes: int | None = None
+
+
+class Peer(Protocol):
+    """One implementation on one device/mode/precision, built once per command line."""
+
+    target: str
+    device_name: str
+    threads: int | None
+    torch_version: str | None
+    flops_per_sample: int
+    extra: dict[str, Any]
+    """Fields beyond trainspeed's schema written into every row (versions, flags, method)."""
+
+    def measure(self, batch_size: int) -> Measurement: ...
+
+    def is_oom(self, error: BaseException) -> bool: ...
+
+
+def cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:500]
+
+
+def write_row(path: Path, row: ResultRow, extra: dict[str, Any]) -> None:
+    """Append trainspeed's fields, then the peer's own (which must not shadow any of them)."""
+    clashes = sorted(set(extra) & set(FIELDS))
+    if clashes:
+        raise ValueError(f"extra fields {clashes} would shadow trainspeed's result fields")
+    append_line(path, json.dumps({**dataclasses.asdict(row), **extra}))
+
+
+def _measured_row(base: ResultRow, batch_size: int, measurement: Measurement, flops_per_sample: int, plan: WindowPlan) -> ResultRow:
+    timing = measurement.timing
+    rates = timing.samples_per_s(batch_size)
+    median = statistics.median(rates)
+    return dataclasses.replace(
+        base,
+        status="ok" if timing.compiles_in_windows == 0 else "invalid",
+        samples_per_s=median,
+        samples_per_s_min=min(rates),
+        samples_per_s_max=max(rates),
+        step_time_s=batch_size / median,
+        first_step_s=timing.first_step_s,
+        windows=len(timing.window_s),
+        steps_per_window=timing.steps_per_window,
+        warmup_steps=plan.warmup_steps,
+        compiles_in_windows=timing.compiles_in_windows,
+        peak_memory_bytes=measurement.peak_memory_bytes,
+        final_loss=timing.final_loss,
+        achieved_tflops=median * flops_per_sample / 1e12,
+    )
+
+
+def run_sweep(peer: Peer, config: PeerConfig) -> list[ResultRow]:
+    """Measure every batch size, appending one row each as it is measured (as trainspeed does:
+    an interrupted sweep keeps its rows). An out-of-memory batch size is an `oom` row and the
+    larger ones are `skipped`; any other failure is an `error` row and the sweep goes on."""
+    run_id = uuid.uuid4().hex[:12]
+    rows = []
+    out_of_memory_at: int | None = None
+    for batch_size in config.batch_sizes:
+        base = ResultRow(
+            run_id=run_id,
+            timestamp=_now(),
+            workload="mahjong",
+            size=config.size,
+            target=peer.target,
+            batch_size=batch_size,
+            status="skipped",
+            flops_per_sample=float(peer.flops_per_sample),
+            device_name=peer.device_name,
+            threads=peer.threads,
+            torch_version=peer.torch_version,
+            python_version=platform.python_version(),
+            hostname=socket.gethostname(),
+        )
+        extra = dict(peer.extra)
+        if out_of_memory_at is not None:
+            row = dataclasses.replace(base, error=f"batch {out_of_memory_at} already ran out of memory")
+        else:
+            try:
+                measurement = peer.measure(batch_size)
+            except Exception as error:  # noqa: BLE001 - every failure is a row; OOM is told apart
+                row = dataclasses.replace(base, status="oom" if peer.is_oom(error) else "error", error=_first_line(error))
+                out_of_memory_at = batch_size if row.status == "oom" else None
+            else:
+                row = _measured_row(base, batch_size, measurement, peer.flops_per_sample, config.plan)
+                extra.update(
+                    window_s=list(measurement.timing.window_s),
+                    window_restarts=measurement.timing.restarts,
+                    cpu_s_per_wall_s=measurement.timing.cpu_s_per_wall_s,
+                )
+        write_row(config.out, row, extra)
+        rows.append(row)
+        print(describe(row, extra), flush=True)
+    return rows
+
+
+def describe(row: ResultRow, extra: dict[str, Any]) -> str:
+    if row.samples_per_s is None:
+        return f"{row.target} batch {row.batch_size}: {row.status} {row.error or ''}".rstrip()
+    return (
+        f"{row.target} batch {row.batch_size}: {row.samples_per_s:,.0f} samples/s "
+        f"(min {row.samples_per_s_min:,.0f}, max {row.samples_per_s_max:,.0f}), step {row.step_time_s * 1e3:.2f} ms, "
+        f"first step {row.first_step_s:.2f} s, {row.steps_per_window} steps x {row.windows} windows, "
+        f"CPU/wall {extra['cpu_s_per_wall_s']:.2f}" + (" [invalid: compiled inside a window]" if row.status == "invalid" else "")
+    )
+
+
+def run_main(prog: str, argv: Sequence[str] | None, parser: argparse.ArgumentParser, make_peer: Callable[[PeerConfig], Peer]) -> int:
+    """Parse, build the peer, sweep. Bad input is one line `PROG: error: ...` and exit code 2;
+    a configuration that failed for another reason makes the exit code 1."""
+    try:
+        config = parse_config(parser, argv)
+        peer = make_peer(config)
+    except PeerUsageError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
+    rows = run_sweep(peer, config)
+    print(f"rows appended to {config.out}")
+    return 1 if any(row.status == "error" for row in rows) else 0
