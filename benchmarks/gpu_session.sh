@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The GPU checks of issues 2, 3 and 5 as one prepared run on a lent H200 (about 9 minutes).
-# Usage on the device machine, from the repository root:  OUT=/some/dir bash benchmarks/gpu_session.sh
+# The CUDA measurements in docs/results/h200_session.md as one prepared run on one GPU (about 9 minutes
+# on an H200): the Mahjong base sweep, the StyleGAN3 T-256 step and one-device training with real data.
+# Usage on the GPU host, from the repository root:  OUT=/some/dir bash benchmarks/gpu_session.sh
 # Each stage has its own time cap; every script appends rows as it measures, so a capped stage
 # keeps what it measured. Results land in $OUT and are committed under docs/results/.
 set -u
@@ -13,7 +14,7 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu_session.log"
 python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/gpu_session.log"
 
-echo "== issue 2: mahjong base, cuda targets" | tee -a "$OUT/gpu_session.log"
+echo "== mahjong base on CUDA targets" | tee -a "$OUT/gpu_session.log"
 timeout 150 python3 -m trainspeed bench --workload mahjong --size base --no-progress --no-plot \
   --targets cuda:eager:fp32,cuda:eager:tf32,cuda:eager:bf16 --batch-sizes 2^6..2^14 \
   --windows 3 --min-window-s 0.2 --out "$OUT/bench_h200_mahjong_base.jsonl" 2>&1 | tail -n 25 | tee -a "$OUT/gpu_session.log"
@@ -21,11 +22,11 @@ timeout 170 python3 -m trainspeed bench --workload mahjong --size base --no-prog
   --targets cuda:compile:bf16,cuda:cudagraphs:bf16 --batch-sizes 256,4096,16384 \
   --windows 3 --min-window-s 0.2 --out "$OUT/bench_h200_mahjong_base.jsonl" 2>&1 | tail -n 25 | tee -a "$OUT/gpu_session.log"
 
-echo "== issue 3: stylegan3 T-256" | tee -a "$OUT/gpu_session.log"
+echo "== StyleGAN3 T-256 training step on CUDA" | tee -a "$OUT/gpu_session.log"
 timeout 110 python3 benchmarks/bench_stylegan3.py --target cuda:eager:bf16 --cases t256:4,t256:8,t256:32 \
   --variants activation --steps 3 --out "$OUT/stylegan3_h200.jsonl" 2>&1 | tail -n 15 | tee -a "$OUT/gpu_session.log"
 
-echo "== issue 5: one-device training with real data" | tee -a "$OUT/gpu_session.log"
+echo "== one-device CUDA training: real data vs synthetic vs bench" | tee -a "$OUT/gpu_session.log"
 timeout 100 python3 benchmarks/bench_train_cuda.py --games 150 --steps 30 --batch-sizes 512,8192 \
   2>&1 | tail -n 15 | tee -a "$OUT/gpu_session.log"
 cp docs/results/train_cuda.jsonl "$OUT/train_cuda.jsonl" 2>/dev/null
