@@ -13,7 +13,6 @@ import datetime
 import json
 import math
 import platform
-import re
 import socket
 import statistics
 import sys
@@ -28,7 +27,10 @@ import numpy as np
 # The peers' one dependency on trainspeed: its result-row schema and its line-atomic append, so
 # that peer rows and trainspeed rows share one JSONL file, one ratio table and one plot.
 from trainspeed.atomic import append_line
+from trainspeed.bench.config import parse_batch_sizes
 from trainspeed.bench.results import FIELDS, ResultRow
+from trainspeed.errors import UsageError
+from trainspeed.targets.cpu import cpu_model_name  # noqa: F401 - re-exported for the peers
 
 NUM_TILE_TYPES = 34
 """Tokens: one per tile type."""
@@ -69,38 +71,6 @@ SIZES: dict[str, NetSize] = {
 }
 
 
-class PeerUsageError(Exception):
-    """Bad command-line input; `run_main` prints it as one line and exits with code 2."""
-
-
-# --- command line -------------------------------------------------------------------------------
-
-_POWER_RANGE = re.compile(r"^2\^(\d+)\.\.2\^(\d+)$")
-
-
-def parse_batch_sizes(text: str) -> tuple[int, ...]:
-    """trainspeed's syntax: `2^6..2^10` (every power of two in between) or a list `64,256,2^12`."""
-    text = text.replace(" ", "")
-    match = _POWER_RANGE.match(text)
-    if match:
-        low, high = int(match.group(1)), int(match.group(2))
-        if low > high:
-            raise PeerUsageError(f"bad --batch-sizes {text!r}: the range must go up, e.g. 2^6..2^10")
-        return tuple(2**k for k in range(low, high + 1))
-    sizes = set()
-    for part in text.split(","):
-        try:
-            size = 2 ** int(part[2:]) if part.startswith("2^") else int(part)
-        except ValueError:
-            raise PeerUsageError(
-                f"bad --batch-sizes {text!r}: write a range like 2^6..2^10 or a list like 64,256,1024"
-            ) from None
-        if size <= 0:
-            raise PeerUsageError(f"bad --batch-sizes {text!r}: batch size {part} must be a positive integer")
-        sizes.add(size)
-    return tuple(sorted(sizes))
-
-
 @dataclass(frozen=True)
 class WindowPlan:
     warmup_steps: int = 3
@@ -131,7 +101,7 @@ class _OneLineParser(argparse.ArgumentParser):
     """argparse prints usage plus an error and exits; the peers want one error line instead."""
 
     def error(self, message: str):  # type: ignore[override]
-        raise PeerUsageError(message)
+        raise UsageError(message)
 
 
 def build_parser(prog: str, description: str, compile_help: str) -> argparse.ArgumentParser:
@@ -151,23 +121,23 @@ def build_parser(prog: str, description: str, compile_help: str) -> argparse.Arg
 
 
 def parse_config(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> PeerConfig:
-    """Parse and check every flag; a bad one raises PeerUsageError saying how to fix it."""
+    """Parse and check every flag; a bad one raises UsageError saying how to fix it."""
     args = parser.parse_args(argv)
     if args.size not in SIZES:
-        raise PeerUsageError(f"unknown size {args.size!r}; choose one of {', '.join(SIZES)}")
+        raise UsageError(f"unknown size {args.size!r}; choose one of {', '.join(SIZES)}")
     if args.device not in DEVICES:
-        raise PeerUsageError(f"unknown --device {args.device!r}; choose one of {', '.join(DEVICES)}")
+        raise UsageError(f"unknown --device {args.device!r}; choose one of {', '.join(DEVICES)}")
     if args.precision not in PRECISIONS:
-        raise PeerUsageError(f"unknown --precision {args.precision!r}; choose one of {', '.join(PRECISIONS)}")
+        raise UsageError(f"unknown --precision {args.precision!r}; choose one of {', '.join(PRECISIONS)}")
     if args.threads is not None and args.threads <= 0:
-        raise PeerUsageError(f"--threads must be positive, got {args.threads}")
+        raise UsageError(f"--threads must be positive, got {args.threads}")
     if args.windows < 1 or args.warmup_steps < 0:
-        raise PeerUsageError("--windows must be >= 1 and --warmup-steps >= 0")
+        raise UsageError("--windows must be >= 1 and --warmup-steps >= 0")
     if not args.min_window_s > 0:
-        raise PeerUsageError(f"--min-window-s must be positive, got {args.min_window_s}")
+        raise UsageError(f"--min-window-s must be positive, got {args.min_window_s}")
     return PeerConfig(
         size=args.size,
-        batch_sizes=parse_batch_sizes(args.batch_sizes),
+        batch_sizes=tuple(parse_batch_sizes(args.batch_sizes)),
         device=args.device,
         precision=args.precision,
         compile=args.compile,
@@ -310,17 +280,6 @@ class Peer(Protocol):
     def is_oom(self, error: BaseException) -> bool: ...
 
 
-def cpu_model_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -422,7 +381,7 @@ def run_main(prog: str, argv: Sequence[str] | None, parser: argparse.ArgumentPar
     try:
         config = parse_config(parser, argv)
         peer = make_peer(config)
-    except PeerUsageError as error:
+    except UsageError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
     rows = run_sweep(peer, config)

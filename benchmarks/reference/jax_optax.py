@@ -52,7 +52,7 @@ from benchmarks.reference.common import (
     Measurement,
     NetSize,
     PeerConfig,
-    PeerUsageError,
+    UsageError,
     build_parser,
     cpu_model_name,
     run_main,
@@ -246,7 +246,7 @@ def start_backend(device: str, threads: int | None) -> tuple[jax.Device, int, st
     """
     allowed = os.sched_getaffinity(0)
     if threads is not None and threads > len(allowed):
-        raise PeerUsageError(f"--threads {threads}: this process may use only {len(allowed)} CPUs")
+        raise UsageError(f"--threads {threads}: this process may use only {len(allowed)} CPUs")
     if threads == 1:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
     jax.config.update("jax_platforms", device)
@@ -256,7 +256,7 @@ def start_backend(device: str, threads: int | None) -> tuple[jax.Device, int, st
         chosen = jax.devices()[0]
     except Exception as error:  # noqa: BLE001 - JAX 0.10 fails a bare assert when no such backend exists
         reason = (str(error).strip().splitlines() or [f"{type(error).__name__}, no {device} backend installed"])[0]
-        raise PeerUsageError(
+        raise UsageError(
             f"--device {device}: JAX cannot start that backend ({reason}); a CUDA run needs jax[cuda12]"
             if device == "cuda"
             else f"--device {device}: JAX cannot start that backend ({reason})"

@@ -44,7 +44,7 @@ from benchmarks.reference.common import (
     Measurement,
     NetSize,
     PeerConfig,
-    PeerUsageError,
+    UsageError,
     build_parser,
     cpu_model_name,
     run_main,
@@ -166,7 +166,7 @@ class TorchPeer:
 
     def __init__(self, config: PeerConfig) -> None:
         if config.device == "cuda" and not torch.cuda.is_available():
-            raise PeerUsageError("--device cuda: no CUDA device here (torch.cuda.is_available() is False)")
+            raise UsageError("--device cuda: no CUDA device here (torch.cuda.is_available() is False)")
         if config.threads:
             torch.set_num_threads(config.threads)
         self.config = config

@@ -20,7 +20,7 @@ from benchmarks.reference import common, plain_torch
 from trainspeed.bench.results import read_rows
 from trainspeed.bench.sweep import run_sweep
 from trainspeed.bench.timing import TimingPlan
-from trainspeed.config import BenchConfig, parse_batch_sizes
+from trainspeed.bench.config import BenchConfig
 from trainspeed.errors import UsageError
 from trainspeed.workloads.mahjong.model import SIZES as TRAINSPEED_SIZES
 from trainspeed.workloads.mahjong.model import MahjongPolicy
@@ -198,17 +198,6 @@ def test_jax_net_with_trainspeeds_weights_gives_the_same_logits_loss_and_gradien
 
 
 # --- the command line and the timing --------------------------------------------------------------
-
-
-@pytest.mark.parametrize("text", ["2^6..2^10", "64,256", "2^3,16,16", "lots", "0,64", "-8", "2^9..2^6"])
-def test_batch_sizes_parse_as_in_trainspeed(text):
-    try:
-        expected = parse_batch_sizes(text)
-    except UsageError:
-        with pytest.raises(common.PeerUsageError):
-            common.parse_batch_sizes(text)
-    else:
-        assert list(common.parse_batch_sizes(text)) == expected
 
 
 @pytest.mark.parametrize(
