@@ -21,7 +21,6 @@ from trainspeed.bench.results import read_rows
 from trainspeed.bench.sweep import run_sweep
 from trainspeed.bench.timing import TimingPlan
 from trainspeed.bench.config import BenchConfig
-from trainspeed.errors import UsageError
 from trainspeed.workloads.mahjong.model import SIZES as TRAINSPEED_SIZES
 from trainspeed.workloads.mahjong.model import MahjongPolicy
 from trainspeed.workloads.mahjong.workload import MahjongWorkload
