@@ -44,7 +44,7 @@ def measure_configuration(
     target.reset_peak_memory()
     trainable = batch = None
     try:
-        trainable = target.prepare(workload.build(size, seed=seed))
+        trainable = target.build(workload, size, seed)
         generator = torch.Generator().manual_seed(seed)
         batch = target.move_batch(workload.synthetic_batch(size, batch_size, generator))
         timing = time_training(target, trainable, batch, plan)

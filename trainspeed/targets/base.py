@@ -24,7 +24,7 @@ from typing import Any, Callable, ContextManager
 import torch
 
 from trainspeed.errors import UsageError
-from trainspeed.workloads.base import Batch, CheckpointFunction, Trainable
+from trainspeed.workloads.base import Batch, CheckpointFunction, Trainable, Workload
 
 BatchPlacer = Callable[[Batch], Batch]
 """Copies a host batch to the device(s) a step runs on."""
@@ -171,6 +171,11 @@ class Target(ABC):
 
     def configure_precision(self) -> None:
         """Set global precision switches (TF32) before building; default leaves them alone."""
+
+    def build(self, workload: Workload, size: str, seed: int) -> Trainable:
+        """A fresh Trainable of the workload at `size`, ready to step on this target. Built on the
+        host and prepared here; a target whose device lives elsewhere builds it there instead."""
+        return self.prepare(workload.build(size, seed=seed))
 
     def prepare(self, trainable: Trainable) -> Trainable:
         """Move to the device, create optimizers, wrap for the execution mode."""

@@ -197,7 +197,7 @@ class RankTrainer:
         seed_everything(config.seed)
         self.target = target
         self.workload = get_workload(config.workload)
-        self.trainable = self.target.prepare(self.workload.build(config.size, seed=config.seed))
+        self.trainable = self.target.build(self.workload, config.size, config.seed)
         self.gradient_sync = make_data_parallel(self.trainable, self.target, self.context)
         self.place: BatchPlacer = place or self.target.move_batch
         self.train_loader = open_loader(self.workload, config, layout, self.target, "train")
