@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Protocol, runtime_checkable
 
-from trainspeed.workloads.base import Batch
+import torch
+
+Batch = dict[str, torch.Tensor]
+"""A batch is a flat dict of tensors; every tensor's first dimension is the batch."""
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Callable, Mapping, Protocol, runtime_checkable
 import torch
 from torch import nn
 
+from trainspeed.data.base import Batch
+
 if TYPE_CHECKING:
     from trainspeed.data.base import BatchLoader, LoaderConfig
-
-Batch = dict[str, torch.Tensor]
-"""A batch is a flat dict of tensors; every tensor's first dimension is the batch."""
 
 ModuleWrapper = Callable[[nn.Module], nn.Module]
 
