@@ -29,6 +29,7 @@ from PIL import Image, UnidentifiedImageError
 
 from trainspeed.atomic import atomic_path
 from trainspeed.data.base import LoaderConfig
+from trainspeed.data.order import batches_per_epoch, rank_batches, shuffled_order
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Batch
 
@@ -218,29 +219,6 @@ def _collate(images: list[torch.Tensor]) -> Batch:
     return {"images": torch.stack(images)}
 
 
-def rank_batches(
-    num_samples: int, config: LoaderConfig, epoch: int
-) -> list[np.ndarray]:
-    """This rank's batches (dataset indices) for one epoch, in order.
-
-    The global order is a permutation seeded by (seed, epoch); global batch t is cut into
-    world_size contiguous slices and this rank takes slice `rank`.
-    """
-    order = np.random.default_rng([config.seed, epoch]).permutation(num_samples) if config.shuffle else np.arange(num_samples)
-    global_batch = config.batch_size * config.world_size
-    full = num_samples // global_batch
-    batches = [
-        order[t * global_batch + config.rank * config.batch_size : t * global_batch + (config.rank + 1) * config.batch_size]
-        for t in range(full)
-    ]
-    remainder = order[full * global_batch :]
-    if not config.drop_last and len(remainder):
-        part = np.array_split(remainder, config.world_size)[config.rank]
-        if len(part):
-            batches.append(part)
-    return batches
-
-
 class _ResumeSampler(torch.utils.data.Sampler):
     def __init__(self, batches: list[np.ndarray]) -> None:
         self.batches = batches
@@ -260,7 +238,11 @@ def _clean_worker_error(error: UsageError) -> UsageError:
 
 
 class ImageLoader:
-    """The BatchLoader of an image dataset: {"images": uint8 (B, 3, R, R)} for one rank."""
+    """The BatchLoader of an image dataset: {"images": uint8 (B, 3, R, R)} for one rank.
+
+    The order is a permutation seeded by (seed, epoch) (`trainspeed.data.order.shuffled_order`);
+    global batch t is cut into world_size contiguous slices and this rank takes slice `rank`.
+    """
 
     def __init__(self, path: "os.PathLike[str] | str", config: LoaderConfig) -> None:
         if config.split not in ("train", "val"):
@@ -280,7 +262,7 @@ class ImageLoader:
         return len(self.dataset)
 
     def __len__(self) -> int:
-        return len(rank_batches(self.num_samples, self.config, self.epoch))
+        return batches_per_epoch(self.num_samples, self.config)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -294,7 +276,8 @@ class ImageLoader:
         self.batches_consumed = int(state["batches_consumed"])
 
     def __iter__(self) -> Iterator[Batch]:
-        remaining = rank_batches(self.num_samples, self.config, self.epoch)[self.batches_consumed :]
+        order = shuffled_order(self.num_samples, self.config, self.epoch)
+        remaining = rank_batches(order, self.config)[self.batches_consumed :]
         workers = self.config.num_workers
         loader = torch.utils.data.DataLoader(
             self.dataset,

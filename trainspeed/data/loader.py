@@ -1,15 +1,8 @@
 """Per-rank batch loader over Mahjong shards: shard-local shuffling, batch-level gathers, resumable.
 
-The order of one epoch is global, fixed by (seed, epoch), and the same on every rank:
-  1. the split's samples are cut into chunks of `CHUNK_SAMPLES` consecutive samples of one shard;
-  2. the chunk order is shuffled;
-  3. samples are shuffled within consecutive windows of `shuffle_buffer` samples;
-  4. each global batch (world_size * batch_size samples) is sorted by position in the shard set.
-Rank r reads the r-th contiguous slice of each global batch. Sorting within a global batch does not
-change which samples train together, but it makes each rank's slice a run of neighbouring samples
-from one or two shards: the ranks read (nearly) disjoint shard ranges and every gather is a forward
-sweep through a memmap. So N ranks at batch B see exactly the global batches of one rank at N * B,
-which strict "one shard per rank" assignment could not give.
+The order of one epoch is `trainspeed.data.order.chunked_order` over the split's samples: global,
+fixed by (seed, epoch), the same on every rank, and rank r reads the r-th contiguous slice of each
+global batch (a run of neighbouring samples from one or two shards).
 
 A batch is made by one `np.take` per shard segment and column, written straight into the output
 tensor: no per-sample Python. Background workers (torch DataLoader, one whole batch per task) and
@@ -34,11 +27,11 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from trainspeed.data.base import BatchLoader, LoaderConfig
+from trainspeed.data.order import batches_per_epoch, check_rank_config, chunk_bounds, chunked_order, rank_slice
 from trainspeed.data.shards import COLUMNS, ShardColumns, open_shard, read_index
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Batch
 
-CHUNK_SAMPLES = 1024
 VAL_PER_MILLE = 50
 SPLITS = ("train", "val")
 
@@ -68,13 +61,9 @@ class SplitLayout:
     def num_samples(self) -> int:
         return int(self.shard_starts[-1])
 
-    def chunk_bounds(self) -> np.ndarray:
-        """(chunks, 2) [start, end) of chunks that never cross a shard boundary."""
-        bounds = []
-        for start, end in zip(self.shard_starts[:-1], self.shard_starts[1:]):
-            edges = np.arange(start, end, CHUNK_SAMPLES)
-            bounds.append(np.stack([edges, np.minimum(edges + CHUNK_SAMPLES, end)], axis=1))
-        return np.concatenate(bounds) if bounds else np.zeros((0, 2), np.int64)
+    def epoch_order(self, config: LoaderConfig, epoch: int) -> np.ndarray:
+        """The global sample order of one epoch: identical on every rank, fixed by (seed, epoch)."""
+        return chunked_order(chunk_bounds(self.shard_starts), self.num_samples, config, epoch)
 
 
 def split_layout(folder: Path, index: dict, split: str) -> SplitLayout:
@@ -89,46 +78,6 @@ def split_layout(folder: Path, index: dict, split: str) -> SplitLayout:
         starts.append(starts[-1] + len(selected))
     return SplitLayout(tuple(index["shards"]), np.asarray(starts, np.int64),
                        np.concatenate(rows) if rows else np.zeros(0, np.int64))
-
-
-def epoch_order(layout: SplitLayout, config: LoaderConfig, epoch: int) -> np.ndarray:
-    """The global sample order of one epoch: identical on every rank, fixed by (seed, epoch)."""
-    n = layout.num_samples
-    if not config.shuffle:
-        return np.arange(n, dtype=np.int64)
-    rng = np.random.default_rng([config.seed, epoch])
-    bounds = layout.chunk_bounds()[rng.permutation(len(layout.chunk_bounds()))]
-    lengths = bounds[:, 1] - bounds[:, 0]
-    # arange within each chunk, vectorised: chunk start repeated plus the offset inside the chunk
-    offsets = np.arange(n, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    order = np.repeat(bounds[:, 0], lengths) + offsets
-    window = max(1, config.shuffle_buffer)
-    keys = np.arange(n, dtype=np.int64) // window + rng.random(n)
-    order = order[np.argsort(keys, kind="stable")]
-    global_batch = config.batch_size * config.world_size
-    full = (n // global_batch) * global_batch
-    order[:full].reshape(-1, global_batch).sort(axis=1)
-    order[full:].sort()
-    return order
-
-
-def batches_per_epoch(num_samples: int, config: LoaderConfig) -> int:
-    global_batch = config.batch_size * config.world_size
-    full = num_samples // global_batch
-    if config.drop_last:
-        return full
-    remainder = num_samples - full * global_batch
-    pieces = np.array_split(np.arange(remainder), config.world_size)
-    return full + (1 if len(pieces[config.rank]) else 0)
-
-
-def rank_slice(order: np.ndarray, config: LoaderConfig, batch_number: int) -> np.ndarray:
-    global_batch = config.batch_size * config.world_size
-    start = batch_number * global_batch
-    ids = order[start:start + global_batch]
-    if len(ids) == global_batch:
-        return ids[config.rank * config.batch_size:(config.rank + 1) * config.batch_size]
-    return np.array_split(ids, config.world_size)[config.rank]
 
 
 @dataclass(frozen=True)
@@ -207,7 +156,7 @@ class ShardBatches(Dataset):
 
     def order(self, epoch: int) -> np.ndarray:
         if self._order_epoch != epoch:
-            self._order, self._order_epoch = epoch_order(self.layout, self.config, epoch), epoch
+            self._order, self._order_epoch = self.layout.epoch_order(self.config, epoch), epoch
         return self._order
 
     def ids(self, epoch: int, batch_number: int) -> np.ndarray:
@@ -275,7 +224,7 @@ class MahjongShardLoader(BatchLoader):
     """The BatchLoader of one rank over a shard folder (see the module docstring for the order)."""
 
     def __init__(self, folder: Path, config: LoaderConfig) -> None:
-        _check_config(config)
+        check_rank_config(config)
         index = read_index(folder)
         self.config = config
         self.layout = split_layout(folder, index, config.split)
@@ -337,13 +286,6 @@ class MahjongShardLoader(BatchLoader):
                 raise UsageError(f"loader state was saved with {key}={state[key]}, this run uses "
                                  f"{getattr(self.config, key)}: resume with the same setting")
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
-
-
-def _check_config(config: LoaderConfig) -> None:
-    if config.batch_size < 1:
-        raise UsageError(f"batch size {config.batch_size}: must be at least 1")
-    if not 0 <= config.rank < config.world_size:
-        raise UsageError(f"rank {config.rank} is outside world size {config.world_size}")
 
 
 def open_mahjong_shards(path: str | os.PathLike, config: LoaderConfig) -> BatchLoader:
