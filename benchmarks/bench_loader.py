@@ -151,7 +151,7 @@ def main() -> None:
     torch.set_num_threads(1)
     folder = args.data
     if folder is None:
-        from trainspeed.data.selfplay import SelfPlayConfig, run_selfplay  # needs the engine
+        from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay  # needs the engine
 
         folder = Path(f"/tmp/trainspeed-bench-selfplay-{args.games}")
         run_selfplay(SelfPlayConfig(games=args.games, out=folder, seed=0, workers=args.selfplay_workers,

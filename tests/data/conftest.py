@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from trainspeed.data.selfplay import SelfPlayConfig, SelfPlayResult, run_selfplay
+from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, SelfPlayResult, run_selfplay
 
 
 @pytest.fixture(scope="session")

@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from trainspeed.data.mjai_import import import_mjai
-from trainspeed.data.mjai_logs import read_games
-from trainspeed.data.selfplay import log_path
 from trainspeed.data.shards import read_index
 from trainspeed.errors import UsageError
+from trainspeed.workloads.mahjong.data.mjai_import import import_mjai
+from trainspeed.workloads.mahjong.data.mjai_logs import read_games
+from trainspeed.workloads.mahjong.data.selfplay import log_path
 
 
 @pytest.fixture(scope="module")

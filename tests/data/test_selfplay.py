@@ -11,10 +11,10 @@ import time
 import numpy as np
 import pytest
 
-from trainspeed.data.mjai_import import import_mjai
-from trainspeed.data.selfplay import SelfPlayConfig, game_seed, log_path, run_selfplay
 from trainspeed.data.shards import open_shard, read_index
 from trainspeed.errors import UsageError
+from trainspeed.workloads.mahjong.data.mjai_import import import_mjai
+from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, game_seed, log_path, run_selfplay
 
 COLUMN_NAMES = ("features", "mask", "action", "game_id", "seat", "turn")
 
@@ -96,7 +96,8 @@ def test_a_killed_run_leaves_no_partial_files_after_the_rerun(selfplay_run, self
 def test_a_run_killed_midway_is_finished_by_a_rerun_as_if_never_killed(tmp_path):
     killed, clean = tmp_path / "killed", tmp_path / "clean"
     config = SelfPlayConfig(games=8, out=killed, seed=3, workers=1, games_per_shard=2, progress=False)
-    script = ("import sys; from pathlib import Path; from trainspeed.data.selfplay import SelfPlayConfig, run_selfplay; "
+    script = ("import sys; from pathlib import Path; "
+              "from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay; "
               f"run_selfplay(SelfPlayConfig(games=8, out=Path(sys.argv[1]), seed=3, workers=1, games_per_shard=2, progress=False))")
     process = subprocess.Popen([sys.executable, "-c", script, str(killed)], start_new_session=True)
     deadline = time.monotonic() + 60

@@ -60,7 +60,7 @@ def max_abs_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -
 def _has_selfplay_data() -> bool:
     """Whether the data room's loader and its `data mahjong-selfplay` command have landed."""
     try:
-        import trainspeed.data.cli  # noqa: F401
+        import trainspeed.workloads.mahjong.data.cli  # noqa: F401
         import trainspeed.data.loader  # noqa: F401
     except ImportError:
         return False

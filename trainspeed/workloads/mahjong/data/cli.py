@@ -7,9 +7,9 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from trainspeed.data.mjai_import import import_mjai
-from trainspeed.data.selfplay import SelfPlayConfig, run_selfplay
 from trainspeed.data.verify import summarize_shards, verify_shards
+from trainspeed.workloads.mahjong.data.mjai_import import import_mjai
+from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay
 
 
 def add_data_commands(data_subparsers: argparse._SubParsersAction) -> None:

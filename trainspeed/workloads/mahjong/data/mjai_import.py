@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from trainspeed.atomic import atomic_write_text
-from trainspeed.data.mjai_logs import LoggedEvent, read_games
 from trainspeed.data.shards import INDEX_NAME, SHARD_PREFIX, write_index, write_shard
 from trainspeed.errors import UsageError
+from trainspeed.workloads.mahjong.data.mjai_logs import LoggedEvent, read_games
 from trainspeed.workloads.mahjong.encoding import EncodedSamples, IllegalAction, encode_decisions
 from trainspeed.workloads.mahjong.engine import IllegalLogEvent, replay_events
 

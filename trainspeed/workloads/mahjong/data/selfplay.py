@@ -19,10 +19,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from trainspeed.atomic import atomic_write_text
-from trainspeed.data.mjai_logs import read_games, write_log
 from trainspeed.data.shards import SHARD_PREFIX, ShardInfo, write_index, write_shard
 from trainspeed.errors import UsageError
 from trainspeed.workloads.mahjong.agents import RuleBasedAgent
+from trainspeed.workloads.mahjong.data.mjai_logs import read_games, write_log
 from trainspeed.workloads.mahjong.encoding import EncodedSamples, encode_decisions
 from trainspeed.workloads.mahjong.engine import play_game, replay_events
 

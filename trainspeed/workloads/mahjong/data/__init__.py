@@ -1,0 +1,1 @@
+"""Mahjong's data: self-play, mjai logs and their import, and the `trainspeed data` commands."""
