@@ -8,6 +8,7 @@ from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.data.loader import is_validation_game, open_mahjong_shards
 from trainspeed.data.shards import open_shard, read_index
 from trainspeed.errors import UsageError
+from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
 
 
 def _epoch_ids(folder, **config) -> list[np.ndarray]:
@@ -101,8 +102,8 @@ def test_resume_with_another_batch_size_is_refused(mahjong_shards):
 
 
 def test_train_and_val_split_by_game(mahjong_shards):
-    index = read_index(mahjong_shards)
-    game_ids = np.concatenate([np.asarray(open_shard(mahjong_shards, s)["game_id"]) for s in index["shards"]])
+    index = read_index(mahjong_shards, MAHJONG_SCHEMA)
+    game_ids = np.concatenate([np.asarray(open_shard(mahjong_shards, s, MAHJONG_SCHEMA)["game_id"]) for s in index["shards"]])
     train = open_mahjong_shards(mahjong_shards, LoaderConfig(batch_size=8, split="train"))
     val = open_mahjong_shards(mahjong_shards, LoaderConfig(batch_size=8, split="val"))
     assert train.num_samples + val.num_samples == len(game_ids)

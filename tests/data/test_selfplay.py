@@ -15,17 +15,18 @@ from trainspeed.data.shards import open_shard, read_index
 from trainspeed.errors import UsageError
 from trainspeed.workloads.mahjong.data.mjai_import import import_mjai
 from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, game_seed, log_path, run_selfplay
+from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
 
 COLUMN_NAMES = ("features", "mask", "action", "game_id", "seat", "turn")
 
 
 def _columns(folder) -> dict[str, np.ndarray]:
-    shards = [open_shard(folder, info) for info in read_index(folder)["shards"]]
+    shards = [open_shard(folder, info, MAHJONG_SCHEMA) for info in read_index(folder, MAHJONG_SCHEMA)["shards"]]
     return {name: np.concatenate([np.asarray(s[name]) for s in shards]) for name in COLUMN_NAMES}
 
 
 def _checksums(folder) -> list[str]:
-    return [shard["sha256"] for shard in read_index(folder)["shards"]]
+    return [shard["sha256"] for shard in read_index(folder, MAHJONG_SCHEMA)["shards"]]
 
 
 def test_selfplay_writes_logs_shards_and_index(selfplay_run, selfplay_config):
@@ -34,7 +35,7 @@ def test_selfplay_writes_logs_shards_and_index(selfplay_run, selfplay_config):
     assert result.games == games and result.games_played == games
     assert result.shards == games // selfplay_config.games_per_shard
     assert all(log_path(out, g).exists() for g in range(games))
-    assert result.samples == read_index(out)["samples"] > 100 * games
+    assert result.samples == read_index(out, MAHJONG_SCHEMA)["samples"] > 100 * games
 
 
 def test_samples_made_in_selfplay_equal_those_replayed_from_its_mjai_logs(selfplay_run, tmp_path):

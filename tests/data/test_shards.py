@@ -6,10 +6,11 @@ import shutil
 import numpy as np
 import pytest
 
-from trainspeed.data.shards import (FORMAT_VERSION, bytes_per_sample, open_shard, read_index,
-                                    write_index, write_shard)
+from trainspeed.data.shards import open_shard, read_index
 from trainspeed.data.verify import summarize_shards, verify_shards
 from trainspeed.errors import UsageError
+from trainspeed.workloads.mahjong.data.shards import (FORMAT_VERSION, MAHJONG_SCHEMA, write_mahjong_index,
+                                                      write_mahjong_shard)
 from trainspeed.workloads.mahjong.encoding import EncodedSamples
 
 
@@ -31,35 +32,35 @@ def _samples(n: int, game_id: int = 3) -> EncodedSamples:
 
 def test_written_columns_read_back(tmp_path):
     samples = _samples(37)
-    info = write_shard(tmp_path, "shard-000000", samples)
-    write_index(tmp_path)
-    columns = open_shard(tmp_path, info.to_json())
+    info = write_mahjong_shard(tmp_path, "shard-000000", samples)
+    write_mahjong_index(tmp_path)
+    columns = open_shard(tmp_path, info.to_json(), MAHJONG_SCHEMA)
     assert np.array_equal(np.asarray(columns["mask"]).astype(bool), samples.mask)
     for name in ("action", "game_id", "seat", "turn"):
         assert np.array_equal(np.asarray(columns[name]), getattr(samples, name))
     error = np.abs(np.asarray(columns["features"]).astype(np.float32) - samples.features).max()
-    assert error == pytest.approx(info.feature_max_abs_error)
+    assert error == pytest.approx(info.stats["feature_max_abs_error"])
     assert 0 < error <= 2.0**-11  # values in [0, 1]: float16 rounds to within half an ulp of 2^-10
 
 
 def test_index_counts_match_the_data(mahjong_shards):
-    index = read_index(mahjong_shards)
+    index = read_index(mahjong_shards, MAHJONG_SCHEMA)
     total = 0
     for info in index["shards"]:
-        columns = open_shard(mahjong_shards, info)
+        columns = open_shard(mahjong_shards, info, MAHJONG_SCHEMA)
         game_ids = np.asarray(columns["game_id"])
         assert len(game_ids) == info["samples"]
         assert len(np.unique(game_ids)) == info["games"]
         total += len(game_ids)
     assert total == index["samples"] > 0
-    assert index["bytes_per_sample"] == bytes_per_sample() == 5122
+    assert index["bytes_per_sample"] == MAHJONG_SCHEMA.bytes_per_sample() == 5122
     summary = summarize_shards(mahjong_shards)
     assert summary.samples == total and summary.format_version == FORMAT_VERSION
 
 
 def test_every_recorded_action_is_legal_under_its_mask(mahjong_shards):
-    for info in read_index(mahjong_shards)["shards"]:
-        columns = open_shard(mahjong_shards, info)
+    for info in read_index(mahjong_shards, MAHJONG_SCHEMA)["shards"]:
+        columns = open_shard(mahjong_shards, info, MAHJONG_SCHEMA)
         action = np.asarray(columns["action"]).astype(np.int64)
         assert np.asarray(columns["mask"])[np.arange(len(action)), action].all()
 
@@ -86,8 +87,8 @@ def test_verify_names_a_flipped_byte_and_a_truncated_shard(mahjong_shards, tmp_p
 def test_verify_finds_an_illegal_action_even_with_a_matching_checksum(tmp_path):
     samples = _samples(10)
     samples.mask[4, samples.action[4]] = False  # written as is: the writer does not judge legality
-    write_shard(tmp_path, "shard-000000", samples)
-    write_index(tmp_path)
+    write_mahjong_shard(tmp_path, "shard-000000", samples)
+    write_mahjong_index(tmp_path)
     report = verify_shards(tmp_path)
     assert any("not legal" in p and "row 4" in p for p in report.problems)
 
@@ -95,8 +96,8 @@ def test_verify_finds_an_illegal_action_even_with_a_matching_checksum(tmp_path):
 def test_verify_finds_features_that_are_not_finite(tmp_path):
     samples = _samples(10)
     samples.features[7, 3, 5] = np.nan
-    write_shard(tmp_path, "shard-000000", samples)
-    write_index(tmp_path)
+    write_mahjong_shard(tmp_path, "shard-000000", samples)
+    write_mahjong_index(tmp_path)
     assert any("NaN" in p and "shard-000000.bin" in p for p in verify_shards(tmp_path).problems)
 
 
@@ -113,5 +114,5 @@ def test_a_failed_write_leaves_no_shard(tmp_path):
     samples = _samples(5)
     samples.turn[0] = 2**16  # does not fit the uint16 column
     with pytest.raises(ValueError):
-        write_shard(tmp_path, "shard-000000", samples)
+        write_mahjong_shard(tmp_path, "shard-000000", samples)
     assert list(tmp_path.iterdir()) == []

@@ -28,9 +28,10 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.data.order import batches_per_epoch, check_rank_config, chunk_bounds, chunked_order, rank_slice
-from trainspeed.data.shards import COLUMNS, ShardColumns, open_shard, read_index
+from trainspeed.data.shards import ShardColumns, open_shard, read_index
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Batch
+from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
 
 VAL_PER_MILLE = 50
 SPLITS = ("train", "val")
@@ -71,7 +72,7 @@ def split_layout(folder: Path, index: dict, split: str) -> SplitLayout:
         raise UsageError(f"split {split!r}: use one of {', '.join(SPLITS)}")
     starts, rows = [0], []
     for info in index["shards"]:
-        game_id = np.asarray(open_shard(folder, info)["game_id"])
+        game_id = np.asarray(open_shard(folder, info, MAHJONG_SCHEMA)["game_id"])
         in_val = is_validation_game(game_id)
         selected = np.flatnonzero(in_val if split == "val" else ~in_val)
         rows.append(selected.astype(np.int64))
@@ -93,8 +94,8 @@ class BatchBuffers:
     def allocate(leading: tuple[int, ...], pin_memory: bool = False) -> "BatchBuffers":
         def empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
             return torch.empty((*leading, *shape), dtype=dtype, pin_memory=pin_memory)
-        return BatchBuffers(features=empty(COLUMNS["features"][1], torch.float16),
-                            mask=empty(COLUMNS["mask"][1], torch.uint8), action=empty((), torch.int64),
+        return BatchBuffers(features=empty(MAHJONG_SCHEMA.columns["features"][1], torch.float16),
+                            mask=empty(MAHJONG_SCHEMA.columns["mask"][1], torch.uint8), action=empty((), torch.int64),
                             sample_id=empty((), torch.int64))
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
@@ -151,7 +152,7 @@ class ShardBatches(Dataset):
 
     def _open(self) -> list[ShardColumns]:
         if self._shards is None:
-            self._shards = [open_shard(self.folder, info) for info in self.layout.shard_infos]
+            self._shards = [open_shard(self.folder, info, MAHJONG_SCHEMA) for info in self.layout.shard_infos]
         return self._shards
 
     def order(self, epoch: int) -> np.ndarray:
@@ -225,7 +226,7 @@ class MahjongShardLoader(BatchLoader):
 
     def __init__(self, folder: Path, config: LoaderConfig) -> None:
         check_rank_config(config)
-        index = read_index(folder)
+        index = read_index(folder, MAHJONG_SCHEMA)
         self.config = config
         self.layout = split_layout(folder, index, config.split)
         self.epoch = 0

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trainspeed.data.shards import file_sha256, open_shard, read_index, section_offsets
+from trainspeed.data.shards import file_sha256, open_shard, read_index
+from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
 
 CHECK_ROWS = 65536
 """Rows read at a time when checking the mask/action columns (bounds memory on big shards)."""
@@ -30,7 +31,7 @@ class VerifyReport:
 
 
 def _check_columns(path: Path, info: dict) -> list[str]:
-    columns = open_shard(path.parent, info)
+    columns = open_shard(path.parent, info, MAHJONG_SCHEMA)
     problems = []
     game_ids = set()
     for start in range(0, int(info["samples"]), CHECK_ROWS):
@@ -57,7 +58,7 @@ def _check_columns(path: Path, info: dict) -> list[str]:
 def verify_shards(folder: str | os.PathLike) -> VerifyReport:
     """Every problem of the folder, each naming its file; raises UsageError only for a bad index."""
     folder = Path(folder)
-    index = read_index(folder)
+    index = read_index(folder, MAHJONG_SCHEMA)
     report = VerifyReport(shards=len(index["shards"]))
     total = 0
     for info in index["shards"]:
@@ -66,7 +67,7 @@ def verify_shards(folder: str | os.PathLike) -> VerifyReport:
         if not path.is_file():
             report.problems.append(f"{path}: missing")
             continue
-        expected = section_offsets(int(info["samples"]))["end"]
+        expected = MAHJONG_SCHEMA.section_offsets(int(info["samples"]))["end"]
         size = path.stat().st_size
         if size != expected:
             report.problems.append(f"{path}: {size} bytes, expected {expected} (truncated)" if size < expected
@@ -96,7 +97,7 @@ class ShardSummary:
 
 
 def summarize_shards(folder: str | os.PathLike) -> ShardSummary:
-    index = read_index(folder)
+    index = read_index(folder, MAHJONG_SCHEMA)
     return ShardSummary(
         format_version=index["format_version"], shards=len(index["shards"]), games=index["games"],
         samples=index["samples"], bytes_per_sample=index["bytes_per_sample"],
