@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from trainspeed.data.shards import open_shard, read_index
-from trainspeed.data.verify import summarize_shards, verify_shards
 from trainspeed.errors import UsageError
 from trainspeed.workloads.mahjong.data.shards import (FORMAT_VERSION, MAHJONG_SCHEMA, write_mahjong_index,
                                                       write_mahjong_shard)
+from trainspeed.workloads.mahjong.data.verify import summarize_mahjong_shards, verify_mahjong_shards
 from trainspeed.workloads.mahjong.encoding import EncodedSamples
 
 
@@ -54,7 +54,7 @@ def test_index_counts_match_the_data(mahjong_shards):
         total += len(game_ids)
     assert total == index["samples"] > 0
     assert index["bytes_per_sample"] == MAHJONG_SCHEMA.bytes_per_sample() == 5122
-    summary = summarize_shards(mahjong_shards)
+    summary = summarize_mahjong_shards(mahjong_shards)
     assert summary.samples == total and summary.format_version == FORMAT_VERSION
 
 
@@ -66,7 +66,7 @@ def test_every_recorded_action_is_legal_under_its_mask(mahjong_shards):
 
 
 def test_verify_passes_a_good_folder(mahjong_shards):
-    report = verify_shards(mahjong_shards)
+    report = verify_mahjong_shards(mahjong_shards)
     assert report.is_ok, report.problems
 
 
@@ -78,7 +78,7 @@ def test_verify_names_a_flipped_byte_and_a_truncated_shard(mahjong_shards, tmp_p
     files[0].write_bytes(bytes(data))
     with open(files[1], "r+b") as handle:
         handle.truncate(files[1].stat().st_size - 100)
-    report = verify_shards(folder)
+    report = verify_mahjong_shards(folder)
     assert not report.is_ok
     assert any(str(files[0]) in p and "checksum" in p for p in report.problems)
     assert any(str(files[1]) in p and "truncated" in p for p in report.problems)
@@ -89,7 +89,7 @@ def test_verify_finds_an_illegal_action_even_with_a_matching_checksum(tmp_path):
     samples.mask[4, samples.action[4]] = False  # written as is: the writer does not judge legality
     write_mahjong_shard(tmp_path, "shard-000000", samples)
     write_mahjong_index(tmp_path)
-    report = verify_shards(tmp_path)
+    report = verify_mahjong_shards(tmp_path)
     assert any("not legal" in p and "row 4" in p for p in report.problems)
 
 
@@ -98,7 +98,7 @@ def test_verify_finds_features_that_are_not_finite(tmp_path):
     samples.features[7, 3, 5] = np.nan
     write_mahjong_shard(tmp_path, "shard-000000", samples)
     write_mahjong_index(tmp_path)
-    assert any("NaN" in p and "shard-000000.bin" in p for p in verify_shards(tmp_path).problems)
+    assert any("NaN" in p and "shard-000000.bin" in p for p in verify_mahjong_shards(tmp_path).problems)
 
 
 def test_wrong_format_version_is_a_clear_error(mahjong_shards, tmp_path):
@@ -107,7 +107,7 @@ def test_wrong_format_version_is_a_clear_error(mahjong_shards, tmp_path):
     index["format_version"] = FORMAT_VERSION + 1
     (folder / "index.json").write_text(json.dumps(index))
     with pytest.raises(UsageError, match="format version"):
-        verify_shards(folder)
+        verify_mahjong_shards(folder)
 
 
 def test_a_failed_write_leaves_no_shard(tmp_path):
