@@ -29,8 +29,8 @@ import torch
 
 from trainspeed.atomic import atomic_write_text
 from trainspeed.data.base import LoaderConfig
-from trainspeed.data.loader import open_mahjong_shards
 from trainspeed.data.shards import SHARD_PREFIX, read_index
+from trainspeed.workloads.mahjong.data.loader import open_mahjong_shards
 from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA, write_mahjong_index
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "loader_bench.jsonl"
@@ -149,6 +149,8 @@ def main() -> None:
     parser.add_argument("--replicate", type=int, default=1, help="use this many copies of the data")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    if args.pin_memory and not args.device.startswith("cuda"):
+        parser.error("--pin-memory pins batches for copies to a GPU; use it with --device cuda")
     torch.set_num_threads(1)
     folder = args.data
     if folder is None:

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from trainspeed.data.base import BatchLoader, LoaderConfig
-from trainspeed.data.loader import is_validation_game, open_mahjong_shards
 from trainspeed.data.shards import open_shard, read_index
 from trainspeed.errors import UsageError
+from trainspeed.workloads.mahjong.data.loader import is_validation_game, open_mahjong_shards
 from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
 
 

@@ -61,7 +61,7 @@ def _has_selfplay_data() -> bool:
     """Whether the data room's loader and its `data mahjong-selfplay` command have landed."""
     try:
         import trainspeed.workloads.mahjong.data.cli  # noqa: F401
-        import trainspeed.data.loader  # noqa: F401
+        import trainspeed.workloads.mahjong.data.loader  # noqa: F401
     except ImportError:
         return False
     return True

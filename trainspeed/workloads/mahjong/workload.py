@@ -83,6 +83,6 @@ class MahjongWorkload:
         return float(training_flops_per_sample(self._config(size)))
 
     def open_dataset(self, path: os.PathLike[str] | str, config):
-        from trainspeed.data.loader import open_mahjong_shards
+        from trainspeed.workloads.mahjong.data.loader import open_mahjong_shards
 
         return open_mahjong_shards(path, config)
