@@ -18,7 +18,7 @@ DEFAULT_CPU_TARGETS = "cpu:eager:fp32,cpu:compile:fp32,xla:lazy:fp32"
 # Subcommands that live with their own concern: (module, registration function, parent command).
 COMMAND_ROOMS = [
     ("trainspeed.workloads.mahjong.data.cli", "add_data_commands", "data"),
-    ("trainspeed.data.images", "add_images_command", "data"),
+    ("trainspeed.workloads.stylegan3.cli", "add_images_command", "data"),
     ("trainspeed.train.cli", "add_train_command", None),
 ]
 

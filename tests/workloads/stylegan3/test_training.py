@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from trainspeed.data.base import LoaderConfig
-from trainspeed.data.images import build_image_dataset
+from trainspeed.workloads.stylegan3.dataset_tool import build_image_dataset
 from trainspeed.workloads.stylegan3.workload import StyleGAN3Workload
 
 STEPS = 32

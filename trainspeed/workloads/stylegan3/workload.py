@@ -75,6 +75,6 @@ class StyleGAN3Workload:
         return counted_flops_per_image(get_config(size))
 
     def open_dataset(self, path: "os.PathLike[str] | str", config: LoaderConfig) -> BatchLoader:
-        from trainspeed.data.images import ImageLoader
+        from trainspeed.workloads.stylegan3.dataset import ImageLoader
 
         return ImageLoader(path, config)
