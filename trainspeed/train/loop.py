@@ -157,13 +157,10 @@ def open_loader(
     )
     if config.synthetic_data:
         return SyntheticLoader(workload, config.size, loader_config)
-    open_for_size = getattr(workload, "open_dataset_for_size", None)
-    if open_for_size is not None:  # checks the data fits the size (StyleGAN3: image resolution)
-        return open_for_size(config.size, config.data, loader_config)
     open_dataset = getattr(workload, "open_dataset", None)
     if open_dataset is None:
         raise UsageError(f"train: workload {workload.name!r} has no real dataset; use --synthetic-data")
-    return open_dataset(config.data, loader_config)
+    return open_dataset(config.data, config.size, loader_config)
 
 
 def checkpoint_payload(

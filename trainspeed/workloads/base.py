@@ -118,6 +118,10 @@ class Workload(Protocol):
 class WorkloadWithData(Workload, Protocol):
     """A workload that can also train on real data (the trainer's `--data DIR`)."""
 
-    def open_dataset(self, path: "os.PathLike[str] | str", config: "LoaderConfig") -> "BatchLoader":
-        """A loader of host batches (same keys and dtypes as `synthetic_batch`) for one rank."""
+    def open_dataset(self, path: "os.PathLike[str] | str", size: str, config: "LoaderConfig") -> "BatchLoader":
+        """A loader of host batches (same keys and dtypes as `synthetic_batch`) for one rank.
+
+        `size` is the model the data will train: data that model cannot take (StyleGAN3: images of
+        another resolution) is refused here with a UsageError, before any training starts.
+        """
         ...

@@ -40,7 +40,7 @@ def test_tiny_config_trains_on_real_images(tmp_path):
     torch.manual_seed(0)
     trainable = workload.build("tiny-t", seed=0).to(torch.device("cpu"))
     trainable.setup_optimizers()
-    loader = workload.open_dataset(dataset, LoaderConfig(batch_size=BATCH, num_workers=0))
+    loader = workload.open_dataset(dataset, "tiny-t", LoaderConfig(batch_size=BATCH, num_workers=0))
 
     history: list[dict[str, float]] = []
     epoch = 0
