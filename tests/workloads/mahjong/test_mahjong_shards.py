@@ -43,6 +43,20 @@ def test_written_columns_read_back(tmp_path):
     assert 0 < error <= 2.0**-11  # values in [0, 1]: float16 rounds to within half an ulp of 2^-10
 
 
+def test_the_on_disk_format_is_that_of_existing_shard_sets(tmp_path):
+    """Shard folders made earlier must keep reading: same name, version, columns and layout."""
+    assert (MAHJONG_SCHEMA.format_name, MAHJONG_SCHEMA.format_version) == ("trainspeed-mahjong-shards", 1)
+    assert list(MAHJONG_SCHEMA.columns_json().items()) == [
+        ("features", {"dtype": "<f2", "shape": [74, 34]}), ("mask", {"dtype": "|u1", "shape": [82]}),
+        ("action", {"dtype": "|u1", "shape": []}), ("game_id", {"dtype": "<u4", "shape": []}),
+        ("seat", {"dtype": "|u1", "shape": []}), ("turn", {"dtype": "<u2", "shape": []})]
+    assert MAHJONG_SCHEMA.section_offsets(3) == {"features": 0, "mask": 15104, "action": 15360, "game_id": 15424,
+                                                  "seat": 15488, "turn": 15552, "end": 15616}
+    info = write_mahjong_shard(tmp_path, "shard-000000", _samples(3))
+    assert set(info.to_json()) == {"file", "samples", "games", "first_game_id", "last_game_id", "nbytes", "sha256",
+                                   "feature_max_abs_error"}
+
+
 def test_index_counts_match_the_data(mahjong_shards):
     index = read_index(mahjong_shards, MAHJONG_SCHEMA)
     total = 0
