@@ -187,7 +187,7 @@ class ShardBatches(Dataset):
         self.config = config
         self.spec = spec
         self.slots = slots
-        self._cast = [o for o in spec.outputs if not spec.writes_directly(o)]
+        self._cast = [o for o in spec.outputs if not spec.writes_directly(o)]  # gathered via scratch, then cast
         self._shards: list[ShardColumns] | None = None
         self._order_epoch: int | None = None
         self._order: np.ndarray | None = None
