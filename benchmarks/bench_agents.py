@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from trainspeed.atomic import atomic_write_text
-from trainspeed.data.selfplay import game_seed
 from trainspeed.workloads.mahjong.agents import RandomAgent, RuleBasedAgent
+from trainspeed.workloads.mahjong.data.selfplay import game_seed
 from trainspeed.workloads.mahjong.encoding import encode_decisions
 from trainspeed.workloads.mahjong.engine import play_game
 

@@ -29,8 +29,9 @@ import torch
 
 from trainspeed.atomic import atomic_write_text
 from trainspeed.data.base import LoaderConfig
-from trainspeed.data.loader import open_mahjong_shards
-from trainspeed.data.shards import SHARD_PREFIX, read_index, write_index
+from trainspeed.data.shards import SHARD_PREFIX, read_index
+from trainspeed.workloads.mahjong.data.loader import open_mahjong_shards
+from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA, write_mahjong_index
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "loader_bench.jsonl"
 
@@ -114,7 +115,7 @@ def measure(folder: Path, ranks: int, num_workers: int, batch_size: int, epochs:
         samples_per_epoch=per_epoch[0], epochs=epochs, samples_per_s=statistics.median(rates),
         samples_per_s_spread=(min(rates), max(rates)),
         samples_per_cpu_s=statistics.median([s / c for s, c in zip(per_epoch, cpu)]),
-        bytes_per_sample=read_index(folder)["bytes_per_sample"], cpu_count=os.cpu_count() or 0)
+        bytes_per_sample=read_index(folder, MAHJONG_SCHEMA)["bytes_per_sample"], cpu_count=os.cpu_count() or 0)
 
 
 def replicate(folder: Path, copies: int) -> Path:
@@ -130,7 +131,7 @@ def replicate(folder: Path, copies: int) -> Path:
             name = f"{SHARD_PREFIX}{copy:04d}-{sidecar.stem[len(SHARD_PREFIX):]}"
             shutil.copyfile(folder / info["file"], target / f"{name}.bin")
             atomic_write_text(target / f"{name}.json", json.dumps({**info, "file": f"{name}.bin"}))
-    write_index(target, extra={"source": {"replicated": str(folder), "copies": copies}})
+    write_mahjong_index(target, extra={"source": {"replicated": str(folder), "copies": copies}})
     return target
 
 
@@ -148,10 +149,12 @@ def main() -> None:
     parser.add_argument("--replicate", type=int, default=1, help="use this many copies of the data")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
+    if args.pin_memory and not args.device.startswith("cuda"):
+        parser.error("--pin-memory pins batches for copies to a GPU; use it with --device cuda")
     torch.set_num_threads(1)
     folder = args.data
     if folder is None:
-        from trainspeed.data.selfplay import SelfPlayConfig, run_selfplay  # needs the engine
+        from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay  # needs the engine
 
         folder = Path(f"/tmp/trainspeed-bench-selfplay-{args.games}")
         run_selfplay(SelfPlayConfig(games=args.games, out=folder, seed=0, workers=args.selfplay_workers,

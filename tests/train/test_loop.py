@@ -22,7 +22,7 @@ def _rows(run_dir: Path) -> list[dict]:
 def test_a_run_on_real_data_logs_train_and_val_rows_tensorboard_and_a_summary(
     tmp_path: Path, data_args: list[str]
 ) -> None:
-    from trainspeed.data.loader import open_mahjong_shards
+    from trainspeed.workloads.mahjong.data.loader import open_mahjong_shards
     code = main(["train", *TINY_RUN, *data_args, "--batch-size-per-device", "64", "--epochs", "0.1",
                  "--num-workers", "1", "--out", str(tmp_path)])
     assert code == 0

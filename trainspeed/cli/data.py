@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from trainspeed.data.cli import add_data_commands as add_mahjong_data_commands  # TODO(merge)
-from trainspeed.data.images import add_images_command as add_image_data_command  # TODO(merge)
+from trainspeed.workloads.mahjong.data.cli import add_data_commands as add_mahjong_data_commands
+from trainspeed.workloads.stylegan3.cli import add_images_command as add_image_data_command
 
 
 def add_data_commands(subparsers: argparse._SubParsersAction) -> None:

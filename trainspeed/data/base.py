@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Protocol, runtime_checkable
 
-from trainspeed.workloads.base import Batch
+import torch
+
+Batch = dict[str, torch.Tensor]
+"""A batch is a flat dict of tensors; every tensor's first dimension is the batch."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,8 @@ class LoaderConfig:
     num_workers: int = 1
     """Background loading processes for this rank (0 = load in the training process)."""
     pin_memory: bool = False
+    """Return batches in pinned memory, for asynchronous copies to a GPU. The caller decides (the
+    trainer pins for CUDA targets); a loader does not second-guess it by probing for a device."""
     prefetch_batches: int = 2
     shuffle: bool = True
     shuffle_buffer: int = 65536

@@ -1,30 +1,26 @@
-"""Per-rank batch loader over Mahjong shards: shard-local shuffling, batch-level gathers, resumable.
+"""Per-rank batch loader over columnar shards: shard-local shuffling, batch-level gathers, resumable.
 
-The order of one epoch is global, fixed by (seed, epoch), and the same on every rank:
-  1. the split's samples are cut into chunks of `CHUNK_SAMPLES` consecutive samples of one shard;
-  2. the chunk order is shuffled;
-  3. samples are shuffled within consecutive windows of `shuffle_buffer` samples;
-  4. each global batch (world_size * batch_size samples) is sorted by position in the shard set.
-Rank r reads the r-th contiguous slice of each global batch. Sorting within a global batch does not
-change which samples train together, but it makes each rank's slice a run of neighbouring samples
-from one or two shards: the ranks read (nearly) disjoint shard ranges and every gather is a forward
-sweep through a memmap. So N ranks at batch B see exactly the global batches of one rank at N * B,
-which strict "one shard per rank" assignment could not give.
+The workload describes its batches with a `ShardBatchSpec`: the shard schema, which stored columns
+become batch tensors (and in which dtype), and the column whose value decides the train/val split.
+
+The order of one epoch is `trainspeed.data.order.chunked_order` over the split's samples: global,
+fixed by (seed, epoch), the same on every rank, and rank r reads the r-th contiguous slice of each
+global batch (a run of neighbouring samples from one or two shards).
 
 A batch is made by one `np.take` per shard segment and column, written straight into the output
 tensor: no per-sample Python. Background workers (torch DataLoader, one whole batch per task) and
-pinned memory overlap this with training. The split is by game: a fixed hash of the game id puts
-about `VAL_PER_MILLE`/1000 of the games in "val".
+pinned memory overlap this with training; whether to pin is the caller's decision
+(`LoaderConfig.pin_memory`: the trainer pins for CUDA targets). The split is by the split column:
+a fixed hash of its value puts about `val_per_mille`/1000 of its distinct values (Mahjong: games)
+in "val", so all samples of one value fall on the same side.
 
-Batch keys: `features` float16 (B, 74, 34) (stored so; max abs error vs the engine's float32 is in
-the index, 4.7e-4 measured), `mask` bool (B, 82), `action` int64 (B,), and `meta_sample_id` int64 (B,),
-each sample's position in the split (cheap; used by the tests to prove exactly-once reading).
+Every batch also holds `meta_sample_id` int64 (B,), each sample's position in the split (cheap; used
+by the tests to prove exactly-once reading).
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -33,14 +29,14 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from trainspeed.data.base import BatchLoader, LoaderConfig
-from trainspeed.data.shards import COLUMNS, ShardColumns, open_shard, read_index
+from trainspeed.data.base import Batch, BatchLoader, LoaderConfig
+from trainspeed.data.order import batches_per_epoch, check_rank_config, chunk_bounds, chunked_order, rank_slice
+from trainspeed.data.shards import ShardColumns, ShardSchema, open_shard, read_index
 from trainspeed.errors import UsageError
-from trainspeed.workloads.base import Batch
 
-CHUNK_SAMPLES = 1024
 VAL_PER_MILLE = 50
 SPLITS = ("train", "val")
+SAMPLE_ID_KEY = "meta_sample_id"
 
 
 def _mix64(values: np.ndarray) -> np.ndarray:
@@ -51,9 +47,49 @@ def _mix64(values: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def is_validation_game(game_id: np.ndarray) -> np.ndarray:
+def in_validation_split(keys: np.ndarray, val_per_mille: int = VAL_PER_MILLE) -> np.ndarray:
+    """Which split-column values (integers) belong to "val": a fixed property of the value."""
     with np.errstate(over="ignore"):
-        return (_mix64(game_id) % np.uint64(1000)) < np.uint64(VAL_PER_MILLE)
+        return (_mix64(keys) % np.uint64(1000)) < np.uint64(val_per_mille)
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    """How one stored column becomes the batch tensor of the same name."""
+
+    name: str
+    dtype: torch.dtype
+    """The tensor the gather fills. When it is the stored dtype, np.take writes straight into it;
+    otherwise the rows go through a scratch array of the stored dtype and one casting copy (meant
+    for small columns, e.g. a uint8 action id widened to int64)."""
+    view_as: torch.dtype | None = None
+    """Reinterpret the filled tensor as this dtype of the same item size on output (uint8 0/1 -> bool)."""
+
+
+@dataclass(frozen=True)
+class ShardBatchSpec:
+    """What a workload's batches are made of."""
+
+    schema: ShardSchema
+    outputs: tuple[OutputColumn, ...]
+    split_column: str
+    """An integer column; samples with equal values land in the same split."""
+    val_per_mille: int = VAL_PER_MILLE
+
+    def __post_init__(self) -> None:
+        for name in [o.name for o in self.outputs] + [self.split_column]:
+            if name not in self.schema.columns:
+                raise ValueError(f"column {name!r} is not in the {self.schema.format_name} schema")
+        for output in self.outputs:
+            if output.view_as is not None and output.view_as.itemsize != output.dtype.itemsize:
+                raise ValueError(f"{output.name}: cannot view {output.dtype} as {output.view_as}")
+
+    def stored_dtype(self, output: OutputColumn) -> np.dtype:
+        return self.schema.columns[output.name][0]
+
+    def writes_directly(self, output: OutputColumn) -> bool:
+        """Whether np.take can write the stored column straight into the output tensor."""
+        return torch.empty(0, dtype=output.dtype).numpy().dtype == self.stored_dtype(output)
 
 
 @dataclass(frozen=True)
@@ -68,22 +104,18 @@ class SplitLayout:
     def num_samples(self) -> int:
         return int(self.shard_starts[-1])
 
-    def chunk_bounds(self) -> np.ndarray:
-        """(chunks, 2) [start, end) of chunks that never cross a shard boundary."""
-        bounds = []
-        for start, end in zip(self.shard_starts[:-1], self.shard_starts[1:]):
-            edges = np.arange(start, end, CHUNK_SAMPLES)
-            bounds.append(np.stack([edges, np.minimum(edges + CHUNK_SAMPLES, end)], axis=1))
-        return np.concatenate(bounds) if bounds else np.zeros((0, 2), np.int64)
+    def epoch_order(self, config: LoaderConfig, epoch: int) -> np.ndarray:
+        """The global sample order of one epoch: identical on every rank, fixed by (seed, epoch)."""
+        return chunked_order(chunk_bounds(self.shard_starts), self.num_samples, config, epoch)
 
 
-def split_layout(folder: Path, index: dict, split: str) -> SplitLayout:
+def split_layout(folder: Path, index: dict, split: str, spec: ShardBatchSpec) -> SplitLayout:
     if split not in SPLITS:
         raise UsageError(f"split {split!r}: use one of {', '.join(SPLITS)}")
     starts, rows = [0], []
     for info in index["shards"]:
-        game_id = np.asarray(open_shard(folder, info)["game_id"])
-        in_val = is_validation_game(game_id)
+        keys = np.asarray(open_shard(folder, info, spec.schema)[spec.split_column])
+        in_val = in_validation_split(keys, spec.val_per_mille)
         selected = np.flatnonzero(in_val if split == "val" else ~in_val)
         rows.append(selected.astype(np.int64))
         starts.append(starts[-1] + len(selected))
@@ -91,73 +123,34 @@ def split_layout(folder: Path, index: dict, split: str) -> SplitLayout:
                        np.concatenate(rows) if rows else np.zeros(0, np.int64))
 
 
-def epoch_order(layout: SplitLayout, config: LoaderConfig, epoch: int) -> np.ndarray:
-    """The global sample order of one epoch: identical on every rank, fixed by (seed, epoch)."""
-    n = layout.num_samples
-    if not config.shuffle:
-        return np.arange(n, dtype=np.int64)
-    rng = np.random.default_rng([config.seed, epoch])
-    bounds = layout.chunk_bounds()[rng.permutation(len(layout.chunk_bounds()))]
-    lengths = bounds[:, 1] - bounds[:, 0]
-    # arange within each chunk, vectorised: chunk start repeated plus the offset inside the chunk
-    offsets = np.arange(n, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    order = np.repeat(bounds[:, 0], lengths) + offsets
-    window = max(1, config.shuffle_buffer)
-    keys = np.arange(n, dtype=np.int64) // window + rng.random(n)
-    order = order[np.argsort(keys, kind="stable")]
-    global_batch = config.batch_size * config.world_size
-    full = (n // global_batch) * global_batch
-    order[:full].reshape(-1, global_batch).sort(axis=1)
-    order[full:].sort()
-    return order
-
-
-def batches_per_epoch(num_samples: int, config: LoaderConfig) -> int:
-    global_batch = config.batch_size * config.world_size
-    full = num_samples // global_batch
-    if config.drop_last:
-        return full
-    remainder = num_samples - full * global_batch
-    pieces = np.array_split(np.arange(remainder), config.world_size)
-    return full + (1 if len(pieces[config.rank]) else 0)
-
-
-def rank_slice(order: np.ndarray, config: LoaderConfig, batch_number: int) -> np.ndarray:
-    global_batch = config.batch_size * config.world_size
-    start = batch_number * global_batch
-    ids = order[start:start + global_batch]
-    if len(ids) == global_batch:
-        return ids[config.rank * config.batch_size:(config.rank + 1) * config.batch_size]
-    return np.array_split(ids, config.world_size)[config.rank]
-
-
 @dataclass(frozen=True)
 class BatchBuffers:
-    """Output tensors of one batch; the gather writes into them in place."""
+    """Output tensors of one batch, by batch key (outputs, then `meta_sample_id`); the gather writes
+    into them in place."""
 
-    features: torch.Tensor  # (n, 74, 34) float16
-    mask: torch.Tensor  # (n, 82) uint8, viewed as bool on output
-    action: torch.Tensor  # (n,) int64
-    sample_id: torch.Tensor  # (n,) int64 position in the split (`meta_sample_id`: tests, debugging)
+    tensors: dict[str, torch.Tensor]
 
     @staticmethod
-    def allocate(leading: tuple[int, ...], pin_memory: bool = False) -> "BatchBuffers":
+    def allocate(spec: ShardBatchSpec, leading: tuple[int, ...], pin_memory: bool = False) -> "BatchBuffers":
         def empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
             return torch.empty((*leading, *shape), dtype=dtype, pin_memory=pin_memory)
-        return BatchBuffers(features=empty(COLUMNS["features"][1], torch.float16),
-                            mask=empty(COLUMNS["mask"][1], torch.uint8), action=empty((), torch.int64),
-                            sample_id=empty((), torch.int64))
+        tensors = {o.name: empty(spec.schema.columns[o.name][1], o.dtype) for o in spec.outputs}
+        tensors[SAMPLE_ID_KEY] = empty((), torch.int64)
+        return BatchBuffers(tensors)
 
-    def tensors(self) -> tuple[torch.Tensor, ...]:
-        return (self.features, self.mask, self.action, self.sample_id)
+    def slot(self, number: int, n: int) -> "BatchBuffers":
+        """The first `n` rows of entry `number` of buffers allocated with a leading slot dimension."""
+        return BatchBuffers({key: tensor[number, :n] for key, tensor in self.tensors.items()})
 
     def copy_from(self, other: "BatchBuffers") -> None:
-        for mine, theirs in zip(self.tensors(), other.tensors()):
-            mine.copy_(theirs)
+        for key, tensor in self.tensors.items():
+            tensor.copy_(other.tensors[key])
 
-    def as_batch(self) -> Batch:
-        return {"features": self.features, "mask": self.mask.view(torch.bool), "action": self.action,
-                "meta_sample_id": self.sample_id}
+    def as_batch(self, spec: ShardBatchSpec) -> Batch:
+        batch = {o.name: self.tensors[o.name] if o.view_as is None else self.tensors[o.name].view(o.view_as)
+                 for o in spec.outputs}
+        batch[SAMPLE_ID_KEY] = self.tensors[SAMPLE_ID_KEY]
+        return batch
 
 
 class SharedSlots:
@@ -170,14 +163,14 @@ class SharedSlots:
     `count` further batches were requested, and at most `workers * prefetch` are ever in flight.
     """
 
-    def __init__(self, count: int, batch_size: int) -> None:
+    def __init__(self, count: int, batch_size: int, spec: ShardBatchSpec) -> None:
         self.count = count
-        self.buffers = BatchBuffers.allocate((count, batch_size))
-        for tensor in self.buffers.tensors():
+        self.buffers = BatchBuffers.allocate(spec, (count, batch_size))
+        for tensor in self.buffers.tensors.values():
             tensor.share_memory_()
 
     def slot(self, number: int, n: int) -> BatchBuffers:
-        return BatchBuffers(*(tensor[number, :n] for tensor in self.buffers.tensors()))
+        return self.buffers.slot(number, n)
 
 
 class ShardBatches(Dataset):
@@ -187,12 +180,14 @@ class ShardBatches(Dataset):
     in that shared slot.
     """
 
-    def __init__(self, folder: Path, layout: SplitLayout, config: LoaderConfig,
+    def __init__(self, folder: Path, layout: SplitLayout, config: LoaderConfig, spec: ShardBatchSpec,
                  slots: SharedSlots | None = None) -> None:
         self.folder = folder
         self.layout = layout
         self.config = config
+        self.spec = spec
         self.slots = slots
+        self._cast = [o for o in spec.outputs if not spec.writes_directly(o)]  # gathered via scratch, then cast
         self._shards: list[ShardColumns] | None = None
         self._order_epoch: int | None = None
         self._order: np.ndarray | None = None
@@ -202,12 +197,12 @@ class ShardBatches(Dataset):
 
     def _open(self) -> list[ShardColumns]:
         if self._shards is None:
-            self._shards = [open_shard(self.folder, info) for info in self.layout.shard_infos]
+            self._shards = [open_shard(self.folder, info, self.spec.schema) for info in self.layout.shard_infos]
         return self._shards
 
     def order(self, epoch: int) -> np.ndarray:
         if self._order_epoch != epoch:
-            self._order, self._order_epoch = epoch_order(self.layout, self.config, epoch), epoch
+            self._order, self._order_epoch = self.layout.epoch_order(self.config, epoch), epoch
         return self._order
 
     def ids(self, epoch: int, batch_number: int) -> np.ndarray:
@@ -218,9 +213,9 @@ class ShardBatches(Dataset):
         epoch, batch_number = key
         ids = self.ids(epoch, batch_number)
         if self.slots is None:
-            out = BatchBuffers.allocate((len(ids),))
+            out = BatchBuffers.allocate(self.spec, (len(ids),))
             self.gather(ids, out)
-            return out.as_batch()
+            return out.as_batch(self.spec)
         slot = batch_number % self.slots.count
         self.gather(ids, self.slots.slot(slot, len(ids)))
         return slot, len(ids)
@@ -231,23 +226,23 @@ class ShardBatches(Dataset):
         shard_ids = np.searchsorted(self.layout.shard_starts, ids, side="right") - 1
         rows = self.layout.rows[ids]
         cuts = np.concatenate([[0], np.flatnonzero(np.diff(shard_ids)) + 1, [len(ids)]])
-        targets = {"features": out.features.numpy(), "mask": out.mask.numpy()}
-        action = np.empty(len(ids), dtype=np.uint8)
+        targets = {o.name: out.tensors[o.name].numpy() for o in self.spec.outputs}
+        scratch = {o.name: np.empty(targets[o.name].shape, self.spec.stored_dtype(o)) for o in self._cast}
         for begin, end in zip(cuts[:-1], cuts[1:]):
             if begin == end:
                 continue
             shard, shard_rows = shards[shard_ids[begin]], rows[begin:end]
             for name, target in targets.items():
-                np.take(shard[name], shard_rows, axis=0, out=target[begin:end])
-            np.take(shard["action"], shard_rows, out=action[begin:end])
-        out.action.numpy()[:] = action
-        out.sample_id.numpy()[:] = ids
+                np.take(shard[name], shard_rows, axis=0, out=scratch.get(name, target)[begin:end])
+        for name, stored in scratch.items():
+            targets[name][:] = stored
+        out.tensors[SAMPLE_ID_KEY].numpy()[:] = ids
 
 
 class _PositionSampler(Sampler):
     """Yields (epoch, batch number) from the loader's current position to the epoch's end."""
 
-    def __init__(self, loader: "MahjongShardLoader") -> None:
+    def __init__(self, loader: "ShardLoader") -> None:
         self.loader = loader
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
@@ -271,21 +266,21 @@ def _single_thread_worker(worker_id: int) -> None:
     torch.set_num_threads(1)
 
 
-class MahjongShardLoader(BatchLoader):
+class ShardLoader(BatchLoader):
     """The BatchLoader of one rank over a shard folder (see the module docstring for the order)."""
 
-    def __init__(self, folder: Path, config: LoaderConfig) -> None:
-        _check_config(config)
-        index = read_index(folder)
+    def __init__(self, folder: Path, config: LoaderConfig, spec: ShardBatchSpec) -> None:
+        check_rank_config(config)
+        index = read_index(folder, spec.schema)
         self.config = config
-        self.layout = split_layout(folder, index, config.split)
+        self.spec = spec
+        self.layout = split_layout(folder, index, config.split, spec)
         self.epoch = 0
         self.position = 0
-        self.pin_memory = config.pin_memory and torch.cuda.is_available()
         workers = config.num_workers
         prefetch = max(1, config.prefetch_batches)
-        slots = SharedSlots(workers * prefetch + 2, config.batch_size) if workers > 0 else None
-        self.dataset = ShardBatches(folder, self.layout, config, slots)
+        slots = SharedSlots(workers * prefetch + 2, config.batch_size, spec) if workers > 0 else None
+        self.dataset = ShardBatches(folder, self.layout, config, spec, slots)
         self._dataloader = DataLoader(
             self.dataset, batch_size=None, sampler=_PositionSampler(self), num_workers=workers,
             prefetch_factor=prefetch if workers > 0 else None,
@@ -299,6 +294,9 @@ class MahjongShardLoader(BatchLoader):
     def __len__(self) -> int:
         return batches_per_epoch(self.layout.num_samples, self.config)
 
+    def _allocate(self, size: int) -> BatchBuffers:
+        return BatchBuffers.allocate(self.spec, (size,), self.config.pin_memory)
+
     def __iter__(self) -> Iterator[Batch]:
         if self.position >= len(self):
             return
@@ -309,20 +307,20 @@ class MahjongShardLoader(BatchLoader):
         batches = iter(self._dataloader)
         try:
             for slot, size in batches:
-                out = BatchBuffers.allocate((size,), self.pin_memory)
+                out = self._allocate(size)
                 out.copy_from(self.dataset.slots.slot(slot, size))
                 self.position += 1
-                yield out.as_batch()
+                yield out.as_batch(self.spec)
         finally:
             del batches  # shuts the workers down now, also when the consumer stops early
 
     def _iter_in_process(self) -> Iterator[Batch]:
         while self.position < len(self):
             ids = self.dataset.ids(self.epoch, self.position)
-            out = BatchBuffers.allocate((len(ids),), self.pin_memory)
+            out = self._allocate(len(ids))
             self.dataset.gather(ids, out)
             self.position += 1
-            yield out.as_batch()
+            yield out.as_batch(self.spec)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch, self.position = int(epoch), 0
@@ -337,15 +335,3 @@ class MahjongShardLoader(BatchLoader):
                 raise UsageError(f"loader state was saved with {key}={state[key]}, this run uses "
                                  f"{getattr(self.config, key)}: resume with the same setting")
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
-
-
-def _check_config(config: LoaderConfig) -> None:
-    if config.batch_size < 1:
-        raise UsageError(f"batch size {config.batch_size}: must be at least 1")
-    if not 0 <= config.rank < config.world_size:
-        raise UsageError(f"rank {config.rank} is outside world size {config.world_size}")
-
-
-def open_mahjong_shards(path: str | os.PathLike, config: LoaderConfig) -> BatchLoader:
-    """The loader the Mahjong workload's `open_dataset` returns."""
-    return MahjongShardLoader(Path(path), config)

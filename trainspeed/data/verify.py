@@ -1,7 +1,9 @@
-"""Check a shard folder against its index: sizes, checksums, counts, legal actions, finite features.
+"""Check a shard folder against its index: files present, sizes, checksums, sample counts.
 
 `verify_shards` collects every problem (naming the shard file) instead of stopping at the first,
-so one run tells the whole damage; `summarize_shards` is the cheap `inspect` view (index only).
+so one run tells the whole damage. What the values must satisfy (Mahjong: legal actions, finite
+features) is the workload's to say: it passes a `ColumnCheck`, run on every shard whose bytes match
+the index's checksum.
 """
 
 from __future__ import annotations
@@ -9,13 +11,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-import numpy as np
+from trainspeed.data.shards import INDEX_NAME, ShardColumns, ShardSchema, file_sha256, open_shard, read_index
 
-from trainspeed.data.shards import file_sha256, open_shard, read_index, section_offsets
-
-CHECK_ROWS = 65536
-"""Rows read at a time when checking the mask/action columns (bounds memory on big shards)."""
+ColumnCheck = Callable[[Path, dict, ShardColumns], list[str]]
+"""(shard file, its index entry, its memory-mapped columns) -> problems, each naming the file."""
 
 
 @dataclass
@@ -29,77 +30,35 @@ class VerifyReport:
         return not self.problems
 
 
-def _check_columns(path: Path, info: dict) -> list[str]:
-    columns = open_shard(path.parent, info)
-    problems = []
-    game_ids = set()
-    for start in range(0, int(info["samples"]), CHECK_ROWS):
-        rows = slice(start, start + CHECK_ROWS)
-        action = np.asarray(columns["action"][rows]).astype(np.int64)
-        mask = np.asarray(columns["mask"][rows])
-        if (action >= mask.shape[1]).any():
-            problems.append(f"{path}: action id out of range near row {start}")
-            continue
-        illegal = np.flatnonzero(mask[np.arange(len(action)), action] != 1)
-        if len(illegal):
-            problems.append(f"{path}: {len(illegal)} actions not legal under their mask "
-                            f"(first at row {start + int(illegal[0])})")
-        if not np.isin(mask, (0, 1)).all():
-            problems.append(f"{path}: mask holds values other than 0/1 near row {start}")
-        if not np.isfinite(np.asarray(columns["features"][rows])).all():
-            problems.append(f"{path}: features hold NaN or infinity near row {start}")
-        game_ids.update(np.unique(np.asarray(columns["game_id"][rows])).tolist())
-    if len(game_ids) != int(info["games"]):
-        problems.append(f"{path}: {len(game_ids)} games in the data, index says {info['games']}")
-    return problems
+def _file_problem(path: Path, info: dict, schema: ShardSchema) -> str | None:
+    """Why the shard's bytes cannot be trusted (missing, wrong size, changed), or None."""
+    if not path.is_file():
+        return f"{path}: missing"
+    expected = schema.section_offsets(int(info["samples"]))["end"]
+    size = path.stat().st_size
+    if size != expected:
+        return (f"{path}: {size} bytes, expected {expected} (truncated)" if size < expected
+                else f"{path}: {size} bytes, expected {expected} (extra bytes)")
+    if file_sha256(path) != info["sha256"]:
+        return f"{path}: checksum mismatch (the file changed after it was written)"
+    return None
 
 
-def verify_shards(folder: str | os.PathLike) -> VerifyReport:
+def verify_shards(folder: str | os.PathLike, schema: ShardSchema, check_columns: ColumnCheck | None = None) -> VerifyReport:
     """Every problem of the folder, each naming its file; raises UsageError only for a bad index."""
     folder = Path(folder)
-    index = read_index(folder)
+    index = read_index(folder, schema)
     report = VerifyReport(shards=len(index["shards"]))
     total = 0
     for info in index["shards"]:
         path = folder / info["file"]
         total += int(info["samples"])
-        if not path.is_file():
-            report.problems.append(f"{path}: missing")
-            continue
-        expected = section_offsets(int(info["samples"]))["end"]
-        size = path.stat().st_size
-        if size != expected:
-            report.problems.append(f"{path}: {size} bytes, expected {expected} (truncated)" if size < expected
-                                   else f"{path}: {size} bytes, expected {expected} (extra bytes)")
-            continue
-        if file_sha256(path) != info["sha256"]:
-            report.problems.append(f"{path}: checksum mismatch (the file changed after it was written)")
-            continue
-        report.problems.extend(_check_columns(path, info))
+        problem = _file_problem(path, info, schema)
+        if problem is not None:
+            report.problems.append(problem)
+        elif check_columns is not None:
+            report.problems.extend(check_columns(path, info, open_shard(folder, info, schema)))
     report.samples = total
     if total != int(index["samples"]):
-        report.problems.append(f"{folder / 'index.json'}: says {index['samples']} samples, shards hold {total}")
+        report.problems.append(f"{folder / INDEX_NAME}: says {index['samples']} samples, shards hold {total}")
     return report
-
-
-@dataclass(frozen=True)
-class ShardSummary:
-    format_version: int
-    shards: int
-    games: int
-    samples: int
-    bytes_per_sample: int
-    total_bytes: int
-    feature_max_abs_error: float
-    columns: dict
-    source: dict | None
-
-
-def summarize_shards(folder: str | os.PathLike) -> ShardSummary:
-    index = read_index(folder)
-    return ShardSummary(
-        format_version=index["format_version"], shards=len(index["shards"]), games=index["games"],
-        samples=index["samples"], bytes_per_sample=index["bytes_per_sample"],
-        total_bytes=sum(int(s["nbytes"]) for s in index["shards"]),
-        feature_max_abs_error=index["feature_max_abs_error"], columns=index["columns"],
-        source=index.get("source"))

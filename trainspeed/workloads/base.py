@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Callable, Mapping, Protocol, runtime_checkable
 import torch
 from torch import nn
 
+from trainspeed.data.base import Batch
+
 if TYPE_CHECKING:
     from trainspeed.data.base import BatchLoader, LoaderConfig
-
-Batch = dict[str, torch.Tensor]
-"""A batch is a flat dict of tensors; every tensor's first dimension is the batch."""
 
 ModuleWrapper = Callable[[nn.Module], nn.Module]
 CheckpointFunction = Callable[..., torch.Tensor]
@@ -134,6 +133,9 @@ class WorkloadWithData(Workload, Protocol):
     """A workload that can also train on real data (the trainer's `--data DIR`)."""
 
     def open_dataset(self, path: "os.PathLike[str] | str", size: str, config: "LoaderConfig") -> "BatchLoader":
-        """A loader of host batches (same keys and dtypes as `synthetic_batch`) for one rank;
-        refuses (UsageError) data that does not fit the size."""
+        """A loader of host batches (same keys and dtypes as `synthetic_batch`) for one rank.
+
+        `size` is the model the data will train: data that model cannot take (StyleGAN3: images of
+        another resolution) is refused here with a UsageError, before any training starts.
+        """
         ...

@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from trainspeed.data.base import LoaderConfig
-from trainspeed.data.images import build_image_dataset
+from trainspeed.workloads.stylegan3.dataset_tool import build_image_dataset
 from trainspeed.workloads.stylegan3.workload import StyleGAN3Workload
 
 STEPS = 32
@@ -42,7 +42,7 @@ def test_tiny_config_trains_on_real_images(tmp_path):
     torch.manual_seed(0)
     trainable = workload.build("tiny-t", seed=0).to(torch.device("cpu"))
     trainable.setup_optimizers()
-    loader = workload.open_dataset(dataset, LoaderConfig(batch_size=BATCH, num_workers=0))
+    loader = workload.open_dataset(dataset, "tiny-t", LoaderConfig(batch_size=BATCH, num_workers=0))
 
     history: list[dict[str, float]] = []
     epoch = 0

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 
+from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.targets import get_target
 from trainspeed.workloads import get_workload
 from trainspeed.workloads.base import Workload, WorkloadWithData
 from trainspeed.workloads.stylegan3.configs import get_config
+from trainspeed.workloads.stylegan3.dataset_tool import build_image_dataset
 from trainspeed.workloads.stylegan3.workload import StyleGAN3Workload, build_trainable
 
 SIZE = "tiny-t"
@@ -94,6 +98,22 @@ def test_r1_runs_every_16th_step_and_the_counter_is_resumed():
 def test_wrong_image_size_is_a_usage_error():
     with pytest.raises(UsageError, match="--resolution 32"):
         cpu_trainable().train_step({"images": torch.zeros(2, 3, 64, 64, dtype=torch.uint8)})
+
+
+def test_open_dataset_refuses_images_of_another_resolution_than_the_size(tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    for index in range(3):
+        pixels = np.random.default_rng(index).integers(0, 256, (16, 16, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(source / f"image{index}.png")
+    dataset = tmp_path / "small.zip"
+    build_image_dataset(source, dataset, resolution=None)
+    with pytest.raises(UsageError) as refused:
+        StyleGAN3Workload().open_dataset(dataset, SIZE, LoaderConfig(batch_size=1, num_workers=0))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "images are 16x16 but StyleGAN3 'tiny-t' trains on 32x32" in message
+    assert "--resolution 32" in message
 
 
 def test_step_under_bf16_autocast():

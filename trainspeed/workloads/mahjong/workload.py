@@ -6,6 +6,7 @@ import os
 
 import torch
 
+from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Batch, Trainable
 from trainspeed.workloads.mahjong.model import (
@@ -94,7 +95,8 @@ class MahjongWorkload:
     def flops_per_sample(self, size: str) -> float:
         return float(training_flops_per_sample(self._config(size)))
 
-    def open_dataset(self, path: os.PathLike[str] | str, size: str, config):
-        from trainspeed.data.loader import open_mahjong_shards
+    def open_dataset(self, path: os.PathLike[str] | str, size: str, config: LoaderConfig) -> BatchLoader:
+        """Every model size reads the same inputs, so `size` does not constrain the shards."""
+        from trainspeed.workloads.mahjong.data.loader import open_mahjong_shards
 
         return open_mahjong_shards(path, config)

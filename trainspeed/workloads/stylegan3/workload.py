@@ -14,6 +14,7 @@ from functools import lru_cache
 import torch
 
 from trainspeed.data.base import BatchLoader, LoaderConfig
+from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Batch
 from trainspeed.workloads.stylegan3.configs import CONFIGS, StyleGAN3Config, get_config
 from trainspeed.workloads.stylegan3.discriminator import Discriminator
@@ -74,6 +75,18 @@ class StyleGAN3Workload:
         return counted_flops_per_image(get_config(size))
 
     def open_dataset(self, path: "os.PathLike[str] | str", size: str, config: LoaderConfig) -> BatchLoader:
-        from trainspeed.data.images import ImageLoader
+        """The images of `path`, refused unless their resolution is the one `size` generates."""
+        from trainspeed.workloads.stylegan3.dataset import ImageLoader
 
-        return ImageLoader(path, config)
+        expected = get_config(size).resolution
+        loader = ImageLoader(path, config)
+        found = loader.resolution
+        if found != expected:
+            fitting = [name for name, c in CONFIGS.items() if c.resolution == found]
+            alternative = f", or train size {' / '.join(fitting)}" if fitting else ""
+            raise UsageError(
+                f"{path}: images are {found}x{found} but StyleGAN3 {size!r} trains on {expected}x{expected}; "
+                f"rebuild the dataset with `trainspeed data images SRC --out DATASET.zip --resolution {expected}`"
+                f"{alternative}"
+            )
+        return loader

@@ -11,21 +11,22 @@ import time
 import numpy as np
 import pytest
 
-from trainspeed.data.mjai_import import import_mjai
-from trainspeed.data.selfplay import SelfPlayConfig, game_seed, log_path, run_selfplay
 from trainspeed.data.shards import open_shard, read_index
 from trainspeed.errors import UsageError
+from trainspeed.workloads.mahjong.data.mjai_import import import_mjai
+from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, game_seed, log_path, run_selfplay
+from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
 
 COLUMN_NAMES = ("features", "mask", "action", "game_id", "seat", "turn")
 
 
 def _columns(folder) -> dict[str, np.ndarray]:
-    shards = [open_shard(folder, info) for info in read_index(folder)["shards"]]
+    shards = [open_shard(folder, info, MAHJONG_SCHEMA) for info in read_index(folder, MAHJONG_SCHEMA)["shards"]]
     return {name: np.concatenate([np.asarray(s[name]) for s in shards]) for name in COLUMN_NAMES}
 
 
 def _checksums(folder) -> list[str]:
-    return [shard["sha256"] for shard in read_index(folder)["shards"]]
+    return [shard["sha256"] for shard in read_index(folder, MAHJONG_SCHEMA)["shards"]]
 
 
 def test_selfplay_writes_logs_shards_and_index(selfplay_run, selfplay_config):
@@ -34,7 +35,7 @@ def test_selfplay_writes_logs_shards_and_index(selfplay_run, selfplay_config):
     assert result.games == games and result.games_played == games
     assert result.shards == games // selfplay_config.games_per_shard
     assert all(log_path(out, g).exists() for g in range(games))
-    assert result.samples == read_index(out)["samples"] > 100 * games
+    assert result.samples == read_index(out, MAHJONG_SCHEMA)["samples"] > 100 * games
 
 
 def test_samples_made_in_selfplay_equal_those_replayed_from_its_mjai_logs(selfplay_run, tmp_path):
@@ -96,7 +97,8 @@ def test_a_killed_run_leaves_no_partial_files_after_the_rerun(selfplay_run, self
 def test_a_run_killed_midway_is_finished_by_a_rerun_as_if_never_killed(tmp_path):
     killed, clean = tmp_path / "killed", tmp_path / "clean"
     config = SelfPlayConfig(games=8, out=killed, seed=3, workers=1, games_per_shard=2, progress=False)
-    script = ("import sys; from pathlib import Path; from trainspeed.data.selfplay import SelfPlayConfig, run_selfplay; "
+    script = ("import sys; from pathlib import Path; "
+              "from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay; "
               f"run_selfplay(SelfPlayConfig(games=8, out=Path(sys.argv[1]), seed=3, workers=1, games_per_shard=2, progress=False))")
     process = subprocess.Popen([sys.executable, "-c", script, str(killed)], start_new_session=True)
     deadline = time.monotonic() + 60

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from trainspeed.atomic import atomic_write_text
-from trainspeed.data.mjai_logs import LoggedEvent, read_games
-from trainspeed.data.shards import INDEX_NAME, SHARD_PREFIX, write_index, write_shard
+from trainspeed.data.shards import INDEX_NAME, SHARD_PREFIX
 from trainspeed.errors import UsageError
+from trainspeed.workloads.mahjong.data.mjai_logs import LoggedEvent, read_games
+from trainspeed.workloads.mahjong.data.shards import write_mahjong_index, write_mahjong_shard
 from trainspeed.workloads.mahjong.encoding import EncodedSamples, IllegalAction, encode_decisions
 from trainspeed.workloads.mahjong.engine import IllegalLogEvent, replay_events
 
@@ -83,15 +84,15 @@ def import_mjai(inputs: Iterable[str | os.PathLike], out: str | os.PathLike,
             pending.append(encode_game(path, events, game_id))
             sources.append({"game_id": game_id, "file": str(path), "game_in_file": number})
             if len(pending) == games_per_shard:
-                write_shard(staging, f"{SHARD_PREFIX}{shards:06d}", EncodedSamples.concatenate(pending))
+                write_mahjong_shard(staging, f"{SHARD_PREFIX}{shards:06d}", EncodedSamples.concatenate(pending))
                 pending, shards = [], shards + 1
         if pending:
-            write_shard(staging, f"{SHARD_PREFIX}{shards:06d}", EncodedSamples.concatenate(pending))
+            write_mahjong_shard(staging, f"{SHARD_PREFIX}{shards:06d}", EncodedSamples.concatenate(pending))
             shards += 1
         for produced in staging.iterdir():
             os.replace(produced, out / produced.name)
         atomic_write_text(out / GAMES_NAME, json.dumps(sources, indent=0))
-        index = write_index(out, extra={"source": {"source": "mjai", "files": len(files)}})
+        index = write_mahjong_index(out, extra={"source": {"source": "mjai", "files": len(files)}})
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return ImportResult(files=len(files), games=index["games"], samples=index["samples"], shards=shards)

@@ -19,10 +19,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from trainspeed.atomic import atomic_write_text
-from trainspeed.data.mjai_logs import read_games, write_log
-from trainspeed.data.shards import SHARD_PREFIX, ShardInfo, write_index, write_shard
+from trainspeed.data.shards import SHARD_PREFIX, ShardInfo
 from trainspeed.errors import UsageError
 from trainspeed.workloads.mahjong.agents import RuleBasedAgent
+from trainspeed.workloads.mahjong.data.mjai_logs import read_games, write_log
+from trainspeed.workloads.mahjong.data.shards import write_mahjong_index, write_mahjong_shard
 from trainspeed.workloads.mahjong.encoding import EncodedSamples, encode_decisions
 from trainspeed.workloads.mahjong.engine import play_game, replay_events
 
@@ -100,7 +101,7 @@ def run_chunk(config: SelfPlayConfig, chunk: int) -> ChunkResult:
             decisions = record.decisions
             played += 1
         parts.append(encode_decisions(decisions, game_id))
-    info = write_shard(config.out, shard_name(chunk), EncodedSamples.concatenate(parts))
+    info = write_mahjong_shard(config.out, shard_name(chunk), EncodedSamples.concatenate(parts))
     return ChunkResult(info, played, replayed)
 
 
@@ -155,9 +156,9 @@ def run_selfplay(config: SelfPlayConfig) -> SelfPlayResult:
         for future in as_completed(futures):
             result = future.result()
             played, replayed = played + result.played, replayed + result.replayed
-            bar.update(result.info.games)
+            bar.update(result.info.stats["games"])
     bar.close()
-    index = write_index(config.out, extra={"source": config.manifest()})
+    index = write_mahjong_index(config.out, extra={"source": config.manifest()})
     return SelfPlayResult(games=index["games"], samples=index["samples"], shards=len(index["shards"]),
                           games_played=played, games_replayed=replayed,
                           seconds=time.perf_counter() - started)

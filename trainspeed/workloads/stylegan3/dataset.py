@@ -1,12 +1,8 @@
-"""Image datasets for StyleGAN3: build one from a folder of images, and read one for a rank.
+"""StyleGAN3's image datasets, read for one rank (`dataset_tool.py` builds them).
 
 A dataset is a folder or an uncompressed zip of square PNGs of one power-of-two size, plus a
 `dataset.json` ({"labels": null} or [[name, label], ...]): the StyleGAN dataset-tool convention,
 so datasets made by either tool work with both.
-
-`trainspeed data images SRC --out DATASET.zip [--resolution R]` center-crops and resizes every
-image in SRC (or, without --resolution, insists they already are square, power-of-two and equal).
-The zip is written to a temporary file and renamed at the end, so a failure leaves no zip behind.
 
 The reader validates every image header when opened (cheap: PNG headers are a few bytes, and
 the zip is stored, not compressed), so a bad dataset fails before training starts, naming the file.
@@ -14,9 +10,6 @@ the zip is stored, not compressed), so a bad dataset fails before training start
 
 from __future__ import annotations
 
-import argparse
-import io
-import json
 import os
 import zipfile
 import zlib
@@ -27,12 +20,10 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 
-from trainspeed.atomic import atomic_path
-from trainspeed.data.base import LoaderConfig
+from trainspeed.data.base import Batch, LoaderConfig
+from trainspeed.data.order import batches_per_epoch, rank_batches, shuffled_order
 from trainspeed.errors import UsageError
-from trainspeed.workloads.base import Batch
 
-SOURCE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
 DATASET_JSON = "dataset.json"
 VAL_PERCENT = 5
 """Images whose name hashes (crc32) below this percentage form the "val" split."""
@@ -42,35 +33,6 @@ READ_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, zlib.er
 
 def is_power_of_two(value: int) -> bool:
     return value > 0 and value & (value - 1) == 0
-
-
-# --- building a dataset ---------------------------------------------------------------------------
-
-
-def list_source_images(source: Path) -> list[Path]:
-    if not source.is_dir():
-        raise UsageError(f"{source}: not a folder; give a folder of images (.png, .jpg, ...)")
-    images = sorted(p for p in source.rglob("*") if p.is_file() and p.suffix.lower() in SOURCE_SUFFIXES)
-    if not images:
-        raise UsageError(f"{source}: no images found (looked for {', '.join(SOURCE_SUFFIXES)} files)")
-    return images
-
-
-def _decode(path: Path) -> Image.Image:
-    try:
-        with Image.open(path) as image:
-            image.load()
-            return image.convert("RGB")
-    except READ_ERRORS as error:
-        raise UsageError(f"{path}: not a readable image ({error}); remove or replace it") from None
-
-
-def center_crop_resize(image: Image.Image, resolution: int) -> Image.Image:
-    """The largest centred square, resampled to `resolution` (Lanczos when shrinking)."""
-    side = min(image.size)
-    left, top = (image.width - side) // 2, (image.height - side) // 2
-    square = image.crop((left, top, left + side, top + side))
-    return square if side == resolution else square.resize((resolution, resolution), Image.LANCZOS)
 
 
 def check_dataset_image(name: str, size: tuple[int, int], expected: int | None, hint: str) -> int:
@@ -83,58 +45,6 @@ def check_dataset_image(name: str, size: tuple[int, int], expected: int | None, 
     if expected is not None and width != expected:
         raise UsageError(f"{name}: image is {width}x{height} but the others are {expected}x{expected}{hint}")
     return width
-
-
-def _png_bytes(image: Image.Image) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG", compress_level=1)
-    return buffer.getvalue()
-
-
-def member_name(index: int) -> str:
-    """dataset-tool layout: 1000 images per folder."""
-    return f"{index // 1000:05d}/img{index:08d}.png"
-
-
-def build_image_dataset(source: Path, out: Path, resolution: int | None) -> int:
-    """Write `out` (.zip) from the images under `source`; returns the image count."""
-    if out.suffix.lower() != ".zip":
-        raise UsageError(f"--out {out}: the dataset is written as a zip; give a path ending in .zip")
-    if resolution is not None and (not is_power_of_two(resolution) or resolution < MIN_RESOLUTION):
-        raise UsageError(f"--resolution {resolution}: must be a power of two >= {MIN_RESOLUTION}, e.g. 256")
-    sources = list_source_images(source)
-    hint = "; pass --resolution R to center-crop and resize every image" if resolution is None else ""
-    expected = resolution
-    with atomic_path(out) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive:
-        for index, path in enumerate(sources):
-            image = _decode(path)
-            if resolution is not None:
-                image = center_crop_resize(image, resolution)
-            expected = check_dataset_image(str(path), image.size, expected, hint)
-            archive.writestr(member_name(index), _png_bytes(image))
-        archive.writestr(DATASET_JSON, json.dumps({"labels": None}))
-    return len(sources)
-
-
-def add_images_command(data_subparsers) -> None:
-    parser = data_subparsers.add_parser(
-        "images",
-        help="build a StyleGAN image dataset (zip of PNGs + dataset.json) from a folder of images",
-        description="Center-crop and resize every image under SRC and store them as an uncompressed zip of PNGs.",
-    )
-    parser.add_argument("source", type=Path, metavar="SRC", help="folder of images (searched recursively)")
-    parser.add_argument("--out", type=Path, required=True, metavar="DATASET.zip", help="zip file to write")
-    parser.add_argument("--resolution", type=int, default=None, help="side length (power of two); default: keep")
-    parser.set_defaults(handler=run_images_command)
-
-
-def run_images_command(args: argparse.Namespace) -> int:
-    count = build_image_dataset(args.source, args.out, args.resolution)
-    print(f"wrote {count} images to {args.out}")
-    return 0
-
-
-# --- reading a dataset ----------------------------------------------------------------------------
 
 
 class ImageArchive:
@@ -218,29 +128,6 @@ def _collate(images: list[torch.Tensor]) -> Batch:
     return {"images": torch.stack(images)}
 
 
-def rank_batches(
-    num_samples: int, config: LoaderConfig, epoch: int
-) -> list[np.ndarray]:
-    """This rank's batches (dataset indices) for one epoch, in order.
-
-    The global order is a permutation seeded by (seed, epoch); global batch t is cut into
-    world_size contiguous slices and this rank takes slice `rank`.
-    """
-    order = np.random.default_rng([config.seed, epoch]).permutation(num_samples) if config.shuffle else np.arange(num_samples)
-    global_batch = config.batch_size * config.world_size
-    full = num_samples // global_batch
-    batches = [
-        order[t * global_batch + config.rank * config.batch_size : t * global_batch + (config.rank + 1) * config.batch_size]
-        for t in range(full)
-    ]
-    remainder = order[full * global_batch :]
-    if not config.drop_last and len(remainder):
-        part = np.array_split(remainder, config.world_size)[config.rank]
-        if len(part):
-            batches.append(part)
-    return batches
-
-
 class _ResumeSampler(torch.utils.data.Sampler):
     def __init__(self, batches: list[np.ndarray]) -> None:
         self.batches = batches
@@ -260,7 +147,11 @@ def _clean_worker_error(error: UsageError) -> UsageError:
 
 
 class ImageLoader:
-    """The BatchLoader of an image dataset: {"images": uint8 (B, 3, R, R)} for one rank."""
+    """The BatchLoader of an image dataset: {"images": uint8 (B, 3, R, R)} for one rank.
+
+    The order is a permutation seeded by (seed, epoch) (`trainspeed.data.order.shuffled_order`);
+    global batch t is cut into world_size contiguous slices and this rank takes slice `rank`.
+    """
 
     def __init__(self, path: "os.PathLike[str] | str", config: LoaderConfig) -> None:
         if config.split not in ("train", "val"):
@@ -280,7 +171,7 @@ class ImageLoader:
         return len(self.dataset)
 
     def __len__(self) -> int:
-        return len(rank_batches(self.num_samples, self.config, self.epoch))
+        return batches_per_epoch(self.num_samples, self.config)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -294,7 +185,8 @@ class ImageLoader:
         self.batches_consumed = int(state["batches_consumed"])
 
     def __iter__(self) -> Iterator[Batch]:
-        remaining = rank_batches(self.num_samples, self.config, self.epoch)[self.batches_consumed :]
+        order = shuffled_order(self.num_samples, self.config, self.epoch)
+        remaining = rank_batches(order, self.config)[self.batches_consumed :]
         workers = self.config.num_workers
         loader = torch.utils.data.DataLoader(
             self.dataset,

@@ -5,11 +5,12 @@ import json
 
 import pytest
 
-from trainspeed.data.mjai_import import import_mjai
-from trainspeed.data.mjai_logs import read_games
-from trainspeed.data.selfplay import log_path
 from trainspeed.data.shards import read_index
 from trainspeed.errors import UsageError
+from trainspeed.workloads.mahjong.data.mjai_import import import_mjai
+from trainspeed.workloads.mahjong.data.mjai_logs import read_games
+from trainspeed.workloads.mahjong.data.selfplay import log_path
+from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def _write_lines(path, events, newline="\n", bom=""):
 
 
 def _samples(folder) -> int:
-    return read_index(folder)["samples"]
+    return read_index(folder, MAHJONG_SCHEMA)["samples"]
 
 
 def test_variants_encode_to_the_same_samples(game_events, tmp_path):
@@ -53,7 +54,7 @@ def test_two_games_in_one_file_become_two_games(game_events, tmp_path):
     both = _write_lines(tmp_path / "two.jsonl", game_events + game_events)
     result = import_mjai([both], tmp_path / "out")
     assert result.games == 2
-    assert read_index(tmp_path / "out")["games"] == 2
+    assert read_index(tmp_path / "out", MAHJONG_SCHEMA)["games"] == 2
 
 
 def test_a_line_that_is_not_json_names_file_and_line(game_events, tmp_path):

@@ -13,7 +13,9 @@ import torch
 from PIL import Image
 
 from trainspeed.data.base import BatchLoader, LoaderConfig
-from trainspeed.data.images import ImageLoader, add_images_command, build_image_dataset
+from trainspeed.workloads.stylegan3.cli import add_images_command
+from trainspeed.workloads.stylegan3.dataset import ImageLoader
+from trainspeed.workloads.stylegan3.dataset_tool import build_image_dataset
 from trainspeed.errors import UsageError
 
 

@@ -7,9 +7,9 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from trainspeed.data.mjai_import import import_mjai
-from trainspeed.data.selfplay import SelfPlayConfig, run_selfplay
-from trainspeed.data.verify import summarize_shards, verify_shards
+from trainspeed.workloads.mahjong.data.mjai_import import import_mjai
+from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay
+from trainspeed.workloads.mahjong.data.verify import summarize_mahjong_shards, verify_mahjong_shards
 
 
 def add_data_commands(data_subparsers: argparse._SubParsersAction) -> None:
@@ -57,7 +57,7 @@ def run_from_mjai_command(args: argparse.Namespace) -> int:
 
 
 def run_inspect_command(args: argparse.Namespace) -> int:
-    summary = summarize_shards(args.folder)
+    summary = summarize_mahjong_shards(args.folder)
     if args.json:
         print(json.dumps(asdict(summary), indent=1))
         return 0
@@ -73,7 +73,7 @@ def run_inspect_command(args: argparse.Namespace) -> int:
 
 
 def run_verify_command(args: argparse.Namespace) -> int:
-    report = verify_shards(args.folder)
+    report = verify_mahjong_shards(args.folder)
     for problem in report.problems:
         print(f"FAIL {problem}")
     if report.is_ok:
