@@ -3,7 +3,6 @@ and which failure of several ranks is reported as the cause."""
 
 from __future__ import annotations
 
-import time
 
 from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
 

@@ -24,7 +24,7 @@ from typing import Any, Callable, ContextManager
 import torch
 
 from trainspeed.errors import UsageError
-from trainspeed.workloads.base import Batch, CheckpointFunction, Trainable, Workload
+from trainspeed.workloads.base import Batch, Trainable, Workload
 
 BatchPlacer = Callable[[Batch], Batch]
 """Copies a host batch to the device(s) a step runs on."""

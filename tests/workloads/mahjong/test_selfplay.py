@@ -99,7 +99,7 @@ def test_a_run_killed_midway_is_finished_by_a_rerun_as_if_never_killed(tmp_path)
     config = SelfPlayConfig(games=8, out=killed, seed=3, workers=1, games_per_shard=2, progress=False)
     script = ("import sys; from pathlib import Path; "
               "from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay; "
-              f"run_selfplay(SelfPlayConfig(games=8, out=Path(sys.argv[1]), seed=3, workers=1, games_per_shard=2, progress=False))")
+              "run_selfplay(SelfPlayConfig(games=8, out=Path(sys.argv[1]), seed=3, workers=1, games_per_shard=2, progress=False))")
     process = subprocess.Popen([sys.executable, "-c", script, str(killed)], start_new_session=True)
     deadline = time.monotonic() + 60
     while not (killed / "shard-000000.json").exists() and time.monotonic() < deadline:
