@@ -94,7 +94,10 @@ class RunDirectory:
             started = datetime.datetime.now().isoformat(timespec="seconds")
             handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {started}\n")
             handle.flush()
-            yield
+            try:
+                yield
+            finally:
+                handle.truncate(0)  # nobody holds it now
         finally:
             handle.close()
 
