@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+from pathlib import Path
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
@@ -21,3 +22,21 @@ torch.set_num_threads(int(os.environ.get("TRAINSPEED_TEST_THREADS", "2")))
 @pytest.fixture
 def tmp_results(tmp_path):
     return tmp_path / "results.jsonl"
+
+
+def _child_pids() -> set[int]:
+    children = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid():
+            children.add(int(stat.parent.name))
+    return children
+
+
+@pytest.fixture
+def child_pids():
+    """A function listing the processes whose parent is the test process (e.g. loader workers)."""
+    return _child_pids

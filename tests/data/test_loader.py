@@ -147,3 +147,21 @@ def test_a_spec_naming_columns_the_schema_lacks_is_refused():
         ShardBatchSpec(POINTS, (OutputColumn("label", torch.uint8),), split_column="shard")
     with pytest.raises(ValueError, match="cannot view"):
         ShardBatchSpec(POINTS, (OutputColumn("label", torch.int64, view_as=torch.bool),), split_column="group")
+
+
+def test_workers_persist_across_epochs_and_a_stopped_epoch(point_shards, child_pids):
+    loader = open_points(point_shards, batch_size=64, num_workers=2)
+    before = child_pids()
+    first_epoch = [b["meta_sample_id"].numpy() for b in loader]
+    workers = child_pids() - before
+    assert len(workers) == 2
+    for epoch in (1, 2):
+        loader.set_epoch(epoch)
+        batches = iter(loader)
+        next(batches)  # stop early: what was in flight is drained before the next epoch
+        del batches
+        assert child_pids() - before == workers
+    loader.set_epoch(0)
+    again = [b["meta_sample_id"].numpy() for b in loader]
+    assert child_pids() - before == workers
+    assert all(np.array_equal(a, b) for a, b in zip(first_epoch, again, strict=True))

@@ -281,9 +281,11 @@ class ShardLoader(BatchLoader):
         prefetch = max(1, config.prefetch_batches)
         slots = SharedSlots(workers * prefetch + 2, config.batch_size, spec) if workers > 0 else None
         self.dataset = ShardBatches(folder, self.layout, config, spec, slots)
+        # Workers persist across epochs: forking them anew each epoch cost a small dataset (a few
+        # steps per epoch) its start-up every few steps. Each worker computes a new epoch's order.
         self._dataloader = DataLoader(
             self.dataset, batch_size=None, sampler=_PositionSampler(self), num_workers=workers,
-            prefetch_factor=prefetch if workers > 0 else None,
+            prefetch_factor=prefetch if workers > 0 else None, persistent_workers=workers > 0,
             worker_init_fn=_single_thread_worker if workers > 0 else None,
             multiprocessing_context=_worker_context() if workers > 0 else None)
 
@@ -303,16 +305,13 @@ class ShardLoader(BatchLoader):
         if self.config.num_workers == 0:
             yield from self._iter_in_process()
             return
-        self.dataset.order(self.epoch)  # computed once here; the forked workers inherit it
-        batches = iter(self._dataloader)
-        try:
-            for slot, size in batches:
-                out = self._allocate(size)
-                out.copy_from(self.dataset.slots.slot(slot, size))
-                self.position += 1
-                yield out.as_batch(self.spec)
-        finally:
-            del batches  # shuts the workers down now, also when the consumer stops early
+        # With persistent workers a new iteration first drains what the last one left in flight
+        # (a consumer that stopped early), so no slot is written while it is read.
+        for slot, size in self._dataloader:
+            out = self._allocate(size)
+            out.copy_from(self.dataset.slots.slot(slot, size))
+            self.position += 1
+            yield out.as_batch(self.spec)
 
     def _iter_in_process(self) -> Iterator[Batch]:
         while self.position < len(self):

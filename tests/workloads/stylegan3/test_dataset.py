@@ -220,3 +220,14 @@ def test_keeping_the_last_partial_batch_splits_it_across_ranks(tmp_path):
     for rank in range(2):
         seen += [i for b in loader(path, batch_size=5, rank=rank, world_size=2, drop_last=False) for i in sample_ids(b)]
     assert len(seen) == total
+
+
+def test_loader_workers_persist_across_epochs(tmp_path, child_pids):
+    images = loader(dataset(tmp_path, 40), batch_size=4, num_workers=2)
+    before = child_pids()
+    first = [sample_ids(batch) for batch in images]
+    workers = child_pids() - before
+    assert len(workers) == 2
+    images.set_epoch(1)
+    second = [sample_ids(batch) for batch in images]
+    assert child_pids() - before == workers and first != second

@@ -128,15 +128,23 @@ def _collate(images: list[torch.Tensor]) -> Batch:
     return {"images": torch.stack(images)}
 
 
-class _ResumeSampler(torch.utils.data.Sampler):
-    def __init__(self, batches: list[np.ndarray]) -> None:
-        self.batches = batches
+class _RemainingBatches(torch.utils.data.Sampler):
+    """This rank's batches from the loader's current position to the end of its epoch, read anew at
+    every iteration (the DataLoader and its workers live as long as the loader)."""
+
+    def __init__(self, loader: "ImageLoader") -> None:
+        self.loader = loader
+
+    def _remaining(self) -> list[np.ndarray]:
+        loader = self.loader
+        order = shuffled_order(loader.num_samples, loader.config, loader.epoch)
+        return rank_batches(order, loader.config)[loader.batches_consumed :]
 
     def __iter__(self) -> Iterator[list[int]]:
-        return (batch.tolist() for batch in self.batches)
+        return (batch.tolist() for batch in self._remaining())
 
     def __len__(self) -> int:
-        return len(self.batches)
+        return len(self._remaining())
 
 
 def _clean_worker_error(error: UsageError) -> UsageError:
@@ -165,6 +173,16 @@ class ImageLoader:
         self.config = config
         self.epoch = 0
         self.batches_consumed = 0
+        workers = config.num_workers
+        self._dataloader = torch.utils.data.DataLoader(
+            self.dataset,
+            batch_sampler=_RemainingBatches(self),
+            num_workers=workers,
+            collate_fn=_collate,
+            pin_memory=config.pin_memory,
+            prefetch_factor=config.prefetch_batches if workers > 0 else None,
+            persistent_workers=workers > 0,  # not forked anew every epoch
+        )
 
     @property
     def num_samples(self) -> int:
@@ -185,19 +203,8 @@ class ImageLoader:
         self.batches_consumed = int(state["batches_consumed"])
 
     def __iter__(self) -> Iterator[Batch]:
-        order = shuffled_order(self.num_samples, self.config, self.epoch)
-        remaining = rank_batches(order, self.config)[self.batches_consumed :]
-        workers = self.config.num_workers
-        loader = torch.utils.data.DataLoader(
-            self.dataset,
-            batch_sampler=_ResumeSampler(remaining),
-            num_workers=workers,
-            collate_fn=_collate,
-            pin_memory=self.config.pin_memory,
-            prefetch_factor=self.config.prefetch_batches if workers > 0 else None,
-        )
         try:
-            for batch in loader:
+            for batch in self._dataloader:
                 self.batches_consumed += 1
                 yield batch
         except UsageError as error:
