@@ -11,7 +11,7 @@ Match "rule_vs_rule": four rule-based agents, as in self-play data; per-seat ave
 Speed: CPU seconds per game and samples per CPU-second of rule-based self-play with encoding (what
 `data mahjong-selfplay` does minus file writes), and the time 200k samples take at that rate with
 `--workers` processes on as many free cores.
-Writes docs/results/agents_bench.jsonl.
+Writes --out (default results/agents_bench.jsonl).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from trainspeed.workloads.mahjong.data.selfplay import game_seed
 from trainspeed.workloads.mahjong.encoding import encode_decisions
 from trainspeed.workloads.mahjong.engine import play_game
 
-RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "agents_bench.jsonl"
 SAMPLES_TARGET = 200_000
 
 
@@ -138,7 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=Path("results/agents_bench.jsonl"))
     args = parser.parse_args()
     rows = []
     with multiprocessing.get_context("fork").Pool(args.workers) as pool:

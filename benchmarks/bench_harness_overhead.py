@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=Path("docs/results/harness_overhead.json"))
+    parser.add_argument("--out", type=Path, default=Path("results/harness_overhead.json"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     plan = TimingPlan(warmup_steps=3, windows=5, min_window_s=1.0)

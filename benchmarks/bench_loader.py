@@ -33,7 +33,6 @@ from trainspeed.data.shards import SHARD_PREFIX, read_index
 from trainspeed.workloads.mahjong.data.loader import open_mahjong_shards
 from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA, write_mahjong_index
 
-RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "loader_bench.jsonl"
 
 
 @dataclass(frozen=True)
@@ -147,7 +146,7 @@ def main() -> None:
     parser.add_argument("--pin-memory", action="store_true")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--replicate", type=int, default=1, help="use this many copies of the data")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=Path("results/loader_bench.jsonl"))
     args = parser.parse_args()
     if args.pin_memory and not args.device.startswith("cuda"):
         parser.error("--pin-memory pins batches for copies to a GPU; use it with --device cuda")

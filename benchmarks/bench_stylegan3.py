@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_stylegan3.py [--target cpu:eager:fp32] [--threads 2]
         [--cases small-t64:4,small-t64:8 ...] [--variants activation,layer,none,grouped]
-        [--steps 2] [--out docs/results/stylegan3_cpu.jsonl]
+        [--steps 2] [--out results/stylegan3.jsonl]
 
 A case is SIZE:BATCH; a variant is a memory/speed trade-off of the same maths (`recompute` mode
 none/activation/layer; `grouped` modulated convolution or `matmul` FIR resampling, both with
@@ -13,7 +13,7 @@ allocator's peak. Each run does one untimed first step (it includes R1 and any c
 1/16 of a D step). The row reports the median step, images/s and s/kimg, plus the model FLOPs
 counted per image (torch's per-op formulas, see workload.counted_flops_per_image).
 
-The GPU run of the issue (T-256 at batch 4, 8, 32, best target) is:
+On a GPU (T-256 at batch 4, 8, 32, best target):
     .venv/bin/python benchmarks/bench_stylegan3.py --target cuda:compile:bf16 \
         --cases t256:4,t256:8,t256:32 --variants activation,matmul,layer --steps 5 \
         --out docs/results/stylegan3_h200.jsonl
@@ -33,7 +33,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "stylegan3_cpu.jsonl"
 GIB = 2**30
 
 
@@ -169,7 +168,7 @@ def main() -> None:
     parser.add_argument("--cases", default="tiny-t:4,tiny-t:8,tiny-t:32,small-t64:4")
     parser.add_argument("--variants", default="activation")
     parser.add_argument("--steps", type=int, default=2, help="timed steps after the first (0: report the first)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=Path("results/stylegan3.jsonl"))
     args = parser.parse_args()
 
     from trainspeed.atomic import append_line

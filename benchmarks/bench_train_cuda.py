@@ -1,12 +1,12 @@
 """One CUDA device: training with real data vs the same loop without IO vs the bench, per batch size.
 
     python benchmarks/bench_train_cuda.py [--data DIR] [--target cuda:eager:bf16] [--size base]
-        [--batch-sizes 512,8192] [--steps 40] [--num-workers 4]
+        [--batch-sizes 512,8192] [--steps 40] [--num-workers 4] [--out results/train_cuda.jsonl]
 
 Without --data it first makes self-play shards (`trainspeed data mahjong-selfplay`, all cores).
 For each batch size: `trainspeed bench` (no IO), `trainspeed train --synthetic-data` and
 `trainspeed train --data`, one after the other; appends one row per batch size to
-docs/results/train_cuda.jsonl with steady samples/s, data-wait fraction, H2D time and the IO
+--out with steady samples/s, data-wait fraction, H2D time and the IO
 efficiency against the bench and against the synthetic run.
 """
 
@@ -21,8 +21,6 @@ import tempfile
 from pathlib import Path
 
 from trainspeed.atomic import append_line
-
-RESULTS = Path("docs/results/train_cuda.jsonl")
 
 
 def trainspeed(*args: str) -> None:
@@ -60,6 +58,7 @@ def main() -> int:
     parser.add_argument("--batch-sizes", default="512,8192")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--num-workers", type=int, default=4)
+    parser.add_argument("--out", type=Path, default=Path("results/train_cuda.jsonl"), help="JSONL rows are appended to")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench_train_cuda."))
     data_dir = Path(args.data) if args.data else make_selfplay(scratch, args.games)
@@ -79,7 +78,7 @@ def main() -> int:
             "io_efficiency_vs_bench": real["io_efficiency"],
             "io_efficiency_vs_synthetic": real["steady_samples_per_s"] / synthetic["steady_samples_per_s"],
         }
-        append_line(RESULTS, json.dumps(row))
+        append_line(args.out, json.dumps(row))
         print(json.dumps(row), flush=True)
     return 0
 

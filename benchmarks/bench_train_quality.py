@@ -4,7 +4,7 @@ majority baseline, and the loss / accuracy curves.
     python benchmarks/bench_train_quality.py --data DIR [--size small] [--steps 130 | --epochs 1]
         [--batch-size-per-device 256] [--lr 1e-3] [--eval-batches 4] [--name train_quality]
 
-Writes docs/results/NAME.json (the run summary and every validation row) and docs/results/NAME.png. The training itself is `trainspeed train`; this script only fixes
+Writes OUT.json (the run summary and every validation row) and OUT.png. The training itself is `trainspeed train`; this script only fixes
 its flags and draws the curves from the run's metrics.jsonl.
 """
 
@@ -23,7 +23,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from trainspeed.atomic import atomic_path, atomic_write_text  # noqa: E402
 
-RESULTS = Path("docs/results")
 
 
 def train_flags(args: argparse.Namespace) -> list[str]:
@@ -69,7 +68,8 @@ def main() -> int:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--eval-every", type=int, default=25)
     parser.add_argument("--eval-batches", type=int, default=4, help="per rank; 0 = the whole validation split")
-    parser.add_argument("--name", default="train_quality", help="output stem under docs/results")
+    parser.add_argument("--out", type=Path, default=Path("results/train_quality"),
+                        help="output stem: OUT.json (summary + validation rows) and OUT.png")
     parser.add_argument("--run-dir", default="runs/train_quality")
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
@@ -87,11 +87,11 @@ def main() -> int:
         "summary": summary,
         "validation": [row for row in rows if row["kind"] == "val"],
     }
-    atomic_write_text(RESULTS / f"{args.name}.json", json.dumps(result, indent=2) + "\n")
+    atomic_write_text(args.out.with_suffix(".json"), json.dumps(result, indent=2) + "\n")
     title = (f"mahjong/{args.size} on CPU, 2 ranks x batch {args.batch_size_per_device}, "
              f"{summary['samples']:,} self-play samples seen")
-    plot_curves(rows, RESULTS / f"{args.name}.png", title, summary["global_batch"])
-    print(f"wrote {RESULTS / args.name}.json and .png")
+    plot_curves(rows, args.out.with_suffix(".png"), title, summary["global_batch"])
+    print(f"wrote {args.out.with_suffix('.json')} and .png")
     return 0
 
 

@@ -28,7 +28,6 @@ timeout 110 python3 benchmarks/bench_stylegan3.py --target cuda:eager:bf16 --cas
 
 echo "== one-device CUDA training: real data vs synthetic vs bench" | tee -a "$OUT/gpu_session.log"
 timeout 100 python3 benchmarks/bench_train_cuda.py --games 150 --steps 30 --batch-sizes 512,8192 \
-  2>&1 | tail -n 15 | tee -a "$OUT/gpu_session.log"
-cp docs/results/train_cuda.jsonl "$OUT/train_cuda.jsonl" 2>/dev/null
+  --out "$OUT/train_cuda.jsonl" 2>&1 | tail -n 15 | tee -a "$OUT/gpu_session.log"
 python3 -m trainspeed plot "$OUT/bench_h200_mahjong_base.jsonl" --baseline cuda:eager:fp32 2>&1 | tee -a "$OUT/gpu_session.log"
 ls -la "$OUT"

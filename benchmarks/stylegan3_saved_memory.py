@@ -1,7 +1,7 @@
 """Activation memory StyleGAN3 keeps for backward, per phase, at any size and batch, without a GPU.
 
     .venv/bin/python benchmarks/stylegan3_saved_memory.py [--cases t256:32,t256:8] \
-        [--variants none,activation] [--out docs/results/stylegan3_saved_memory.jsonl]
+        [--variants none,activation] [--out results/stylegan3_saved_memory.jsonl]
 
 The step runs on meta tensors (shapes only, no compute), and every tensor autograd saves for
 backward is recorded once per storage. That is the activation memory a device holds at the end of
@@ -28,7 +28,6 @@ from trainspeed.workloads.stylegan3.discriminator import Discriminator
 from trainspeed.workloads.stylegan3.generator import Generator
 from trainspeed.workloads.stylegan3.loss import discriminator_loss, generator_loss
 
-RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results" / "stylegan3_saved_memory.jsonl"
 GIB = 2**30
 
 
@@ -90,7 +89,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default="t256:4,t256:8,t256:32")
     parser.add_argument("--variants", default="none,activation")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=Path("results/stylegan3_saved_memory.jsonl"))
     args = parser.parse_args()
     for case in args.cases.split(","):
         size, _, batch = case.partition(":")
