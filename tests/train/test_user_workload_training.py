@@ -4,15 +4,17 @@ through `trainspeed train`: the trainer names no workload key."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import run_train
-from image_classifier_workload import write_dataset
+from conftest import REPO_ROOT, run_train
 
-HERE = Path(__file__).resolve().parent
+EXAMPLES = REPO_ROOT / "examples"
+sys.path.insert(0, str(EXAMPLES))
+from image_classifier_workload import write_dataset  # noqa: E402
 WORKLOAD = ["--workload", "image_classifier_workload:ImageClassifierWorkload", "--size", "tiny"]
 
 
@@ -22,7 +24,7 @@ def test_an_image_classifier_reports_its_own_metric_in_the_summary_and_tensorboa
     out = tmp_path / "run"
     result = run_train(*WORKLOAD, "--data", str(dataset), "--nproc", str(nproc), "--batch-size-per-device",
                        str(32 // nproc), "--epochs", "3", "--eval-every", "20", "--out", str(out),
-                       extra_pythonpath=str(HERE))
+                       extra_pythonpath=str(EXAMPLES))
     assert result.returncode == 0, result.stdout + result.stderr
     validation = json.loads((out / "summary.json").read_text())["validation"]
     assert set(validation) == {"top1_accuracy", "mean_loss"}

@@ -29,7 +29,7 @@ def get_workload(name: str) -> Workload:
     """A built-in workload by name, or the user's own as `package.module:factory`.
 
     The factory is called with no arguments and must return an object with the Workload
-    protocol's attributes (see docs/workload-protocol.md).
+    protocol's attributes (see docs/workloads.md).
     """
     if name in BUILTIN_WORKLOADS:
         reference = BUILTIN_WORKLOADS[name]
@@ -43,7 +43,7 @@ def get_workload(name: str) -> Workload:
     workload = _load_factory(reference)()
     missing = [attr for attr in ("name", "sizes", "build", "synthetic_batch", "flops_per_sample") if not hasattr(workload, attr)]
     if missing:
-        raise UsageError(f"workload {name!r} lacks {', '.join(missing)} (see docs/workload-protocol.md)")
+        raise UsageError(f"workload {name!r} lacks {', '.join(missing)} (see docs/workloads.md)")
     return workload
 
 

@@ -1,6 +1,13 @@
-"""A workload that is not Mahjong: a tiny image classifier on an .npz dataset, with its own
-validation metrics (top-1 accuracy and the mean loss). Used by the trainer's tests through
-`--workload image_classifier_workload:ImageClassifierWorkload`."""
+"""A workload with its own data and its own validation metric: a tiny image classifier.
+
+The dataset is one .npz file (`write_dataset` makes a learnable one); the loader is this file's
+own `NpzLoader`, which follows the BatchLoader protocol; validation reports top-1 accuracy and the
+mean loss. Train it on two ranks (the folder holding this file must be importable):
+
+    PYTHONPATH=examples python -c "from pathlib import Path; import image_classifier_workload as w; w.write_dataset(Path('images.npz'))"
+    PYTHONPATH=examples trainspeed train --workload image_classifier_workload:ImageClassifierWorkload \
+        --size tiny --data images.npz --nproc 2 --batch-size-per-device 16 --epochs 3 --out runs/classifier
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainspeed.data.base import LoaderConfig
+from trainspeed.data.order import batches_per_epoch, rank_batches, shuffled_order
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Batch, Trainable
 
@@ -32,18 +41,20 @@ def write_dataset(path: Path, samples: int = 600, seed: int = 0) -> Path:
 
 
 class NpzLoader:
-    """The BatchLoader protocol over one .npz file: every 10th sample is validation; ranks take
-    contiguous slices of each global batch, as the built-in loaders do."""
+    """The BatchLoader protocol over one .npz file: every 10th sample is validation; the order and
+    each rank's slice of every global batch come from `trainspeed.data.order`, as in the built-in
+    loaders, so N ranks at batch B read exactly what one rank reads at batch N*B."""
 
-    def __init__(self, path: str, config) -> None:
+    def __init__(self, path: str, config: LoaderConfig) -> None:
         try:
             data = np.load(path)
-        except (OSError, ValueError) as error:
-            raise UsageError(f"{path}: not an image .npz dataset ({error})") from None
-        in_val = np.arange(len(data["labels"])) % 10 == 0
+            images, labels = data["images"], data["labels"]
+        except (OSError, ValueError, KeyError) as error:
+            raise UsageError(f"{path}: not an image .npz dataset with images and labels ({error})") from None
+        in_val = np.arange(len(labels)) % 10 == 0
         keep = in_val if config.split == "val" else ~in_val
-        self.images = torch.from_numpy(data["images"][keep])
-        self.labels = torch.from_numpy(data["labels"][keep])
+        self.images = torch.from_numpy(images[keep])
+        self.labels = torch.from_numpy(labels[keep])
         self.config = config
         self.epoch = self.position = 0
 
@@ -52,9 +63,7 @@ class NpzLoader:
         return len(self.labels)
 
     def __len__(self) -> int:
-        global_batch = self.config.batch_size * self.config.world_size
-        full = self.num_samples // global_batch
-        return full if self.config.drop_last or self.num_samples % global_batch == 0 else full + 1
+        return batches_per_epoch(self.num_samples, self.config)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch, self.position = epoch, 0
@@ -66,12 +75,9 @@ class NpzLoader:
         self.epoch, self.position = state["epoch"], state["position"]
 
     def __iter__(self) -> Iterator[Batch]:
-        config = self.config
-        order = torch.randperm(self.num_samples, generator=torch.Generator().manual_seed(config.seed * 1000 + self.epoch))
-        global_batch = config.batch_size * config.world_size
-        while self.position < len(self):
-            ids = order[self.position * global_batch : (self.position + 1) * global_batch]
-            ids = ids.tensor_split(config.world_size)[config.rank]
+        batches = rank_batches(shuffled_order(self.num_samples, self.config, self.epoch), self.config)
+        while self.position < len(batches):
+            ids = torch.from_numpy(batches[self.position])
             self.position += 1
             yield {"images": self.images[ids], "labels": self.labels[ids]}
 
@@ -121,5 +127,5 @@ class ImageClassifierWorkload:
     def flops_per_sample(self, size: str) -> float:
         return 3.0 * 2 * (RESOLUTION * RESOLUTION * 32 + 32 * CLASSES)
 
-    def open_dataset(self, path: str, size: str, config) -> NpzLoader:
+    def open_dataset(self, path: str, size: str, config: LoaderConfig) -> NpzLoader:
         return NpzLoader(path, config)
