@@ -20,7 +20,7 @@ import pytest
 
 from trainspeed.targets import available_targets
 
-from conftest import (
+from train_runs import (
     REPO_ROOT,
     final_parameters,
     initial_parameters,

@@ -12,7 +12,7 @@ import pytest
 from trainspeed.bench.results import ResultRow
 from trainspeed.cli import main
 from trainspeed.data.base import LoaderConfig
-from conftest import TINY_RUN
+from train_runs import TINY_RUN
 
 
 def _rows(run_dir: Path) -> list[dict]:

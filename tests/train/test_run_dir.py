@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, TINY_RUN, train_command, train_env
+from train_runs import REPO_ROOT, TINY_RUN, train_command, train_env
 from trainspeed.cli import main
 
 RUN = ["train", *TINY_RUN, "--synthetic-data", "--batch-size-per-device", "8", "--log-every", "1"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import final_parameters, initial_parameters, max_abs_difference, run_train
+from train_runs import final_parameters, initial_parameters, max_abs_difference, run_train
 
 pytest.importorskip("torch_xla", reason="torch_xla is not installed (pip install .[xla])")
 

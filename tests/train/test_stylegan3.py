@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from conftest import REPO_ROOT, run_train, train_env
+from train_runs import REPO_ROOT, run_train, train_env
 
 
 def _image_dataset(tmp_path: Path) -> Path:

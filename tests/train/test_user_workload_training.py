@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import REPO_ROOT, run_train
+from train_runs import REPO_ROOT, run_train
 
 EXAMPLES = REPO_ROOT / "examples"
 sys.path.insert(0, str(EXAMPLES))

@@ -37,6 +37,9 @@ class LoaderConfig:
     shuffle_buffer: int = 65536
     drop_last: bool = True
     """Drop the final incomplete global batch (training); False keeps it, split across ranks."""
+    check_data: bool = True
+    """Refuse damaged data while reading it (each shard's bytes once per run, every batch's values
+    as cheaply as the workload can); off only to measure what the checks cost."""
 
 
 @runtime_checkable

@@ -23,7 +23,7 @@ from __future__ import annotations
 import multiprocessing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -32,6 +32,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from trainspeed.data.base import Batch, BatchLoader, LoaderConfig
 from trainspeed.data.order import batches_per_epoch, check_rank_config, chunk_bounds, chunked_order, rank_slice
 from trainspeed.data.shards import ShardColumns, ShardSchema, open_shard, read_index
+from trainspeed.data.verify import shard_file_problem
 from trainspeed.errors import UsageError
 
 VAL_PER_MILLE = 50
@@ -66,6 +67,11 @@ class OutputColumn:
     """Reinterpret the filled tensor as this dtype of the same item size on output (uint8 0/1 -> bool)."""
 
 
+RowCheck = Callable[[Path, np.ndarray, Mapping[str, np.ndarray]], list[str]]
+"""(shard file, the rows read from it, those rows of each output column in their stored dtype)
+-> problems, each naming the file and a row, in the words `data verify` uses."""
+
+
 @dataclass(frozen=True)
 class ShardBatchSpec:
     """What a workload's batches are made of."""
@@ -75,6 +81,9 @@ class ShardBatchSpec:
     split_column: str
     """An integer column; samples with equal values land in the same split."""
     val_per_mille: int = VAL_PER_MILLE
+    check_rows: RowCheck | None = None
+    """The workload's cheap checks of every batch read (Mahjong: action ids in range and legal under
+    their mask), so data that would train to garbage is refused at its first read."""
 
     def __post_init__(self) -> None:
         for name in [o.name for o in self.outputs] + [self.split_column]:
@@ -187,6 +196,10 @@ class ShardBatches(Dataset):
         self.config = config
         self.spec = spec
         self.slots = slots
+        self.checked = torch.zeros(len(layout.shard_infos), dtype=torch.uint8)
+        """Shards whose bytes were checked in this run, shared by the workers (each is hashed once)."""
+        if slots is not None:
+            self.checked.share_memory_()
         self._cast = [o for o in spec.outputs if not spec.writes_directly(o)]  # gathered via scratch, then cast
         self._shards: list[ShardColumns] | None = None
         self._order_epoch: int | None = None
@@ -231,12 +244,40 @@ class ShardBatches(Dataset):
         for begin, end in zip(cuts[:-1], cuts[1:]):
             if begin == end:
                 continue
-            shard, shard_rows = shards[shard_ids[begin]], rows[begin:end]
+            number = int(shard_ids[begin])
+            self._check_shard(number)
+            shard, shard_rows = shards[number], rows[begin:end]
             for name, target in targets.items():
                 np.take(shard[name], shard_rows, axis=0, out=scratch.get(name, target)[begin:end])
+            self._check_rows(number, shard_rows, {name: scratch.get(name, target)[begin:end] for name, target in targets.items()})
         for name, stored in scratch.items():
             targets[name][:] = stored
         out.tensors[SAMPLE_ID_KEY].numpy()[:] = ids
+
+
+    def _check_shard(self, number: int) -> None:
+        """Refuse a shard whose bytes are not the ones its index describes, at its first read."""
+        if not self.config.check_data or self.checked[number]:
+            return
+        info = self.layout.shard_infos[number]
+        problem = shard_file_problem(self.folder / info["file"], info, self.spec.schema, trust_unchanged=True)
+        if problem is not None:
+            raise UsageError(problem)
+        self.checked[number] = 1
+
+    def _check_rows(self, number: int, shard_rows: np.ndarray, columns: Mapping[str, np.ndarray]) -> None:
+        if not self.config.check_data or self.spec.check_rows is None:
+            return
+        problems = self.spec.check_rows(self.folder / self.layout.shard_infos[number]["file"], shard_rows, columns)
+        if problems:
+            raise UsageError(problems[0])
+
+
+def one_line_worker_error(error: UsageError) -> UsageError:
+    """A DataLoader worker's error arrives with its traceback glued on; keep our one line."""
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    last = lines[-1] if lines else str(error)
+    return UsageError(last.split("UsageError: ", 1)[-1])
 
 
 class _PositionSampler(Sampler):
@@ -307,7 +348,14 @@ class ShardLoader(BatchLoader):
             return
         # With persistent workers a new iteration first drains what the last one left in flight
         # (a consumer that stopped early), so no slot is written while it is read.
-        for slot, size in self._dataloader:
+        batches = iter(self._dataloader)
+        while True:
+            try:
+                slot, size = next(batches)
+            except StopIteration:
+                return
+            except UsageError as error:  # damaged data, found by a worker
+                raise one_line_worker_error(error) from None
             out = self._allocate(size)
             out.copy_from(self.dataset.slots.slot(slot, size))
             self.position += 1

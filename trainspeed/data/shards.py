@@ -79,17 +79,22 @@ class ShardInfo:
     nbytes: int
     sha256: str
     stats: dict = field(default_factory=dict)
+    ctime_ns: int | None = None
+    """The file's inode change time once written. While it is unchanged the bytes are the ones the
+    checksum was taken of (any write changes it, and no tool can set it back), so a reader can trust
+    them without hashing the file again."""
 
     def to_json(self) -> dict:
         """Flat: the stats sit beside the fixed fields, so readers index them directly."""
+        stamp = {} if self.ctime_ns is None else {"ctime_ns": self.ctime_ns}
         return {"file": self.file, "samples": self.samples, **self.stats, "nbytes": self.nbytes,
-                "sha256": self.sha256}
+                "sha256": self.sha256, **stamp}
 
     @staticmethod
     def from_json(document: dict) -> "ShardInfo":
         fixed = ("file", "samples", "nbytes", "sha256")
-        return ShardInfo(**{key: document[key] for key in fixed},
-                         stats={key: value for key, value in document.items() if key not in fixed})
+        return ShardInfo(**{key: document[key] for key in fixed}, ctime_ns=document.get("ctime_ns"),
+                         stats={key: value for key, value in document.items() if key not in (*fixed, "ctime_ns")})
 
 
 def file_sha256(path: Path) -> str:
@@ -125,7 +130,7 @@ def write_shard(folder: Path, name: str, schema: ShardSchema, columns: Mapping[s
                 handle.write(np.ascontiguousarray(columns[column_name]).tobytes())
             handle.truncate(offsets["end"])
     info = ShardInfo(file=bin_path.name, samples=samples, nbytes=offsets["end"], sha256=file_sha256(bin_path),
-                     stats=dict(stats or {}))
+                     stats=dict(stats or {}), ctime_ns=bin_path.stat().st_ctime_ns)
     atomic_write_text(folder / f"{name}.json", json.dumps(info.to_json(), indent=1))
     return info
 
@@ -203,11 +208,30 @@ def open_shard(folder: Path, info: dict, schema: ShardSchema) -> ShardColumns:
     samples = int(info["samples"])
     offsets = schema.section_offsets(samples)
     path = folder / info["file"]
-    actual = path.stat().st_size
-    if actual != offsets["end"]:
-        raise UsageError(f"{path}: {actual} bytes, expected {offsets['end']} (truncated or foreign file)")
+    problem = shard_size_problem(path, offsets["end"])
+    if problem is not None:
+        raise UsageError(problem)
     if samples == 0:
         return ShardColumns({name: np.zeros((0, *shape), dtype) for name, (dtype, shape) in schema.columns.items()})
-    return ShardColumns({
-        name: np.memmap(path, dtype=dtype, mode="r", offset=offsets[name], shape=(samples, *shape))
-        for name, (dtype, shape) in schema.columns.items()})
+    try:
+        return ShardColumns({
+            name: np.memmap(path, dtype=dtype, mode="r", offset=offsets[name], shape=(samples, *shape))
+            for name, (dtype, shape) in schema.columns.items()})
+    except OSError as error:
+        raise UsageError(f"{path}: cannot read ({error.strerror})") from None
+
+
+def shard_size_problem(path: Path, expected_bytes: int) -> str | None:
+    """Why `path` cannot be a shard of `expected_bytes` (missing, not a file, another size), or None."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return f"{path}: missing"
+    except OSError as error:
+        return f"{path}: cannot read ({error.strerror})"
+    if not path.is_file():
+        return f"{path}: not a regular file"
+    if size != expected_bytes:
+        kind = "truncated" if size < expected_bytes else "extra bytes"
+        return f"{path}: {size} bytes, expected {expected_bytes} ({kind})"
+    return None

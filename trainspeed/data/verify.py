@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from trainspeed.data.shards import INDEX_NAME, ShardColumns, ShardSchema, file_sha256, open_shard, read_index
+from trainspeed.data.shards import (INDEX_NAME, ShardColumns, ShardSchema, file_sha256, open_shard, read_index,
+                                    shard_size_problem)
 
 ColumnCheck = Callable[[Path, dict, ShardColumns], list[str]]
 """(shard file, its index entry, its memory-mapped columns) -> problems, each naming the file."""
@@ -30,16 +31,21 @@ class VerifyReport:
         return not self.problems
 
 
-def _file_problem(path: Path, info: dict, schema: ShardSchema) -> str | None:
-    """Why the shard's bytes cannot be trusted (missing, wrong size, changed), or None."""
-    if not path.is_file():
-        return f"{path}: missing"
-    expected = schema.section_offsets(int(info["samples"]))["end"]
-    size = path.stat().st_size
-    if size != expected:
-        return (f"{path}: {size} bytes, expected {expected} (truncated)" if size < expected
-                else f"{path}: {size} bytes, expected {expected} (extra bytes)")
-    if file_sha256(path) != info["sha256"]:
+def shard_file_problem(path: Path, info: dict, schema: ShardSchema, trust_unchanged: bool = False) -> str | None:
+    """Why the shard's bytes cannot be trusted (missing, wrong size, changed), or None.
+
+    With `trust_unchanged` a file whose inode change time is still the one recorded when it was
+    written is not hashed again (a reader checking every shard once per run); `verify` hashes always."""
+    problem = shard_size_problem(path, schema.section_offsets(int(info["samples"]))["end"])
+    if problem is not None:
+        return problem
+    if trust_unchanged and info.get("ctime_ns") == path.stat().st_ctime_ns:
+        return None
+    try:
+        digest = file_sha256(path)
+    except OSError as error:
+        return f"{path}: cannot read ({error.strerror})"
+    if digest != info["sha256"]:
         return f"{path}: checksum mismatch (the file changed after it was written)"
     return None
 
@@ -53,7 +59,7 @@ def verify_shards(folder: str | os.PathLike, schema: ShardSchema, check_columns:
     for info in index["shards"]:
         path = folder / info["file"]
         total += int(info["samples"])
-        problem = _file_problem(path, info, schema)
+        problem = shard_file_problem(path, info, schema)
         if problem is not None:
             report.problems.append(problem)
         elif check_columns is not None:

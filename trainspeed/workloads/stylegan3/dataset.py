@@ -21,6 +21,7 @@ import torch
 from PIL import Image, UnidentifiedImageError
 
 from trainspeed.data.base import Batch, LoaderConfig
+from trainspeed.data.loader import one_line_worker_error
 from trainspeed.data.order import batches_per_epoch, rank_batches, shuffled_order
 from trainspeed.errors import UsageError
 
@@ -147,13 +148,6 @@ class _RemainingBatches(torch.utils.data.Sampler):
         return len(self._remaining())
 
 
-def _clean_worker_error(error: UsageError) -> UsageError:
-    """A DataLoader worker's error arrives with its traceback glued on; keep our one line."""
-    lines = [line for line in str(error).splitlines() if line.strip()]
-    last = lines[-1] if lines else str(error)
-    return UsageError(last.split("UsageError: ", 1)[-1])
-
-
 class ImageLoader:
     """The BatchLoader of an image dataset: {"images": uint8 (B, 3, R, R)} for one rank.
 
@@ -208,4 +202,4 @@ class ImageLoader:
                 self.batches_consumed += 1
                 yield batch
         except UsageError as error:
-            raise _clean_worker_error(error) from None
+            raise one_line_worker_error(error) from None

@@ -17,6 +17,7 @@ import torch
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.data.loader import OutputColumn, ShardBatchSpec, ShardLoader, in_validation_split
 from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
+from trainspeed.workloads.mahjong.data.verify import check_actions
 
 MAHJONG_BATCHES = ShardBatchSpec(
     schema=MAHJONG_SCHEMA,
@@ -26,6 +27,7 @@ MAHJONG_BATCHES = ShardBatchSpec(
         OutputColumn("action", torch.int64),
     ),
     split_column="game_id",
+    check_rows=check_actions,
 )
 
 

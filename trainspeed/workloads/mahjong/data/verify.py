@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
@@ -21,22 +22,30 @@ CHECK_ROWS = 65536
 """Rows read at a time when checking the mask/action columns (bounds memory on big shards)."""
 
 
+def check_actions(path: Path, rows: np.ndarray, columns: Mapping[str, np.ndarray]) -> list[str]:
+    """Action ids in range and legal under their 0/1 masks, for the given shard `rows` (also every
+    batch the loader reads: a few bytes per sample, so cheap enough to check always)."""
+    action, mask = columns["action"].astype(np.int64), columns["mask"]
+    out_of_range = np.flatnonzero(action >= mask.shape[1])
+    if len(out_of_range):
+        return [f"{path}: action id out of range at row {int(rows[out_of_range[0]])}"]
+    problems = []
+    illegal = np.flatnonzero(mask[np.arange(len(action)), action] != 1)
+    if len(illegal):
+        problems.append(f"{path}: {len(illegal)} actions not legal under their mask "
+                        f"(first at row {int(rows[illegal[0]])})")
+    if mask.max(initial=0) > 1:
+        problems.append(f"{path}: mask holds values other than 0/1 near row {int(rows[0])}")
+    return problems
+
+
 def check_mahjong_columns(path: Path, info: dict, columns: ShardColumns) -> list[str]:
     problems = []
     game_ids = set()
     for start in range(0, int(info["samples"]), CHECK_ROWS):
         rows = slice(start, start + CHECK_ROWS)
-        action = np.asarray(columns["action"][rows]).astype(np.int64)
-        mask = np.asarray(columns["mask"][rows])
-        if (action >= mask.shape[1]).any():
-            problems.append(f"{path}: action id out of range near row {start}")
-            continue
-        illegal = np.flatnonzero(mask[np.arange(len(action)), action] != 1)
-        if len(illegal):
-            problems.append(f"{path}: {len(illegal)} actions not legal under their mask "
-                            f"(first at row {start + int(illegal[0])})")
-        if not np.isin(mask, (0, 1)).all():
-            problems.append(f"{path}: mask holds values other than 0/1 near row {start}")
+        numbers = np.arange(start, min(start + CHECK_ROWS, int(info["samples"])))
+        problems += check_actions(path, numbers, {name: np.asarray(columns[name][rows]) for name in ("action", "mask")})
         if not np.isfinite(np.asarray(columns["features"][rows])).all():
             problems.append(f"{path}: features hold NaN or infinity near row {start}")
         game_ids.update(np.unique(np.asarray(columns["game_id"][rows])).tolist())
