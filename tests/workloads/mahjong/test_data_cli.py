@@ -39,3 +39,14 @@ def test_bad_input_is_one_error_line_and_exit_code_2(tmp_path, capsys):
     assert "trainspeed: error:" in capsys.readouterr().err
     assert main(["data", "from-mjai", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "o")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_an_unwritable_out_is_refused_before_any_game_is_played(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    log = tmp_path / "game.jsonl"
+    log.write_text('{"type": "start_game"}\n')
+    for command in (["mahjong-selfplay", "--games", "1", "--no-progress"], ["from-mjai", str(log)]):
+        assert main(["data", *command, "--out", str(blocker / "out")]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith("trainspeed: error: cannot write to --out"), line

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from trainspeed.atomic import atomic_write_text
+from trainspeed.atomic import atomic_write_text, check_writable_directory
 from trainspeed.data.shards import INDEX_NAME, SHARD_PREFIX
 from trainspeed.errors import UsageError
 from trainspeed.workloads.mahjong.data.mjai_logs import LoggedEvent, read_games
@@ -76,7 +76,7 @@ def import_mjai(inputs: Iterable[str | os.PathLike], out: str | os.PathLike,
     out = Path(out)
     if (out / INDEX_NAME).exists() or any(out.glob(f"{SHARD_PREFIX}*")):
         raise UsageError(f"{out}: already holds shards; choose an empty or new --out folder")
-    out.mkdir(parents=True, exist_ok=True)
+    check_writable_directory(out, f"--out {out}")
     staging = Path(tempfile.mkdtemp(prefix=".import-", dir=out))
     try:
         sources, pending, shards = [], [], 0

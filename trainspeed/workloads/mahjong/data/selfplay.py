@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from trainspeed.atomic import atomic_write_text
+from trainspeed.atomic import atomic_write_text, check_writable_directory
 from trainspeed.data.shards import SHARD_PREFIX, ShardInfo
 from trainspeed.errors import UsageError
 from trainspeed.workloads.mahjong.agents import RuleBasedAgent
@@ -138,7 +138,7 @@ def run_selfplay(config: SelfPlayConfig) -> SelfPlayResult:
         raise UsageError(f"--games {config.games}: must be at least 1")
     if config.workers < 1:
         raise UsageError(f"--workers {config.workers}: must be at least 1")
-    config.out.mkdir(parents=True, exist_ok=True)
+    check_writable_directory(config.out, f"--out {config.out}")
     _check_manifest(config)
     _remove_stale_temporaries(config.out)
     chunks = -(-config.games // config.games_per_shard)
