@@ -106,6 +106,9 @@ def test_kill_9_then_resume_ends_with_the_parameters_of_an_uninterrupted_run(
     first_step = json.loads((killed / "summary.json").read_text())["first_step"]
     assert 0 < first_step < STEPS
     assert max_abs_difference(final_parameters(killed), final_parameters(uninterrupted)) == 0.0
+    logged = [json.loads(line) for line in (killed / "metrics.jsonl").read_text().splitlines()]
+    train_steps = [row["step"] for row in logged if row["kind"] == "train"]
+    assert train_steps == sorted(set(train_steps)), "a step the killed run logged after its checkpoint is logged twice"
 
 
 FAILING_WORKLOAD = '''
