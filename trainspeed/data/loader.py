@@ -21,6 +21,7 @@ by the tests to prove exactly-once reading).
 from __future__ import annotations
 
 import multiprocessing
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
@@ -281,17 +282,22 @@ def one_line_worker_error(error: UsageError) -> UsageError:
 
 
 class _PositionSampler(Sampler):
-    """Yields (epoch, batch number) from the loader's current position to the epoch's end."""
+    """Yields (epoch, batch number) from the loader's current position to the epoch's end.
+
+    It holds its loader weakly: a reference cycle (loader -> DataLoader -> sampler -> loader) would
+    leave the loader to the garbage collector, which could then run the DataLoader's shutdown in a
+    forked worker of another loader, where it must not."""
 
     def __init__(self, loader: "ShardLoader") -> None:
-        self.loader = loader
+        self._loader = weakref.ref(loader)
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
-        epoch, start = self.loader.epoch, self.loader.position
-        return iter([(epoch, t) for t in range(start, len(self.loader))])
+        loader = self._loader()
+        return iter([(loader.epoch, t) for t in range(loader.position, len(loader))])
 
     def __len__(self) -> int:
-        return len(self.loader) - self.loader.position
+        loader = self._loader()
+        return len(loader) - loader.position
 
 
 def _worker_context() -> multiprocessing.context.BaseContext:

@@ -11,6 +11,7 @@ the zip is stored, not compressed), so a bad dataset fails before training start
 from __future__ import annotations
 
 import os
+import weakref
 import zipfile
 import zlib
 from pathlib import Path
@@ -131,13 +132,14 @@ def _collate(images: list[torch.Tensor]) -> Batch:
 
 class _RemainingBatches(torch.utils.data.Sampler):
     """This rank's batches from the loader's current position to the end of its epoch, read anew at
-    every iteration (the DataLoader and its workers live as long as the loader)."""
+    every iteration (the DataLoader and its workers live as long as the loader). The loader is held
+    weakly, so no reference cycle leaves its shutdown to the garbage collector (see the shard loader)."""
 
     def __init__(self, loader: "ImageLoader") -> None:
-        self.loader = loader
+        self._loader = weakref.ref(loader)
 
     def _remaining(self) -> list[np.ndarray]:
-        loader = self.loader
+        loader = self._loader()
         order = shuffled_order(loader.num_samples, loader.config, loader.epoch)
         return rank_batches(order, loader.config)[loader.batches_consumed :]
 
