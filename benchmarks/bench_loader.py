@@ -57,6 +57,7 @@ class LoaderRow:
     cpu_count: int
     first_epoch_s: float
     """The untimed first epoch (page cache, memory maps, the once-per-run shard checks)."""
+    repeat: int = 0
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,17 @@ def measure(folder: Path, ranks: int, num_workers: int, batch_size: int, epochs:
         bytes_per_sample=read_index(folder, MAHJONG_SCHEMA)["bytes_per_sample"], cpu_count=os.cpu_count() or 0)
 
 
+def print_check_cost(rows: list[LoaderRow]) -> None:
+    """Per configuration: the median over repeats of samples/s with the data checks over without them."""
+    keys = sorted({(r.ranks, r.batch_size, r.num_workers) for r in rows})
+    for ranks, batch_size, workers in keys:
+        def median_rate(check: bool) -> float:
+            return statistics.median(r.samples_per_s for r in rows
+                                     if (r.ranks, r.batch_size, r.num_workers, r.check_data) == (ranks, batch_size, workers, check))
+        print(f"ranks {ranks} workers {workers} batch {batch_size}: with checks / without = "
+              f"{median_rate(True) / median_rate(False):.3f} (median of {max(r.repeat for r in rows) + 1} repeats)")
+
+
 def replicate(folder: Path, copies: int) -> Path:
     """A bigger shard folder made of `copies` copies of `folder`'s shards (same games repeated):
     loader speed does not depend on which games, and a host without the engine can run this."""
@@ -160,6 +172,7 @@ def main() -> None:
     parser.add_argument("--replicate", type=int, default=1, help="use this many copies of the data")
     parser.add_argument("--check-data", nargs="+", choices=("on", "off"), default=["on"],
                         help="with the loader's data checks, without them, or both side by side")
+    parser.add_argument("--repeats", type=int, default=1, help="run every configuration this often, interleaved")
     parser.add_argument("--out", type=Path, default=Path("results/loader_bench.jsonl"))
     args = parser.parse_args()
     if args.pin_memory and not args.device.startswith("cuda"):
@@ -175,18 +188,20 @@ def main() -> None:
     if args.replicate > 1:
         folder = replicate(folder, args.replicate)
     rows = []
-    for ranks in args.ranks:
-        for batch_size in args.batch_sizes:
-            for workers in args.workers:
-                for check in args.check_data:
-                    row = measure(folder, ranks, workers, batch_size, args.epochs, args.pin_memory, args.device,
-                                  check == "on")
-                    rows.append(row)
-                    print(f"ranks {row.ranks} workers {row.num_workers} batch {row.batch_size} checks {check}: "
-                          f"{row.samples_per_s:,.0f} samples/s (spread {row.samples_per_s_spread[0]:,.0f}-"
-                          f"{row.samples_per_s_spread[1]:,.0f}), {row.samples_per_cpu_s:,.0f} samples per "
-                          f"CPU-second, {row.samples_per_epoch} samples per epoch, first epoch {row.first_epoch_s:.2f} s",
-                          flush=True)
+    configurations = [(ranks, batch_size, workers, check) for ranks in args.ranks for batch_size in args.batch_sizes
+                      for workers in args.workers for check in args.check_data]
+    for repeat in range(args.repeats):
+        for ranks, batch_size, workers, check in configurations:
+            row = dataclasses.replace(measure(folder, ranks, workers, batch_size, args.epochs, args.pin_memory,
+                                              args.device, check == "on"), repeat=repeat)
+            rows.append(row)
+            print(f"ranks {row.ranks} workers {row.num_workers} batch {row.batch_size} checks {check}: "
+                  f"{row.samples_per_s:,.0f} samples/s (spread {row.samples_per_s_spread[0]:,.0f}-"
+                  f"{row.samples_per_s_spread[1]:,.0f}), {row.samples_per_cpu_s:,.0f} samples per "
+                  f"CPU-second, {row.samples_per_epoch} samples per epoch, first epoch {row.first_epoch_s:.2f} s",
+                  flush=True)
+    if args.check_data == ["on", "off"] or args.check_data == ["off", "on"]:
+        print_check_cost(rows)
     atomic_write_text(args.out, "".join(json.dumps(asdict(row)) + "\n" for row in rows))
 
 

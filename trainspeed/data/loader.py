@@ -250,7 +250,7 @@ class ShardBatches(Dataset):
             shard, shard_rows = shards[number], rows[begin:end]
             for name, target in targets.items():
                 np.take(shard[name], shard_rows, axis=0, out=scratch.get(name, target)[begin:end])
-            self._check_rows(number, shard_rows, {name: scratch.get(name, target)[begin:end] for name, target in targets.items()})
+        self._check_rows(shard_ids, rows, cuts, {name: scratch.get(name, target) for name, target in targets.items()})
         for name, stored in scratch.items():
             targets[name][:] = stored
         out.tensors[SAMPLE_ID_KEY].numpy()[:] = ids
@@ -266,12 +266,19 @@ class ShardBatches(Dataset):
             raise UsageError(problem)
         self.checked[number] = 1
 
-    def _check_rows(self, number: int, shard_rows: np.ndarray, columns: Mapping[str, np.ndarray]) -> None:
+    def _check_rows(self, shard_ids: np.ndarray, rows: np.ndarray, cuts: np.ndarray,
+                    columns: Mapping[str, np.ndarray]) -> None:
+        """The workload's checks on the whole batch at once (one call is cheap; one per shard
+        segment was not); only a batch with a problem is checked again per shard, to name it."""
         if not self.config.check_data or self.spec.check_rows is None:
             return
-        problems = self.spec.check_rows(self.folder / self.layout.shard_infos[number]["file"], shard_rows, columns)
-        if problems:
-            raise UsageError(problems[0])
+        if not self.spec.check_rows(self.folder, rows, columns):
+            return
+        for begin, end in zip(cuts[:-1], cuts[1:]):
+            path = self.folder / self.layout.shard_infos[int(shard_ids[begin])]["file"]
+            problems = self.spec.check_rows(path, rows[begin:end], {name: a[begin:end] for name, a in columns.items()})
+            if problems:
+                raise UsageError(problems[0])
 
 
 def one_line_worker_error(error: UsageError) -> UsageError:
