@@ -188,10 +188,11 @@ def main() -> None:
     if args.replicate > 1:
         folder = replicate(folder, args.replicate)
     rows = []
-    configurations = [(ranks, batch_size, workers, check) for ranks in args.ranks for batch_size in args.batch_sizes
-                      for workers in args.workers for check in args.check_data]
+    configurations = [(ranks, batch_size, workers) for ranks in args.ranks for batch_size in args.batch_sizes
+                      for workers in args.workers]
     for repeat in range(args.repeats):
-        for ranks, batch_size, workers, check in configurations:
+        checks = args.check_data if repeat % 2 == 0 else args.check_data[::-1]  # neither side always first
+        for (ranks, batch_size, workers), check in ((c, check) for c in configurations for check in checks):
             row = dataclasses.replace(measure(folder, ranks, workers, batch_size, args.epochs, args.pin_memory,
                                               args.device, check == "on"), repeat=repeat)
             rows.append(row)
