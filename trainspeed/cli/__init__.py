@@ -1,6 +1,6 @@
 """Command line: `trainspeed info | bench | plot | train | data ...`, one module per command.
 
-The commands are the top layer: each turns flags into a config, calls the rooms below (bench,
+The commands are the top layer: each turns flags into a config, calls the packages below (bench,
 train, report, a workload's data tools) and prints. Every handler returns an exit code. Bad input
 raises UsageError, which becomes one line `trainspeed: error: ...` and exit code 2 (argparse's own
 convention for usage errors).
