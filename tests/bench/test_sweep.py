@@ -1,6 +1,8 @@
-"""Sweeps: out-of-memory rows, recompiles inside timed windows, results that survive."""
+"""Sweeps: out-of-memory rows, recompiles inside timed windows, results that survive, and what a
+row records about its windows."""
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -105,3 +107,20 @@ def test_xla_works_in_a_fresh_process_whose_workload_counts_flops_with_a_backwar
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert [row.status for row in read_rows(tmp_results)] == ["ok"]
+
+
+def test_a_row_records_every_window_and_its_steps_and_old_rows_still_read(tmp_results):
+    plan = TimingPlan(warmup_steps=1, windows=3, min_window_s=0.02)
+    (row,) = run_sweep(BenchConfig(workload="mahjong", size="tiny", targets=["cpu:eager:fp32"], batch_sizes=[8],
+                                   out=tmp_results, plan=plan, peak_tflops=1.0))
+    assert row.status == "ok" and len(row.window_s) == row.windows == 3
+    assert min(row.window_s) >= row.min_window_s == 0.02 and row.steps_capped is False
+    assert row.step_time_s == pytest.approx(sorted(row.window_s)[1] / row.steps_per_window)
+    assert row.cpu_s_per_wall_s > 0
+    assert read_rows(tmp_results) == [row]
+
+    old = {k: v for k, v in dataclasses.asdict(row).items() if k not in ("window_s", "steps_capped")}
+    tmp_results.write_text(json.dumps(old) + "\n")
+    (read,) = read_rows(tmp_results)
+    assert read.window_s is None and read.steps_capped is None
+

@@ -70,5 +70,7 @@ class BenchConfig:
             raise UsageError(f"--threads must be positive, got {self.threads}")
         if self.plan.windows < 1 or self.plan.warmup_steps < 0:
             raise UsageError("--windows must be >= 1 and --warmup-steps >= 0")
+        if self.plan.max_steps_per_window < 1:
+            raise UsageError(f"--max-steps-per-window must be >= 1, got {self.plan.max_steps_per_window}")
         if self.plan.min_window_s <= 0:
             raise UsageError(f"--min-window-s must be positive, got {self.plan.min_window_s}")

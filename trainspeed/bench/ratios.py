@@ -14,6 +14,8 @@ class RatioTable:
     targets: list[str]
     samples_per_s: dict[tuple[str, int], float]
     status: dict[tuple[str, int], str]
+    short_windows: frozenset[tuple[str, int]] = frozenset()
+    """Configurations whose windows the cap on steps per window left shorter than asked."""
 
     def ratio(self, target: str, batch_size: int) -> float | None:
         base = self.samples_per_s.get((self.baseline, batch_size))
@@ -38,6 +40,7 @@ def ratio_table(rows: list[ResultRow], baseline: str | None = None) -> RatioTabl
         targets=targets,
         samples_per_s={(r.target, r.batch_size): r.samples_per_s for r in rows if r.is_measured},
         status={(r.target, r.batch_size): r.status for r in rows},
+        short_windows=frozenset((r.target, r.batch_size) for r in rows if r.is_measured and r.steps_capped),
     )
 
 
@@ -54,10 +57,12 @@ def format_table(table: RatioTable) -> str:
                 cells.append(status.rjust(width))
                 continue
             ratio = table.ratio(target, batch_size)
-            mark = "!" if status == "invalid" else ""
+            mark = ("!" if status == "invalid" else "") + ("~" if (target, batch_size) in table.short_windows else "")
             text = f"{value:,.0f}{mark}" + (f" ({ratio:.2f}x)" if ratio is not None else "")
             cells.append(text.rjust(width))
         lines.append(str(batch_size).rjust(7) + "".join(cells))
     if any(s == "invalid" for s in table.status.values()):
         lines.append("! invalid: a compilation happened inside a timed window")
+    if table.short_windows:
+        lines.append("~ windows shorter than --min-window-s: --max-steps-per-window stopped them")
     return "\n".join(lines)

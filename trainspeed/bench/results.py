@@ -36,6 +36,19 @@ class ResultRow:
     """The first step alone, including any compilation."""
     windows: int | None = None
     steps_per_window: int | None = None
+    window_s: list[float] | None = None
+    """Real seconds of every timed window (synced start to synced end)."""
+    min_window_s: float | None = None
+    """The minimum window length asked for (--min-window-s)."""
+    probe_step_s: float | None = None
+    """One synced step after the warm-up, which the first guess of steps per window came from."""
+    window_restarts: int | None = None
+    """How often a window shorter than min_window_s made the windows start again with more steps."""
+    steps_capped: bool | None = None
+    """True when the cap on steps per window left a window shorter than min_window_s."""
+    cpu_s_per_wall_s: float | None = None
+    """Process CPU seconds per wall second over the windows: about the busy threads (below 1: the
+    process waited, for the device or for a core other jobs held)."""
     warmup_steps: int | None = None
     compiles_in_windows: int | None = None
     peak_memory_bytes: int | None = None

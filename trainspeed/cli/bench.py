@@ -33,6 +33,8 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     add_flag(parser, "--windows", BenchConfig, "plan.windows", "timed windows; the median is reported")
     add_flag(parser, "--min-window-s", BenchConfig, "plan.min_window_s", "seconds each window lasts at least",
              type=_positive_float)
+    add_flag(parser, "--max-steps-per-window", BenchConfig, "plan.max_steps_per_window",
+             "cap on steps per window (a row says steps_capped when it left a window short)")
     add_flag(parser, "--peak-tflops", BenchConfig, "peak_tflops", "peak for MFU (default: measured)", type=_positive_float)
     add_flag(parser, "--threads", BenchConfig, "threads", "torch CPU threads (recorded in every row)")
     add_flag(parser, "--seed", BenchConfig, "seed", "seed of the model and the synthetic batch")
