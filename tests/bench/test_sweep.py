@@ -1,5 +1,5 @@
-"""Sweeps: out-of-memory rows, recompiles inside timed windows, results that survive, and what a
-row records about its windows."""
+"""Sweeps: out-of-memory rows, recompiles inside timed windows, results that survive, what a row
+records about its windows, and MFU only against a peak the row does not exceed."""
 
 import dataclasses
 import json
@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from trainspeed.bench.results import ResultRow, read_rows
-from trainspeed.bench.sweep import measure_configuration, run_sweep
+from trainspeed.bench.sweep import measure_configuration, run_sweep, with_flops
 from trainspeed.bench.timing import TimingPlan
 from trainspeed.bench.config import BenchConfig
 from trainspeed.targets import available_targets, get_target
@@ -119,8 +119,22 @@ def test_a_row_records_every_window_and_its_steps_and_old_rows_still_read(tmp_re
     assert row.cpu_s_per_wall_s > 0
     assert read_rows(tmp_results) == [row]
 
-    old = {k: v for k, v in dataclasses.asdict(row).items() if k not in ("window_s", "steps_capped")}
+    old = {k: v for k, v in dataclasses.asdict(row).items() if k not in ("window_s", "peak_refused", "steps_capped")}
     tmp_results.write_text(json.dumps(old) + "\n")
     (read,) = read_rows(tmp_results)
     assert read.window_s is None and read.steps_capped is None
 
+
+def test_a_row_faster_than_its_peak_gets_no_mfu_and_says_why(tmp_results):
+    base = ResultRow(run_id="t", timestamp="now", workload="w", size="s", target="cpu:eager:bf16", batch_size=8,
+                     status="ok", samples_per_s=1000.0)
+    refused = with_flops(base, flops_per_sample=1e9, peak_tflops=0.5, source="measured")
+    assert refused.status == "ok" and refused.samples_per_s == 1000.0 and refused.achieved_tflops == pytest.approx(1.0)
+    assert refused.mfu is None and refused.peak_refused == "measured peak 0.5 TFLOP/s below achieved 1 TFLOP/s"
+    kept = with_flops(base, flops_per_sample=1e9, peak_tflops=2.0, source="measured")
+    assert kept.mfu == pytest.approx(0.5) and kept.peak_refused is None
+
+    rows = run_sweep(BenchConfig(workload="mahjong", size="tiny", targets=["cpu:eager:fp32"], batch_sizes=[8],
+                                 out=tmp_results, plan=QUICK, peak_tflops=1e-9))
+    assert [(r.status, r.mfu) for r in rows] == [("ok", None)]
+    assert rows[0].peak_refused.startswith("given peak 1e-09 TFLOP/s below achieved")

@@ -59,6 +59,9 @@ class ResultRow:
     peak_tflops_source: str | None = None
     """"measured" (matmul on the device) or "given" (--peak-tflops)."""
     mfu: float | None = None
+    """achieved_tflops / peak_tflops; None when there is no peak or the peak was refused."""
+    peak_refused: str | None = None
+    """Why MFU is None although a peak exists: a peak below the achieved TFLOP/s cannot be a peak."""
     device_name: str | None = None
     threads: int | None = None
     torch_version: str | None = None

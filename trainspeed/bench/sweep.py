@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 
 from trainspeed.bench.environment import Environment
-from trainspeed.bench.peak import measure_peak_tflops
+from trainspeed.bench.peak import measure_peak_tflops, refused_peak
 from trainspeed.bench.results import ResultRow, append_row, check_results_file
 from trainspeed.bench.timing import TimingPlan, time_training
 from trainspeed.bench.config import BenchConfig
@@ -79,16 +79,20 @@ def measure_configuration(
     )
 
 
-def _with_flops(row: ResultRow, flops_per_sample: float, peak_tflops: float | None, source: str | None) -> ResultRow:
+def with_flops(row: ResultRow, flops_per_sample: float, peak_tflops: float | None, source: str | None) -> ResultRow:
+    """Achieved TFLOP/s and MFU. A peak below the achieved rate is refused: the row keeps its
+    samples/s and says why it has no MFU, rather than claiming more than 100%."""
     if row.samples_per_s is None:
         return row
     achieved = row.samples_per_s * flops_per_sample / 1e12
+    refused = refused_peak(achieved, peak_tflops, source) if peak_tflops else None
     return dataclasses.replace(
         row,
         achieved_tflops=achieved,
         peak_tflops=peak_tflops,
         peak_tflops_source=source,
-        mfu=achieved / peak_tflops if peak_tflops else None,
+        mfu=achieved / peak_tflops if peak_tflops and not refused else None,
+        peak_refused=refused,
     )
 
 
@@ -131,7 +135,7 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                     out_of_memory_at = batch_size
                 if row.is_measured and peak_tflops is None:
                     peak_tflops, source = measure_peak_tflops(target), "measured"
-                row = _with_flops(row, flops_per_sample, peak_tflops, source)
+                row = with_flops(row, flops_per_sample, peak_tflops, source)
             append_row(config.out, row)
             rows.append(row)
             if on_progress:
