@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from trainspeed.bench.results import ResultRow
 
@@ -14,6 +14,8 @@ class RatioTable:
     targets: list[str]
     samples_per_s: dict[tuple[str, int], float]
     status: dict[tuple[str, int], str]
+    spread: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)
+    """(slowest, fastest) window's samples/s, where the row has them."""
     short_windows: frozenset[tuple[str, int]] = frozenset()
     """Configurations whose windows the cap on steps per window left shorter than asked."""
 
@@ -21,6 +23,13 @@ class RatioTable:
         base = self.samples_per_s.get((self.baseline, batch_size))
         value = self.samples_per_s.get((target, batch_size))
         return value / base if base and value is not None else None
+
+    def ratio_spread(self, target: str, batch_size: int) -> tuple[float, float] | None:
+        """The slowest and fastest window over the baseline's median: how far a ratio can move
+        with the target's own window-to-window spread."""
+        base = self.samples_per_s.get((self.baseline, batch_size))
+        spread = self.spread.get((target, batch_size))
+        return (spread[0] / base, spread[1] / base) if base and spread else None
 
 
 def latest_rows(rows: list[ResultRow]) -> list[ResultRow]:
@@ -40,6 +49,11 @@ def ratio_table(rows: list[ResultRow], baseline: str | None = None) -> RatioTabl
         targets=targets,
         samples_per_s={(r.target, r.batch_size): r.samples_per_s for r in rows if r.is_measured},
         status={(r.target, r.batch_size): r.status for r in rows},
+        spread={
+            (r.target, r.batch_size): (r.samples_per_s_min, r.samples_per_s_max)
+            for r in rows
+            if r.is_measured and r.samples_per_s_min is not None and r.samples_per_s_max is not None
+        },
         short_windows=frozenset((r.target, r.batch_size) for r in rows if r.is_measured and r.steps_capped),
     )
 
