@@ -21,16 +21,18 @@ def test_the_xla_probe_on_the_host_cpu_is_not_many_times_the_eager_probe():
     assert 0 < xla <= 3 * eager, (xla, eager)
 
 
-def _autocast_linear_tflops(n: int = 512, repeats: int = 3) -> float:
-    """How fast the model's own matmuls run: nn.Linear's layout, fp32 operands, bf16 autocast."""
+def _autocast_linear_tflops(n: int = 512, timings: int = 5) -> float:
+    """How fast the model's own matmuls run: nn.Linear's layout, fp32 operands, bf16 autocast
+    (the fastest of a few timings, as the probe keeps its fastest: other jobs only slow things)."""
     x, w = torch.randn(n, n), torch.randn(n, n) / n**0.5
+    seconds = []
     with torch.autocast("cpu", dtype=torch.bfloat16):
         F.linear(x, w)
-        start = time.perf_counter()
-        for _ in range(repeats):
+        for _ in range(timings):
+            start = time.perf_counter()
             F.linear(x, w)
-        seconds = time.perf_counter() - start
-    return 2 * n**3 * repeats / seconds / 1e12
+            seconds.append(time.perf_counter() - start)
+    return 2 * n**3 / min(seconds) / 1e12
 
 
 @pytest.mark.parametrize("onednn", [True, False], ids=["onednn", "fallback-gemm"])
