@@ -116,13 +116,14 @@ def test_a_row_records_every_window_and_its_steps_and_old_rows_still_read(tmp_re
     assert row.status == "ok" and len(row.window_s) == row.windows == 3
     assert min(row.window_s) >= row.min_window_s == 0.02 and row.steps_capped is False
     assert row.step_time_s == pytest.approx(sorted(row.window_s)[1] / row.steps_per_window)
-    assert row.cpu_s_per_wall_s > 0
+    assert row.feed == "device" and row.bytes_per_step == 0 and row.cpu_s_per_wall_s > 0
     assert read_rows(tmp_results) == [row]
 
-    old = {k: v for k, v in dataclasses.asdict(row).items() if k not in ("window_s", "peak_refused", "steps_capped")}
+    old = {k: v for k, v in dataclasses.asdict(row).items() if k not in ("feed", "bytes_per_step", "window_s",
+                                                                          "peak_refused", "steps_capped")}
     tmp_results.write_text(json.dumps(old) + "\n")
     (read,) = read_rows(tmp_results)
-    assert read.window_s is None and read.steps_capped is None
+    assert read.feed is None and read.window_s is None and read.series == "cpu:eager:fp32"
 
 
 def test_a_row_faster_than_its_peak_gets_no_mfu_and_says_why(tmp_results):

@@ -9,9 +9,9 @@ from trainspeed.bench.results import ResultRow
 from trainspeed.report.plot import build_figure, readable_number
 
 
-def _row(target, batch_size, median, low, high, status="ok"):
+def _row(target, batch_size, median, low, high, status="ok", feed=None):
     return ResultRow(run_id="r", timestamp="t", workload="mahjong", size="tiny", target=target, batch_size=batch_size,
-                     status=status, samples_per_s=median, samples_per_s_min=low, samples_per_s_max=high)
+                     status=status, samples_per_s=median, samples_per_s_min=low, samples_per_s_max=high, feed=feed)
 
 
 ROWS = [
@@ -19,6 +19,7 @@ ROWS = [
     _row("base", 128, 2000.0, 1900.0, 2050.0),
     _row("fast", 64, 1500.0, 1200.0, 1600.0),
     _row("fast", 128, 3000.0, 2500.0, 3100.0, status="invalid"),
+    _row("base", 64, 1200.0, 1100.0, 1300.0, feed="host"),
 ]
 
 
@@ -44,9 +45,11 @@ def test_every_point_of_both_panels_has_a_whisker_from_slowest_to_fastest_window
     absolute = {label: (x, y, w) for label, x, y, w, hollow in _containers(absolute_axes) if not hollow}
     assert absolute["base"] == ([6, 7], [1000.0, 2000.0], [(900.0, 1100.0), (1900.0, 2050.0)])
     assert absolute["fast"] == ([6], [1500.0], [(1200.0, 1600.0)])
+    assert absolute["base host-fed"] == ([6], [1200.0], [(1100.0, 1300.0)])
     ratio = {label: (x, y, w) for label, x, y, w, hollow in _containers(ratio_axes) if not hollow}
     x, y, whiskers = ratio["fast"]
     assert x == [6] and y == [pytest.approx(1.5)] and whiskers == [(pytest.approx(1.2), pytest.approx(1.6))]
+    assert ratio["base host-fed"][1] == [pytest.approx(1.2)]
 
 
 def test_an_invalid_row_is_a_hollow_point_off_the_line_in_both_panels(figure):

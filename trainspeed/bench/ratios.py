@@ -12,6 +12,7 @@ class RatioTable:
     baseline: str
     batch_sizes: list[int]
     targets: list[str]
+    """Series names (`ResultRow.series`): the target, plus the feed for host-fed rows."""
     samples_per_s: dict[tuple[str, int], float]
     status: dict[tuple[str, int], str]
     spread: dict[tuple[str, int], tuple[float, float]] = field(default_factory=dict)
@@ -33,28 +34,36 @@ class RatioTable:
 
 
 def latest_rows(rows: list[ResultRow]) -> list[ResultRow]:
-    """The newest row per (workload, size, target, batch size): reruns replace older results."""
+    """The newest row per (workload, size, target, feed, batch size): reruns replace older results."""
     newest: dict[tuple, ResultRow] = {}
     for row in rows:
-        newest[(row.workload, row.size, row.target, row.batch_size)] = row
+        newest[(row.workload, row.size, row.series, row.batch_size)] = row
     return list(newest.values())
+
+
+def _baseline_series(series: list[str], rows: list[ResultRow], baseline: str | None) -> str:
+    """A series name as given, else the first series of that target (`--baseline cpu:eager:fp32`
+    names the host-fed series when a run has no device-fed one)."""
+    if baseline is None or baseline in series:
+        return baseline or series[0]
+    return next((row.series for row in rows if row.target == baseline), baseline)
 
 
 def ratio_table(rows: list[ResultRow], baseline: str | None = None) -> RatioTable:
     rows = latest_rows(rows)
-    targets = list(dict.fromkeys(row.target for row in rows))
+    series = list(dict.fromkeys(row.series for row in rows))
     return RatioTable(
-        baseline=baseline or targets[0],
+        baseline=_baseline_series(series, rows, baseline),
         batch_sizes=sorted({row.batch_size for row in rows}),
-        targets=targets,
-        samples_per_s={(r.target, r.batch_size): r.samples_per_s for r in rows if r.is_measured},
-        status={(r.target, r.batch_size): r.status for r in rows},
+        targets=series,
+        samples_per_s={(r.series, r.batch_size): r.samples_per_s for r in rows if r.is_measured},
+        status={(r.series, r.batch_size): r.status for r in rows},
         spread={
-            (r.target, r.batch_size): (r.samples_per_s_min, r.samples_per_s_max)
+            (r.series, r.batch_size): (r.samples_per_s_min, r.samples_per_s_max)
             for r in rows
             if r.is_measured and r.samples_per_s_min is not None and r.samples_per_s_max is not None
         },
-        short_windows=frozenset((r.target, r.batch_size) for r in rows if r.is_measured and r.steps_capped),
+        short_windows=frozenset((r.series, r.batch_size) for r in rows if r.is_measured and r.steps_capped),
     )
 
 

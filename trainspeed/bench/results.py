@@ -27,6 +27,12 @@ class ResultRow:
     target: str
     batch_size: int
     status: str
+    feed: str | None = None
+    """"device": one batch kept on the device (no data IO); "host": each step copies the next of a
+    few host batches to the device inside the timed step. None in rows written before the choice
+    existed, which were device-fed."""
+    bytes_per_step: int | None = None
+    """Host-to-device bytes each timed step copies (0 with the device feed)."""
     samples_per_s: float | None = None
     """Median over the timed windows."""
     samples_per_s_min: float | None = None
@@ -73,6 +79,12 @@ class ResultRow:
     @property
     def is_measured(self) -> bool:
         return self.status in ("ok", "invalid") and self.samples_per_s is not None
+
+    @property
+    def series(self) -> str:
+        """The name of this row's line in tables and plots: the target, plus the feed when the
+        steps were host-fed (device-fed rows keep the bare target name, as before the feed existed)."""
+        return self.target if self.feed in (None, "device") else f"{self.target} {self.feed}-fed"
 
 
 FIELDS = [field.name for field in dataclasses.fields(ResultRow)]

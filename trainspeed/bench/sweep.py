@@ -15,6 +15,7 @@ from typing import Callable
 import torch
 
 from trainspeed.bench.environment import Environment
+from trainspeed.bench.feed import make_feed
 from trainspeed.bench.peak import measure_peak_tflops, refused_peak
 from trainspeed.bench.results import ResultRow, append_row, check_results_file
 from trainspeed.bench.timing import TimingPlan, time_training
@@ -36,23 +37,31 @@ def _first_line(error: BaseException) -> str:
 
 
 def measure_configuration(
-    target: Target, workload: Workload, size: str, batch_size: int, plan: TimingPlan, seed: int, base: ResultRow
+    target: Target,
+    workload: Workload,
+    size: str,
+    batch_size: int,
+    plan: TimingPlan,
+    seed: int,
+    base: ResultRow,
+    feed: str = "device",
 ) -> ResultRow:
-    """Build, move and time one (target, batch size); an OOM becomes an `oom` row."""
+    """Build, feed and time one (target, batch size); an OOM becomes an `oom` row."""
     target.reset_compilation()
     target.free_memory()
     target.reset_peak_memory()
-    trainable = batch = None
+    base = dataclasses.replace(base, feed=feed)
+    trainable = batches = None
     try:
         trainable = target.prepare(workload.build(size, seed=seed))
-        generator = torch.Generator().manual_seed(seed)
-        batch = target.move_batch(workload.synthetic_batch(size, batch_size, generator))
-        timing = time_training(target, trainable, batch, plan)
+        batches = make_feed(feed, target, workload, size, batch_size, seed)
+        bytes_per_step = batches.bytes_per_step
+        timing = time_training(target, trainable, batches.next_batch, plan)
     except Exception as error:  # noqa: BLE001 - every failure becomes a row; OOM is told apart
         status = "oom" if target.is_oom(error) else "error"
         return dataclasses.replace(base, status=status, error=_first_line(error))
     finally:
-        del trainable, batch
+        del trainable, batches
         target.free_memory()
     per_second = [batch_size / step_s for step_s in timing.step_times_s]
     median_rate = batch_size / timing.median_step_s
@@ -72,6 +81,7 @@ def measure_configuration(
         window_restarts=timing.restarts,
         steps_capped=timing.steps_capped,
         cpu_s_per_wall_s=timing.cpu_s_per_wall_s,
+        bytes_per_step=bytes_per_step,
         warmup_steps=plan.warmup_steps,
         compiles_in_windows=timing.compiles_in_windows,
         peak_memory_bytes=target.peak_memory_bytes(),
@@ -128,9 +138,11 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                 **dataclasses.asdict(environment),
             )
             if out_of_memory_at is not None:
-                row = dataclasses.replace(base, error=f"batch {out_of_memory_at} already ran out of memory")
+                row = dataclasses.replace(base, feed=config.feed, error=f"batch {out_of_memory_at} already ran out of memory")
             else:
-                row = measure_configuration(target, workload, config.size, batch_size, config.plan, config.seed, base)
+                row = measure_configuration(
+                    target, workload, config.size, batch_size, config.plan, config.seed, base, config.feed
+                )
                 if row.status == "oom":
                     out_of_memory_at = batch_size
                 if row.is_measured and peak_tflops is None:
