@@ -75,6 +75,8 @@ class ResultRow:
     python_version: str | None = None
     hostname: str | None = None
     error: str | None = None
+    command: str | None = None
+    """The command line that wrote the row (None in rows written before rows recorded it)."""
 
     @property
     def is_measured(self) -> bool:

@@ -9,6 +9,7 @@ convention for usage errors).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from trainspeed.cli.bench import add_bench_command
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)  # flag types raise UsageError too (e.g. a bad --batch-sizes)
+        args.command_line = shlex.join(["trainspeed", *(sys.argv[1:] if argv is None else argv)])
         return args.handler(args)
     except UsageError as error:
         print(f"trainspeed: error: {error}", file=sys.stderr)
