@@ -60,9 +60,11 @@ eager fp32 target, else the first eager target, else the first series."""
 
 
 def newest_per_series(rows: Sequence[BenchRow]) -> list[BenchRow]:
-    """The newest row per (series, batch size): reruns replace older results, as in `bench`."""
+    """The newest row per (series, batch size): reruns replace older results, as in `bench`.
+    Newest by the rows' timestamps (to the second), so the order of the input files does not
+    matter; rows without one count as older, and of equal times the later one read wins."""
     newest: dict[tuple[str, int], BenchRow] = {}
-    for row in rows:
+    for row in sorted(rows, key=lambda r: (r.row.timestamp or "")[:19]):
         newest[(row.series, row.row.batch_size)] = row
     return list(newest.values())
 

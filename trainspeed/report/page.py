@@ -34,6 +34,8 @@ class Cell:
     status: str | None = None
     """Set on a cell that shows a row's status instead of a number."""
     numeric: bool = False
+    title: str | None = None
+    """The whole text where the cell shows a shortened one (a long error)."""
 
 
 @dataclass(frozen=True)
@@ -85,8 +87,15 @@ def readable(value: float | None) -> Cell:
     return number(value, "{:,.0f}" if abs(value) >= 100 else "{:.3g}")
 
 
+ERROR_SHOWN = 60
+"""Characters of a row's error shown in its status cell; the whole error is the cell's tooltip."""
+
+
 def status_cell(status: str, error: str | None = None) -> Cell:
-    return Cell(status + (f": {error}" if error else ""), sort=status, status=status)
+    if not error:
+        return Cell(status, sort=status, status=status)
+    shown = error if len(error) <= ERROR_SHOWN else error[:ERROR_SHOWN].rstrip() + "…"
+    return Cell(f"{status}: {shown}", sort=status, status=status, title=f"{status}: {error}")
 
 
 def measured(status: str, cell: Cell) -> Cell:
