@@ -2,6 +2,7 @@
 files still read, and bad input named by file and line."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,13 @@ def test_a_missing_file_and_no_input_are_one_clear_error(tmp_path):
     assert _error([tmp_path / "nope.jsonl"]) == f"{tmp_path / 'nope.jsonl'}: no such file or directory"
     assert _error([]).startswith("report: no results given")
     assert "without summary.json" in _error([tmp_path])
+
+
+def test_every_input_of_make_report_loads():
+    """`make report` reads the committed rows listed in the Makefile; each must load."""
+    makefile = (REPO / "Makefile").read_text()
+    block = makefile[makefile.index("REPORT_INPUTS :="):].split("\n\n")[0]
+    paths = [REPO / "docs" / "results" / name for name in re.findall(r"\$\(RESULTS\)/(\S+)", block)]
+    assert len(paths) >= 10
+    inputs = read_inputs(paths)
+    assert {row.row.workload for row in inputs.bench} == {"mahjong", "stylegan3"} and len(inputs.runs) >= 10
