@@ -90,3 +90,22 @@ def test_every_input_of_make_report_loads():
     assert len(paths) >= 10
     inputs = read_inputs(paths)
     assert {row.row.workload for row in inputs.bench} == {"mahjong", "stylegan3"} and len(inputs.runs) >= 10
+
+
+def test_the_batch_size_study_scripts_rows_are_read(tmp_path):
+    """benchmarks/batch_size_study.py writes its runs, batches, comparisons and settings under kinds
+    of its own, with peak_lr and train_wall_s for lr and wall_s."""
+    rows = [
+        {"kind": "batch-study-config", "command": "python benchmarks/batch_size_study.py --data d", "size": "tiny"},
+        {"kind": "batch-study-run", "global_batch": 256, "peak_lr": 0.001, "seed": 0, "val_loss": 1.3, "val_accuracy": 0.55,
+         "equal_steps_val_loss": 1.4, "equal_steps_val_accuracy": 0.5, "train_wall_s": 120.0},
+        {"kind": "batch-study-batch", "global_batch": 256, "peak_lr": 0.001, "seeds": [0, 1], "val_loss": 1.31,
+         "mean_rank": 2.4, "mean_rank_ci95": [2.3, 2.5]},
+        {"kind": "batch-study-comparison", "global_batch": 8192, "versus_batch": 256, "mean_rank_difference": -0.05,
+         "ci95": [-0.1, 0.0], "deals": 250},
+    ]
+    study = read_inputs([write_jsonl(tmp_path / "study.jsonl", rows)]).study
+    assert [row.role for row in study] == ["config", "run", "batch", "comparison"]
+    run, batch = study[1], study[2]
+    assert (run.get("lr"), run.get("wall_s"), run.seed_label) == (0.001, 120.0, "0")
+    assert batch.rank_interval == (2.3, 2.5) and batch.seed_label == "mean of seeds 0,1"
