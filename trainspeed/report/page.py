@@ -74,6 +74,13 @@ def text(value: Any) -> Cell:
     return Cell("" if value is None else str(value), sort=None if value is None else str(value))
 
 
+def ratio_cell(value: float | None) -> Cell:
+    """A ratio with two decimals, or two significant digits below 0.1 (0.0022x, not 0.00x)."""
+    if value is None:
+        return Cell("–", numeric=True)
+    return number(value, "{:.2f}x" if abs(value) >= 0.1 else "{:.2g}x")
+
+
 def number(value: float | None, form: str = "{:,.0f}") -> Cell:
     if value is None:
         return Cell("–", numeric=True)
@@ -199,8 +206,8 @@ def ratio_section(groups: dict[str, list[BenchRow]], baselines: Sequence[str]) -
             table_rows.append([
                 text(workload), text(row.series), number(row.row.batch_size), status_cell(status, row.row.error),
                 measured(status, readable(row.row.samples_per_s)),
-                measured(status, number(ratio, "{:.2f}x") if ratio is not None else Cell("no baseline row", numeric=True)),
-                measured(status, Cell(f"{spread[0]:.2f} – {spread[1]:.2f}", sort=spread[0], numeric=True) if spread
+                measured(status, ratio_cell(ratio) if ratio is not None else Cell("no baseline row", numeric=True)),
+                measured(status, Cell(f"{spread[0]:.3g} – {spread[1]:.3g}", sort=spread[0], numeric=True) if spread
                          else Cell("–", numeric=True)),
                 text(table.baseline),
             ])
@@ -346,7 +353,7 @@ def training_section(runs: Sequence[TrainRun]) -> Section:
             number(run.get("batch_size_per_device"), "{:d}"), number(run.get("global_batch"), "{:d}"),
             text("synthetic" if run.synthetic else "real"),
             readable(run.get("end_to_end_samples_per_s")), readable(run.get("steady_samples_per_s")),
-            number(ratio, "{:.2f}x"),
+            ratio_cell(ratio),
             number(run.get("data_wait_fraction") * 100 if run.get("data_wait_fraction") is not None else None, "{:.1f}%"),
             number(run.get("data_wait_fraction_worst_rank") * 100
                    if run.get("data_wait_fraction_worst_rank") is not None else None, "{:.1f}%"),
@@ -387,7 +394,7 @@ def remote_section(rows: Sequence[BenchRow]) -> Section:
             number(remote.row.batch_size), status_cell(status, remote.row.error),
             measured(status, readable(remote.row.samples_per_s)),
             measured(local.row.status, readable(local.row.samples_per_s)) if local else Cell("no local row", numeric=True),
-            number(pair.ratio, "{:.2f}x"),
+            ratio_cell(pair.ratio),
             measured(status, number(client * 1e3 if client is not None else None, "{:,.2f}")),
             measured(status, number(server * 1e3 if server is not None else None, "{:,.2f}")),
             measured(status, number((client - server) * 1e3 if client is not None and server is not None else None, "{:,.2f}")),
