@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from report_rows import OLD_STYLEGAN3_ROW, bench_rows, write_every_kind, write_jsonl
+from report_rows import OLD_STYLEGAN3_ROW, bench_rows, remote_rows, write_every_kind, write_jsonl
 from trainspeed.errors import UsageError
 from trainspeed.report.inputs import read_inputs
 
@@ -20,6 +20,9 @@ def test_every_kind_is_recognised_by_its_fields(tmp_path):
     remote = [row for row in inputs.bench if row.is_remote]
     assert len(local) == len(bench_rows()) + 1 and len(remote) == 2
     assert remote[0].local_target == "cpu:eager:fp32" and remote[0].get("link") == "loopback"
+    switched = read_inputs([write_jsonl(tmp_path / "r.jsonl", [{**remote_rows()[0],
+                                                                "target": "remote:10.0.0.2:50051/cuda:eager:bf16/in-flight=2"}])])
+    assert switched.bench[0].local_target == "cuda:eager:bf16"
     assert len(inputs.evals) == 2 and len(inputs.study) == 4
     assert sorted(run.get("world_size") for run in inputs.runs) == [1, 2]
     two = next(run for run in inputs.runs if run.get("world_size") == 2)

@@ -80,11 +80,12 @@ class BenchRow:
 
     @property
     def local_target(self) -> str:
-        """The target without a `remote:HOST:PORT/` prefix: the local counterpart's target."""
+        """The local counterpart's target: `remote:HOST:PORT/TARGET[/SWITCHES]` less the address and
+        the remote switches (in-flight=N, link=LABEL)."""
         if not self.is_remote:
             return self.row.target
-        rest = self.row.target[len(REMOTE_PREFIX):]
-        return rest.split("/", 1)[1] if "/" in rest else rest
+        parts = self.row.target[len(REMOTE_PREFIX):].split("/")
+        return parts[1] if len(parts) > 1 else parts[0]
 
     @property
     def variant(self) -> str | None:
