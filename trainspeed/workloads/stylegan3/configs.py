@@ -125,8 +125,24 @@ CONFIGS: dict[str, StyleGAN3Config] = {
 }
 
 
+SWITCHES: dict[str, dict[str, object]] = {
+    "channels-last": {"channels_last": True},
+    "triton-lrelu": {"lrelu_kernel": "triton"},
+    "fir-matmul": {"fir_matmul": True},
+    "grouped": {"grouped_modconv": True},
+    **{f"recompute-{mode}": {"recompute": mode} for mode in ("none", "activation", "layer")},
+}
+"""Speed and memory switches by name, written after a size: `t256+channels-last+triton-lrelu`."""
+
+
 def get_config(name: str) -> StyleGAN3Config:
-    try:
-        return CONFIGS[name]
-    except KeyError:
-        raise UsageError(f"unknown StyleGAN3 size {name!r}: choose one of {', '.join(CONFIGS)}") from None
+    """A named size, optionally followed by switches joined by `+`."""
+    size, *switches = name.split("+")
+    if size not in CONFIGS:
+        raise UsageError(f"unknown StyleGAN3 size {name!r}: choose one of {', '.join(CONFIGS)}, optionally with +switches")
+    config = CONFIGS[size]
+    for switch in switches:
+        if switch not in SWITCHES:
+            raise UsageError(f"StyleGAN3 size {name!r}: unknown switch {switch!r}; choose from {', '.join(SWITCHES)}")
+        config = replace(config, **SWITCHES[switch])
+    return config
