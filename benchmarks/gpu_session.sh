@@ -31,3 +31,5 @@ timeout 100 python3 benchmarks/bench_train_cuda.py --games 150 --steps 30 --batc
   --out "$OUT/train_cuda.jsonl" 2>&1 | tail -n 15 | tee -a "$OUT/gpu_session.log"
 python3 -m trainspeed plot "$OUT/bench_h200_mahjong_base.jsonl" --baseline cuda:eager:fp32 2>&1 | tee -a "$OUT/gpu_session.log"
 ls -la "$OUT"
+# the speed variants of docs/results/gpu_speed.md, about 8 more minutes (opt in: GPU_SPEED=1)
+if [ "${GPU_SPEED:-0}" = 1 ]; then OUT="$OUT/speed" bash benchmarks/gpu_speed.sh; fi
