@@ -135,6 +135,59 @@ def test_radial_filters_use_the_plain_ops():
     assert triton_lrelu.unavailable_reason(torch.device("cuda"), torch.ones(4), None) is None
 
 
+def _hopper_resource_usage(kernel, dtype: str, constants: dict) -> tuple[int, int]:
+    """Compile a kernel for sm_90 without a GPU (Triton ships ptxas); (registers, stack bytes)."""
+    import re
+    import tempfile
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    signature = {}
+    for name in kernel.arg_names:
+        if name in constants:
+            signature[name] = "constexpr"
+        elif name.endswith("_ptr"):
+            signature[name] = "*u8" if name == "signs_ptr" else f"*{dtype}"
+        else:
+            signature[name] = "fp32" if name in ("gain", "slope", "clamp") else "i32"
+    source = ASTSource(fn=kernel, signature=signature,
+                       constexprs={(kernel.arg_names.index(k),): v for k, v in constants.items()})  # fmt: skip
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(compiled.asm["cubin"])
+        cubin.flush()
+        tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        usage = subprocess.run([str(tool), "--dump-resource-usage", cubin.name], capture_output=True, text=True).stdout
+    found = re.search(r"REG:(\d+).*?STACK:(\d+)", usage)
+    return int(found.group(1)), int(found.group(2))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("side,up,up_taps,padding", [(38, 2, 12, (9, 8, 9, 8)), (150, 4, 24, (-6, -9, -6, -9))])
+def test_the_bf16_kernels_compile_for_hopper_without_spilling(side, up, up_taps, padding):
+    """Triton lowers the kernels for an H100/H200 (sm_90) here, without a GPU: bf16 forward and
+    backward of the T-256 layer kinds fit in registers (no stack) at 4 warps."""
+    if TRITON_MISSING or os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("needs triton compiling for real (not its interpreter)")
+    import triton
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump").is_file():
+        pytest.skip("this triton has no NVIDIA backend tools (ptxas, cuobjdump)")
+    from trainspeed.workloads.stylegan3 import triton_lrelu
+
+    plan_y, plan_x = plan_axes(side, side, up, 2, up_taps, 12, padding)
+    forward = dict(HAS_CLAMP=True, WRITE_SIGNS=True, PRECISION="tf32", UPCAST=False,
+                   BXY=plan_y.x_block, BUY=plan_y.mid_block, BOY=plan_y.out_block,
+                   BXX=plan_x.x_block, BUX=plan_x.mid_block, BOX=plan_x.out_block)  # fmt: skip
+    backward = dict(PRECISION="tf32", UPCAST=False, BXY=plan_y.b_in_block, BUY=plan_y.b_mid_block,
+                    BOY=plan_y.b_out_block, BXX=plan_x.b_in_block, BUX=plan_x.b_mid_block, BOX=plan_x.b_out_block)  # fmt: skip
+    for kernel, constants in ((triton_lrelu._forward_kernel, forward), (triton_lrelu._backward_kernel, backward)):
+        registers, stack = _hopper_resource_usage(kernel, "bf16", constants)
+        assert registers <= 255 and stack == 0, (kernel.__name__, registers, stack)
+
+
 def _run_checks(marker: str) -> None:
     if TRITON_MISSING:
         pytest.skip("triton is not installed: the fused filtered leaky ReLU's kernels cannot be checked here")

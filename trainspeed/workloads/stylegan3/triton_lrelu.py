@@ -45,6 +45,10 @@ INTERPRETER = os.environ.get("TRITON_INTERPRET") == "1"
 
 TILE_CHOICES = (32, 64)
 """Sizes of the upsampled tile per axis; 64 x 64 fp32 values is what 4 warps hold comfortably."""
+PROGRAM_OVERHEAD_MACS = 2**17
+"""What one program costs besides its products (indexing, loading its matrices and its halo,
+waiting on memory), in multiply-adds: a guess that makes the planner prefer fewer, larger tiles
+over the fewest multiply-adds. To be tuned on a GPU (benchmarks/check_triton_lrelu.py)."""
 SIGNS_PER_BYTE = 4
 NUM_WARPS = 4
 
@@ -139,7 +143,8 @@ def _backward_candidates(up: int, down: int, up_taps: int, down_taps: int, pad_b
 def plan_axes(
     size_y: int, size_x: int, up: int, down: int, up_taps: int, down_taps: int, padding: tuple[int, int, int, int]
 ) -> tuple[AxisPlan, AxisPlan]:
-    """The (y, x) plans with the fewest multiply-adds per pixel (tl.dot blocks included)."""
+    """The (y, x) plans with the lowest cost per pixel: the tl.dot blocks' multiply-adds plus a fixed
+    cost per program (PROGRAM_OVERHEAD_MACS)."""
     px0, px1, py0, py1 = padding
     best_forward, best_backward = None, None
     axes = ((size_y, py0, py1, 1), (size_x, px0, px1, SIGNS_PER_BYTE))  # x is packed 4 signs to a byte
@@ -151,14 +156,14 @@ def plan_axes(
         for fx in forward[1]:
             (uy, ty, xy, oy), (ux, tx, xx, ox) = fy, fx
             macs = xy * xx * ux + uy * xy * ux + uy * ux * ox + oy * uy * ox
-            cost = macs / (ty * tx)
+            cost = (macs + PROGRAM_OVERHEAD_MACS) / (ty * tx)
             if best_forward is None or cost < best_forward[0]:
                 best_forward = (cost, fy, fx)
     for by in backward[0]:
         for bx in backward[1]:
             (uy, ty, iy, oy, *_), (ux, tx, ix, ox, *_) = by, bx
             macs = oy * ox * ux + uy * oy * ux + uy * ux * ix + iy * uy * ix
-            cost = macs / (ty * tx)
+            cost = (macs + PROGRAM_OVERHEAD_MACS) / (ty * tx)
             if best_backward is None or cost < best_backward[0]:
                 best_backward = (cost, by, bx)
     plans = []
@@ -235,6 +240,12 @@ def _output_format(x: torch.Tensor) -> torch.memory_format:
     return torch.contiguous_format
 
 
+# Sizes and tile positions vary from layer to layer: one compiled kernel serves them all (Triton
+# would otherwise compile again for every size that happens to be 1 or a multiple of 16).
+_SIZES = ["C", "H", "W", "MH", "MW", "OH", "OW", "PW"]
+_FORWARD_TILES = ["x_origin_y", "x_step_y", "out_tile_y", "tiles_y", "x_origin_x", "x_step_x", "out_tile_x", "tiles_x"]
+_BACKWARD_TILES = ["out_origin_y", "mid_origin_y", "in_tile_y", "out_origin_x", "mid_origin_x", "in_tile_x"]
+
 if triton is not None:
 
     @triton.jit
@@ -245,7 +256,7 @@ if triton is not None:
             return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
         return tl.dot(a, b, input_precision=PRECISION)
 
-    @triton.jit
+    @triton.jit(do_not_specialize=_SIZES + _FORWARD_TILES)
     def _forward_kernel(
         x_ptr, bias_ptr, y_ptr, signs_ptr, y_up_ptr, x_up_ptr, y_down_ptr, x_down_ptr,
         C, H, W, MH, MW, OH, OW, PW,
@@ -319,7 +330,7 @@ if triton is not None:
         keep = ((i_oy < out_tile_y) & (out_rows < OH))[:, None] & ((i_ox < out_tile_x) & (out_cols < OW))[None, :]
         tl.store(y_ptr + n * syn + c * syc + out_rows[:, None] * syh + out_cols[None, :] * syw, y.to(dtype), mask=keep)
 
-    @triton.jit
+    @triton.jit(do_not_specialize=_SIZES + _BACKWARD_TILES)
     def _backward_kernel(
         gy_ptr, signs_ptr, gx_ptr, y_down_ptr, x_down_ptr, y_up_ptr, x_up_ptr,
         C, H, W, MH, MW, OH, OW, PW,
