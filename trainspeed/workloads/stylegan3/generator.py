@@ -187,7 +187,7 @@ class SynthesisLayer(nn.Module):
             x, self.weight, styles, demodulate=not self.is_torgb, padding=self.conv_kernel - 1,
             input_gain=input_gain, grouped=self.grouped_modconv,
         )  # fmt: skip
-        if self.fused_lrelu:  # keeps only its input and the sign mask: nothing to recompute
+        if self.fused_lrelu:  # keeps only its sign mask for backward: nothing to recompute
             return self._fused_activation(x, self.bias)
         if self.recompute == "activation" and not self.is_torgb:
             return recompute(self._activation, x, self.bias, checkpoint=self.checkpoint)

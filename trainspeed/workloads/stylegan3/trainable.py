@@ -41,6 +41,8 @@ class StyleGAN3Trainable(Trainable):
         self.step = 0
         self.last_losses: dict[str, torch.Tensor] = {}
         """Detached device tensors of the latest step ("G", "D", "R1" when it ran); reading them syncs."""
+        self.lrelu_path = "plain"
+        """Which kernels run the filtered leaky ReLU: "triton", "plain" or "mixed" (set by `to`)."""
 
     def trained_network_names(self) -> list[str]:
         return ["G", "D"]
@@ -55,9 +57,6 @@ class StyleGAN3Trainable(Trainable):
         self.lrelu_path = self.networks["G"].synthesis.select_kernels(device)
         self.networks["G_ema"].synthesis.select_kernels(device)
         return self
-
-    lrelu_path: str = "plain"
-    """Which kernels run the filtered leaky ReLU: "triton", "plain" or "mixed" (set by `to`)."""
 
     def use_activation_checkpoint(self, checkpoint: CheckpointFunction) -> None:
         for name in ("G", "G_ema"):
