@@ -39,7 +39,7 @@ else
   MJ_TIMING=(--windows 3 --min-window-s 0.2)
   SG_CASE=t256:32; SG_TARGET=cuda:eager:bf16; SG_TARGET_CUDNN=cuda:eager:bf16:cudnn-benchmark; SG_STEPS=2
   TL_ENV=(env)
-  TL_ARGS=(--size t256 --device cuda --batch 4 --repeats 5)
+  TL_ARGS=(--size t256 --device cuda --batch 4 --dtypes bf16 --repeats 5)  # fp32 kernels take long to compile
   ATTN_ARGS=(--device cuda --batch 4096 --size base --dtype bf16 --repeats 20)
 fi
 MJ_EACH=$MJ+bf16-stream,$MJ+pad-matmuls,$MJ+attn-explicit,$MJ+attn-sdpa-math,$MJ+attn-sdpa-efficient,$MJ+attn-sdpa-cudnn,$MJ+compiled-adamw
@@ -78,7 +78,7 @@ stage() {  # stage NAME CAP_SECONDS COMMAND...
 stage mahjong 120 $PY benchmarks/bench_sizes.py --sizes "$MJ,$MJ_FAST" -- "${BENCH[@]}" \
   --targets "$MJ_TARGET" --batch-sizes "$MJ_SMALL,$MJ_LARGE" --out "$OUT/mahjong_speed.jsonl"
 # the fused filtered leaky ReLU against the plain ops, per T-256 layer (values, gradients, time)
-stage stylegan3-check 60 "${TL_ENV[@]}" $PY benchmarks/check_triton_lrelu.py "${TL_ARGS[@]}" \
+stage stylegan3-check 90 "${TL_ENV[@]}" $PY benchmarks/check_triton_lrelu.py "${TL_ARGS[@]}" \
   --out "$OUT/triton_lrelu.jsonl"
 # StyleGAN3 T-256 batch 32: plain ops vs the fused kernel, then both with channels_last + cudnn.benchmark
 stage stylegan3 120 $PY benchmarks/bench_stylegan3.py --target "$SG_TARGET" --cases "$SG_CASE" \
