@@ -6,7 +6,12 @@
 
 A case is SIZE:BATCH; a variant is a memory/speed trade-off of the same maths (`recompute` mode
 none/activation/layer; `grouped` modulated convolution or `matmul` FIR resampling, both with
-activation recompute). Every (case, variant) runs in a
+activation recompute), optionally joined by `+` with `channels-last` (NHWC tensors) and `triton`
+(the fused Triton filtered leaky ReLU where Triton and CUDA are), e.g. `activation+channels-last`
+or `triton+channels-last`. cuDNN's algorithm search is the target's switch
+(`--target cuda:eager:bf16:cudnn-benchmark`). Each row says which filtered leaky ReLU ran
+(`lrelu_path`, and `lrelu_note` when the Triton one was asked for but could not run), whether
+tensors were channels-last and whether cuDNN searched. Every (case, variant) runs in a
 fresh process, so its peak host memory (ru_maxrss) is its own; on CUDA the row also has the
 allocator's peak. Each run does one untimed first step (it includes R1 and any compilation), then
 `--steps` steps timed one by one with a device sync after each (no R1 among them: R1 adds about
@@ -66,6 +71,11 @@ class StyleGAN3Row:
     generator_parameters: int | None
     discriminator_parameters: int | None
     load_average_1min: float
+    lrelu_path: str = "plain"
+    """Which kernels ran the filtered leaky ReLU: "triton", "plain" or "mixed"."""
+    lrelu_note: str | None = None
+    channels_last: bool = False
+    cudnn_benchmark: bool = False
 
 
 def _rss_bytes() -> int:
@@ -77,15 +87,26 @@ def _peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+VARIANT_PARTS = {
+    "none": {"recompute": "none"},
+    "activation": {"recompute": "activation"},
+    "layer": {"recompute": "layer"},
+    "grouped": {"recompute": "activation", "grouped_modconv": True},
+    "matmul": {"recompute": "activation", "fir_matmul": True},
+    "channels-last": {"channels_last": True},
+    "triton": {"lrelu_kernel": "triton"},
+}
+
+
 def _variant_config(size: str, variant: str):
     from trainspeed.workloads.stylegan3.configs import get_config
 
     config = get_config(size)
-    if variant == "grouped":
-        return dataclasses.replace(config, recompute="activation", grouped_modconv=True)
-    if variant == "matmul":
-        return dataclasses.replace(config, recompute="activation", fir_matmul=True)
-    return dataclasses.replace(config, recompute=variant)
+    for part in variant.split("+"):
+        if part not in VARIANT_PARTS:
+            raise ValueError(f"unknown variant part {part!r} in {variant!r}; choose from {', '.join(VARIANT_PARTS)}")
+        config = dataclasses.replace(config, **VARIANT_PARTS[part])
+    return config
 
 
 def _base_row(case: Case, target_spec: str, run_id: str, command: str) -> dict:
@@ -169,6 +190,10 @@ def measure(case: Case, target_spec: str, threads: int, steps: int, run_id: str,
         generator_parameters=sum(p.numel() for p in trainable.networks["G"].parameters()),
         discriminator_parameters=sum(p.numel() for p in trainable.networks["D"].parameters()),
         load_average_1min=round(os.getloadavg()[0], 2),
+        lrelu_path=trainable.lrelu_path,
+        lrelu_note=next((layer.lrelu_note for layer in trainable.networks["G"].synthesis.layers if layer.lrelu_note), None),
+        channels_last=config.channels_last,
+        cudnn_benchmark=bool(torch.backends.cudnn.benchmark),
     ))}
 
 
@@ -215,7 +240,8 @@ def main() -> None:
             continue
         device = row["peak_memory_bytes"]
         print(
-            f"{row['size']:>10} b={row['batch_size']:<3} {case.variant:<10} {row['status']} step {row['step_time_s']:8.3f}s "
+            f"{row['size']:>10} b={row['batch_size']:<3} {case.variant:<10} {row['status']} lrelu={row['lrelu_path']} "
+            f"step {row['step_time_s']:8.3f}s "
             f"{row['samples_per_s']:8.3f} img/s {row['s_per_kimg']:9.1f} s/kimg peak RSS {row['peak_host_rss_bytes'] / GIB:6.2f} GiB "
             f"(before step {row['host_rss_before_step_bytes'] / GIB:.2f}) {row['achieved_tflops'] * 1000:.1f} GFLOP/s "
             f"load {row['load_average_1min']}" + (f" peak device {device / GIB:.2f} GiB" if device is not None else ""),

@@ -56,3 +56,5 @@ if stage train; then
     --out "$OUT/train_cuda.jsonl" 2>&1 | tail -n 15 | tee -a "$OUT/gpu_session.log"
 fi
 ls -la "$OUT"
+# the speed variants of docs/results/gpu_speed.md, about 8 more minutes (opt in: GPU_SPEED=1)
+if [ "${GPU_SPEED:-0}" = 1 ]; then OUT="$OUT/speed" bash benchmarks/gpu_speed.sh; fi
