@@ -1,4 +1,4 @@
-"""Command line: `trainspeed info | bench | plot | train | data ...`, one module per command.
+"""Command line: `trainspeed info | bench | plot | train | data | eval ...`, one module per command.
 
 The commands are the top layer: each turns flags into a config, calls the rooms below (bench,
 train, report, a workload's data tools) and prints. Every handler returns an exit code. Bad input
@@ -13,6 +13,7 @@ import sys
 
 from trainspeed.cli.bench import add_bench_command
 from trainspeed.cli.data import add_data_commands
+from trainspeed.cli.eval import add_eval_commands
 from trainspeed.cli.info import add_info_command
 from trainspeed.cli.plot import add_plot_command
 from trainspeed.cli.train import add_train_command
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plot_command(subparsers)
     add_train_command(subparsers)
     add_data_commands(subparsers)
+    add_eval_commands(subparsers)
     return parser
 
 
@@ -34,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)  # flag types raise UsageError too (e.g. a bad --batch-sizes)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # rows record the command that made them
         return args.handler(args)
     except UsageError as error:
         print(f"trainspeed: error: {error}", file=sys.stderr)
