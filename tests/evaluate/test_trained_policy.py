@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import run_trainspeed
+from eval_runs import run_trainspeed
 
 
 @pytest.mark.slow
