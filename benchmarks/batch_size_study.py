@@ -294,6 +294,8 @@ def plot(config: StudyConfig, runs: list[dict[str, Any]], batches: list[dict[str
                    title=f"Learning curves (square: step {config.equal_steps}, equal steps)")
     sweep_axes.set(xlabel="LR / square-root-scaled LR", ylabel=f"validation NLL after {config.samples:,} samples",
                    xscale="log", title="Learning-rate sweep (mean over seeds)")
+    sweep_axes.set_xticks(config.lr_factors, [f"{factor:g}" for factor in config.lr_factors])
+    sweep_axes.minorticks_off()
     labels = [str(batch["global_batch"]) for batch in batches]
     for position, batch in enumerate(batches):
         low, high = batch["mean_rank_ci95"] or (batch["mean_rank"], batch["mean_rank"])
@@ -349,7 +351,7 @@ def make_data(config: StudyConfig) -> None:
     subprocess.run(_python(command), check=True, cwd=REPO_ROOT, env=child_env())
 
 
-def parse_args() -> StudyConfig:
+def parse_args() -> tuple[StudyConfig, bool]:
     defaults = StudyConfig(data="")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="self-play shards; made here when missing")
@@ -374,14 +376,33 @@ def parse_args() -> StudyConfig:
     parser.add_argument("--out", default=defaults.out, help="output stem: OUT.jsonl, OUT.png, OUT.svg")
     parser.add_argument("--make-data-games", type=int, default=defaults.make_data_games)
     parser.add_argument("--data-seed", type=int, default=defaults.data_seed)
+    parser.add_argument("--plot-only", action="store_true", help="redraw OUT.png/.svg and the table from OUT.jsonl")
     args = parser.parse_args()
     values = {field.name: getattr(args, field.name) for field in dataclasses.fields(StudyConfig)}
     values.update(batches=tuple(args.batches), lr_factors=tuple(args.lr_factors), seeds=tuple(args.seeds))
-    return StudyConfig(**values)
+    return StudyConfig(**values), args.plot_only
+
+
+def replot(config: StudyConfig) -> int:
+    """Figures and table again from OUT.jsonl (its settings, not the flags, decide what they show)."""
+    rows = read_jsonl(Path(config.out).with_suffix(".jsonl"))
+    header = next(row for row in rows if row["kind"] == "batch-study-config")
+    fields = {field.name for field in dataclasses.fields(StudyConfig)}
+    recorded = StudyConfig(**{key: tuple(value) if isinstance(value, list) else value
+                              for key, value in header.items() if key in fields})
+    runs = [row for row in rows if row["kind"] == "batch-study-run"]
+    batches = [row for row in rows if row["kind"] == "batch-study-batch"]
+    comparisons = [row for row in rows if row["kind"] == "batch-study-comparison"]
+    paths = plot(recorded, runs, batches, Path(config.out))
+    print(table(batches, comparisons))
+    print("\n".join(str(path) for path in paths))
+    return 0
 
 
 def main() -> int:
-    config = parse_args()
+    config, plot_only = parse_args()
+    if plot_only:
+        return replot(config)
     config.check()
     started = time.perf_counter()
     make_data(config)
