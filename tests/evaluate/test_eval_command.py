@@ -131,3 +131,10 @@ def test_other_settings_do_not_continue_an_unfinished_evaluation(capsys, policy_
     assert code == 2 and len(lines) == 1 and "holds an unfinished evaluation with other settings (games 8 -> 12)" in lines[0]
     with pytest.raises(UsageError, match="other settings"):
         run_mahjong_eval(MahjongEvalConfig(**{**config.__dict__, "seed": 1}), "other seed")
+
+
+def test_the_light_config_names_what_the_games_build():
+    from trainspeed.evaluate.config import GAMES_PER_DEAL, OPPONENT_NAMES
+    from trainspeed.workloads.mahjong.duplicate import BUILTIN_OPPONENTS, ROTATIONS
+
+    assert OPPONENT_NAMES == tuple(BUILTIN_OPPONENTS) and GAMES_PER_DEAL == ROTATIONS
