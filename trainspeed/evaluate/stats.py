@@ -18,8 +18,8 @@ def t_quantile(probability: float, degrees_of_freedom: int) -> float:
     """Quantile of Student's t distribution (no SciPy needed).
 
     Exact for 1 and 2 degrees of freedom; above that the Cornish-Fisher expansion of Abramowitz and
-    Stegun 26.7.5, whose error at the 97.5% point is below 0.002 for 3 degrees of freedom and
-    shrinks fast with more."""
+    Stegun 26.7.5, whose error at the 97.5% point is 0.004 for 3 degrees of freedom, 0.001 for 4 and
+    below 0.0003 from 5 on (an evaluation has as many degrees of freedom as deals, less one)."""
     if not 0.0 < probability < 1.0:
         raise ValueError(f"probability must be in (0, 1), got {probability}")
     if degrees_of_freedom < 1:
