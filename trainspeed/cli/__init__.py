@@ -1,4 +1,4 @@
-"""Command line: `trainspeed info | bench | plot | report | train | data ...`, one module per command.
+"""Command line: `trainspeed info | bench | plot | report | train | data | eval ...`, one module per command.
 
 The commands are the top layer: each turns flags into a config, calls the packages below (bench,
 train, report, a workload's data tools) and prints. Every handler returns an exit code. Bad input
@@ -14,6 +14,7 @@ import sys
 
 from trainspeed.cli.bench import add_bench_command
 from trainspeed.cli.data import add_data_commands
+from trainspeed.cli.eval import add_eval_commands
 from trainspeed.cli.info import add_info_command
 from trainspeed.cli.plot import add_plot_command
 from trainspeed.cli.report import add_report_command
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_report_command(subparsers)
     add_train_command(subparsers)
     add_data_commands(subparsers)
+    add_eval_commands(subparsers)
     return parser
 
 

@@ -168,6 +168,12 @@ class Target(ABC):
         """Wrap a network for this execution mode (eager: unchanged)."""
         return network
 
+    @property
+    def fixed_shapes(self) -> bool:
+        """Whether each new input shape costs a compilation (every mode but eager): callers whose
+        batch sizes vary, such as batched inference, then pad batches to a few sizes."""
+        return self.spec.mode != "eager"
+
     def activation_checkpoint(self, function: Callable[..., torch.Tensor], *args: torch.Tensor) -> torch.Tensor:
         """Run `function` keeping only its inputs for backward (it runs again in backward)."""
         import torch.utils.checkpoint as torch_checkpoint
