@@ -35,13 +35,12 @@ class PolicyTrainable(Trainable):
             optimizer = torch.optim.AdamW(
                 policy.parameters(), lr=torch.tensor(LEARNING_RATE), betas=BETAS, weight_decay=WEIGHT_DECAY
             )
-            self._optimizer_step = torch.compile(optimizer.step)
         else:
             optimizer = torch.optim.AdamW(
                 policy.parameters(), lr=LEARNING_RATE, betas=BETAS, weight_decay=WEIGHT_DECAY, fused=fused or None
             )
-            self._optimizer_step = optimizer.step
         self.optimizers = {"policy": optimizer}
+        self._compiled_step = None
 
     def _learning_rates_as_tensors(self) -> None:
         """A schedule that assigns a float learning rate would recompile the compiled step at every
@@ -50,13 +49,23 @@ class PolicyTrainable(Trainable):
             if not isinstance(group["lr"], torch.Tensor):
                 group["lr"] = torch.tensor(float(group["lr"]))
 
+    def _compiled_optimizer_step(self) -> None:
+        """Compiled at the first step, not in `setup_optimizers`: a learning-rate scheduler attached
+        in between wraps `optimizer.step` to see that it ran, and compiling the unwrapped method
+        would hide every step from it."""
+        if self._compiled_step is None:
+            self._compiled_step = torch.compile(self.optimizers["policy"].step)
+        self._compiled_step()
+
     def train_step(self, batch: Batch) -> torch.Tensor:
         optimizer = self.optimizers["policy"]
         _, loss = self.wrapped["policy"](batch["features"], batch["mask"], batch["action"])
         loss.backward()
         if self.networks["policy"].config.compiled_optimizer:
             self._learning_rates_as_tensors()
-        self._optimizer_step()
+            self._compiled_optimizer_step()
+        else:
+            optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
