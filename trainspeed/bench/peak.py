@@ -52,22 +52,33 @@ def measure_peak_tflops(target: Target, budget_s: float = 1.5) -> float:
     return 2 * n**3 * repeats / seconds / 1e12
 
 
-def _chain_timer(target: Target, n: int) -> Callable[[int], float]:
-    """Seconds for a chain of `repeats` dependent n x n products on the device, synced at both ends."""
+def probe_operands(target: Target, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The chain's start value and its orthogonal weight, on the device in the compute dtype."""
     generator = torch.Generator().manual_seed(0)
     start_value = torch.randn(n, n, generator=generator)
     orthogonal, _ = torch.linalg.qr(torch.randn(n, n, generator=generator))
     x0 = start_value.to(target.device, target.compute_dtype())
     # LAPACK returns Q column-major; a weight is row-major, and the layout picks the kernel.
     w = orthogonal.contiguous().to(target.device, target.compute_dtype())
+    return x0, w
+
+
+def matmul_chain(x: torch.Tensor, w: torch.Tensor, repeats: int) -> torch.Tensor:
+    """`repeats` dependent products `x = linear(x, w)`: each needs the one before it."""
+    for _ in range(repeats):
+        x = F.linear(x, w)
+    return x
+
+
+def _chain_timer(target: Target, n: int) -> Callable[[int], float]:
+    """Seconds for a chain of `repeats` dependent n x n products on the device, synced at both ends."""
+    x0, w = probe_operands(target, n)
 
     def seconds_for(repeats: int) -> float:
         target.sync()
         start = time.perf_counter()
-        x = x0
         with target.autocast():
-            for _ in range(repeats):
-                x = F.linear(x, w)
+            x = matmul_chain(x0, w, repeats)
         target.after_step()
         target.sync()
         elapsed = time.perf_counter() - start
