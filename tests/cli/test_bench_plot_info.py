@@ -29,6 +29,8 @@ def run_cli(capsys, *argv):
         (["--size", "huge"], "unknown mahjong size 'huge'"),
         (["--baseline", "cpu:eager:bf16"], "--baseline cpu:eager:bf16 is not among --targets"),
         (["--feed", "sideways"], "bad --feed 'sideways'"),
+        (["--feed", "host,sideways"], "bad --feed 'host,sideways'"),
+        (["--feed", "host,host"], "a feed is named twice"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_code_2(capsys, tmp_results, argv, fragment):
@@ -60,6 +62,19 @@ def test_bench_writes_rows_csv_ratio_table_and_plot(capsys, tmp_results):
     assert code == 0, err
     svg = (tmp_results.parent / "again.svg").read_text()
     assert "throughput ratio to cpu:eager:bf16" in svg
+
+
+def test_both_feeds_run_back_to_back_for_every_configuration(capsys, tmp_results):
+    code, out, err = run_cli(
+        capsys, "bench", "--workload", "mahjong", "--size", "tiny", "--targets", "cpu:eager:fp32",
+        "--batch-sizes", "8,16", "--feed", "device,host", "--windows", "1", "--min-window-s", "0.01",
+        "--warmup-steps", "1", "--out", str(tmp_results), "--no-progress", "--no-plot",
+    )
+    assert code == 0, err
+    rows = [json.loads(line) for line in tmp_results.read_text().splitlines()]
+    assert [(r["batch_size"], r["feed"]) for r in rows] == [(8, "device"), (8, "host"), (16, "device"), (16, "host")]
+    assert [r["bytes_per_step"] > 0 for r in rows] == [False, True, False, True]
+    assert "cpu:eager:fp32 host-fed" in out
 
 
 def test_plot_of_a_corrupt_results_file_names_the_line(capsys, tmp_results):

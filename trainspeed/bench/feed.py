@@ -29,11 +29,16 @@ HOST_POOL_BATCHES = 4
 before it read (so no cache keeps it warm), few enough to stay small next to the model."""
 
 
-def parse_feed(text: str) -> str:
-    if text not in FEEDS:
-        raise UsageError(f"bad --feed {text!r}: choose device (one batch kept on the device) or host "
-                         "(each step copies a host batch to the device)")
-    return text
+def parse_feeds(text: str) -> list[str]:
+    """`device`, `host`, or both comma-separated (each configuration then runs with both, back to back)."""
+    feeds = [name.strip() for name in text.split(",")]
+    for name in feeds:
+        if name not in FEEDS:
+            raise UsageError(f"bad --feed {text!r}: choose device (one batch kept on the device), host "
+                             "(each step copies a host batch to the device) or device,host (both)")
+    if len(set(feeds)) != len(feeds):
+        raise UsageError(f"bad --feed {text!r}: a feed is named twice")
+    return feeds
 
 
 def batch_nbytes(batch: Batch) -> int:

@@ -121,36 +121,38 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
     rows: list[ResultRow] = []
     for target in targets:
         peak_tflops, source = (config.peak_tflops, "given") if config.peak_tflops else (None, None)
-        out_of_memory_at: int | None = None
+        out_of_memory_at: dict[str, int] = {}  # per feed: the batch that ran out; larger ones are skipped
         for batch_size in config.batch_sizes:
-            if on_progress:
-                on_progress(str(target), batch_size, False)
-            base = ResultRow(
-                run_id=run_id,
-                timestamp=_now(),
-                workload=workload.name,
-                size=config.size,
-                target=str(target),
-                batch_size=batch_size,
-                status="skipped",
-                flops_per_sample=flops_per_sample,
-                device_name=target.device_name(),
-                command=config.command,
-                **dataclasses.asdict(environment),
-            )
-            if out_of_memory_at is not None:
-                row = dataclasses.replace(base, feed=config.feed, error=f"batch {out_of_memory_at} already ran out of memory")
-            else:
-                row = measure_configuration(
-                    target, workload, config.size, batch_size, config.plan, config.seed, base, config.feed
+            for feed in config.feeds:
+                if on_progress:
+                    on_progress(str(target), batch_size, False)
+                base = ResultRow(
+                    run_id=run_id,
+                    timestamp=_now(),
+                    workload=workload.name,
+                    size=config.size,
+                    target=str(target),
+                    batch_size=batch_size,
+                    status="skipped",
+                    feed=feed,
+                    flops_per_sample=flops_per_sample,
+                    device_name=target.device_name(),
+                    command=config.command,
+                    **dataclasses.asdict(environment),
                 )
-                if row.status == "oom":
-                    out_of_memory_at = batch_size
-                if row.is_measured and peak_tflops is None:
-                    peak_tflops, source = measure_peak_tflops(target), "measured"
-                row = with_flops(row, flops_per_sample, peak_tflops, source)
-            append_row(config.out, row)
-            rows.append(row)
-            if on_progress:
-                on_progress(str(target), batch_size, True)
+                if feed in out_of_memory_at:
+                    row = dataclasses.replace(base, error=f"batch {out_of_memory_at[feed]} already ran out of memory")
+                else:
+                    row = measure_configuration(
+                        target, workload, config.size, batch_size, config.plan, config.seed, base, feed
+                    )
+                    if row.status == "oom":
+                        out_of_memory_at[feed] = batch_size
+                    if row.is_measured and peak_tflops is None:
+                        peak_tflops, source = measure_peak_tflops(target), "measured"
+                    row = with_flops(row, flops_per_sample, peak_tflops, source)
+                append_row(config.out, row)
+                rows.append(row)
+                if on_progress:
+                    on_progress(str(target), batch_size, True)
     return rows

@@ -7,7 +7,7 @@ import dataclasses
 import sys
 
 from trainspeed.bench.config import BenchConfig, parse_batch_sizes, parse_targets
-from trainspeed.bench.feed import parse_feed
+from trainspeed.bench.feed import parse_feeds
 from trainspeed.flags import add_flag, config_from_flags
 
 
@@ -37,9 +37,10 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
              type=_positive_float)
     add_flag(parser, "--max-steps-per-window", BenchConfig, "plan.max_steps_per_window",
              "cap on steps per window (a row says steps_capped when it left a window short)")
-    add_flag(parser, "--feed", BenchConfig, "feed",
-             "device: one batch kept on the device; host: each step copies a host batch to the device",
-             type=parse_feed)
+    add_flag(parser, "--feed", BenchConfig, "feeds",
+             "device: one batch kept on the device; host: each step copies a host batch to the device; "
+             "device,host: both, back to back for each target and batch size",
+             type=parse_feeds)
     add_flag(parser, "--peak-tflops", BenchConfig, "peak_tflops", "peak for MFU (default: measured)", type=_positive_float)
     add_flag(parser, "--threads", BenchConfig, "threads", "torch CPU threads (recorded in every row)")
     add_flag(parser, "--seed", BenchConfig, "seed", "seed of the model and the synthetic batch")
@@ -56,7 +57,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from trainspeed.bench.sweep import run_sweep
 
     config = dataclasses.replace(config_from_flags(BenchConfig, args), command=args.command_line)
-    total = len(config.targets) * len(config.batch_sizes)
+    total = len(config.targets) * len(config.batch_sizes) * len(config.feeds)
     with tqdm(total=total, disable=args.no_progress, unit="config", file=sys.stderr) as bar:
 
         def on_progress(target: str, batch_size: int, finished: bool) -> None:
