@@ -34,13 +34,11 @@ fi
 
 if stage feed; then
   # The same configurations with the batch kept on the device, then copied from pinned host memory
-  # inside every timed step; one file, so the two feeds sit side by side in its table and figure.
+  # inside every timed step, back to back per configuration (--feed device,host).
   echo "== mahjong base: device-fed vs host-fed steps" | tee -a "$OUT/gpu_session.log"
-  for feed in device host; do
-    timeout 100 python3 -m trainspeed bench --workload mahjong --size base --no-progress --no-plot \
-      --targets cuda:eager:bf16,cuda:compile:bf16 --batch-sizes 256,4096,16384 --feed $feed \
-      --windows 3 --min-window-s 0.2 --out "$OUT/bench_h200_feed_mahjong_base.jsonl" 2>&1 | tail -n 8 | tee -a "$OUT/gpu_session.log"
-  done
+  timeout 200 python3 -m trainspeed bench --workload mahjong --size base --no-progress --no-plot \
+    --targets cuda:eager:bf16,cuda:compile:bf16 --batch-sizes 256,4096,16384 --feed device,host \
+    --windows 3 --min-window-s 0.2 --out "$OUT/bench_h200_feed_mahjong_base.jsonl" 2>&1 | tail -n 8 | tee -a "$OUT/gpu_session.log"
   python3 -m trainspeed plot "$OUT/bench_h200_feed_mahjong_base.jsonl" --baseline cuda:eager:bf16 2>&1 | tee -a "$OUT/gpu_session.log"
 fi
 
