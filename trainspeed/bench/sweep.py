@@ -15,10 +15,11 @@ from typing import Callable
 import torch
 
 from trainspeed.bench.environment import Environment
-from trainspeed.bench.peak import measure_peak_tflops
+from trainspeed.bench.peak import device_peak_tflops
 from trainspeed.bench.results import ResultRow, append_row, check_results_file
 from trainspeed.bench.timing import TimingPlan, time_training
 from trainspeed.bench.config import BenchConfig
+from trainspeed.errors import DeviceLost
 from trainspeed.targets import Target, get_target
 from trainspeed.workloads import Workload, get_workload
 
@@ -48,9 +49,11 @@ def measure_configuration(
         generator = torch.Generator().manual_seed(seed)
         batch = target.move_batch(workload.synthetic_batch(size, batch_size, generator))
         timing = time_training(target, trainable, batch, plan)
+    except DeviceLost:
+        raise  # the device is gone: no later configuration can run either
     except Exception as error:  # noqa: BLE001 - every failure becomes a row; OOM is told apart
         status = "oom" if target.is_oom(error) else "error"
-        return dataclasses.replace(base, status=status, error=_first_line(error))
+        return dataclasses.replace(base, status=status, error=_first_line(error), **target.row_fields())
     finally:
         del trainable, batch
         target.free_memory()
@@ -70,6 +73,7 @@ def measure_configuration(
         compiles_in_windows=timing.compiles_in_windows,
         peak_memory_bytes=target.peak_memory_bytes(),
         final_loss=timing.final_loss,
+        **target.row_fields(),
     )
 
 
@@ -124,7 +128,7 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                 if row.status == "oom":
                     out_of_memory_at = batch_size
                 if row.is_measured and peak_tflops is None:
-                    peak_tflops, source = measure_peak_tflops(target), "measured"
+                    peak_tflops, source = device_peak_tflops(target), "measured"
                 row = _with_flops(row, flops_per_sample, peak_tflops, source)
             append_row(config.out, row)
             rows.append(row)
