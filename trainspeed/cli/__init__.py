@@ -1,4 +1,4 @@
-"""Command line: `trainspeed info | bench | plot | train | data ...`, one module per command.
+"""Command line: `trainspeed info | bench | plot | train | serve | data ...`, one module per command.
 
 The commands are the top layer: each turns flags into a config, calls the packages below (bench,
 train, report, a workload's data tools) and prints. Every handler returns an exit code. Bad input
@@ -16,6 +16,7 @@ from trainspeed.cli.bench import add_bench_command
 from trainspeed.cli.data import add_data_commands
 from trainspeed.cli.info import add_info_command
 from trainspeed.cli.plot import add_plot_command
+from trainspeed.cli.serve import add_serve_command
 from trainspeed.cli.train import add_train_command
 from trainspeed.errors import DeviceLost, UsageError
 
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_command(subparsers)
     add_plot_command(subparsers)
     add_train_command(subparsers)
+    add_serve_command(subparsers)
     add_data_commands(subparsers)
     return parser
 

@@ -15,12 +15,14 @@ from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target, TargetSpec
 from trainspeed.targets.cpu import CpuTarget
 from trainspeed.targets.cuda import CudaTarget
+from trainspeed.targets.remote import RemoteTarget
 from trainspeed.targets.xla import XlaTarget
 
 BUILTIN_FAMILIES: dict[str, type[Target]] = {
     "cpu": CpuTarget,
     "cuda": CudaTarget,
     "xla": XlaTarget,
+    "remote": RemoteTarget,
 }
 FAMILIES_VARIABLE = "TRAINSPEED_TARGET_FAMILIES"
 
