@@ -1,33 +1,58 @@
 #!/usr/bin/env bash
-# The CUDA measurements in docs/results/h200_session.md as one prepared run on one GPU (about 9 minutes
-# on an H200): the Mahjong base sweep, the StyleGAN3 T-256 step and one-device training with real data.
+# The CUDA measurements in docs/results/h200_session.md as one prepared run on one GPU: the Mahjong
+# base sweep, device- vs host-fed steps, the StyleGAN3 T-256 step and one-device training with real
+# data (about 11 minutes on an H200).
 # Usage on the GPU host, from the repository root:  OUT=/some/dir bash benchmarks/gpu_session.sh
-# Each stage has its own time cap; every script appends rows as it measures, so a capped stage
-# keeps what it measured. Results land in $OUT and are committed under docs/results/.
+# Each stage has its own time caps (together 730 s); every script appends rows as it measures, so a
+# capped stage keeps what it measured. STAGES picks stages, so the session also fits commands of at
+# most 10 minutes: STAGES="bench feed" (caps 520 s), then STAGES="stylegan3 train" (caps 210 s), with
+# the same OUT (the log is appended to).
+# Results land in $OUT and are committed under docs/results/.
 set -u
 OUT=${OUT:-results/gpu}
+STAGES=${STAGES:-bench feed stylegan3 train}
+stage() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 if ls .whl/*.whl >/dev/null 2>&1; then  # riichienv is not in the device image: carried as a wheel
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/site
 fi
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu_session.log"
+echo "== stages: $STAGES" | tee -a "$OUT/gpu_session.log"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee -a "$OUT/gpu_session.log"
 python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/gpu_session.log"
 
-echo "== mahjong base on CUDA targets" | tee -a "$OUT/gpu_session.log"
-timeout 150 python3 -m trainspeed bench --workload mahjong --size base --no-progress --no-plot \
-  --targets cuda:eager:fp32,cuda:eager:tf32,cuda:eager:bf16 --batch-sizes 2^6..2^14 \
-  --windows 3 --min-window-s 0.2 --out "$OUT/bench_h200_mahjong_base.jsonl" 2>&1 | tail -n 25 | tee -a "$OUT/gpu_session.log"
-timeout 170 python3 -m trainspeed bench --workload mahjong --size base --no-progress --no-plot \
-  --targets cuda:compile:bf16,cuda:cudagraphs:bf16 --batch-sizes 256,4096,16384 \
-  --windows 3 --min-window-s 0.2 --out "$OUT/bench_h200_mahjong_base.jsonl" 2>&1 | tail -n 25 | tee -a "$OUT/gpu_session.log"
+if stage bench; then
+  echo "== mahjong base on CUDA targets" | tee -a "$OUT/gpu_session.log"
+  timeout 150 python3 -m trainspeed bench --workload mahjong --size base --no-progress --no-plot \
+    --targets cuda:eager:fp32,cuda:eager:tf32,cuda:eager:bf16 --batch-sizes 2^6..2^14 \
+    --windows 3 --min-window-s 0.2 --out "$OUT/bench_h200_mahjong_base.jsonl" 2>&1 | tail -n 25 | tee -a "$OUT/gpu_session.log"
+  timeout 170 python3 -m trainspeed bench --workload mahjong --size base --no-progress --no-plot \
+    --targets cuda:compile:bf16,cuda:cudagraphs:bf16 --batch-sizes 256,4096,16384 \
+    --windows 3 --min-window-s 0.2 --out "$OUT/bench_h200_mahjong_base.jsonl" 2>&1 | tail -n 25 | tee -a "$OUT/gpu_session.log"
+  python3 -m trainspeed plot "$OUT/bench_h200_mahjong_base.jsonl" --baseline cuda:eager:fp32 2>&1 | tee -a "$OUT/gpu_session.log"
+fi
 
-echo "== StyleGAN3 T-256 training step on CUDA" | tee -a "$OUT/gpu_session.log"
-timeout 110 python3 benchmarks/bench_stylegan3.py --target cuda:eager:bf16 --cases t256:4,t256:8,t256:32 \
-  --variants activation --steps 3 --out "$OUT/stylegan3_h200.jsonl" 2>&1 | tail -n 15 | tee -a "$OUT/gpu_session.log"
+if stage feed; then
+  # The same configurations with the batch kept on the device, then copied from pinned host memory
+  # inside every timed step; one file, so the two feeds sit side by side in its table and figure.
+  echo "== mahjong base: device-fed vs host-fed steps" | tee -a "$OUT/gpu_session.log"
+  for feed in device host; do
+    timeout 100 python3 -m trainspeed bench --workload mahjong --size base --no-progress --no-plot \
+      --targets cuda:eager:bf16,cuda:compile:bf16 --batch-sizes 256,4096,16384 --feed $feed \
+      --windows 3 --min-window-s 0.2 --out "$OUT/bench_h200_feed_mahjong_base.jsonl" 2>&1 | tail -n 8 | tee -a "$OUT/gpu_session.log"
+  done
+  python3 -m trainspeed plot "$OUT/bench_h200_feed_mahjong_base.jsonl" --baseline cuda:eager:bf16 2>&1 | tee -a "$OUT/gpu_session.log"
+fi
 
-echo "== one-device CUDA training: real data vs synthetic vs bench" | tee -a "$OUT/gpu_session.log"
-timeout 100 python3 benchmarks/bench_train_cuda.py --games 150 --steps 30 --batch-sizes 512,8192 \
-  --out "$OUT/train_cuda.jsonl" 2>&1 | tail -n 15 | tee -a "$OUT/gpu_session.log"
-python3 -m trainspeed plot "$OUT/bench_h200_mahjong_base.jsonl" --baseline cuda:eager:fp32 2>&1 | tee -a "$OUT/gpu_session.log"
+if stage stylegan3; then
+  echo "== StyleGAN3 T-256 training step on CUDA" | tee -a "$OUT/gpu_session.log"
+  timeout 110 python3 benchmarks/bench_stylegan3.py --target cuda:eager:bf16 --cases t256:4,t256:8,t256:32 \
+    --variants activation --steps 3 --out "$OUT/stylegan3_h200.jsonl" 2>&1 | tail -n 15 | tee -a "$OUT/gpu_session.log"
+fi
+
+if stage train; then
+  echo "== one-device CUDA training: real data vs synthetic vs bench" | tee -a "$OUT/gpu_session.log"
+  timeout 100 python3 benchmarks/bench_train_cuda.py --games 150 --steps 30 --batch-sizes 512,8192 \
+    --out "$OUT/train_cuda.jsonl" 2>&1 | tail -n 15 | tee -a "$OUT/gpu_session.log"
+fi
 ls -la "$OUT"

@@ -311,6 +311,10 @@ def _measured_row(base: ResultRow, batch_size: int, measurement: Measurement, fl
         first_step_s=timing.first_step_s,
         windows=len(timing.window_s),
         steps_per_window=timing.steps_per_window,
+        window_s=list(timing.window_s),
+        min_window_s=plan.min_window_s,
+        window_restarts=timing.restarts,
+        cpu_s_per_wall_s=timing.cpu_s_per_wall_s,
         warmup_steps=plan.warmup_steps,
         compiles_in_windows=timing.compiles_in_windows,
         peak_memory_bytes=measurement.peak_memory_bytes,
@@ -353,25 +357,20 @@ def run_sweep(peer: Peer, config: PeerConfig) -> list[ResultRow]:
                 out_of_memory_at = batch_size if row.status == "oom" else None
             else:
                 row = _measured_row(base, batch_size, measurement, peer.flops_per_sample, config.plan)
-                extra.update(
-                    window_s=list(measurement.timing.window_s),
-                    window_restarts=measurement.timing.restarts,
-                    cpu_s_per_wall_s=measurement.timing.cpu_s_per_wall_s,
-                )
         write_row(config.out, row, extra)
         rows.append(row)
-        print(describe(row, extra), flush=True)
+        print(describe(row), flush=True)
     return rows
 
 
-def describe(row: ResultRow, extra: dict[str, Any]) -> str:
+def describe(row: ResultRow) -> str:
     if row.samples_per_s is None:
         return f"{row.target} batch {row.batch_size}: {row.status} {row.error or ''}".rstrip()
     return (
         f"{row.target} batch {row.batch_size}: {row.samples_per_s:,.0f} samples/s "
         f"(min {row.samples_per_s_min:,.0f}, max {row.samples_per_s_max:,.0f}), step {row.step_time_s * 1e3:.2f} ms, "
         f"first step {row.first_step_s:.2f} s, {row.steps_per_window} steps x {row.windows} windows, "
-        f"CPU/wall {extra['cpu_s_per_wall_s']:.2f}" + (" [invalid: compiled inside a window]" if row.status == "invalid" else "")
+        f"CPU/wall {row.cpu_s_per_wall_s:.2f}" + (" [invalid: compiled inside a window]" if row.status == "invalid" else "")
     )
 
 

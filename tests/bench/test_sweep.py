@@ -1,13 +1,15 @@
-"""Sweeps: out-of-memory rows, recompiles inside timed windows, results that survive."""
+"""Sweeps: out-of-memory rows, recompiles inside timed windows, results that survive, what a row
+records about its windows, and MFU only against a peak the row does not exceed."""
 
 import dataclasses
+import json
 
 import pytest
 import torch
 from torch import nn
 
 from trainspeed.bench.results import ResultRow, read_rows
-from trainspeed.bench.sweep import measure_configuration, run_sweep
+from trainspeed.bench.sweep import measure_configuration, run_sweep, with_flops
 from trainspeed.bench.timing import TimingPlan
 from trainspeed.bench.config import BenchConfig
 from trainspeed.targets import available_targets, get_target
@@ -105,3 +107,35 @@ def test_xla_works_in_a_fresh_process_whose_workload_counts_flops_with_a_backwar
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert [row.status for row in read_rows(tmp_results)] == ["ok"]
+
+
+def test_a_row_records_every_window_and_its_steps_and_old_rows_still_read(tmp_results):
+    plan = TimingPlan(warmup_steps=1, windows=3, min_window_s=0.02)
+    (row,) = run_sweep(BenchConfig(workload="mahjong", size="tiny", targets=["cpu:eager:fp32"], batch_sizes=[8],
+                                   out=tmp_results, plan=plan, peak_tflops=1.0))
+    assert row.status == "ok" and len(row.window_s) == row.windows == 3
+    assert min(row.window_s) >= row.min_window_s == 0.02 and row.steps_capped is False
+    assert row.step_time_s == pytest.approx(sorted(row.window_s)[1] / row.steps_per_window)
+    assert row.feed == "device" and row.bytes_per_step == 0 and row.cpu_s_per_wall_s > 0
+    assert read_rows(tmp_results) == [row]
+
+    old = {k: v for k, v in dataclasses.asdict(row).items() if k not in ("feed", "bytes_per_step", "window_s",
+                                                                          "peak_refused", "steps_capped")}
+    tmp_results.write_text(json.dumps(old) + "\n")
+    (read,) = read_rows(tmp_results)
+    assert read.feed is None and read.window_s is None and read.series == "cpu:eager:fp32"
+
+
+def test_a_row_faster_than_its_peak_gets_no_mfu_and_says_why(tmp_results):
+    base = ResultRow(run_id="t", timestamp="now", workload="w", size="s", target="cpu:eager:bf16", batch_size=8,
+                     status="ok", samples_per_s=1000.0)
+    refused = with_flops(base, flops_per_sample=1e9, peak_tflops=0.5, source="measured")
+    assert refused.status == "ok" and refused.samples_per_s == 1000.0 and refused.achieved_tflops == pytest.approx(1.0)
+    assert refused.mfu is None and refused.peak_refused == "measured peak 0.5 TFLOP/s below achieved 1 TFLOP/s"
+    kept = with_flops(base, flops_per_sample=1e9, peak_tflops=2.0, source="measured")
+    assert kept.mfu == pytest.approx(0.5) and kept.peak_refused is None
+
+    rows = run_sweep(BenchConfig(workload="mahjong", size="tiny", targets=["cpu:eager:fp32"], batch_sizes=[8],
+                                 out=tmp_results, plan=QUICK, peak_tflops=1e-9))
+    assert [(r.status, r.mfu) for r in rows] == [("ok", None)]
+    assert rows[0].peak_refused.startswith("given peak 1e-09 TFLOP/s below achieved")

@@ -1,11 +1,18 @@
-"""Timing waits for the device: without the sync an XLA window measures only tracing."""
+"""Timing waits for the device (without the sync an XLA window measures only tracing), and every
+window lasts the minimum asked, whatever the warm-up steps took."""
+
+import time
 
 import pytest
 import torch
+from torch import nn
 
 from trainspeed.bench.timing import TimingPlan, time_training
 from trainspeed.targets import available_targets, get_target
+from trainspeed.targets.base import TargetSpec
+from trainspeed.targets.cpu import CpuTarget
 from trainspeed.workloads import get_workload
+from trainspeed.workloads.base import Trainable
 
 
 def _completed_xla_executions() -> int:
@@ -59,3 +66,62 @@ def test_windows_are_sized_from_the_warmup():
     assert timing.steps_per_window >= 1
     assert timing.compiles_in_windows == 0
     assert timing.median_step_s == sorted(timing.step_times_s)[1]
+
+
+class SlowStartTarget(CpuTarget):
+    """A CPU target whose first `slow_steps` steps take `slow_s` and later ones `fast_s`, as a
+    CUDA-graph recording or XLA's second compile makes the warm-up slower than the steady steps."""
+
+    def __init__(self, slow_steps: int, slow_s: float = 0.1, fast_s: float = 0.005) -> None:
+        super().__init__(TargetSpec.parse("cpu:eager:fp32"))
+        self.slow_steps, self.slow_s, self.fast_s = slow_steps, slow_s, fast_s
+        self.steps = 0
+
+    def run_step(self, trainable, batch):
+        self.steps += 1
+        time.sleep(self.slow_s if self.steps <= self.slow_steps else self.fast_s)
+        return super().run_step(trainable, batch)
+
+
+class TinyTrainable(Trainable):
+    def __init__(self):
+        super().__init__({"net": nn.Linear(4, 1)})
+
+    def setup_optimizers(self, fused=False):
+        self.optimizers = {"net": torch.optim.SGD(self.networks["net"].parameters(), lr=0.01)}
+
+    def train_step(self, batch):
+        loss = self.wrapped["net"](batch["x"]).square().mean()
+        loss.backward()
+        self.optimizers["net"].step()
+        self.optimizers["net"].zero_grad()
+        return loss.detach()
+
+
+def _tiny(target):
+    return target.prepare(TinyTrainable()), {"x": torch.randn(8, 4)}
+
+
+@pytest.mark.parametrize("slow_steps", [3, 4], ids=["slow-warmup", "slow-warmup-and-probe"])
+def test_every_window_lasts_the_minimum_when_steps_speed_up_after_the_warmup(slow_steps):
+    """Slow warm-up steps must not size the windows: with 3 slow steps (first + 2 warm-up) the
+    post-warm-up probe step sizes them; with 4 the probe is slow too, and the short first window
+    makes every window start again with more steps."""
+    target = SlowStartTarget(slow_steps)
+    trainable, batch = _tiny(target)
+    plan = TimingPlan(warmup_steps=2, windows=3, min_window_s=0.06)
+    timing = time_training(target, trainable, batch, plan)
+    assert len(timing.window_s) == plan.windows
+    assert min(timing.window_s) >= plan.min_window_s, timing
+    assert not timing.steps_capped
+    if slow_steps == 4:  # the slow probe sized windows of one step: they had to grow
+        assert timing.restarts >= 1 and timing.probe_step_s >= target.slow_s
+
+
+def test_the_cap_on_steps_per_window_is_reported_when_it_leaves_a_window_short():
+    target = SlowStartTarget(slow_steps=0, fast_s=0.002)
+    trainable, batch = _tiny(target)
+    timing = time_training(target, trainable, batch, TimingPlan(warmup_steps=1, windows=2, min_window_s=0.05,
+                                                                max_steps_per_window=3))
+    assert timing.steps_per_window == 3 and timing.steps_capped
+    assert len(timing.window_s) == 2 and max(timing.window_s) < 0.05

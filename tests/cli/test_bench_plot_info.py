@@ -28,6 +28,7 @@ def run_cli(capsys, *argv):
         (["--workload", "no_such_module:factory"], "cannot import workload module"),
         (["--size", "huge"], "unknown mahjong size 'huge'"),
         (["--baseline", "cpu:eager:bf16"], "--baseline cpu:eager:bf16 is not among --targets"),
+        (["--feed", "sideways"], "bad --feed 'sideways'"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_code_2(capsys, tmp_results, argv, fragment):

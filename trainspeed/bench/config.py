@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainspeed.bench.feed import parse_feed
 from trainspeed.bench.timing import TimingPlan
 from trainspeed.errors import UsageError
 
@@ -51,6 +52,8 @@ class BenchConfig:
     baseline: str | None = None
     """The target ratios are taken to (None: the first)."""
     plan: TimingPlan = field(default_factory=TimingPlan)
+    feed: str = "device"
+    """"device": one batch kept on the device; "host": each step copies a host batch to the device."""
     peak_tflops: float | None = None
     """Peak for MFU; None measures it on the device."""
     threads: int | None = None
@@ -70,5 +73,8 @@ class BenchConfig:
             raise UsageError(f"--threads must be positive, got {self.threads}")
         if self.plan.windows < 1 or self.plan.warmup_steps < 0:
             raise UsageError("--windows must be >= 1 and --warmup-steps >= 0")
+        parse_feed(self.feed)
+        if self.plan.max_steps_per_window < 1:
+            raise UsageError(f"--max-steps-per-window must be >= 1, got {self.plan.max_steps_per_window}")
         if self.plan.min_window_s <= 0:
             raise UsageError(f"--min-window-s must be positive, got {self.plan.min_window_s}")

@@ -27,6 +27,12 @@ class ResultRow:
     target: str
     batch_size: int
     status: str
+    feed: str | None = None
+    """"device": one batch kept on the device (no data IO); "host": each step copies the next of a
+    few host batches to the device inside the timed step. None in rows written before the choice
+    existed, which were device-fed."""
+    bytes_per_step: int | None = None
+    """Host-to-device bytes each timed step copies (0 with the device feed)."""
     samples_per_s: float | None = None
     """Median over the timed windows."""
     samples_per_s_min: float | None = None
@@ -36,6 +42,19 @@ class ResultRow:
     """The first step alone, including any compilation."""
     windows: int | None = None
     steps_per_window: int | None = None
+    window_s: list[float] | None = None
+    """Real seconds of every timed window (synced start to synced end)."""
+    min_window_s: float | None = None
+    """The minimum window length asked for (--min-window-s)."""
+    probe_step_s: float | None = None
+    """One synced step after the warm-up, which the first guess of steps per window came from."""
+    window_restarts: int | None = None
+    """How often a window shorter than min_window_s made the windows start again with more steps."""
+    steps_capped: bool | None = None
+    """True when the cap on steps per window left a window shorter than min_window_s."""
+    cpu_s_per_wall_s: float | None = None
+    """Process CPU seconds per wall second over the windows: about the busy threads (below 1: the
+    process waited, for the device or for a core other jobs held)."""
     warmup_steps: int | None = None
     compiles_in_windows: int | None = None
     peak_memory_bytes: int | None = None
@@ -46,6 +65,9 @@ class ResultRow:
     peak_tflops_source: str | None = None
     """"measured" (matmul on the device) or "given" (--peak-tflops)."""
     mfu: float | None = None
+    """achieved_tflops / peak_tflops; None when there is no peak or the peak was refused."""
+    peak_refused: str | None = None
+    """Why MFU is None although a peak exists: a peak below the achieved TFLOP/s cannot be a peak."""
     device_name: str | None = None
     threads: int | None = None
     torch_version: str | None = None
@@ -69,6 +91,12 @@ class ResultRow:
     @property
     def is_measured(self) -> bool:
         return self.status in ("ok", "invalid") and self.samples_per_s is not None
+
+    @property
+    def series(self) -> str:
+        """The name of this row's line in tables and plots: the target, plus the feed when the
+        steps were host-fed (device-fed rows keep the bare target name, as before the feed existed)."""
+        return self.target if self.feed in (None, "device") else f"{self.target} {self.feed}-fed"
 
 
 FIELDS = [field.name for field in dataclasses.fields(ResultRow)]

@@ -15,7 +15,8 @@ from typing import Callable
 import torch
 
 from trainspeed.bench.environment import Environment
-from trainspeed.bench.peak import device_peak_tflops
+from trainspeed.bench.feed import make_feed
+from trainspeed.bench.peak import device_peak_tflops, refused_peak
 from trainspeed.bench.results import ResultRow, append_row, check_results_file
 from trainspeed.bench.timing import TimingPlan, time_training
 from trainspeed.bench.config import BenchConfig
@@ -37,25 +38,33 @@ def _first_line(error: BaseException) -> str:
 
 
 def measure_configuration(
-    target: Target, workload: Workload, size: str, batch_size: int, plan: TimingPlan, seed: int, base: ResultRow
+    target: Target,
+    workload: Workload,
+    size: str,
+    batch_size: int,
+    plan: TimingPlan,
+    seed: int,
+    base: ResultRow,
+    feed: str = "device",
 ) -> ResultRow:
-    """Build, move and time one (target, batch size); an OOM becomes an `oom` row."""
+    """Build, feed and time one (target, batch size); an OOM becomes an `oom` row."""
     target.reset_compilation()
     target.free_memory()
     target.reset_peak_memory()
-    trainable = batch = None
+    base = dataclasses.replace(base, feed=feed)
+    trainable = batches = None
     try:
         trainable = target.build(workload, size, seed)
-        generator = torch.Generator().manual_seed(seed)
-        batch = target.move_batch(workload.synthetic_batch(size, batch_size, generator))
-        timing = time_training(target, trainable, batch, plan)
+        batches = make_feed(feed, target, workload, size, batch_size, seed)
+        bytes_per_step = batches.bytes_per_step
+        timing = time_training(target, trainable, batches.next_batch, plan)
     except DeviceLost:
         raise  # the device is gone: no later configuration can run either
     except Exception as error:  # noqa: BLE001 - every failure becomes a row; OOM is told apart
         status = "oom" if target.is_oom(error) else "error"
         return dataclasses.replace(base, status=status, error=_first_line(error), **target.row_fields())
     finally:
-        del trainable, batch
+        del trainable, batches
         target.free_memory()
     per_second = [batch_size / step_s for step_s in timing.step_times_s]
     median_rate = batch_size / timing.median_step_s
@@ -67,8 +76,15 @@ def measure_configuration(
         samples_per_s_max=max(per_second),
         step_time_s=timing.median_step_s,
         first_step_s=timing.first_step_s,
-        windows=plan.windows,
+        windows=len(timing.window_s),
         steps_per_window=timing.steps_per_window,
+        window_s=list(timing.window_s),
+        min_window_s=plan.min_window_s,
+        probe_step_s=timing.probe_step_s,
+        window_restarts=timing.restarts,
+        steps_capped=timing.steps_capped,
+        cpu_s_per_wall_s=timing.cpu_s_per_wall_s,
+        bytes_per_step=bytes_per_step,
         warmup_steps=plan.warmup_steps,
         compiles_in_windows=timing.compiles_in_windows,
         peak_memory_bytes=target.peak_memory_bytes(),
@@ -77,16 +93,20 @@ def measure_configuration(
     )
 
 
-def _with_flops(row: ResultRow, flops_per_sample: float, peak_tflops: float | None, source: str | None) -> ResultRow:
+def with_flops(row: ResultRow, flops_per_sample: float, peak_tflops: float | None, source: str | None) -> ResultRow:
+    """Achieved TFLOP/s and MFU. A peak below the achieved rate is refused: the row keeps its
+    samples/s and says why it has no MFU, rather than claiming more than 100%."""
     if row.samples_per_s is None:
         return row
     achieved = row.samples_per_s * flops_per_sample / 1e12
+    refused = refused_peak(achieved, peak_tflops, source) if peak_tflops else None
     return dataclasses.replace(
         row,
         achieved_tflops=achieved,
         peak_tflops=peak_tflops,
         peak_tflops_source=source,
-        mfu=achieved / peak_tflops if peak_tflops else None,
+        mfu=achieved / peak_tflops if peak_tflops and not refused else None,
+        peak_refused=refused,
     )
 
 
@@ -122,14 +142,16 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                 **dataclasses.asdict(environment),
             )
             if out_of_memory_at is not None:
-                row = dataclasses.replace(base, error=f"batch {out_of_memory_at} already ran out of memory")
+                row = dataclasses.replace(base, feed=config.feed, error=f"batch {out_of_memory_at} already ran out of memory")
             else:
-                row = measure_configuration(target, workload, config.size, batch_size, config.plan, config.seed, base)
+                row = measure_configuration(
+                    target, workload, config.size, batch_size, config.plan, config.seed, base, config.feed
+                )
                 if row.status == "oom":
                     out_of_memory_at = batch_size
                 if row.is_measured and peak_tflops is None:
                     peak_tflops, source = device_peak_tflops(target), "measured"
-                row = _with_flops(row, flops_per_sample, peak_tflops, source)
+                row = with_flops(row, flops_per_sample, peak_tflops, source)
             append_row(config.out, row)
             rows.append(row)
             if on_progress:

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from trainspeed.bench.config import BenchConfig, parse_batch_sizes, parse_targets
+from trainspeed.bench.feed import parse_feed
 from trainspeed.flags import add_flag, config_from_flags
 
 
@@ -19,7 +20,7 @@ def _positive_float(text: str) -> float:
 def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench",
-        help="time training steps (no data IO) per target and batch size",
+        help="time training steps per target and batch size (batch on the device, or copied from the host)",
         description="Sweep batch sizes on each target; append result rows to JSONL (+CSV), print ratios, plot.",
     )
     add_flag(parser, "--workload", BenchConfig, "workload", "mahjong, stylegan3, or package.module:factory")
@@ -33,6 +34,11 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     add_flag(parser, "--windows", BenchConfig, "plan.windows", "timed windows; the median is reported")
     add_flag(parser, "--min-window-s", BenchConfig, "plan.min_window_s", "seconds each window lasts at least",
              type=_positive_float)
+    add_flag(parser, "--max-steps-per-window", BenchConfig, "plan.max_steps_per_window",
+             "cap on steps per window (a row says steps_capped when it left a window short)")
+    add_flag(parser, "--feed", BenchConfig, "feed",
+             "device: one batch kept on the device; host: each step copies a host batch to the device",
+             type=parse_feed)
     add_flag(parser, "--peak-tflops", BenchConfig, "peak_tflops", "peak for MFU (default: measured)", type=_positive_float)
     add_flag(parser, "--threads", BenchConfig, "threads", "torch CPU threads (recorded in every row)")
     add_flag(parser, "--seed", BenchConfig, "seed", "seed of the model and the synthetic batch")

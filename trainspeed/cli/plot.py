@@ -26,7 +26,7 @@ def run_plot(args: argparse.Namespace) -> int:
         rows = [row for row in rows if row.run_id == args.run_id]
         if not rows:
             raise UsageError(f"no rows with run id {args.run_id} in {args.results}")
-    if args.baseline and args.baseline not in {row.target for row in rows}:
+    if args.baseline and args.baseline not in {name for row in rows for name in (row.target, row.series)}:
         raise UsageError(f"--baseline {args.baseline} has no rows in {args.results}")
     paths = plot_results(rows, args.out or args.results.with_suffix(""), args.baseline)
     print("\n".join(str(p) for p in paths))

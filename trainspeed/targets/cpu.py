@@ -11,7 +11,6 @@ from trainspeed.targets import dynamo
 from trainspeed.targets.base import Target, is_host_oom
 
 
-
 @cache
 def cpu_model_name() -> str:
     try:
@@ -55,4 +54,15 @@ class CpuTarget(Target):
             dynamo.reset_dynamo()
 
     def wrap_network(self, network: torch.nn.Module) -> torch.nn.Module:
-        return dynamo.compile_network(network) if self.spec.mode == "compile" else network
+        """Compiled C++ kernels get the thread count torch runs with now, written into the graph.
+
+        Inductor bakes a thread count into each kernel it generates (`#pragma omp parallel
+        num_threads(N)` from `torch.get_num_threads()` at code generation), but its on-disk cache
+        key does not include that count: a process running 1 thread loaded kernels another
+        process had generated with 2, and on a machine whose other core was busy every parallel
+        region waited for a thread that had no core (10x slower steps). Passing the count as
+        inductor's `cpp.threads` puts it into the generated code and the cache key alike.
+        """
+        if self.spec.mode != "compile":
+            return network
+        return dynamo.compile_network(network, options={"cpp.threads": torch.get_num_threads()})

@@ -5,8 +5,13 @@ from __future__ import annotations
 import torch
 
 
-def compile_network(network: torch.nn.Module, mode: str | None = None) -> torch.nn.Module:
-    """Compile with static shapes: every batch size of a sweep gets its own specialised graph."""
+def compile_network(
+    network: torch.nn.Module, mode: str | None = None, options: dict[str, object] | None = None
+) -> torch.nn.Module:
+    """Compile with static shapes: every batch size of a sweep gets its own specialised graph.
+    `options` are inductor settings (torch.compile takes them or a `mode`, not both)."""
+    if options:
+        return torch.compile(network, dynamic=False, options=options)
     return torch.compile(network, mode=mode, dynamic=False)
 
 
