@@ -281,9 +281,10 @@ def serve_session(host: DeviceHost, requests: Iterable[pb.ClientMessage], contex
     context.add_callback(lambda: commands.put(END))
     try:
         with host.session_slot() as alone:
-            if alone:
+            if alone:  # the device's counters are the process's: restart them only when no one else uses them
                 with host.lock:
                     host.target.reset_compilation()
+                    host.target.reset_peak_memory()
             threading.Thread(target=read_requests, args=(requests, commands, host), daemon=True,
                              name=f"trainspeed-serve-reader-{context.peer()}").start()
             session = DeviceSession(host, context.peer())
