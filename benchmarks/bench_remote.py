@@ -2,8 +2,8 @@
 
 The study drove a TPU from another VM over gRPC (a "TPU Node") and from the TPU's own host (a "TPU
 VM"); the direct path was about 5x faster at batch 2048 because every step's inputs crossed the
-link. Here the "VM" is `cpu:eager:fp32` in the benchmark's own process and the "Node" is the same
-target behind `trainspeed serve`, reached as `remote:HOST:PORT/cpu:eager:fp32`, over:
+link. Here the "VM" is `--target` (`cpu:eager:fp32` by default) in the benchmark's own process and
+the "Node" is the same target behind `trainspeed serve`, reached as `remote:HOST:PORT/TARGET`, over:
 
 - loopback: the server on 127.0.0.1 beside the client (the wire is gRPC and its copies alone);
 - emulated links: the client runs in a network namespace of its own, each link's server in another,
@@ -17,9 +17,10 @@ Every link is measured synchronous (in-flight=1, the study's client) and pipelin
 the next batch crosses while the server computes), host-fed (every step's batch crosses: the
 study's case) and device-fed (the batch crosses once and stays on the server; only handles and
 losses cross). The machine is shared, so the configurations of one batch size run back to back in
-one bench run (the local baseline first, then every link), and every bench run holds the shared
-lock (`flock`); server and client run `--threads` torch threads each. Each bench run's start prints
-the load average, which the log keeps.
+one bench run (the local baseline first, then every link), `--rounds` repeats the whole sweep (the
+report takes each configuration's median round), and every bench run holds the shared lock
+(`flock`); server and client run `--threads` torch threads each. Each bench run's start prints the
+load average, which the log keeps.
 
 Namespaces and veth pairs get names unique to the run and are removed in `finally` and on
 SIGINT/SIGTERM/SIGHUP, so parallel runs cannot collide and an interrupted run leaves nothing.
@@ -50,7 +51,6 @@ sys.path.insert(0, str(REPO_ROOT))
 from trainspeed.bench.config import parse_batch_sizes  # noqa: E402
 from trainspeed.wire.pacing import parse_duration, parse_rate  # noqa: E402
 
-LOCAL = "cpu:eager:fp32"
 LOCK = "/tmp/trainspeed-bench.lock"
 SERVER_PORT = 50051
 TOKEN_VARIABLE = "TRAINSPEED_REMOTE_TOKEN_FILE"
@@ -166,8 +166,8 @@ def environment(**extra: str) -> dict[str, str]:
 class Server:
     """`trainspeed serve` (inside a namespace when `prefix` says so); stopped on exit."""
 
-    def __init__(self, prefix: list[str], listen: str, threads: int, token_file: Path | None) -> None:
-        command = [*prefix, sys.executable, "-m", "trainspeed", "serve", "--target", LOCAL, "--listen", listen,
+    def __init__(self, prefix: list[str], target: str, listen: str, threads: int, token_file: Path | None) -> None:
+        command = [*prefix, sys.executable, "-m", "trainspeed", "serve", "--target", target, "--listen", listen,
                    "--threads", str(threads)]
         if token_file is not None:
             command += ["--token-file", str(token_file), "--insecure"]  # a private veth pair
@@ -215,7 +215,7 @@ def start_links(args: argparse.Namespace, links: list[Link], stack: contextlib.E
     remote_links = []
     for index, link in enumerate(links, start=1):
         if link.is_loopback or network is None:
-            server = Server(client_prefix, "127.0.0.1:0", args.threads, None)
+            server = Server(client_prefix, args.target, "127.0.0.1:0", args.threads, None)
             stack.callback(server.stop)
             if link.is_loopback:
                 remote_links.append(RemoteLink(server, "loopback"))
@@ -224,7 +224,7 @@ def start_links(args: argparse.Namespace, links: list[Link], stack: contextlib.E
                                                f"rate={link.rate}+rtt={link.rtt}"))
             continue
         server_ns, server_ip, shaping = network.add_link(index, link)
-        server = Server(Network.exec(server_ns), f"{server_ip}:{SERVER_PORT}", args.threads, token_file)
+        server = Server(Network.exec(server_ns), args.target, f"{server_ip}:{SERVER_PORT}", args.threads, token_file)
         stack.callback(server.stop)
         if shaping == "netem":
             remote_links.append(RemoteLink(server, f"netns-netem-{link.rate}-rtt-{link.rtt}"))
@@ -236,11 +236,12 @@ def start_links(args: argparse.Namespace, links: list[Link], stack: contextlib.E
 def bench(args: argparse.Namespace, targets: list[str], feed: str, batch_size: int, client_ns: str | None,
           token_file: Path) -> None:
     """One `trainspeed bench` run in the client's namespace, under the shared lock, appending to --out."""
-    command = [*Network.exec(client_ns), "flock", args.lock, sys.executable, "-m", "trainspeed", "bench",
+    lock = ["flock", args.lock] if shutil.which("flock") else []  # util-linux; absent in some images
+    command = [*Network.exec(client_ns), *lock, sys.executable, "-m", "trainspeed", "bench",
                "--workload", "mahjong", "--size", args.size, "--targets", ",".join(targets), "--feed", feed,
                "--batch-sizes", str(batch_size), "--threads", str(args.threads), "--windows", str(args.windows),
                "--min-window-s", str(args.min_window_s), "--warmup-steps", str(args.warmup_steps),
-               "--baseline", LOCAL, "--out", str(args.out), "--no-progress", "--no-plot"]
+               "--baseline", args.target, "--out", str(args.out), "--no-progress", "--no-plot"]
     load = " ".join(f"{value:.1f}" for value in os.getloadavg())
     print(f"== batch {batch_size}, {feed}-fed, load average {load}", flush=True)
     started = time.monotonic()
@@ -269,15 +270,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--emulation", choices=("auto", "client"), default="auto",
                         help="auto: namespaces and tc where possible, else in the client; client: always in the client")
     parser.add_argument("--feeds", default="host,device", type=lambda s: s.split(","))
+    parser.add_argument("--target", default="cpu:eager:fp32", help="the local baseline, and what every server serves")
     parser.add_argument("--size", default="tiny")
     parser.add_argument("--batch-sizes", default="2^6..2^13")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--min-window-s", type=float, default=0.5)
     parser.add_argument("--warmup-steps", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=1, help="sweeps over every batch size and link")
     parser.add_argument("--lock", default=LOCK, help="the shared lock every bench run holds")
     parser.add_argument("--out", type=Path, default=Path("results/remote.jsonl"))
     return parser.parse_args(argv)
+
+
+def sweep(args: argparse.Namespace, batch_sizes: list[int], remote_links: list[RemoteLink], client_ns: str | None,
+          token_file: Path) -> None:
+    for batch_size in batch_sizes:
+        for feed in args.feeds:
+            # Host-fed: synchronous and pipelined; device-fed: only handles cross, synchronous.
+            in_flights = (1, 2) if feed == "host" else (1,)
+            targets = [args.target] + [link.target(n) for link in remote_links for n in in_flights]
+            bench(args, targets, feed, batch_size, client_ns, token_file)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -292,12 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         token_file = folder / "token"
         token_file.write_text(secrets.token_hex(32) + "\n")
         remote_links, client_ns = start_links(args, links, stack, token_file)
-        for batch_size in batch_sizes:
-            for feed in args.feeds:
-                # Host-fed: synchronous and pipelined; device-fed: only handles cross, synchronous.
-                in_flights = (1, 2) if feed == "host" else (1,)
-                targets = [LOCAL] + [link.target(n) for link in remote_links for n in in_flights]
-                bench(args, targets, feed, batch_size, client_ns, token_file)
+        for round_number in range(1, args.rounds + 1):
+            print(f"=== round {round_number} of {args.rounds}", flush=True)
+            sweep(args, batch_sizes, remote_links, client_ns, token_file)
     print(f"rows appended to {args.out}; table and figure: python benchmarks/remote_report.py {args.out}")
     return 0
 

@@ -12,7 +12,8 @@ The model, per batch size:
 An emulated link uses its configured rate and round trip. Loopback has no configured rate, so its
 model uses the rate fitted to its own synchronous rows (bytes over measured wire time), and says so.
 The measured wire time of a row is its client step minus the server's own step (`server_step_s`);
-the wire dominates where it exceeds the server's step.
+the wire dominates where it exceeds the server's step. Where a configuration was measured in
+several rounds (bench_remote.py --rounds), the report takes its median round (by samples/s).
 
     python benchmarks/remote_report.py docs/results/remote_cpu_mahjong_tiny.jsonl [--out STEM]
 """
@@ -29,11 +30,9 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from trainspeed.bench.ratios import latest_rows  # noqa: E402
 from trainspeed.bench.results import ResultRow, read_rows  # noqa: E402
 from trainspeed.wire.pacing import parse_duration, parse_rate  # noqa: E402
 
-LOCAL = "cpu:eager:fp32"
 RATE_IN_LABEL = re.compile(r"(\d+(?:\.\d+)?[kmg]bit)")
 RTT_IN_LABEL = re.compile(r"rtt-(\d+(?:\.\d+)?(?:us|ms|s))")
 
@@ -66,13 +65,26 @@ class Measurements:
     batch_sizes: list[int]
 
 
+def median_rounds(rows: list[ResultRow]) -> list[ResultRow]:
+    """Per (target, feed, batch size), the row of the median round by samples/s (the lower middle
+    of an even count), so one disturbed round does not decide a point."""
+    groups: dict[tuple, list[ResultRow]] = {}
+    for row in rows:
+        groups.setdefault((row.workload, row.size, row.target, row.feed, row.batch_size), []).append(row)
+    chosen = []
+    for group in groups.values():
+        ordered = sorted(group, key=lambda row: row.samples_per_s)
+        chosen.append(ordered[(len(ordered) - 1) // 2])
+    return chosen
+
+
 def load(path: Path) -> Measurements:
-    rows = [row for row in latest_rows(read_rows(path)) if row.is_measured]
+    rows = median_rounds([row for row in read_rows(path) if row.is_measured])
     local: dict[str, dict[int, ResultRow]] = {}
     links: dict[str, LinkRows] = {}
     for row in rows:
         feed = row.feed or "device"
-        if row.target == LOCAL:
+        if row.transport is None:  # the local baseline (bench_remote.py measures one local target)
             local.setdefault(feed, {})[row.batch_size] = row
         elif row.transport == "grpc":
             link = links.setdefault(row.link, LinkRows(row.link))
