@@ -317,3 +317,54 @@ def test_a_second_server_in_process_cannot_share_the_port(serve):
     first = serve()
     with pytest.raises(UsageError, match="cannot listen"):
         serve(listen=str(first.address))
+
+
+# --- a step that fails on the server ------------------------------------------------------------------
+def failing_step(message: str):
+    def run_step(trainable, batch):
+        raise RuntimeError(message)
+
+    return run_step
+
+
+def test_out_of_memory_on_the_server_is_an_oom_and_the_server_serves_on(server, monkeypatch, tmp_results):
+    from trainspeed.bench.config import BenchConfig
+    from trainspeed.bench.sweep import run_sweep
+    from trainspeed.bench.timing import TimingPlan
+
+    monkeypatch.setattr(server.host.target, "run_step", failing_step("CUDA out of memory. Tried to allocate 2 GiB"))
+    monkeypatch.setattr(server.host.target, "is_oom", lambda error: "out of memory" in str(error))
+    config = BenchConfig(workload="mahjong", size="tiny", targets=[server.remote_name], batch_sizes=[8, 16], out=tmp_results,
+                         plan=TimingPlan(warmup_steps=1, windows=1, min_window_s=0.01), peak_tflops=1.0)
+    rows = run_sweep(config)
+    assert [row.status for row in rows] == ["oom", "skipped"]
+    assert "out of memory on the server during step 1" in rows[0].error and rows[0].transport == "grpc"
+    monkeypatch.undo()
+    assert wait_until(lambda: server.host.live_sessions == 0)
+    host_batches = batches(2)
+    assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
+
+
+def test_a_failed_step_is_one_error_naming_it(server, monkeypatch):
+    from trainspeed.wire.client import RemoteError
+
+    monkeypatch.setattr(server.host.target, "run_step", failing_step("shape mismatch in layer 3"))
+    target = get_target(server.remote_name)
+    trainable = target.build(WORKLOAD, "tiny", 0)
+    with pytest.raises(RemoteError, match=r"refused step 1 of its session: INTERNAL: step 1 failed on the server: "
+                                          r"RuntimeError: shape mismatch in layer 3"):
+        target.run_step(trainable, target.move_batch(batches(1)[0]))
+
+
+def test_the_client_side_link_emulation_holds_steps_back(server):
+    fast, slow = get_target(server.remote_name), get_target(server.remote_name + "/rate=10mbit+rtt=50ms")
+    assert slow.link() == "client-side limit rate=10mbit rtt=50ms"
+    batch = batches(1, batch_size=32)[0]  # 325 KB: 0.26 s at 10 Mbit/s
+    times = []
+    for target in (fast, slow):
+        trainable = target.build(WORKLOAD, "tiny", 0)
+        target.run_step(trainable, target.move_batch(batch))
+        started = time.perf_counter()
+        target.run_step(trainable, target.move_batch(batch))
+        times.append(time.perf_counter() - started)
+    assert times[1] > times[0] + 0.26 + 0.05, times

@@ -85,6 +85,17 @@ def test_bench_through_the_cli_records_the_wire(server, capsys, tmp_results):
         assert "(remote, 127.0.0.1:" in row["device_name"]
     assert f"{remote}/in-flight=2" in out
 
+    host_fed = tmp_results.with_name("host.jsonl")
+    code, out, err = run_cli(
+        capsys, "bench", "--targets", f"{remote}/in-flight=2", "--batch-sizes", "16", "--feed", "host", "--windows", "2",
+        "--min-window-s", "0.01", "--warmup-steps", "1", "--out", str(host_fed), "--no-progress", "--no-plot",
+        "--peak-tflops", "1",
+    )
+    assert code == 0, err
+    (row,) = [json.loads(line) for line in host_fed.read_text().splitlines()]
+    assert row["feed"] == "host" and row["bytes_per_step"] > 0
+    assert row["bytes_per_step"] < row["bytes_sent_per_step"] < row["bytes_per_step"] * 1.01  # every batch crossed
+
 
 def losses(run_dir) -> list[float]:
     return [row["loss"] for row in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())

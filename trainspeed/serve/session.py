@@ -203,7 +203,7 @@ class DeviceSession:
     def _step(self, step: pb.Step) -> Iterator[pb.ServerMessage]:
         batch = self.batches.get(step.batch_id)
         if batch is None:
-            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"step {step.seq}: no batch {step.batch_id} on the server")
+            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"step {self.steps + 1}: no batch {step.batch_id} on the server")
         self._set_learning_rates(step.learning_rates)
         target = self.host.target
         with self.host.lock:
@@ -215,7 +215,7 @@ class DeviceSession:
                 step_s = time.perf_counter() - started
                 loss = loss.detach().to("cpu")
             except Exception as error:  # noqa: BLE001 - a failed step ends this session only
-                raise self._step_failure(error, f"step {step.seq}") from None
+                raise self._step_failure(error, f"step {self.steps + 1}") from None
             compiles, peak = target.compile_count(), target.peak_memory_bytes()
         self.steps += 1
         yield pb.ServerMessage(step_done=pb.StepDone(
