@@ -131,3 +131,20 @@ def test_tls_with_the_servers_certificate_works_and_without_it_is_one_line(serve
     trainable = target.build(workload, "tiny", 0)
     batch = workload.synthetic_batch("tiny", 8, torch.Generator().manual_seed(0))
     assert torch.isfinite(target.run_step(trainable, target.move_batch(batch)))
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--listen", "0.0.0.0:0"], "not a loopback address: give --token-file"),
+        (["--target", "gpu:eager:fp32"], "unknown device 'gpu'"),
+        (["--target", "cpu:lazy:fp32"], "mode 'lazy' is not available on cpu"),
+        (["--threads", "0"], "--threads must be positive"),
+    ],
+)
+def test_serve_answers_bad_flags_with_one_line_and_exit_code_2(capsys, argv, fragment):
+    from trainspeed.cli import main
+
+    code = main(["serve", "--listen", "127.0.0.1:0", *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("trainspeed: error:") and fragment in err[0], err
