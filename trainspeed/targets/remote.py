@@ -202,8 +202,12 @@ class RemoteTarget(Target):
         return contextlib.nullcontext()  # the precision applies on the server
 
     def sync(self) -> None:
+        """Wait for every live session; one whose stream failed earlier has nothing left to wait for
+        (its failure was raised then), unless it is the current one, whose failure is raised again."""
+        current = self._current() if self._current is not None else None
         for session in list(self._sessions):
-            session.sync()
+            if session is current or not session.broken:
+                session.sync()
 
     def is_oom(self, error: BaseException) -> bool:
         from trainspeed.wire.client import RemoteOutOfMemory

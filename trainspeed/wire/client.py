@@ -227,6 +227,11 @@ class Session:
         if self._broken is not None:
             raise self._broken
 
+    @property
+    def broken(self) -> bool:
+        """The stream failed (the failure was raised to whoever waited); nothing runs here any more."""
+        return self._broken is not None
+
     def _next(self, during: str) -> pb.ServerMessage:
         """The next reply; DeviceLost or RemoteError when there is none (and for every later call)."""
         self._raise_if_broken()
