@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
+from trainspeed.bench.ratios import latest_rows  # noqa: E402
 from trainspeed.bench.results import ResultRow, read_rows  # noqa: E402
 from trainspeed.wire.pacing import parse_duration, parse_rate  # noqa: E402
 
@@ -129,13 +131,16 @@ def ratio(m: Measurements, link: LinkRows, feed: str, in_flight: int, batch: int
     return remote.samples_per_s / local.samples_per_s
 
 
-def wire_dominates_from(link: LinkRows, batch_sizes: list[int]) -> int | None:
-    """The smallest batch from which, synchronous and host-fed, the wire takes longer than the server's step."""
-    for batch in batch_sizes:
-        if all(wire_s(link.get("host", 1, b)) is not None and wire_s(link.get("host", 1, b)) > link.get("host", 1, b).server_step_s
-               for b in batch_sizes if b >= batch):
-            return batch
-    return None
+def wire_share(link: LinkRows, batch: int) -> float | None:
+    """Measured wire time over the server's step, synchronous and host-fed (> 1: the wire dominates)."""
+    row = link.get("host", 1, batch)
+    wire = wire_s(row)
+    return wire / row.server_step_s if wire is not None and row.server_step_s else None
+
+
+def wire_dominates_at(link: LinkRows, batch_sizes: list[int]) -> list[int]:
+    """The batch sizes at which, synchronous and host-fed, the wire took longer than the server's step."""
+    return [batch for batch in batch_sizes if (wire_share(link, batch) or 0) > 1]
 
 
 def _cell(value: float | None, digits: str = ".2f") -> str:
@@ -147,17 +152,17 @@ def table(m: Measurements) -> str:
     for link in m.links:
         rate = link.rate_bits_s
         fitted = fitted_rate_bits_s(link)
-        dominant = wire_dominates_from(link, m.batch_sizes)
+        dominant = wire_dominates_at(link, m.batch_sizes)
         lines += [
             f"### {link.label}",
             "",
             f"link rate {'%.3g Gbit/s' % (rate / 1e9) if rate else 'not limited'}, round trip {link.rtt_s * 1e3:g} ms; "
             f"measured wire throughput (fitted to the synchronous host-fed rows) {(fitted or 0) / 1e9:.3g} Gbit/s; "
-            f"the wire dominates (takes longer than the server's step) from batch "
-            f"{dominant if dominant else 'none of ' + str(m.batch_sizes[0]) + '..' + str(m.batch_sizes[-1])}",
+            f"the wire takes longer than the server's step at batch "
+            f"{', '.join(map(str, dominant)) if dominant else 'none of ' + str(m.batch_sizes[0]) + '..' + str(m.batch_sizes[-1])}",
             "",
-            "| batch | MB/step | local samples/s | sync | pipelined | device-fed | model sync | model pipelined | server step ms | wire ms (sync) |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| batch | MB/step | local samples/s | sync | pipelined | device-fed | model sync | model pipelined | server step ms | wire ms (sync) | wire / step |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for batch in m.batch_sizes:
             row = link.get("host", 1, batch)
@@ -168,9 +173,37 @@ def table(m: Measurements) -> str:
                 f"| {_cell(local.samples_per_s if local else None, ',.0f')} "
                 f"| {_cell(ratio(m, link, 'host', 1, batch))} | {_cell(ratio(m, link, 'host', 2, batch))} "
                 f"| {_cell(ratio(m, link, 'device', 1, batch))} | {_cell(model[0])} | {_cell(model[1])} "
-                f"| {_cell(row.server_step_s * 1e3 if row else None, '.1f')} | {_cell(wire_s(row) * 1e3 if row else None, '.1f')} |"
+                f"| {_cell(row.server_step_s * 1e3 if row else None, '.1f')} | {_cell(wire_s(row) * 1e3 if row else None, '.1f')} "
+                f"| {_cell(wire_share(link, batch))} |"
             )
         lines.append("")
+    return "\n".join(lines)
+
+
+def bytes_per_sample(m: Measurements) -> float:
+    """Host-fed bytes per step over the batch size (the batch layout does not depend on the model size)."""
+    rows = [row for link in m.links for row in link.rows.get(("host", 1), {}).values()]
+    return statistics.median(row.bytes_sent_per_step / row.batch_size for row in rows)
+
+
+def projection(m: Measurements, device_rows: Path, target: str, rates: list[str]) -> str:
+    """The model alone, for a faster device: its measured (device-fed) step times from another
+    results file, these measurements' bytes per sample, and link rates without a round trip."""
+    steps = {row.batch_size: row.step_time_s for row in latest_rows(read_rows(device_rows))
+             if row.target == target and row.is_measured and (row.feed or "device") == "device"}
+    per_sample = bytes_per_sample(m)
+    lines = [f"Model only: {target} step times from {device_rows.name}, {per_sample:,.0f} bytes per sample; "
+             "ratio remote/local, synchronous (pipelined)", "",
+             "| batch | step ms | " + " | ".join(rates) + " |", "|---:|---:|" + "---:|" * len(rates)]
+    for batch, step in sorted(steps.items()):
+        cells = []
+        for rate in rates:
+            wire = batch * per_sample * 8 / parse_rate(rate)
+            mark = "**" if wire > step else ""
+            cells.append(f"{mark}{step / (step + wire):.2f} ({step / max(step, wire):.2f}){mark}")
+        lines.append(f"| {batch} | {step * 1e3:.1f} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Bold: the wire takes longer than the step.")
     return "\n".join(lines)
 
 
@@ -240,9 +273,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path)
     parser.add_argument("--out", type=Path, default=None, help="figure stem (default: beside RESULTS)")
+    parser.add_argument("--project", type=Path, default=None,
+                        help="bench rows of a faster device: print the model's ratios for its step times")
+    parser.add_argument("--project-target", default="cuda:eager:bf16")
+    parser.add_argument("--project-rates", default="1gbit,10gbit,100gbit", type=lambda s: s.split(","))
     args = parser.parse_args(argv)
     measurements = load(args.results)
     print(table(measurements))
+    if args.project:
+        print(projection(measurements, args.project, args.project_target, args.project_rates))
     for path in figure(measurements, args.out or args.results.with_suffix("")):
         print(path)
     return 0
