@@ -1,11 +1,19 @@
-# trainspeed: `make demo` runs a CPU sweep (installing into .venv first), `make test` runs the suite.
+# trainspeed: `make demo` runs a CPU sweep (installing into .venv first), `make test` runs the suite,
+# `make report` writes docs/results/report.html from the committed result rows.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIP_CACHE ?= $(HOME)/.cache/pip
 export PJRT_DEVICE ?= CPU
 
-.PHONY: venv demo test clean
+.PHONY: venv demo test report clean
+
+# The committed rows the report shows (docs/results/README.md lists the commands that wrote them).
+RESULTS := docs/results
+REPORT_INPUTS := $(RESULTS)/bench_h200_mahjong_base.jsonl $(RESULTS)/bench_cpu_mahjong_tiny.jsonl \
+	$(RESULTS)/reference_cpu_mahjong_tiny.jsonl $(RESULTS)/stylegan3_h200.jsonl $(RESULTS)/stylegan3_h200_compile.jsonl \
+	$(RESULTS)/stylegan3_cpu.jsonl $(RESULTS)/stylegan3_cpu_fir.jsonl $(RESULTS)/stylegan3_cpu_targets.jsonl \
+	$(RESULTS)/train_scaling.jsonl $(RESULTS)/train_quality.json $(RESULTS)/train_quality_tiny.json
 
 $(BIN)/trainspeed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +31,10 @@ demo: venv
 
 test: venv
 	$(BIN)/python -m pytest -q --durations=15 tests
+
+report: venv
+	$(BIN)/python -m trainspeed report $(REPORT_INPUTS) --baseline cuda:eager:fp32 --baseline cuda:eager:bf16 \
+		--title "trainspeed: committed measurements" --out $(RESULTS)/report.html
 
 clean:
 	rm -rf results build *.egg-info

@@ -74,3 +74,5 @@ if stage remote; then
   fi
 fi
 ls -la "$OUT"
+# the speed variants of docs/results/gpu_speed.md, about 8 more minutes (opt in: GPU_SPEED=1)
+if [ "${GPU_SPEED:-0}" = 1 ]; then OUT="$OUT/speed" bash benchmarks/gpu_speed.sh; fi

@@ -13,6 +13,7 @@ import datetime
 import json
 import math
 import platform
+import shlex
 import socket
 import statistics
 import sys
@@ -345,6 +346,7 @@ def run_sweep(peer: Peer, config: PeerConfig) -> list[ResultRow]:
             torch_version=peer.torch_version,
             python_version=platform.python_version(),
             hostname=socket.gethostname(),
+            command=shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
         )
         extra = dict(peer.extra)
         if out_of_memory_at is not None:

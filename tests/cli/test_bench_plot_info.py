@@ -51,6 +51,7 @@ def test_bench_writes_rows_csv_ratio_table_and_plot(capsys, tmp_results):
         (t, b) for t in ("cpu:eager:fp32", "cpu:eager:bf16") for b in (8, 16)
     }
     assert all(r["status"] == "ok" and r["samples_per_s"] > 0 for r in rows)
+    assert all(r["command"].startswith("trainspeed bench --workload mahjong --size tiny --targets") for r in rows)
     assert "ratio to cpu:eager:fp32" in out and "(1.00x)" in out
     assert tmp_results.with_suffix(".csv").read_text().count("\n") == 5
     assert tmp_results.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -19,7 +19,7 @@ from trainspeed.wire import remote_pb2_grpc as pb_grpc
 from trainspeed.wire.credentials import TLS_CA_VARIABLE, TOKEN_FILE_VARIABLE
 from trainspeed.workloads import get_workload
 
-from conftest import TOKEN
+from serve_runs import TOKEN
 
 
 @pytest.mark.parametrize(

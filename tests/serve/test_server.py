@@ -19,10 +19,10 @@ from trainspeed.targets import get_target
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire import remote_pb2_grpc as pb_grpc
 from trainspeed.wire.limits import CLIENT_OPTIONS, MAX_MESSAGE_BYTES
-from trainspeed.wire.tensors import single_chunk, tensor_chunks
+from trainspeed.wire.tensors import tensor_chunks
 from trainspeed.workloads import get_workload
 
-from conftest import REPO_ROOT, ServeProcess, trainspeed_env
+from serve_runs import REPO_ROOT, ServeProcess, trainspeed_env
 
 WORKLOAD = get_workload("mahjong")
 

@@ -63,3 +63,65 @@ def test_cpu_oom_signature_is_recognised():
         torch.empty(2**50, dtype=torch.uint8)
     assert target.is_oom(caught.value)
     assert not target.is_oom(RuntimeError("shape mismatch"))
+
+
+def test_options_follow_the_precision_and_are_part_of_the_name():
+    from trainspeed.targets.base import TargetSpec
+
+    spec = TargetSpec.parse("cuda:eager:bf16:cudnn-benchmark")
+    assert (spec.device, spec.mode, spec.precision, spec.options) == ("cuda", "eager", "bf16", ("cudnn-benchmark",))
+    assert str(spec) == "cuda:eager:bf16:cudnn-benchmark"
+    assert str(TargetSpec.parse("cpu:eager:fp32")) == "cpu:eager:fp32"
+    assert TargetSpec.parse("x:m:p:a+b").options == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("cuda:eager:bf16:", "device:mode:precision"),
+        ("cuda:eager:bf16:a++b", "device:mode:precision"),
+        ("cuda:eager:bf16:a:b", "device:mode:precision"),
+        ("cuda:eager:bf16:cudnn-benchmark+cudnn-benchmark", "named twice"),
+    ],
+)
+def test_bad_option_spellings_say_what_is_wrong(text, fragment):
+    from trainspeed.targets.base import TargetSpec
+
+    with pytest.raises(UsageError, match=fragment):
+        TargetSpec.parse(text)
+
+
+def test_a_family_refuses_options_it_does_not_have():
+    from trainspeed.targets.base import TargetSpec
+    from trainspeed.targets.cpu import CpuTarget
+    from trainspeed.targets.cuda import CudaTarget
+
+    with pytest.raises(UsageError, match="option 'cudnn-benchmark' is not available on cpu; it has none"):
+        CpuTarget.check_spec(TargetSpec.parse("cpu:eager:fp32:cudnn-benchmark"))
+    with pytest.raises(UsageError, match="option 'fast' is not available on cuda; choose from cudnn-benchmark"):
+        CudaTarget.check_spec(TargetSpec.parse("cuda:eager:bf16:fast"))
+    CudaTarget.check_spec(TargetSpec.parse("cuda:max-autotune:bf16:cudnn-benchmark"))
+
+
+def test_cuda_switches_are_set_without_a_device(monkeypatch):
+    """The CUDA family's cuDNN switch and compile modes, checked on a host without a GPU: building
+    the target object and configuring it touch no device."""
+    from trainspeed.targets import dynamo
+    from trainspeed.targets.base import TargetSpec
+    from trainspeed.targets.cuda import CudaTarget
+
+    saved = (torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    try:
+        CudaTarget(TargetSpec.parse("cuda:eager:bf16:cudnn-benchmark")).configure_precision()
+        assert torch.backends.cudnn.benchmark is True
+        CudaTarget(TargetSpec.parse("cuda:eager:bf16")).configure_precision()
+        assert torch.backends.cudnn.benchmark is False
+    finally:
+        torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+    modes = []
+    monkeypatch.setattr(dynamo, "compile_network", lambda network, mode=None: modes.append(mode) or network)
+    network = torch.nn.Linear(2, 2)
+    for mode in ("eager", "compile", "cudagraphs", "max-autotune"):
+        assert CudaTarget(TargetSpec.parse(f"cuda:{mode}:bf16")).wrap_network(network) is network
+    assert modes == [None, "reduce-overhead", "max-autotune"]

@@ -59,6 +59,8 @@ class BenchConfig:
     threads: int | None = None
     """torch CPU threads (None leaves torch's default); recorded in every row."""
     seed: int = 0
+    command: str | None = None
+    """The command line, recorded in every row (no flag: the command sets it)."""
 
     def __post_init__(self) -> None:
         if not self.targets:

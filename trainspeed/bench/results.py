@@ -87,6 +87,8 @@ class ResultRow:
     server_step_s: float | None = None
     """Median step time the remote device measured itself; client step - server step = wire time."""
     error: str | None = None
+    command: str | None = None
+    """The command line that wrote the row (None in rows written before rows recorded it)."""
 
     @property
     def is_measured(self) -> bool:

@@ -139,6 +139,7 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                 status="skipped",
                 flops_per_sample=flops_per_sample,
                 device_name=target.device_name(),
+                command=config.command,
                 **dataclasses.asdict(environment),
             )
             if out_of_memory_at is not None:

@@ -1,4 +1,4 @@
-"""Command line: `trainspeed info | bench | plot | train | serve | data ...`, one module per command.
+"""Command line: `trainspeed info | bench | plot | report | train | serve | data | eval ...`, one module per command.
 
 The commands are the top layer: each turns flags into a config, calls the packages below (bench,
 train, report, a workload's data tools) and prints. Every handler returns an exit code. Bad input
@@ -10,12 +10,15 @@ is one such line too, with exit code 1.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from trainspeed.cli.bench import add_bench_command
 from trainspeed.cli.data import add_data_commands
+from trainspeed.cli.eval import add_eval_commands
 from trainspeed.cli.info import add_info_command
 from trainspeed.cli.plot import add_plot_command
+from trainspeed.cli.report import add_report_command
 from trainspeed.cli.serve import add_serve_command
 from trainspeed.cli.train import add_train_command
 from trainspeed.errors import DeviceLost, UsageError
@@ -27,9 +30,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_info_command(subparsers)
     add_bench_command(subparsers)
     add_plot_command(subparsers)
+    add_report_command(subparsers)
     add_train_command(subparsers)
     add_serve_command(subparsers)
     add_data_commands(subparsers)
+    add_eval_commands(subparsers)
     return parser
 
 
@@ -37,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)  # flag types raise UsageError too (e.g. a bad --batch-sizes)
+        args.command_line = shlex.join(["trainspeed", *(sys.argv[1:] if argv is None else argv)])
         return args.handler(args)
     except UsageError as error:
         print(f"trainspeed: error: {error}", file=sys.stderr)

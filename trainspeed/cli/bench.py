@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from trainspeed.bench.config import BenchConfig, parse_batch_sizes, parse_targets
@@ -54,7 +55,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from trainspeed.bench.results import read_rows, write_csv
     from trainspeed.bench.sweep import run_sweep
 
-    config = config_from_flags(BenchConfig, args)
+    config = dataclasses.replace(config_from_flags(BenchConfig, args), command=args.command_line)
     total = len(config.targets) * len(config.batch_sizes)
     with tqdm(total=total, disable=args.no_progress, unit="config", file=sys.stderr) as bar:
 

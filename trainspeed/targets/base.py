@@ -1,8 +1,9 @@
 """The target protocol: where and how a training step runs (device + execution mode + precision).
 
 A target is spelled `device:mode:precision`, e.g. `cpu:eager:fp32`, `cuda:compile:bf16`,
-`xla:lazy:bf16`. Each device family lives in its own file and owns everything that differs between
-devices, so the bench and the trainer never branch on a device type:
+`xla:lazy:bf16`, optionally followed by switches of its family (`cuda:eager:bf16:cudnn-benchmark`).
+Each device family lives in its own file and owns everything that differs between devices, so the
+bench and the trainer never branch on a device type:
 
 - running: sync (wait for queued work), the per-step hook (XLA cuts its lazy graph), autocast,
   execution-mode wrapping (torch.compile), activation checkpointing;
@@ -45,18 +46,26 @@ class TargetSpec:
     device: str
     mode: str
     precision: str
+    options: tuple[str, ...] = ()
+    """Switches of the family written after the precision, joined by `+`
+    (`cuda:eager:bf16:cudnn-benchmark`); part of the name, so every result row records them."""
 
     def __str__(self) -> str:
-        return f"{self.device}:{self.mode}:{self.precision}"
+        name = f"{self.device}:{self.mode}:{self.precision}"
+        return f"{name}:{'+'.join(self.options)}" if self.options else name
 
     @classmethod
     def parse(cls, text: str) -> "TargetSpec":
         parts = text.strip().split(":")
-        if len(parts) != 3 or not all(parts):
+        options = tuple(parts[3].split("+")) if len(parts) == 4 else ()
+        if len(parts) not in (3, 4) or not all(parts) or not all(options):
             raise UsageError(
-                f"bad target {text!r}: write device:mode:precision, e.g. cpu:eager:fp32 or xla:lazy:bf16"
+                f"bad target {text!r}: write device:mode:precision[:option+option], e.g. cpu:eager:fp32, "
+                f"xla:lazy:bf16 or cuda:eager:bf16:cudnn-benchmark"
             )
-        return cls(*parts)
+        if len(set(options)) != len(options):
+            raise UsageError(f"bad target {text!r}: an option is named twice")
+        return cls(*parts[:3], options=options)
 
 
 class Target(ABC):
@@ -69,6 +78,8 @@ class Target(ABC):
     device_type: str = ""
     modes: tuple[str, ...] = ()
     precisions: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+    """Switches a target name may add after its precision (none by default)."""
 
     data_parallel: str = "processes"
     """"processes": one process per device under torchrun; "spmd": one process drives every local
@@ -103,7 +114,7 @@ class Target(ABC):
 
     @classmethod
     def check_spec(cls, spec: TargetSpec) -> None:
-        """Raise UsageError when the family has no such mode or precision (no device is touched)."""
+        """Raise UsageError when the family has no such mode, precision or option (no device is touched)."""
         if spec.mode not in cls.modes:
             raise UsageError(
                 f"target {spec}: mode {spec.mode!r} is not available on {spec.device}; "
@@ -114,6 +125,10 @@ class Target(ABC):
                 f"target {spec}: precision {spec.precision!r} is not available on {spec.device}; "
                 f"choose one of {', '.join(cls.precisions)}"
             )
+        for option in spec.options:
+            if option not in cls.options:
+                choices = f"choose from {', '.join(cls.options)}" if cls.options else "it has none"
+                raise UsageError(f"target {spec}: option {option!r} is not available on {spec.device}; {choices}")
 
     # --- availability -------------------------------------------------------------------------
     @classmethod
@@ -166,6 +181,12 @@ class Target(ABC):
     def wrap_network(self, network: torch.nn.Module) -> torch.nn.Module:
         """Wrap a network for this execution mode (eager: unchanged)."""
         return network
+
+    @property
+    def fixed_shapes(self) -> bool:
+        """Whether each new input shape costs a compilation (every mode but eager): callers whose
+        batch sizes vary, such as batched inference, then pad batches to a few sizes."""
+        return self.spec.mode != "eager"
 
     def activation_checkpoint(self, function: Callable[..., torch.Tensor], *args: torch.Tensor) -> torch.Tensor:
         """Run `function` keeping only its inputs for backward (it runs again in backward)."""

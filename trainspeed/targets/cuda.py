@@ -1,4 +1,5 @@
-"""NVIDIA GPUs: eager, torch.compile, or compile with CUDA graphs; fp32, tf32 or bf16 autocast."""
+"""NVIDIA GPUs: eager, torch.compile, compile with CUDA graphs, or compile with autotuned kernels;
+fp32, tf32 or bf16 autocast; cuDNN's algorithm search as a switch."""
 
 from __future__ import annotations
 
@@ -7,13 +8,18 @@ import torch
 from trainspeed.targets import dynamo
 from trainspeed.targets.base import Target
 
-COMPILE_MODES = {"compile": None, "cudagraphs": "reduce-overhead"}
+COMPILE_MODES = {"compile": None, "cudagraphs": "reduce-overhead", "max-autotune": "max-autotune"}
+"""Target mode -> torch.compile mode. "max-autotune" benchmarks Inductor's Triton matmul templates
+(bias and activation fused into their epilogues) against cuBLAS for every matmul shape and runs
+the result under CUDA graphs; its first step takes much longer than compile's."""
+CUDNN_BENCHMARK = "cudnn-benchmark"
 
 
 class CudaTarget(Target):
     device_type = "cuda"
-    modes = ("eager", "compile", "cudagraphs")
+    modes = ("eager", "compile", "cudagraphs", "max-autotune")
     precisions = ("fp32", "tf32", "bf16")
+    options = (CUDNN_BENCHMARK,)
     process_group_backend = "nccl"
     pin_memory = True
     fused_optimizers = True
@@ -33,10 +39,14 @@ class CudaTarget(Target):
         return torch.cuda.get_device_name(self.device)
 
     def configure_precision(self) -> None:
-        """fp32 means true fp32 matmuls; tf32 opts in explicitly, so the two are comparable."""
+        """fp32 means true fp32 matmuls; tf32 opts in explicitly, so the two are comparable.
+
+        `cudnn-benchmark` lets cuDNN time its algorithms for each new convolution shape and keep
+        the fastest (set either way, so a target never inherits the previous one's choice)."""
         allow_tf32 = self.spec.precision == "tf32"
         torch.backends.cuda.matmul.allow_tf32 = allow_tf32
         torch.backends.cudnn.allow_tf32 = allow_tf32
+        torch.backends.cudnn.benchmark = CUDNN_BENCHMARK in self.spec.options
 
     def sync(self) -> None:
         torch.cuda.synchronize(self.device)

@@ -1,5 +1,6 @@
 """from-mjai: tolerated format variants, and errors that name file and line and leave no shard."""
 
+import copy
 import gzip
 import json
 
@@ -91,3 +92,108 @@ def test_missing_inputs_are_usage_errors(tmp_path):
     (tmp_path / "object.json").write_text('{"not": "an event"}\n')
     with pytest.raises(UsageError, match=r"object\.json: line 1: an mjai event"):
         import_mjai([tmp_path / "object.json"], tmp_path / "out")
+
+
+# --- events written differently by other servers and engines ------------------------------------
+
+@pytest.fixture(scope="module")
+def raw_games(selfplay_run) -> list[list[dict]]:
+    """The self-play games' events exactly as the engine logged them (not normalised)."""
+    out, result = selfplay_run
+    return [[json.loads(line) for line in gzip.decompress(log_path(out, game).read_bytes()).decode().splitlines()]
+            for game in range(result.games)]
+
+
+def _shard_hashes(folder) -> list[str]:
+    return [shard["sha256"] for shard in read_index(folder, MAHJONG_SCHEMA)["shards"]]
+
+
+def _import_games(tmp_path, name, games) -> list[str]:
+    path = _write_lines(tmp_path / f"{name}.jsonl", [event for game in games for event in game])
+    import_mjai([path], tmp_path / name)
+    return _shard_hashes(tmp_path / name)
+
+
+def _hand_ends(game: list[dict]) -> list[tuple[int, list[int] | None]]:
+    """(index of each hand's last result event, the scores the next hand starts from)."""
+    ends, last_result = [], None
+    for index, event in enumerate(game):
+        if event["type"] in ("hora", "ryukyoku"):
+            last_result = index
+        elif event["type"] == "start_kyoku" and last_result is not None:
+            ends.append((last_result, event["scores"]))
+            last_result = None
+    if last_result is not None:
+        ends.append((last_result, None))
+    return ends
+
+
+def hands_not_shown_as_null(game: list[dict]) -> list[dict]:
+    """A draw that lists null for the hands nobody showed, with tenpai flags and scores."""
+    for event in game:
+        if event["type"] == "ryukyoku":
+            event.update(tehais=[None, ["1m", "2m", "3m"], None, None], tenpais=[False, True, False, False], scores=None)
+    return game
+
+
+def original_mjai_server(game: list[dict]) -> list[dict]:
+    """The original mjai server's log: start_game with names and the viewer id, start_kyoku without
+    scores (the previous hand's hora or ryukyoku reports them), full hora and ryukyoku results with
+    '?' for hidden hands, reach_accepted with deltas and scores, end_game with scores."""
+    for index, scores in _hand_ends(game):
+        game[index]["scores"] = scores if scores is not None else [25000] * 4
+    for event in game:
+        kind = event["type"]
+        if kind == "start_game":
+            event.update(id=0, names=["A", "B", "C", "D"], gametype="tonpu")
+        elif kind == "start_kyoku":
+            del event["scores"]
+        elif kind == "hora":
+            ura = event.pop("ura_markers", [])
+            event.update(uradora_markers=ura, hora_tehais=["1m"] * 14, yakus=[["reach", 1]], fu=30, fan=1,
+                         hora_points=1000)
+            event.setdefault("scores", [25000, 25000, 25000, 25000])
+        elif kind == "ryukyoku":
+            event.update(reason="fanpai", tehais=[["?"] * 13] * 4, tenpais=[False] * 4)
+        elif kind == "reach_accepted":
+            event.update(deltas=[-1000 if seat == event["actor"] else 0 for seat in range(4)], scores=[24000] * 4)
+        elif kind == "end_game":
+            event["scores"] = [25000] * 4
+    return game
+
+
+def mortal_annotations(game: list[dict]) -> list[dict]:
+    """An engine's own analysis attached to every action (Mortal writes `meta` with q-values)."""
+    for event in game:
+        if "actor" in event:
+            event["meta"] = {"q_values": [0.5, -0.25], "mask_bits": 3, "is_greedy": True, "eval_time_ns": 12345}
+    return game
+
+
+@pytest.mark.parametrize("variant", [hands_not_shown_as_null, original_mjai_server, mortal_annotations])
+def test_logs_from_other_servers_give_the_same_samples(raw_games, tmp_path, variant):
+    kinds = {event["type"] for game in raw_games for event in game}
+    assert {"hora", "ryukyoku", "reach_accepted"} <= kinds, "the fixture games need every result event"
+    expected = _import_games(tmp_path, "plain", raw_games)
+    changed = [variant(copy.deepcopy(game)) for game in raw_games]
+    assert changed != raw_games
+    assert _import_games(tmp_path, variant.__name__, changed) == expected
+
+
+def _first(game: list[dict], kind: str, **fields) -> int:
+    return next(i for i, e in enumerate(game) if e["type"] == kind and all(e.get(k) == v for k, v in fields.items()))
+
+
+@pytest.mark.parametrize("damage, fragment", [
+    (lambda g: g[_first(g, "tsumo", actor=1)].update(pai="?"), r"tsumo shows hidden tiles \('\?'\): the log is one player's view"),
+    (lambda g: g[_first(g, "start_kyoku")]["tehais"].__setitem__(2, ["?"] * 13), "start_kyoku shows hidden tiles"),
+    (lambda g: g[_first(g, "dahai")].pop("tsumogiri"), "dahai has no 'tsumogiri'; the samples record whether"),
+    (lambda g: [e.pop("scores") for e in g if e["type"] == "start_kyoku"], "start_kyoku has no scores, and no earlier event"),
+])
+def test_what_would_change_the_samples_is_refused_naming_the_line(raw_games, tmp_path, damage, fragment):
+    game = copy.deepcopy(raw_games[0])
+    damage(game)
+    path = _write_lines(tmp_path / "damaged.jsonl", game)
+    with pytest.raises(UsageError, match=rf"damaged\.jsonl: line \d+: {fragment}"):
+        import_mjai([path], tmp_path / "out")
+    assert not list((tmp_path / "out").glob("shard-*"))

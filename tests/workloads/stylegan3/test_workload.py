@@ -158,3 +158,15 @@ def test_step_on_xla_lowers_every_op():
     torch_xla.sync()
     assert torch.isfinite(loss.cpu())
     assert [name for name in metrics.counter_names() if name.startswith("aten::")] == []
+
+
+def test_sizes_take_switches_and_name_the_bad_ones():
+    from trainspeed.workloads.stylegan3.configs import get_config
+
+    config = get_config("t256+channels-last+triton-lrelu+recompute-layer")
+    assert (config.resolution, config.channels_last, config.lrelu_kernel, config.recompute) == (256, True, "triton", "layer")
+    assert get_config("t256") == get_config("t256+recompute-activation")
+    with pytest.raises(UsageError, match="unknown switch 'fast'"):
+        get_config("t256+fast")
+    with pytest.raises(UsageError, match="unknown StyleGAN3 size"):
+        StyleGAN3Workload().build("t512+channels-last")

@@ -7,21 +7,40 @@ in GPT-3), and the mean-pooled tokens give logits over the 82 actions. Illegal a
 out before the softmax, and the loss is cross-entropy on the action that was taken.
 
 Attention is bidirectional: tile types have no order in time, so there is no causal mask.
+
+Speed switches (`PolicyConfig` fields after `dropout`) change how the same function is computed,
+never what it computes; `policy_config("base+bf16-stream+pad-matmuls")` turns them on by name and
+`VARIANTS` names tested combinations (`base-fast`). docs/results/gpu_speed.md says what each one is for.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from trainspeed.errors import UsageError
 
 NUM_TILE_TYPES = 34
 NUM_FEATURES = 74
 NUM_ACTIONS = 82
 ILLEGAL_LOGIT = -1e9
+PADDED_ACTIONS = 128
+"""The head's outputs with `pad_matmuls`: the next multiple of 64 above the 82 actions."""
+PADDED_FEATURES = 80
+"""The embedding's inputs with `pad_matmuls`: the next multiple of 16 above the 74 features."""
+
+ATTENTION_KINDS = ("sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "explicit")
+SDPA_BACKENDS = {
+    "sdpa-math": SDPBackend.MATH,
+    "sdpa-flash": SDPBackend.FLASH_ATTENTION,
+    "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
+}
 
 
 @dataclass(frozen=True)
@@ -31,10 +50,30 @@ class PolicyConfig:
     heads: int
     mlp_ratio: int = 4
     dropout: float = 0.0
+    # Speed switches: the same function, computed another way.
+    bf16_stream: bool = False
+    """Under bf16 autocast, keep the residual stream, the residual adds and the LayerNorms in bf16
+    (autocast runs LayerNorm in fp32, so the stream between blocks is fp32 by default). The
+    parameters stay fp32; LayerNorm still accumulates its statistics in fp32 inside the kernel.
+    Without autocast it changes nothing."""
+    attention: str = "sdpa"
+    """"sdpa": PyTorch picks the scaled-dot-product backend (flash attention first on CUDA);
+    "sdpa-math" / "sdpa-flash" / "sdpa-efficient" / "sdpa-cudnn": only that backend (an error
+    where it cannot run); "explicit": q @ k^T, softmax, @ v written out (a compiler fuses the
+    scale and softmax; nothing is padded to a kernel's tile of 64 or 128 tokens)."""
+    pad_matmuls: bool = False
+    """Pad the head's 82 outputs to 128 (the padded logits are dropped before the mask and the
+    loss) and the embedding's 74 inputs to 80 with zeros, so both matmuls have aligned shapes.
+    The parameters keep their shapes; the padding is made from them in every forward."""
+    compiled_optimizer: bool = False
+    """Run AdamW's step through torch.compile (its foreach form, fused by Inductor) with a tensor
+    learning rate, instead of the eager step (fused=True where the target asks for it)."""
 
     def __post_init__(self) -> None:
         if self.width % self.heads:
             raise ValueError(f"width {self.width} is not divisible by heads {self.heads}")
+        if self.attention not in ATTENTION_KINDS:
+            raise ValueError(f"attention {self.attention!r}: choose one of {', '.join(ATTENTION_KINDS)}")
 
 
 SIZES: dict[str, PolicyConfig] = {
@@ -44,21 +83,83 @@ SIZES: dict[str, PolicyConfig] = {
     "large": PolicyConfig(width=1024, blocks=16, heads=16),
 }
 
+SWITCHES: dict[str, dict[str, object]] = {
+    "bf16-stream": {"bf16_stream": True},
+    "pad-matmuls": {"pad_matmuls": True},
+    "compiled-adamw": {"compiled_optimizer": True},
+    **{f"attn-{kind}": {"attention": kind} for kind in ATTENTION_KINDS},
+}
+"""The speed switches by name, as written after a size: `base+bf16-stream+attn-explicit`."""
+
+VARIANTS: dict[str, str] = {
+    "base-fast": "base+bf16-stream+pad-matmuls",
+}
+"""Named combinations of a size and switches (each name is also a size of the workload)."""
+
+
+def policy_config(size: str) -> PolicyConfig:
+    """A size name, a named variant, or a size followed by switches joined by `+`."""
+    name, *switches = VARIANTS.get(size, size).split("+")
+    if name not in SIZES:
+        choices = ", ".join([*SIZES, *VARIANTS])
+        raise UsageError(f"unknown mahjong size {size!r}; choose one of {choices}, optionally with +switches")
+    config = SIZES[name]
+    for switch in switches:
+        if switch not in SWITCHES:
+            raise UsageError(f"mahjong size {size!r}: unknown switch {switch!r}; choose from {', '.join(SWITCHES)}")
+        config = replace(config, **SWITCHES[switch])
+    return config
+
+
+def _autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
+    device_type = x.device.type
+    if device_type in ("cpu", "cuda", "xla", "xpu") and torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return None
+
+
+class StreamLayerNorm(nn.LayerNorm):
+    """nn.LayerNorm that, given a low-precision input under autocast, runs in that precision
+    (autocast would run it in fp32 and hand fp32 to the rest of the stream).
+
+    The scale and shift are applied outside the normalisation kernel: their gradients are then
+    sums that accumulate in fp32 on every device (the CPU's bf16 LayerNorm backward accumulates
+    them in bf16, about 2% off). A compiler fuses the three ops into one kernel again."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32 or _autocast_dtype(x) is None:
+            return super().forward(x)
+        with torch.autocast(x.device.type, enabled=False):
+            normalized = F.layer_norm(x, self.normalized_shape, eps=self.eps)
+            return torch.addcmul(self.bias.to(x.dtype), normalized, self.weight.to(x.dtype))
+
 
 class SelfAttention(nn.Module):
     def __init__(self, config: PolicyConfig) -> None:
         super().__init__()
         self.heads = config.heads
-        self.qkv = nn.Linear(config.width, 3 * config.width)
+        self.qkv = nn.Linear(config.width, 3 * config.width)  # q, k and v in one matmul
         self.proj = nn.Linear(config.width, config.width)
         self.dropout = config.dropout
+        self.attention = config.attention
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        dropout = self.dropout if self.training else 0.0
+        if self.attention == "explicit":
+            weights = ((q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)).softmax(dim=-1)
+            if dropout:
+                weights = F.dropout(weights, p=dropout)
+            return weights @ v
+        if self.attention == "sdpa":
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=False)
+        with sdpa_kernel(SDPA_BACKENDS[self.attention]):
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, tokens, width = x.shape
         q, k, v = self.qkv(x).split(width, dim=2)
         q, k, v = (t.view(batch, tokens, self.heads, width // self.heads).transpose(1, 2) for t in (q, k, v))
-        dropout = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=False)
+        y = self._attend(q, k, v)
         return self.proj(y.transpose(1, 2).reshape(batch, tokens, width))
 
 
@@ -76,9 +177,10 @@ class MLP(nn.Module):
 class Block(nn.Module):
     def __init__(self, config: PolicyConfig) -> None:
         super().__init__()
-        self.ln_attn = nn.LayerNorm(config.width)
+        norm = StreamLayerNorm if config.bf16_stream else nn.LayerNorm
+        self.ln_attn = norm(config.width)
         self.attn = SelfAttention(config)
-        self.ln_mlp = nn.LayerNorm(config.width)
+        self.ln_mlp = norm(config.width)
         self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -93,7 +195,7 @@ class MahjongPolicy(nn.Module):
         self.embed = nn.Linear(NUM_FEATURES, config.width)
         self.position = nn.Parameter(torch.zeros(1, NUM_TILE_TYPES, config.width))
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.blocks))
-        self.ln_final = nn.LayerNorm(config.width)
+        self.ln_final = (StreamLayerNorm if config.bf16_stream else nn.LayerNorm)(config.width)
         self.head = nn.Linear(config.width, NUM_ACTIONS)
         self.apply(self._init_weights)
         # GPT-2's scaled init of the residual projections keeps the residual stream's variance flat.
@@ -114,16 +216,34 @@ class MahjongPolicy(nn.Module):
         given the chosen actions, the cross-entropy loss (inside forward, so a compiled network
         compiles the loss with it)."""
         tokens = features.to(self.embed.weight.dtype).transpose(1, 2)  # (B, 34 tile types, 74 features)
-        x = self.embed(tokens) + self.position
+        position = self.position
+        if self.config.bf16_stream and (dtype := _autocast_dtype(tokens)) is not None:
+            position = position.to(dtype)  # else the fp32 parameter would promote the stream to fp32
+        x = self._embed(tokens) + position
         for block in self.blocks:
             x = block(x)
-        logits = self.head(self.ln_final(x).mean(dim=1)).float().masked_fill(~mask, ILLEGAL_LOGIT)
+        logits = self._head(self.ln_final(x).mean(dim=1)).float().masked_fill(~mask, ILLEGAL_LOGIT)
         loss = F.cross_entropy(logits, action) if action is not None else None
         return logits, loss
 
+    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        if not self.config.pad_matmuls:
+            return self.embed(tokens)
+        extra = PADDED_FEATURES - NUM_FEATURES
+        return F.linear(F.pad(tokens, (0, extra)), F.pad(self.embed.weight, (0, extra)), self.embed.bias)
+
+    def _head(self, pooled: torch.Tensor) -> torch.Tensor:
+        if not self.config.pad_matmuls:
+            return self.head(pooled)
+        extra = PADDED_ACTIONS - NUM_ACTIONS
+        weight = F.pad(self.head.weight, (0, 0, 0, extra))
+        return F.linear(pooled, weight, F.pad(self.head.bias, (0, extra)))[:, :NUM_ACTIONS]
+
 
 def forward_flops_per_sample(config: PolicyConfig) -> int:
-    """Matmul FLOPs (multiply-add = 2) of one forward pass; elementwise ops are not counted."""
+    """Matmul FLOPs (multiply-add = 2) of one forward pass; elementwise ops are not counted.
+
+    The model's own shapes are counted: `pad_matmuls` multiplies by padding zeros that are not."""
     tokens, width = NUM_TILE_TYPES, config.width
     embed = 2 * tokens * NUM_FEATURES * width
     per_block = tokens * (2 * width * 3 * width + 2 * width * width + 2 * 2 * width * config.mlp_ratio * width)

@@ -7,14 +7,15 @@ import os
 import torch
 
 from trainspeed.data.base import BatchLoader, LoaderConfig
-from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Batch, Trainable
 from trainspeed.workloads.mahjong.model import (
     NUM_ACTIONS,
     NUM_FEATURES,
     NUM_TILE_TYPES,
     SIZES,
+    VARIANTS,
     MahjongPolicy,
+    policy_config,
     training_flops_per_sample,
 )
 
@@ -28,18 +29,43 @@ class PolicyTrainable(Trainable):
         super().__init__({"policy": policy})
 
     def setup_optimizers(self, fused: bool = False) -> None:
-        params = self.networks["policy"].parameters()
-        self.optimizers = {
-            "policy": torch.optim.AdamW(
-                params, lr=LEARNING_RATE, betas=BETAS, weight_decay=WEIGHT_DECAY, fused=fused or None
+        policy = self.networks["policy"]
+        if policy.config.compiled_optimizer:
+            # A tensor learning rate: a schedule changes it in place, without recompiling the step.
+            optimizer = torch.optim.AdamW(
+                policy.parameters(), lr=torch.tensor(LEARNING_RATE), betas=BETAS, weight_decay=WEIGHT_DECAY
             )
-        }
+        else:
+            optimizer = torch.optim.AdamW(
+                policy.parameters(), lr=LEARNING_RATE, betas=BETAS, weight_decay=WEIGHT_DECAY, fused=fused or None
+            )
+        self.optimizers = {"policy": optimizer}
+        self._compiled_step = None
+
+    def _learning_rates_as_tensors(self) -> None:
+        """A schedule that assigns a float learning rate would recompile the compiled step at every
+        new value; turn it back into a tensor first."""
+        for group in self.optimizers["policy"].param_groups:
+            if not isinstance(group["lr"], torch.Tensor):
+                group["lr"] = torch.tensor(float(group["lr"]))
+
+    def _compiled_optimizer_step(self) -> None:
+        """Compiled at the first step, not in `setup_optimizers`: a learning-rate scheduler attached
+        in between wraps `optimizer.step` to see that it ran, and compiling the unwrapped method
+        would hide every step from it."""
+        if self._compiled_step is None:
+            self._compiled_step = torch.compile(self.optimizers["policy"].step)
+        self._compiled_step()
 
     def train_step(self, batch: Batch) -> torch.Tensor:
         optimizer = self.optimizers["policy"]
         _, loss = self.wrapped["policy"](batch["features"], batch["mask"], batch["action"])
         loss.backward()
-        optimizer.step()
+        if self.networks["policy"].config.compiled_optimizer:
+            self._learning_rates_as_tensors()
+            self._compiled_optimizer_step()
+        else:
+            optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
@@ -69,13 +95,14 @@ class PolicyTrainable(Trainable):
 
 
 class MahjongWorkload:
+    """Sizes are the architectures (`SIZES`), named speed variants (`base-fast`), or any of them
+    followed by speed switches: `base+bf16-stream+attn-explicit` (the bench takes those too)."""
+
     name = "mahjong"
-    sizes = tuple(SIZES)
+    sizes = tuple(name for size in SIZES for name in (size, *(v for v in VARIANTS if v.startswith(f"{size}-"))))
 
     def _config(self, size: str):
-        if size not in SIZES:
-            raise UsageError(f"unknown mahjong size {size!r}; choose one of {', '.join(SIZES)}")
-        return SIZES[size]
+        return policy_config(size)
 
     def build(self, size: str, seed: int = 0) -> PolicyTrainable:
         config = self._config(size)

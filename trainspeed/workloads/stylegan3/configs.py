@@ -13,6 +13,7 @@ from typing import Literal
 from trainspeed.errors import UsageError
 
 Recompute = Literal["none", "activation", "layer"]
+LreluKernel = Literal["plain", "triton"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,15 @@ class StyleGAN3Config:
     grouped_modconv: bool = False
     fir_matmul: bool = False
     """Resample the filtered leaky ReLU's separable filters as matmuls instead of depthwise convs."""
+    channels_last: bool = False
+    """Keep images, feature maps and convolution weights in channels-last memory order (NHWC).
+    cuDNN runs convolutions fastest in that order, depthwise ones included: a bf16 NCHW depthwise
+    convolution (the FIR filters) falls back to PyTorch's own kernels instead. Same values."""
+    lrelu_kernel: LreluKernel = "plain"
+    """'triton': the filtered leaky ReLU runs as one fused Triton kernel each way (triton_lrelu.py;
+    a 2-bit sign mask is kept for backward instead of recomputing the upsampled maps) where
+    Triton and a CUDA device are present and the filters are separable; elsewhere the plain ops
+    run. The trainable says which ran (`lrelu_path`)."""
 
     @property
     def num_ws(self) -> int:
@@ -115,8 +125,24 @@ CONFIGS: dict[str, StyleGAN3Config] = {
 }
 
 
+SWITCHES: dict[str, dict[str, object]] = {
+    "channels-last": {"channels_last": True},
+    "triton-lrelu": {"lrelu_kernel": "triton"},
+    "fir-matmul": {"fir_matmul": True},
+    "grouped": {"grouped_modconv": True},
+    **{f"recompute-{mode}": {"recompute": mode} for mode in ("none", "activation", "layer")},
+}
+"""Speed and memory switches by name, written after a size: `t256+channels-last+triton-lrelu`."""
+
+
 def get_config(name: str) -> StyleGAN3Config:
-    try:
-        return CONFIGS[name]
-    except KeyError:
-        raise UsageError(f"unknown StyleGAN3 size {name!r}: choose one of {', '.join(CONFIGS)}") from None
+    """A named size, optionally followed by switches joined by `+`."""
+    size, *switches = name.split("+")
+    if size not in CONFIGS:
+        raise UsageError(f"unknown StyleGAN3 size {name!r}: choose one of {', '.join(CONFIGS)}, optionally with +switches")
+    config = CONFIGS[size]
+    for switch in switches:
+        if switch not in SWITCHES:
+            raise UsageError(f"StyleGAN3 size {name!r}: unknown switch {switch!r}; choose from {', '.join(SWITCHES)}")
+        config = replace(config, **SWITCHES[switch])
+    return config

@@ -61,8 +61,9 @@ class SynthesisInput(nn.Module):
     phases, so moving the input grid moves the whole image continuously.
     """
 
-    def __init__(self, w_dim: int, band: BandSpec) -> None:
+    def __init__(self, w_dim: int, band: BandSpec, channels_last: bool = False) -> None:
         super().__init__()
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self.channels = band.channels
         self.size = band.size
         self.sampling_rate = band.sampling_rate
@@ -97,7 +98,7 @@ class SynthesisInput(nn.Module):
         weight = self.weight / math.sqrt(self.channels)
         # einsum hands back a permuted (channels-last) view; one fixed layout for every layer
         # keeps compiled graphs from specialising on strides
-        return torch.einsum("nchw,oc->nohw", features, weight).contiguous()
+        return torch.einsum("nchw,oc->nohw", features, weight).contiguous(memory_format=self.memory_format)
 
 
 class SynthesisLayer(nn.Module):
@@ -114,6 +115,12 @@ class SynthesisLayer(nn.Module):
         """How `recompute` keeps only inputs; the target replaces it (`use_activation_checkpoint`)."""
         self.grouped_modconv = config.grouped_modconv
         self.fir_matmul = config.fir_matmul
+        self.lrelu_kernel = config.lrelu_kernel
+        self.fused_lrelu = False
+        """Whether the fused Triton kernel runs; `select_lrelu` decides once the device is known."""
+        self.lrelu_path = "plain"
+        self.lrelu_note: str | None = None
+        """Why the plain ops run although the Triton kernel was asked for."""
         self.affine = FullyConnected(config.w_dim, self.in_channels, bias_init=1.0)
         self.weight = nn.Parameter(torch.randn(spec.after.channels, self.in_channels, self.conv_kernel, self.conv_kernel))
         self.bias = nn.Parameter(torch.zeros(spec.after.channels))
@@ -135,6 +142,9 @@ class SynthesisLayer(nn.Module):
         )
         self.register_buffer("up_filter", up_filter)
         self.register_buffer("down_filter", down_filter)
+        # the fused kernel takes 1-D filters as numbers (reading a device buffer would sync)
+        self.up_taps = (1.0,) if up_filter is None or up_filter.ndim != 1 else tuple(up_filter.tolist())
+        self.down_taps = (1.0,) if down_filter is None or down_filter.ndim != 1 else tuple(down_filter.tolist())
         # Pad so that out_size pixels remain after up, filter, filter, down; centred as in the paper.
         pad_total = (spec.after.size - 1) * self.down + 1
         pad_total -= (spec.before.size + self.conv_kernel - 1) * self.up
@@ -143,6 +153,25 @@ class SynthesisLayer(nn.Module):
         self.padding = as_padding((pad_before, pad_total - pad_before, pad_before, pad_total - pad_before))
         self.gain = 1.0 if spec.is_torgb else math.sqrt(2.0)
         self.slope = 1.0 if spec.is_torgb else 0.2
+
+    def select_lrelu(self, device: torch.device) -> str:
+        """Choose the filtered leaky ReLU's kernels for `device`; returns "triton" or "plain"."""
+        self.fused_lrelu, self.lrelu_note = False, None
+        if self.lrelu_kernel == "triton" and not self.is_torgb:
+            from trainspeed.workloads.stylegan3 import triton_lrelu
+
+            self.lrelu_note = triton_lrelu.unavailable_reason(device, self.up_filter, self.down_filter)
+            self.fused_lrelu = self.lrelu_note is None
+        self.lrelu_path = "triton" if self.fused_lrelu else "plain"
+        return self.lrelu_path
+
+    def _fused_activation(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        from trainspeed.workloads.stylegan3 import triton_lrelu
+
+        return triton_lrelu.filtered_lrelu(
+            x, bias, self.up_taps, self.down_taps, self.up, self.down, self.padding,
+            gain=self.gain, slope=self.slope, clamp=self.conv_clamp,
+        )  # fmt: skip
 
     def _activation(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         return filtered_lrelu(
@@ -158,6 +187,8 @@ class SynthesisLayer(nn.Module):
             x, self.weight, styles, demodulate=not self.is_torgb, padding=self.conv_kernel - 1,
             input_gain=input_gain, grouped=self.grouped_modconv,
         )  # fmt: skip
+        if self.fused_lrelu:  # keeps only its sign mask for backward: nothing to recompute
+            return self._fused_activation(x, self.bias)
         if self.recompute == "activation" and not self.is_torgb:
             return recompute(self._activation, x, self.bias, checkpoint=self.checkpoint)
         return self._activation(x, self.bias)
@@ -177,8 +208,14 @@ class SynthesisNetwork(nn.Module):
     def __init__(self, config: StyleGAN3Config) -> None:
         super().__init__()
         self.output_scale = config.output_scale
-        self.input = SynthesisInput(config.w_dim, synthesis_bands(config)[0])
+        self.input = SynthesisInput(config.w_dim, synthesis_bands(config)[0], channels_last=config.channels_last)
         self.layers = nn.ModuleList(SynthesisLayer(config, spec) for spec in synthesis_layers(config))
+
+    def select_kernels(self, device: torch.device) -> str:
+        """Choose each layer's kernels for `device`: "triton" where every layer with a filtered leaky
+        ReLU runs the fused kernel, "plain" where none does, "mixed" otherwise."""
+        paths = {layer.select_lrelu(device) for layer in self.layers if not layer.is_torgb}
+        return paths.pop() if len(paths) == 1 else "mixed"
 
     def forward(
         self, ws: torch.Tensor, magnitude_ema_beta: float | None = None, translate: torch.Tensor | None = None

@@ -41,9 +41,22 @@ class StyleGAN3Trainable(Trainable):
         self.step = 0
         self.last_losses: dict[str, torch.Tensor] = {}
         """Detached device tensors of the latest step ("G", "D", "R1" when it ran); reading them syncs."""
+        self.lrelu_path = "plain"
+        """Which kernels run the filtered leaky ReLU: "triton", "plain" or "mixed" (set by `to`)."""
 
     def trained_network_names(self) -> list[str]:
         return ["G", "D"]
+
+    def to(self, device: torch.device) -> "StyleGAN3Trainable":
+        """Move, put 4-D weights in channels-last order where the config asks, and choose the
+        filtered leaky ReLU's kernels for the device."""
+        super().to(device)
+        if self.config.channels_last:
+            for network in self.networks.values():
+                network.to(memory_format=torch.channels_last)
+        self.lrelu_path = self.networks["G"].synthesis.select_kernels(device)
+        self.networks["G_ema"].synthesis.select_kernels(device)
+        return self
 
     def use_activation_checkpoint(self, checkpoint: CheckpointFunction) -> None:
         for name in ("G", "G_ema"):
@@ -84,6 +97,8 @@ class StyleGAN3Trainable(Trainable):
     def train_step(self, batch: Batch) -> torch.Tensor:
         self._check_resolution(batch["images"])
         real = images_to_float(batch["images"])
+        if self.config.channels_last:
+            real = real.contiguous(memory_format=torch.channels_last)
         batch_size = real.shape[0]
         generator, discriminator = self.wrapped["G"], self.wrapped["D"]
 

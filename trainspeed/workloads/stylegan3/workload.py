@@ -48,9 +48,12 @@ def counted_flops_per_image(config: StyleGAN3Config) -> float:
     counted (the count is of the model, not of the memory trade-off). The direct forms are
     counted: the activation-scaling modulated conv (torch's formula for a grouped conv's weight
     gradient ignores the groups, which would overstate the grouped form by the batch size) and
-    FIR convolutions (the matmul form multiplies by the zeros of its banded matrices).
+    FIR convolutions (the matmul form multiplies by the zeros of its banded matrices, and so do
+    the fused Triton kernel's tile matmuls). Memory order does not change the count.
     """
-    config = dataclasses.replace(config, recompute="none", grouped_modconv=False, fir_matmul=False)
+    config = dataclasses.replace(
+        config, recompute="none", grouped_modconv=False, fir_matmul=False, channels_last=False, lrelu_kernel="plain"
+    )
     trainable = build_trainable(config).to(torch.device("meta"))
     trainable.setup_optimizers()
     batch = {"images": torch.empty(FLOP_COUNT_BATCH, 3, config.resolution, config.resolution, dtype=torch.uint8, device="meta")}

@@ -1,0 +1,36 @@
+"""Run directories the evaluation tests read: a Mahjong policy trained one step, and look-alikes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from eval_runs import run_trainspeed
+
+
+@pytest.fixture(scope="session")
+def policy_run(tmp_path_factory) -> Path:
+    """A tiny Mahjong policy after one step on synthetic data: untrained, but a real run directory."""
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    result = run_trainspeed("train", "--workload", "mahjong", "--size", "tiny", "--synthetic-data", "--steps", "1",
+                            "--batch-size-per-device", "8", "--threads", "1", "--out", str(out), "--no-progress")
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.fixture(scope="session")
+def foreign_run(policy_run, tmp_path_factory) -> Path:
+    """A run directory whose checkpoint says it trained another workload."""
+    out = tmp_path_factory.mktemp("runs") / "foreign"
+    (out / "checkpoints").mkdir(parents=True)
+    pointer = policy_run / "checkpoints" / "latest"
+    payload = torch.load(pointer.parent / pointer.read_text().strip(), map_location="cpu", weights_only=False)
+    config = json.loads(payload["config"])
+    config["workload"] = "stylegan3"
+    payload["config"] = json.dumps(config)
+    torch.save(payload, out / "checkpoints" / "step-000000001.pt")
+    (out / "checkpoints" / "latest").write_text("step-000000001.pt\n")
+    return out

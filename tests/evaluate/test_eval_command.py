@@ -1,0 +1,140 @@
+"""`trainspeed eval mahjong` as a user runs it: the row, the figure, bad input, resuming."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainspeed.cli import main
+from trainspeed.errors import UsageError
+from trainspeed.evaluate.config import MahjongEvalConfig
+from trainspeed.evaluate.mahjong import run_mahjong_eval
+
+ROW_FIELDS = (
+    "kind", "timestamp", "policy", "policy_size", "policy_step", "opponent", "games", "deals", "seed", "target",
+    "temperature", "mean_rank", "mean_rank_ci95", "mean_score_delta", "mean_score_delta_ci95", "rank_distribution",
+    "games_per_s", "decisions_per_s", "engine_s", "network_s", "threads", "torch_version", "command",
+)
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_policy_against_three_copies_of_itself_ranks_exactly_2_5(capsys, policy_run, tmp_path):
+    out = tmp_path / "eval.jsonl"
+    code, printed, err = run_cli(capsys, "eval", "mahjong", "--policy", str(policy_run), "--opponent", str(policy_run),
+                                 "--games", "8", "--out", str(out), "--no-progress")
+    assert code == 0, err
+    (row,) = rows(out)
+    assert set(ROW_FIELDS) <= set(row)
+    assert row["kind"] == "mahjong-eval" and row["policy_size"] == "tiny" and row["policy_step"] == 1
+    assert row["games"] == 8 and row["deals"] == 2 and row["games_played"] == 8
+    assert row["mean_rank"] == 2.5 and row["mean_rank_ci95"] == [2.5, 2.5]
+    assert row["rank_distribution"] == [0.25] * 4
+    assert row["mean_score_delta"] == 0.0
+    assert all(sorted(ranks) == [1, 2, 3, 4] for ranks in row["deal_ranks"])
+    assert row["command"].startswith("trainspeed eval mahjong --policy ")
+    assert row["games_per_s"] > 0 and row["decisions_per_s"] > 0 and row["network_s"] > 0 and row["engine_s"] > 0
+    assert "mean rank 2.500 [2.500, 2.500]" in printed
+    assert out.with_suffix(".png").read_bytes()[:4] == b"\x89PNG" and "mean rank" in out.with_suffix(".svg").read_text()
+    assert not Path(str(out) + ".progress").exists()
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--games", "10"], "--games 10 must be a positive multiple of 4"),
+    (["--games", "0"], "--games 0 must be a positive multiple of 4"),
+    (["--opponent", "chess"], "--opponent 'chess': choose rule-based, random or the run directory"),
+    (["--temperature", "-1"], "--temperature must be >= 0"),
+    (["--batch-games", "0"], "--batch-games must be >= 1"),
+    (["--target", "gpu:eager:fp32"], "unknown device 'gpu'"),
+])
+def test_bad_flags_are_one_line_and_exit_code_2(capsys, policy_run, tmp_path, argv, fragment):
+    out = tmp_path / "eval.jsonl"
+    code, _, err = run_cli(capsys, "eval", "mahjong", "--policy", str(policy_run), "--out", str(out), "--no-progress", *argv)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("trainspeed: error: ") and fragment in lines[0], err
+    assert not out.exists() and not Path(str(out) + ".progress").exists()
+
+
+def test_bad_run_directories_are_one_line_and_exit_code_2(capsys, policy_run, foreign_run, tmp_path):
+    empty = tmp_path / "empty-run"
+    empty.mkdir()
+    out = tmp_path / "eval.jsonl"
+    cases = [
+        (["--policy", str(empty)], "holds no checkpoint"),
+        (["--policy", str(tmp_path / "missing")], "no such run directory"),
+        (["--policy", str(foreign_run)], "its checkpoint is a 'stylegan3' run, not 'mahjong'"),
+        (["--policy", str(policy_run), "--opponent", str(foreign_run)], "--opponent"),
+        (["--policy", str(policy_run), "--opponent", str(empty)], "--opponent"),
+    ]
+    for argv, fragment in cases:
+        code, _, err = run_cli(capsys, "eval", "mahjong", "--out", str(out), "--no-progress", *argv)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("trainspeed: error: ") and fragment in lines[0], err
+    assert not out.exists()
+
+
+class Stop(Exception):
+    pass
+
+
+def _stop_after(deals: int):
+    seen = []
+
+    def on_deal(result) -> None:
+        seen.append(result)
+        if len(seen) == deals:
+            raise Stop
+
+    return on_deal
+
+
+def test_an_interrupted_evaluation_resumes_without_replaying_finished_deals(policy_run, tmp_path):
+    common = dict(policy=str(policy_run), opponent="random", games=8, seed=4, batch_games=8, progress=False)
+    whole = run_mahjong_eval(MahjongEvalConfig(out=str(tmp_path / "whole.jsonl"), **common), "whole")
+
+    config = MahjongEvalConfig(out=str(tmp_path / "cut.jsonl"), **common)
+    with pytest.raises(Stop):
+        run_mahjong_eval(config, "first try", on_deal=_stop_after(1))
+    progress = Path(config.out + ".progress")
+    lines = progress.read_text().splitlines()
+    assert json.loads(lines[0])["kind"] == "settings" and len(lines) == 2
+    assert not Path(config.out).exists()
+    with open(progress, "a") as handle:  # a crash in the middle of an append leaves a cut line
+        handle.write('{"kind": "deal", "deal": 1, "se')
+
+    resumed = run_mahjong_eval(config, "second try")
+    assert resumed.games_played == 4
+    assert resumed.deal_ranks == whole.deal_ranks and resumed.deal_score_deltas == whole.deal_score_deltas
+    assert resumed.mean_rank == whole.mean_rank and resumed.mean_rank_ci95 == whole.mean_rank_ci95
+    assert resumed.eval_id == json.loads(lines[0])["eval_id"]
+    assert not progress.exists() and len(rows(Path(config.out))) == 1
+
+
+def test_other_settings_do_not_continue_an_unfinished_evaluation(capsys, policy_run, tmp_path):
+    config = MahjongEvalConfig(policy=str(policy_run), opponent="random", games=8, out=str(tmp_path / "e.jsonl"),
+                               progress=False)
+    with pytest.raises(Stop):
+        run_mahjong_eval(config, "first", on_deal=_stop_after(1))
+    code, _, err = run_cli(capsys, "eval", "mahjong", "--policy", str(policy_run), "--opponent", "random", "--games", "12",
+                           "--out", config.out, "--no-progress")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "holds an unfinished evaluation with other settings (games 8 -> 12)" in lines[0]
+    with pytest.raises(UsageError, match="other settings"):
+        run_mahjong_eval(MahjongEvalConfig(**{**config.__dict__, "seed": 1}), "other seed")
+
+
+def test_the_light_config_names_what_the_games_build():
+    from trainspeed.evaluate.config import GAMES_PER_DEAL, OPPONENT_NAMES
+    from trainspeed.workloads.mahjong.duplicate import BUILTIN_OPPONENTS, ROTATIONS
+
+    assert OPPONENT_NAMES == tuple(BUILTIN_OPPONENTS) and GAMES_PER_DEAL == ROTATIONS

@@ -1,0 +1,46 @@
+"""Deal-clustered means and their intervals."""
+
+import math
+
+import pytest
+
+from trainspeed.evaluate.stats import clustered_mean, t_quantile
+
+
+@pytest.mark.parametrize("nu, expected, tolerance", [(1, 12.7062, 1e-4), (2, 4.3027, 1e-4), (3, 3.1824, 5e-3),
+                                                     (5, 2.5706, 5e-4), (10, 2.2281, 1e-4), (30, 2.0423, 1e-4),
+                                                     (249, 1.9695, 1e-4)])
+def test_t_quantiles_match_the_tables(nu, expected, tolerance):
+    assert t_quantile(0.975, nu) == pytest.approx(expected, abs=tolerance)
+
+
+def test_t_quantile_is_symmetric_and_refuses_nonsense():
+    assert t_quantile(0.025, 7) == pytest.approx(-t_quantile(0.975, 7))
+    with pytest.raises(ValueError):
+        t_quantile(1.0, 3)
+    with pytest.raises(ValueError):
+        t_quantile(0.5, 0)
+
+
+def test_each_cluster_is_one_observation():
+    result = clustered_mean([[1, 2, 3, 4], [1, 1, 2, 2], [3, 3, 4, 4]])
+    assert result.mean == pytest.approx(2.5)
+    means = [2.5, 1.5, 3.5]
+    standard_error = math.sqrt(sum((m - 2.5) ** 2 for m in means) / 2 / 3)
+    assert result.standard_error == pytest.approx(standard_error)
+    assert result.ci95 == pytest.approx((2.5 - 4.3027 * standard_error, 2.5 + 4.3027 * standard_error), abs=1e-3)
+    assert result.clusters == 3
+
+
+def test_identical_clusters_have_a_zero_width_interval_and_one_cluster_none():
+    assert clustered_mean([[1, 2, 3, 4]] * 5).ci95 == (2.5, 2.5)
+    single = clustered_mean([[1, 4]])
+    assert single.mean == 2.5 and single.ci95 is None and single.half_width is None
+
+
+def test_bounds_clip_the_interval_but_not_its_half_width():
+    result = clustered_mean([[1, 1, 1, 1], [1, 1, 1, 2], [1, 1, 1, 1]], bounds=(1.0, 4.0))
+    assert result.ci95[0] == 1.0
+    assert result.half_width > result.ci95[1] - result.mean
+    with pytest.raises(ValueError):
+        clustered_mean([])

@@ -1,0 +1,67 @@
+"""The settings of `trainspeed eval mahjong`, light to import (the command line reads its flag
+defaults here before anything heavy loads)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainspeed.errors import UsageError
+
+OPPONENT_NAMES = ("rule-based", "random")
+"""Built-in opponents (`trainspeed.workloads.mahjong.duplicate.BUILTIN_OPPONENTS` builds them)."""
+GAMES_PER_DEAL = 4
+PROGRESS_SUFFIX = ".progress"
+
+
+@dataclass(frozen=True)
+class MahjongEvalConfig:
+    """The settings of one evaluation (the command's flags read their defaults here)."""
+
+    policy: str | None = None
+    """Run directory of the evaluated policy (its latest checkpoint)."""
+    opponent: str = "rule-based"
+    """rule-based, random, or the run directory of another Mahjong policy."""
+    games: int = 400
+    """Games in all: four per deal, so a multiple of 4."""
+    seed: int = 0
+    """Chooses the deals: deal d has engine seed deal_seed(seed, d)."""
+    target: str = "cpu:eager:fp32"
+    temperature: float = 0.0
+    """0: the legal action with the largest logit; above 0: sample softmax(logits / temperature)."""
+    batch_games: int = 64
+    """Games played at once; their pending decisions share one forward pass."""
+    threads: int | None = 1
+    """torch intra-op threads (None leaves torch's default)."""
+    out: str = "results/mahjong_eval.jsonl"
+    progress: bool = True
+
+    @property
+    def deals(self) -> int:
+        return self.games // GAMES_PER_DEAL
+
+    @property
+    def opponent_is_builtin(self) -> bool:
+        return self.opponent in OPPONENT_NAMES
+
+    @property
+    def progress_path(self) -> Path:
+        return Path(self.out + PROGRESS_SUFFIX)
+
+    def validate(self) -> "MahjongEvalConfig":
+        """UsageError naming the flag; checks nothing on disk or on a device."""
+        if self.policy is None:
+            raise UsageError("eval mahjong: give --policy RUN_DIR")
+        if self.games < GAMES_PER_DEAL or self.games % GAMES_PER_DEAL:
+            raise UsageError(f"eval mahjong: --games {self.games} must be a positive multiple of 4 "
+                             "(each deal is played four times, the policy once in each seat)")
+        if not self.temperature >= 0.0:
+            raise UsageError(f"eval mahjong: --temperature must be >= 0, got {self.temperature}")
+        if self.batch_games < 1:
+            raise UsageError(f"eval mahjong: --batch-games must be >= 1, got {self.batch_games}")
+        if self.threads is not None and self.threads < 1:
+            raise UsageError(f"eval mahjong: --threads must be >= 1, got {self.threads}")
+        if not self.opponent_is_builtin and not Path(self.opponent).is_dir():
+            raise UsageError(f"eval mahjong: --opponent {self.opponent!r}: choose "
+                             f"{', '.join(OPPONENT_NAMES)} or the run directory of a Mahjong policy")
+        return self

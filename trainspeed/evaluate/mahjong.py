@@ -1,0 +1,339 @@
+"""`trainspeed eval mahjong`: a trained Mahjong policy in duplicate 1-vs-3 games, resumable.
+
+The policy (a run directory's latest checkpoint) plays every deal four times, once in each seat,
+against three copies of the opponent: the rule-based agent, the random agent, or another run's
+policy (`trainspeed.workloads.mahjong.duplicate` has the format and the fixed deal seeds). Its
+network runs on a target, every pending decision of a pool step in one forward pass.
+
+Progress: each finished deal is appended as one line to `OUT.progress` (the settings are its
+first line). A rerun with the same settings skips the deals found there; a rerun with other
+settings is refused while that file holds an unfinished evaluation. When every deal is played, the
+result row is appended to OUT and the progress file is removed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory
+from trainspeed.errors import UsageError
+from trainspeed.evaluate.config import MahjongEvalConfig
+from trainspeed.evaluate.policy import NetworkRunner, RunCheckpoint, build_network, read_run_checkpoint
+from trainspeed.evaluate.stats import clustered_mean
+from trainspeed.targets import get_target, target_family
+from trainspeed.targets.base import Target
+from trainspeed.workloads.mahjong.duplicate import (
+    BUILTIN_OPPONENTS,
+    ROTATIONS,
+    DealResult,
+    DuplicatePool,
+    NetworkPlayer,
+    Player,
+    deal_seed,
+)
+
+WORKLOAD = "mahjong"
+ROW_KIND = "mahjong-eval"
+PROGRESS_FORMAT = 1
+POLICY_NETWORK = "policy"
+
+
+@dataclass(frozen=True)
+class MahjongEvalRow:
+    """One finished evaluation, one JSON line of OUT (the report reads these names)."""
+
+    kind: str
+    timestamp: str
+    policy: str
+    policy_size: str
+    policy_step: int
+    opponent: str
+    games: int
+    deals: int
+    seed: int
+    target: str
+    temperature: float
+    mean_rank: float
+    mean_rank_ci95: list[float] | None
+    mean_score_delta: float
+    mean_score_delta_ci95: list[float] | None
+    rank_distribution: list[float]
+    games_per_s: float
+    decisions_per_s: float
+    engine_s: float
+    network_s: float
+    threads: int
+    torch_version: str
+    command: str
+    # --- beyond the fixed schema -----------------------------------------------------------------
+    mean_rank_ci95_half_width: float | None
+    """t x standard error of the mean rank (the interval above is clipped to [1, 4])."""
+    eval_id: str
+    policy_checkpoint: str
+    opponent_size: str | None
+    opponent_step: int | None
+    deal_seeds: str
+    games_played: int
+    """Games played by this invocation (the rest were read from the progress file)."""
+    wall_s: float
+    encode_s: float
+    decisions: int
+    """Choices that went through a network in this invocation (one-legal-action turns never do)."""
+    forward_calls: int
+    batch_games: int
+    device: str
+    engine: str
+    deal_ranks: list[list[int]]
+    """Per deal (in deal order), the policy's rank in rotations 0-3: two evaluations with one seed
+    played the same deals, so their rows can be compared deal by deal (a paired comparison)."""
+    deal_score_deltas: list[list[int]]
+
+
+def engine_version() -> str:
+    try:
+        return f"riichienv {version('riichienv')}"
+    except PackageNotFoundError:
+        return "riichienv (version unknown)"
+
+
+def _run_identity(run: RunCheckpoint) -> dict[str, Any]:
+    return {"run": str(run.run_dir.resolve()), "checkpoint": run.checkpoint.name, "step": run.step}
+
+
+def evaluation_settings(config: MahjongEvalConfig, policy: RunCheckpoint,
+                        opponent: RunCheckpoint | None) -> dict[str, Any]:
+    """What must match for a rerun to continue an unfinished evaluation (the pool size and the
+    thread count change no result, so they may differ)."""
+    return {
+        "format": PROGRESS_FORMAT,
+        "policy": _run_identity(policy),
+        "opponent": config.opponent if opponent is None else _run_identity(opponent),
+        "games": config.games,
+        "seed": config.seed,
+        "temperature": config.temperature,
+        "target": config.target,
+        "engine": engine_version(),
+    }
+
+
+def _differences(before: dict[str, Any], now: dict[str, Any]) -> str:
+    keys = [key for key in sorted(set(before) | set(now)) if before.get(key) != now.get(key)]
+    return ", ".join(f"{key} {before.get(key)!r} -> {now.get(key)!r}" for key in keys)
+
+
+class ProgressFile:
+    """`OUT.progress`: a settings line, then one line per finished deal, appended whole."""
+
+    def __init__(self, path: Path, eval_id: str, done: dict[int, DealResult]) -> None:
+        self.path = path
+        self.eval_id = eval_id
+        self.done = done
+
+    @classmethod
+    def open(cls, path: Path, settings: dict[str, Any], out: Path, deals: int, seed: int) -> "ProgressFile":
+        """Continue the unfinished evaluation in `path` if it has these settings; start a new one if
+        there is none (or the one there already reached OUT); refuse one with other settings."""
+        if path.exists():
+            header, done = _read_progress(path, deals, seed)
+            if _row_recorded(out, header["eval_id"]):
+                path.unlink()  # finished earlier; stopped before its progress file was removed
+            elif header["settings"] != settings:
+                raise UsageError(
+                    f"eval mahjong: {path} holds an unfinished evaluation with other settings "
+                    f"({_differences(header['settings'], settings)}); rerun it with its settings to finish "
+                    "it, or delete that file or choose another --out")
+            else:
+                return cls(path, header["eval_id"], done)
+        eval_id = uuid.uuid4().hex[:12]
+        header = {"kind": "settings", "eval_id": eval_id, "settings": settings,
+                  "started": datetime.datetime.now().isoformat(timespec="seconds")}
+        atomic_write_text(path, json.dumps(header, sort_keys=True) + "\n")
+        return cls(path, eval_id, {})
+
+    def append(self, result: DealResult) -> None:
+        append_line(self.path, json.dumps({"kind": "deal", **dataclasses.asdict(result)}))
+        self.done[result.deal] = result
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def _read_progress(path: Path, deals: int, seed: int) -> tuple[dict[str, Any], dict[int, DealResult]]:
+    """The header and the finished deals. A last line cut short by a crash is dropped (the file
+    is rewritten without it); damage anywhere else is refused."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number == len(lines) and not text.endswith("\n") and number > 1:
+                atomic_write_text(path, "".join(item + "\n" for item in lines[:-1]))
+                break
+            raise UsageError(f"eval mahjong: {path}: line {number} is damaged; delete the file to start "
+                             "the evaluation over") from None
+    if not rows or rows[0].get("kind") != "settings" or "settings" not in rows[0]:
+        raise UsageError(f"eval mahjong: {path} is not a progress file of `trainspeed eval mahjong`; "
+                         "delete it or choose another --out")
+    done: dict[int, DealResult] = {}
+    for row in rows[1:]:
+        result = DealResult(deal=int(row["deal"]), seed=int(row["seed"]), ranks=tuple(row["ranks"]),
+                            score_deltas=tuple(row["score_deltas"]), decisions=int(row["decisions"]))
+        if 0 <= result.deal < deals and result.seed == deal_seed(seed, result.deal):
+            done[result.deal] = result
+    return rows[0], done
+
+
+def _row_recorded(out: Path, eval_id: str) -> bool:
+    if not out.exists():
+        return False
+    with open(out, encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                if json.loads(line).get("eval_id") == eval_id:
+                    return True
+            except (json.JSONDecodeError, AttributeError):
+                continue
+    return False
+
+
+def _ci(values: tuple[float, float] | None) -> list[float] | None:
+    return None if values is None else [values[0], values[1]]
+
+
+@dataclass
+class PlayedPart:
+    """What this invocation did and how long it took."""
+
+    games: int = 0
+    wall_s: float = 0.0
+    engine_s: float = 0.0
+    encode_s: float = 0.0
+    network_s: float = 0.0
+    decisions: int = 0
+    forward_calls: int = 0
+
+
+def summarize(config: MahjongEvalConfig, command: str, eval_id: str, target: Target,
+              policy: RunCheckpoint, opponent: RunCheckpoint | None,
+              results: list[DealResult], played: PlayedPart) -> MahjongEvalRow:
+    """The row: means with intervals clustered by deal (a deal's four games are one cluster)."""
+    ranks = clustered_mean([result.ranks for result in results], bounds=(1.0, 4.0))
+    deltas = clustered_mean([result.score_deltas for result in results])
+    all_ranks = np.array([result.ranks for result in results]).ravel()
+    distribution = [float(np.mean(all_ranks == rank)) for rank in range(1, 5)]
+    return MahjongEvalRow(
+        kind=ROW_KIND, timestamp=datetime.datetime.now().isoformat(timespec="seconds"),
+        policy=config.policy or "", policy_size=policy.size, policy_step=policy.step,
+        opponent=config.opponent, games=config.games, deals=config.deals, seed=config.seed,
+        target=config.target, temperature=config.temperature,
+        mean_rank=ranks.mean, mean_rank_ci95=_ci(ranks.ci95),
+        mean_score_delta=deltas.mean, mean_score_delta_ci95=_ci(deltas.ci95),
+        rank_distribution=distribution,
+        games_per_s=played.games / played.wall_s if played.wall_s else 0.0,
+        decisions_per_s=played.decisions / played.wall_s if played.wall_s else 0.0,
+        engine_s=played.engine_s, network_s=played.network_s,
+        threads=torch.get_num_threads(), torch_version=torch.__version__, command=command,
+        mean_rank_ci95_half_width=ranks.half_width,
+        eval_id=eval_id, policy_checkpoint=str(policy.checkpoint),
+        opponent_size=None if opponent is None else opponent.size,
+        opponent_step=None if opponent is None else opponent.step,
+        deal_seeds=f"deal_seed({config.seed}, d) for d in 0..{config.deals - 1}",
+        games_played=played.games, wall_s=played.wall_s, encode_s=played.encode_s,
+        decisions=played.decisions, forward_calls=played.forward_calls, batch_games=config.batch_games,
+        device=target.device_name(), engine=engine_version(),
+        deal_ranks=[list(result.ranks) for result in results],
+        deal_score_deltas=[list(result.score_deltas) for result in results])
+
+
+def _mahjong_forward(network: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    logits, _ = network(batch["features"], batch["mask"])
+    return logits
+
+
+def network_player(run: RunCheckpoint, target: Target) -> tuple[NetworkPlayer, NetworkRunner]:
+    runner = NetworkRunner(build_network(run, POLICY_NETWORK), target, _mahjong_forward)
+
+    def logits(features: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return runner({"features": features, "mask": mask})
+
+    return NetworkPlayer(name=str(run.run_dir), logits=logits), runner
+
+
+def run_mahjong_eval(config: MahjongEvalConfig, command: str,
+                     on_deal: Callable[[DealResult], None] | None = None) -> MahjongEvalRow:
+    """Play the evaluation (or its unfinished rest), append its row to `config.out`, return it.
+
+    `on_deal` is called after each deal is saved (tests stop an evaluation there)."""
+    config.validate()
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    policy = read_run_checkpoint(config.policy, WORKLOAD, "--policy")
+    opponent = None if config.opponent_is_builtin else read_run_checkpoint(config.opponent, WORKLOAD, "--opponent")
+    target_family(config.target)  # an unknown or unusable target is refused before any file is touched
+    out = Path(config.out)
+    check_writable_directory(out.parent, f"--out {out}")
+    progress = ProgressFile.open(config.progress_path, evaluation_settings(config, policy, opponent),
+                                 out, config.deals, config.seed)
+
+    target = get_target(config.target)
+    evaluated, runner = network_player(policy, target)
+    runners = [runner]
+    rival: Player
+    if opponent is None:
+        rival = BUILTIN_OPPONENTS[config.opponent]
+    elif opponent.checkpoint.resolve() == policy.checkpoint.resolve():
+        rival = evaluated  # the same network: its seats share every forward pass
+    else:
+        rival, opponent_runner = network_player(opponent, target)
+        runners.append(opponent_runner)
+
+    todo = [deal for deal in range(config.deals) if deal not in progress.done]
+    bar = tqdm(total=config.games, initial=ROTATIONS * (config.deals - len(todo)), unit="game",
+               disable=not config.progress, smoothing=0.05)
+    pool = DuplicatePool(evaluated, rival, seed=config.seed, temperature=config.temperature,
+                         pool_size=config.batch_games, on_game=lambda: bar.update(1))
+    started = time.perf_counter()
+    try:
+        for result in pool.play(todo):
+            progress.append(result)
+            if on_deal is not None:
+                on_deal(result)
+    finally:
+        bar.close()
+    times = pool.times
+    played = PlayedPart(games=times.games, wall_s=time.perf_counter() - started, engine_s=times.engine_s,
+                        encode_s=times.encode_s, network_s=times.network_s, decisions=times.decisions,
+                        forward_calls=times.forward_calls)
+    results = [progress.done[deal] for deal in range(config.deals)]
+    row = summarize(config, command, progress.eval_id, target, policy, opponent, results, played)
+    append_line(out, json.dumps(dataclasses.asdict(row)))
+    progress.remove()
+    return row
+
+
+def read_eval_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The `mahjong-eval` rows of a results file (other kinds of rows are skipped)."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            line = line.strip()
+            if line:
+                row = json.loads(line)
+                if row.get("kind") == ROW_KIND:
+                    rows.append(row)
+    return rows
