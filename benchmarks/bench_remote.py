@@ -234,8 +234,9 @@ def start_links(args: argparse.Namespace, links: list[Link], stack: contextlib.E
 
 
 def bench(args: argparse.Namespace, targets: list[str], feed: str, batch_size: int, client_ns: str | None,
-          token_file: Path) -> None:
-    """One `trainspeed bench` run in the client's namespace, under the shared lock, appending to --out."""
+          token_file: Path) -> bool:
+    """One `trainspeed bench` run in the client's namespace, under the shared lock, appending to
+    --out; False when it failed (the sweep goes on with the next one)."""
     lock = ["flock", args.lock] if shutil.which("flock") else []  # util-linux; absent in some images
     command = [*Network.exec(client_ns), *lock, sys.executable, "-m", "trainspeed", "bench",
                "--workload", "mahjong", "--size", args.size, "--targets", ",".join(targets), "--feed", feed,
@@ -251,6 +252,7 @@ def bench(args: argparse.Namespace, targets: list[str], feed: str, batch_size: i
     if result.returncode != 0:
         print(result.stderr.strip(), file=sys.stderr, flush=True)
     print(f"   ({time.monotonic() - started:.0f} s)", flush=True)
+    return result.returncode == 0
 
 
 def stop_on_signals() -> None:
@@ -284,13 +286,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def sweep(args: argparse.Namespace, batch_sizes: list[int], remote_links: list[RemoteLink], client_ns: str | None,
-          token_file: Path) -> None:
+          token_file: Path) -> int:
+    """Every batch size and feed; returns how many bench runs failed."""
+    failed = 0
     for batch_size in batch_sizes:
         for feed in args.feeds:
             # Host-fed: synchronous and pipelined; device-fed: only handles cross, synchronous.
             in_flights = (1, 2) if feed == "host" else (1,)
             targets = [args.target] + [link.target(n) for link in remote_links for n in in_flights]
-            bench(args, targets, feed, batch_size, client_ns, token_file)
+            failed += not bench(args, targets, feed, batch_size, client_ns, token_file)
+    return failed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,11 +310,14 @@ def main(argv: list[str] | None = None) -> int:
         token_file = folder / "token"
         token_file.write_text(secrets.token_hex(32) + "\n")
         remote_links, client_ns = start_links(args, links, stack, token_file)
+        failed = 0
         for round_number in range(1, args.rounds + 1):
             print(f"=== round {round_number} of {args.rounds}", flush=True)
-            sweep(args, batch_sizes, remote_links, client_ns, token_file)
+            failed += sweep(args, batch_sizes, remote_links, client_ns, token_file)
     print(f"rows appended to {args.out}; table and figure: python benchmarks/remote_report.py {args.out}")
-    return 0
+    if failed:
+        print(f"bench_remote: error: {failed} bench run(s) failed; their errors are above", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
