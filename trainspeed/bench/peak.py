@@ -32,6 +32,13 @@ from trainspeed.targets.base import Target
 MAX_REPEATS = 20
 
 
+def device_peak_tflops(target: Target) -> float:
+    """The peak where the family measures it itself (a device that lives elsewhere measures on
+    that device), else this probe on `target.device` from this process."""
+    measured = target.measured_peak_tflops()
+    return measured if measured is not None else measure_peak_tflops(target)
+
+
 def measure_peak_tflops(target: Target, budget_s: float = 1.5) -> float:
     timers: dict[int, Callable[[int], float]] = {}
     product_s: dict[int, float] = {}

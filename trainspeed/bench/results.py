@@ -74,6 +74,18 @@ class ResultRow:
     torch_xla_version: str | None = None
     python_version: str | None = None
     hostname: str | None = None
+    transport: str | None = None
+    """How steps reached a device elsewhere ("grpc" for the remote family); None: a local device."""
+    link: str | None = None
+    """What lay between this process and that device: "loopback", an emulated link (its rate and
+    delay), or a label the user gave."""
+    in_flight: int | None = None
+    """Steps sent ahead of their results (1: synchronous, each step waits for the one before)."""
+    bytes_sent_per_step: int | None = None
+    """Median bytes each step sent to the remote device (the batch with the host feed)."""
+    bytes_received_per_step: int | None = None
+    server_step_s: float | None = None
+    """Median step time the remote device measured itself; client step - server step = wire time."""
     error: str | None = None
     command: str | None = None
     """The command line that wrote the row (None in rows written before rows recorded it)."""

@@ -16,10 +16,11 @@ import torch
 
 from trainspeed.bench.environment import Environment
 from trainspeed.bench.feed import make_feed
-from trainspeed.bench.peak import measure_peak_tflops, refused_peak
+from trainspeed.bench.peak import device_peak_tflops, refused_peak
 from trainspeed.bench.results import ResultRow, append_row, check_results_file
 from trainspeed.bench.timing import TimingPlan, time_training
 from trainspeed.bench.config import BenchConfig
+from trainspeed.errors import DeviceLost
 from trainspeed.targets import Target, get_target
 from trainspeed.workloads import Workload, get_workload
 
@@ -57,9 +58,11 @@ def measure_configuration(
         batches = make_feed(feed, target, workload, size, batch_size, seed)
         bytes_per_step = batches.bytes_per_step
         timing = time_training(target, trainable, batches.next_batch, plan)
+    except DeviceLost:
+        raise  # the device is gone: no later configuration can run either
     except Exception as error:  # noqa: BLE001 - every failure becomes a row; OOM is told apart
         status = "oom" if target.is_oom(error) else "error"
-        return dataclasses.replace(base, status=status, error=_first_line(error))
+        return dataclasses.replace(base, status=status, error=_first_line(error), **target.row_fields())
     finally:
         del trainable, batches
         target.free_memory()
@@ -86,6 +89,7 @@ def measure_configuration(
         compiles_in_windows=timing.compiles_in_windows,
         peak_memory_bytes=target.peak_memory_bytes(),
         final_loss=timing.final_loss,
+        **target.row_fields(),
     )
 
 
@@ -149,7 +153,7 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                     if row.status == "oom":
                         out_of_memory_at[feed] = batch_size
                     if row.is_measured and peak_tflops is None:
-                        peak_tflops, source = measure_peak_tflops(target), "measured"
+                        peak_tflops, source = device_peak_tflops(target), "measured"
                     row = with_flops(row, flops_per_sample, peak_tflops, source)
                 append_row(config.out, row)
                 rows.append(row)

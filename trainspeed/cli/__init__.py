@@ -1,9 +1,10 @@
-"""Command line: `trainspeed info | bench | plot | report | train | data | eval ...`, one module per command.
+"""Command line: `trainspeed info | bench | plot | report | train | serve | data | eval ...`, one module per command.
 
 The commands are the top layer: each turns flags into a config, calls the packages below (bench,
 train, report, a workload's data tools) and prints. Every handler returns an exit code. Bad input
 raises UsageError, which becomes one line `trainspeed: error: ...` and exit code 2 (argparse's own
-convention for usage errors).
+convention for usage errors); a device that goes away mid-run (DeviceLost: a remote server died)
+is one such line too, with exit code 1.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from trainspeed.cli.eval import add_eval_commands
 from trainspeed.cli.info import add_info_command
 from trainspeed.cli.plot import add_plot_command
 from trainspeed.cli.report import add_report_command
+from trainspeed.cli.serve import add_serve_command
 from trainspeed.cli.train import add_train_command
-from trainspeed.errors import UsageError
+from trainspeed.errors import DeviceLost, UsageError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plot_command(subparsers)
     add_report_command(subparsers)
     add_train_command(subparsers)
+    add_serve_command(subparsers)
     add_data_commands(subparsers)
     add_eval_commands(subparsers)
     return parser
@@ -44,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         print(f"trainspeed: error: {error}", file=sys.stderr)
         return 2
+    except DeviceLost as error:
+        print(f"trainspeed: error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("trainspeed: interrupted", file=sys.stderr)
         return 130

@@ -15,12 +15,14 @@ from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target, TargetSpec
 from trainspeed.targets.cpu import CpuTarget
 from trainspeed.targets.cuda import CudaTarget
+from trainspeed.targets.remote import RemoteTarget
 from trainspeed.targets.xla import XlaTarget
 
 BUILTIN_FAMILIES: dict[str, type[Target]] = {
     "cpu": CpuTarget,
     "cuda": CudaTarget,
     "xla": XlaTarget,
+    "remote": RemoteTarget,
 }
 FAMILIES_VARIABLE = "TRAINSPEED_TARGET_FAMILIES"
 
@@ -47,25 +49,39 @@ def target_families() -> dict[str, type[Target]]:
     return families
 
 
-def target_family(text: str) -> type[Target]:
-    """The family of a target name, checked (mode, precision, availability) without touching a device."""
-    spec = TargetSpec.parse(text)
+def _family_and_spec(text: str) -> tuple[type[Target], TargetSpec]:
+    """The family named by the first `:`-part of a target name, and the spec it parses the name into."""
+    device = text.strip().split(":", 1)[0]
     families = target_families()
-    family = families.get(spec.device)
+    family = families.get(device)
     if family is None:
         raise UsageError(
-            f"bad target {text!r}: unknown device {spec.device!r}; choose one of {', '.join(families)}"
+            f"bad target {text!r}: unknown device {device!r}; choose one of {', '.join(families)}"
         )
+    return family, family.parse_spec(text)
+
+
+def target_family(text: str) -> type[Target]:
+    """The family of a target name, checked (mode, precision, availability, and for a device that
+    lives elsewhere, that it answers) without touching a device."""
+    family, spec = _family_and_spec(text)
     family.check_spec(spec)
     reason = family.unavailable_reason()
     if reason:
         raise UsageError(f"target {text} cannot run here: {reason}")
+    family.check_reachable(spec)
     return family
 
 
 def get_target(text: str) -> Target:
-    """Parse `device:mode:precision` and build the target (this touches the device)."""
-    return target_family(text)(TargetSpec.parse(text))
+    """Parse a target name (`device:mode:precision`, or a family's own spelling) and build the
+    target (this touches the device)."""
+    family, spec = _family_and_spec(text)
+    family.check_spec(spec)
+    reason = family.unavailable_reason()
+    if reason:
+        raise UsageError(f"target {text} cannot run here: {reason}")
+    return family(spec)
 
 
 def all_target_names() -> list[str]:

@@ -83,7 +83,8 @@ class Target(ABC):
 
     data_parallel: str = "processes"
     """"processes": one process per device under torchrun; "spmd": one process drives every local
-    device and the compiler splits the batch (`start_spmd`, `spmd_placer`)."""
+    device and the compiler splits the batch (`start_spmd`, `spmd_placer`); "single": one rank only
+    (a device driven through one connection, such as a remote server)."""
     process_group_backend: str = "gloo"
     """torch.distributed backend of the gradient all-reduce between processes."""
     supports_multi_node: bool = True
@@ -97,6 +98,19 @@ class Target(ABC):
     def __init__(self, spec: TargetSpec) -> None:
         self.check_spec(spec)
         self.spec = spec
+
+    @classmethod
+    def parse_spec(cls, text: str) -> TargetSpec:
+        """The spec of a target name of this family. The registry picks the family by the name's
+        first `:`-part and lets it parse the rest, so a family may spell its names its own way
+        (the remote family: `remote:HOST:PORT/device:mode:precision`)."""
+        return TargetSpec.parse(text)
+
+    @classmethod
+    def check_reachable(cls, spec: TargetSpec) -> None:
+        """Raise UsageError when the device this spec names cannot be reached from here (default:
+        a local device, nothing to check). Called before anything runs, so a family whose device
+        lives elsewhere says so in one line instead of failing in the middle of a run."""
 
     @classmethod
     def check_spec(cls, spec: TargetSpec) -> None:
@@ -215,6 +229,19 @@ class Target(ABC):
             loss = trainable.train_step(batch)
         self.after_step()
         return loss
+
+    # --- measuring ------------------------------------------------------------------------------
+    def measured_peak_tflops(self) -> float | None:
+        """The device's peak matmul TFLOP/s where the family measures it itself; None (the default)
+        lets the bench's probe measure it on `device` from this process. A family whose device
+        lives elsewhere measures there: a probe here would time the wrong processor."""
+        return None
+
+    def row_fields(self) -> dict[str, Any]:
+        """Extra measurements of the configuration measured last, merged into its result row (the
+        names are result-row fields). Default: none. The remote family reports the transport, the
+        link, the bytes each step sent and received and the server's own step time."""
+        return {}
 
     # --- data parallelism -------------------------------------------------------------------------
     def bind_local_rank(self, local_rank: int) -> None:

@@ -45,6 +45,11 @@ def check_runnable(config: TrainConfig) -> tuple[type[Target], int | None]:
     the batches per epoch of the training split (None for synthetic data)."""
     config.validate()
     family = target_family(config.target)
+    if family.data_parallel == "single" and config.world_size > 1:
+        raise UsageError(
+            f"train: {config.target} trains on one rank only (one connection drives its device); "
+            f"use --nproc 1 --nnodes 1, not {config.launch.nproc} x {config.launch.nnodes}"
+        )
     if config.launch.nnodes > 1 and not family.supports_multi_node:
         raise UsageError(f"train: {config.target} drives one host's devices from one process; it has no multi-node mode")
     workload = get_workload(config.workload)

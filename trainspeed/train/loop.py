@@ -346,9 +346,11 @@ class RankTrainer:
         return batch, time.perf_counter() - copy_from
 
     def _close_window(self, trace: RunTrace) -> None:
-        """Read the window's mean loss (a device sync), reduce its timings over ranks, log them."""
-        loss = float(torch.stack(trace.losses).float().mean().cpu())
+        """Read the window's mean loss (after a device sync: a device whose results arrive later,
+        such as a remote server with steps in flight, has filled them in only then), reduce its
+        timings over ranks, log them."""
         self.target.sync()
+        loss = float(torch.stack(trace.losses).float().mean().cpu())
         trace.last_record = reduce_window(
             trace.window,
             self.collectives,

@@ -1,0 +1,134 @@
+"""The remote family as users run it: its names, and `bench` and `train` through it from the CLI,
+against a server in this process (so a local run in the same process is bit-comparable)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trainspeed.cli import main
+from trainspeed.errors import UsageError
+from trainspeed.serve.config import ServeConfig
+from trainspeed.serve.server import start_server
+from trainspeed.targets import all_target_names, target_family
+from trainspeed.targets.remote import RemoteTarget
+
+
+@pytest.fixture
+def server():
+    running = start_server(ServeConfig(listen="127.0.0.1:0"))
+    yield running
+    running.stop(None)
+
+
+@pytest.mark.parametrize(
+    "text, name, in_flight, link",
+    [
+        ("remote:127.0.0.1:50051/cpu:eager:fp32", "remote:127.0.0.1:50051/cpu:eager:fp32", 1, None),
+        ("remote:[::1]:1/cuda:compile:bf16/in-flight=2", "remote:[::1]:1/cuda:compile:bf16/in-flight=2", 2, None),
+        ("remote:h:1/cpu:eager:fp32/link=1gbit-0.1ms+in-flight=1", "remote:h:1/cpu:eager:fp32/link=1gbit-0.1ms", 1, "1gbit-0.1ms"),
+        ("remote:h:1/cpu:eager:fp32/rate=100mbit+rtt=1ms", "remote:h:1/cpu:eager:fp32/rate=100mbit+rtt=1ms", 1, None),
+    ],
+)
+def test_names_parse_and_print_canonically(text, name, in_flight, link):
+    spec = RemoteTarget.parse_spec(text)
+    assert str(spec) == name and spec.switches.in_flight == in_flight and spec.switches.link == link
+    assert spec.inner.device in ("cpu", "cuda") and spec.mode == spec.inner.mode
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("remote:127.0.0.1:50051", "write remote:HOST:PORT/device:mode:precision"),
+        ("remote:127.0.0.1/cpu:eager:fp32", "bad address"),
+        ("remote:127.0.0.1:1/cpu:eager", "is not device:mode:precision"),
+        ("remote:127.0.0.1:1/remote:eager:fp32", "not another remote one"),
+        ("remote:127.0.0.1:1/cpu:eager:fp32/in-flight=0", "in-flight must be a whole number >= 1"),
+        ("remote:127.0.0.1:1/cpu:eager:fp32/speed=9", "unknown, empty or repeated switch 'speed=9'"),
+        ("remote:127.0.0.1:1/cpu:eager:fp32/rate=fast", "bad rate 'fast'"),
+        ("remote:127.0.0.1:1/cpu:eager:fp32/link=a b", "a link label is"),
+    ],
+)
+def test_bad_names_say_what_is_wrong(text, fragment):
+    with pytest.raises(UsageError, match=fragment):
+        target_family(text)
+
+
+def test_the_family_has_no_fixed_names_in_info():
+    assert not [name for name in all_target_names() if name.startswith("remote")]
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_bench_through_the_cli_records_the_wire(server, capsys, tmp_results):
+    remote = server.remote_name
+    code, out, err = run_cli(
+        capsys, "bench", "--targets", f"cpu:eager:fp32,{remote},{remote}/in-flight=2", "--batch-sizes", "16",
+        "--windows", "2", "--min-window-s", "0.01", "--warmup-steps", "1", "--out", str(tmp_results), "--no-progress",
+        "--no-plot", "--peak-tflops", "1",
+    )
+    assert code == 0, err
+    rows = [json.loads(line) for line in tmp_results.read_text().splitlines()]
+    assert len(rows) == 3 and all(row["status"] == "ok" for row in rows)
+    local = [row for row in rows if row["target"] == "cpu:eager:fp32"]
+    remote_rows = [row for row in rows if row["target"].startswith("remote:")]
+    assert all(row["transport"] is None and row["server_step_s"] is None for row in local)
+    for row in remote_rows:
+        assert row["transport"] == "grpc" and row["link"] == "loopback" and row["in_flight"] in (1, 2)
+        assert 0 < row["server_step_s"] < row["step_time_s"] * 1.5
+        assert row["bytes_sent_per_step"] < 100  # the batch stayed on the server
+        assert "(remote, 127.0.0.1:" in row["device_name"]
+    assert f"{remote}/in-flight=2" in out
+
+    host_fed = tmp_results.with_name("host.jsonl")
+    code, out, err = run_cli(
+        capsys, "bench", "--targets", f"{remote}/in-flight=2", "--batch-sizes", "16", "--feed", "host", "--windows", "2",
+        "--min-window-s", "0.01", "--warmup-steps", "1", "--out", str(host_fed), "--no-progress", "--no-plot",
+        "--peak-tflops", "1",
+    )
+    assert code == 0, err
+    (row,) = [json.loads(line) for line in host_fed.read_text().splitlines()]
+    assert row["feed"] == "host" and row["bytes_per_step"] > 0
+    assert row["bytes_per_step"] < row["bytes_sent_per_step"] < row["bytes_per_step"] * 1.01  # every batch crossed
+
+
+def losses(run_dir) -> list[float]:
+    return [row["loss"] for row in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
+            if row.get("kind") == "train"]
+
+
+TRAIN = ("train", "--synthetic-data", "--size", "tiny", "--batch-size-per-device", "16", "--log-every", "2",
+         "--no-progress", "--threads", "1")
+
+
+def test_train_through_the_cli_matches_local_and_resumes_from_the_servers_state(server, capsys, tmp_path):
+    code, _, err = run_cli(capsys, *TRAIN, "--target", "cpu:eager:fp32", "--steps", "6", "--out", str(tmp_path / "local"))
+    assert code == 0, err
+    code, out, err = run_cli(capsys, *TRAIN, "--target", server.remote_name, "--steps", "6", "--out", str(tmp_path / "remote"))
+    assert code == 0, err
+    assert f"on {server.remote_name} x1" in out
+    assert losses(tmp_path / "remote") == losses(tmp_path / "local") and len(losses(tmp_path / "local")) == 3
+
+    # A pipelined run that checkpoints the server's state, continued from its step-4 checkpoint (as
+    # if stopped there) in a fresh session: the same losses as the local run.
+    pipelined, run_dir = f"{server.remote_name}/in-flight=2", tmp_path / "resumed"
+    code, _, err = run_cli(capsys, *TRAIN, "--target", pipelined, "--steps", "6", "--checkpoint-every", "2", "--out", str(run_dir))
+    assert code == 0, err
+    (run_dir / "checkpoints" / "latest").write_text("step-000000004.pt\n")
+    code, out, err = run_cli(capsys, *TRAIN, "--target", pipelined, "--steps", "6", "--resume", "--out", str(run_dir))
+    assert code == 0, err
+    assert "resumed from" in out and "at step 4" in out
+    assert losses(run_dir) == losses(tmp_path / "local")
+
+
+def test_train_through_a_remote_target_runs_one_rank(server, capsys, tmp_path):
+    code, _, err = run_cli(capsys, *TRAIN, "--target", server.remote_name, "--steps", "2", "--nproc", "2",
+                           "--out", str(tmp_path / "run"))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "trains on one rank only" in lines[0], err
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,80 @@
+"""The device a server holds and what its sessions share: the target, one lock, the session count.
+
+Every operation that runs on the device (building a model, a step, a sync, moving a state) holds
+the lock, so sessions of several clients take turns on the device instead of sharing it at once,
+and each step's time on the server is that step's alone. Receiving and checking bytes happens
+outside the lock, so one client's upload never waits for another's step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import grpc
+import torch
+
+from trainspeed.bench.peak import measure_peak_tflops
+from trainspeed.targets.base import Target
+from trainspeed.wire import remote_pb2 as pb
+from trainspeed.wire.limits import CHUNK_BYTES, MAX_MESSAGE_BYTES
+from trainspeed.workloads import BUILTIN_WORKLOADS
+
+
+class Refusal(Exception):
+    """End the session with this gRPC status; the server goes on serving other clients."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+@dataclass
+class DeviceHost:
+    target: Target
+    max_sessions: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    live_sessions: int = 0
+    _count_lock: threading.Lock = field(default_factory=threading.Lock)
+    _peak_tflops: float | None = None
+
+    @property
+    def target_name(self) -> str:
+        return str(self.target)
+
+    @contextlib.contextmanager
+    def session_slot(self) -> Iterator[bool]:
+        """Hold one of `max_sessions` slots for a stream; yields whether it is the only session."""
+        with self._count_lock:
+            if self.live_sessions >= self.max_sessions:
+                raise Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                              f"server busy: it holds {self.live_sessions} sessions, its --max-sessions")
+            self.live_sessions += 1
+            alone = self.live_sessions == 1
+        try:
+            yield alone
+        finally:
+            with self._count_lock:
+                self.live_sessions -= 1
+
+    def describe(self) -> pb.ServerInfo:
+        return pb.ServerInfo(
+            target=self.target_name,
+            device_name=self.target.device_name(),
+            torch_version=torch.__version__,
+            threads=torch.get_num_threads(),
+            max_message_bytes=MAX_MESSAGE_BYTES,
+            chunk_bytes=CHUNK_BYTES,
+            workloads=list(BUILTIN_WORKLOADS),
+            live_sessions=self.live_sessions,
+        )
+
+    def peak_tflops(self) -> float:
+        """The device's peak, measured once (the bench's probe, on this device, holding the lock)."""
+        with self.lock:
+            if self._peak_tflops is None:
+                self._peak_tflops = measure_peak_tflops(self.target)
+            return self._peak_tflops

@@ -1,0 +1,310 @@
+"""One session: one client's stream, one model on the server's device, freed when the stream ends.
+
+Two threads share the work, so the bytes of the next batch arrive while the device computes the
+step before it (what a client with several steps in flight relies on):
+
+- the reader takes the client's messages as they arrive, joins tensor chunks, checks every header
+  against the workload's batch layout before accepting its bytes, and queues complete commands
+  (a batch, a step, a state ...);
+- the session's handler thread runs the commands in order on the device and answers: the step's
+  loss and its time on the server (synced at both ends), states as tensors plus JSON.
+
+Whatever a client does wrong (a malformed or oversized message, a dtype off the allow-list, a batch
+of another shape, an unknown workload or batch) ends its own session with a gRPC status that says
+what; the server and the other sessions go on. A client that disconnects, or whose connection
+dies, ends its session the same way, and the model and batches are freed.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+import grpc
+import torch
+
+from trainspeed.errors import UsageError
+from trainspeed.serve.batches import MAX_RESIDENT_BATCHES, BatchAssembly, BatchLayout
+from trainspeed.serve.host import DeviceHost, Refusal
+from trainspeed.wire import remote_pb2 as pb
+from trainspeed.wire.client import OUT_OF_MEMORY_PREFIX
+from trainspeed.wire.state import decode_state, encode_state
+from trainspeed.wire.tensors import TensorAssembler, WireError, single_chunk, tensor_chunks
+from trainspeed.workloads import BUILTIN_WORKLOADS, get_workload
+from trainspeed.workloads.base import Trainable, Workload
+
+MAX_STATE_TENSORS = 100_000
+
+
+@dataclass(frozen=True)
+class Command:
+    kind: str
+    payload: Any = None
+
+
+END = Command("end")
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+class RequestReader:
+    """Turns the client's messages into checked commands (runs in the reader thread)."""
+
+    def __init__(self, host: DeviceHost) -> None:
+        self.host = host
+        self.layout: BatchLayout | None = None
+        self.assembly: BatchAssembly | None = None
+        self.resident: set[int] = set()
+        self.state_assembler = TensorAssembler()
+        self.state_tensors: list[torch.Tensor] = []
+
+    def handle(self, message: pb.ClientMessage) -> Iterator[Command]:
+        kind = message.WhichOneof("kind")
+        if kind is None:
+            raise WireError("an empty message")
+        if kind == "open":
+            yield self._open(message.open)
+            return
+        if self.layout is None:
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION, f"the first message of a session must be open, not {kind}")
+        if kind == "batch_tensor":
+            self._batch_tensor(message.batch_tensor)
+        elif kind == "batch_end":
+            yield self._batch_end(message.batch_end.batch_id)
+        elif kind == "release":
+            self.resident.discard(message.release.batch_id)
+            yield Command("release", message.release.batch_id)
+        elif kind == "state_tensor":
+            received = self.state_assembler.add(message.state_tensor.chunk)
+            if received is not None:
+                if len(self.state_tensors) >= MAX_STATE_TENSORS:
+                    raise WireError(f"a state of more than {MAX_STATE_TENSORS} tensors", too_large=True)
+                self.state_tensors.append(received[1])
+        elif kind == "set_state":
+            if not self.state_assembler.idle:
+                raise WireError("set_state before the state's last tensor ended")
+            tensors, self.state_tensors = self.state_tensors, []
+            yield Command("set_state", (message.set_state, tensors))
+        else:  # step, barrier, get_state: run in order by the handler
+            yield Command(kind, getattr(message, kind))
+
+    def _open(self, request: pb.Open) -> Command:
+        if self.layout is not None:
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION, "a session opens once")
+        if request.target != self.host.target_name:
+            raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"this server serves {self.host.target_name}, not {request.target}")
+        if request.workload not in BUILTIN_WORKLOADS:
+            raise Refusal(grpc.StatusCode.NOT_FOUND, f"unknown workload {request.workload!r}; this server builds "
+                          f"{', '.join(BUILTIN_WORKLOADS)}")
+        workload = get_workload(request.workload)
+        if request.size not in workload.sizes:
+            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"unknown {request.workload} size {request.size!r}; "
+                          f"choose one of {', '.join(workload.sizes)}")
+        if request.batch_size < 0:
+            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"batch size {request.batch_size} is negative")
+        self.layout = BatchLayout.of(workload, request.size, request.batch_size or None)
+        return Command("open", (request, workload))
+
+    def _batch_tensor(self, message: pb.BatchTensor) -> None:
+        if self.assembly is None:
+            if message.batch_id in self.resident:
+                raise WireError(f"batch {message.batch_id} was sent before and is still held")
+            if len(self.resident) >= MAX_RESIDENT_BATCHES:
+                raise WireError(f"more than {MAX_RESIDENT_BATCHES} batches held at once; release some", too_large=True)
+            self.assembly = BatchAssembly(message.batch_id, self.layout)
+        elif self.assembly.batch_id != message.batch_id:
+            raise WireError(f"batch {message.batch_id} started before batch {self.assembly.batch_id} ended")
+        self.assembly.add(message.chunk)
+
+    def _batch_end(self, batch_id: int) -> Command:
+        if self.assembly is None or self.assembly.batch_id != batch_id:
+            raise WireError(f"batch_end for batch {batch_id}, which is not being sent")
+        tensors = self.assembly.finish()
+        self.assembly = None
+        self.resident.add(batch_id)
+        return Command("batch", (batch_id, tensors))
+
+
+def read_requests(requests: Iterable[pb.ClientMessage], commands: "queue.Queue[Command]", host: DeviceHost) -> None:
+    """The reader thread: commands in order, then `end`, or a refusal that ends the session."""
+    reader = RequestReader(host)
+    try:
+        for message in requests:
+            for command in reader.handle(message):
+                commands.put(command)
+    except WireError as error:
+        code = grpc.StatusCode.RESOURCE_EXHAUSTED if error.too_large else grpc.StatusCode.INVALID_ARGUMENT
+        commands.put(Command("refuse", Refusal(code, str(error))))
+    except Refusal as refusal:
+        commands.put(Command("refuse", refusal))
+    except UsageError as error:  # the workload refused the open request
+        commands.put(Command("refuse", Refusal(grpc.StatusCode.INVALID_ARGUMENT, str(error))))
+    except Exception:  # noqa: BLE001 - the stream broke (the client went away, or sent too large a message)
+        pass
+    commands.put(END)
+
+
+class DeviceSession:
+    """What one session holds on the device, and the commands that run there."""
+
+    def __init__(self, host: DeviceHost, peer: str) -> None:
+        self.host = host
+        self.peer = peer
+        self.trainable: Trainable | None = None
+        self.batches: dict[int, Any] = {}
+        self.steps = 0
+
+    def run(self, command: Command) -> Iterator[pb.ServerMessage]:
+        handler = getattr(self, f"_{command.kind}")
+        yield from handler(command.payload) or ()
+
+    def _open(self, payload: tuple[pb.Open, Workload]) -> Iterator[pb.ServerMessage]:
+        request, workload = payload
+        target = self.host.target
+        with self.host.lock:
+            try:
+                self.trainable = target.build(workload, request.size, request.seed)
+            except Exception as error:  # noqa: BLE001 - a build that fails ends this session only
+                raise self._step_failure(error, "building the model") from None
+        optimizers = [pb.OptimizerGroups(optimizer=name, lr=[float(g["lr"]) for g in optimizer.param_groups])
+                      for name, optimizer in self.trainable.optimizers.items()]
+        log(f"session {self.peer}: {request.workload} {request.size} seed {request.seed} built on {target}")
+        yield pb.ServerMessage(opened=pb.Opened(target=self.host.target_name, device_name=target.device_name(),
+                                                parameter_count=self.trainable.parameter_count(), optimizers=optimizers))
+
+    def _batch(self, payload: tuple[int, dict[str, torch.Tensor]]) -> None:
+        batch_id, tensors = payload
+        with self.host.lock:
+            self.batches[batch_id] = self.host.target.move_batch(tensors)
+
+    def _release(self, batch_id: int) -> None:
+        self.batches.pop(batch_id, None)
+
+    def _set_learning_rates(self, rates: Iterable[pb.LearningRates]) -> None:
+        for entry in rates:
+            optimizer = self.trainable.optimizers.get(entry.optimizer)
+            if optimizer is None or len(entry.lr) != len(optimizer.param_groups):
+                raise Refusal(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"learning rates for {entry.optimizer!r} do not fit the model's optimizers")
+            if not all(math.isfinite(lr) and lr >= 0 for lr in entry.lr):
+                raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"learning rates {list(entry.lr)} are not finite and >= 0")
+            for group, lr in zip(optimizer.param_groups, entry.lr):
+                group["lr"] = lr
+
+    def _step(self, step: pb.Step) -> Iterator[pb.ServerMessage]:
+        batch = self.batches.get(step.batch_id)
+        if batch is None:
+            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"step {self.steps + 1}: no batch {step.batch_id} on the server")
+        self._set_learning_rates(step.learning_rates)
+        target = self.host.target
+        with self.host.lock:
+            try:
+                target.sync()
+                started = time.perf_counter()
+                loss = target.run_step(self.trainable, batch)
+                target.sync()
+                step_s = time.perf_counter() - started
+                loss = loss.detach().to("cpu")
+            except Exception as error:  # noqa: BLE001 - a failed step ends this session only
+                raise self._step_failure(error, f"step {self.steps + 1}") from None
+            compiles, peak = target.compile_count(), target.peak_memory_bytes()
+        self.steps += 1
+        yield pb.ServerMessage(step_done=pb.StepDone(
+            seq=step.seq, loss=single_chunk("loss", loss), server_step_s=step_s, compile_count=compiles,
+            peak_memory_bytes=-1 if peak is None else peak,
+        ))
+
+    def _step_failure(self, error: BaseException, during: str) -> Refusal:
+        if self.host.target.is_oom(error):
+            return Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{OUT_OF_MEMORY_PREFIX} on the server during {during}: "
+                           f"{_first_line(error)}")
+        log(f"session {self.peer}: {during} failed: {_first_line(error)}")
+        return Refusal(grpc.StatusCode.INTERNAL, f"{during} failed on the server: {_first_line(error)}")
+
+    def _barrier(self, barrier: pb.Barrier) -> Iterator[pb.ServerMessage]:
+        with self.host.lock:
+            self.host.target.sync()
+        yield pb.ServerMessage(done=pb.Done(seq=barrier.seq))
+
+    def _state_of(self, part: int) -> Any:
+        if part == pb.TRAINABLE:
+            return self.trainable.state_dict()
+        if part == pb.RNG:
+            return {"torch": torch.get_rng_state(), "device": self.host.target.device_rng_state()}
+        raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"unknown state part {part}")
+
+    def _get_state(self, request: pb.GetState) -> Iterator[pb.ServerMessage]:
+        with self.host.lock:
+            skeleton, tensors = encode_state(self._state_of(request.part))
+        for index, tensor in enumerate(tensors):
+            for chunk in tensor_chunks(str(index), tensor):
+                yield pb.ServerMessage(state_tensor=pb.StateTensor(chunk=chunk))
+        yield pb.ServerMessage(state_done=pb.StateDone(seq=request.seq, skeleton=skeleton))
+
+    def _set_state(self, payload: tuple[pb.SetState, list[torch.Tensor]]) -> Iterator[pb.ServerMessage]:
+        request, tensors = payload
+        state = decode_state(request.skeleton, tensors)
+        with self.host.lock:
+            try:
+                if request.part == pb.TRAINABLE:
+                    self.trainable.load_state_dict(state)
+                elif request.part == pb.RNG:
+                    torch.set_rng_state(state["torch"])
+                    if state["device"] is not None:
+                        self.host.target.set_device_rng_state(state["device"])
+                else:
+                    raise ValueError(f"unknown state part {request.part}")
+            except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
+                raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"the state does not fit: {_first_line(error)}") from None
+        yield pb.ServerMessage(done=pb.Done(seq=request.seq))
+
+    def free(self) -> None:
+        self.batches.clear()
+        self.trainable = None
+        with self.host.lock:
+            self.host.target.free_memory()
+        log(f"session {self.peer}: ended after {self.steps} steps; its model is freed")
+
+
+def serve_session(host: DeviceHost, requests: Iterable[pb.ClientMessage], context: grpc.ServicerContext) -> Iterator[pb.ServerMessage]:
+    """The Session RPC: hold a slot, read in one thread, run on the device in this one."""
+    commands: "queue.Queue[Command]" = queue.Queue()
+    context.add_callback(lambda: commands.put(END))
+    try:
+        with host.session_slot() as alone:
+            if alone:  # the device's counters are the process's: restart them only when no one else uses them
+                with host.lock:
+                    host.target.reset_compilation()
+                    host.target.reset_peak_memory()
+            threading.Thread(target=read_requests, args=(requests, commands, host), daemon=True,
+                             name=f"trainspeed-serve-reader-{context.peer()}").start()
+            session = DeviceSession(host, context.peer())
+            try:
+                while True:
+                    command = commands.get()
+                    if command is END:
+                        return
+                    if command.kind == "refuse":
+                        raise command.payload
+                    yield from session.run(command)
+            finally:
+                session.free()
+    except Refusal as refusal:
+        log(f"session {context.peer()}: refused: {refusal.code.name}: {refusal.details}")
+        context.abort(refusal.code, refusal.details)
+    except WireError as error:
+        code = grpc.StatusCode.RESOURCE_EXHAUSTED if error.too_large else grpc.StatusCode.INVALID_ARGUMENT
+        context.abort(code, str(error))
+
+
+def log(line: str) -> None:
+    print(f"trainspeed serve: {line}", file=sys.stderr, flush=True)
