@@ -13,7 +13,9 @@ RESULTS := docs/results
 REPORT_INPUTS := $(RESULTS)/bench_h200_mahjong_base.jsonl $(RESULTS)/bench_cpu_mahjong_tiny.jsonl \
 	$(RESULTS)/reference_cpu_mahjong_tiny.jsonl $(RESULTS)/stylegan3_h200.jsonl $(RESULTS)/stylegan3_h200_compile.jsonl \
 	$(RESULTS)/stylegan3_cpu.jsonl $(RESULTS)/stylegan3_cpu_fir.jsonl $(RESULTS)/stylegan3_cpu_targets.jsonl \
-	$(RESULTS)/train_scaling.jsonl $(RESULTS)/train_quality.json $(RESULTS)/train_quality_tiny.json
+	$(RESULTS)/train_scaling.jsonl $(RESULTS)/train_quality.json $(RESULTS)/train_quality_tiny.json \
+	$(RESULTS)/bench_cpu_feed_mahjong_tiny.jsonl $(RESULTS)/remote_cpu_mahjong_tiny.jsonl \
+	$(RESULTS)/mahjong_eval.jsonl $(RESULTS)/batch_size_study.jsonl
 
 $(BIN)/trainspeed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
