@@ -1,7 +1,5 @@
 """Every target usable here runs the real training step, and the loss falls on a fixed batch."""
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -127,32 +125,3 @@ def test_cuda_switches_are_set_without_a_device(monkeypatch):
     for mode in ("eager", "compile", "cudagraphs", "max-autotune"):
         assert CudaTarget(TargetSpec.parse(f"cuda:{mode}:bf16")).wrap_network(network) is network
     assert modes == [None, "reduce-overhead", "max-autotune"]
-
-
-def test_one_torch_thread_switches_off_xlas_own_cpu_thread_pool():
-    from trainspeed.targets.xla import SINGLE_THREAD_FLAG, cpu_client_flags
-
-    assert cpu_client_flags("", 1) == SINGLE_THREAD_FLAG
-    assert cpu_client_flags("--xla_dump_to=/d", 1) == f"--xla_dump_to=/d {SINGLE_THREAD_FLAG}"
-    assert cpu_client_flags("--xla_cpu_multi_thread_eigen=true", 1) == "--xla_cpu_multi_thread_eigen=true"
-    assert cpu_client_flags("", 2) == ""
-
-
-@pytest.mark.slow
-def test_an_xla_cpu_target_started_with_one_torch_thread_runs_xla_on_one_thread():
-    """A fresh process: this test session started XLA's client at import (conftest)."""
-    import os
-    import subprocess
-    import sys
-
-    if AVAILABLE["xla:lazy:fp32"] is not None:
-        pytest.skip(AVAILABLE["xla:lazy:fp32"])
-    code = ("import os, torch; torch.set_num_threads(1); from trainspeed.targets import get_target; "
-            "t = get_target('xla:lazy:fp32'); print(os.environ['XLA_FLAGS']); print(t.device_name())")
-    env = {key: value for key, value in os.environ.items() if key != "XLA_FLAGS"}
-    env["PJRT_DEVICE"] = "CPU"
-    root = Path(__file__).resolve().parents[2]
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300, cwd=root)
-    assert result.returncode == 0, result.stderr[-2000:]
-    flags, name = result.stdout.splitlines()[-2:]
-    assert "--xla_cpu_multi_thread_eigen=false" in flags.split() and name.endswith("(PJRT_DEVICE=CPU, 1 thread)")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 from typing import Callable
 
 import torch
@@ -26,28 +25,11 @@ from trainspeed.targets.base import BatchPlacer, Target, is_host_oom
 from trainspeed.workloads.base import Batch
 
 XLA_OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory")
-SINGLE_THREAD_FLAG = "--xla_cpu_multi_thread_eigen=false"
-
-
-def cpu_client_flags(flags: str, torch_threads: int) -> str:
-    """XLA_FLAGS for the PJRT CPU client when torch runs `torch_threads` threads.
-
-    XLA's CPU client runs its matmuls on an Eigen pool of every core, whatever torch's thread
-    count: an `xla:lazy:fp32` row of a `--threads 1` bench used 1.3-1.7 CPU seconds per wall second
-    while a cpu:* row beside it used 1. With one torch thread the pool is switched off, so one
-    thread means one thread on both. XLA has no setting for N > 1 threads; those keep the pool. A
-    setting the user made in XLA_FLAGS is left as it is."""
-    if torch_threads != 1 or "xla_cpu_multi_thread_eigen" in flags:
-        return flags
-    return f"{flags} {SINGLE_THREAD_FLAG}".strip()
 
 
 def _xla_modules():
-    """torch_xla is optional and heavy: import it only when an XLA target is used (and, on the
-    CPU client, with XLA's threads set from torch's before its first import starts the client)."""
+    """torch_xla is optional and heavy: import it only when an XLA target is used."""
     os.environ.setdefault("PJRT_DEVICE", _default_pjrt_device())
-    if "torch_xla" not in sys.modules and os.environ["PJRT_DEVICE"] == "CPU":
-        os.environ["XLA_FLAGS"] = cpu_client_flags(os.environ.get("XLA_FLAGS", ""), torch.get_num_threads())
     import torch_xla
     import torch_xla.core.xla_model as xm
     import torch_xla.debug.metrics as met
@@ -91,12 +73,7 @@ class XlaTarget(Target):
 
     def device_name(self) -> str:
         _, xm, _ = _xla_modules()
-        pjrt_device = os.environ.get("PJRT_DEVICE")
-        threads = ""
-        if pjrt_device == "CPU":
-            single = SINGLE_THREAD_FLAG in os.environ.get("XLA_FLAGS", "")
-            threads = ", 1 thread" if single else ", Eigen pool of every core"
-        return f"XLA {xm.xla_device_hw(self.device)} (PJRT_DEVICE={pjrt_device}{threads})"
+        return f"XLA {xm.xla_device_hw(self.device)} (PJRT_DEVICE={os.environ.get('PJRT_DEVICE')})"
 
     def after_step(self) -> None:
         """Cut the lazy graph after the optimizer step, so one step is one compiled graph."""
