@@ -13,7 +13,8 @@ the GPU (non_blocking from pinned memory with --pin-memory) and syncs at each ep
 `--check-data on off` measures each configuration with the loader's data checks and without them
 (`LoaderConfig.check_data`): per batch the action ids and masks are checked in the timed epochs;
 each shard whose bytes changed since they were written is hashed once per run, at its first read,
-which lands in the untimed first epoch (its seconds are in `first_epoch_s`).
+which lands in the untimed first epoch (its seconds are in `first_epoch_s`). `--time-checks` also
+times the per-batch checks on their own against the time the loader takes to make each batch.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from trainspeed.atomic import atomic_write_text
@@ -141,6 +143,35 @@ def print_check_cost(rows: list[LoaderRow]) -> None:
               f"{median_rate(True) / median_rate(False):.3f} (median of {max(r.repeat for r in rows) + 1} repeats)")
 
 
+def time_checks(folder: Path, batch_size: int, epochs: int) -> dict:
+    """The per-batch checks timed on their own: for each batch of `epochs` epochs (one worker-less
+    loader without checks), the seconds the loader took to make it and the seconds the workload's
+    checks take on it. Steadier than the ratio of two loader runs, which memory traffic of other
+    jobs moves by several percent either way."""
+    loader = open_mahjong_shards(folder, LoaderConfig(batch_size=batch_size, num_workers=0, check_data=False))
+    check_rows = loader.spec.check_rows
+    load_s, check_s = [], []
+    for epoch in range(epochs + 1):
+        loader.set_epoch(epoch)
+        batches = iter(loader)
+        while True:
+            start = time.perf_counter()
+            batch = next(batches, None)
+            made = time.perf_counter()
+            if batch is None:
+                break
+            columns = {name: batch[name].numpy() for name in ("action", "mask")}
+            problems = check_rows(folder, np.arange(len(columns["action"])), columns)
+            checked = time.perf_counter()
+            assert not problems, problems
+            if epoch > 0:  # epoch 0 warms the page cache
+                load_s.append(made - start)
+                check_s.append(checked - made)
+    load, check = statistics.median(load_s), statistics.median(check_s)
+    return {"kind": "check-cost", "batch_size": batch_size, "batches": len(load_s), "load_s_per_batch": load,
+            "check_s_per_batch": check, "check_fraction": check / load}
+
+
 def replicate(folder: Path, copies: int) -> Path:
     """A bigger shard folder made of `copies` copies of `folder`'s shards (same games repeated):
     loader speed does not depend on which games, and a host without the engine can run this."""
@@ -173,6 +204,8 @@ def main() -> None:
     parser.add_argument("--check-data", nargs="+", choices=("on", "off"), default=["on"],
                         help="with the loader's data checks, without them, or both side by side")
     parser.add_argument("--repeats", type=int, default=1, help="run every configuration this often, interleaved")
+    parser.add_argument("--time-checks", action="store_true",
+                        help="also time the per-batch data checks on their own (a check-cost row per batch size)")
     parser.add_argument("--out", type=Path, default=Path("results/loader_bench.jsonl"))
     args = parser.parse_args()
     if args.pin_memory and not args.device.startswith("cuda"):
@@ -203,7 +236,15 @@ def main() -> None:
                   flush=True)
     if args.check_data == ["on", "off"] or args.check_data == ["off", "on"]:
         print_check_cost(rows)
-    atomic_write_text(args.out, "".join(json.dumps(asdict(row)) + "\n" for row in rows))
+    records = [asdict(row) for row in rows]
+    if args.time_checks:
+        for batch_size in args.batch_sizes:
+            cost = time_checks(folder, batch_size, args.epochs)
+            print(f"batch {batch_size}: the checks take {cost['check_s_per_batch'] * 1e6:,.0f} us of a batch the loader "
+                  f"makes in {cost['load_s_per_batch'] * 1e6:,.0f} us ({cost['check_fraction']:.1%}; medians of "
+                  f"{cost['batches']} batches)")
+            records.append(cost)
+    atomic_write_text(args.out, "".join(json.dumps(record) + "\n" for record in records))
 
 
 if __name__ == "__main__":

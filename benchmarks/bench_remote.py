@@ -241,7 +241,8 @@ def bench(args: argparse.Namespace, targets: list[str], feed: str, batch_size: i
     command = [*Network.exec(client_ns), *lock, sys.executable, "-m", "trainspeed", "bench",
                "--workload", "mahjong", "--size", args.size, "--targets", ",".join(targets), "--feed", feed,
                "--batch-sizes", str(batch_size), "--threads", str(args.threads), "--windows", str(args.windows),
-               "--min-window-s", str(args.min_window_s), "--warmup-steps", str(args.warmup_steps),
+               "--min-window-s", str(args.min_window_s), "--min-steps-per-window", str(args.min_steps_per_window),
+               "--warmup-steps", str(args.warmup_steps),
                "--baseline", args.target, "--out", str(args.out), "--no-progress", "--no-plot"]
     load = " ".join(f"{value:.1f}" for value in os.getloadavg())
     print(f"== batch {batch_size}, {feed}-fed, load average {load}", flush=True)
@@ -278,6 +279,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--windows", type=int, default=3)
     parser.add_argument("--min-window-s", type=float, default=0.5)
+    parser.add_argument("--min-steps-per-window", type=int, default=4,
+                        help="pipelining overlaps steps only inside a window, which ends synced")
     parser.add_argument("--warmup-steps", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=1, help="sweeps over every batch size and link")
     parser.add_argument("--lock", default=LOCK, help="the shared lock every bench run holds")

@@ -68,6 +68,17 @@ def test_windows_are_sized_from_the_warmup():
     assert timing.median_step_s == sorted(timing.step_times_s)[1]
 
 
+def test_every_window_holds_at_least_the_steps_asked_for():
+    """A pipelined remote target overlaps steps only inside a window: a short minimum window must
+    not leave it one step per window."""
+    workload = get_workload("mahjong")
+    target = get_target("cpu:eager:fp32")
+    trainable = target.prepare(workload.build("tiny"))
+    batch = workload.synthetic_batch("tiny", 8, torch.Generator().manual_seed(0))
+    plan = TimingPlan(warmup_steps=0, windows=2, min_window_s=1e-6, min_steps_per_window=3)
+    assert time_training(target, trainable, batch, plan).steps_per_window == 3
+
+
 class SlowStartTarget(CpuTarget):
     """A CPU target whose first `slow_steps` steps take `slow_s` and later ones `fast_s`, as a
     CUDA-graph recording or XLA's second compile makes the warm-up slower than the steady steps."""

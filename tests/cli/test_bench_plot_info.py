@@ -31,6 +31,8 @@ def run_cli(capsys, *argv):
         (["--feed", "sideways"], "bad --feed 'sideways'"),
         (["--feed", "host,sideways"], "bad --feed 'host,sideways'"),
         (["--feed", "host,host"], "a feed is named twice"),
+        (["--min-steps-per-window", "0"], "--min-steps-per-window must be between 1"),
+        (["--min-steps-per-window", "9", "--max-steps-per-window", "4"], "--min-steps-per-window must be between 1"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_code_2(capsys, tmp_results, argv, fragment):

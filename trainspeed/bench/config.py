@@ -81,5 +81,8 @@ class BenchConfig:
             raise UsageError(f"bad feeds {','.join(self.feeds)}: choose device, host or device,host")
         if self.plan.max_steps_per_window < 1:
             raise UsageError(f"--max-steps-per-window must be >= 1, got {self.plan.max_steps_per_window}")
+        if not 1 <= self.plan.min_steps_per_window <= self.plan.max_steps_per_window:
+            raise UsageError(f"--min-steps-per-window must be between 1 and --max-steps-per-window "
+                             f"({self.plan.max_steps_per_window}), got {self.plan.min_steps_per_window}")
         if self.plan.min_window_s <= 0:
             raise UsageError(f"--min-window-s must be positive, got {self.plan.min_window_s}")

@@ -40,6 +40,10 @@ class TimingPlan:
     """Every timed window lasts at least this long (unless `max_steps_per_window` stops it)."""
     max_steps_per_window: int = 10_000
     """Cap on steps per window, so a step that is mostly a no-op cannot run for ever."""
+    min_steps_per_window: int = 1
+    """Steps every window holds at least. A pipelined target (a remote one with in-flight=N)
+    overlaps a step's transfer with the step before it only inside a window, which ends synced,
+    so a one-step window would time it as synchronous."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,8 @@ class Timing:
 
 
 def steps_for_window(step_s: float, plan: TimingPlan) -> int:
-    return max(1, min(plan.max_steps_per_window, math.ceil(plan.min_window_s / max(step_s, 1e-9))))
+    wanted = max(plan.min_steps_per_window, math.ceil(plan.min_window_s / max(step_s, 1e-9)))
+    return max(1, min(plan.max_steps_per_window, wanted))
 
 
 def grown_steps(steps: int, short_window_s: float, plan: TimingPlan) -> int:

@@ -35,6 +35,8 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     add_flag(parser, "--windows", BenchConfig, "plan.windows", "timed windows; the median is reported")
     add_flag(parser, "--min-window-s", BenchConfig, "plan.min_window_s", "seconds each window lasts at least",
              type=_positive_float)
+    add_flag(parser, "--min-steps-per-window", BenchConfig, "plan.min_steps_per_window",
+             "steps every window holds at least (a pipelined remote target overlaps steps only inside a window)")
     add_flag(parser, "--max-steps-per-window", BenchConfig, "plan.max_steps_per_window",
              "cap on steps per window (a row says steps_capped when it left a window short)")
     add_flag(parser, "--feed", BenchConfig, "feeds",
