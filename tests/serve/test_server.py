@@ -367,4 +367,7 @@ def test_the_client_side_link_emulation_holds_steps_back(server):
         started = time.perf_counter()
         target.run_step(trainable, target.move_batch(batch))
         times.append(time.perf_counter() - started)
-    assert times[1] > times[0] + 0.26 + 0.05, times
+    # A lower bound, which load cannot break: the emulated link carries the batch no faster than its
+    # rate and answers no sooner than its round trip (the server's step then overlaps nothing).
+    assert times[1] >= 0.26 + 0.05, times
+    assert times[0] < times[1], times
