@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import grpc
-import torch
 
 from trainspeed.errors import UsageError
 from trainspeed.serve.auth import TokenInterceptor, server_tls_credentials
@@ -20,6 +19,7 @@ from trainspeed.serve.config import ServeConfig
 from trainspeed.serve.host import DeviceHost
 from trainspeed.serve.session import log, serve_session
 from trainspeed.targets import get_target
+from trainspeed.targets.threads import configure_threads
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire import remote_pb2_grpc as pb_grpc
 from trainspeed.wire.address import Address
@@ -59,15 +59,6 @@ class RunningServer:
     def stop(self, grace_s: float | None = 2.0) -> None:
         self.server.stop(grace_s).wait()
 
-
-def configure_threads(threads: int | None) -> None:
-    if threads is None:
-        return
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(threads)
-    except RuntimeError:
-        pass  # fixed already by earlier parallel work in this process; intra-op threads are what count
 
 
 def start_server(config: ServeConfig) -> RunningServer:

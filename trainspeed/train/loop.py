@@ -23,6 +23,7 @@ import torch
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import BatchPlacer, Target
+from trainspeed.targets.threads import configure_threads
 from trainspeed.train.checkpoint import (
     StopRequest,
     capture_rng_states,
@@ -127,15 +128,6 @@ def seed_everything(seed: int) -> None:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
 
-
-def configure_threads(threads: int | None) -> None:
-    if threads is None:
-        return
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(threads)
-    except RuntimeError:
-        pass  # already fixed by earlier parallel work in this process; intra-op threads are what count
 
 
 def open_loader(
