@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from report_rows import OLD_STYLEGAN3_ROW, bench_rows, remote_rows, write_every_kind, write_jsonl
+from report_rows import OLD_STYLEGAN3_ROW, bench, bench_rows, remote_rows, write_every_kind, write_jsonl
 from trainspeed.errors import UsageError
 from trainspeed.report.inputs import read_inputs
 
@@ -112,3 +112,21 @@ def test_the_batch_size_study_scripts_rows_are_read(tmp_path):
     run, batch = study[1], study[2]
     assert (run.get("lr"), run.get("wall_s"), run.seed_label) == (0.001, 120.0, "0")
     assert batch.rank_interval == (2.3, 2.5) and batch.seed_label == "mean of seeds 0,1"
+
+
+def test_a_remote_row_pairs_with_the_local_row_of_its_own_run_and_each_feed_is_its_own_line(tmp_path):
+    """A newer local row from another file must not stand in for the one measured beside it."""
+    from trainspeed.report.figures import remote_pairs
+
+    remote = remote_rows()[0]
+    rows = [
+        {**bench("cpu:eager:fp32", 64, samples_per_s=900.0), "run_id": "side-by-side", "feed": "host"},
+        {**remote, "run_id": "side-by-side", "feed": "host"},
+        {**remote, "run_id": "side-by-side", "feed": "device", "samples_per_s": 880.0},
+        {**bench("cpu:eager:fp32", 64, samples_per_s=1800.0), "run_id": "later", "feed": "host",
+         "timestamp": "2027-01-01T00:00:00+00:00"},
+    ]
+    pairs = remote_pairs(read_inputs([write_jsonl(tmp_path / "r.jsonl", rows)]).bench)
+    host = next(p for p in pairs if p.remote.row.feed == "host")
+    assert host.local.row.run_id == "side-by-side" and host.ratio == pytest.approx(900.0 / 300.0)
+    assert len({p.series for p in pairs}) == 2 and all("-fed)" in p.series for p in pairs)

@@ -393,7 +393,7 @@ class RemotePair:
     def series(self) -> str:
         remote = self.remote
         return (f"{remote.local_target} over {remote.get('link')} "
-                f"({remote.get('transport')}, {remote.get('in_flight')} in flight)")
+                f"({remote.get('transport')}, {remote.get('in_flight')} in flight, {remote.row.feed or 'device'}-fed)")
 
     @property
     def ratio(self) -> float | None:
@@ -404,13 +404,18 @@ class RemotePair:
 
 
 def remote_pairs(rows: Sequence[BenchRow]) -> list[RemotePair]:
-    local = {(r.row.workload, r.row.size, r.row.target, r.row.feed or "device", r.row.batch_size): r
-             for r in newest_per_series([r for r in rows if not r.is_remote])}
+    """Each remote row with its local counterpart: from the same bench run where it measured one
+    (side by side, minutes apart at most), else the newest such row of any input."""
+    def key(row: BenchRow, target: str) -> tuple:
+        return (row.row.workload, row.row.size, target, row.row.feed or "device", row.row.batch_size)
+
+    local_rows = [r for r in rows if not r.is_remote]
+    same_run = {(r.row.run_id, *key(r, r.row.target)): r for r in local_rows}
+    newest = {key(r, r.row.target): r for r in newest_per_series(local_rows)}
     pairs = []
     for remote in newest_per_series([r for r in rows if r.is_remote]):
-        key = (remote.row.workload, remote.row.size, remote.local_target, remote.row.feed or "device",
-               remote.row.batch_size)
-        pairs.append(RemotePair(remote, local.get(key)))
+        wanted = key(remote, remote.local_target)
+        pairs.append(RemotePair(remote, same_run.get((remote.row.run_id, *wanted), newest.get(wanted))))
     return sorted(pairs, key=lambda p: (p.series, p.remote.row.batch_size))
 
 
