@@ -44,8 +44,9 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from trainspeed.atomic import atomic_path, atomic_write_text  # noqa: E402
+from trainspeed.atomic import atomic_write_text  # noqa: E402
 from trainspeed.evaluate.stats import clustered_mean  # noqa: E402
+from trainspeed.report.plot import save_figure  # noqa: E402
 
 
 def _ints(text: str) -> list[int]:
@@ -312,14 +313,7 @@ def plot(config: StudyConfig, runs: list[dict[str, Any]], batches: list[dict[str
     curve_axes.legend(fontsize=8)
     sweep_axes.legend(fontsize=8)
     figure.suptitle(f"Batch-size study: mahjong/{config.size}, {config.samples:,} samples per run, {config.target}")
-    written = []
-    for suffix in (".png", ".svg"):
-        path = stem.with_suffix(suffix)
-        with atomic_path(path) as tmp:
-            figure.savefig(tmp, format=suffix[1:], dpi=110)
-        written.append(path)
-    plt.close(figure)
-    return written
+    return save_figure(figure, stem, dpi=110)
 
 
 def table(batches: list[dict[str, Any]], comparisons: list[dict[str, Any]]) -> str:

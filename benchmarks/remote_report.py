@@ -214,6 +214,8 @@ def figure(m: Measurements, stem: Path) -> list[Path]:
     matplotlib.rcParams["svg.fonttype"] = "none"
     import matplotlib.pyplot as plt
 
+    from trainspeed.report.plot import save_figure
+
     fig, (ratio_axes, time_axes, bytes_axes) = plt.subplots(1, 3, figsize=(18, 5.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     xs_all = [math.log2(b) for b in m.batch_sizes]
@@ -260,13 +262,7 @@ def figure(m: Measurements, stem: Path) -> list[Path]:
         axes.grid(alpha=0.3)
         axes.legend(fontsize=7)
     fig.tight_layout()
-    paths = []
-    for suffix in (".png", ".svg"):
-        path = stem.with_suffix(suffix)
-        fig.savefig(path, dpi=110)
-        paths.append(path)
-    plt.close(fig)
-    return paths
+    return save_figure(fig, stem, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:

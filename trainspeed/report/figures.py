@@ -464,13 +464,15 @@ def eval_figure(rows: Sequence[EvalRow]) -> Figure:
         interval = row.get("mean_rank_ci95")
         error = [[mean - interval[0]], [interval[1] - mean]] if isinstance(interval, list) and len(interval) == 2 else None
         rank_axes.errorbar(mean, position, xerr=error, fmt="o", color="black", capsize=4)
+        rank_axes.annotate(f"{mean:.3f}", (mean, position), xytext=(0, 6), textcoords="offset points",
+                           ha="center", fontsize=8)
         left = 0.0
         for rank, (share, colour) in enumerate(zip(row.get("rank_distribution"), RANK_COLOURS), start=1):
             share_axes.barh(position, share, left=left, color=colour, label=f"rank {rank}" if position == positions[0] else None)
             left += share
     rank_axes.axvline(EVEN_RANK, color="grey", linestyle="--", linewidth=0.8)
     rank_axes.set_yticks(positions, [f"{row.label}, {row.get('games')} games" for row in rows], fontsize=8)
-    rank_axes.set(xlabel="mean rank (1 best, 4 worst; 2.5 even), 95% interval", xlim=(1, 4),
+    rank_axes.set(xlabel="mean rank (1 best, 4 worst; 2.5 even), 95% interval clustered by deal", xlim=(1, 4),
                   title="Self-play strength")
     rank_axes.grid(True, axis="x", alpha=0.3)
     share_axes.set(xlabel="share of games at each rank", xlim=(0, 1), title="Rank distribution")

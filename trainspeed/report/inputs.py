@@ -119,9 +119,13 @@ class EvalRow:
 
     @property
     def label(self) -> str:
+        """`<run name> @<step> vs <opponent>` (run directories, the policy's and a policy
+        opponent's, by their last part)."""
         step = self.get("policy_step")
         policy = Path(str(self.get("policy"))).name or str(self.get("policy"))
-        return f"{policy}" + (f" @{step}" if step is not None else "") + f" vs {self.get('opponent')}"
+        opponent = str(self.get("opponent"))
+        opponent = Path(opponent).name if "/" in opponent else opponent
+        return f"{policy}" + (f" @{step}" if step is not None else "") + f" vs {opponent}"
 
 
 @dataclass(frozen=True)

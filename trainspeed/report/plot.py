@@ -123,14 +123,18 @@ def build_figure(rows: list[ResultRow], baseline: str | None = None) -> Figure:
     return figure
 
 
-def plot_results(rows: list[ResultRow], out_stem: Path, baseline: str | None = None) -> list[Path]:
-    """Write OUT_STEM.png and OUT_STEM.svg; returns the paths written."""
-    figure = build_figure(rows, baseline)
+def save_figure(figure: Figure, out_stem: Path, dpi: int = 120) -> list[Path]:
+    """Write OUT_STEM.png and OUT_STEM.svg, each atomically, and close the figure; returns the paths."""
     written = []
     for suffix in (".png", ".svg"):
         path = out_stem.with_suffix(suffix)
         with atomic_path(path) as tmp:
-            figure.savefig(tmp, format=suffix[1:], dpi=120)
+            figure.savefig(tmp, format=suffix[1:], dpi=dpi)
         written.append(path)
     plt.close(figure)
     return written
+
+
+def plot_results(rows: list[ResultRow], out_stem: Path, baseline: str | None = None) -> list[Path]:
+    """Write OUT_STEM.png and OUT_STEM.svg; returns the paths written."""
+    return save_figure(build_figure(rows, baseline), out_stem)
