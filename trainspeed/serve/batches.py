@@ -49,8 +49,8 @@ class BatchLayout:
         if self.batch_size is None:
             self.batch_size = shape[0]
         if shape[0] != self.batch_size or shape[0] == 0:
-            raise WireError(f"batch tensor {header.name!r} holds {shape[0]} samples; this session's batch size "
-                            f"is {self.batch_size}")
+            raise WireError(f"batch tensor {header.name!r} holds {shape[0]} samples; the client's session has batch size "
+                            f"{self.batch_size}")
 
 
 @dataclass

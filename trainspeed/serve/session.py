@@ -173,7 +173,7 @@ class DeviceSession:
         with self.host.lock:
             try:
                 self.trainable = target.build(workload, request.size, request.seed)
-            except Exception as error:  # noqa: BLE001 - a build that fails ends this session only
+            except Exception as error:  # noqa: BLE001 - a build that fails ends only the client's own session
                 raise self._step_failure(error, "building the model") from None
         optimizers = [pb.OptimizerGroups(optimizer=name, lr=[float(g["lr"]) for g in optimizer.param_groups])
                       for name, optimizer in self.trainable.optimizers.items()]
@@ -214,7 +214,7 @@ class DeviceSession:
                 target.sync()
                 step_s = time.perf_counter() - started
                 loss = loss.detach().to("cpu")
-            except Exception as error:  # noqa: BLE001 - a failed step ends this session only
+            except Exception as error:  # noqa: BLE001 - a failed step ends only the client's own session
                 raise self._step_failure(error, f"step {self.steps + 1}") from None
             compiles, peak = target.compile_count(), target.peak_memory_bytes()
         self.steps += 1
