@@ -42,6 +42,7 @@ from trainspeed.workloads.mahjong.duplicate import (
     DuplicatePool,
     NetworkPlayer,
     Player,
+    PoolTimes,
     deal_seed,
 )
 
@@ -215,23 +216,11 @@ def _ci(values: tuple[float, float] | None) -> list[float] | None:
     return None if values is None else [values[0], values[1]]
 
 
-@dataclass
-class PlayedPart:
-    """What this invocation did and how long it took."""
-
-    games: int = 0
-    wall_s: float = 0.0
-    engine_s: float = 0.0
-    encode_s: float = 0.0
-    network_s: float = 0.0
-    decisions: int = 0
-    forward_calls: int = 0
-
-
 def summarize(config: MahjongEvalConfig, command: str, eval_id: str, target: Target,
               policy: RunCheckpoint, opponent: RunCheckpoint | None,
-              results: list[DealResult], played: PlayedPart) -> MahjongEvalRow:
-    """The row: means with intervals clustered by deal (a deal's four games are one cluster)."""
+              results: list[DealResult], played: PoolTimes, wall_s: float) -> MahjongEvalRow:
+    """The row: means with intervals clustered by deal (a deal's four games are one cluster);
+    `played` and `wall_s` are what this invocation did and how long it took."""
     ranks = clustered_mean([result.ranks for result in results], bounds=(1.0, 4.0))
     deltas = clustered_mean([result.score_deltas for result in results])
     all_ranks = np.array([result.ranks for result in results]).ravel()
@@ -244,8 +233,8 @@ def summarize(config: MahjongEvalConfig, command: str, eval_id: str, target: Tar
         mean_rank=ranks.mean, mean_rank_ci95=_ci(ranks.ci95),
         mean_score_delta=deltas.mean, mean_score_delta_ci95=_ci(deltas.ci95),
         rank_distribution=distribution,
-        games_per_s=played.games / played.wall_s if played.wall_s else 0.0,
-        decisions_per_s=played.decisions / played.wall_s if played.wall_s else 0.0,
+        games_per_s=played.games / wall_s if wall_s else 0.0,
+        decisions_per_s=played.decisions / wall_s if wall_s else 0.0,
         engine_s=played.engine_s, network_s=played.network_s,
         threads=torch.get_num_threads(), torch_version=torch.__version__, command=command,
         mean_rank_ci95_half_width=ranks.half_width,
@@ -253,7 +242,7 @@ def summarize(config: MahjongEvalConfig, command: str, eval_id: str, target: Tar
         opponent_size=None if opponent is None else opponent.size,
         opponent_step=None if opponent is None else opponent.step,
         deal_seeds=f"deal_seed({config.seed}, d) for d in 0..{config.deals - 1}",
-        games_played=played.games, wall_s=played.wall_s, encode_s=played.encode_s,
+        games_played=played.games, wall_s=wall_s, encode_s=played.encode_s,
         decisions=played.decisions, forward_calls=played.forward_calls, batch_games=config.batch_games,
         device=target.device_name(), engine=engine_version(),
         deal_ranks=[list(result.ranks) for result in results],
@@ -315,12 +304,9 @@ def run_mahjong_eval(config: MahjongEvalConfig, command: str,
                 on_deal(result)
     finally:
         bar.close()
-    times = pool.times
-    played = PlayedPart(games=times.games, wall_s=time.perf_counter() - started, engine_s=times.engine_s,
-                        encode_s=times.encode_s, network_s=times.network_s, decisions=times.decisions,
-                        forward_calls=times.forward_calls)
+    wall_s = time.perf_counter() - started
     results = [progress.done[deal] for deal in range(config.deals)]
-    row = summarize(config, command, progress.eval_id, target, policy, opponent, results, played)
+    row = summarize(config, command, progress.eval_id, target, policy, opponent, results, pool.times, wall_s)
     append_line(out, json.dumps(dataclasses.asdict(row)))
     progress.remove()
     return row
