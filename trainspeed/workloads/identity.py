@@ -1,0 +1,80 @@
+"""What a workload is, beyond its short name: where it is defined and a hash of that definition.
+
+Two workloads may share a `name` (two users' `charlm`), and one name may change meaning when its
+code changes. Rows, tables and figures therefore keep workloads apart by their identity, and a
+remote server compares the client's identity with the workloads it was told to build.
+
+The hash covers the source files that define the workload: every `.py` file of the package that
+holds the workload's class (for a built-in: its whole folder, model and data code included), or the
+single module file where the class lives outside a package. A workload may also declare a
+`version` string of its own; it is recorded beside the hash, which is what identity compares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+SHORT_HASH = 12
+"""Characters of the hash shown in labels: enough to tell definitions apart at a glance."""
+
+
+@dataclass(frozen=True)
+class WorkloadIdentity:
+    name: str
+    module: str
+    """The class's module, dotted (`trainspeed.workloads.mahjong.workload`, `charlm`)."""
+    version: str | None
+    definition_sha256: str
+
+    @property
+    def label(self) -> str:
+        """`name@hash12`: short enough for a legend, distinct for distinct definitions."""
+        return f"{self.name}@{self.definition_sha256[:SHORT_HASH]}"
+
+    def row_fields(self) -> dict[str, str | None]:
+        """The fields result rows carry, so readers can keep workloads apart."""
+        return {"workload_module": self.module, "workload_version": self.version,
+                "workload_sha256": self.definition_sha256}
+
+
+def _defining_file(workload: object) -> tuple[Path, str]:
+    module = sys.modules[type(workload).__module__]
+    source = inspect.getsourcefile(module)
+    if source is None:
+        raise ValueError(f"workload module {module.__name__!r} has no source file to identify it by")
+    return Path(source).resolve(), module.__package__ or ""
+
+
+def definition_files(workload: object) -> tuple[Path, list[Path]]:
+    """The folder the definition is read relative to, and its source files, sorted."""
+    path, package = _defining_file(workload)
+    in_package = bool(package) and (path.name == "__init__.py" or path.parent.name == package.rsplit(".", 1)[-1])
+    if not in_package:
+        return path.parent, [path]
+    return path.parent, sorted(p for p in path.parent.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def definition_sha256(workload: object) -> str:
+    """sha256 over each definition file's relative path and bytes, each length-prefixed."""
+    root, files = definition_files(workload)
+    digest = hashlib.sha256()
+    for path in files:
+        relative = path.relative_to(root).as_posix().encode()
+        content = path.read_bytes()
+        digest.update(len(relative).to_bytes(8, "little") + relative)
+        digest.update(len(content).to_bytes(8, "little") + content)
+    return digest.hexdigest()
+
+
+def identify(workload: object) -> WorkloadIdentity:
+    version = getattr(workload, "version", None)
+    return WorkloadIdentity(
+        name=str(getattr(workload, "name")),
+        module=type(workload).__module__,
+        version=None if version is None else str(version),
+        definition_sha256=definition_sha256(workload),
+    )
