@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from riichienv import ActionType, calculate_shanten
 
-from trainspeed.workloads.mahjong.agents import (RandomAgent, RuleBasedAgent, acceptance, tile_type,
-                                                 value_honours, visible_counts)
+from trainspeed.workloads.mahjong.agents import RandomAgent, RuleBasedAgent
 from trainspeed.workloads.mahjong.engine import play_game
+from trainspeed.workloads.mahjong.tiles import acceptance, tile_type, value_honours, visible_counts
 
 CALLS = (ActionType.CHI, ActionType.PON, ActionType.DAIMINKAN, ActionType.ANKAN, ActionType.KAKAN)
 

@@ -13,10 +13,11 @@ import random
 from collections import Counter
 from typing import Iterable
 
-from riichienv import Action, ActionType, Observation, calculate_shanten
+from riichienv import Action, ActionType, Observation
 
-DRAGONS = frozenset({31, 32, 33})
-EAST = 27
+from trainspeed.workloads.mahjong.tiles import (acceptance, shanten_after_discards, tile_type, useful_kinds,
+                                                value_honours, visible_counts, without_one)
+
 FOLD_SHANTEN = 2
 """Against a riichi, fold when at least this far from tenpai."""
 
@@ -29,55 +30,6 @@ class RandomAgent:
 
     def act(self, observation: Observation) -> Action:
         return self._rng.choice(observation.legal_actions())
-
-
-def tile_type(tile: int) -> int:
-    """Tile id (0..135, four copies per type) -> type (0..33)."""
-    return tile // 4
-
-
-def value_honours(observation: Observation) -> frozenset[int]:
-    """Tile types whose pon gives a yaku for this seat: dragons, own seat wind, round wind."""
-    seat_wind = EAST + (observation.player_id - observation.oya) % 4
-    return DRAGONS | {seat_wind, EAST + int(observation.round_wind)}
-
-
-def visible_counts(observation: Observation) -> Counter:
-    """Copies of each tile type this seat can see: own hand, all discards and melds, dora markers."""
-    seen: Counter = Counter(tile_type(t) for t in observation.hand)
-    for river in observation.discards:
-        seen.update(tile_type(t) for t in river)
-    for melds in observation.melds:
-        for meld in melds:
-            seen.update(tile_type(t) for t in meld.tiles)
-    seen.update(tile_type(t) for t in observation.dora_indicators)
-    return seen
-
-
-TERMINALS_AND_HONOURS = frozenset({0, 8, 9, 17, 18, 26, *range(27, 34)})
-
-
-def useful_kinds(hand: list[int]) -> set[int]:
-    """Tile types that could lower the shanten: neighbours (within 2, same suit) of a hand tile,
-    and terminals/honours (thirteen orphans). No other draw can complete a group or a pair."""
-    kinds = set(TERMINALS_AND_HONOURS)
-    for kind in {tile_type(t) for t in hand}:
-        if kind >= 27:
-            kinds.add(kind)
-            continue
-        suit_start = kind - kind % 9
-        kinds.update(k for k in range(kind - 2, kind + 3) if suit_start <= k < suit_start + 9)
-    return kinds
-
-
-def acceptance(hand: list[int], shanten: int, seen: Counter) -> int:
-    """Unseen tiles that would lower the shanten of `hand` (13-tile style) if drawn."""
-    total = 0
-    for kind in useful_kinds(hand):
-        remaining = 4 - seen[kind]
-        if remaining > 0 and calculate_shanten(hand + [kind * 4]) < shanten:
-            total += remaining
-    return total
 
 
 def _first(actions: Iterable[Action], *types: ActionType) -> Action | None:
@@ -113,24 +65,18 @@ class RuleBasedAgent:
     def choose_discard(self, observation: Observation, discards: list[Action]) -> Action:
         hand = list(observation.hand)
         seen = visible_counts(observation)
-        by_shanten = {}
-        for action in discards:
-            rest = list(hand)
-            rest.remove(action.tile)
-            by_shanten[action.tile] = (calculate_shanten(rest), rest)
-        best_shanten = min(s for s, _ in by_shanten.values())
+        shanten_after = shanten_after_discards(hand)
+        best_shanten = min(shanten_after[tile_type(a.tile)] for a in discards)
         threats = [seat for seat, declared in enumerate(observation.riichi_declared)
                    if declared and seat != observation.player_id]
         if threats and best_shanten >= FOLD_SHANTEN and self.fold_against_riichi:
             return min(discards, key=lambda a: (_danger(a.tile, threats, observation, seen), a.tile))
-        candidates = [a for a in discards if by_shanten[a.tile][0] == best_shanten]
+        candidates = [a for a in discards if shanten_after[tile_type(a.tile)] == best_shanten]
         if len(candidates) == 1:
             return candidates[0]
-        scored = {}
-        for action in candidates:
-            kind = tile_type(action.tile)
-            if kind not in scored:
-                scored[kind] = acceptance(by_shanten[action.tile][1], best_shanten, seen)
+        draws = useful_kinds(hand)
+        scored = {kind: acceptance(without_one(hand, kind), best_shanten, seen, draws)
+                  for kind in {tile_type(a.tile) for a in candidates}}
         return max(candidates, key=lambda a: (scored[tile_type(a.tile)], _isolation(a.tile), -a.tile))
 
 
