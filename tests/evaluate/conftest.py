@@ -34,3 +34,13 @@ def foreign_run(policy_run, tmp_path_factory) -> Path:
     torch.save(payload, out / "checkpoints" / "step-000000001.pt")
     (out / "checkpoints" / "latest").write_text("step-000000001.pt\n")
     return out
+
+
+@pytest.fixture(scope="session")
+def selfplay_data(tmp_path_factory) -> Path:
+    """Two self-play games of four rule-based agents, as `trainspeed data mahjong-selfplay` writes them."""
+    out = tmp_path_factory.mktemp("data") / "selfplay"
+    result = run_trainspeed("data", "mahjong-selfplay", "--games", "2", "--workers", "1", "--seed", "5",
+                            "--out", str(out), "--no-progress")
+    assert result.returncode == 0, result.stderr
+    return out

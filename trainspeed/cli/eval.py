@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trainspeed.evaluate.config import MahjongEvalConfig
+from trainspeed.evaluate.config import MahjongAgreementConfig, MahjongEvalConfig
 from trainspeed.flags import add_flag, config_from_flags
 
 EPILOG = """\
@@ -43,6 +43,42 @@ def add_eval_commands(subparsers: argparse._SubParsersAction) -> None:
     flag("--no-progress", "progress", "no progress bar")
     mahjong.add_argument("--no-plot", action="store_true", help="do not redraw OUT's figure")
     mahjong.set_defaults(handler=run_eval_mahjong)
+    add_agreement_command(eval_subparsers)
+
+
+def add_agreement_command(eval_subparsers: argparse._SubParsersAction) -> None:
+    agreement = eval_subparsers.add_parser(
+        "mahjong-agreement", help="a Mahjong policy's agreement with its teacher per kind of decision",
+        description="Answer every held-out decision of a Mahjong dataset with the policy's most likely "
+        "legal action and append its agreement with the recorded (teacher's) action per kind of decision "
+        "(discard, riichi, win, pon, chi, kan, abort, pass), and what its wrong discards cost, to --out.")
+
+    def flag(name: str, path: str, help: str, **kwargs) -> None:
+        add_flag(agreement, name, MahjongAgreementConfig, path, help, **kwargs)
+
+    flag("--policy", "policy", "run directory of the policy (its latest checkpoint)", required=True, metavar="RUN_DIR")
+    flag("--data", "data", "Mahjong shard folder", required=True, metavar="DIR")
+    flag("--split", "split", "train or val (held-out games)")
+    flag("--target", "target", "device:mode:precision the network runs on")
+    flag("--batch-size", "batch_size", "samples per forward pass")
+    flag("--threads", "threads", "torch threads")
+    flag("--out", "out", "results JSONL the row is appended to")
+    agreement.set_defaults(handler=run_eval_agreement)
+
+
+def run_eval_agreement(args: argparse.Namespace) -> int:
+    from trainspeed.evaluate.agreement import run_agreement
+
+    config = config_from_flags(MahjongAgreementConfig, args)
+    row = run_agreement(config, args.command_line)
+    shares = ", ".join(f"{kind} {share:.3f} ({row.samples_per_kind.get(kind, row.samples)})"
+                       for kind, share in row.agreement.items() if share is not None and kind in row.samples_per_kind)
+    print(f"{row.policy} (step {row.policy_step}) on {row.samples} {row.split} decisions of {row.data}: "
+          f"agreement {row.agreement['overall']:.3f}; {shares}")
+    print("wrong building discards: " + ", ".join(f"{name} {count}" for name, count in row.discard_errors.items())
+          + f"; folding discards agreed {row.agreement['discard_folding'] or 0:.3f} of {row.folding_samples}")
+    print(f"appended to {config.out}")
+    return 0
 
 
 def run_eval_mahjong(args: argparse.Namespace) -> int:

@@ -65,3 +65,31 @@ class MahjongEvalConfig:
             raise UsageError(f"eval mahjong: --opponent {self.opponent!r}: choose "
                              f"{', '.join(OPPONENT_NAMES)} or the run directory of a Mahjong policy")
         return self
+
+
+@dataclass(frozen=True)
+class MahjongAgreementConfig:
+    """The settings of `trainspeed eval mahjong-agreement` (its flags read their defaults here)."""
+
+    policy: str | None = None
+    """Run directory of the policy (its latest checkpoint)."""
+    data: str | None = None
+    """A Mahjong shard folder; its validation split (held-out games) is read."""
+    split: str = "val"
+    target: str = "cpu:eager:fp32"
+    batch_size: int = 1024
+    threads: int | None = 1
+    out: str = "results/mahjong_agreement.jsonl"
+
+    def validate(self) -> "MahjongAgreementConfig":
+        if self.policy is None:
+            raise UsageError("eval mahjong-agreement: give --policy RUN_DIR")
+        if self.data is None:
+            raise UsageError("eval mahjong-agreement: give --data DIR (a Mahjong shard folder)")
+        if self.split not in ("train", "val"):
+            raise UsageError(f"eval mahjong-agreement: --split {self.split!r}: choose train or val")
+        if self.batch_size < 1:
+            raise UsageError(f"eval mahjong-agreement: --batch-size must be >= 1, got {self.batch_size}")
+        if self.threads is not None and self.threads < 1:
+            raise UsageError(f"eval mahjong-agreement: --threads must be >= 1, got {self.threads}")
+        return self
