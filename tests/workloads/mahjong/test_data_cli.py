@@ -14,7 +14,7 @@ def test_selfplay_inspect_verify_from_the_command_line(tmp_path, capsys):
     assert "1 games" in capsys.readouterr().out
     assert main(["data", "inspect", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["games"] == 1 and summary["bytes_per_sample"] == 5122
+    assert summary["games"] == 1 and summary["bytes_per_sample"] == 5938
     assert main(["data", "verify", str(out)]) == 0
     assert "OK" in capsys.readouterr().out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from trainspeed.workloads.mahjong.encoding import FEATURE_SHAPE
 from trainspeed.workloads.mahjong.data.selfplay import game_seed
 from trainspeed.workloads.mahjong.duplicate import (
     BUILTIN_OPPONENTS,
@@ -53,7 +54,7 @@ def test_an_agent_against_three_copies_of_itself_ranks_exactly_2_5():
 
 def _numpy_policy(calls: list[int]) -> NetworkPlayer:
     """A deterministic stand-in network: a fixed linear map of the features, one call per batch."""
-    weights = np.random.default_rng(0).standard_normal((74 * 34, 82)).astype(np.float32)
+    weights = np.random.default_rng(0).standard_normal((FEATURE_SHAPE[0] * FEATURE_SHAPE[1], 82)).astype(np.float32)
 
     def logits(features: np.ndarray, mask: np.ndarray) -> np.ndarray:
         calls.append(len(features))

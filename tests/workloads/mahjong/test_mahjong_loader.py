@@ -20,7 +20,7 @@ def test_batches_have_the_contract_keys_and_dtypes(mahjong_shards):
     loader = MahjongWorkload().open_dataset(mahjong_shards, "tiny", LoaderConfig(batch_size=64, num_workers=0))
     assert isinstance(loader, BatchLoader)
     batch = next(iter(loader))
-    assert batch["features"].shape == (64, 74, 34) and batch["features"].dtype == torch.float16
+    assert batch["features"].shape == (64, 86, 34) and batch["features"].dtype == torch.float16
     assert batch["mask"].shape == (64, 82) and batch["mask"].dtype == torch.bool
     assert batch["action"].shape == (64,) and batch["action"].dtype == torch.int64
     assert batch["meta_sample_id"].shape == (64,) and batch["meta_sample_id"].dtype == torch.int64

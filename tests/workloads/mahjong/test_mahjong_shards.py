@@ -11,7 +11,7 @@ from trainspeed.errors import UsageError
 from trainspeed.workloads.mahjong.data.shards import (FORMAT_VERSION, MAHJONG_SCHEMA, write_mahjong_index,
                                                       write_mahjong_shard)
 from trainspeed.workloads.mahjong.data.verify import summarize_mahjong_shards, verify_mahjong_shards
-from trainspeed.workloads.mahjong.encoding import EncodedSamples
+from trainspeed.workloads.mahjong.encoding import FEATURE_SHAPE, EncodedSamples
 
 
 def _copy(folder, tmp_path):
@@ -26,7 +26,7 @@ def _samples(n: int, game_id: int = 3) -> EncodedSamples:
     action = np.array([rng.choice(np.flatnonzero(row)) for row in mask | (np.arange(82) == 81)])
     mask[np.arange(n), action] = True
     return EncodedSamples(
-        features=(rng.integers(0, 71, (n, 74, 34)) / 70).astype(np.float32), mask=mask, action=action,
+        features=(rng.integers(0, 71, (n, *FEATURE_SHAPE)) / 70).astype(np.float32), mask=mask, action=action,
         game_id=np.full(n, game_id), seat=rng.integers(0, 4, n), turn=np.arange(n))
 
 
@@ -44,14 +44,14 @@ def test_written_columns_read_back(tmp_path):
 
 
 def test_the_on_disk_format_is_that_of_existing_shard_sets(tmp_path):
-    """Shard folders made earlier must keep reading: same name, version, columns and layout."""
-    assert (MAHJONG_SCHEMA.format_name, MAHJONG_SCHEMA.format_version) == ("trainspeed-mahjong-shards", 1)
+    """Shard folders of this version must keep reading: same name, version, columns and layout."""
+    assert (MAHJONG_SCHEMA.format_name, MAHJONG_SCHEMA.format_version) == ("trainspeed-mahjong-shards", 2)
     assert list(MAHJONG_SCHEMA.columns_json().items()) == [
-        ("features", {"dtype": "<f2", "shape": [74, 34]}), ("mask", {"dtype": "|u1", "shape": [82]}),
+        ("features", {"dtype": "<f2", "shape": [86, 34]}), ("mask", {"dtype": "|u1", "shape": [82]}),
         ("action", {"dtype": "|u1", "shape": []}), ("game_id", {"dtype": "<u4", "shape": []}),
         ("seat", {"dtype": "|u1", "shape": []}), ("turn", {"dtype": "<u2", "shape": []})]
-    assert MAHJONG_SCHEMA.section_offsets(3) == {"features": 0, "mask": 15104, "action": 15360, "game_id": 15424,
-                                                  "seat": 15488, "turn": 15552, "end": 15616}
+    assert MAHJONG_SCHEMA.section_offsets(3) == {"features": 0, "mask": 17600, "action": 17856, "game_id": 17920,
+                                                  "seat": 17984, "turn": 18048, "end": 18112}
     info = write_mahjong_shard(tmp_path, "shard-000000", _samples(3))
     assert set(info.to_json()) == {"file", "samples", "games", "first_game_id", "last_game_id", "nbytes", "sha256",
                                    "feature_max_abs_error", "ctime_ns"}
@@ -70,7 +70,7 @@ def test_index_counts_match_the_data(mahjong_shards):
         assert len(np.unique(game_ids)) == info["games"]
         total += len(game_ids)
     assert total == index["samples"] > 0
-    assert index["bytes_per_sample"] == MAHJONG_SCHEMA.bytes_per_sample() == 5122
+    assert index["bytes_per_sample"] == MAHJONG_SCHEMA.bytes_per_sample() == 5938
     summary = summarize_mahjong_shards(mahjong_shards)
     assert summary.samples == total and summary.format_version == FORMAT_VERSION
 
@@ -133,3 +133,15 @@ def test_a_failed_write_leaves_no_shard(tmp_path):
     with pytest.raises(ValueError):
         write_mahjong_shard(tmp_path, "shard-000000", samples)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_shards_of_the_engine_planes_only_are_refused_with_how_to_remake_them(mahjong_shards, tmp_path):
+    """Version 1 shards (the engine's 74 planes, before the tile-fact planes) must not be read as
+    if their features were the model's 86."""
+    old = tmp_path / "old"
+    shutil.copytree(mahjong_shards, old)
+    index = json.loads((old / "index.json").read_text())
+    index["format_version"] = 1
+    (old / "index.json").write_text(json.dumps(index))
+    with pytest.raises(UsageError, match="format version 1; this trainspeed reads version 2 .re-make the shards"):
+        read_index(old, MAHJONG_SCHEMA)

@@ -36,7 +36,7 @@ EVAL_SEED_SALT = 0x6576616C  # "eval": evaluation walls differ from self-play's 
 MASK64 = 2**64 - 1
 
 LogitsFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
-"""(features (n, 74, 34) float32, legal mask (n, 82) bool) -> logits (n, 82), host arrays."""
+"""(features (n, 86, 34) float32, legal mask (n, 82) bool) -> logits (n, 82), host arrays."""
 
 
 @dataclass(eq=False)

@@ -1,7 +1,9 @@
-"""Observation -> model inputs: features (74, 34) float32, legal-action mask (82,) bool, action id.
+"""Observation -> model inputs: features (86, 34) float32, legal-action mask (82,) bool, action id.
 
-The engine's own encoder is used as is (`Observation.encode()`, raw float32 bytes), so any tool that
-reads the same engine version sees the same features.
+The features are the engine's own 74 planes (`Observation.encode()`, raw float32 bytes, so any
+tool that reads the same engine version sees the same ones), followed by 12 planes of facts about
+tiles computed from the same observation (`features.py`: shanten, what each discard does to it,
+acceptance, full rivers, the tile a call would take).
 """
 
 from __future__ import annotations
@@ -11,18 +13,26 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from trainspeed.workloads.mahjong.features import NUM_FACT_PLANES, fact_planes
+
 if TYPE_CHECKING:  # the shard reader and loader use this module on hosts without the engine
     from riichienv import Action, Observation
 
     from trainspeed.workloads.mahjong.engine import Decision
 
-FEATURE_SHAPE = (74, 34)
+ENGINE_PLANES = 74
+FEATURE_SHAPE = (ENGINE_PLANES + NUM_FACT_PLANES, 34)
 NUM_ACTIONS = 82
 
 
-def encode_features(observation: Observation) -> np.ndarray:
+def engine_planes(observation: Observation) -> np.ndarray:
     """(74, 34) float32, a read-only view of the engine's bytes."""
-    return np.frombuffer(observation.encode(), dtype=np.float32).reshape(FEATURE_SHAPE)
+    return np.frombuffer(observation.encode(), dtype=np.float32).reshape(ENGINE_PLANES, FEATURE_SHAPE[1])
+
+
+def encode_features(observation: Observation) -> np.ndarray:
+    """(86, 34) float32: the engine's planes, then the tile-fact planes."""
+    return np.concatenate([engine_planes(observation), fact_planes(observation)])
 
 
 def encode_mask(observation: Observation) -> np.ndarray:
@@ -38,7 +48,7 @@ def action_id(action: Action) -> int:
 class EncodedSamples:
     """Column arrays for n decisions; one row per decision, in game order."""
 
-    features: np.ndarray  # (n, 74, 34) float32
+    features: np.ndarray  # (n, 86, 34) float32
     mask: np.ndarray  # (n, 82) bool
     action: np.ndarray  # (n,) int64
     game_id: np.ndarray  # (n,) int64

@@ -1,7 +1,8 @@
 """The Mahjong policy network: a GPT-style transformer over the 34 tile types.
 
-An observation is a (74, 34) feature plane: 74 features for each of the 34 tile types. Each tile
-type becomes one token (its 74 features projected to the model width, plus a learned position
+An observation is an (86, 34) feature plane: 86 features for each of the 34 tile types (the
+engine's 74 and 12 facts about tiles, `encoding.py`). Each tile
+type becomes one token (its 86 features projected to the model width, plus a learned position
 embedding), the tokens pass through pre-LN transformer blocks (self-attention and a GELU MLP, as
 in GPT-3), and the mean-pooled tokens give logits over the 82 actions. Illegal actions are masked
 out before the softmax, and the loss is cross-entropy on the action that was taken.
@@ -26,13 +27,13 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from trainspeed.errors import UsageError
 
 NUM_TILE_TYPES = 34
-NUM_FEATURES = 74
+NUM_FEATURES = 86
 NUM_ACTIONS = 82
 ILLEGAL_LOGIT = -1e9
 PADDED_ACTIONS = 128
 """The head's outputs with `pad_matmuls`: the next multiple of 64 above the 82 actions."""
-PADDED_FEATURES = 80
-"""The embedding's inputs with `pad_matmuls`: the next multiple of 16 above the 74 features."""
+PADDED_FEATURES = 96
+"""The embedding's inputs with `pad_matmuls`: the next multiple of 16 above the 86 features."""
 
 ATTENTION_KINDS = ("sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "explicit")
 SDPA_BACKENDS = {
@@ -63,7 +64,7 @@ class PolicyConfig:
     scale and softmax; nothing is padded to a kernel's tile of 64 or 128 tokens)."""
     pad_matmuls: bool = False
     """Pad the head's 82 outputs to 128 (the padded logits are dropped before the mask and the
-    loss) and the embedding's 74 inputs to 80 with zeros, so both matmuls have aligned shapes.
+    loss) and the embedding's 86 inputs to 96 with zeros, so both matmuls have aligned shapes.
     The parameters keep their shapes; the padding is made from them in every forward."""
     compiled_optimizer: bool = False
     """Run AdamW's step through torch.compile (its foreach form, fused by Inductor) with a tensor
@@ -212,10 +213,10 @@ class MahjongPolicy(nn.Module):
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, action: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Masked action logits (float32) for features (B, 74, 34) and legal mask (B, 82), and,
+        """Masked action logits (float32) for features (B, 86, 34) and legal mask (B, 82), and,
         given the chosen actions, the cross-entropy loss (inside forward, so a compiled network
         compiles the loss with it)."""
-        tokens = features.to(self.embed.weight.dtype).transpose(1, 2)  # (B, 34 tile types, 74 features)
+        tokens = features.to(self.embed.weight.dtype).transpose(1, 2)  # (B, 34 tile types, 86 features)
         position = self.position
         if self.config.bf16_stream and (dtype := _autocast_dtype(tokens)) is not None:
             position = position.to(dtype)  # else the fp32 parameter would promote the stream to fp32

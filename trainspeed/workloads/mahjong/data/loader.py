@@ -1,7 +1,7 @@
 """The Mahjong workload's dataset: the generic shard loader over Mahjong shards.
 
 Batch keys (the same as `MahjongWorkload.synthetic_batch`, plus the loader's `meta_sample_id`):
-`features` float16 (B, 74, 34) (stored so; max abs error vs the engine's float32 is in the index,
+`features` float16 (B, 86, 34) (stored so; max abs error vs the engine's float32 is in the index,
 4.7e-4 measured), `mask` bool (B, 82), `action` int64 (B,), and `meta_sample_id` int64 (B,).
 The split is by game: a fixed hash of the game id puts about 5% of the games in "val".
 """

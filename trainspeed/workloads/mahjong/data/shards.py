@@ -1,13 +1,16 @@
 """Mahjong sample shards: the schema of `trainspeed.data.shards` files that hold encoded decisions.
 
   column    dtype    shape per sample  bytes
-  features  float16  (74, 34)          5032   float32 engine values rounded to float16
+  features  float16  (86, 34)          5848   float32 feature values rounded to float16
   mask      uint8    (82,)               82   legal actions, 0/1
   action    uint8    ()                   1
   game_id   uint32   ()                   4
   seat      uint8    ()                   1
   turn      uint16   ()                   2
-                                       5122 bytes per sample (half of float32 features alone)
+                                       5938 bytes per sample (half of float32 features alone)
+
+Version 2 added the 12 tile-fact planes (`features.py`) after the engine's 74; version 1 shards
+have the engine's planes only and are refused (make them again from their mjai logs).
 
 float16 is the one lossy step: the engine's values are fractions such as 1/3, 1/7, 1/70, which
 float16 rounds with a relative error of at most 2^-11. The writer measures the largest absolute
@@ -25,7 +28,7 @@ from trainspeed.data.shards import ShardInfo, ShardSchema, write_index, write_sh
 from trainspeed.workloads.mahjong.encoding import FEATURE_SHAPE, NUM_ACTIONS, EncodedSamples
 
 FORMAT_NAME = "trainspeed-mahjong-shards"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 MAHJONG_SCHEMA = ShardSchema(
     format_name=FORMAT_NAME,
