@@ -13,7 +13,7 @@ from trainspeed.evaluate.config import MahjongEvalConfig
 from trainspeed.evaluate.mahjong import run_mahjong_eval
 
 ROW_FIELDS = (
-    "kind", "timestamp", "policy", "policy_size", "policy_step", "opponent", "games", "deals", "seed", "target",
+    "kind", "timestamp", "policy", "policy_size", "policy_step", "opponent", "games", "deals", "eval_seed", "target",
     "temperature", "mean_rank", "mean_rank_ci95", "mean_score_delta", "mean_score_delta_ci95", "rank_distribution",
     "games_per_s", "decisions_per_s", "engine_s", "network_s", "threads", "torch_version", "command",
 )
@@ -38,6 +38,8 @@ def test_a_policy_against_three_copies_of_itself_ranks_exactly_2_5(capsys, polic
     assert set(ROW_FIELDS) <= set(row)
     assert row["kind"] == "mahjong-eval" and row["policy_size"] == "tiny" and row["policy_step"] == 1
     assert row["games"] == 8 and row["deals"] == 2 and row["games_played"] == 8
+    assert row["eval_seed"] == 0 and row["policy_seed"] == 0 and row["opponent_seed"] == 0
+    assert row["within_deal_correlation"] == pytest.approx(-1 / 3)  # each deal's four games: ranks 1, 2, 3 and 4
     assert row["mean_rank"] == 2.5 and row["mean_rank_ci95"] == [2.5, 2.5]
     assert row["rank_distribution"] == [0.25] * 4
     assert row["mean_score_delta"] == 0.0
@@ -118,6 +120,15 @@ def test_an_interrupted_evaluation_resumes_without_replaying_finished_deals(poli
     assert resumed.mean_rank == whole.mean_rank and resumed.mean_rank_ci95 == whole.mean_rank_ci95
     assert resumed.eval_id == json.loads(lines[0])["eval_id"]
     assert not progress.exists() and len(rows(Path(config.out))) == 1
+
+
+def test_worker_processes_play_the_same_games_as_one_process(policy_run, tmp_path):
+    common = dict(policy=str(policy_run), opponent="rule-based", games=12, seed=6, batch_games=2, progress=False)
+    alone = run_mahjong_eval(MahjongEvalConfig(out=str(tmp_path / "one.jsonl"), **common), "one")
+    split = run_mahjong_eval(MahjongEvalConfig(out=str(tmp_path / "two.jsonl"), workers=2, **common), "two")
+    assert split.workers == 2 and split.games_played == 12
+    assert split.deal_ranks == alone.deal_ranks and split.deal_score_deltas == alone.deal_score_deltas
+    assert split.decisions == alone.decisions and split.forward_calls >= alone.forward_calls
 
 
 def test_other_settings_do_not_continue_an_unfinished_evaluation(capsys, policy_run, tmp_path):

@@ -44,3 +44,19 @@ def test_bounds_clip_the_interval_but_not_its_half_width():
     assert result.half_width > result.ci95[1] - result.mean
     with pytest.raises(ValueError):
         clustered_mean([])
+
+
+def test_within_cluster_correlation_is_one_for_identical_games_and_near_zero_for_independent_ones():
+    import random
+
+    from trainspeed.evaluate.stats import within_cluster_correlation
+
+    assert within_cluster_correlation([[1, 1, 1, 1], [4, 4, 4, 4], [2, 2, 2, 2]]) == pytest.approx(1.0)
+    # Every deal a permutation of 1..4: no deal is luckier than another, the games of a deal are
+    # as unlike as they can be (negative correlation, -1/3 for four games).
+    assert within_cluster_correlation([[1, 2, 3, 4], [4, 3, 2, 1], [2, 1, 4, 3]]) == pytest.approx(-1 / 3)
+    rng = random.Random(0)
+    independent = [[rng.randint(1, 4) for _ in range(4)] for _ in range(4000)]
+    assert abs(within_cluster_correlation(independent)) < 0.05
+    assert within_cluster_correlation([[1, 2]]) is None and within_cluster_correlation([[1, 2], [1]]) is None
+    assert within_cluster_correlation([[2, 2], [2, 2]]) is None

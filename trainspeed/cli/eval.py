@@ -37,13 +37,51 @@ def add_eval_commands(subparsers: argparse._SubParsersAction) -> None:
     flag("--seed", "seed", "chooses the deals")
     flag("--target", "target", "device:mode:precision the networks run on")
     flag("--temperature", "temperature", "0: best legal action; > 0: sample softmax(logits / T), seeded")
-    flag("--batch-games", "batch_games", "games played at once (their decisions share a forward pass)")
-    flag("--threads", "threads", "torch threads")
+    flag("--batch-games", "batch_games", "games played at once per worker (their decisions share a forward pass)")
+    flag("--workers", "workers", "processes playing deals side by side (same results for any number)")
+    flag("--threads", "threads", "torch threads per worker")
     flag("--out", "out", "results JSONL the row is appended to (progress in OUT.progress)")
     flag("--no-progress", "progress", "no progress bar")
     mahjong.add_argument("--no-plot", action="store_true", help="do not redraw OUT's figure")
     mahjong.set_defaults(handler=run_eval_mahjong)
     add_agreement_command(eval_subparsers)
+    add_null_test_command(eval_subparsers)
+
+
+def add_null_test_command(eval_subparsers: argparse._SubParsersAction) -> None:
+    null = eval_subparsers.add_parser(
+        "mahjong-null", help="check the evaluation's interval: a policy sampling against itself, many seeds",
+        description="Play a Mahjong policy against three copies of itself with sampled moves (an even match: "
+        "mean rank 2.5 in expectation) once per evaluation seed, and append each evaluation's row and a "
+        "summary with the share of 95%% intervals that contain 2.5 to --out.")
+
+    def flag(name: str, path: str, help: str, **kwargs) -> None:
+        add_flag(null, name, MahjongEvalConfig, path, help, **kwargs)
+
+    flag("--policy", "policy", "run directory of the policy (its latest checkpoint)", required=True, metavar="RUN_DIR")
+    null.add_argument("--seeds", type=int, default=20, help="evaluations, with seeds 0..N-1 (default: 20)")
+    flag("--games", "games", "games per evaluation, a multiple of 4")
+    null.add_argument("--temperature", type=float, default=1.0, help="sampling temperature, above 0 (default: 1.0)")
+    flag("--target", "target", "device:mode:precision the network runs on")
+    flag("--batch-games", "batch_games", "games played at once per worker")
+    flag("--workers", "workers", "processes playing deals side by side")
+    flag("--threads", "threads", "torch threads per worker")
+    flag("--out", "out", "results JSONL the rows are appended to")
+    flag("--no-progress", "progress", "no progress bar")
+    null.set_defaults(handler=run_eval_null)
+
+
+def run_eval_null(args: argparse.Namespace) -> int:
+    from trainspeed.evaluate.null_test import run_null_test
+
+    config = config_from_flags(MahjongEvalConfig, args)
+    row = run_null_test(config, args.seeds, args.command_line)
+    low, high = row.coverage_ci95
+    print(f"{row.policy} (step {row.policy_step}) against itself at temperature {row.temperature:g}: "
+          f"{row.covered} of {len(row.eval_seeds)} intervals contain 2.5 (coverage {row.coverage:.2f} "
+          f"[{low:.2f}, {high:.2f}]); mean ranks {min(row.mean_ranks):.3f}..{max(row.mean_ranks):.3f}")
+    print(f"appended to {config.out}")
+    return 0
 
 
 def add_agreement_command(eval_subparsers: argparse._SubParsersAction) -> None:

@@ -22,7 +22,7 @@ from trainspeed.atomic import append_line, check_writable_directory
 from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.config import MahjongAgreementConfig
-from trainspeed.evaluate.mahjong import WORKLOAD, network_player
+from trainspeed.evaluate.mahjong_network import WORKLOAD, network_player
 from trainspeed.evaluate.policy import read_run_checkpoint
 from trainspeed.targets import get_target, target_family
 from trainspeed.workloads import get_workload

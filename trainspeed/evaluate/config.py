@@ -30,9 +30,12 @@ class MahjongEvalConfig:
     temperature: float = 0.0
     """0: the legal action with the largest logit; above 0: sample softmax(logits / temperature)."""
     batch_games: int = 64
-    """Games played at once; their pending decisions share one forward pass."""
+    """Games played at once per worker; their pending decisions share one forward pass."""
+    workers: int = 1
+    """Processes that play deals side by side, each with its own copy of the networks; the deals
+    are split between them, so results are the same for any number of workers."""
     threads: int | None = 1
-    """torch intra-op threads (None leaves torch's default)."""
+    """torch intra-op threads per worker (None leaves torch's default)."""
     out: str = "results/mahjong_eval.jsonl"
     progress: bool = True
 
@@ -59,6 +62,8 @@ class MahjongEvalConfig:
             raise UsageError(f"eval mahjong: --temperature must be >= 0, got {self.temperature}")
         if self.batch_games < 1:
             raise UsageError(f"eval mahjong: --batch-games must be >= 1, got {self.batch_games}")
+        if self.workers < 1:
+            raise UsageError(f"eval mahjong: --workers must be >= 1, got {self.workers}")
         if self.threads is not None and self.threads < 1:
             raise UsageError(f"eval mahjong: --threads must be >= 1, got {self.threads}")
         if not self.opponent_is_builtin and not Path(self.opponent).is_dir():

@@ -31,25 +31,15 @@ from tqdm import tqdm
 from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.config import MahjongEvalConfig
-from trainspeed.evaluate.policy import NetworkRunner, RunCheckpoint, build_network, read_run_checkpoint
-from trainspeed.evaluate.stats import clustered_mean
-from trainspeed.targets import get_target, target_family
-from trainspeed.targets.base import Target
-from trainspeed.workloads.mahjong.duplicate import (
-    BUILTIN_OPPONENTS,
-    ROTATIONS,
-    DealResult,
-    DuplicatePool,
-    NetworkPlayer,
-    Player,
-    PoolTimes,
-    deal_seed,
-)
+from trainspeed.evaluate.mahjong_network import WORKLOAD
+from trainspeed.evaluate.play import play_deals
+from trainspeed.evaluate.policy import RunCheckpoint, read_run_checkpoint
+from trainspeed.evaluate.stats import clustered_mean, within_cluster_correlation
+from trainspeed.targets import target_family
+from trainspeed.workloads.mahjong.duplicate import ROTATIONS, DealResult, PoolTimes, deal_seed
 
-WORKLOAD = "mahjong"
 ROW_KIND = "mahjong-eval"
 PROGRESS_FORMAT = 1
-POLICY_NETWORK = "policy"
 
 
 @dataclass(frozen=True)
@@ -64,7 +54,12 @@ class MahjongEvalRow:
     opponent: str
     games: int
     deals: int
-    seed: int
+    eval_seed: int
+    """Chooses the deals (deal d has engine seed deal_seed(eval_seed, d)); not a training seed."""
+    policy_seed: int
+    """The evaluated policy's training seed (its run's --seed)."""
+    opponent_seed: int | None
+    """The opponent policy's training seed; None for a built-in opponent."""
     target: str
     temperature: float
     mean_rank: float
@@ -82,6 +77,9 @@ class MahjongEvalRow:
     # --- beyond the fixed schema -----------------------------------------------------------------
     mean_rank_ci95_half_width: float | None
     """t x standard error of the mean rank (the interval above is clipped to [1, 4])."""
+    within_deal_correlation: float | None
+    """Intraclass correlation of the policy's ranks within a deal's four games: above 0, a deal's
+    luck did not cancel out between its rotations (the interval, clustered by deal, allows for it)."""
     eval_id: str
     policy_checkpoint: str
     opponent_size: str | None
@@ -95,6 +93,7 @@ class MahjongEvalRow:
     """Choices that went through a network in this invocation (one-legal-action turns never do)."""
     forward_calls: int
     batch_games: int
+    workers: int
     device: str
     engine: str
     deal_ranks: list[list[int]]
@@ -216,7 +215,7 @@ def _ci(values: tuple[float, float] | None) -> list[float] | None:
     return None if values is None else [values[0], values[1]]
 
 
-def summarize(config: MahjongEvalConfig, command: str, eval_id: str, target: Target,
+def summarize(config: MahjongEvalConfig, command: str, eval_id: str, device_name: str,
               policy: RunCheckpoint, opponent: RunCheckpoint | None,
               results: list[DealResult], played: PoolTimes, wall_s: float) -> MahjongEvalRow:
     """The row: means with intervals clustered by deal (a deal's four games are one cluster);
@@ -228,7 +227,8 @@ def summarize(config: MahjongEvalConfig, command: str, eval_id: str, target: Tar
     return MahjongEvalRow(
         kind=ROW_KIND, timestamp=datetime.datetime.now().isoformat(timespec="seconds"),
         policy=config.policy or "", policy_size=policy.size, policy_step=policy.step,
-        opponent=config.opponent, games=config.games, deals=config.deals, seed=config.seed,
+        opponent=config.opponent, games=config.games, deals=config.deals, eval_seed=config.seed,
+        policy_seed=policy.seed, opponent_seed=None if opponent is None else opponent.seed,
         target=config.target, temperature=config.temperature,
         mean_rank=ranks.mean, mean_rank_ci95=_ci(ranks.ci95),
         mean_score_delta=deltas.mean, mean_score_delta_ci95=_ci(deltas.ci95),
@@ -238,29 +238,16 @@ def summarize(config: MahjongEvalConfig, command: str, eval_id: str, target: Tar
         engine_s=played.engine_s, network_s=played.network_s,
         threads=torch.get_num_threads(), torch_version=torch.__version__, command=command,
         mean_rank_ci95_half_width=ranks.half_width,
+        within_deal_correlation=within_cluster_correlation([result.ranks for result in results]),
         eval_id=eval_id, policy_checkpoint=str(policy.checkpoint),
         opponent_size=None if opponent is None else opponent.size,
         opponent_step=None if opponent is None else opponent.step,
         deal_seeds=f"deal_seed({config.seed}, d) for d in 0..{config.deals - 1}",
         games_played=played.games, wall_s=wall_s, encode_s=played.encode_s,
         decisions=played.decisions, forward_calls=played.forward_calls, batch_games=config.batch_games,
-        device=target.device_name(), engine=engine_version(),
+        workers=config.workers, device=device_name, engine=engine_version(),
         deal_ranks=[list(result.ranks) for result in results],
         deal_score_deltas=[list(result.score_deltas) for result in results])
-
-
-def _mahjong_forward(network: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    logits, _ = network(batch["features"], batch["mask"])
-    return logits
-
-
-def network_player(run: RunCheckpoint, target: Target) -> tuple[NetworkPlayer, NetworkRunner]:
-    runner = NetworkRunner(build_network(run, POLICY_NETWORK), target, _mahjong_forward)
-
-    def logits(features: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return runner({"features": features, "mask": mask})
-
-    return NetworkPlayer(name=str(run.run_dir), logits=logits), runner
 
 
 def run_mahjong_eval(config: MahjongEvalConfig, command: str,
@@ -279,34 +266,24 @@ def run_mahjong_eval(config: MahjongEvalConfig, command: str,
     progress = ProgressFile.open(config.progress_path, evaluation_settings(config, policy, opponent),
                                  out, config.deals, config.seed)
 
-    target = get_target(config.target)
-    evaluated, runner = network_player(policy, target)
-    runners = [runner]
-    rival: Player
-    if opponent is None:
-        rival = BUILTIN_OPPONENTS[config.opponent]
-    elif opponent.checkpoint.resolve() == policy.checkpoint.resolve():
-        rival = evaluated  # the same network: its seats share every forward pass
-    else:
-        rival, opponent_runner = network_player(opponent, target)
-        runners.append(opponent_runner)
-
     todo = [deal for deal in range(config.deals) if deal not in progress.done]
     bar = tqdm(total=config.games, initial=ROTATIONS * (config.deals - len(todo)), unit="game",
                disable=not config.progress, smoothing=0.05)
-    pool = DuplicatePool(evaluated, rival, seed=config.seed, temperature=config.temperature,
-                         pool_size=config.batch_games, on_game=lambda: bar.update(1))
+
+    def deal_done(result: DealResult) -> None:
+        progress.append(result)
+        if on_deal is not None:
+            on_deal(result)
+
     started = time.perf_counter()
     try:
-        for result in pool.play(todo):
-            progress.append(result)
-            if on_deal is not None:
-                on_deal(result)
+        played = play_deals(config, policy, opponent, todo, deal_done, on_game=lambda: bar.update(1))
     finally:
         bar.close()
     wall_s = time.perf_counter() - started
     results = [progress.done[deal] for deal in range(config.deals)]
-    row = summarize(config, command, progress.eval_id, target, policy, opponent, results, pool.times, wall_s)
+    row = summarize(config, command, progress.eval_id, played.device_name, policy, opponent, results,
+                    played.times, wall_s)
     append_line(out, json.dumps(dataclasses.asdict(row)))
     progress.remove()
     return row

@@ -38,6 +38,8 @@ class RunCheckpoint:
     workload: str
     size: str
     step: int
+    seed: int
+    """The training run's seed (initial weights, data order), not any evaluation's."""
     networks: dict[str, dict[str, Any]]
     """Network name -> state dict (host tensors)."""
 
@@ -63,7 +65,7 @@ def read_run_checkpoint(run_dir: str | Path, workload: str, flag: str) -> RunChe
     if config.workload != workload:
         raise UsageError(f"{flag} {run_dir}: its checkpoint is a {config.workload!r} run, not {workload!r}")
     return RunCheckpoint(run_dir=path, checkpoint=checkpoint, workload=config.workload, size=config.size,
-                         step=step, networks=networks)
+                         step=step, seed=config.seed, networks=networks)
 
 
 def build_network(run: RunCheckpoint, name: str) -> nn.Module:

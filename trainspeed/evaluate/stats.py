@@ -70,3 +70,24 @@ def clustered_mean(clusters: Sequence[Sequence[float]],
     if bounds is not None:
         low, high = max(low, bounds[0]), min(high, bounds[1])
     return ClusteredMean(mean=mean, ci95=(low, high), clusters=count, standard_error=error, half_width=half)
+
+
+def within_cluster_correlation(clusters: Sequence[Sequence[float]]) -> float | None:
+    """The intraclass correlation of values within a cluster (one-way ANOVA estimator, ICC(1)).
+
+    Positive: the games of one deal resemble each other (the deal's luck did not cancel out), so
+    they carry less information than independent games, which the clustered interval accounts for.
+    None where it is undefined: fewer than two clusters, clusters of unequal or unit size, or no
+    variation at all."""
+    sizes = {len(cluster) for cluster in clusters}
+    if len(clusters) < 2 or len(sizes) != 1 or min(sizes) < 2:
+        return None
+    size = sizes.pop()
+    count = len(clusters)
+    means = [sum(cluster) / size for cluster in clusters]
+    grand = sum(means) / count
+    between = size * sum((m - grand) ** 2 for m in means) / (count - 1)
+    within = sum((value - m) ** 2 for cluster, m in zip(clusters, means) for value in cluster) / (count * (size - 1))
+    if between + (size - 1) * within == 0:
+        return None
+    return (between - within) / (between + (size - 1) * within)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainspeed.workloads.mahjong.encoding import FEATURE_SHAPE
 from trainspeed.workloads.mahjong.data.selfplay import game_seed
 from trainspeed.workloads.mahjong.duplicate import (
     BUILTIN_OPPONENTS,
@@ -14,6 +13,7 @@ from trainspeed.workloads.mahjong.duplicate import (
     choose_action_id,
     deal_seed,
 )
+from trainspeed.workloads.mahjong.encoding import FEATURE_SHAPE
 
 RULE_BASED = BUILTIN_OPPONENTS["rule-based"]
 RANDOM = BUILTIN_OPPONENTS["random"]
@@ -98,3 +98,19 @@ def test_bad_pool_settings_are_refused():
         DuplicatePool(RULE_BASED, RULE_BASED, seed=0, temperature=-1.0)
     with pytest.raises(ValueError, match="pool_size"):
         DuplicatePool(RULE_BASED, RULE_BASED, seed=0, pool_size=0)
+
+
+def test_the_rotations_of_a_deal_share_the_first_hands_walls_only():
+    """Seat 0 is a random player in one game and a rule-based one in the other: the first hand starts
+    from the same tiles, later hands do not (play moved the game elsewhere)."""
+    from trainspeed.workloads.mahjong.agents import RandomAgent, RuleBasedAgent
+    from trainspeed.workloads.mahjong.engine import play_game
+
+    def starting_hands(agents) -> list[list[list[str]]]:
+        log = play_game(agents, seed=deal_seed(0, 3)).mjai_log
+        return [event["tehais"] for event in log if event["type"] == "start_kyoku"]
+
+    rule_based = starting_hands([RuleBasedAgent() for _ in range(4)])
+    one_random = starting_hands([RandomAgent(1), RuleBasedAgent(), RuleBasedAgent(), RuleBasedAgent()])
+    assert rule_based[0] == one_random[0]
+    assert rule_based[1:] != one_random[1:]

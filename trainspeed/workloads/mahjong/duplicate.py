@@ -1,11 +1,14 @@
 """Duplicate 1-vs-3 evaluation: one player against three copies of an opponent, on shared walls.
 
 Luck dominates a single Mahjong game, so an evaluation that plays independent games needs many of
-them to see a difference. Duplicate play cancels most of the luck of the deal: every deal (one
-engine seed, which fixes every wall of the hanchan) is played four times, with the evaluated
-player in seat 0, 1, 2 and 3 in turn (rotation r puts it in seat r) and the opponent in the other
-three seats. Two evaluations with the same seed play the same deals, so two policies are compared
-on identical walls.
+them to see a difference. Duplicate play removes part of the luck of the deal: every deal (one
+engine seed) is played four times, with the evaluated player in seat 0, 1, 2 and 3 in turn
+(rotation r puts it in seat r) and the opponent in the other three seats. The four rotations share
+the walls of the first hand only: once play differs, later hands come in another order (who deals,
+repeat counters) and with other walls, so from the second hand on the rotations' games diverge. Two
+evaluations with the same seed play the same deals, so two policies are compared on identical
+first hands and identical engine seeds. What is left of the deal's luck shows in the evaluation
+row's within-deal correlation; the intervals treat each deal as one observation.
 
 Games run in a pool of concurrent games stepped in lockstep: at each step every game's pending
 decisions are collected, and all decisions for one policy network go through one call of its

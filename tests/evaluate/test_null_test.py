@@ -1,0 +1,42 @@
+"""`trainspeed eval mahjong-null`: one self-play evaluation per seed, then the interval's coverage."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trainspeed.cli import main
+from trainspeed.evaluate.null_test import wilson_interval
+
+
+def test_each_seed_is_an_evaluation_and_the_summary_counts_the_intervals_that_contain_2_5(
+        capsys, policy_run, tmp_path):
+    out = tmp_path / "null.jsonl"
+    code = main(["eval", "mahjong-null", "--policy", str(policy_run), "--seeds", "3", "--games", "8",
+                 "--temperature", "1.5", "--out", str(out), "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    evaluations, (summary,) = rows[:-1], rows[-1:]
+    assert [row["kind"] for row in evaluations] == ["mahjong-eval"] * 3
+    assert [row["eval_seed"] for row in evaluations] == [0, 1, 2] == summary["eval_seeds"]
+    assert all(row["opponent"] == str(policy_run) and row["temperature"] == 1.5 for row in evaluations)
+    # Sampling makes the rotations different games: not every deal is the permutation 1..4.
+    assert any(sorted(ranks) != [1, 2, 3, 4] for row in evaluations for ranks in row["deal_ranks"])
+    inside = [row["mean_rank_ci95"][0] <= 2.5 <= row["mean_rank_ci95"][1] for row in evaluations]
+    assert summary["kind"] == "mahjong-null-test" and summary["covered"] == sum(inside)
+    assert summary["coverage"] == sum(inside) / 3 and summary["mean_ranks"] == [r["mean_rank"] for r in evaluations]
+    assert "intervals contain 2.5" in captured.out
+
+
+def test_a_greedy_null_test_is_refused_before_any_game(capsys, policy_run, tmp_path):
+    out = tmp_path / "null.jsonl"
+    code = main(["eval", "mahjong-null", "--policy", str(policy_run), "--temperature", "0", "--out", str(out)])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "must be above 0" in lines[0] and not out.exists()
+
+
+def test_wilson_interval_matches_the_textbook_values():
+    assert wilson_interval(19, 20) == pytest.approx((0.7639, 0.9911), abs=1e-4)
+    assert wilson_interval(0, 10)[0] == pytest.approx(0.0, abs=1e-12) and wilson_interval(10, 10)[1] == 1.0

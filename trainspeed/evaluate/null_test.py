@@ -1,0 +1,81 @@
+"""`trainspeed eval mahjong-null`: does the evaluation's 95% interval cover the truth as often as it says?
+
+A policy against three copies of itself is an even match: its expected mean rank is exactly 2.5.
+Played greedily, the four rotations of a deal are then the same game and 2.5 comes out exactly by
+construction, which checks the bookkeeping but not the interval. Sampling its moves (temperature
+above 0) makes every game different while keeping the match even, so over many evaluation seeds
+about 95% of the intervals should contain 2.5. Far fewer would mean the interval is too narrow
+(for example because the games of a deal are correlated and were counted as independent).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from trainspeed.atomic import append_line
+from trainspeed.errors import UsageError
+from trainspeed.evaluate.config import MahjongEvalConfig
+from trainspeed.evaluate.mahjong import MahjongEvalRow, run_mahjong_eval
+
+ROW_KIND = "mahjong-null-test"
+EVEN_RANK = 2.5
+
+
+@dataclass(frozen=True)
+class NullTestRow:
+    kind: str
+    timestamp: str
+    policy: str
+    policy_step: int
+    temperature: float
+    games_per_seed: int
+    eval_seeds: list[int]
+    covered: int
+    """Evaluations whose 95% interval contains 2.5."""
+    coverage: float
+    coverage_ci95: list[float]
+    """Wilson interval of the coverage over the seeds."""
+    mean_ranks: list[float]
+    within_deal_correlations: list[float | None]
+    eval_ids: list[str]
+    command: str
+
+
+def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    share = successes / trials
+    centre = (share + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(share * (1 - share) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def covers_even(row: MahjongEvalRow) -> bool:
+    low, high = row.mean_rank_ci95 or (row.mean_rank, row.mean_rank)
+    return low <= EVEN_RANK <= high
+
+
+def run_null_test(config: MahjongEvalConfig, seeds: int, command: str) -> NullTestRow:
+    """One self-play evaluation per seed 0..seeds-1 (their rows go to `config.out`), then the summary."""
+    if seeds < 2:
+        raise UsageError(f"eval mahjong-null: --seeds {seeds}: need at least 2 evaluations to count coverage")
+    if not config.temperature > 0:
+        raise UsageError(f"eval mahjong-null: --temperature {config.temperature}: must be above 0 "
+                         "(a greedy self-play is the same game in every seat and ranks exactly 2.5)")
+    rows = [run_mahjong_eval(dataclasses.replace(config, opponent=config.policy, seed=seed),
+                             f"{command} [seed {seed}]") for seed in range(seeds)]
+    covered = sum(covers_even(row) for row in rows)
+    low, high = wilson_interval(covered, len(rows))
+    summary = NullTestRow(
+        kind=ROW_KIND, timestamp=datetime.datetime.now().isoformat(timespec="seconds"),
+        policy=config.policy or "", policy_step=rows[0].policy_step, temperature=config.temperature,
+        games_per_seed=config.games, eval_seeds=list(range(seeds)), covered=covered,
+        coverage=covered / len(rows), coverage_ci95=[low, high], mean_ranks=[row.mean_rank for row in rows],
+        within_deal_correlations=[row.within_deal_correlation for row in rows],
+        eval_ids=[row.eval_id for row in rows], command=command)
+    append_line(config.out, json.dumps(dataclasses.asdict(summary)))
+    return summary
