@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from trainspeed.evaluate.config import MahjongEvalConfig
-from trainspeed.flags import add_flag, config_from_flags
+from trainspeed.flags import add_flag, config_from_flags, thread_count
 
 EPILOG = """\
 examples:
@@ -38,7 +38,7 @@ def add_eval_commands(subparsers: argparse._SubParsersAction) -> None:
     flag("--target", "target", "device:mode:precision the networks run on")
     flag("--temperature", "temperature", "0: best legal action; > 0: sample softmax(logits / T), seeded")
     flag("--batch-games", "batch_games", "games played at once (their decisions share a forward pass)")
-    flag("--threads", "threads", "torch threads")
+    flag("--threads", "threads", "torch threads", type=thread_count)
     flag("--out", "out", "results JSONL the row is appended to (progress in OUT.progress)")
     flag("--no-progress", "progress", "no progress bar")
     mahjong.add_argument("--no-plot", action="store_true", help="do not redraw OUT's figure")
