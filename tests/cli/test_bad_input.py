@@ -1,5 +1,5 @@
-"""Bad flags given to bench (and any command's parser): one line `trainspeed: error:`, exit code 2,
-before any work, and the results file already there is left as it was."""
+"""Bad flags and bad files given to bench (and any command's parser): one line `trainspeed: error:`,
+exit code 2, before any work, and the results file already there is left as it was."""
 
 from __future__ import annotations
 
@@ -75,6 +75,42 @@ def test_the_largest_batch_size_is_accepted_and_the_next_is_not(capsys, tmp_resu
     assert parse_batch_sizes("2^38..2^40") == [2**38, 2**39, 2**40]
     line = one_error_line(capsys, *QUICK_BENCH, "--batch-sizes", str(MAX_BATCH_SIZE + 1), "--out", str(tmp_results))
     assert "over the limit of 2^40" in line
+
+
+def binary_file(path: Path) -> None:
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe not a results file")
+
+
+def deeply_nested_line(path: Path) -> None:
+    path.write_text('{"run_id": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+
+
+def a_folder(path: Path) -> None:
+    path.mkdir()
+    (path / "keep.txt").write_text("a file the user keeps here")
+
+
+def a_list_per_line(path: Path) -> None:
+    path.write_text("[1, 2, 3]\n")
+
+
+@pytest.mark.parametrize(
+    "make_out, fragment",
+    [
+        (binary_file, "not UTF-8 text (byte 0)"),
+        (deeply_nested_line, "line 1: JSON nested too deeply to read"),
+        (a_folder, "is a folder; give a file"),
+        (a_list_per_line, "line 1 is not a JSON object"),
+    ],
+    ids=["binary", "deeply-nested", "folder", "not-an-object"],
+)
+def test_a_bench_out_that_is_no_results_file_is_refused_and_kept(capsys, tmp_path, make_out, fragment):
+    out = tmp_path / "results.jsonl"
+    make_out(out)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    line = one_error_line(capsys, *QUICK_BENCH, "--out", str(out))
+    assert f"--out {out}: " in line and fragment in line, line
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
 
 
 @pytest.mark.parametrize(

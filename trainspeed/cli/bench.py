@@ -9,6 +9,7 @@ import sys
 from trainspeed.bench.config import BenchConfig, parse_batch_sizes, parse_targets
 from trainspeed.bench.feed import parse_feeds
 from trainspeed.flags import add_flag, config_from_flags, thread_count
+from trainspeed.user_json import check_rows_file
 
 
 def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
@@ -52,6 +53,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from trainspeed.bench.sweep import run_sweep
 
     config = dataclasses.replace(config_from_flags(BenchConfig, args), command=args.command_line)
+    check_rows_file(config.out, f"--out {config.out}")
     total = len(config.targets) * len(config.batch_sizes) * len(config.feeds)
     with tqdm(total=total, disable=args.no_progress, unit="config", file=sys.stderr) as bar:
 
