@@ -24,19 +24,21 @@ def tmp_results(tmp_path):
     return tmp_path / "results.jsonl"
 
 
-def _child_pids() -> set[int]:
+def _child_pids(parent: int | None = None) -> set[int]:
+    parent = os.getpid() if parent is None else parent
     children = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == os.getpid():
+        if int(fields[1]) == parent:
             children.add(int(stat.parent.name))
     return children
 
 
 @pytest.fixture
 def child_pids():
-    """A function listing the processes whose parent is the test process (e.g. loader workers)."""
+    """A function listing the processes whose parent is the test process (e.g. loader workers),
+    or the given process."""
     return _child_pids
