@@ -27,11 +27,14 @@ def parse_json(text: str, where: str) -> Any:
 
 
 def read_utf8(path: Path, what: str) -> str:
-    """The text of a file the user named; `what` (e.g. "--out results.jsonl") names it in errors."""
+    """The text of a file the user named; `what` (e.g. "--out results.jsonl") names it in errors.
+    Only a regular file is read: a device such as /dev/zero would never end."""
+    if path.is_dir():
+        raise UsageError(f"{what}: is a folder; give a file")
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{what}: not a regular file; give a file")
     try:
         return path.read_bytes().decode("utf-8")
-    except IsADirectoryError:
-        raise UsageError(f"{what}: is a folder; give a file") from None
     except OSError as error:
         raise UsageError(f"{what}: cannot read ({error.strerror})") from None
     except UnicodeDecodeError as error:

@@ -68,6 +68,11 @@ def test_impossible_bench_flags_are_one_line_before_any_work(capsys, results, ar
     assert not results.with_suffix(".csv").exists()  # nothing was measured, so nothing was exported
 
 
+def test_a_bench_out_that_never_ends_is_not_read(capsys):
+    line = one_error_line(capsys, *QUICK_BENCH, "--out", "/dev/zero")
+    assert "--out /dev/zero: not a regular file" in line, line
+
+
 def test_the_largest_batch_size_is_accepted_and_the_next_is_not(capsys, tmp_results):
     from trainspeed.bench.config import MAX_BATCH_SIZE, parse_batch_sizes
 
