@@ -20,7 +20,7 @@ def parse_json(text: str, where: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise UsageError(f"{where}: not valid JSON ({error.msg} at line {error.lineno} column {error.colno})") from None
+        raise UsageError(f"{where}: not valid JSON ({error.msg}: line {error.lineno} column {error.colno})") from None
     except RecursionError:
         raise UsageError(f"{where}: JSON nested too deeply to read (deeper than Python's recursion limit); "
                          "no file this tool writes or reads nests like that") from None
