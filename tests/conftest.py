@@ -42,3 +42,18 @@ def child_pids():
     """A function listing the processes whose parent is the test process (e.g. loader workers),
     or the given process."""
     return _child_pids
+
+
+@pytest.fixture
+def cli_error(capsys):
+    """A function running `trainspeed ARGV...` in-process that asserts the command failed as bad
+    input must (exit code 2, exactly one stderr line `trainspeed: error: ...`) and returns the line."""
+    from trainspeed.cli import main
+
+    def run(*argv: str) -> str:
+        code = main(list(argv))
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("trainspeed: error: "), (code, lines)
+        return lines[0]
+
+    return run

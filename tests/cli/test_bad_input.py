@@ -14,15 +14,6 @@ QUICK_BENCH = ["bench", "--size", "tiny", "--targets", "cpu:eager:fp32", "--batc
                "--min-window-s", "0.01", "--warmup-steps", "1", "--peak-tflops", "1", "--no-progress", "--no-plot"]
 
 
-def one_error_line(capsys, *argv: str) -> str:
-    """Run the command; it must fail with exit code 2 and exactly one stderr line, returned."""
-    code = main(list(argv))
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("trainspeed: error: "), (code, err)
-    return lines[0]
-
-
 @pytest.fixture(scope="module")
 def earlier_results(tmp_path_factory) -> Path:
     """A results file with a real row in it, as an earlier bench left it."""
@@ -60,25 +51,25 @@ def results(earlier_results, tmp_path) -> Path:
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     ],
 )
-def test_impossible_bench_flags_are_one_line_before_any_work(capsys, results, argv, fragment):
+def test_impossible_bench_flags_are_one_line_before_any_work(cli_error, results, argv, fragment):
     before = results.read_bytes()
-    line = one_error_line(capsys, *QUICK_BENCH, "--out", str(results), *argv)
+    line = cli_error(*QUICK_BENCH, "--out", str(results), *argv)
     assert fragment in line, line
     assert results.read_bytes() == before
     assert not results.with_suffix(".csv").exists()  # nothing was measured, so nothing was exported
 
 
-def test_a_bench_out_that_never_ends_is_not_read(capsys):
-    line = one_error_line(capsys, *QUICK_BENCH, "--out", "/dev/zero")
+def test_a_bench_out_that_never_ends_is_not_read(cli_error):
+    line = cli_error(*QUICK_BENCH, "--out", "/dev/zero")
     assert "--out /dev/zero: not a regular file" in line, line
 
 
-def test_the_largest_batch_size_is_accepted_and_the_next_is_not(capsys, tmp_results):
+def test_the_largest_batch_size_is_accepted_and_the_next_is_not(cli_error, tmp_results):
     from trainspeed.bench.config import MAX_BATCH_SIZE, parse_batch_sizes
 
     assert parse_batch_sizes("2^40") == [MAX_BATCH_SIZE] == parse_batch_sizes(str(MAX_BATCH_SIZE))
     assert parse_batch_sizes("2^38..2^40") == [2**38, 2**39, 2**40]
-    line = one_error_line(capsys, *QUICK_BENCH, "--batch-sizes", str(MAX_BATCH_SIZE + 1), "--out", str(tmp_results))
+    line = cli_error(*QUICK_BENCH, "--batch-sizes", str(MAX_BATCH_SIZE + 1), "--out", str(tmp_results))
     assert "over the limit of 2^40" in line
 
 
@@ -109,11 +100,11 @@ def a_list_per_line(path: Path) -> None:
     ],
     ids=["binary", "deeply-nested", "folder", "not-an-object"],
 )
-def test_a_bench_out_that_is_no_results_file_is_refused_and_kept(capsys, tmp_path, make_out, fragment):
+def test_a_bench_out_that_is_no_results_file_is_refused_and_kept(cli_error, tmp_path, make_out, fragment):
     out = tmp_path / "results.jsonl"
     make_out(out)
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    line = one_error_line(capsys, *QUICK_BENCH, "--out", str(out))
+    line = cli_error(*QUICK_BENCH, "--out", str(out))
     assert f"--out {out}: " in line and fragment in line, line
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
 
@@ -135,8 +126,8 @@ def test_a_bench_out_that_is_no_results_file_is_refused_and_kept(capsys, tmp_pat
         (["nosuch"], "argument COMMAND: invalid choice: 'nosuch'"),
     ],
 )
-def test_a_parser_error_of_any_command_is_one_line(capsys, tmp_path, monkeypatch, argv, fragment):
+def test_a_parser_error_of_any_command_is_one_line(cli_error, tmp_path, monkeypatch, argv, fragment):
     monkeypatch.chdir(tmp_path)
-    line = one_error_line(capsys, *argv)
+    line = cli_error(*argv)
     assert fragment in line and "--help" in line, line
     assert list(tmp_path.iterdir()) == []

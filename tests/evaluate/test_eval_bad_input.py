@@ -7,17 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from trainspeed.cli import main
 
 DEEP = "[" * 100_000 + "]" * 100_000
 """Nested past Python's recursion limit: its JSON reader raises RecursionError, not a decode error."""
-
-
-def one_error_line(capsys, *argv: str) -> str:
-    code = main(list(argv))
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("trainspeed: error: "), (code, lines)
-    return lines[0]
 
 
 def files(folder: Path) -> dict[Path, bytes]:
@@ -29,10 +21,10 @@ def files(folder: Path) -> dict[Path, bytes]:
     (["--temperature", "inf"], "argument --temperature: 'inf' is not a finite number"),
     (["--threads", "99999999999999999999"], "argument --threads: '99999999999999999999' is more than 4096 threads"),
 ])
-def test_impossible_numbers_are_refused_before_any_game(capsys, policy_run, tmp_path, argv, fragment):
+def test_impossible_numbers_are_refused_before_any_game(cli_error, policy_run, tmp_path, argv, fragment):
     out = tmp_path / "eval.jsonl"
-    line = one_error_line(capsys, "eval", "mahjong", "--policy", str(policy_run), "--games", "4", "--out", str(out),
-                          "--no-progress", *argv)
+    line = cli_error("eval", "mahjong", "--policy", str(policy_run), "--games", "4", "--out", str(out),
+                     "--no-progress", *argv)
     assert fragment in line, line
     assert files(tmp_path) == {}
 
@@ -42,11 +34,11 @@ def test_impossible_numbers_are_refused_before_any_game(capsys, policy_run, tmp_
     (('{"kind": "mahjong-eval", "x": ' + DEEP + "}\n").encode(), "line 1: JSON nested too deeply to read"),
     (b'{"kind": "mahjong-eval"}\n"just a string"\n', "line 2 is not a JSON object"),
 ], ids=["binary", "deeply-nested", "not-an-object"])
-def test_an_out_that_is_no_results_file_is_refused_and_kept(capsys, policy_run, tmp_path, content, fragment):
+def test_an_out_that_is_no_results_file_is_refused_and_kept(cli_error, policy_run, tmp_path, content, fragment):
     out = tmp_path / "eval.jsonl"
     out.write_bytes(content)
-    line = one_error_line(capsys, "eval", "mahjong", "--policy", str(policy_run), "--games", "4", "--out", str(out),
-                          "--no-progress", "--no-plot")
+    line = cli_error("eval", "mahjong", "--policy", str(policy_run), "--games", "4", "--out", str(out),
+                     "--no-progress", "--no-plot")
     assert f"--out {out}: " in line and fragment in line, line
     assert files(tmp_path) == {out: content}  # no row appended, no progress file begun
 
@@ -60,11 +52,11 @@ SETTINGS = '{"kind": "settings", "eval_id": "e1", "settings": {}}\n'
     ((SETTINGS + '{"kind": "deal", "deal": "first", "seed": 1}\n').encode(), "line 2 is not a finished deal"),
     (b'["settings"]\n', "is not a progress file of `trainspeed eval mahjong`"),
 ], ids=["binary", "deeply-nested", "wrong-types", "not-an-object"])
-def test_a_damaged_progress_file_is_one_line_and_kept(capsys, policy_run, tmp_path, content, fragment):
+def test_a_damaged_progress_file_is_one_line_and_kept(cli_error, policy_run, tmp_path, content, fragment):
     out = tmp_path / "eval.jsonl"
     progress = Path(f"{out}.progress")
     progress.write_bytes(content)
-    line = one_error_line(capsys, "eval", "mahjong", "--policy", str(policy_run), "--games", "4", "--out", str(out),
-                          "--no-progress", "--no-plot")
+    line = cli_error("eval", "mahjong", "--policy", str(policy_run), "--games", "4", "--out", str(out),
+                     "--no-progress", "--no-plot")
     assert fragment in line, line
     assert files(tmp_path) == {progress: content}

@@ -7,7 +7,6 @@ import re
 
 import pytest
 
-from trainspeed.cli import main
 from trainspeed.data.shards import read_index
 from trainspeed.errors import UsageError
 from trainspeed.workloads.mahjong.data.mjai_import import import_mjai
@@ -213,7 +212,7 @@ DEEP = "[" * 100_000 + "]" * 100_000
     ],
     ids=["whole-file", "one-line"],
 )
-def test_deeply_nested_json_is_one_line_and_keeps_what_out_holds(game_events, tmp_path, capsys, log, fragment):
+def test_deeply_nested_json_is_one_line_and_keeps_what_out_holds(game_events, tmp_path, cli_error, log, fragment):
     logs = tmp_path / "logs"
     logs.mkdir()
     _write_lines(logs / "a_good.jsonl", game_events)
@@ -221,7 +220,6 @@ def test_deeply_nested_json_is_one_line_and_keeps_what_out_holds(game_events, tm
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("kept")
-    code = main(["data", "from-mjai", str(logs), "--out", str(out)])
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("trainspeed: error: ") and re.search(fragment, lines[0])
+    line = cli_error("data", "from-mjai", str(logs), "--out", str(out))
+    assert re.search(fragment, line), line
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"] and (out / "notes.txt").read_text() == "kept"

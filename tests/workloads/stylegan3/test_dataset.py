@@ -237,14 +237,6 @@ def test_loader_workers_persist_across_epochs(tmp_path, child_pids):
     assert child_pids() - before == workers and first != second
 
 
-def cli_error_line(capsys, argv: list[str]) -> str:
-    """`trainspeed data images ...` through the real CLI; it must fail with exit 2 and one stderr line."""
-    code = main(["data", "images", *argv])
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("trainspeed: error: "), (code, lines)
-    return lines[0]
-
-
 def dataset_pixels(path: Path) -> np.ndarray:
     """Every image of a dataset as uint8 (N, R, R, 3), in name order."""
     with zipfile.ZipFile(path) as archive:
@@ -294,13 +286,13 @@ def with_claimed_size(width: int, height: int) -> bytes:
 
 @pytest.mark.parametrize("width, height", [(100_000, 100_000), (10_000, 10_000)],
                          ids=["beyond-the-error-limit", "between-warning-and-error"])
-def test_a_decompression_bomb_header_is_one_line_and_the_old_dataset_stays(tmp_path, capsys, width, height):
+def test_a_decompression_bomb_header_is_one_line_and_the_old_dataset_stays(tmp_path, cli_error, width, height):
     source = image_folder(tmp_path / "src", 2)
     out = tmp_path / "d.zip"
     build_image_dataset(source, out, resolution=None)
     before = out.read_bytes()
     (source / "sub0" / "bomb.png").write_bytes(with_claimed_size(width, height))
-    line = cli_error_line(capsys, [str(source), "--out", str(out), "--resolution", "16"])
+    line = cli_error("data", "images", str(source), "--out", str(out), "--resolution", "16")
     assert f"bomb.png: refused before decoding (Image size ({width * height} pixels) exceeds limit of" in line, line
     assert out.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["d.zip", "src"]
 
@@ -316,10 +308,10 @@ def test_a_dataset_holding_a_bomb_header_is_refused_when_opened(tmp_path):
     (np.tile(np.array([0, 70_000], dtype=np.int32), (8, 4)), "grey values from 0 to 70000 do not fit 16 bits"),
     (np.full((8, 8), 0.5, dtype=np.float32), "floating-point pixels have no fixed range"),
 ], ids=["32-bit-integer", "float"])
-def test_grey_without_a_known_range_is_refused_not_clipped(tmp_path, capsys, pixels, fragment):
+def test_grey_without_a_known_range_is_refused_not_clipped(tmp_path, cli_error, pixels, fragment):
     source = tmp_path / "src"
     source.mkdir()
     Image.fromarray(pixels).save(source / "wide.tif")
-    line = cli_error_line(capsys, [str(source), "--out", str(tmp_path / "d.zip")])
+    line = cli_error("data", "images", str(source), "--out", str(tmp_path / "d.zip"))
     assert "wide.tif: " in line and fragment in line, line
     assert not (tmp_path / "d.zip").exists()
