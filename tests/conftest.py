@@ -24,19 +24,36 @@ def tmp_results(tmp_path):
     return tmp_path / "results.jsonl"
 
 
-def _child_pids() -> set[int]:
+def _child_pids(parent: int | None = None) -> set[int]:
+    parent = os.getpid() if parent is None else parent
     children = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[1]) == os.getpid():
+        if int(fields[1]) == parent:
             children.add(int(stat.parent.name))
     return children
 
 
 @pytest.fixture
 def child_pids():
-    """A function listing the processes whose parent is the test process (e.g. loader workers)."""
+    """A function listing the processes whose parent is the test process (e.g. loader workers),
+    or the given process."""
     return _child_pids
+
+
+@pytest.fixture
+def cli_error(capsys):
+    """A function running `trainspeed ARGV...` in-process that asserts the command failed as bad
+    input must (exit code 2, exactly one stderr line `trainspeed: error: ...`) and returns the line."""
+    from trainspeed.cli import main
+
+    def run(*argv: str) -> str:
+        code = main(list(argv))
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("trainspeed: error: "), (code, lines)
+        return lines[0]
+
+    return run

@@ -3,17 +3,68 @@
 `add_flag(group, "--lr", LRConfig-path...)` reads the default, the type and the help's default
 text from the dataclass field; `config_from_flags` builds the (nested) dataclass back from the
 parsed namespace by field name. A flag's `dest` is the field's dotted path (`lr.base_lr`).
+
+Bad flags are refused while parsing, in one line: `OneLineParser` turns argparse's usage block
+into a UsageError, and every float flag is read by `finite_float`, so no command sees a nan or an
+infinity (they pass every `x <= 0` check and then break the arithmetic that uses them). Range checks
+that know what a value means stay with the config that holds it.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import types
 import typing
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, NoReturn, TypeVar
+
+from trainspeed.errors import UsageError
 
 Config = TypeVar("Config")
+
+MAX_THREADS = 4096
+"""More torch threads than any machine has hardware threads; torch would try to start them all,
+and a number past 2^31 overflows its thread count."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argparse parser whose errors (an unknown flag, a value of the wrong type, a missing
+    argument) are one UsageError line, as every other bad input is, instead of the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+def finite_float(text: str) -> float:
+    """A float flag's value: a number, neither nan nor an infinity (`1e999` reads as infinity)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """A count flag's value (games, workers, samples per file): a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def thread_count(text: str) -> int:
+    """A `--threads` value: 1 to MAX_THREADS."""
+    value = positive_int(text)
+    if value > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than {MAX_THREADS} threads, more than any machine "
+                                         "runs at once")
+    return value
 
 
 def _field(config_type: type, path: str) -> tuple[dataclasses.Field, Any]:
@@ -56,7 +107,7 @@ def add_flag(
     """Add `flag` for the field at `path` of `config_type` (default, type and dest from the field).
 
     A bool field becomes a switch that flips its default (`--resume` for False, `--no-progress`
-    for True)."""
+    for True); a float field is read by `finite_float` unless `type` says otherwise."""
     default = field_default(config_type, path)
     _, annotation = _field(config_type, path)
     scalar = _scalar_type(annotation)
@@ -64,7 +115,8 @@ def add_flag(
         group.add_argument(flag, dest=path, default=default, action="store_false" if default else "store_true", help=help, **kwargs)
         return
     shown = "" if default is None else f" (default: {_shown(default)})"
-    group.add_argument(flag, dest=path, default=default, type=type or scalar, help=help + shown, **kwargs)
+    converter = type or (finite_float if scalar is float else scalar)
+    group.add_argument(flag, dest=path, default=default, type=converter, help=help + shown, **kwargs)
 
 
 def _shown(default: Any) -> str:

@@ -100,7 +100,7 @@ def test_a_results_file_with_a_cut_line_is_refused_before_measuring(capsys, tmp_
     before = tmp_results.read_bytes()
     code, out, err = run_cli(capsys, "bench", "--targets", "cpu:eager:fp32", "--batch-sizes", "8",
                              "--no-progress", "--out", str(tmp_results))
-    assert code == 2 and f"{tmp_results}:1: not a trainspeed result row" in err
+    assert code == 2 and f"--out {tmp_results}: line 1: not valid JSON (Unterminated string" in err
     assert tmp_results.read_bytes() == before  # nothing was measured or appended
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,33 +10,57 @@ from pathlib import Path
 from trainspeed.bench.feed import FEEDS
 from trainspeed.bench.timing import TimingPlan
 from trainspeed.errors import UsageError
+from trainspeed.flags import MAX_THREADS
 
-POWER_RANGE = re.compile(r"^2\^(\d+)\.\.2\^(\d+)$")
-POWER = re.compile(r"^2\^(\d+)$")
+POWER_RANGE = re.compile(r"2\^(\d+)\.\.2\^(\d+)", re.ASCII)
+POWER = re.compile(r"2\^(\d+)", re.ASCII)
+INTEGER = re.compile(r"-?\d+", re.ASCII)
 BATCH_SIZES_HINT = "write a range like 2^6..2^14 or a list like 64,256,1024"
+MAX_BATCH_POWER = 40
+MAX_BATCH_SIZE = 2**MAX_BATCH_POWER
+"""The largest batch a sweep accepts. Even at one byte per sample, 2^40 samples are a TiB of input
+before the first activation, more than any device holds; a larger number is a typo, and one past
+2^63 does not even fit the integers torch sizes tensors with."""
+
+
+def _too_large(text: str, size: str) -> UsageError:
+    return UsageError(f"bad --batch-sizes {text!r}: batch size {size} is over the limit of 2^{MAX_BATCH_POWER}: "
+                      "at even one byte per sample such a batch needs a TiB, more than any device holds")
+
+
+def _exponent(digits: str, text: str) -> int:
+    """The k of 2^k, refused before 2^k is computed when it would exceed MAX_BATCH_SIZE."""
+    if len(digits) > len(str(MAX_BATCH_POWER)) or int(digits) > MAX_BATCH_POWER:
+        raise _too_large(text, f"2^{digits}")
+    return int(digits)
+
+
+def _batch_size(part: str, text: str) -> int:
+    power = POWER.fullmatch(part)
+    if power:
+        return 2 ** _exponent(power.group(1), text)
+    if not INTEGER.fullmatch(part):
+        raise UsageError(f"bad --batch-sizes {text!r}: {BATCH_SIZES_HINT}")
+    if part.startswith("-") or not part.strip("0"):
+        raise UsageError(f"bad --batch-sizes {text!r}: batch size {part} must be a positive integer")
+    if len(part.lstrip("0")) > len(str(MAX_BATCH_SIZE)) or int(part) > MAX_BATCH_SIZE:
+        raise _too_large(text, part)
+    return int(part)
 
 
 def parse_batch_sizes(text: str) -> list[int]:
-    """`2^6..2^14` (every power of two in between) or a comma list such as `64,256,1024` or `2^8,2^12`."""
+    """`2^6..2^14` (every power of two in between) or a comma list such as `64,256,1024` or `2^8,2^12`.
+
+    Every size is checked against MAX_BATCH_SIZE before a list is built, so `2^1..2^100000` is
+    one error line, not a hundred thousand huge integers."""
     text = text.replace(" ", "")
-    match = POWER_RANGE.match(text)
+    match = POWER_RANGE.fullmatch(text)
     if match:
-        low, high = int(match.group(1)), int(match.group(2))
+        low, high = (_exponent(digits, text) for digits in match.groups())
         if low > high:
             raise UsageError(f"bad --batch-sizes {text!r}: the range must go up, e.g. 2^6..2^14")
         return [2**k for k in range(low, high + 1)]
-    sizes = []
-    for part in text.split(","):
-        power = POWER.match(part)
-        if power:
-            sizes.append(2 ** int(power.group(1)))
-            continue
-        if part.startswith("2^") or not part.lstrip("-").isdigit():
-            raise UsageError(f"bad --batch-sizes {text!r}: {BATCH_SIZES_HINT}")
-        if int(part) <= 0:
-            raise UsageError(f"bad --batch-sizes {text!r}: batch size {part} must be a positive integer")
-        sizes.append(int(part))
-    return sorted(set(sizes))
+    return sorted({_batch_size(part, text) for part in text.split(",")})
 
 
 def parse_targets(text: str) -> list[str]:
@@ -69,12 +94,13 @@ class BenchConfig:
             raise UsageError("no targets given: pass --targets, e.g. cpu:eager:fp32,xla:lazy:fp32")
         if self.baseline is not None and self.baseline not in self.targets:
             raise UsageError(f"--baseline {self.baseline} is not among --targets {','.join(self.targets)}")
-        if not self.batch_sizes or min(self.batch_sizes) <= 0:
-            raise UsageError("batch sizes must be positive integers, e.g. --batch-sizes 2^6..2^10")
-        if self.peak_tflops is not None and self.peak_tflops <= 0:
-            raise UsageError(f"--peak-tflops must be positive, got {self.peak_tflops}")
-        if self.threads is not None and self.threads <= 0:
-            raise UsageError(f"--threads must be positive, got {self.threads}")
+        if not self.batch_sizes or min(self.batch_sizes) <= 0 or max(self.batch_sizes) > MAX_BATCH_SIZE:
+            raise UsageError(f"batch sizes must be positive integers up to 2^{MAX_BATCH_POWER}, "
+                             "e.g. --batch-sizes 2^6..2^10")
+        if self.peak_tflops is not None and not 0 < self.peak_tflops < math.inf:
+            raise UsageError(f"--peak-tflops must be a positive number of TFLOP/s, got {self.peak_tflops}")
+        if self.threads is not None and not 1 <= self.threads <= MAX_THREADS:
+            raise UsageError(f"--threads must be between 1 and {MAX_THREADS}, got {self.threads}")
         if self.plan.windows < 1 or self.plan.warmup_steps < 0:
             raise UsageError("--windows must be >= 1 and --warmup-steps >= 0")
         if not self.feeds or set(self.feeds) - set(FEEDS) or len(set(self.feeds)) != len(self.feeds):
@@ -84,5 +110,5 @@ class BenchConfig:
         if not 1 <= self.plan.min_steps_per_window <= self.plan.max_steps_per_window:
             raise UsageError(f"--min-steps-per-window must be between 1 and --max-steps-per-window "
                              f"({self.plan.max_steps_per_window}), got {self.plan.min_steps_per_window}")
-        if self.plan.min_window_s <= 0:
-            raise UsageError(f"--min-window-s must be positive, got {self.plan.min_window_s}")
+        if not 0 < self.plan.min_window_s < math.inf:
+            raise UsageError(f"--min-window-s must be a positive number of seconds, got {self.plan.min_window_s}")

@@ -22,10 +22,11 @@ from trainspeed.cli.report import add_report_command
 from trainspeed.cli.serve import add_serve_command
 from trainspeed.cli.train import add_train_command
 from trainspeed.errors import DeviceLost, UsageError
+from trainspeed.flags import OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="trainspeed", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="trainspeed", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_info_command(subparsers)
     add_bench_command(subparsers)
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)  # flag types raise UsageError too (e.g. a bad --batch-sizes)
+        args = parser.parse_args(argv)  # argparse's own errors and flag types raise UsageError
         args.command_line = shlex.join(["trainspeed", *(sys.argv[1:] if argv is None else argv)])
         return args.handler(args)
     except UsageError as error:

@@ -8,14 +8,8 @@ import sys
 
 from trainspeed.bench.config import BenchConfig, parse_batch_sizes, parse_targets
 from trainspeed.bench.feed import parse_feeds
-from trainspeed.flags import add_flag, config_from_flags
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
+from trainspeed.flags import add_flag, config_from_flags, thread_count
+from trainspeed.user_json import check_rows_file
 
 
 def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
@@ -27,14 +21,13 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     add_flag(parser, "--workload", BenchConfig, "workload", "mahjong, stylegan3, or package.module:factory")
     add_flag(parser, "--size", BenchConfig, "size", "workload size, e.g. tiny, small, base, large")
     add_flag(parser, "--targets", BenchConfig, "targets", "comma list of device:mode:precision", type=parse_targets)
-    add_flag(parser, "--batch-sizes", BenchConfig, "batch_sizes", "range 2^6..2^14 or list 64,256,1024",
-             type=parse_batch_sizes)
+    add_flag(parser, "--batch-sizes", BenchConfig, "batch_sizes",
+             "range 2^6..2^14 or list 64,256,1024 (each at most 2^40)", type=parse_batch_sizes)
     add_flag(parser, "--baseline", BenchConfig, "baseline", "target the ratios are taken to (default: the first)")
     add_flag(parser, "--out", BenchConfig, "out", "JSONL file rows are appended to")
     add_flag(parser, "--warmup-steps", BenchConfig, "plan.warmup_steps", "untimed steps after the first")
     add_flag(parser, "--windows", BenchConfig, "plan.windows", "timed windows; the median is reported")
-    add_flag(parser, "--min-window-s", BenchConfig, "plan.min_window_s", "seconds each window lasts at least",
-             type=_positive_float)
+    add_flag(parser, "--min-window-s", BenchConfig, "plan.min_window_s", "seconds each window lasts at least")
     add_flag(parser, "--min-steps-per-window", BenchConfig, "plan.min_steps_per_window",
              "steps every window holds at least (a pipelined remote target overlaps steps only inside a window)")
     add_flag(parser, "--max-steps-per-window", BenchConfig, "plan.max_steps_per_window",
@@ -43,8 +36,9 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
              "device: one batch kept on the device; host: each step copies a host batch to the device; "
              "device,host: both, back to back for each target and batch size",
              type=parse_feeds)
-    add_flag(parser, "--peak-tflops", BenchConfig, "peak_tflops", "peak for MFU (default: measured)", type=_positive_float)
-    add_flag(parser, "--threads", BenchConfig, "threads", "torch CPU threads (recorded in every row)")
+    add_flag(parser, "--peak-tflops", BenchConfig, "peak_tflops", "peak for MFU (default: measured)")
+    add_flag(parser, "--threads", BenchConfig, "threads", "torch CPU threads (recorded in every row)",
+             type=thread_count)
     add_flag(parser, "--seed", BenchConfig, "seed", "seed of the model and the synthetic batch")
     parser.add_argument("--no-plot", action="store_true", help="do not write OUT.png/OUT.svg")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -59,6 +53,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from trainspeed.bench.sweep import run_sweep
 
     config = dataclasses.replace(config_from_flags(BenchConfig, args), command=args.command_line)
+    check_rows_file(config.out, f"--out {config.out}")
     total = len(config.targets) * len(config.batch_sizes) * len(config.feeds)
     with tqdm(total=total, disable=args.no_progress, unit="config", file=sys.stderr) as bar:
 

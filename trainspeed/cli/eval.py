@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from trainspeed.evaluate.config import MahjongAgreementConfig, MahjongEvalConfig
-from trainspeed.flags import add_flag, config_from_flags
+from trainspeed.flags import add_flag, config_from_flags, positive_int, thread_count
+from trainspeed.user_json import check_rows_file
 
 EPILOG = """\
 examples:
@@ -38,8 +39,9 @@ def add_eval_commands(subparsers: argparse._SubParsersAction) -> None:
     flag("--target", "target", "device:mode:precision the networks run on")
     flag("--temperature", "temperature", "0: best legal action; > 0: sample softmax(logits / T), seeded")
     flag("--batch-games", "batch_games", "games played at once per worker (their decisions share a forward pass)")
-    flag("--workers", "workers", "processes playing deals side by side (same results for any number)")
-    flag("--threads", "threads", "torch threads per worker")
+    flag("--workers", "workers", "processes playing deals side by side (same results for any number)",
+         type=positive_int)
+    flag("--threads", "threads", "torch threads per worker", type=thread_count)
     flag("--out", "out", "results JSONL the row is appended to (progress in OUT.progress)")
     flag("--no-progress", "progress", "no progress bar")
     mahjong.add_argument("--no-plot", action="store_true", help="do not redraw OUT's figure")
@@ -123,7 +125,8 @@ def run_eval_mahjong(args: argparse.Namespace) -> int:
     from trainspeed.evaluate.mahjong import read_eval_rows, run_mahjong_eval
     from trainspeed.report.eval_plot import plot_mahjong_eval
 
-    config = config_from_flags(MahjongEvalConfig, args)
+    config = config_from_flags(MahjongEvalConfig, args).validate()
+    check_rows_file(Path(config.out), f"--out {config.out}")
     row = run_mahjong_eval(config, args.command_line)
     low, high = row.mean_rank_ci95 or (row.mean_rank, row.mean_rank)
     print(f"{row.policy} (step {row.policy_step}) vs 3x {row.opponent}: mean rank {row.mean_rank:.3f} "

@@ -36,6 +36,7 @@ from trainspeed.evaluate.play import play_deals
 from trainspeed.evaluate.policy import RunCheckpoint, read_run_checkpoint
 from trainspeed.evaluate.stats import clustered_mean, within_cluster_correlation
 from trainspeed.targets import target_family
+from trainspeed.user_json import read_utf8
 from trainspeed.workloads.mahjong.duplicate import ROTATIONS, DealResult, PoolTimes, deal_seed
 
 ROW_KIND = "mahjong-eval"
@@ -174,25 +175,29 @@ class ProgressFile:
 def _read_progress(path: Path, deals: int, seed: int) -> tuple[dict[str, Any], dict[int, DealResult]]:
     """The header and the finished deals. A last line cut short by a crash is dropped (the file
     is rewritten without it); damage anywhere else is refused."""
-    text = path.read_text(encoding="utf-8")
+    text = read_utf8(path, f"eval mahjong: {path}")
     lines = text.splitlines()
     rows = []
     for number, line in enumerate(lines, start=1):
         try:
             rows.append(json.loads(line))
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             if number == len(lines) and not text.endswith("\n") and number > 1:
                 atomic_write_text(path, "".join(item + "\n" for item in lines[:-1]))
                 break
             raise UsageError(f"eval mahjong: {path}: line {number} is damaged; delete the file to start "
                              "the evaluation over") from None
-    if not rows or rows[0].get("kind") != "settings" or "settings" not in rows[0]:
+    if not rows or not isinstance(rows[0], dict) or rows[0].get("kind") != "settings" or "settings" not in rows[0]:
         raise UsageError(f"eval mahjong: {path} is not a progress file of `trainspeed eval mahjong`; "
                          "delete it or choose another --out")
     done: dict[int, DealResult] = {}
-    for row in rows[1:]:
-        result = DealResult(deal=int(row["deal"]), seed=int(row["seed"]), ranks=tuple(row["ranks"]),
-                            score_deltas=tuple(row["score_deltas"]), decisions=int(row["decisions"]))
+    for number, row in enumerate(rows[1:], start=2):
+        try:
+            result = DealResult(deal=int(row["deal"]), seed=int(row["seed"]), ranks=tuple(row["ranks"]),
+                                score_deltas=tuple(row["score_deltas"]), decisions=int(row["decisions"]))
+        except (KeyError, TypeError, ValueError):
+            raise UsageError(f"eval mahjong: {path}: line {number} is not a finished deal; delete the file to "
+                             "start the evaluation over") from None
         if 0 <= result.deal < deals and result.seed == deal_seed(seed, result.deal):
             done[result.deal] = result
     return rows[0], done

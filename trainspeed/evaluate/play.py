@@ -11,10 +11,9 @@ with their parent.
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
+import os
 import queue as queue_module
-import signal
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -23,12 +22,12 @@ import torch
 from trainspeed.evaluate.config import MahjongEvalConfig
 from trainspeed.evaluate.mahjong_network import network_player
 from trainspeed.evaluate.policy import RunCheckpoint
+from trainspeed.parent_death import die_with_parent
 from trainspeed.targets import get_target
 from trainspeed.workloads.mahjong.duplicate import BUILTIN_OPPONENTS, DealResult, DuplicatePool, Player, PoolTimes
 
 POLL_S = 2.0
 """How often the parent checks that its workers are alive while it waits for their results."""
-PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -63,17 +62,9 @@ def play_in_process(config: MahjongEvalConfig, policy: RunCheckpoint, opponent: 
     return PlayedDeals(pool.times, device_name)
 
 
-def _die_with_parent() -> None:
-    """Linux: this process gets SIGTERM when its parent dies, so no orphan keeps playing."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (AttributeError, OSError):  # not Linux: the parent's finally still stops the workers
-        pass
-
-
 def _worker(config: MahjongEvalConfig, policy: RunCheckpoint, opponent: RunCheckpoint | None,
-            deals: list[int], results: multiprocessing.Queue) -> None:
-    _die_with_parent()
+            deals: list[int], results: multiprocessing.Queue, parent_pid: int) -> None:
+    die_with_parent(parent_pid)
     if config.threads is not None:
         torch.set_num_threads(config.threads)
     try:
@@ -93,7 +84,7 @@ def play_in_workers(config: MahjongEvalConfig, policy: RunCheckpoint, opponent: 
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
     shares = [list(deals[index::config.workers]) for index in range(config.workers)]
-    workers = [context.Process(target=_worker, args=(config, policy, opponent, share, results), daemon=True)
+    workers = [context.Process(target=_worker, args=(config, policy, opponent, share, results, os.getpid()), daemon=True)
                for share in shares if share]
     total, device_name, running = PoolTimes(), "", len(workers)
     for worker in workers:

@@ -3,6 +3,7 @@
 import copy
 import gzip
 import json
+import re
 
 import pytest
 
@@ -197,3 +198,28 @@ def test_what_would_change_the_samples_is_refused_naming_the_line(raw_games, tmp
     with pytest.raises(UsageError, match=rf"damaged\.jsonl: line \d+: {fragment}"):
         import_mjai([path], tmp_path / "out")
     assert not list((tmp_path / "out").glob("shard-*"))
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+"""Nested past Python's recursion limit: its JSON reader raises RecursionError, not a decode error."""
+
+
+@pytest.mark.parametrize(
+    "log, fragment",
+    [
+        (DEEP, r"deep\.json: JSON nested too deeply to read"),
+        ('{"type": "start_game"}\n{"type": "dahai", "meta": ' + DEEP + "}\n", r"deep\.json: line 2: JSON nested too deeply"),
+    ],
+    ids=["whole-file", "one-line"],
+)
+def test_deeply_nested_json_is_one_line_and_keeps_what_out_holds(game_events, tmp_path, cli_error, log, fragment):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _write_lines(logs / "a_good.jsonl", game_events)
+    (logs / "deep.json").write_text(log)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("kept")
+    line = cli_error("data", "from-mjai", str(logs), "--out", str(out))
+    assert re.search(fragment, line), line
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"] and (out / "notes.txt").read_text() == "kept"

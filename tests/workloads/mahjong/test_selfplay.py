@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -112,3 +113,42 @@ def test_a_run_killed_midway_is_finished_by_a_rerun_as_if_never_killed(tmp_path)
     assert resumed.games_played + resumed.games_replayed < 8  # the finished chunk was not redone
     reference = run_selfplay(dataclasses.replace(config, out=clean))
     assert _checksums(killed) == _checksums(clean) and resumed.samples == reference.samples
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie has exited: it only waits for its new parent to reap it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="lists processes through /proc")
+def test_workers_die_with_a_selfplay_command_killed_outright(tmp_path, child_pids):
+    repo = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "trainspeed", "data", "mahjong-selfplay", "--games", "400", "--workers", "2",
+               "--games-per-shard", "1", "--out", str(tmp_path / "games"), "--no-progress"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    workers: set[int] = set()
+    try:
+        deadline = time.monotonic() + 180
+        while len(workers) < 2 and process.poll() is None and time.monotonic() < deadline:
+            workers = child_pids(process.pid)
+            time.sleep(0.05)
+        assert len(workers) >= 2, f"the pool never started: {process.poll()=}"
+        while not list((tmp_path / "games" / "mjai").glob("game-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the workers are playing games, not waiting for their first task
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        gone_by = time.monotonic() + 30
+        while any(_alive(pid) for pid in workers) and time.monotonic() < gone_by:
+            time.sleep(0.1)
+        assert not [pid for pid in workers if _alive(pid)], "workers outlived their killed parent"
+    finally:
+        process.kill()
+        for pid in workers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)

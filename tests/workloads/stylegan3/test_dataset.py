@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +15,7 @@ import pytest
 import torch
 from PIL import Image
 
+from trainspeed.cli import main
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.workloads.stylegan3.cli import add_images_command
 from trainspeed.workloads.stylegan3.dataset import ImageLoader
@@ -231,3 +235,83 @@ def test_loader_workers_persist_across_epochs(tmp_path, child_pids):
     images.set_epoch(1)
     second = [sample_ids(batch) for batch in images]
     assert child_pids() - before == workers and first != second
+
+
+def dataset_pixels(path: Path) -> np.ndarray:
+    """Every image of a dataset as uint8 (N, R, R, 3), in name order."""
+    with zipfile.ZipFile(path) as archive:
+        names = sorted(n for n in archive.namelist() if n.endswith(".png"))
+        return np.stack([np.asarray(Image.open(archive.open(name))) for name in names])
+
+
+GREY_16 = (np.arange(32 * 32, dtype=np.uint32).reshape(32, 32) * 64 + 63).astype(np.uint16)
+"""A 16-bit grey ramp from 63 to 65535 over a 32x32 image."""
+
+
+@pytest.mark.parametrize("suffix, dtype", [(".png", np.uint16), (".tif", ">u2")], ids=["png", "big-endian-tiff"])
+def test_16_bit_grey_keeps_its_full_range(tmp_path, capsys, suffix, dtype):
+    source = tmp_path / "src"
+    source.mkdir()
+    Image.fromarray(GREY_16.astype(dtype)).save(source / f"ramp{suffix}")
+    with Image.open(source / f"ramp{suffix}") as written:
+        assert written.mode in ("I;16", "I;16B")  # really 16 bits per pixel on disk
+    assert main(["data", "images", str(source), "--out", str(tmp_path / "d.zip")]) == 0
+    (pixels,) = dataset_pixels(tmp_path / "d.zip")
+    expected = np.round(GREY_16 / 257.0).astype(np.uint8)  # 65535 / 255 = 257: full scale to full scale
+    assert (pixels == expected[..., None]).all()
+    assert pixels.min() == 0 and pixels.max() == 255 and (pixels == 255).mean() < 0.01
+
+
+def test_a_dataset_folder_of_16_bit_pngs_reads_with_the_full_range_as_the_tool_writes_it(tmp_path):
+    folder = tmp_path / "d"
+    folder.mkdir()
+    Image.fromarray(GREY_16).save(folder / "ramp.png")
+    build_image_dataset(folder, tmp_path / "d.zip", resolution=None)
+    (from_folder,) = next(iter(loader(folder, batch_size=1)))["images"]
+    pixels = from_folder.permute(1, 2, 0).numpy()
+    assert (pixels == np.round(GREY_16 / 257.0).astype(np.uint8)[..., None]).all()
+    assert (pixels == dataset_pixels(tmp_path / "d.zip")[0]).all()
+
+
+def with_claimed_size(width: int, height: int) -> bytes:
+    """A valid 8x8 PNG whose header (IHDR, CRC fixed up) claims width x height pixels."""
+    buffer = io.BytesIO()
+    Image.new("L", (8, 8)).save(buffer, format="PNG")
+    png = bytearray(buffer.getvalue())
+    header = struct.pack(">II", width, height) + bytes(png[24:29])
+    png[16:29] = header
+    png[29:33] = struct.pack(">I", zlib.crc32(b"IHDR" + header))
+    return bytes(png)
+
+
+@pytest.mark.parametrize("width, height", [(100_000, 100_000), (10_000, 10_000)],
+                         ids=["beyond-the-error-limit", "between-warning-and-error"])
+def test_a_decompression_bomb_header_is_one_line_and_the_old_dataset_stays(tmp_path, cli_error, width, height):
+    source = image_folder(tmp_path / "src", 2)
+    out = tmp_path / "d.zip"
+    build_image_dataset(source, out, resolution=None)
+    before = out.read_bytes()
+    (source / "sub0" / "bomb.png").write_bytes(with_claimed_size(width, height))
+    line = cli_error("data", "images", str(source), "--out", str(out), "--resolution", "16")
+    assert f"bomb.png: refused before decoding (Image size ({width * height} pixels) exceeds limit of" in line, line
+    assert out.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["d.zip", "src"]
+
+
+def test_a_dataset_holding_a_bomb_header_is_refused_when_opened(tmp_path):
+    folder = image_folder(tmp_path / "d", 2)
+    (folder / "sub1" / "bomb.png").write_bytes(with_claimed_size(100_000, 100_000))
+    with pytest.raises(UsageError, match=r"bomb\.png: refused before decoding \(Image size \(10000000000 pixels\)"):
+        ImageLoader(folder, LoaderConfig(batch_size=1))
+
+
+@pytest.mark.parametrize("pixels, fragment", [
+    (np.tile(np.array([0, 70_000], dtype=np.int32), (8, 4)), "grey values from 0 to 70000 do not fit 16 bits"),
+    (np.full((8, 8), 0.5, dtype=np.float32), "floating-point pixels have no fixed range"),
+], ids=["32-bit-integer", "float"])
+def test_grey_without_a_known_range_is_refused_not_clipped(tmp_path, cli_error, pixels, fragment):
+    source = tmp_path / "src"
+    source.mkdir()
+    Image.fromarray(pixels).save(source / "wide.tif")
+    line = cli_error("data", "images", str(source), "--out", str(tmp_path / "d.zip"))
+    assert "wide.tif: " in line and fragment in line, line
+    assert not (tmp_path / "d.zip").exists()

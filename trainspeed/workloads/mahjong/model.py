@@ -30,6 +30,8 @@ NUM_TILE_TYPES = 34
 NUM_FEATURES = 86
 NUM_ACTIONS = 82
 ILLEGAL_LOGIT = -1e9
+TILE_ACTION_STARTS = (0, 42)
+"""The action ids that follow the 34 tile types: discard of type t is id t, kan of type t is 42 + t."""
 PADDED_ACTIONS = 128
 """The head's outputs with `pad_matmuls`: the next multiple of 64 above the 82 actions."""
 PADDED_FEATURES = 96
@@ -51,6 +53,9 @@ class PolicyConfig:
     heads: int
     mlp_ratio: int = 4
     dropout: float = 0.0
+    tile_head: bool = False
+    """Also score each tile type's discard and kan from that tile's own token (added to the pooled
+    head's logits), instead of from the mean of all tokens alone."""
     # Speed switches: the same function, computed another way.
     bf16_stream: bool = False
     """Under bf16 autocast, keep the residual stream, the residual adds and the LayerNorms in bf16
@@ -85,6 +90,7 @@ SIZES: dict[str, PolicyConfig] = {
 }
 
 SWITCHES: dict[str, dict[str, object]] = {
+    "tile-head": {"tile_head": True},
     "bf16-stream": {"bf16_stream": True},
     "pad-matmuls": {"pad_matmuls": True},
     "compiled-adamw": {"compiled_optimizer": True},
@@ -198,6 +204,7 @@ class MahjongPolicy(nn.Module):
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.blocks))
         self.ln_final = (StreamLayerNorm if config.bf16_stream else nn.LayerNorm)(config.width)
         self.head = nn.Linear(config.width, NUM_ACTIONS)
+        self.tile_head = nn.Linear(config.width, len(TILE_ACTION_STARTS)) if config.tile_head else None
         self.apply(self._init_weights)
         # GPT-2's scaled init of the residual projections keeps the residual stream's variance flat.
         for name, param in self.named_parameters():
@@ -223,9 +230,25 @@ class MahjongPolicy(nn.Module):
         x = self._embed(tokens) + position
         for block in self.blocks:
             x = block(x)
-        logits = self._head(self.ln_final(x).mean(dim=1)).float().masked_fill(~mask, ILLEGAL_LOGIT)
+        x = self.ln_final(x)
+        logits = self._head(x.mean(dim=1))
+        if self.tile_head is not None:
+            logits = logits + self._tile_logits(x)
+        logits = logits.float().masked_fill(~mask, ILLEGAL_LOGIT)
         loss = F.cross_entropy(logits, action) if action is not None else None
         return logits, loss
+
+    def _tile_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, 82) with each tile token's scores at its discard and kan ids, zero elsewhere."""
+        per_tile = self.tile_head(x)  # (B, 34, 2)
+        batch = x.shape[0]
+        parts, position = [], 0
+        for column, start in enumerate(TILE_ACTION_STARTS):
+            parts.append(x.new_zeros(batch, start - position))
+            parts.append(per_tile[..., column])
+            position = start + NUM_TILE_TYPES
+        parts.append(x.new_zeros(batch, NUM_ACTIONS - position))
+        return torch.cat(parts, dim=1)
 
     def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
         if not self.config.pad_matmuls:
@@ -249,7 +272,7 @@ def forward_flops_per_sample(config: PolicyConfig) -> int:
     embed = 2 * tokens * NUM_FEATURES * width
     per_block = tokens * (2 * width * 3 * width + 2 * width * width + 2 * 2 * width * config.mlp_ratio * width)
     attention = 2 * 2 * tokens * tokens * width  # scores q.k and the weighted sum of v
-    head = 2 * width * NUM_ACTIONS
+    head = 2 * width * NUM_ACTIONS + (2 * tokens * width * len(TILE_ACTION_STARTS) if config.tile_head else 0)
     return embed + config.blocks * (per_block + attention) + head
 
 

@@ -6,16 +6,23 @@ so datasets made by either tool work with both.
 
 The reader validates every image header when opened (cheap: PNG headers are a few bytes, and
 the zip is stored, not compressed), so a bad dataset fails before training starts, naming the file.
+
+Images are opened and turned into 8-bit RGB here for both the dataset tool and the reader, so the
+two agree on what a pixel is: 16-bit grey is scaled over its full range (Pillow's own conversion
+clips it at 255, which turns all but the darkest 1/256 of the range white), and a header that
+claims more pixels than Pillow's decompression-bomb limit is refused before any pixel is decoded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import warnings
 import weakref
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Iterator
 
 import numpy as np
 import torch
@@ -31,6 +38,40 @@ VAL_PERCENT = 5
 """Images whose name hashes (crc32) below this percentage form the "val" split."""
 MIN_RESOLUTION = 8
 READ_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, zlib.error, zipfile.BadZipFile)
+SIXTEEN_BIT_GREY_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+"""Pillow's modes of 16-bit grey ("I" is its 32-bit integer mode, in which it opens 16-bit PGM and
+some TIFFs; values beyond 16 bits are refused rather than guessed at)."""
+SIXTEEN_BIT_MAX = 65535
+
+
+@contextlib.contextmanager
+def open_image(source: "str | os.PathLike[str] | IO[bytes]", name: str) -> Iterator[Image.Image]:
+    """`Image.open`, with a header beyond Pillow's decompression-bomb limit (`Image.MAX_IMAGE_PIXELS`)
+    refused as a UsageError naming the file. Pillow only warns between the limit and twice it, and
+    then decodes the lot, so its warning is raised as an error too."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            image = Image.open(source)
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
+            raise UsageError(f"{name}: refused before decoding ({error}); downscale the image or remove it") from None
+    with image:
+        yield image
+
+
+def rgb8(image: Image.Image, name: str) -> Image.Image:
+    """The image as 8-bit RGB, 16-bit grey scaled over its full range (v -> round(v * 255 / 65535))."""
+    if image.mode == "F":
+        raise UsageError(f"{name}: floating-point pixels have no fixed range to scale to 8 bits; "
+                         "save the image with 8 or 16 bits per channel")
+    if image.mode not in SIXTEEN_BIT_GREY_MODES:
+        return image.convert("RGB")
+    values = np.asarray(image).astype(np.int64)
+    if values.size and (values.min() < 0 or values.max() > SIXTEEN_BIT_MAX):
+        raise UsageError(f"{name}: grey values from {values.min()} to {values.max()} do not fit 16 bits; "
+                         "save the image with 8 or 16 bits per channel")
+    grey = ((values * 255 + SIXTEEN_BIT_MAX // 2) // SIXTEEN_BIT_MAX).astype(np.uint8)
+    return Image.fromarray(grey).convert("RGB")
 
 
 def is_power_of_two(value: int) -> bool:
@@ -90,7 +131,7 @@ def _validated_resolution(archive: ImageArchive) -> int:
     expected = None
     for name in archive.names:
         try:
-            with archive.open(name) as handle, Image.open(handle) as image:
+            with archive.open(name) as handle, open_image(handle, archive.describe(name)) as image:
                 size = image.size
         except READ_ERRORS as error:
             raise UsageError(f"{archive.describe(name)}: not a readable PNG ({error}); remove or replace it") from None
@@ -117,8 +158,8 @@ class ImageDataset(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> torch.Tensor:
         name = self.names[index]
         try:
-            with self.archive.open(name) as handle, Image.open(handle) as image:
-                pixels = np.asarray(image.convert("RGB"))
+            with self.archive.open(name) as handle, open_image(handle, self.archive.describe(name)) as image:
+                pixels = np.asarray(rgb8(image, self.archive.describe(name)))
         except READ_ERRORS as error:
             raise UsageError(f"{self.archive.describe(name)}: corrupt PNG ({error}); remove or replace it") from None
         if pixels.shape[:2] != (self.resolution, self.resolution):

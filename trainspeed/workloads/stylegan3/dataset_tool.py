@@ -17,7 +17,7 @@ from PIL import Image
 from trainspeed.atomic import atomic_path
 from trainspeed.errors import UsageError
 from trainspeed.workloads.stylegan3.dataset import (DATASET_JSON, MIN_RESOLUTION, READ_ERRORS, check_dataset_image,
-                                                    is_power_of_two)
+                                                    is_power_of_two, open_image, rgb8)
 
 SOURCE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
 
@@ -33,9 +33,9 @@ def list_source_images(source: Path) -> list[Path]:
 
 def _decode(path: Path) -> Image.Image:
     try:
-        with Image.open(path) as image:
+        with open_image(path, str(path)) as image:
             image.load()
-            return image.convert("RGB")
+            return rgb8(image, str(path))
     except READ_ERRORS as error:
         raise UsageError(f"{path}: not a readable image ({error}); remove or replace it") from None
 

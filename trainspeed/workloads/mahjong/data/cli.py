@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from trainspeed.flags import positive_int
 from trainspeed.workloads.mahjong.data.mjai_import import import_mjai
 from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay
 from trainspeed.workloads.mahjong.data.verify import summarize_mahjong_shards, verify_mahjong_shards
@@ -15,18 +16,18 @@ from trainspeed.workloads.mahjong.data.verify import summarize_mahjong_shards, v
 def add_data_commands(data_subparsers: argparse._SubParsersAction) -> None:
     selfplay = data_subparsers.add_parser(
         "mahjong-selfplay", help="play rule-based games; write mjai logs and training shards")
-    selfplay.add_argument("--games", type=int, required=True, help="number of games")
-    selfplay.add_argument("--workers", type=int, default=1, help="parallel processes")
+    selfplay.add_argument("--games", type=positive_int, required=True, help="number of games")
+    selfplay.add_argument("--workers", type=positive_int, default=1, help="parallel processes")
     selfplay.add_argument("--out", type=Path, required=True, help="output folder (rerun to resume)")
     selfplay.add_argument("--seed", type=int, default=0)
-    selfplay.add_argument("--games-per-shard", type=int, default=16)
+    selfplay.add_argument("--games-per-shard", type=positive_int, default=16)
     selfplay.add_argument("--no-progress", action="store_true", help="no progress bar")
     selfplay.set_defaults(handler=run_selfplay_command)
 
     from_mjai = data_subparsers.add_parser("from-mjai", help="encode mjai logs (files or folders) into shards")
     from_mjai.add_argument("logs", nargs="+", type=Path, help="mjai log files or folders of them")
     from_mjai.add_argument("--out", type=Path, required=True)
-    from_mjai.add_argument("--games-per-shard", type=int, default=16)
+    from_mjai.add_argument("--games-per-shard", type=positive_int, default=16)
     from_mjai.set_defaults(handler=run_from_mjai_command)
 
     inspect = data_subparsers.add_parser("inspect", help="summarize a shard folder from its index")

@@ -29,6 +29,7 @@ from typing import Iterable
 
 from trainspeed.atomic import atomic_path
 from trainspeed.errors import UsageError
+from trainspeed.user_json import parse_json
 
 GZIP_MAGIC = b"\x1f\x8b"
 DROPPED_EVENTS = frozenset({"none"})
@@ -76,21 +77,12 @@ def _read_text(path: Path) -> str:
 def _parse_lines(path: Path, text: str) -> list[LoggedEvent]:
     stripped = text.lstrip()
     if stripped.startswith("["):
-        try:
-            events = json.loads(stripped)
-        except json.JSONDecodeError as error:
-            raise UsageError(f"{path}: line {error.lineno}: not valid JSON ({error.msg})") from None
-        return [(1, event) for event in events]
+        return [(1, event) for event in parse_json(stripped, str(path))]
     logged = []
     for line_number, line in enumerate(io.StringIO(text), start=1):
         line = line.strip()
-        if not line:
-            continue
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise UsageError(f"{path}: line {line_number}: not valid JSON ({error.msg})") from None
-        logged.append((line_number, event))
+        if line:
+            logged.append((line_number, parse_json(line, f"{path}: line {line_number}")))
     return logged
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from tqdm import tqdm
 from trainspeed.atomic import atomic_write_text, check_writable_directory
 from trainspeed.data.shards import SHARD_PREFIX, ShardInfo
 from trainspeed.errors import UsageError
+from trainspeed.parent_death import die_with_parent
 from trainspeed.workloads.mahjong.agents import RuleBasedAgent
 from trainspeed.workloads.mahjong.data.mjai_logs import read_games, write_log
 from trainspeed.workloads.mahjong.data.shards import write_mahjong_index, write_mahjong_shard
@@ -151,7 +153,9 @@ def run_selfplay(config: SelfPlayConfig) -> SelfPlayResult:
     bar = tqdm(total=config.games, initial=config.games - sum(len(chunk_games(config, c)) for c in todo),
                unit="game", disable=not config.progress)
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(max_workers=config.workers, mp_context=context) as pool:
+    # the workers die with this process, so a kill -9 of the command leaves none playing on
+    with ProcessPoolExecutor(max_workers=config.workers, mp_context=context,
+                             initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(run_chunk, config, chunk): chunk for chunk in todo}
         for future in as_completed(futures):
             result = future.result()

@@ -1,0 +1,133 @@
+"""Bad flags and bad files given to bench (and any command's parser): one line `trainspeed: error:`,
+exit code 2, before any work, and the results file already there is left as it was."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from trainspeed.cli import main
+
+QUICK_BENCH = ["bench", "--size", "tiny", "--targets", "cpu:eager:fp32", "--batch-sizes", "8", "--windows", "1",
+               "--min-window-s", "0.01", "--warmup-steps", "1", "--peak-tflops", "1", "--no-progress", "--no-plot"]
+
+
+@pytest.fixture(scope="module")
+def earlier_results(tmp_path_factory) -> Path:
+    """A results file with a real row in it, as an earlier bench left it."""
+    path = tmp_path_factory.mktemp("earlier") / "results.jsonl"
+    assert main([*QUICK_BENCH, "--out", str(path)]) == 0
+    return path
+
+
+@pytest.fixture
+def results(earlier_results, tmp_path) -> Path:
+    path = tmp_path / "results.jsonl"
+    shutil.copy(earlier_results, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--peak-tflops", "nan"], "argument --peak-tflops: 'nan' is not a finite number"),
+        (["--peak-tflops", "inf"], "argument --peak-tflops: 'inf' is not a finite number"),
+        (["--peak-tflops", "-3"], "--peak-tflops must be a positive number"),
+        (["--min-window-s", "nan"], "argument --min-window-s: 'nan' is not a finite number"),
+        (["--min-window-s", "1e999"], "argument --min-window-s: '1e999' is not a finite number"),
+        (["--min-window-s", "-0.5"], "--min-window-s must be a positive number of seconds"),
+        (["--batch-sizes", "2^1..2^100000"], "batch size 2^100000 is over the limit of 2^40"),
+        (["--batch-sizes", "2^99"], "batch size 2^99 is over the limit of 2^40"),
+        (["--batch-sizes", "99999999999999999999999"], "batch size 99999999999999999999999 is over the limit"),
+        (["--batch-sizes", "8," + "9" * 5000], "is over the limit of 2^40"),
+        (["--batch-sizes", "2^" + "9" * 5000], "is over the limit of 2^40"),
+        (["--batch-sizes", "-99999999999999999999999"], "must be a positive integer"),
+        (["--batch-sizes", "2^41"], "a TiB, more than any device holds"),
+        (["--threads", "99999999999999999999"], "argument --threads: '99999999999999999999' is more than 4096 threads"),
+        (["--threads", "0"], "argument --threads: '0' must be at least 1"),
+        (["--windows", "many"], "argument --windows: invalid int value: 'many'"),
+        (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    ],
+)
+def test_impossible_bench_flags_are_one_line_before_any_work(cli_error, results, argv, fragment):
+    before = results.read_bytes()
+    line = cli_error(*QUICK_BENCH, "--out", str(results), *argv)
+    assert fragment in line, line
+    assert results.read_bytes() == before
+    assert not results.with_suffix(".csv").exists()  # nothing was measured, so nothing was exported
+
+
+def test_a_bench_out_that_never_ends_is_not_read(cli_error):
+    line = cli_error(*QUICK_BENCH, "--out", "/dev/zero")
+    assert "--out /dev/zero: not a regular file" in line, line
+
+
+def test_the_largest_batch_size_is_accepted_and_the_next_is_not(cli_error, tmp_results):
+    from trainspeed.bench.config import MAX_BATCH_SIZE, parse_batch_sizes
+
+    assert parse_batch_sizes("2^40") == [MAX_BATCH_SIZE] == parse_batch_sizes(str(MAX_BATCH_SIZE))
+    assert parse_batch_sizes("2^38..2^40") == [2**38, 2**39, 2**40]
+    line = cli_error(*QUICK_BENCH, "--batch-sizes", str(MAX_BATCH_SIZE + 1), "--out", str(tmp_results))
+    assert "over the limit of 2^40" in line
+
+
+def binary_file(path: Path) -> None:
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe not a results file")
+
+
+def deeply_nested_line(path: Path) -> None:
+    path.write_text('{"run_id": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+
+
+def a_folder(path: Path) -> None:
+    path.mkdir()
+    (path / "keep.txt").write_text("a file the user keeps here")
+
+
+def a_list_per_line(path: Path) -> None:
+    path.write_text("[1, 2, 3]\n")
+
+
+@pytest.mark.parametrize(
+    "make_out, fragment",
+    [
+        (binary_file, "not UTF-8 text (byte 0)"),
+        (deeply_nested_line, "line 1: JSON nested too deeply to read"),
+        (a_folder, "is a folder; give a file"),
+        (a_list_per_line, "line 1 is not a JSON object"),
+    ],
+    ids=["binary", "deeply-nested", "folder", "not-an-object"],
+)
+def test_a_bench_out_that_is_no_results_file_is_refused_and_kept(cli_error, tmp_path, make_out, fragment):
+    out = tmp_path / "results.jsonl"
+    make_out(out)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    line = cli_error(*QUICK_BENCH, "--out", str(out))
+    assert f"--out {out}: " in line and fragment in line, line
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["plot"], "the following arguments are required: results"),
+        (["data", "mahjong-selfplay", "--games", "two", "--out", "o"], "argument --games: 'two' is not a whole number"),
+        (["data", "mahjong-selfplay", "--games", "4", "--games-per-shard", "0", "--out", "o"],
+         "argument --games-per-shard: '0' must be at least 1"),
+        (["data", "mahjong-selfplay", "--games", "4", "--workers", "-2", "--out", "o"],
+         "argument --workers: '-2' must be at least 1"),
+        (["data", "from-mjai", "log.jsonl", "--games-per-shard", "0", "--out", "o"],
+         "argument --games-per-shard: '0' must be at least 1"),
+        (["data", "images", "src", "--out", "d.zip", "--resolution", "big"],
+         "argument --resolution: invalid int value"),
+        (["train", "--steps", "lots"], "argument --steps: invalid int value: 'lots'"),
+        (["nosuch"], "argument COMMAND: invalid choice: 'nosuch'"),
+    ],
+)
+def test_a_parser_error_of_any_command_is_one_line(cli_error, tmp_path, monkeypatch, argv, fragment):
+    monkeypatch.chdir(tmp_path)
+    line = cli_error(*argv)
+    assert fragment in line and "--help" in line, line
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,53 @@
+"""JSON that a user hands a command (logs to import, a results file to append rows to), read so
+that anything wrong with it is one UsageError line naming the file.
+
+Python's JSON reader recurses once per nesting level, so a line of 100,000 `[` raises
+RecursionError rather than a JSONDecodeError, and a file that is not UTF-8 raises
+UnicodeDecodeError before any JSON is parsed: both are bad input here, not crashes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from trainspeed.errors import UsageError
+
+
+def parse_json(text: str, where: str) -> Any:
+    """`json.loads(text)`; `where` (e.g. "log.jsonl: line 3") starts the error line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"{where}: not valid JSON ({error.msg}: line {error.lineno} column {error.colno})") from None
+    except RecursionError:
+        raise UsageError(f"{where}: JSON nested too deeply to read (deeper than Python's recursion limit); "
+                         "no file this tool writes or reads nests like that") from None
+
+
+def read_utf8(path: Path, what: str) -> str:
+    """The text of a file the user named; `what` (e.g. "--out results.jsonl") names it in errors.
+    Only a regular file is read: a device such as /dev/zero would never end."""
+    if path.is_dir():
+        raise UsageError(f"{what}: is a folder; give a file")
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{what}: not a regular file; give a file")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as error:
+        raise UsageError(f"{what}: cannot read ({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        raise UsageError(f"{what}: not UTF-8 text (byte {error.start}); give a JSONL file or a new path") from None
+
+
+def check_rows_file(path: Path, what: str) -> None:
+    """Before a command works and then appends rows to `path`: an existing file must hold JSON
+    objects only, one per line, so the rows are not glued onto someone else's file and the file
+    can be read back when the work is done."""
+    if not path.exists():
+        return
+    for number, line in enumerate(read_utf8(path, what).splitlines(), start=1):
+        if line.strip() and not isinstance(parse_json(line, f"{what}: line {number}"), dict):
+            raise UsageError(f"{what}: line {number} is not a JSON object; rows are appended only to "
+                             "a JSONL file of rows (give a new path)")
