@@ -154,21 +154,28 @@ def test_padding_does_more_matmul_work_than_is_reported():
 
 @pytest.mark.slow
 def test_compiled_adamw_takes_the_same_steps_as_eager_adamw():
+    """From the same weights and batch both runs compute the same gradients, so after one step the
+    weights differ only by how the two optimizer kernels round the same update (a few float32 ulps
+    of a step of at most lr). Later steps are not compared weight by weight: a parameter whose
+    exact gradient is zero (the key bias: softmax ignores a shift shared by every score) gets
+    rounding noise as its gradient, and Adam turns noise of either sign into a full step of +-lr,
+    so once the weights differ by one ulp the two runs may step such a parameter apart."""
     workload = get_workload("mahjong")
     plain, compiled = workload.build("tiny", seed=0), workload.build("tiny+compiled-adamw", seed=0)
     for trainable in (plain, compiled):
         trainable.setup_optimizers()
     batch = _batch()
-    for _ in range(3):
-        losses = [float(trainable.train_step(batch)) for trainable in (plain, compiled)]
-        assert losses[1] == pytest.approx(losses[0], rel=1e-5)
+    losses = [float(trainable.train_step(batch)) for trainable in (plain, compiled)]
+    assert losses[1] == losses[0]
+    lr = plain.optimizers["policy"].param_groups[0]["lr"]
+    for (name, a), b in zip(plain.networks["policy"].named_parameters(), compiled.networks["policy"].parameters()):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=lr * 1e-5, msg=name)
     # a schedule's float learning rate goes back to a tensor instead of recompiling the step
     compiled.optimizers["policy"].param_groups[0]["lr"] = 1e-4
     plain.optimizers["policy"].param_groups[0]["lr"] = 1e-4
-    plain.train_step(batch), compiled.train_step(batch)
+    losses = [float(trainable.train_step(batch)) for trainable in (plain, compiled)]
+    assert losses[1] == pytest.approx(losses[0], rel=1e-5)
     assert isinstance(compiled.optimizers["policy"].param_groups[0]["lr"], torch.Tensor)
-    for (name, a), b in zip(plain.networks["policy"].named_parameters(), compiled.networks["policy"].parameters()):
-        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=name)
 
 
 @pytest.mark.slow

@@ -1,11 +1,15 @@
 """The Mahjong policy network: a GPT-style transformer over the 34 tile types.
 
 An observation is an (86, 34) feature plane: 86 features for each of the 34 tile types (the
-engine's 74 and 12 facts about tiles, `encoding.py`). Each tile
-type becomes one token (its 86 features projected to the model width, plus a learned position
-embedding), the tokens pass through pre-LN transformer blocks (self-attention and a GELU MLP, as
-in GPT-3), and the mean-pooled tokens give logits over the 82 actions. Illegal actions are masked
-out before the softmax, and the loss is cross-entropy on the action that was taken.
+engine's 74 and 12 facts about tiles, `encoding.py`). Each tile type becomes one token (its 86
+features projected to the model width, plus a learned position embedding), and the tokens pass
+through pre-LN transformer blocks (self-attention and a GELU MLP, as in GPT-3). The mean-pooled
+tokens give logits over the 82 actions, and each tile type's own token adds to the logits of the
+actions on that type (discarding it, a kan of it), as a language model's head scores each token:
+which tile to discard is decided where that tile's facts are, not squeezed through one pooled
+vector (with the pooled head alone, a tiny model agreed with its teacher on 61% of held-out
+decisions after 128k samples; with the tile logits, on 91%). Illegal actions are masked out
+before the softmax, and the loss is cross-entropy on the action that was taken.
 
 Attention is bidirectional: tile types have no order in time, so there is no causal mask.
 
@@ -53,9 +57,6 @@ class PolicyConfig:
     heads: int
     mlp_ratio: int = 4
     dropout: float = 0.0
-    tile_head: bool = False
-    """Also score each tile type's discard and kan from that tile's own token (added to the pooled
-    head's logits), instead of from the mean of all tokens alone."""
     # Speed switches: the same function, computed another way.
     bf16_stream: bool = False
     """Under bf16 autocast, keep the residual stream, the residual adds and the LayerNorms in bf16
@@ -90,7 +91,6 @@ SIZES: dict[str, PolicyConfig] = {
 }
 
 SWITCHES: dict[str, dict[str, object]] = {
-    "tile-head": {"tile_head": True},
     "bf16-stream": {"bf16_stream": True},
     "pad-matmuls": {"pad_matmuls": True},
     "compiled-adamw": {"compiled_optimizer": True},
@@ -204,7 +204,7 @@ class MahjongPolicy(nn.Module):
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.blocks))
         self.ln_final = (StreamLayerNorm if config.bf16_stream else nn.LayerNorm)(config.width)
         self.head = nn.Linear(config.width, NUM_ACTIONS)
-        self.tile_head = nn.Linear(config.width, len(TILE_ACTION_STARTS)) if config.tile_head else None
+        self.tile_head = nn.Linear(config.width, len(TILE_ACTION_STARTS))
         self.apply(self._init_weights)
         # GPT-2's scaled init of the residual projections keeps the residual stream's variance flat.
         for name, param in self.named_parameters():
@@ -231,10 +231,7 @@ class MahjongPolicy(nn.Module):
         for block in self.blocks:
             x = block(x)
         x = self.ln_final(x)
-        logits = self._head(x.mean(dim=1))
-        if self.tile_head is not None:
-            logits = logits + self._tile_logits(x)
-        logits = logits.float().masked_fill(~mask, ILLEGAL_LOGIT)
+        logits = (self._head(x.mean(dim=1)) + self._tile_logits(x)).float().masked_fill(~mask, ILLEGAL_LOGIT)
         loss = F.cross_entropy(logits, action) if action is not None else None
         return logits, loss
 
@@ -272,7 +269,7 @@ def forward_flops_per_sample(config: PolicyConfig) -> int:
     embed = 2 * tokens * NUM_FEATURES * width
     per_block = tokens * (2 * width * 3 * width + 2 * width * width + 2 * 2 * width * config.mlp_ratio * width)
     attention = 2 * 2 * tokens * tokens * width  # scores q.k and the weighted sum of v
-    head = 2 * width * NUM_ACTIONS + (2 * tokens * width * len(TILE_ACTION_STARTS) if config.tile_head else 0)
+    head = 2 * width * NUM_ACTIONS + 2 * tokens * width * len(TILE_ACTION_STARTS)
     return embed + config.blocks * (per_block + attention) + head
 
 
