@@ -239,10 +239,9 @@ def test_a_server_that_stops_fails_the_client_at_once_with_device_lost(serve):
     batch = target.move_batch(batches(1)[0])
     target.run_step(trainable, batch)
     server.stop(None)
-    started = time.monotonic()
+    # The closed connection says so at once: UNAVAILABLE, not the reply timeout's "sent no reply within".
     with pytest.raises(DeviceLost, match=r"went away during step 2 of its session \(UNAVAILABLE"):
         target.run_step(trainable, batch)
-    assert time.monotonic() - started < 5
     with pytest.raises(DeviceLost):  # and every later call, without waiting again
         target.sync()
 
@@ -290,16 +289,15 @@ def test_a_killed_server_process_fails_the_bench_fast_with_one_line(tmp_path):
         assert wait_until(lambda: "built" in server.stderr(), timeout_s=60), server.stderr()
         time.sleep(1.0)
         server.kill()
-        killed_at = time.monotonic()
-        _, err = bench.communicate(timeout=60)
-        took = time.monotonic() - killed_at
+        # Well within the client's 600 s reply timeout: the killed server's closed connection says it.
+        _, err = bench.communicate(timeout=120)
     finally:
         bench.kill()
         server.stop()
     lines = err.strip().splitlines()
     assert bench.returncode == 1 and len(lines) == 1, err
     assert lines[0].startswith("trainspeed: error: remote server 127.0.0.1:") and "went away" in lines[0]
-    assert took < 10, took
+    assert "sent no reply" not in lines[0], lines[0]
 
 
 @pytest.mark.slow
@@ -368,6 +366,6 @@ def test_the_client_side_link_emulation_holds_steps_back(server):
         target.run_step(trainable, target.move_batch(batch))
         times.append(time.perf_counter() - started)
     # A lower bound, which load cannot break: the emulated link carries the batch no faster than its
-    # rate and answers no sooner than its round trip (the server's step then overlaps nothing).
+    # rate and answers no sooner than its round trip (the server's step then overlaps nothing). The
+    # unlimited step is not compared with it: under load it may take longer than that bound.
     assert times[1] >= 0.26 + 0.05, times
-    assert times[0] < times[1], times

@@ -4,15 +4,20 @@ against a server in this process (so a local run in the same process is bit-comp
 from __future__ import annotations
 
 import json
+import math
+import statistics
 
 import pytest
+import torch
 
+from trainspeed.bench.timing import TimingPlan, time_training
 from trainspeed.cli import main
 from trainspeed.errors import UsageError
 from trainspeed.serve.config import ServeConfig
 from trainspeed.serve.server import start_server
-from trainspeed.targets import all_target_names, target_family
+from trainspeed.targets import all_target_names, get_target, target_family
 from trainspeed.targets.remote import RemoteTarget
+from trainspeed.workloads import get_workload
 
 
 @pytest.fixture
@@ -80,7 +85,11 @@ def test_bench_through_the_cli_records_the_wire(server, capsys, tmp_results):
     assert all(row["transport"] is None and row["server_step_s"] is None for row in local)
     for row in remote_rows:
         assert row["transport"] == "grpc" and row["link"] == "loopback" and row["in_flight"] in (1, 2)
-        assert 0 < row["server_step_s"] < row["step_time_s"] * 1.5
+        # The server's step time covers the client's timed windows, one sum per window: paired by
+        # construction, not compared as timings.
+        assert len(row["server_window_s"]) == len(row["window_s"]) == row["windows"] == 2
+        assert row["server_step_s"] == statistics.median(s / row["steps_per_window"] for s in row["server_window_s"])
+        assert row["wire_time_suspect"] is False
         assert row["bytes_sent_per_step"] < 100  # the batch stayed on the server
         assert "(remote, 127.0.0.1:" in row["device_name"]
     assert f"{remote}/in-flight=2" in out
@@ -132,3 +141,22 @@ def test_train_through_a_remote_target_runs_one_rank(server, capsys, tmp_path):
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "trains on one rank only" in lines[0], err
     assert not (tmp_path / "run").exists()
+
+
+def test_the_servers_step_time_covers_the_timed_windows_only(server):
+    """The first step, the warm-up and the probe step run on the server too; only the steps of the
+    windows the bench keeps may go into `server_step_s`, or the wire time (client step - server
+    step) is that of other steps."""
+    target = get_target(server.remote_name)
+    workload = get_workload("mahjong")
+    trainable = target.build(workload, "tiny", 0)
+    batch = target.move_batch(workload.synthetic_batch("tiny", 8, torch.Generator().manual_seed(0)))
+    plan = TimingPlan(warmup_steps=3, windows=3, min_window_s=0.0, min_steps_per_window=2)
+    timing = time_training(target, trainable, batch, plan)
+    fields, every_step_s = target.row_fields(), trainable.session.stats.server_step_s
+    before = 1 + plan.warmup_steps + 1  # the first step, the warm-up, the probe step
+    assert timing.steps_per_window == 2 and timing.restarts == 0
+    assert len(every_step_s) == before + plan.windows * timing.steps_per_window
+    windows = [every_step_s[before + 2 * i: before + 2 * i + 2] for i in range(plan.windows)]
+    assert fields["server_window_s"] == [math.fsum(w) for w in windows]
+    assert fields["server_step_s"] == statistics.median(math.fsum(w) / 2 for w in windows)

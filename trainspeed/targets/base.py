@@ -231,6 +231,12 @@ class Target(ABC):
         return loss
 
     # --- measuring ------------------------------------------------------------------------------
+    def start_timed_windows(self) -> None:
+        """The bench is about to time windows of steps, each ended by `sync`, and keeps the windows
+        from here until it calls this again (it starts over with more steps per window). A family
+        whose device times its own steps elsewhere (the remote one) pairs those times with these
+        windows, so both cover the same steps. Default: nothing to do."""
+
     def measured_peak_tflops(self) -> float | None:
         """The device's peak matmul TFLOP/s where the family measures it itself; None (the default)
         lets the bench's probe measure it on `device` from this process. A family whose device

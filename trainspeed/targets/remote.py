@@ -221,6 +221,12 @@ class RemoteTarget(Target):
         return self._stats.peak_memory_bytes if self._stats is not None else None
 
     # --- measuring ----------------------------------------------------------------------------------
+    def start_timed_windows(self) -> None:
+        """The server's step times are summed per window from here on (each sync ends one), so
+        `server_step_s` covers the steps `step_time_s` covers."""
+        if self._stats is not None:
+            self._stats.start_windows()
+
     def measured_peak_tflops(self) -> float:
         return self._connection.measure_peak()
 
