@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from trainspeed.errors import UsageError
 from trainspeed.wire.address import Address
-from trainspeed.wire.credentials import read_pem, read_token
+from trainspeed.wire.credentials import check_key_pair, read_pem, read_token
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class ServeConfig:
         if self.uses_tls:
             read_pem(self.tls_cert, "serve: --tls-cert")
             read_pem(self.tls_key, "serve: --tls-key")
+            check_key_pair(self.tls_cert, self.tls_key)
         if not address.is_loopback:
             if self.token_file is None:
                 raise UsageError(
