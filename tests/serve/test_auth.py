@@ -174,6 +174,9 @@ def test_tls_with_the_servers_certificate_works_and_without_it_is_one_line(serve
         (["--target", "gpu:eager:fp32"], "unknown device 'gpu'"),
         (["--target", "cpu:lazy:fp32"], "mode 'lazy' is not available on cpu"),
         (["--threads", "0"], "--threads must be positive"),
+        (["--idle-timeout-s", "0"], "--idle-timeout-s must be a positive number of seconds, got 0.0"),
+        (["--idle-timeout-s", "nan"], "--idle-timeout-s must be a positive number of seconds, got nan"),
+        (["--memory-budget-gib", "-1"], "--memory-budget-gib must be a positive number, got -1.0"),
     ],
 )
 def test_serve_answers_bad_flags_with_one_line_and_exit_code_2(capsys, argv, fragment):

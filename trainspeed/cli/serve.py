@@ -43,6 +43,9 @@ def add_serve_command(subparsers: argparse._SubParsersAction) -> None:
     flag("--insecure", "insecure", "allow a non-loopback --listen without TLS (token and tensors in clear text)")
     flag("--threads", "threads", "torch CPU threads of the server")
     flag("--max-sessions", "max_sessions", "models (client streams) held at once")
+    flag("--idle-timeout-s", "idle_timeout_s", "end a session (and free its slot) that sends nothing for this long")
+    flag("--memory-budget-gib", "memory_budget_gib",
+         "GiB of client tensors (batches, states) all sessions may hold (default: half this machine's memory)")
     parser.set_defaults(handler=run_serve)
 
 

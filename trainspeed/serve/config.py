@@ -7,6 +7,8 @@ tensors may cross in clear text (a private link, such as the namespaces of bench
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 
 from trainspeed.errors import UsageError
@@ -30,6 +32,12 @@ class ServeConfig:
     """torch threads of the server (None leaves torch's default); device_name reports them."""
     max_sessions: int = 4
     """Sessions (models) held at once; a client beyond them is refused with RESOURCE_EXHAUSTED."""
+    idle_timeout_s: float = 60.0
+    """A session that sends nothing for this long (one that never opens included) is ended and its
+    slot freed, so clients that connect and wait cannot hold every slot."""
+    memory_budget_gib: float | None = None
+    """GiB of client tensors (batches, states being received) all sessions together may hold;
+    None: half of this machine's memory."""
 
     @property
     def address(self) -> Address:
@@ -66,4 +74,14 @@ class ServeConfig:
             raise UsageError(f"serve: --threads must be positive, got {self.threads}")
         if self.max_sessions < 1:
             raise UsageError(f"serve: --max-sessions must be >= 1, got {self.max_sessions}")
+        if not (math.isfinite(self.idle_timeout_s) and self.idle_timeout_s > 0):
+            raise UsageError(f"serve: --idle-timeout-s must be a positive number of seconds, got {self.idle_timeout_s}")
+        if self.memory_budget_gib is not None and not (math.isfinite(self.memory_budget_gib) and self.memory_budget_gib > 0):
+            raise UsageError(f"serve: --memory-budget-gib must be a positive number, got {self.memory_budget_gib}")
         return self
+
+    @property
+    def memory_budget_bytes(self) -> int:
+        if self.memory_budget_gib is not None:
+            return int(self.memory_budget_gib * 2**30)
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2

@@ -21,7 +21,7 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ServerInfo(_message.Message):
-    __slots__ = ("target", "device_name", "torch_version", "threads", "max_message_bytes", "chunk_bytes", "workloads", "live_sessions")
+    __slots__ = ("target", "device_name", "torch_version", "threads", "max_message_bytes", "chunk_bytes", "workloads", "live_sessions", "idle_timeout_s", "memory_budget_bytes")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     DEVICE_NAME_FIELD_NUMBER: _ClassVar[int]
     TORCH_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,8 @@ class ServerInfo(_message.Message):
     CHUNK_BYTES_FIELD_NUMBER: _ClassVar[int]
     WORKLOADS_FIELD_NUMBER: _ClassVar[int]
     LIVE_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
     target: str
     device_name: str
     torch_version: str
@@ -38,7 +40,9 @@ class ServerInfo(_message.Message):
     chunk_bytes: int
     workloads: _containers.RepeatedScalarFieldContainer[str]
     live_sessions: int
-    def __init__(self, target: _Optional[str] = ..., device_name: _Optional[str] = ..., torch_version: _Optional[str] = ..., threads: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., chunk_bytes: _Optional[int] = ..., workloads: _Optional[_Iterable[str]] = ..., live_sessions: _Optional[int] = ...) -> None: ...
+    idle_timeout_s: float
+    memory_budget_bytes: int
+    def __init__(self, target: _Optional[str] = ..., device_name: _Optional[str] = ..., torch_version: _Optional[str] = ..., threads: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., chunk_bytes: _Optional[int] = ..., workloads: _Optional[_Iterable[str]] = ..., live_sessions: _Optional[int] = ..., idle_timeout_s: _Optional[float] = ..., memory_budget_bytes: _Optional[int] = ...) -> None: ...
 
 class PeakRequest(_message.Message):
     __slots__ = ()
