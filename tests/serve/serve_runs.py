@@ -23,6 +23,7 @@ from trainspeed.wire import remote_pb2_grpc as pb_grpc
 from trainspeed.wire.limits import CLIENT_OPTIONS
 from trainspeed.wire.tensors import tensor_chunks
 from trainspeed.workloads import get_workload
+from trainspeed.workloads.identity import identify
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -110,8 +111,9 @@ def raw_session(server, messages: list[pb.ClientMessage], metadata=()) -> grpc.R
         channel.close()
 
 
-def opened(server, workload: str = "mahjong", target: str | None = None) -> pb.ClientMessage:
-    return pb.ClientMessage(open=pb.Open(workload=workload, size="tiny", seed=0, target=target or server.host.target_name))
+def opened(server, workload: str = "mahjong", target: str | None = None, sha256: str | None = None) -> pb.ClientMessage:
+    return pb.ClientMessage(open=pb.Open(workload=workload, size="tiny", seed=0, target=target or server.host.target_name,
+                                         workload_sha256=sha256 or identify(WORKLOAD).definition_sha256))
 
 
 def batch_messages(batch: dict[str, torch.Tensor], batch_id: int = 1) -> list[pb.ClientMessage]:

@@ -177,6 +177,8 @@ def test_tls_with_the_servers_certificate_works_and_without_it_is_one_line(serve
         (["--idle-timeout-s", "0"], "--idle-timeout-s must be a positive number of seconds, got 0.0"),
         (["--idle-timeout-s", "nan"], "--idle-timeout-s must be a positive number of seconds, got nan"),
         (["--memory-budget-gib", "-1"], "--memory-budget-gib must be a positive number, got -1.0"),
+        (["--workload", "charlm"], "--workload 'charlm': write package.module:factory"),
+        (["--workload", "no_such_module_anywhere:factory"], "cannot import workload module 'no_such_module_anywhere'"),
     ],
 )
 def test_serve_answers_bad_flags_with_one_line_and_exit_code_2(capsys, argv, fragment):

@@ -32,6 +32,9 @@ class ServeConfig:
     """torch threads of the server (None leaves torch's default); device_name reports them."""
     max_sessions: int = 4
     """Sessions (models) held at once; a client beyond them is refused with RESOURCE_EXHAUSTED."""
+    workloads: tuple[str, ...] = ()
+    """Workloads this server builds besides the built-in ones, as `package.module:factory`: the
+    operator's list, imported at start. A client names one of them; it never names a module."""
     idle_timeout_s: float = 60.0
     """A session that sends nothing for this long (one that never opens included) is ended and its
     slot freed, so clients that connect and wait cannot hold every slot."""
@@ -78,6 +81,10 @@ class ServeConfig:
             raise UsageError(f"serve: --idle-timeout-s must be a positive number of seconds, got {self.idle_timeout_s}")
         if self.memory_budget_gib is not None and not (math.isfinite(self.memory_budget_gib) and self.memory_budget_gib > 0):
             raise UsageError(f"serve: --memory-budget-gib must be a positive number, got {self.memory_budget_gib}")
+        for reference in self.workloads:
+            if ":" not in reference:
+                raise UsageError(f"serve: --workload {reference!r}: write package.module:factory (the built-in "
+                                 "workloads are always served)")
         return self
 
     @property

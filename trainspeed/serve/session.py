@@ -40,7 +40,6 @@ from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire.client import OUT_OF_MEMORY_PREFIX
 from trainspeed.wire.state import decode_state, encode_state
 from trainspeed.wire.tensors import TensorAssembler, WireError, check_header, single_chunk, tensor_chunks
-from trainspeed.workloads import BUILTIN_WORKLOADS, get_workload
 from trainspeed.workloads.base import Trainable, Workload
 
 
@@ -120,10 +119,7 @@ class RequestReader:
         if request.target != self.host.target_name:
             raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
                           f"this server serves {self.host.target_name}, not {request.target}")
-        if request.workload not in BUILTIN_WORKLOADS:
-            raise Refusal(grpc.StatusCode.NOT_FOUND, f"unknown workload {request.workload!r}; this server builds "
-                          f"{', '.join(BUILTIN_WORKLOADS)}")
-        workload = get_workload(request.workload)
+        workload = self.host.workloads.open(request.workload, request.workload_sha256)
         if request.size not in workload.sizes:
             raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"unknown {request.workload} size {request.size!r}; "
                           f"choose one of {', '.join(workload.sizes)}")

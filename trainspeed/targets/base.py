@@ -113,6 +113,12 @@ class Target(ABC):
         lives elsewhere says so in one line instead of failing in the middle of a run."""
 
     @classmethod
+    def check_workload(cls, spec: TargetSpec, workload: Workload) -> None:
+        """Raise UsageError when this target cannot build the workload (default: every workload
+        builds here). Called before anything runs, so a family whose device lives elsewhere can ask
+        there (a server builds only the workloads its operator named) and say so in one line."""
+
+    @classmethod
     def check_spec(cls, spec: TargetSpec) -> None:
         """Raise UsageError when the family has no such mode, precision or option (no device is touched)."""
         if spec.mode not in cls.modes:
