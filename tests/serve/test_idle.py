@@ -48,6 +48,13 @@ class IdleStream:
         self.channel.close()
 
 
+def wait_until_each_holds_a_slot_or_ended(server, streams: list[IdleStream]) -> None:
+    """Before a working client starts: every stream has reached the server (none may lose its slot
+    to that client), whether it still holds its slot or the idle timeout already ended it."""
+    assert wait_until(lambda: server.host.live_sessions + sum(s.call.done() for s in streams) == len(streams),
+                      timeout_s=MARGIN_S)
+
+
 def build_when_a_slot_frees(target, deadline_s: float):
     """Build a model, trying again while the server is busy, until `deadline_s` has passed."""
     give_up_at = time.monotonic() + deadline_s
@@ -64,6 +71,7 @@ def test_idle_streams_are_ended_and_a_working_client_is_then_served(serve):
     server = serve(max_sessions=2, idle_timeout_s=IDLE_TIMEOUT_S)
     streams = [IdleStream(server, []), IdleStream(server, [opened(server)])]  # never opens; opens, then waits
     try:
+        wait_until_each_holds_a_slot_or_ended(server, streams)
         target = get_target(server.remote_name)
         trainable = build_when_a_slot_frees(target, IDLE_TIMEOUT_S + MARGIN_S)
         host_batches = batches(2)
@@ -78,6 +86,23 @@ def test_idle_streams_are_ended_and_a_working_client_is_then_served(serve):
             stream.close()
     del trainable
     assert wait_until(lambda: server.host.live_sessions == 0)
+
+
+def test_a_client_that_reads_no_replies_is_cut_off_and_a_working_client_is_then_served(serve):
+    """Flow control holds a reply the client does not read, so the server waits to send it; after
+    the idle timeout it cancels the call instead of holding the slot for ever."""
+    server = serve(max_sessions=1, idle_timeout_s=IDLE_TIMEOUT_S)
+    states = [pb.ClientMessage(get_state=pb.GetState(seq=seq, part=pb.TRAINABLE)) for seq in range(2, 42)]
+    stalled = IdleStream(server, [opened(server), *states])  # 40 states of about 1 MB, none read
+    try:
+        wait_until_each_holds_a_slot_or_ended(server, [stalled])
+        target = get_target(server.remote_name)
+        trainable = build_when_a_slot_frees(target, IDLE_TIMEOUT_S + MARGIN_S)
+        host_batches = batches(2)
+        assert [float(target.run_step(trainable, target.move_batch(b))) for b in host_batches] == local_losses(host_batches)
+        assert stalled.status().code() == grpc.StatusCode.CANCELLED
+    finally:
+        stalled.close()
 
 
 def test_a_step_that_computes_longer_than_the_idle_timeout_is_not_idleness(serve, monkeypatch):

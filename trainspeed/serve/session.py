@@ -15,7 +15,7 @@ own session with a gRPC status that says what; so does a failure of the reader i
 would otherwise end the stream with an OK that says nothing. The server and the other sessions go
 on. A client that disconnects, or whose connection dies, ends its session the same way, and the
 model and batches are freed; so does a client that sends nothing for `--idle-timeout-s`, which
-ends with DEADLINE_EXCEEDED and frees its slot.
+ends with DEADLINE_EXCEEDED and frees its slot, and one that reads no reply for as long.
 """
 
 from __future__ import annotations
@@ -70,6 +70,37 @@ class Activity:
 
     def idle_left_s(self, timeout_s: float) -> float:
         return timeout_s - (time.monotonic() - self._last)
+
+
+class StalledReplies:
+    """Cancels the call once a reply has waited `timeout_s` to be sent: a client that stops reading
+    its replies (HTTP/2 flow control then holds the send) would otherwise hold its slot for ever.
+    A cancelled call's client learns nothing more; it was not listening."""
+
+    def __init__(self, context: grpc.ServicerContext, timeout_s: float) -> None:
+        self.context = context
+        self.timeout_s = timeout_s
+        self._since: float | None = None
+        self._ended = threading.Event()
+        threading.Thread(target=self._watch, daemon=True, name=f"trainspeed-serve-replies-{context.peer()}").start()
+
+    def sending(self) -> None:
+        self._since = time.monotonic()
+
+    def sent(self) -> None:
+        self._since = None
+
+    def end(self) -> None:
+        self._ended.set()
+
+    def _watch(self) -> None:
+        while not self._ended.wait(self.timeout_s / 4):
+            since = self._since
+            if since is not None and time.monotonic() - since > self.timeout_s:
+                log(f"session {self.context.peer()}: a reply waited {self.timeout_s:g} s to be sent (the client reads "
+                    "none); the call is cancelled and its slot freed")
+                self.context.cancel()
+                return
 
 
 class RequestReader:
@@ -345,6 +376,7 @@ def serve_session(host: DeviceHost, requests: Iterable[pb.ClientMessage], contex
             threading.Thread(target=read_requests, args=(requests, commands, reader, activity), daemon=True,
                              name=f"trainspeed-serve-reader-{context.peer()}").start()
             session = DeviceSession(host, context.peer(), memory)
+            replies = StalledReplies(context, host.idle_timeout_s)
             try:
                 while True:
                     command = _next_command(commands, activity, host.idle_timeout_s)
@@ -352,9 +384,13 @@ def serve_session(host: DeviceHost, requests: Iterable[pb.ClientMessage], contex
                         return
                     if command.kind == "refuse":
                         raise command.payload
-                    yield from session.run(command)
+                    for reply in session.run(command):
+                        replies.sending()
+                        yield reply  # gRPC sends it before it asks for the next
+                        replies.sent()
                     activity.touch()
             finally:
+                replies.end()
                 session.free()
                 memory.close()
     except Refusal as refusal:
