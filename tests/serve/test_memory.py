@@ -43,7 +43,7 @@ def test_sessions_share_the_servers_budget_and_get_it_back_when_they_end(serve):
     assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
 
 
-@pytest.mark.parametrize("name, size", [("mahjong", "tiny"), ("stylegan3", "tiny-t")])
+@pytest.mark.parametrize("name, size", [("mahjong", "tiny"), pytest.param("stylegan3", "tiny-t", marks=pytest.mark.slow)])
 def test_a_trained_models_state_fits_the_limit_its_fresh_model_sets(name, size):
     """The limit must let every real resume through: a state after training steps (the optimizers'
     moments filled in) is within the limit the freshly built model gives its session."""
