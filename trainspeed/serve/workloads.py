@@ -29,6 +29,8 @@ class ServedWorkload:
 
 
 class WorkloadList:
+    """The server's workloads by name: clients name them, so a name stands for one definition."""
+
     def __init__(self, served: Iterable[ServedWorkload]) -> None:
         self._by_name = {entry.identity.name: entry for entry in served}
 
