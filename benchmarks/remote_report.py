@@ -99,8 +99,9 @@ def step_s(row: ResultRow | None) -> float | None:
 
 
 def wire_s(row: ResultRow | None) -> float | None:
-    """Client step minus the server's own step: the time the wire (and its copies) added."""
-    if row is None or row.server_step_s is None:
+    """Client step minus the server's own step: the time the wire (and its copies) added. None
+    where the row says its server time cannot be paired with its windows (`wire_time_suspect`)."""
+    if row is None or row.server_step_s is None or row.wire_time_suspect:
         return None
     return row.step_time_s - row.server_step_s
 

@@ -85,7 +85,15 @@ class ResultRow:
     """Median bytes each step sent to the remote device (the batch with the host feed)."""
     bytes_received_per_step: int | None = None
     server_step_s: float | None = None
-    """Median step time the remote device measured itself; client step - server step = wire time."""
+    """The step time the remote device measured itself, over the same steps as step_time_s (the
+    median over the timed windows of the server's seconds per step in each); client step - server
+    step = wire time."""
+    server_window_s: list[float] | None = None
+    """The remote device's own seconds in each timed window (the sum over its steps), paired with
+    window_s: no window's server time can exceed the client's."""
+    wire_time_suspect: bool | None = None
+    """True when server_step_s exceeds the client's step time over the same windows, which the
+    pairing rules out: the row's wire time is not to be trusted."""
     error: str | None = None
     command: str | None = None
     """The command line that wrote the row (None in rows written before rows recorded it)."""

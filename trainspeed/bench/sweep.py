@@ -21,7 +21,7 @@ from trainspeed.bench.results import ResultRow, append_row, check_results_file
 from trainspeed.bench.timing import TimingPlan, time_training
 from trainspeed.bench.config import BenchConfig
 from trainspeed.errors import DeviceLost
-from trainspeed.targets import Target, get_target
+from trainspeed.targets import Target, check_target_builds, get_target
 from trainspeed.workloads import Workload, get_workload
 
 ProgressHook = Callable[[str, int, bool], None]
@@ -119,6 +119,8 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
     # XLA registers its device before the first backward in this process (autograd sizes its
     # device queues then; a workload may count its FLOPs with a backward pass).
     targets = [get_target(name) for name in config.targets]
+    for name in config.targets:
+        check_target_builds(name, workload)
     flops_per_sample = workload.flops_per_sample(config.size)
     environment = Environment.capture()
     run_id = uuid.uuid4().hex[:12]

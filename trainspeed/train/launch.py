@@ -26,7 +26,7 @@ from types import FrameType
 
 from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
-from trainspeed.targets import get_target, target_family
+from trainspeed.targets import check_target_builds, get_target, target_family
 from trainspeed.targets.base import Target
 from trainspeed.train.checkpoint import StopRequest
 from trainspeed.train.config import TrainConfig
@@ -57,6 +57,7 @@ def check_runnable(config: TrainConfig) -> tuple[type[Target], int | None]:
         raise UsageError(
             f"train: --size {config.size!r} is not a {workload.name} size; choose one of {', '.join(workload.sizes)}"
         )
+    check_target_builds(config.target, workload)
     batches_per_epoch = None
     if config.data is not None:
         if not hasattr(workload, "open_dataset"):
