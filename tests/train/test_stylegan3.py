@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from train_runs import REPO_ROOT, run_train, train_env
+from train_runs import REPO_ROOT, latest_payload, run_train, train_env
 
 
 def _image_dataset(tmp_path: Path) -> Path:
@@ -41,6 +41,5 @@ def test_stylegan3_trains_on_two_ranks_from_its_image_dataset(tmp_path: Path) ->
     summary = json.loads((out / "summary.json").read_text())
     assert summary["workload"] == "stylegan3" and summary["samples"] == 2 * 2 * 2
     assert math.isfinite(summary["final_loss"]) and summary["validation"] is None
-    pointer = out / "checkpoints" / "latest"
-    payload = torch.load(pointer.parent / pointer.read_text().strip(), weights_only=False)
+    payload = latest_payload(out)
     assert set(payload["trainable"]["networks"]) == {"G", "D", "G_ema"} and payload["trainable"]["step"] == 2

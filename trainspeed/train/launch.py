@@ -28,10 +28,9 @@ from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.targets import get_target, target_family
 from trainspeed.targets.base import Target
-from trainspeed.train.checkpoint import StopRequest
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
-from trainspeed.train.lifecycle import die_with_parent, exit_code
+from trainspeed.train.lifecycle import StopRequest, die_with_parent, exit_code
 from trainspeed.train.loop import Layout, RankTrainer
 from trainspeed.train.run_dir import RunDirectory
 from trainspeed.train.summary import bench_samples_per_s
@@ -74,6 +73,7 @@ def launch(config: TrainConfig) -> int:
     run_dir = RunDirectory(config.run_dir)
     run_dir.check_writable()
     with run_dir.lock():
+        run_dir.remove_interrupted_writes()
         if not config.resume:
             run_dir.check_fresh()
         else:
@@ -83,9 +83,7 @@ def launch(config: TrainConfig) -> int:
                 print(f"train: the run in {run_dir.path} already finished step {point.step} of {total_steps}; "
                       "nothing to do (give a larger --steps to train on)")
                 return 0
-            if point is not None:
-                run_dir.record_resume(point)
-            run_dir.forget_steps_after(point.step if point is not None else 0)
+            run_dir.continue_from(point)
         config_path = run_dir.write_config(config)
         if family.data_parallel == "spmd":
             return run_spmd(config, family)

@@ -1,10 +1,13 @@
-"""Process life cycle of a run: children that die with their parent, and the run's exit code."""
+"""Process life cycle of a run: children that die with their parent, the stop request a signal
+makes, and the run's exit code."""
 
 from __future__ import annotations
 
 import ctypes
 import signal
 import sys
+from types import FrameType
+from typing import Any
 
 from trainspeed.train.summary import RunSummary
 
@@ -27,3 +30,24 @@ def die_with_parent(sig: signal.Signals = signal.SIGKILL) -> None:
 def exit_code(summary: RunSummary) -> int:
     """0 when the run reached its last step; 143 (SIGTERM's code) when it stopped early after a checkpoint."""
     return EXIT_STOPPED_BY_SIGNAL if summary.stopped_by_signal else 0
+
+
+class StopRequest:
+    """Turns SIGTERM into a flag the loop checks between steps (checkpoint, then exit cleanly).
+
+    A handler that checkpointed directly could run in the middle of a step or a collective.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: Any = None
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+
+    def __enter__(self) -> "StopRequest":
+        self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        signal.signal(signal.SIGTERM, self._previous)

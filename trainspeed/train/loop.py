@@ -25,7 +25,6 @@ from trainspeed.errors import UsageError
 from trainspeed.targets.base import BatchPlacer, Target
 from trainspeed.targets.threads import configure_threads
 from trainspeed.train.checkpoint import (
-    StopRequest,
     capture_rng_states,
     latest_checkpoint,
     load_checkpoint,
@@ -35,6 +34,7 @@ from trainspeed.train.checkpoint import (
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.evaluation import EvalRecord, can_evaluate, evaluate
+from trainspeed.train.lifecycle import StopRequest
 from trainspeed.train.lr_schedule import build_schedulers, current_lr
 from trainspeed.train.metrics import MetricsLog, StepWindow, WindowRecord, reduce_window
 from trainspeed.train.parallel import make_data_parallel
@@ -219,12 +219,15 @@ class RankTrainer:
         return open_loader(self.workload, self.config, self.layout, self.target, "val")
 
     def _resume(self) -> int | None:
+        """Continue from the checkpoint `latest` names: the launcher chose it (and said so) and
+        pointed `latest` at it, so every rank reads the same one."""
         path = latest_checkpoint(self.config.run_dir)
         if path is None:
-            if self.context.is_main:
-                print(f"train: no checkpoint under {self.config.run_dir}; starting from step 0", flush=True)
             return None
-        payload = load_checkpoint(path)
+        try:
+            payload = load_checkpoint(path)
+        except UsageError as error:
+            raise UsageError(f"train: {error}") from None
         if payload["world_size"] != self.context.world_size or payload["global_batch"] != self.global_batch:
             raise UsageError(
                 f"train: checkpoint {path} was written by {payload['world_size']} ranks at global batch "

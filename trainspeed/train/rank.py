@@ -14,10 +14,9 @@ from pathlib import Path
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from trainspeed.targets import get_target
-from trainspeed.train.checkpoint import StopRequest
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import RankContext, destroy_process_group, init_process_group
-from trainspeed.train.lifecycle import die_with_parent, exit_code
+from trainspeed.train.lifecycle import StopRequest, die_with_parent, exit_code
 from trainspeed.train.loop import Layout, RankTrainer
 
 
