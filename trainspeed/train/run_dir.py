@@ -23,25 +23,22 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import errno
-import fcntl
 import json
 import os
 import re
-import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory
 from trainspeed.errors import UsageError
 from trainspeed.train.checkpoint import CHECKPOINT_DIR, CHECKPOINT_NAME, LATEST_POINTER, find_checkpoint
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.metrics import METRICS_FILE
+from trainspeed.train.run_lock import hold_run_lock
 from trainspeed.train.summary import SUMMARY_FILE
 
 CONFIG_FILE = "train_config.json"
-LOCK_FILE = ".lock"
 RESUMES_FILE = "resumes.jsonl"
 INTERRUPTED_WRITES = (
     (".", [re.escape(name) for name in (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE)]),
@@ -90,31 +87,9 @@ class RunDirectory:
     def holds_a_run(self) -> bool:
         return any((self.path / name).exists() for name in (CONFIG_FILE, CHECKPOINT_DIR, METRICS_FILE))
 
-    @contextlib.contextmanager
-    def lock(self) -> Iterator[None]:
+    def lock(self) -> contextlib.AbstractContextManager[None]:
         """Hold the directory for this run; a second run gets one line naming the holder."""
-        handle = open(self.path / LOCK_FILE, "a+", encoding="utf-8")
-        try:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as error:
-                if error.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                handle.seek(0)
-                holder = handle.read().strip() or "another process"
-                raise UsageError(f"train: run directory {self.path} is in use by {holder}; "
-                                 "wait for that run or choose another --out") from None
-            handle.seek(0)
-            handle.truncate()
-            started = datetime.datetime.now().isoformat(timespec="seconds")
-            handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {started}\n")
-            handle.flush()
-            try:
-                yield
-            finally:
-                handle.truncate(0)  # nobody holds it now
-        finally:
-            handle.close()
+        return hold_run_lock(self.path)
 
     def remove_interrupted_writes(self) -> list[Path]:
         """Delete the temporary files of atomic writes that a kill cut short; call with the lock
