@@ -177,24 +177,42 @@ def test_a_rank_killed_with_kill_9_is_one_line_and_the_exit_code_of_a_killed_run
     assert line.startswith("trainspeed: error: rank 1: killed by signal 9 (SIGKILL)"), line
 
 
-@pytest.mark.parametrize("nproc", [1, 2])
+STOPS = [
+    pytest.param(1, signal.SIGTERM, False, id="1-rank-SIGTERM-to-the-launcher"),
+    pytest.param(2, signal.SIGTERM, False, id="2-ranks-SIGTERM-to-the-launcher"),
+    pytest.param(1, signal.SIGINT, True, id="1-rank-Ctrl-C"),
+    pytest.param(2, signal.SIGINT, True, id="2-ranks-Ctrl-C"),
+]
+"""(ranks, signal, to the whole process group as a terminal's Ctrl-C sends it, or to the launcher alone)."""
+
+
+@pytest.mark.parametrize(("nproc", "stop_signal", "to_group"), STOPS)
 @pytest.mark.slow
-def test_sigterm_checkpoints_at_the_current_step_and_resume_finishes(
-    nproc: int, tmp_path: Path, data_args: list[str]
+def test_a_stop_signal_checkpoints_at_the_current_step_says_so_in_one_line_and_resume_finishes(
+    nproc: int, stop_signal: signal.Signals, to_group: bool, tmp_path: Path, data_args: list[str]
 ) -> None:
     args = [*data_args, "--nproc", str(nproc), "--batch-size-per-device", "16", "--steps", "400",
             "--checkpoint-every", "3", "--out", str(tmp_path)]
     process = subprocess.Popen(
-        train_command(*args), env=train_env(), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        train_command(*args), env=train_env(), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
     )
     _wait_for_checkpoint(tmp_path, process, timeout_s=90)
-    process.send_signal(signal.SIGTERM)
-    stdout, stderr = process.communicate(timeout=60)
-    assert process.returncode == 143, stdout + stderr  # SIGTERM's code, with one rank or several
-    assert "Traceback" not in stdout + stderr
-    assert "continue with --resume" in stdout
+    if to_group:
+        os.killpg(process.pid, stop_signal)
+    else:
+        process.send_signal(stop_signal)
+    stdout, stderr = process.communicate(timeout=90)
+    assert process.returncode == 128 + stop_signal, stdout + stderr  # 130 or 143, with one rank or several
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["stopped_by_signal"] and summary["last_step"] < 400
+    stopped = [line for line in stdout.splitlines() if "continue with --resume" in line]
+    assert stopped == [f"{'[rank0]:' if nproc > 1 else ''}stopped by {stop_signal.name} after checkpointing step "
+                       f"{summary['last_step']}; continue with --resume"], stdout
+    assert stderr == "", stderr
+    logs = "".join(path.read_text() for path in (tmp_path / "logs").rglob("*.log")) if nproc > 1 else ""
+    for text in (stdout, logs):
+        assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
     latest = (tmp_path / "checkpoints" / "latest").read_text().strip()
     assert latest == f"step-{summary['last_step']:09d}.pt"
 

@@ -21,6 +21,7 @@ by the tests to prove exactly-once reading).
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -316,7 +317,15 @@ def _worker_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context()
 
 
+def leave_interrupts_to_the_trainer(worker_id: int) -> None:
+    """A loader worker ignores SIGINT: a Ctrl-C reaches the whole process group, and the process the
+    worker serves answers it (the trainer checkpoints, then shuts its workers down). A worker that
+    exited on its own KeyboardInterrupt would leave that process waiting for a batch that never comes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _single_thread_worker(worker_id: int) -> None:
+    leave_interrupts_to_the_trainer(worker_id)
     torch.set_num_threads(1)
 
 

@@ -30,7 +30,7 @@ from trainspeed.targets import get_target, target_family
 from trainspeed.targets.base import Target
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
-from trainspeed.train.lifecycle import StopRequest, die_with_parent, exit_code
+from trainspeed.train.lifecycle import STOP_SIGNALS, StopRequest, die_with_parent, finish
 from trainspeed.train.loop import Layout, RankTrainer
 from trainspeed.train.run_dir import RunDirectory
 from trainspeed.train.summary import bench_samples_per_s
@@ -95,8 +95,7 @@ def launch(config: TrainConfig) -> int:
 def _run(config: TrainConfig, layout: Layout, target: Target, place=None) -> int:
     with StopRequest() as stop:
         summary = RankTrainer(config, layout, Collectives(layout.context), target, place).run(stop)
-    print("\n".join(summary.lines()), flush=True)
-    return exit_code(summary)
+        return finish(summary, stop, show=True)
 
 
 def run_in_process(config: TrainConfig) -> int:
@@ -110,6 +109,13 @@ def run_spmd(config: TrainConfig, family: type[Target]) -> int:
     return _run(config, Layout(RankContext(), devices_per_process=devices), target, target.spmd_placer(devices))
 
 
+def _agent_process_setup() -> None:
+    """In the agent before exec: a process group of its own (a Ctrl-C in the terminal reaches only
+    the launcher, which passes it on once) and death with the launcher."""
+    os.setpgid(0, 0)
+    die_with_parent()
+
+
 def run_agent(config_path: Path, config: TrainConfig) -> int:
     """Run this node's elastic agent (`trainspeed.train.agent`, torchrun's machinery) as a
     subprocess, passing SIGTERM/SIGINT on to it (it forwards them to every rank)."""
@@ -118,12 +124,12 @@ def run_agent(config_path: Path, config: TrainConfig) -> int:
     if config.threads is not None:
         env["OMP_NUM_THREADS"] = str(config.threads)
     command = [sys.executable, "-m", "trainspeed.train.agent", str(config_path)]
-    process = subprocess.Popen(command, env=env, preexec_fn=lambda: die_with_parent(signal.SIGTERM))
+    process = subprocess.Popen(command, env=env, preexec_fn=_agent_process_setup)
 
     def forward(signum: int, frame: FrameType | None) -> None:
         process.send_signal(signum)
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, forward) for sig in STOP_SIGNALS}
     try:
         return process.wait()
     finally:
