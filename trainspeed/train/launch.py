@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+import psutil
+
 from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.targets import get_target, target_family
@@ -34,7 +36,9 @@ from trainspeed.train.lifecycle import STOP_SIGNALS, StopRequest, die_with_paren
 from trainspeed.train.loop import Layout, RankTrainer
 from trainspeed.train.run_dir import RunDirectory
 from trainspeed.train.summary import bench_samples_per_s
+from trainspeed.train.synthetic import held_bytes_per_rank
 from trainspeed.workloads import get_workload
+from trainspeed.workloads.base import Workload
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,10 +65,32 @@ def check_runnable(config: TrainConfig) -> tuple[type[Target], int | None]:
         if not hasattr(workload, "open_dataset"):
             raise UsageError(f"train: workload {workload.name!r} has no real dataset; use --synthetic-data")
         probe = LoaderConfig(batch_size=config.batch_size_per_device, world_size=config.world_size, num_workers=0)
-        batches_per_epoch = len(workload.open_dataset(config.data, config.size, probe))
+        loader = workload.open_dataset(config.data, config.size, probe)
+        batches_per_epoch = len(loader)
+        if batches_per_epoch == 0:
+            raise UsageError(
+                f"train: the training split of --data {config.data} has {loader.num_samples} samples, fewer than "
+                f"one global batch of {config.global_batch} ({config.batch_size_per_device} per device x "
+                f"{config.world_size}); choose a smaller --batch-size-per-device or give more data"
+            )
+    else:
+        _check_synthetic_batches_fit(config, workload)
     if config.bench_jsonl:
         bench_samples_per_s(config.bench_jsonl, workload.name, config.size, config.target, config.batch_size_per_device)
     return family, batches_per_epoch
+
+
+def _check_synthetic_batches_fit(config: TrainConfig, workload: Workload) -> None:
+    """Refuse a batch whose synthetic batches alone would not fit in this host's memory (the
+    network's activations come on top), before any rank allocates them."""
+    needed = held_bytes_per_rank(workload, config.size, config.batch_size_per_device) * config.launch.nproc
+    memory = psutil.virtual_memory().total
+    if needed > memory:
+        raise UsageError(
+            f"train: --batch-size-per-device {config.batch_size_per_device}: the synthetic batches of "
+            f"{config.launch.nproc} rank(s) alone would take {needed / 2**30:,.1f} GiB, more than this host's "
+            f"{memory / 2**30:,.1f} GiB; choose a smaller batch"
+        )
 
 
 def launch(config: TrainConfig) -> int:
