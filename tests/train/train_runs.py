@@ -13,6 +13,9 @@ import torch
 from trainspeed.train.checkpoint import latest_checkpoint, load_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+ATOL_FLOAT64 = 1e-9
+"""How far two float64 runs that add the same numbers in another order may drift apart (the
+derivation is in tests/train/test_data_parallel.py)."""
 # A large LR makes parameters move ~1e-2 in a few steps, far above the comparison tolerances.
 TINY_RUN = ["--workload", "mahjong", "--size", "tiny", "--no-progress", "--threads", "1", "--log-every", "2", "--lr", "3e-3"]
 
@@ -52,16 +55,69 @@ def final_parameters(run_dir: Path, network: str = "policy") -> dict[str, torch.
     return latest_payload(run_dir)["trainable"]["networks"][network]
 
 
-def initial_parameters(size: str = "tiny", seed: int = 0) -> dict[str, torch.Tensor]:
-    """The policy's parameters before training (the workload builds deterministically per seed)."""
+def all_networks(run_dir: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of every network in the run's latest checkpoint, as "network.name"."""
+    networks = latest_payload(run_dir)["trainable"]["networks"]
+    return {f"{network}.{name}": tensor for network, state in networks.items() for name, tensor in state.items()}
+
+
+FLOAT64_WORKLOAD = '''
+import torch
+from torch import nn
+
+from trainspeed.workloads.base import Trainable
+from trainspeed.workloads.mahjong.workload import MahjongWorkload
+
+
+class Float64Policy(Trainable):
+    """A two-layer policy over Mahjong's features that computes in float64 from inputs to loss."""
+
+    def __init__(self, features: int, actions: int) -> None:
+        network = nn.Sequential(nn.Flatten(), nn.Linear(features, 64), nn.Tanh(), nn.Linear(64, actions))
+        super().__init__({"policy": network.double()})
+
+    def setup_optimizers(self, fused=False):
+        self.optimizers = {"policy": torch.optim.AdamW(self.networks["policy"].parameters(), lr=1e-3)}
+
+    def train_step(self, batch):
+        logits = self.wrapped["policy"](batch["features"].double()).masked_fill(~batch["mask"], -1e9)
+        loss = nn.functional.cross_entropy(logits, batch["action"])
+        loss.backward()
+        self.optimizers["policy"].step()
+        self.optimizers["policy"].zero_grad(set_to_none=True)
+        return loss.detach()
+
+
+class Float64Mahjong(MahjongWorkload):
+    """Mahjong's real shards, loader and synthetic batches, with the float64 policy."""
+
+    def build(self, size, seed=0):
+        torch.manual_seed(seed)
+        sample = self.synthetic_batch(size, 1, torch.Generator().manual_seed(0))
+        return Float64Policy(sample["features"][0].numel(), sample["mask"].shape[1])
+'''
+"""A user workload (`--workload float64_workload:Float64Mahjong`) for comparisons that must not
+depend on one CPU's float32 rounding."""
+
+
+def float64_workload(folder: Path) -> list[str]:
+    """Write FLOAT64_WORKLOAD into `folder` (pass it as `extra_pythonpath`); the --workload flags."""
+    (folder / "float64_workload.py").write_text(FLOAT64_WORKLOAD)
+    return ["--workload", "float64_workload:Float64Mahjong"]
+
+
+def float64_initial_parameters(folder: Path, monkeypatch) -> dict[str, torch.Tensor]:
+    """The float64 policy's parameters before training (seed 0, as `trainspeed train` builds it)."""
+    monkeypatch.syspath_prepend(str(folder))
     from trainspeed.workloads import get_workload
 
-    return get_workload("mahjong").build(size, seed=seed).networks["policy"].state_dict()
+    return get_workload("float64_workload:Float64Mahjong").build("tiny", seed=0).networks["policy"].state_dict()
 
 
 def max_abs_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    """In float64, so the difference of two float64 runs is not rounded to float32 first."""
     assert a.keys() == b.keys()
-    return max(float((a[key].float() - b[key].float()).abs().max()) for key in a)
+    return max(float((a[key].double() - b[key].double()).abs().max()) for key in a)
 
 
 class CreatesAFile:

@@ -1,8 +1,9 @@
 """Checkpoints that a crash cannot corrupt and that a shared run directory cannot turn into code.
 
 A checkpoint is one file holding everything to continue bit-for-bit: networks, optimizers, LR
-schedulers, the step, and per rank the loader position and the RNG states (python, numpy, torch,
-and the target's device generator). Rank 0 gathers the per-rank parts and writes the file through
+schedulers, the step, and per rank the loader position, the RNG states (python, numpy, torch,
+and the target's device generator) and the networks' buffers (statistics a rank keeps of its own
+batches). Rank 0 gathers the per-rank parts and writes the file through
 `atomic_path`, then its sha256 beside it (`step-*.pt.sha256`, the format `sha256sum -c` reads),
 then points `checkpoints/latest` at it (each atomically), so a kill -9 at any moment leaves either
 the previous checkpoint or the new one. The newest two up to the one just written are kept; a

@@ -149,6 +149,22 @@ def open_loader(
     return workload.open_dataset(config.data, config.size, loader_config)
 
 
+def network_buffers(trainable: Trainable) -> dict[str, dict[str, torch.Tensor]]:
+    """Every buffer of every network, on the host. Parameters are equal on every rank (each step
+    applies the same averaged gradients); buffers need not be: running statistics a network keeps
+    from its own rank's batches (StyleGAN3's magnitude EMAs and w_avg) are not averaged, so each rank's
+    are checkpointed apart from rank 0's `trainable` state and restored on that rank."""
+    return {name: {key: buffer.detach().to("cpu", copy=True) for key, buffer in network.named_buffers()}
+            for name, network in trainable.networks.items()}
+
+
+def restore_buffers(trainable: Trainable, buffers: dict[str, dict[str, torch.Tensor]]) -> None:
+    with torch.no_grad():
+        for name, network in trainable.networks.items():
+            for key, buffer in network.named_buffers():
+                buffer.copy_(buffers[name][key])
+
+
 def checkpoint_payload(
     config: TrainConfig,
     state: LoopState,
@@ -237,6 +253,7 @@ class RankTrainer:
         for name, scheduler in self.schedulers.items():
             scheduler.load_state_dict(payload["schedulers"][name])
         own = payload["ranks"][self.context.rank]
+        restore_buffers(self.trainable, own["buffers"])
         self.train_loader.load_state_dict(own["loader"])
         restore_rng_states(own["rng"], self.target)
         self.state = LoopState(step=payload["step"], epoch=payload["epoch"])
@@ -246,7 +263,8 @@ class RankTrainer:
 
     # --- periodic work -------------------------------------------------------------------------
     def save(self) -> None:
-        rank_part = {"loader": self.train_loader.state_dict(), "rng": capture_rng_states(self.target)}
+        rank_part = {"loader": self.train_loader.state_dict(), "rng": capture_rng_states(self.target),
+                     "buffers": network_buffers(self.trainable)}
         parts = self.collectives.gather_objects(rank_part)
         if self.context.is_main:
             payload = checkpoint_payload(self.config, self.state, self.trainable, self.schedulers, parts)
