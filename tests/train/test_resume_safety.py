@@ -105,13 +105,31 @@ def test_a_bit_flip_in_an_optimizer_tensor_is_never_resumed_the_run_continues_fr
     (from_step_3 / "checkpoints" / "latest").write_text(STEP_3 + "\n")
     assert _train(capsys, from_step_3, "--steps", "8", "--resume")[0] == 0
 
-    _flip_a_bit_in_an_optimizer_tensor(run_dir / "checkpoints" / STEP_6)
+    flipped = run_dir / "checkpoints" / STEP_6
+    _flip_a_bit_in_an_optimizer_tensor(flipped)
+    damaged = flipped.read_bytes()
     code, out, err = _train(capsys, run_dir, "--steps", "8", "--resume")
     assert code == 0, err
     assert f"train: {STEP_6} fails its sha256 check (it changed after it was written); resuming from {STEP_3}, " \
            "the newest valid checkpoint" in out
     assert "at step 3" in out
     assert max_abs_difference(final_parameters(run_dir), final_parameters(from_step_3)) == 0.0
+    assert (run_dir / "checkpoints" / "superseded" / "1" / STEP_6).read_bytes() == damaged  # kept to look at
+
+
+def test_checkpoints_after_the_step_a_run_resumes_from_are_moved_aside_never_overwritten(
+    run_dir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    checkpoints = run_dir / "checkpoints"
+    (checkpoints / "latest").write_text(STEP_3 + "\n")  # continue from step 3 although step 6 is valid
+    later = {name: (checkpoints / name).read_bytes() for name in (STEP_6, STEP_6 + ".sha256")}
+    code, out, err = _train(capsys, run_dir, "--steps", "9", "--resume")
+    assert code == 0, err
+    aside = checkpoints / "superseded" / "1"
+    assert f"train: moved the checkpoints after step 3 ({STEP_6}) to {aside}, where the resumed run cannot " \
+           "overwrite them" in out
+    assert {name: (aside / name).read_bytes() for name in later} == later
+    assert (checkpoints / "latest").read_text() == "step-000000009.pt\n"
 
 
 def test_a_planted_pickle_payload_never_runs_resume_refuses_in_one_line(

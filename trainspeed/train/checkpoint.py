@@ -7,7 +7,8 @@ batches). Rank 0 gathers the per-rank parts and writes the file through
 `atomic_path`, then its sha256 beside it (`step-*.pt.sha256`, the format `sha256sum -c` reads),
 then points `checkpoints/latest` at it (each atomically), so a kill -9 at any moment leaves either
 the previous checkpoint or the new one. The newest two up to the one just written are kept; a
-checkpoint of a later step is never deleted.
+checkpoint of a later step is never deleted: a run resumed from an earlier step first moves the
+later ones into `checkpoints/superseded/N/` (`set_aside_after`).
 
 A run directory may come from someone else, so loading is for data only: the checksum must match,
 and the file is read with torch's `weights_only` unpickler, which builds tensors, numbers, strings,
@@ -38,6 +39,7 @@ CHECKPOINT_DIR = "checkpoints"
 LATEST_POINTER = "latest"
 KEEP_CHECKPOINTS = 2
 CHECKSUM_SUFFIX = ".sha256"
+SUPERSEDED_DIR = "superseded"
 CHECKPOINT_NAME = re.compile(r"step-(\d{9})\.pt")
 POINTER_MAX_BYTES = 256
 PLAIN_SCALARS = (type(None), bool, int, float, str)
@@ -157,6 +159,25 @@ def _prune_before(run_dir: Path, step: int) -> None:
     for old in older[KEEP_CHECKPOINTS - 1:]:
         old.unlink(missing_ok=True)
         checksum_path(old).unlink(missing_ok=True)
+
+
+def set_aside_after(run_dir: Path, step: int) -> Path | None:
+    """Move the checkpoints of steps after `step` (and their checksum files) into a new folder
+    `checkpoints/superseded/N/`, so a run resumed from `step` cannot overwrite or prune them;
+    returns that folder, or None when there were none."""
+    later = [path for found_step, path in step_files(run_dir) if found_step > step]
+    if not later:
+        return None
+    parent = checkpoint_dir(run_dir) / SUPERSEDED_DIR
+    parent.mkdir(exist_ok=True)
+    number = 1 + max((int(p.name) for p in parent.iterdir() if p.name.isdigit()), default=0)
+    folder = parent / str(number)
+    folder.mkdir()
+    for path in later:
+        for moved in (path, checksum_path(path)):
+            if moved.exists():
+                moved.replace(folder / moved.name)
+    return folder
 
 
 def read_latest(run_dir: Path) -> tuple[Path | None, str | None]:

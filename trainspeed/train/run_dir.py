@@ -9,7 +9,8 @@ leaves the directory as it was:
   removed once the lock is held, when no writer of this run can be alive;
 - a resume continues from the checkpoint `latest` names, or, when that pointer or its file is not
   valid, from the newest valid checkpoint (saying so in one line, and pointing `latest` at it);
-  a run that has checkpoints but no valid one is refused, never restarted from step 0;
+  checkpoints of later steps are moved aside, never overwritten; a run that has checkpoints but
+  no valid one is refused, never restarted from step 0;
 - a resume compares the new settings with the checkpoint's: settings that shape the trajectory
   (model, data, seed, batch, world size, learning-rate schedule) must be equal; the others may
   change and each change is appended to `resumes.jsonl`;
@@ -32,7 +33,13 @@ from typing import Any
 
 from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory
 from trainspeed.errors import UsageError
-from trainspeed.train.checkpoint import CHECKPOINT_DIR, CHECKPOINT_NAME, LATEST_POINTER, find_checkpoint
+from trainspeed.train.checkpoint import (
+    CHECKPOINT_DIR,
+    CHECKPOINT_NAME,
+    LATEST_POINTER,
+    find_checkpoint,
+    set_aside_after,
+)
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.metrics import METRICS_FILE
 from trainspeed.train.run_lock import hold_run_lock
@@ -142,6 +149,11 @@ class RunDirectory:
                 print(f"train: {'; '.join(point.skipped)}; resuming from {point.checkpoint.name}, the "
                       "newest valid checkpoint", flush=True)
                 atomic_write_text(point.checkpoint.parent / LATEST_POINTER, point.checkpoint.name + "\n")
+            kept = set_aside_after(self.path, point.step)
+            if kept is not None:
+                names = ", ".join(sorted(p.name for p in kept.glob("step-*.pt")))
+                print(f"train: moved the checkpoints after step {point.step} ({names}) to {kept}, where the "
+                      "resumed run cannot overwrite them", flush=True)
             self.record_resume(point)
         self.forget_steps_after(0 if point is None else point.step)
 
