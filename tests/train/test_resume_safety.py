@@ -13,6 +13,7 @@ import torch
 
 from train_runs import TINY_RUN, final_parameters, max_abs_difference, plant_payload
 from trainspeed.cli import main
+from trainspeed.train.checkpoint import load_checkpoint
 
 RUN = ["train", *TINY_RUN, "--synthetic-data", "--batch-size-per-device", "8", "--log-every", "1",
        "--checkpoint-every", "3", "--num-workers", "0"]
@@ -88,7 +89,7 @@ def test_a_broken_latest_pointer_resumes_from_the_newest_valid_checkpoint_and_ke
 
 
 def _flip_a_bit_in_an_optimizer_tensor(path: Path) -> None:
-    payload = torch.load(path, weights_only=True)
+    payload = load_checkpoint(path)
     first_moment = payload["trainable"]["optimizers"]["policy"]["state"][0]["exp_avg"]
     data, stored = bytearray(path.read_bytes()), first_moment.numpy().tobytes()
     offset = data.find(stored)
