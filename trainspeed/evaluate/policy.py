@@ -1,8 +1,9 @@
 """A trained network from a run directory, run for inference on a target.
 
 `read_run_checkpoint` finds the run's checkpoint (as data: a checksum and torch's weights_only
-loading, never a full unpickle) and checks it belongs to the expected workload; `NetworkRunner` puts one of its networks on a target (device, precision, execution mode
-all come from the target) and answers host batches with host outputs, one forward pass per call.
+loading, never a full unpickle) and checks it belongs to the expected workload; `NetworkRunner`
+puts one of its networks on a target (device, precision, execution mode all come from the target)
+and answers host batches with host outputs, one forward pass per call.
 Targets that compile a graph per input shape get batches padded to a power of two, so an
 evaluation compiles a handful of graphs instead of one per batch size it meets.
 """
