@@ -167,6 +167,7 @@ for worker in workers:
 '''
 
 
+@pytest.mark.slow
 def test_after_kill_9_of_the_launcher_its_orphaned_loader_workers_do_not_hold_the_run(
     tmp_path: Path, data_args: list[str]
 ) -> None:
