@@ -74,8 +74,10 @@ def test_io_efficiency_is_per_device_throughput_over_the_bench_row(tmp_path: Pat
         (["--synthetic-data", "--data", "x", "--steps", "1"], "exactly one of --data DIR or --synthetic-data"),
         (["--synthetic-data"], "exactly one of --steps N or --epochs E"),
         (["--synthetic-data", "--steps", "1", "--nnodes", "2"], "--rdzv-endpoint"),
-        (["--synthetic-data", "--steps", "1", "--batch-size-per-device", "0"], "--batch-size-per-device must be > 0"),
+        (["--synthetic-data", "--steps", "1", "--batch-size-per-device", "0"],
+         "--batch-size-per-device must be a finite number > 0"),
         (["--data", "/nonexistent/shards", "--steps", "1"], "no such file or directory"),
+        (["--data", ".", "--epochs", "inf"], "--epochs must be a finite number > 0, got inf"),
     ],
 )
 def test_bad_flags_fail_with_one_line_naming_the_flag(
@@ -95,6 +97,9 @@ def test_bad_flags_fail_with_one_line_naming_the_flag(
         (["--size", "huge"], "--size 'huge' is not a mahjong size"),
         (["--bench-jsonl", "no/such/bench.jsonl"], "no/such/bench.jsonl does not exist"),
         (["--bench-jsonl", "CORRUPT"], ":2: not a trainspeed result row"),
+        (["--lr", "nan"], "--lr must be a finite number > 0, got nan"),
+        (["--lr", "inf"], "--lr must be a finite number > 0, got inf"),
+        (["--batch-size-per-device", "100000000000"], "the synthetic batches of 2 rank(s) alone would take"),
     ],
 )
 def test_every_flag_and_file_is_checked_before_any_rank_starts(
@@ -111,6 +116,17 @@ def test_every_flag_and_file_is_checked_before_any_rank_starts(
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and error[0].startswith("trainspeed: error:") and message in error[0], error
     assert not out.exists(), "nothing is written before the input is checked"
+
+
+def test_a_batch_larger_than_the_training_split_is_refused_before_any_work(
+    tmp_path: Path, data_args: list[str], capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "run"
+    code = main(["train", *TINY_RUN, *data_args, "--batch-size-per-device", "100000000000", "--steps", "2",
+                 "--out", str(out)])
+    error = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(error) == 1 and "fewer than one global batch of 100000000000" in error[0], error
+    assert not out.exists()
 
 
 def test_no_timing_warmup_measures_the_steady_state_from_the_first_step(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ by the tests to prove exactly-once reading).
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -316,7 +317,26 @@ def _worker_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context()
 
 
+def worker_seed_generator(config: LoaderConfig) -> torch.Generator:
+    """The generator a DataLoader draws its workers' base seed from, once per new iterator.
+
+    Without one the DataLoader draws from the global torch generator, which the training step uses
+    too: a resumed run opens an iterator mid-epoch, where the run it continues opened none, so it
+    drew one number more and every random number after it (StyleGAN3's latents and noise) differed.
+    With a generator of the loader's own the global one is the training step's alone. These workers
+    draw no random numbers, so their seeds need no checkpoint."""
+    return torch.Generator().manual_seed(config.seed * 1_000_003 + config.rank)
+
+
+def leave_interrupts_to_the_trainer(worker_id: int) -> None:
+    """A loader worker ignores SIGINT: a Ctrl-C reaches the whole process group, and the process the
+    worker serves answers it (the trainer checkpoints, then shuts its workers down). A worker that
+    exited on its own KeyboardInterrupt would leave that process waiting for a batch that never comes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _single_thread_worker(worker_id: int) -> None:
+    leave_interrupts_to_the_trainer(worker_id)
     torch.set_num_threads(1)
 
 
@@ -340,7 +360,7 @@ class ShardLoader(BatchLoader):
         self._dataloader = DataLoader(
             self.dataset, batch_size=None, sampler=_PositionSampler(self), num_workers=workers,
             prefetch_factor=prefetch if workers > 0 else None, persistent_workers=workers > 0,
-            worker_init_fn=_single_thread_worker if workers > 0 else None,
+            worker_init_fn=_single_thread_worker if workers > 0 else None, generator=worker_seed_generator(config),
             multiprocessing_context=_worker_context() if workers > 0 else None)
 
     @property

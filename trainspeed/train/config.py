@@ -159,5 +159,6 @@ class TrainConfig:
 
 
 def _require_positive(flag: str, value: float | None) -> None:
-    if value is not None and value <= 0:
-        raise UsageError(f"train: {flag} must be > 0, got {value}")
+    """NaN compares false with everything, so `value <= 0` alone lets --lr nan through (and inf)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(f"train: {flag} must be a finite number > 0, got {value}")

@@ -25,7 +25,6 @@ from trainspeed.errors import UsageError
 from trainspeed.targets.base import BatchPlacer, Target
 from trainspeed.targets.threads import configure_threads
 from trainspeed.train.checkpoint import (
-    StopRequest,
     capture_rng_states,
     latest_checkpoint,
     load_checkpoint,
@@ -35,6 +34,7 @@ from trainspeed.train.checkpoint import (
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.evaluation import EvalRecord, can_evaluate, evaluate
+from trainspeed.train.lifecycle import StopRequest
 from trainspeed.train.lr_schedule import build_schedulers, current_lr
 from trainspeed.train.metrics import MetricsLog, StepWindow, WindowRecord, reduce_window
 from trainspeed.train.parallel import make_data_parallel
@@ -149,6 +149,22 @@ def open_loader(
     return workload.open_dataset(config.data, config.size, loader_config)
 
 
+def network_buffers(trainable: Trainable) -> dict[str, dict[str, torch.Tensor]]:
+    """Every buffer of every network, on the host. Parameters are equal on every rank (each step
+    applies the same averaged gradients); buffers need not be: running statistics a network keeps
+    from its own rank's batches (StyleGAN3's magnitude EMAs and w_avg) are not averaged, so each rank's
+    are checkpointed apart from rank 0's `trainable` state and restored on that rank."""
+    return {name: {key: buffer.detach().to("cpu", copy=True) for key, buffer in network.named_buffers()}
+            for name, network in trainable.networks.items()}
+
+
+def restore_buffers(trainable: Trainable, buffers: dict[str, dict[str, torch.Tensor]]) -> None:
+    with torch.no_grad():
+        for name, network in trainable.networks.items():
+            for key, buffer in network.named_buffers():
+                buffer.copy_(buffers[name][key])
+
+
 def checkpoint_payload(
     config: TrainConfig,
     state: LoopState,
@@ -219,12 +235,15 @@ class RankTrainer:
         return open_loader(self.workload, self.config, self.layout, self.target, "val")
 
     def _resume(self) -> int | None:
+        """Continue from the checkpoint `latest` names: the launcher chose it (and said so) and
+        pointed `latest` at it, so every rank reads the same one."""
         path = latest_checkpoint(self.config.run_dir)
         if path is None:
-            if self.context.is_main:
-                print(f"train: no checkpoint under {self.config.run_dir}; starting from step 0", flush=True)
             return None
-        payload = load_checkpoint(path)
+        try:
+            payload = load_checkpoint(path)
+        except UsageError as error:
+            raise UsageError(f"train: {error}") from None
         if payload["world_size"] != self.context.world_size or payload["global_batch"] != self.global_batch:
             raise UsageError(
                 f"train: checkpoint {path} was written by {payload['world_size']} ranks at global batch "
@@ -234,6 +253,7 @@ class RankTrainer:
         for name, scheduler in self.schedulers.items():
             scheduler.load_state_dict(payload["schedulers"][name])
         own = payload["ranks"][self.context.rank]
+        restore_buffers(self.trainable, own["buffers"])
         self.train_loader.load_state_dict(own["loader"])
         restore_rng_states(own["rng"], self.target)
         self.state = LoopState(step=payload["step"], epoch=payload["epoch"])
@@ -243,7 +263,8 @@ class RankTrainer:
 
     # --- periodic work -------------------------------------------------------------------------
     def save(self) -> None:
-        rank_part = {"loader": self.train_loader.state_dict(), "rng": capture_rng_states(self.target)}
+        rank_part = {"loader": self.train_loader.state_dict(), "rng": capture_rng_states(self.target),
+                     "buffers": network_buffers(self.trainable)}
         parts = self.collectives.gather_objects(rank_part)
         if self.context.is_main:
             payload = checkpoint_payload(self.config, self.state, self.trainable, self.schedulers, parts)

@@ -77,8 +77,6 @@ class RunSummary:
         ]
         if self.validation:
             text.append("validation: " + ", ".join(f"{name} {value:.4g}" for name, value in self.validation.items()))
-        if self.stopped_by_signal:
-            text.append(f"stopped by SIGTERM after checkpointing step {self.last_step}; continue with --resume")
         if self.io_efficiency is not None:
             text.append(
                 f"IO efficiency {self.io_efficiency:.3f} (per device {self.samples_per_s_per_device:,.1f} "
