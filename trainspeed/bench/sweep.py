@@ -22,7 +22,7 @@ from trainspeed.bench.timing import TimingPlan, time_training
 from trainspeed.bench.config import BenchConfig
 from trainspeed.errors import DeviceLost
 from trainspeed.targets import Target, get_target
-from trainspeed.workloads import Workload, get_workload
+from trainspeed.workloads import Workload, get_workload, resolve_size
 
 ProgressHook = Callable[[str, int, bool], None]
 """Called with (target, batch size, finished) before and after each configuration."""
@@ -115,6 +115,7 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
     if config.threads:
         torch.set_num_threads(config.threads)
     workload = get_workload(config.workload)
+    config = dataclasses.replace(config, size=resolve_size(workload, config.size))
     # Build every target first: a bad or unavailable one fails before any time is spent, and
     # XLA registers its device before the first backward in this process (autograd sizes its
     # device queues then; a workload may count its FLOPs with a backward pass).

@@ -33,7 +33,7 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> argparse.Argume
 
     what = parser.add_argument_group("what to train")
     flag(what, "--workload", "workload", "mahjong, stylegan3 or package.module:factory")
-    flag(what, "--size", "size", "model size of the workload")
+    flag(what, "--size", "size", "model size of the workload (default: the workload's default size)")
     flag(what, "--data", "data", "dataset directory (or file) of the workload")
     flag(what, "--synthetic-data", "synthetic_data", "no data IO: cycle synthetic batches")
     flag(what, "--target", "target", "device:mode:precision")

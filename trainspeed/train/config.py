@@ -51,7 +51,9 @@ class LaunchConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     workload: str = "mahjong"
-    size: str = "small"
+    size: str | None = None
+    """None: the workload's default size (`trainspeed.workloads.resolve_size`); the launcher
+    writes the size it resolved into the run's train_config.json."""
     target: str = "cpu:eager:fp32"
     data: str | None = None
     synthetic_data: bool = False
