@@ -18,7 +18,7 @@ from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Batch
 from trainspeed.workloads.stylegan3.configs import CONFIGS, SWITCHES, StyleGAN3Config, get_config
 from trainspeed.workloads.stylegan3.discriminator import Discriminator
-from trainspeed.workloads.stylegan3.flops import FlopSum
+from trainspeed.workloads.flops import FlopSum
 from trainspeed.workloads.stylegan3.generator import Generator
 from trainspeed.workloads.stylegan3.trainable import StyleGAN3Trainable
 
