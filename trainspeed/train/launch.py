@@ -30,21 +30,22 @@ from trainspeed.errors import UsageError
 from trainspeed.targets import get_target, target_family
 from trainspeed.targets.base import Target
 from trainspeed.train.checkpoint import StopRequest
-from trainspeed.train.config import TrainConfig
+from trainspeed.train.config import TrainConfig, resolve_lr
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.lifecycle import die_with_parent, exit_code
 from trainspeed.train.loop import Layout, RankTrainer
 from trainspeed.train.run_dir import RunDirectory
 from trainspeed.train.summary import bench_samples_per_s
-from trainspeed.workloads import Workload, get_workload, resolve_size
+from trainspeed.workloads import Workload, get_workload, reference_batch, resolve_size
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def resolve_workload_settings(config: TrainConfig, workload: Workload) -> TrainConfig:
-    """The config with the workload's defaults filled in (its size), so the run directory records
-    what the run used, not what was left unsaid."""
-    return dataclasses.replace(config, size=resolve_size(workload, config.size))
+    """The config with the workload's defaults filled in (its size, the batch its LR was tuned
+    at), so the run directory records what the run used, not what was left unsaid."""
+    return dataclasses.replace(config, size=resolve_size(workload, config.size),
+                               lr=resolve_lr(config.lr, reference_batch(workload)))
 
 
 def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int | None]:
