@@ -25,8 +25,8 @@ import torch
 
 from trainspeed.data.base import LoaderConfig
 from trainspeed.data.loader import SAMPLE_ID_KEY, OutputColumn, RowCheck, ShardBatchSpec, ShardLoader, in_validation_split
-from trainspeed.data.shards import (INDEX_NAME, STORABLE_KINDS, ShardSchema, index_schema, load_index, write_index,
-                                    write_shard)
+from trainspeed.data.shards import (INDEX_NAME, SHARD_PREFIX, STORABLE_KINDS, ShardSchema, index_schema, load_index,
+                                    write_index, write_shard)
 from trainspeed.data.verify import VerifyReport, verify_shards
 from trainspeed.errors import UsageError
 
@@ -118,7 +118,7 @@ def write_dataset(columns: Mapping[str, np.ndarray], out: str | os.PathLike, *, 
     _check_empty_out(out)
     for number, start in enumerate(range(0, samples, per_shard)):
         part = {name: array[start:start + per_shard] for name, array in arrays.items()}
-        write_shard(out, f"shard-{number:06d}", schema, part)
+        write_shard(out, f"{SHARD_PREFIX}{number:06d}", schema, part)
     val_samples = int(in_validation_split(keys, per_mille).sum())
     split = {"by": split_by, "val_per_mille": per_mille, "train_samples": samples - val_samples,
              "val_samples": val_samples}

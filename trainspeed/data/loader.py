@@ -89,7 +89,8 @@ class ShardBatchSpec:
     their mask), so data that would train to garbage is refused at its first read."""
 
     def __post_init__(self) -> None:
-        for name in [o.name for o in self.outputs] + [self.split_column] * (self.split_column is not None):
+        split = [] if self.split_column is None else [self.split_column]
+        for name in [o.name for o in self.outputs] + split:
             if name not in self.schema.columns:
                 raise ValueError(f"column {name!r} is not in the {self.schema.format_name} schema")
         for output in self.outputs:

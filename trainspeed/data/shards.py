@@ -128,7 +128,7 @@ def write_shard(folder: Path, name: str, schema: ShardSchema, columns: Mapping[s
     """Write `<name>.bin` then its sidecar `<name>.json`; a crash leaves neither half-written.
 
     `name` starts with `shard-` (ValueError otherwise): `write_index` gathers only those."""
-    if not name.startswith(SHARD_PREFIX) or "/" in name or name in (".", ".."):
+    if not name.startswith(SHARD_PREFIX) or "/" in name:
         raise ValueError(f"shard name {name!r}: shard names start with {SHARD_PREFIX!r} (e.g. {SHARD_PREFIX}000000), "
                          "which is what write_index gathers")
     samples = _checked_columns(schema, columns)
