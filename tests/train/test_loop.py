@@ -94,7 +94,7 @@ def test_bad_flags_fail_with_one_line_naming_the_flag(
         (["--target", "cpu:eager:fp8"], "precision 'fp8' is not available on cpu"),
         (["--target", "tpu:eager:fp32"], "unknown device 'tpu'"),
         (["--workload", "chess"], "unknown workload 'chess'"),
-        (["--size", "huge"], "--size 'huge' is not a mahjong size"),
+        (["--size", "huge"], "--size 'huge' is not a size of workload mahjong"),
         (["--bench-jsonl", "no/such/bench.jsonl"], "no/such/bench.jsonl does not exist"),
         (["--bench-jsonl", "CORRUPT"], ":2: not a trainspeed result row"),
         (["--lr", "nan"], "--lr must be a finite number > 0, got nan"),

@@ -70,7 +70,8 @@ def parse_targets(text: str) -> list[str]:
 @dataclass(frozen=True)
 class BenchConfig:
     workload: str = "mahjong"
-    size: str = "tiny"
+    size: str | None = None
+    """None: the workload's default size (`trainspeed.workloads.resolve_size`)."""
     targets: list[str] = field(default_factory=lambda: ["cpu:eager:fp32", "cpu:compile:fp32", "xla:lazy:fp32"])
     batch_sizes: list[int] = field(default_factory=lambda: [2**k for k in range(6, 11)])
     out: Path = Path("results/bench.jsonl")

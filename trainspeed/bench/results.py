@@ -60,6 +60,13 @@ class ResultRow:
     peak_memory_bytes: int | None = None
     final_loss: float | None = None
     flops_per_sample: float | None = None
+    """The FLOPs per sample achieved_tflops and MFU are computed from (see mfu_flops_source)."""
+    flops_per_sample_declared: float | None = None
+    """The workload's own flops_per_sample."""
+    flops_per_sample_counted: float | None = None
+    """torch's FlopCounterMode on one host training step, per sample (bench/flops.py says what it sees)."""
+    mfu_flops_source: str | None = None
+    """Which of the two flops_per_sample is: "declared". None in rows written before the check."""
     achieved_tflops: float | None = None
     peak_tflops: float | None = None
     peak_tflops_source: str | None = None

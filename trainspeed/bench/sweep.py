@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import sys
 import uuid
 from typing import Callable
 
@@ -16,13 +17,14 @@ import torch
 
 from trainspeed.bench.environment import Environment
 from trainspeed.bench.feed import make_feed
+from trainspeed.bench.flops import check_flops
 from trainspeed.bench.peak import device_peak_tflops, refused_peak
 from trainspeed.bench.results import ResultRow, append_row, check_results_file
 from trainspeed.bench.timing import TimingPlan, time_training
 from trainspeed.bench.config import BenchConfig
 from trainspeed.errors import DeviceLost
 from trainspeed.targets import Target, check_target_builds, get_target
-from trainspeed.workloads import Workload, get_workload
+from trainspeed.workloads import Workload, get_workload, resolve_size
 
 ProgressHook = Callable[[str, int, bool], None]
 """Called with (target, batch size, finished) before and after each configuration."""
@@ -115,13 +117,19 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
     if config.threads:
         torch.set_num_threads(config.threads)
     workload = get_workload(config.workload)
+    config = dataclasses.replace(config, size=resolve_size(workload, config.size))
     # Build every target first: a bad or unavailable one fails before any time is spent, and
     # XLA registers its device before the first backward in this process (autograd sizes its
-    # device queues then; a workload may count its FLOPs with a backward pass).
+    # device queues then; a workload may count its FLOPs with a backward pass, and so does the
+    # FLOPs check).
     targets = [get_target(name) for name in config.targets]
     for name in config.targets:
         check_target_builds(name, workload)
-    flops_per_sample = workload.flops_per_sample(config.size)
+    flops = check_flops(workload, config.size, config.seed)
+    warning = flops.warning()
+    if warning:
+        print(f"trainspeed: warning: {warning}", file=sys.stderr, flush=True)
+    flops_per_sample = flops.declared
     environment = Environment.capture()
     run_id = uuid.uuid4().hex[:12]
     rows: list[ResultRow] = []
@@ -142,6 +150,7 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                     status="skipped",
                     feed=feed,
                     flops_per_sample=flops_per_sample,
+                    **flops.row_fields(),
                     device_name=target.device_name(),
                     command=config.command,
                     **dataclasses.asdict(environment),

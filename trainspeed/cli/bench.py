@@ -19,7 +19,7 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
         description="Sweep batch sizes on each target; append result rows to JSONL (+CSV), print ratios, plot.",
     )
     add_flag(parser, "--workload", BenchConfig, "workload", "mahjong, stylegan3, or package.module:factory")
-    add_flag(parser, "--size", BenchConfig, "size", "workload size, e.g. tiny, small, base, large")
+    add_flag(parser, "--size", BenchConfig, "size", "workload size (default: the workload's default size, mahjong tiny)")
     add_flag(parser, "--targets", BenchConfig, "targets", "comma list of device:mode:precision", type=parse_targets)
     add_flag(parser, "--batch-sizes", BenchConfig, "batch_sizes",
              "range 2^6..2^14 or list 64,256,1024 (each at most 2^40)", type=parse_batch_sizes)

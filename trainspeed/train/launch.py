@@ -17,6 +17,7 @@ Multi-node: start the same command on every node with `--nnodes N --rdzv-endpoin
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -30,22 +31,29 @@ from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.targets import check_target_builds, get_target, target_family
 from trainspeed.targets.base import Target
-from trainspeed.train.config import TrainConfig
+from trainspeed.train.config import TrainConfig, resolve_lr
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.lifecycle import STOP_SIGNALS, StopRequest, die_with_parent, finish
 from trainspeed.train.loop import Layout, RankTrainer
 from trainspeed.train.run_dir import RunDirectory
 from trainspeed.train.summary import bench_samples_per_s
 from trainspeed.train.synthetic import held_bytes_per_rank
-from trainspeed.workloads import get_workload
-from trainspeed.workloads.base import Workload
+from trainspeed.workloads import Workload, get_workload, reference_batch, resolve_size
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def check_runnable(config: TrainConfig) -> tuple[type[Target], int | None]:
-    """Raise UsageError for anything that would fail later in a rank; returns the target family and
-    the batches per epoch of the training split (None for synthetic data)."""
+def resolve_workload_settings(config: TrainConfig, workload: Workload) -> TrainConfig:
+    """The config with the workload's defaults filled in (its size, the batch its LR was tuned
+    at), so the run directory records what the run used, not what was left unsaid."""
+    return dataclasses.replace(config, size=resolve_size(workload, config.size),
+                               lr=resolve_lr(config.lr, reference_batch(workload)))
+
+
+def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int | None]:
+    """Raise UsageError for anything that would fail later in a rank; returns the config with the
+    workload's defaults resolved, the target family and the batches per epoch of the training
+    split (None for synthetic data)."""
     config.validate()
     family = target_family(config.target)
     if family.data_parallel == "single" and config.world_size > 1:
@@ -56,10 +64,7 @@ def check_runnable(config: TrainConfig) -> tuple[type[Target], int | None]:
     if config.launch.nnodes > 1 and not family.supports_multi_node:
         raise UsageError(f"train: {config.target} drives one host's devices from one process; it has no multi-node mode")
     workload = get_workload(config.workload)
-    if config.size not in workload.sizes:
-        raise UsageError(
-            f"train: --size {config.size!r} is not a {workload.name} size; choose one of {', '.join(workload.sizes)}"
-        )
+    config = resolve_workload_settings(config, workload)
     check_target_builds(config.target, workload)
     batches_per_epoch = None
     if config.data is not None:
@@ -78,7 +83,7 @@ def check_runnable(config: TrainConfig) -> tuple[type[Target], int | None]:
         _check_synthetic_batches_fit(config, workload)
     if config.bench_jsonl:
         bench_samples_per_s(config.bench_jsonl, workload.name, config.size, config.target, config.batch_size_per_device)
-    return family, batches_per_epoch
+    return config, family, batches_per_epoch
 
 
 def _check_synthetic_batches_fit(config: TrainConfig, workload: Workload) -> None:
@@ -96,7 +101,7 @@ def _check_synthetic_batches_fit(config: TrainConfig, workload: Workload) -> Non
 
 def launch(config: TrainConfig) -> int:
     """Check, take the run directory, record the configuration in it, and run; returns the exit code."""
-    family, batches_per_epoch = check_runnable(config)
+    config, family, batches_per_epoch = check_runnable(config)
     run_dir = RunDirectory(config.run_dir)
     run_dir.check_writable()
     with run_dir.lock():

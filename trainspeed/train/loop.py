@@ -12,6 +12,7 @@ validation and checkpoints, which are reported apart. The steady-state rate leav
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.evaluation import EvalRecord, can_evaluate, evaluate
 from trainspeed.train.lifecycle import StopRequest
-from trainspeed.train.lr_schedule import build_schedulers, current_lr
+from trainspeed.train.lr_schedule import LearningRates, build_schedulers, current_lr, first_group_lrs
 from trainspeed.train.metrics import MetricsLog, StepWindow, WindowRecord, reduce_window
 from trainspeed.train.parallel import make_data_parallel
 from trainspeed.train.progress import ProgressBar
@@ -211,9 +212,11 @@ class RankTrainer:
         self.train_loader = open_loader(self.workload, config, layout, self.target, "train")
         self.val_loader = self._open_val_loader()
         self.total_steps = config.total_steps(None if config.synthetic_data else len(self.train_loader))
-        self.schedulers = build_schedulers(
-            self.trainable.optimizers, config.lr, config.batch_size_per_device * layout.devices, self.total_steps
-        )
+        workload_lrs = first_group_lrs(self.trainable.optimizers)
+        self.schedulers = build_schedulers(self.trainable.optimizers, config.lr, self.global_batch, self.total_steps)
+        self.learning_rates = LearningRates.derive(workload_lrs, config.lr, self.global_batch, self.total_steps)
+        if self.context.is_main:
+            print(self.learning_rates.line(), flush=True)
         self.state = LoopState()
         self.resumed_from: int | None = self._resume() if config.resume else None
         # Each rank draws its own random numbers (dropout, augmentation) after the shared init.
@@ -440,4 +443,5 @@ class RankTrainer:
             io_efficiency=per_device / bench if bench else None,
             stopped_by_signal=stopped,
             torch_version=torch.__version__,
+            learning_rates=dataclasses.asdict(self.learning_rates),
         )

@@ -56,6 +56,9 @@ class RunSummary:
     io_efficiency: float | None
     stopped_by_signal: bool
     torch_version: str
+    learning_rates: dict | None = None
+    """How the peak LR of each optimizer came about (`trainspeed.train.lr_schedule.LearningRates`):
+    the LR given (--lr or the workload's), the scaling rule, reference and global batch, the peak."""
 
     def write(self, run_dir: Path) -> Path:
         path = Path(run_dir) / SUMMARY_FILE
