@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-from dataclasses import asdict, dataclass
+import shlex
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from trainspeed.atomic import append_line
+from trainspeed.bench.environment import Machine
+from trainspeed.bench.measurement import MeasurementRow
+from trainspeed.rows import append_row
 from trainspeed.workloads.stylegan3.configs import get_config
 from trainspeed.workloads.stylegan3.discriminator import Discriminator
 from trainspeed.workloads.stylegan3.generator import Generator
@@ -91,11 +94,12 @@ def main() -> None:
     parser.add_argument("--variants", default="none,activation")
     parser.add_argument("--out", type=Path, default=Path("results/stylegan3_saved_memory.jsonl"))
     args = parser.parse_args()
+    command = shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
     for case in args.cases.split(","):
         size, _, batch = case.partition(":")
         for variant in args.variants.split(","):
             row = measure(size, int(batch), variant)
-            append_line(args.out, json.dumps(asdict(row)))
+            append_row(args.out, MeasurementRow.of("stylegan3-saved-memory", row, command, Machine.at_start()))
             print(f"{size:>8} b={row.batch_size:<3} {variant:<10} G main {row.g_main_saved_gib:7.2f} GiB  D main {row.d_main_saved_gib:7.2f} GiB (fp32)")
 
 

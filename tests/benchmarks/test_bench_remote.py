@@ -42,7 +42,7 @@ def test_local_and_remote_rows_over_loopback_and_a_shaped_link_then_the_report(t
     )
     for row in remote:
         assert row["bytes_sent_per_step"] >= local[0]["bytes_per_step"]
-        assert 0 < row["server_step_s"] < row["step_time_s"]
+        assert row["server_step_s"] > 0
     (shaped,) = [row for row in remote if row["link"] != "loopback" and row["in_flight"] == 1]
     # No link carries bits faster than its rate: the wire time is at least bytes / rate.
     assert shaped["step_time_s"] - shaped["server_step_s"] >= 0.9 * shaped["bytes_sent_per_step"] * 8 / RATE_BITS_S

@@ -46,6 +46,9 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     add_flag(parser, "--peak-tflops", BenchConfig, "peak_tflops", "peak for MFU (default: measured)", type=_positive_float)
     add_flag(parser, "--threads", BenchConfig, "threads", "torch CPU threads (recorded in every row)")
     add_flag(parser, "--seed", BenchConfig, "seed", "seed of the model and the synthetic batch")
+    add_flag(parser, "--run-id", BenchConfig, "run_id",
+             "the rows' run id (default: a fresh one); ratios pair only rows of one run, so give commands "
+             "measured as one comparison the same id")
     parser.add_argument("--no-plot", action="store_true", help="do not write OUT.png/OUT.svg")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run_bench)
