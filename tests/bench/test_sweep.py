@@ -41,6 +41,7 @@ def test_an_impossible_batch_is_an_oom_row_and_the_sweep_goes_on(tmp_results):
     machine = measured.machine
     assert machine.torch_threads == torch.get_num_threads() and machine.torch_version == torch.__version__
     assert machine.cores_usable >= 1 and machine.load_average_end is not None
+    assert measured.workload_module == "trainspeed.workloads.mahjong.workload" and len(measured.workload_sha256) == 64
 
 
 class ShapeShiftingTrainable(Trainable):
