@@ -138,19 +138,19 @@ def summarize(match: str, games: list[GameSummary], workers: int) -> MatchRow:
         minutes_for_200k_samples=SAMPLES_TARGET / (rate * workers) / 60)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("results/agents_bench.jsonl"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rows = []
     machine = Machine.at_start()
     with multiprocessing.get_context("fork").Pool(args.workers) as pool:
         for match in ("rule_vs_random", "rule_vs_no_defence", "rule_vs_rule"):
             games = pool.map(_play, [(match, game) for game in range(args.games)], chunksize=4)
             rows.append(summarize(match, games, args.workers))
-    command = shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
+    command = shlex.join(["python", "benchmarks/bench_agents.py", *(sys.argv[1:] if argv is None else argv)])
     atomic_write_text(args.out, "".join(row_line(MeasurementRow.of("agents", row, command, machine.at_end())) + "\n"
                                         for row in rows))
     for row in rows:

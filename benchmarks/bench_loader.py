@@ -194,7 +194,7 @@ def replicate(folder: Path, copies: int) -> Path:
     return target
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--games", type=int, default=96)
@@ -212,12 +212,12 @@ def main() -> None:
     parser.add_argument("--time-checks", action="store_true",
                         help="also time the per-batch data checks on their own (a check-cost row per batch size)")
     parser.add_argument("--out", type=Path, default=Path("results/loader_bench.jsonl"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.pin_memory and not args.device.startswith("cuda"):
         parser.error("--pin-memory pins batches for copies to a GPU; use it with --device cuda")
     torch.set_num_threads(1)
     machine = Machine.at_start()
-    command = shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
+    command = shlex.join(["python", "benchmarks/bench_loader.py", *(sys.argv[1:] if argv is None else argv)])
     folder = args.data
     if folder is None:
         from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay  # needs the engine

@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
 
     check_results_file(args.out)
     run_id = uuid.uuid4().hex[:12]
-    command = shlex.join(["python", Path(sys.argv[0]).as_posix(), *(sys.argv[1:] if argv is None else argv)])
+    command = shlex.join(["python", "benchmarks/bench_stylegan3.py", *(sys.argv[1:] if argv is None else argv)])
     for case in parse_cases(args.cases, args.variants):
         row, extras = run_isolated(case, args.target, args.threads, args.windows, args.min_window_s, run_id, command)
         append_row(args.out, row, extras)

@@ -88,13 +88,13 @@ def measure(size: str, batch_size: int, variant: str) -> SavedMemoryRow:
     return SavedMemoryRow(size, batch_size, variant, round(g_main.gib, 3), round(d_main.gib, 3))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default="t256:4,t256:8,t256:32")
     parser.add_argument("--variants", default="none,activation")
     parser.add_argument("--out", type=Path, default=Path("results/stylegan3_saved_memory.jsonl"))
-    args = parser.parse_args()
-    command = shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
+    args = parser.parse_args(argv)
+    command = shlex.join(["python", "benchmarks/stylegan3_saved_memory.py", *(sys.argv[1:] if argv is None else argv)])
     for case in args.cases.split(","):
         size, _, batch = case.partition(":")
         for variant in args.variants.split(","):

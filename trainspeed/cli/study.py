@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-
 import sys
 import time
 from pathlib import Path
@@ -15,14 +14,14 @@ from trainspeed.errors import UsageError
 EPILOG = """\
 every study writes typed rows under --out; read them all with
   trainspeed report DIR --out DIR/report.html
-presets: smoke (seconds, the test suite's), quick (minutes on a 2-core CPU; the default),
-full (the settings of the committed measurements in docs/results)
+presets: smoke (minutes in all on a 2-core CPU, the test suite's), quick (the default), full (the
+settings of the committed measurements in docs/results)
 """
 
 
 def add_study_command(subparsers: argparse._SubParsersAction) -> None:
     from trainspeed.studies import STUDIES
-    from trainspeed.studies.common import PRESETS
+    from trainspeed.studies.common import PRESETS, check_preset
 
     parser = subparsers.add_parser(
         "study", help="reproduce one finding of the study here (or all of them), as rows for `trainspeed report`",
@@ -32,7 +31,8 @@ def add_study_command(subparsers: argparse._SubParsersAction) -> None:
     for name, module in STUDIES.items():
         study = studies.add_parser(name, help=module.HELP, description=module.__doc__.split("\n\n")[0])
         study.add_argument("--out", type=Path, required=True, help="the folder its rows go to")
-        study.add_argument("--preset", default="quick", choices=PRESETS, help="how much to measure (default: quick)")
+        study.add_argument("--preset", default="quick", type=check_preset,
+                           help=f"how much to measure: {', '.join(PRESETS)} (default: quick)")
         study.add_argument("--no-progress", action="store_true", help="no progress bar")
         module.add_arguments(study)
         study.set_defaults(handler=run_study, module=module)
@@ -47,8 +47,7 @@ def run_study(args: argparse.Namespace) -> int:
 
     from trainspeed.atomic import check_writable_directory
     from trainspeed.bench.environment import Machine
-    from trainspeed.rows import append_row
-    from trainspeed.studies.common import StudyFailed, StudyRecord, now
+    from trainspeed.studies.common import StudyFailed, now, record_study
 
     module: ModuleType = args.module
     if args.out.exists() and not args.out.is_dir():
@@ -58,6 +57,8 @@ def run_study(args: argparse.Namespace) -> int:
     estimate = module.estimate_s(config)
     print(f"study {module.NAME} ({args.preset}): about {_minutes(estimate)} on a 2-core CPU; rows go to {args.out}",
           flush=True)
+    for line in getattr(module, "plan_lines", lambda _: [])(config):
+        print(line, flush=True)
     machine, started, clock = Machine.at_start(), now(), time.perf_counter()
     with tqdm(total=module.units(config), disable=args.no_progress, unit="step", file=sys.stderr) as bar:
 
@@ -69,14 +70,9 @@ def run_study(args: argparse.Namespace) -> int:
             files = module.run(config, args.command_line, progress)
         except StudyFailed as error:
             raise UsageError(f"study {module.NAME}: {error}") from None
-    record = StudyRecord(study=module.NAME, preset=args.preset, started=started, wall_s=time.perf_counter() - clock,
-                         estimate_s=estimate, files=[str(path) for path in files], command=args.command_line,
-                         machine=machine.at_end())
-    append_row(args.out / "studies.jsonl", record)
+    record = record_study(args.out, module.NAME, args.preset, started, time.perf_counter() - clock, estimate, files,
+                          args.command_line, machine)
     print("\n".join(str(path) for path in files))
     print(f"study {module.NAME}: {_minutes(record.wall_s)} (estimated {_minutes(estimate)}); "
           f"read it with `trainspeed report {args.out} --out {args.out / 'report.html'}`")
     return 0
-
-
-

@@ -12,6 +12,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from trainspeed.studies import batch_size, scaling
+from trainspeed.studies import batch_size, everything, remote, scaling, throughput
 
-STUDIES: dict[str, ModuleType] = {module.NAME: module for module in (scaling, batch_size)}
+STUDIES: dict[str, ModuleType] = {module.NAME: module for module in (throughput, remote, scaling, batch_size, everything)}

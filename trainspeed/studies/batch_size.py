@@ -36,6 +36,7 @@ from trainspeed.rows import append_row, read_records
 from trainspeed.studies.common import (
     COMMAND_START_S,
     Progress,
+    StudyFailed,
     no_progress,
     non_negative_ints,
     positive_floats,
@@ -115,7 +116,7 @@ class BatchSizeConfig:
 
 PRESETS = {
     "smoke": dict(batches=(32, 64), samples=256, lr_factors=(1.0,), seeds=(0,), warmup_samples=64, eval_games=8,
-                  eval_parallel=1, eval_batch_games=8, make_data_games=12, val_samples=64),
+                  eval_parallel=1, eval_batch_games=8, make_data_games=22, val_samples=64),
     "quick": dict(batches=(256, 1024), samples=16384, lr_factors=(1.0, 2.0), seeds=(0,), warmup_samples=2048,
                   eval_games=200, make_data_games=100, val_samples=4096),
     "full": dict(lr_factors=(0.5, 1.0, 2.0, 4.0)),
@@ -316,6 +317,10 @@ def validations(config: BatchSizeConfig, spec: RunSpec) -> dict[int, EvalRecord]
 def run_row(study_id: str, config: BatchSizeConfig, spec: RunSpec, process_s: float | None) -> BatchSizeRunRow:
     steps = config.samples // spec.batch
     vals = validations(config, spec)
+    missing = [step for step in (config.equal_steps, steps) if step not in vals]
+    if missing:
+        raise StudyFailed(f"run {run_dir(config, spec)} has no validation at step {missing[0]}: the data's validation "
+                          f"split is empty (make the data with more games) or the run did not validate")
     summary: RunSummary = read_summary(run_dir(config, spec) / SUMMARY_FILE)
     final, at_equal_steps = vals[steps].metrics, vals[config.equal_steps].metrics
     return BatchSizeRunRow(

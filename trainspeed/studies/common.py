@@ -60,6 +60,20 @@ class StudyRecord:
     machine: Machine
 
 
+STUDIES_FILE = "studies.jsonl"
+
+
+def record_study(out: Path, study: str, preset: str, started: str, wall_s: float, estimate_s: float,
+                 files: list[Path], command: str, machine: Machine) -> StudyRecord:
+    """Append the study's record to OUT/studies.jsonl."""
+    from trainspeed.rows import append_row
+
+    record = StudyRecord(study=study, preset=preset, started=started, wall_s=wall_s, estimate_s=estimate_s,
+                         files=[str(path) for path in files], command=command, machine=machine.at_end())
+    append_row(out / STUDIES_FILE, record)
+    return record
+
+
 def child_environment(**extra: str) -> dict[str, str]:
     """This process's environment with this trainspeed first on the path, so a child runs the same code."""
     env = dict(os.environ)
@@ -79,14 +93,15 @@ def shown(*args: str) -> str:
 
 
 def run_trainspeed(*args: str, prefix: tuple[str, ...] = (), env: dict[str, str] | None = None,
-                   quiet: bool = True) -> subprocess.CompletedProcess:
-    """Run one trainspeed command to its end; its failure is the study's failure, with its last lines."""
+                   quiet: bool = True, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
+    """Run one trainspeed command to its end (in this directory, so relative paths mean what the
+    user meant); an exit code outside `ok` is the study's failure, with the command's last lines."""
     started = time.monotonic()
-    result = subprocess.run([*prefix, *trainspeed_argv(*args)], cwd=PACKAGE_ROOT, env=env or child_environment(),
+    result = subprocess.run([*prefix, *trainspeed_argv(*args)], env=env or child_environment(),
                             capture_output=True, text=True)
     if not quiet and result.stdout.strip():
         print(result.stdout.rstrip(), flush=True)
-    if result.returncode != 0:
+    if result.returncode not in ok:
         last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-3:]
         raise StudyFailed(f"`{shown(*args)}` failed (exit {result.returncode} after "
                           f"{time.monotonic() - started:.0f} s): {' / '.join(last)}")

@@ -146,7 +146,7 @@ class ScalingConfig:
 
 
 PRESETS = {
-    "smoke": dict(ranks=(1, 2), batch_sizes=(32,), steps=4, repeats=1, timing_warmup_steps=1, make_data_games=12),
+    "smoke": dict(ranks=(1, 2), batch_sizes=(32,), steps=4, repeats=1, timing_warmup_steps=1, make_data_games=22),
     "quick": dict(batch_sizes=(256, 1024), steps=20, repeats=1, make_data_games=60),
     "full": {},
 }
