@@ -143,3 +143,41 @@ def test_the_page_fetches_nothing(bench_page):
     assert not re.search(r"<script[^>]*\bsrc=", bench_page)
     assert "@import" not in bench_page and not re.search(r"url\((?!#)", bench_page)
     assert not re.search(r'(href|src)="(https?:)?//', bench_page)
+
+
+def test_the_within_deal_correlation_of_an_evaluation_is_shown(tmp_path):
+    """The four games of a deal are correlated; the committed evaluations against the rule-based
+    agent show +0.13 to +0.25, so luck of the deal does not cancel out."""
+    from trainspeed.report.page import within_deal_correlation
+
+    assert within_deal_correlation([[1, 1, 1, 1], [4, 4, 4, 4], [2, 2, 2, 2]]) == pytest.approx(1.0)
+    assert within_deal_correlation([[1, 2, 3, 4], [4, 3, 2, 1], [2, 1, 4, 3]]) == pytest.approx(-1 / 3)
+    html = render(read_inputs([write_jsonl(tmp_path / "e.jsonl", [eval_row("p", 1, 2.4)])]))
+    assert "within-deal correlation" in html
+
+
+@pytest.mark.slow
+def test_the_committed_results_and_a_fresh_run_make_one_page_without_a_cross_run_ratio(tmp_path, mahjong_run):
+    """`trainspeed report docs/results/*.jsonl RUN --out r.html`: every figure has its machine line,
+    no wire time is negative, every ratio pairs rows of one run."""
+    from pathlib import Path
+
+    from trainspeed.cli import main
+
+    results = Path(__file__).resolve().parents[2] / "docs" / "results"
+    page = tmp_path / "r.html"
+    assert main(["report", *map(str, sorted(results.glob("*.jsonl"))), str(mahjong_run), "--out", str(page)]) == 0
+    html = page.read_text()
+    figures = _figures(html)
+    assert len(figures) >= 15 and all('<dd class="machine">' in figure for _, figure in figures)
+    remote = _section(html, "remote")
+    wire = [re.findall(r"<td[^>]*>([^<]*)</td>", row)[12] for row in re.findall(r"<tr>(.*?)</tr>", remote, re.S)[1:]]
+    assert wire and all(cell == "flagged" or cell == "–" or float(cell.replace(",", "")) >= 0 for cell in wire)
+    assert wire.count("flagged") >= 1
+    inputs = read_inputs([*sorted(results.glob("*.jsonl")), mahjong_run])
+    from trainspeed.report.page import bench_groups
+
+    for group in bench_groups([row for row in inputs.bench if not row.is_remote], ()):
+        for read in group.rows:
+            base = group.table.baseline_of(read.row)
+            assert base is None or base.run_id == read.row.run_id

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import jinja2
+import numpy as np
 
 from trainspeed.atomic import atomic_write_text
 from trainspeed.bench.environment import Machine
@@ -577,6 +578,21 @@ def remote_section(rows: Sequence[BenchRow]) -> Section:
 
 # --- self-play and the batch-size study ---------------------------------------------------------
 
+def within_deal_correlation(deal_ranks: Sequence[Sequence[int]]) -> float | None:
+    """The one-way intraclass correlation of the policy's ranks in the four games of a deal (ICC(1)):
+    0 when a deal's games are as different as any two games, near 1 when the deal decides the rank.
+    Above 0, luck of the deal does not cancel out over its seats, and an interval must treat the
+    deal as one observation."""
+    ranks = np.asarray(deal_ranks, dtype=float)
+    if ranks.ndim != 2 or ranks.shape[0] < 2 or ranks.shape[1] < 2:
+        return None
+    deals, games = ranks.shape
+    between = games * ((ranks.mean(axis=1) - ranks.mean()) ** 2).sum() / (deals - 1)
+    within = ((ranks - ranks.mean(axis=1, keepdims=True)) ** 2).sum() / (deals * (games - 1))
+    total = between + (games - 1) * within
+    return float((between - within) / total) if total > 0 else None
+
+
 def eval_section(rows: Sequence[Read[MahjongEvalRow]]) -> Section:
     section = Section(
         "selfplay", "Self-play strength",
@@ -594,14 +610,15 @@ def eval_section(rows: Sequence[Read[MahjongEvalRow]]) -> Section:
             number(row.temperature, "{:g}"), number(row.mean_rank, "{:.3f}"), text(interval(row.mean_rank_ci95, "{:.3f}")),
             number(row.mean_score_delta, "{:+,.0f}"), text(interval(row.mean_score_delta_ci95, "{:+,.0f}")),
             text(" / ".join(f"{share:.0%}" for share in row.rank_distribution)),
+            number(read.get("within_deal_correlation", within_deal_correlation(row.deal_ranks)), "{:+.2f}"),
             number(row.games_per_s, "{:,.2f}"), number(row.decisions_per_s, "{:,.0f}"),
         ])
     section.tables.append(Table(
-        "table-selfplay", "Every evaluation",
+        "table-selfplay", "Every evaluation (within-deal correlation: of the policy's ranks in a deal's four games)",
         [("policy", False), ("size", False), ("step", True), ("opponent", False), ("games", True), ("deals", True),
          ("seed", True), ("target", False), ("temperature", True), ("mean rank", True), ("95% interval", False),
-         ("score delta", True), ("95% interval", False), ("ranks 1/2/3/4", False), ("games/s", True),
-         ("decisions/s", True)],
+         ("score delta", True), ("95% interval", False), ("ranks 1/2/3/4", False),
+         ("within-deal correlation", True), ("games/s", True), ("decisions/s", True)],
         table_rows))
     return section
 
