@@ -215,9 +215,17 @@ def _source_file(source: Any) -> str:
     return getattr(source, "path", str(source))
 
 
+COMMANDS_SHOWN = 3
+"""Commands listed under a figure; a sweep of one command per batch size names the rest by count."""
+
+
 def provenance(rows: Sequence[Any], machine: Callable[[Any], tuple[Machine | None, float | None]]) -> Provenance:
+    commands = list(dict.fromkeys(row.command for row in rows if row.command))
+    if len(commands) > COMMANDS_SHOWN:
+        commands = commands[:COMMANDS_SHOWN] + [f"… and {len(commands) - COMMANDS_SHOWN} more commands like these "
+                                                "(each row's `command` field)"]
     return Provenance(
-        commands=list(dict.fromkeys(row.command for row in rows if row.command)),
+        commands=commands,
         unrecorded=sum(1 for row in rows if not row.command),
         machines=machine_lines(machine(row) for row in rows),
         sources=list(dict.fromkeys(_source_file(row.source) for row in rows)),
@@ -253,9 +261,17 @@ class BenchGroup:
 
 
 def bench_groups(rows: Sequence[BenchRow], baselines: Sequence[str]) -> list[BenchGroup]:
+    """One group per workload (name, definition, size) and results file: a file is one campaign of
+    measurements, and a figure of two files would lay one's rows over the other's. The file is
+    named only where the workload's rows come from more than one."""
+    files: dict[str, set[str]] = {}
+    for row in rows:
+        files.setdefault(row.workload_label, set()).add(row.source.path)
     labelled: dict[str, list[BenchRow]] = {}
     for row in rows:
-        labelled.setdefault(row.workload_label, []).append(row)
+        several = len(files[row.workload_label]) > 1
+        label = row.workload_label + (f" ({Path(row.source.path).name})" if several else "")
+        labelled.setdefault(label, []).append(row)
     groups = []
     for label, members in sorted(labelled.items()):
         series = {id(read.row): read.series for read in members}
@@ -450,14 +466,15 @@ def train_bars(runs: Sequence[TrainRun], scaling: Sequence[ScalingRunRow]) -> li
     for row in scaling:
         if is_finite(row.end_to_end_samples_per_s):
             groups.setdefault(scaling_key(row), []).append(row)
-    for members in groups.values():
+    for key, members in groups.items():
         first = members[0]
+        compared = any(other[:-1] == key[:-1] and other[-1] != 1 for other in groups) and first.world_size == 1
         bars.append(figures.TrainBar(
             scaling_label(first) + (f" ({len(members)} repeats)" if len(members) > 1 else ""),
             [r.end_to_end_samples_per_s for r in members],
             [r.data_wait_fraction for r in members if is_finite(r.data_wait_fraction)],
             [r.data_wait_fraction_worst_rank for r in members if is_finite(r.data_wait_fraction_worst_rank)],
-            ratio=vs_one_rank(scaling, first), is_baseline=first.world_size == 1 and vs_one_rank(scaling, first) is not None))
+            ratio=None if first.world_size == 1 else vs_one_rank(scaling, first), is_baseline=compared))
     return bars
 
 
@@ -507,7 +524,9 @@ def training_section(runs: Sequence[TrainRun], scaling: Sequence[Read[ScalingRun
                 number(row.batch_size_per_device, "{:d}"), readable(row.end_to_end_samples_per_s),
                 readable(row.steady_samples_per_s), readable(row.samples_per_s_per_device),
                 percent(row.data_wait_fraction), percent(row.data_wait_fraction_worst_rank),
-                ratio_cell(vs_one_rank(study, row), "no one-rank run in this study"),
+                ratio_cell(vs_one_rank(study, row), "no one-rank run in this study") if row.world_size != 1 or any(
+                    scaling_key(other)[:-1] == scaling_key(row)[:-1] and other.world_size != 1 for other in study)
+                else Cell("no N-rank run in this study", numeric=True),
                 number(per_device_bench, "{:.3f}"),
                 number(io_efficiency(study, row.batch_size_per_device, row.world_size), "{:.3f}"),
                 text(read.source),
@@ -545,13 +564,19 @@ def remote_section(rows: Sequence[BenchRow]) -> Section:
         "wire); where the two times do not cover the same steps the wire time is flagged, never shown.",
     )
     by_row = {id(read.row): read for read in rows}
-    pairs: list[RemotePair] = sorted(remote_pairs([read.row for read in rows]),
-                                     key=lambda p: (figures.remote_series(p), p.remote.batch_size))
-    drawn = [by_row[id(p.remote)] for p in pairs] + [by_row[id(p.local)] for p in pairs if p.local is not None]
-    section.figures.append(figure_block("fig-remote", "Remote over local samples/s (same run), and the remote step's time",
-                                        figures.remote_figure(pairs), drawn))
+    files = list(dict.fromkeys(read.source.path for read in rows if read.is_remote))
+    all_pairs: list[RemotePair] = []
+    for file in files:  # one figure per file: a sweep with other windows is another measurement
+        own = [read.row for read in rows if read.source.path == file]
+        pairs = sorted(remote_pairs(own), key=lambda p: (figures.remote_series(p), p.remote.batch_size))
+        drawn = [by_row[id(p.remote)] for p in pairs] + [by_row[id(p.local)] for p in pairs if p.local is not None]
+        name = f" ({Path(file).name})" if len(files) > 1 else ""
+        section.figures.append(figure_block(f"fig-remote-{slug(Path(file).stem)}",
+                                            f"Remote over local samples/s (same run), and the remote step's time{name}",
+                                            figures.remote_figure(pairs), drawn))
+        all_pairs += pairs
     table_rows = []
-    for pair in pairs:
+    for pair in all_pairs:
         remote, local = pair.remote, pair.local
         status = remote.status
         table_rows.append([
