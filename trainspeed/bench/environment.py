@@ -96,32 +96,3 @@ class Machine:
         if self.peak_load is None or cores is None:
             return None
         return self.peak_load > cores
-
-    def describe(self, cpu_s_per_wall_s: float | None = None) -> str:
-        """One line for a page: the CPU, its cores, the load and the threads."""
-        parts = [self.cpu_model or "CPU model not recorded"]
-        if self.cores_usable is not None or self.cores_total is not None:
-            parts.append(f"{self.cores_usable if self.cores_usable is not None else '?'} of "
-                         f"{self.cores_total if self.cores_total is not None else '?'} cores usable")
-        else:
-            parts.append("cores not recorded")
-        loads = [f"{load:.2f}" if load is not None else "?" for load in (self.load_average_start, self.load_average_end)]
-        if self.peak_load is None:
-            parts.append("load average not recorded")
-        else:
-            parts.append(f"load average {loads[0]} at start, {loads[1]} at end"
-                         + (": shared machine" if self.shared else ""))
-        if cpu_s_per_wall_s is not None:
-            parts.append(f"{cpu_s_per_wall_s:.2f} CPU s per wall s")
-        if self.torch_threads is not None:
-            parts.append(f"{self.torch_threads} torch threads"
-                         + (f" ({self.torch_interop_threads} inter-op)" if self.torch_interop_threads else ""))
-        parts += [f"{name}={value}" for name, value in sorted(self.thread_variables.items()) if name != "PJRT_DEVICE"]
-        versions = [f"torch {self.torch_version}" if self.torch_version else None,
-                    f"torch_xla {self.torch_xla_version}" if self.torch_xla_version else None,
-                    f"Python {self.python_version}" if self.python_version else None,
-                    f"host {self.hostname}" if self.hostname else None]
-        parts += [text for text in versions if text]
-        if self.note:
-            parts.append(self.note)
-        return ", ".join(parts)

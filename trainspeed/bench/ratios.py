@@ -25,6 +25,7 @@ REMOTE_PREFIX = "remote:"
 Item = TypeVar("Item")
 SeriesName = Callable[[ResultRow], str]
 
+
 def _local(target: str) -> bool:
     """A target of a built-in local family (not remote, not a reference peer's own name)."""
     return target.split(":")[0] in BUILTIN_FAMILIES and not target.startswith(REMOTE_PREFIX)
@@ -146,14 +147,18 @@ class RatioTable:
         base = self.baseline_of(row) if row is not None else None
         return any(r is not None and r.status == "invalid" for r in (row, base))
 
-    def ratio_spread(self, series: str, batch_size: int) -> tuple[float, float] | None:
-        """The slowest and fastest window over the same run's baseline median: how far a ratio can
-        move with the row's own window-to-window spread."""
-        row, spread = self.row(series, batch_size), self.spread(series, batch_size)
-        base = self.baseline_of(row) if row is not None else None
-        if spread is None or base is None or not base.samples_per_s:
+    def row_ratio_spread(self, row: ResultRow) -> tuple[float, float] | None:
+        """The row's slowest and fastest window over its run's baseline median: how far its ratio can
+        move with its own window-to-window spread."""
+        base = self.baseline_of(row)
+        if (base is None or not base.samples_per_s or not row.is_measured or row.samples_per_s_min is None
+                or row.samples_per_s_max is None):
             return None
-        return spread[0] / base.samples_per_s, spread[1] / base.samples_per_s
+        return row.samples_per_s_min / base.samples_per_s, row.samples_per_s_max / base.samples_per_s
+
+    def ratio_spread(self, series: str, batch_size: int) -> tuple[float, float] | None:
+        row = self.row(series, batch_size)
+        return self.row_ratio_spread(row) if row is not None else None
 
 
 def ratio_table(rows: Sequence[ResultRow], baseline: str | Sequence[str] | None = None,

@@ -31,7 +31,7 @@ from trainspeed.report import figures
 from trainspeed.report.inputs import BenchRow, Read, ReportInputs, TrainRun, workload_label
 from trainspeed.rows import is_finite
 from trainspeed.studies.batch_size import BatchSizeBatchRow, BatchSizeComparisonRow, BatchSizeRunRow
-from trainspeed.studies.scaling import ScalingRunRow, io_efficiency
+from trainspeed.studies.scaling import ScalingRunRow, has_more_ranks, io_efficiency, scaling_key, vs_one_rank
 
 NOT_RECORDED = "command not recorded in the rows"
 MACHINE_NOT_RECORDED = "machine not recorded (rows converted from files written before rows recorded it)"
@@ -179,8 +179,7 @@ def machine_lines(entries: Iterable[tuple[Machine | None, float | None]]) -> lis
     lines = []
     for members in groups.values():
         first = members[0][0]
-        explained = first.note is not None
-        """A note (rows converted from older files) says what was not recorded; no need to list it."""
+        explained = first.note is not None  # a converted row's note says what was not recorded then
         parts = [first.cpu_model] if first.cpu_model else ([] if explained else ["CPU model not recorded"])
         if first.cores_usable is not None:
             parts.append(f"{first.cores_usable} of {first.cores_total} cores usable")
@@ -211,10 +210,6 @@ def machine_lines(entries: Iterable[tuple[Machine | None, float | None]]) -> lis
     return lines
 
 
-def _source_file(source: Any) -> str:
-    return getattr(source, "path", str(source))
-
-
 COMMANDS_SHOWN = 3
 """Commands listed under a figure; a sweep of one command per batch size names the rest by count."""
 
@@ -228,7 +223,7 @@ def provenance(rows: Sequence[Any], machine: Callable[[Any], tuple[Machine | Non
         commands=commands,
         unrecorded=sum(1 for row in rows if not row.command),
         machines=machine_lines(machine(row) for row in rows),
-        sources=list(dict.fromkeys(_source_file(row.source) for row in rows)),
+        sources=list(dict.fromkeys(row.source.path for row in rows)),
     )
 
 
@@ -246,7 +241,7 @@ def figure_block(figure_id: str, caption: str, figure: Any, rows: Sequence[Any])
 
 @dataclass(frozen=True)
 class BenchGroup:
-    """One workload (name, definition, size): its rows and their ratio table."""
+    """One workload (name, definition, size) of one results file: its rows and their ratio table."""
 
     label: str
     rows: list[BenchRow]
@@ -304,11 +299,7 @@ def ratio_section(groups: list[BenchGroup]) -> Section:
         table = group.table
         for read in sorted(group.rows, key=lambda r: (r.series, r.row.batch_size, r.row.timestamp)):
             row, status = read.row, read.row.status
-            ratio = table.row_ratio(row)
-            base = table.baseline_of(row)
-            spread = (row.samples_per_s_min / base.samples_per_s, row.samples_per_s_max / base.samples_per_s) if (
-                base is not None and row.is_measured and row.samples_per_s_min is not None
-                and row.samples_per_s_max is not None) else None
+            ratio, spread = table.row_ratio(row), table.row_ratio_spread(row)
             table_rows.append([
                 text(group.label), text(read.series), number(row.batch_size), status_cell(status, row.error),
                 measured(status, readable(row.samples_per_s)),
@@ -430,33 +421,9 @@ def first_step_section(groups: list[BenchGroup]) -> Section:
 
 # --- training -----------------------------------------------------------------------------------
 
-def _median(values: list[float]) -> float | None:
-    values = sorted(v for v in values if is_finite(v))
-    if not values:
-        return None
-    middle = len(values) // 2
-    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
-
-
-def scaling_key(row: ScalingRunRow) -> tuple:
-    """Runs with one key are repeats of one configuration of one study."""
-    return (row.study_id, row.workload, row.workload_sha256, row.size, row.target, row.batch_size_per_device,
-            row.data, row.world_size)
-
-
 def scaling_label(row: ScalingRunRow) -> str:
     return (f"{workload_label(row.workload, row.workload_sha256, row.size)}: {row.target} x{row.world_size}, "
             f"{row.batch_size_per_device}/device, {row.data} data ({row.study_id})")
-
-
-def vs_one_rank(rows: Sequence[ScalingRunRow], row: ScalingRunRow) -> float | None:
-    """End-to-end samples/s of `row`'s configuration over that of one rank, medians of the repeats,
-    both of `row`'s own study."""
-    def rate(world_size: int) -> float | None:
-        return _median([r.end_to_end_samples_per_s for r in rows
-                        if scaling_key(r) == (*scaling_key(row)[:-1], world_size)])
-    mine, one = rate(row.world_size), rate(1)
-    return mine / one if mine and one else None
 
 
 def train_bars(runs: Sequence[TrainRun], scaling: Sequence[ScalingRunRow]) -> list[figures.TrainBar]:
@@ -466,15 +433,15 @@ def train_bars(runs: Sequence[TrainRun], scaling: Sequence[ScalingRunRow]) -> li
     for row in scaling:
         if is_finite(row.end_to_end_samples_per_s):
             groups.setdefault(scaling_key(row), []).append(row)
-    for key, members in groups.items():
+    for members in groups.values():
         first = members[0]
-        compared = any(other[:-1] == key[:-1] and other[-1] != 1 for other in groups) and first.world_size == 1
         bars.append(figures.TrainBar(
             scaling_label(first) + (f" ({len(members)} repeats)" if len(members) > 1 else ""),
             [r.end_to_end_samples_per_s for r in members],
             [r.data_wait_fraction for r in members if is_finite(r.data_wait_fraction)],
             [r.data_wait_fraction_worst_rank for r in members if is_finite(r.data_wait_fraction_worst_rank)],
-            ratio=None if first.world_size == 1 else vs_one_rank(scaling, first), is_baseline=compared))
+            ratio=None if first.world_size == 1 else vs_one_rank(scaling, first),
+            is_baseline=first.world_size == 1 and has_more_ranks(scaling, first)))
     return bars
 
 
@@ -524,9 +491,8 @@ def training_section(runs: Sequence[TrainRun], scaling: Sequence[Read[ScalingRun
                 number(row.batch_size_per_device, "{:d}"), readable(row.end_to_end_samples_per_s),
                 readable(row.steady_samples_per_s), readable(row.samples_per_s_per_device),
                 percent(row.data_wait_fraction), percent(row.data_wait_fraction_worst_rank),
-                ratio_cell(vs_one_rank(study, row), "no one-rank run in this study") if row.world_size != 1 or any(
-                    scaling_key(other)[:-1] == scaling_key(row)[:-1] and other.world_size != 1 for other in study)
-                else Cell("no N-rank run in this study", numeric=True),
+                ratio_cell(vs_one_rank(study, row), "no one-rank run in this study")
+                if row.world_size != 1 or has_more_ranks(study, row) else Cell("no N-rank run in this study", numeric=True),
                 number(per_device_bench, "{:.3f}"),
                 number(io_efficiency(study, row.batch_size_per_device, row.world_size), "{:.3f}"),
                 text(read.source),

@@ -100,6 +100,29 @@ class ScalingRunRow:
         )
 
 
+def scaling_key(row: ScalingRunRow) -> tuple:
+    """Runs with one key are repeats of one configuration of one study (the rank count last)."""
+    return (row.study_id, row.workload, row.workload_sha256, row.size, row.target, row.batch_size_per_device,
+            row.data, row.world_size)
+
+
+def vs_one_rank(rows: Sequence[ScalingRunRow], row: ScalingRunRow) -> float | None:
+    """End-to-end samples/s of `row`'s configuration over that of one rank (the study's N devices
+    against one), medians of the repeats, both of `row`'s own study."""
+    def rate(world_size: int) -> float | None:
+        values = [r.end_to_end_samples_per_s for r in rows if scaling_key(r) == (*scaling_key(row)[:-1], world_size)
+                  and r.end_to_end_samples_per_s is not None]
+        return statistics.median(values) if values else None
+
+    mine, one = rate(row.world_size), rate(1)
+    return mine / one if mine and one else None
+
+
+def has_more_ranks(rows: Sequence[ScalingRunRow], row: ScalingRunRow) -> bool:
+    """Whether `row`'s study ran its configuration on more ranks than `row`'s, to compare with."""
+    return any(scaling_key(other)[:-1] == scaling_key(row)[:-1] and other.world_size > row.world_size for other in rows)
+
+
 def median_per_device(rows: Sequence[ScalingRunRow], batch: int, world_size: int, data: str) -> float | None:
     """The median per-device samples/s over the repeats of one configuration (None: not measured)."""
     values = [row.samples_per_s_per_device for row in rows

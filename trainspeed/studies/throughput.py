@@ -16,10 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainspeed.bench.config import BenchConfig, parse_batch_sizes, parse_targets
+from trainspeed.bench.ratios import format_table, ratio_table
+from trainspeed.bench.sweep import run_sweep
 from trainspeed.bench.feed import parse_feeds
+from trainspeed.bench.results import check_results_file
 from trainspeed.bench.timing import TimingPlan
 from trainspeed.errors import UsageError
 from trainspeed.studies.common import COMMAND_START_S, Progress, no_progress
+from trainspeed.targets import available_targets, target_family
+from trainspeed.workloads import get_workload
 
 NAME = "throughput"
 HELP = "finding 1: samples/s of each target over the baseline's per batch size (device- and host-fed)"
@@ -33,8 +38,6 @@ GPU, eager fp32) and its faster modes, on a CPU the same modes of the host's own
 
 
 def default_targets() -> tuple[str, ...]:
-    from trainspeed.targets import available_targets
-
     available = {name for name, reason in available_targets().items() if reason is None}
     device = "cuda" if "cuda:eager:fp32" in available else "cpu"
     return tuple(name for name in PREFERRED[device] if name in available)
@@ -86,9 +89,6 @@ def estimate_s(config: ThroughputConfig) -> float:
 
 
 def run(config: ThroughputConfig, command: str, progress: Progress = no_progress) -> list[Path]:
-    from trainspeed.bench.ratios import format_table, ratio_table
-    from trainspeed.bench.sweep import run_sweep
-
     bench = config.bench_config(command)
 
     def on_configuration(target: str, batch_size: int, finished: bool) -> None:
@@ -130,10 +130,6 @@ def config_from_args(args: argparse.Namespace, out: Path) -> ThroughputConfig:
     if not config.targets:
         raise UsageError("throughput study: no target is available here; see `trainspeed info`")
     bench = config.bench_config("check")  # every flag checked as the bench checks it, before anything runs
-    from trainspeed.bench.results import check_results_file
-    from trainspeed.targets import target_family
-    from trainspeed.workloads import get_workload
-
     get_workload(bench.workload)
     for target in bench.targets:
         target_family(target)
