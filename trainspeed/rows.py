@@ -30,6 +30,8 @@ VERSION = "schema_version"
 
 
 class Row(Protocol):
+    """A row dataclass: its kind and the version of its schema, on the class."""
+
     KIND: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int]
 
@@ -48,20 +50,20 @@ class Source:
         return self.path if self.line is None else f"{self.path}:{self.line}"
 
 
-def row_record(row: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def row_record(row: Row, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The row as the JSON object written to disk; `extra` fields come last and may not shadow."""
-    record = {KIND: row.KIND, VERSION: row.SCHEMA_VERSION, **dataclasses.asdict(row)}
+    record = {KIND: row.KIND, VERSION: row.SCHEMA_VERSION, **dataclasses.asdict(row)}  # type: ignore[call-overload]
     clashes = sorted(set(extra or {}) & set(record))
     if clashes:
         raise ValueError(f"extra fields {clashes} would shadow the {row.KIND} row's own fields")
     return {**record, **(extra or {})}
 
 
-def row_line(row: Any, extra: dict[str, Any] | None = None) -> str:
+def row_line(row: Row, extra: dict[str, Any] | None = None) -> str:
     return json.dumps(row_record(row, extra))
 
 
-def append_row(path: str | os.PathLike, row: Any, extra: dict[str, Any] | None = None) -> None:
+def append_row(path: str | os.PathLike, row: Row, extra: dict[str, Any] | None = None) -> None:
     """Append one row as one whole line (a crash leaves whole rows only)."""
     append_line(path, row_line(row, extra))
 
