@@ -65,10 +65,10 @@ if stage remote; then
   # device-fed, per batch size back to back.
   echo "== mahjong base: local vs remote over loopback (trainspeed serve on the GPU)" | tee -a "$OUT/gpu_session.log"
   if python3 -c "import trainspeed.wire.remote_pb2_grpc" 2>>"$OUT/gpu_session.log"; then
-    timeout 280 python3 benchmarks/bench_remote.py --target cuda:eager:bf16 --size base --links loopback \
-      --batch-sizes 64,512,2048,8192 --threads 4 --windows 3 --min-window-s 0.2 \
-      --out "$OUT/remote_h200_mahjong_base.jsonl" 2>&1 | tail -n 30 | tee -a "$OUT/gpu_session.log"
-    python3 benchmarks/remote_report.py "$OUT/remote_h200_mahjong_base.jsonl" 2>&1 | tee -a "$OUT/gpu_session.log"
+    timeout 280 python3 -m trainspeed study remote --preset full --target cuda:eager:bf16 --size base --links loopback \
+      --batch-sizes 64,512,2048,8192 --threads 4 --windows 3 --min-window-s 0.2 --no-progress \
+      --out "$OUT/remote_h200" 2>&1 | tail -n 30 | tee -a "$OUT/gpu_session.log"
+    python3 -m trainspeed report "$OUT/remote_h200" --out "$OUT/remote_h200/report.html" 2>&1 | tee -a "$OUT/gpu_session.log"
   else
     echo "skipped: grpcio/protobuf here cannot import the generated modules (carry grpcio==1.85.3, protobuf==7.36.2)" | tee -a "$OUT/gpu_session.log"
   fi
