@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 from trainspeed.bench.results import ResultRow
 from trainspeed.cli import main
 from trainspeed.data.base import LoaderConfig
+from trainspeed.rows import row_line
 from train_runs import TINY_RUN
 
 
@@ -28,7 +28,7 @@ def test_a_run_on_real_data_logs_train_and_val_rows_tensorboard_and_a_summary(
     assert code == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     rows = _rows(tmp_path)
-    assert {row["kind"] for row in rows} == {"train", "val", "summary"}
+    assert {row["kind"] for row in rows} == {"train", "val", "train-summary"}
     train_rows = [row for row in rows if row["kind"] == "train"]
     last = summary["last_step"]
     batches_per_epoch = len(open_mahjong_shards(data_args[1], LoaderConfig(batch_size=64)))
@@ -59,7 +59,7 @@ def test_io_efficiency_is_per_device_throughput_over_the_bench_row(tmp_path: Pat
     bench = tmp_path / "bench.jsonl"
     row = ResultRow(run_id="r", timestamp="t", workload="mahjong", size="tiny", target="cpu:eager:fp32",
                     batch_size=8, status="ok", samples_per_s=500.0)
-    bench.write_text(json.dumps(dataclasses.asdict(row)) + "\n")
+    bench.write_text(row_line(row) + "\n")
     code = main(["train", *TINY_RUN, "--synthetic-data", "--batch-size-per-device", "8", "--steps", "12",
                  "--bench-jsonl", str(bench), "--out", str(tmp_path / "run")])
     assert code == 0
@@ -108,7 +108,7 @@ def test_every_flag_and_file_is_checked_before_any_rank_starts(
     corrupt = tmp_path / "bench.jsonl"
     row = ResultRow(run_id="r", timestamp="t", workload="mahjong", size="tiny", target="cpu:eager:fp32",
                     batch_size=8, status="ok", samples_per_s=500.0)
-    corrupt.write_text(json.dumps(dataclasses.asdict(row)) + "\n{not json\n")
+    corrupt.write_text(row_line(row) + "\n{not json\n")
     flags = [str(corrupt) if flag == "CORRUPT" else flag for flag in flags]
     out = tmp_path / "run"
     code = main(["train", *TINY_RUN, "--synthetic-data", "--steps", "2", "--nproc", "2", *flags, "--out", str(out)])

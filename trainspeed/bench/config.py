@@ -87,6 +87,9 @@ class BenchConfig:
     threads: int | None = None
     """torch CPU threads (None leaves torch's default); recorded in every row."""
     seed: int = 0
+    run_id: str | None = None
+    """The rows' run id (None: a fresh one). Ratios pair only rows of one run, so commands measured
+    as one comparison (trainspeed bench beside a reference peer) share one."""
     command: str | None = None
     """The command line, recorded in every row (no flag: the command sets it)."""
 

@@ -22,20 +22,24 @@ import uuid
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory
+from trainspeed.bench.environment import Machine
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.config import MahjongEvalConfig
 from trainspeed.evaluate.policy import NetworkRunner, RunCheckpoint, build_network, read_run_checkpoint
 from trainspeed.evaluate.stats import clustered_mean
+from trainspeed.rows import KIND, append_row, parse_row, read_records
 from trainspeed.targets import get_target, target_family
 from trainspeed.targets.base import Target
 from trainspeed.user_json import read_utf8
+from trainspeed.workloads import get_workload
+from trainspeed.workloads.identity import identify
 from trainspeed.workloads.mahjong.duplicate import (
     BUILTIN_OPPONENTS,
     ROTATIONS,
@@ -48,7 +52,6 @@ from trainspeed.workloads.mahjong.duplicate import (
 )
 
 WORKLOAD = "mahjong"
-ROW_KIND = "mahjong-eval"
 PROGRESS_FORMAT = 1
 POLICY_NETWORK = "policy"
 
@@ -57,7 +60,9 @@ POLICY_NETWORK = "policy"
 class MahjongEvalRow:
     """One finished evaluation, one JSON line of OUT (the report reads these names)."""
 
-    kind: str
+    KIND: ClassVar[str] = "mahjong-eval"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
     timestamp: str
     policy: str
     policy_size: str
@@ -102,6 +107,13 @@ class MahjongEvalRow:
     """Per deal (in deal order), the policy's rank in rotations 0-3: two evaluations with one seed
     played the same deals, so their rows can be compared deal by deal (a paired comparison)."""
     deal_score_deltas: list[list[int]]
+    workload_module: str | None = None
+    """The identity of the Mahjong workload code that played (`trainspeed.workloads.identity`)."""
+    workload_version: str | None = None
+    workload_sha256: str | None = None
+    cpu_s_per_wall_s: float | None = None
+    """This process's CPU seconds per wall second over the games it played."""
+    machine: Machine | None = None
 
 
 def engine_version() -> str:
@@ -223,15 +235,16 @@ def _ci(values: tuple[float, float] | None) -> list[float] | None:
 
 def summarize(config: MahjongEvalConfig, command: str, eval_id: str, target: Target,
               policy: RunCheckpoint, opponent: RunCheckpoint | None,
-              results: list[DealResult], played: PoolTimes, wall_s: float) -> MahjongEvalRow:
+              results: list[DealResult], played: PoolTimes, wall_s: float, cpu_s: float,
+              machine: Machine) -> MahjongEvalRow:
     """The row: means with intervals clustered by deal (a deal's four games are one cluster);
-    `played` and `wall_s` are what this invocation did and how long it took."""
+    `played`, `wall_s` and `cpu_s` are what this invocation did and how long it took, on `machine`."""
     ranks = clustered_mean([result.ranks for result in results], bounds=(1.0, 4.0))
     deltas = clustered_mean([result.score_deltas for result in results])
     all_ranks = np.array([result.ranks for result in results]).ravel()
     distribution = [float(np.mean(all_ranks == rank)) for rank in range(1, 5)]
     return MahjongEvalRow(
-        kind=ROW_KIND, timestamp=datetime.datetime.now().isoformat(timespec="seconds"),
+        timestamp=datetime.datetime.now().isoformat(timespec="seconds"),
         policy=config.policy or "", policy_size=policy.size, policy_step=policy.step,
         opponent=config.opponent, games=config.games, deals=config.deals, seed=config.seed,
         target=config.target, temperature=config.temperature,
@@ -251,7 +264,9 @@ def summarize(config: MahjongEvalConfig, command: str, eval_id: str, target: Tar
         decisions=played.decisions, forward_calls=played.forward_calls, batch_games=config.batch_games,
         device=target.device_name(), engine=engine_version(),
         deal_ranks=[list(result.ranks) for result in results],
-        deal_score_deltas=[list(result.score_deltas) for result in results])
+        deal_score_deltas=[list(result.score_deltas) for result in results],
+        cpu_s_per_wall_s=cpu_s / wall_s if wall_s else None, machine=machine.at_end(),
+        **identify(get_workload(WORKLOAD)).row_fields())
 
 
 def _mahjong_forward(network: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -301,7 +316,8 @@ def run_mahjong_eval(config: MahjongEvalConfig, command: str,
                disable=not config.progress, smoothing=0.05)
     pool = DuplicatePool(evaluated, rival, seed=config.seed, temperature=config.temperature,
                          pool_size=config.batch_games, on_game=lambda: bar.update(1))
-    started = time.perf_counter()
+    machine = Machine.at_start()
+    started, cpu_started = time.perf_counter(), time.process_time()
     try:
         for result in pool.play(todo):
             progress.append(result)
@@ -309,22 +325,16 @@ def run_mahjong_eval(config: MahjongEvalConfig, command: str,
                 on_deal(result)
     finally:
         bar.close()
-    wall_s = time.perf_counter() - started
+    wall_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     results = [progress.done[deal] for deal in range(config.deals)]
-    row = summarize(config, command, progress.eval_id, target, policy, opponent, results, pool.times, wall_s)
-    append_line(out, json.dumps(dataclasses.asdict(row)))
+    row = summarize(config, command, progress.eval_id, target, policy, opponent, results, pool.times, wall_s,
+                    cpu_s, machine)
+    append_row(out, row)
     progress.remove()
     return row
 
 
-def read_eval_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The `mahjong-eval` rows of a results file (other kinds of rows are skipped)."""
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            line = line.strip()
-            if line:
-                row = json.loads(line)
-                if row.get("kind") == ROW_KIND:
-                    rows.append(row)
-    return rows
+def read_eval_rows(path: str | os.PathLike) -> list[MahjongEvalRow]:
+    """The `mahjong-eval` rows of a results file (rows of other kinds are skipped)."""
+    return [parse_row(MahjongEvalRow, record, source)[0] for record, source in read_records(path)
+            if isinstance(record, dict) and record.get(KIND) == MahjongEvalRow.KIND]

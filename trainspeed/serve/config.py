@@ -2,7 +2,7 @@
 
 Loopback is the default. Any other listen address exposes a process that runs training steps for
 whoever connects, so it needs a token, and TLS unless `--insecure` says explicitly that tokens and
-tensors may cross in clear text (a private link, such as the namespaces of bench_remote.py).
+tensors may cross in clear text (a private link, such as the namespaces of `trainspeed study remote`).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
+from trainspeed.bench.environment import Machine
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import BatchPlacer, Target
@@ -44,6 +45,7 @@ from trainspeed.train.summary import RunSummary, bench_samples_per_s
 from trainspeed.train.synthetic import SyntheticLoader
 from trainspeed.workloads import get_workload
 from trainspeed.workloads.base import Batch, Trainable, Workload
+from trainspeed.workloads.identity import identify
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class RunClock:
     """Host time of this invocation, with validation and checkpoint pauses kept apart."""
 
     started_at: float = 0.0
+    cpu_started_at: float = 0.0
+    """This process's CPU time at `started_at`."""
     steady_started_at: float | None = None
     steady_first_step: int = 0
     paused_s: float = 0.0
@@ -101,6 +105,8 @@ class RunTrace:
     """Device losses of the open window, read once at its end (reading each would sync every step)."""
     last_record: WindowRecord | None = None
     last_eval: EvalRecord | None = None
+    machine: Machine | None = None
+    """The machine at the first step (the summary completes it at the last)."""
 
 
 class BatchStream:
@@ -304,7 +310,8 @@ class RankTrainer:
         progress = ProgressBar(self.total_steps, trace.first_step, enabled=self.config.progress and self.context.is_main)
         self.collectives.barrier()
         self.target.sync()
-        trace.clock.started_at = time.perf_counter()
+        trace.machine = Machine.at_start()
+        trace.clock.started_at, trace.clock.cpu_started_at = time.perf_counter(), time.process_time()
         trace.window = StepWindow()
         stopped = False
         while self.state.step < self.total_steps and not stopped:
@@ -327,7 +334,7 @@ class RankTrainer:
         summary = self._summarise(trace, ended_at, stopped)
         if self.context.is_main:
             summary.write(self.config.run_dir)
-            self.metrics.write({"kind": "summary", **summary.__dict__}, self.state.step)
+            self.metrics.write(summary, self.state.step)
         self.metrics.close()
         return summary
 
@@ -397,6 +404,7 @@ class RankTrainer:
         last_record, last_eval = trace.last_record, trace.last_eval
         steps = self.state.step - first_step
         wall_s = max(ended_at - clock.started_at - clock.paused_s, 1e-9)
+        cpu_s_per_wall_s = (time.process_time() - clock.cpu_started_at) / max(time.perf_counter() - clock.started_at, 1e-9)
         steady, steady_wait_fraction = None, float("nan")
         if clock.steady_started_at is not None and self.state.step > clock.steady_first_step:
             steady_wall = ended_at - clock.steady_started_at - clock.steady_paused_s
@@ -444,4 +452,7 @@ class RankTrainer:
             stopped_by_signal=stopped,
             torch_version=torch.__version__,
             learning_rates=dataclasses.asdict(self.learning_rates),
+            cpu_s_per_wall_s=cpu_s_per_wall_s,
+            machine=trace.machine.at_end() if trace.machine else None,
+            **identify(self.workload).row_fields(),
         )
