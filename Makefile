@@ -8,14 +8,19 @@ export PJRT_DEVICE ?= CPU
 
 .PHONY: venv demo test report clean
 
-# The committed rows the report shows (docs/results/README.md lists the commands that wrote them).
+# Every committed result file and run directory (docs/results/README.md lists the commands that wrote them).
 RESULTS := docs/results
-REPORT_INPUTS := $(RESULTS)/bench_h200_mahjong_base.jsonl $(RESULTS)/bench_cpu_mahjong_tiny.jsonl \
-	$(RESULTS)/reference_cpu_mahjong_tiny.jsonl $(RESULTS)/stylegan3_h200.jsonl $(RESULTS)/stylegan3_h200_compile.jsonl \
+REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.jsonl \
+	$(RESULTS)/batch_size_study.jsonl $(RESULTS)/bench_cpu_feed_mahjong_tiny.jsonl \
+	$(RESULTS)/bench_cpu_mahjong_tiny.jsonl $(RESULTS)/bench_h200_mahjong_base.jsonl \
+	$(RESULTS)/harness_overhead.json $(RESULTS)/loader_bench.jsonl $(RESULTS)/loader_bench_checks.jsonl \
+	$(RESULTS)/loader_bench_h200_cuda.jsonl $(RESULTS)/loader_bench_h200_ranks.jsonl \
+	$(RESULTS)/mahjong_eval.jsonl $(RESULTS)/reference_cpu_mahjong_tiny.jsonl \
+	$(RESULTS)/remote_cpu_mahjong_tiny.jsonl $(RESULTS)/remote_pipelined_cpu_mahjong_tiny.jsonl \
 	$(RESULTS)/stylegan3_cpu.jsonl $(RESULTS)/stylegan3_cpu_fir.jsonl $(RESULTS)/stylegan3_cpu_targets.jsonl \
-	$(RESULTS)/train_scaling.jsonl $(RESULTS)/train_quality.json $(RESULTS)/train_quality_tiny.json \
-	$(RESULTS)/bench_cpu_feed_mahjong_tiny.jsonl $(RESULTS)/remote_cpu_mahjong_tiny.jsonl \
-	$(RESULTS)/mahjong_eval.jsonl $(RESULTS)/batch_size_study.jsonl
+	$(RESULTS)/stylegan3_h200.jsonl $(RESULTS)/stylegan3_h200_compile.jsonl \
+	$(RESULTS)/stylegan3_saved_memory.jsonl $(RESULTS)/train_cuda.jsonl $(RESULTS)/train_quality \
+	$(RESULTS)/train_quality_tiny $(RESULTS)/train_scaling.jsonl $(RESULTS)/xla_cpu_threads.jsonl
 
 $(BIN)/trainspeed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)

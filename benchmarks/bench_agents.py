@@ -20,6 +20,8 @@ import argparse
 import json
 import multiprocessing
 import os
+import shlex
+import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -28,6 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from trainspeed.atomic import atomic_write_text
+from trainspeed.bench.environment import Machine
+from trainspeed.bench.measurement import MeasurementRow
+from trainspeed.rows import row_line
 from trainspeed.workloads.mahjong.agents import RandomAgent, RuleBasedAgent
 from trainspeed.workloads.mahjong.data.selfplay import game_seed
 from trainspeed.workloads.mahjong.encoding import encode_decisions
@@ -133,18 +138,21 @@ def summarize(match: str, games: list[GameSummary], workers: int) -> MatchRow:
         minutes_for_200k_samples=SAMPLES_TARGET / (rate * workers) / 60)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("results/agents_bench.jsonl"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rows = []
+    machine = Machine.at_start()
     with multiprocessing.get_context("fork").Pool(args.workers) as pool:
         for match in ("rule_vs_random", "rule_vs_no_defence", "rule_vs_rule"):
             games = pool.map(_play, [(match, game) for game in range(args.games)], chunksize=4)
             rows.append(summarize(match, games, args.workers))
-    atomic_write_text(args.out, "".join(json.dumps(asdict(row)) + "\n" for row in rows))
+    command = shlex.join(["python", "benchmarks/bench_agents.py", *(sys.argv[1:] if argv is None else argv)])
+    atomic_write_text(args.out, "".join(row_line(MeasurementRow.of("agents", row, command, machine.at_end())) + "\n"
+                                        for row in rows))
     for row in rows:
         print(json.dumps(asdict(row), indent=1))
     print(f"cpu_count={os.cpu_count()}")

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
+import shlex
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +23,9 @@ from pathlib import Path
 import torch
 
 from trainspeed.atomic import atomic_write_text
+from trainspeed.bench.environment import Machine
+from trainspeed.bench.measurement import MeasurementRow
+from trainspeed.rows import row_line
 from trainspeed.bench.sweep import run_sweep
 from trainspeed.bench.timing import TimingPlan
 from trainspeed.bench.config import BenchConfig
@@ -59,16 +63,19 @@ def bench_harness(size: str, batch_size: int, plan: TimingPlan, out: Path) -> tu
     return row.samples_per_s, row.steps_per_window
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="tiny")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--windows", type=int, default=5)
+    parser.add_argument("--min-window-s", type=float, default=1.0)
     parser.add_argument("--out", type=Path, default=Path("results/harness_overhead.json"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    plan = TimingPlan(warmup_steps=3, windows=5, min_window_s=1.0)
+    plan = TimingPlan(warmup_steps=3, windows=args.windows, min_window_s=args.min_window_s)
+    machine = Machine.at_start()
     bench_rates, loop_rates = [], []
     with tempfile.TemporaryDirectory() as scratch:
         rows = Path(scratch) / "rows.jsonl"
@@ -84,16 +91,14 @@ def main() -> None:
             print(f"round {round_index}: bench {bench_rates[-1]:,.0f}  loop {loop_rates[-1]:,.0f} samples/s")
     per_round = [b / l for b, l in zip(bench_rates, loop_rates)]
     summary = {
-        "command": f"benchmarks/bench_harness_overhead.py --size {args.size} --batch-size {args.batch_size} "
-        f"--threads {args.threads} --rounds {args.rounds}",
         "workload": "mahjong", "size": args.size, "target": "cpu:eager:fp32", "batch_size": args.batch_size,
-        "threads": torch.get_num_threads(), "torch_version": torch.__version__,
         "bench_samples_per_s": bench_rates, "loop_samples_per_s": loop_rates,
         "bench_over_loop_median_of_pairs": statistics.median(per_round),
         "bench_over_loop_ratio_of_medians": statistics.median(bench_rates) / statistics.median(loop_rates),
         "bench_over_loop_per_round": per_round,
     }
-    atomic_write_text(args.out, json.dumps(summary, indent=2) + "\n")
+    command = shlex.join(["python", "benchmarks/bench_harness_overhead.py", *(sys.argv[1:] if argv is None else argv)])
+    atomic_write_text(args.out, row_line(MeasurementRow.of("harness-overhead", summary, command, machine.at_end())) + "\n")
     print(f"bench / loop = {summary['bench_over_loop_median_of_pairs']:.4f} median of pairs (per round: "
           + ", ".join(f"{r:.3f}" for r in per_round) + f") -> {args.out}")
 

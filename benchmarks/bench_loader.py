@@ -25,17 +25,22 @@ import json
 import multiprocessing
 import os
 import resource
+import shlex
 import shutil
+import sys
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from trainspeed.atomic import atomic_write_text
+from trainspeed.bench.environment import Machine
+from trainspeed.bench.measurement import MeasurementRow
+from trainspeed.rows import row_line
 from trainspeed.data.base import LoaderConfig
 from trainspeed.data.shards import SHARD_PREFIX, read_index
 from trainspeed.workloads.mahjong.data.loader import open_mahjong_shards
@@ -168,7 +173,7 @@ def time_checks(folder: Path, batch_size: int, epochs: int) -> dict:
                 load_s.append(made - start)
                 check_s.append(checked - made)
     load, check = statistics.median(load_s), statistics.median(check_s)
-    return {"kind": "check-cost", "batch_size": batch_size, "batches": len(load_s), "load_s_per_batch": load,
+    return {"batch_size": batch_size, "batches": len(load_s), "load_s_per_batch": load,
             "check_s_per_batch": check, "check_fraction": check / load}
 
 
@@ -189,7 +194,7 @@ def replicate(folder: Path, copies: int) -> Path:
     return target
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--games", type=int, default=96)
@@ -207,10 +212,12 @@ def main() -> None:
     parser.add_argument("--time-checks", action="store_true",
                         help="also time the per-batch data checks on their own (a check-cost row per batch size)")
     parser.add_argument("--out", type=Path, default=Path("results/loader_bench.jsonl"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.pin_memory and not args.device.startswith("cuda"):
         parser.error("--pin-memory pins batches for copies to a GPU; use it with --device cuda")
     torch.set_num_threads(1)
+    machine = Machine.at_start()
+    command = shlex.join(["python", "benchmarks/bench_loader.py", *(sys.argv[1:] if argv is None else argv)])
     folder = args.data
     if folder is None:
         from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay  # needs the engine
@@ -236,15 +243,15 @@ def main() -> None:
                   flush=True)
     if args.check_data == ["on", "off"] or args.check_data == ["off", "on"]:
         print_check_cost(rows)
-    records = [asdict(row) for row in rows]
+    records = [MeasurementRow.of("loader", row, command, machine.at_end()) for row in rows]
     if args.time_checks:
         for batch_size in args.batch_sizes:
             cost = time_checks(folder, batch_size, args.epochs)
             print(f"batch {batch_size}: the checks take {cost['check_s_per_batch'] * 1e6:,.0f} us of a batch the loader "
                   f"makes in {cost['load_s_per_batch'] * 1e6:,.0f} us ({cost['check_fraction']:.1%}; medians of "
                   f"{cost['batches']} batches)")
-            records.append(cost)
-    atomic_write_text(args.out, "".join(json.dumps(record) + "\n" for record in records))
+            records.append(MeasurementRow.of("loader-check-cost", cost, command, machine.at_end()))
+    atomic_write_text(args.out, "".join(row_line(record) + "\n" for record in records))
 
 
 if __name__ == "__main__":

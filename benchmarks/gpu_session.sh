@@ -48,13 +48,15 @@ fi
 if stage stylegan3; then
   echo "== StyleGAN3 T-256 training step on CUDA" | tee -a "$OUT/gpu_session.log"
   timeout 110 python3 benchmarks/bench_stylegan3.py --target cuda:eager:bf16 --cases t256:4,t256:8,t256:32 \
-    --variants activation --steps 3 --out "$OUT/stylegan3_h200.jsonl" 2>&1 | tail -n 15 | tee -a "$OUT/gpu_session.log"
+    --variants activation --windows 3 --out "$OUT/stylegan3_h200.jsonl" 2>&1 | tail -n 15 | tee -a "$OUT/gpu_session.log"
 fi
 
 if stage train; then
   echo "== one-device CUDA training: real data vs synthetic vs bench" | tee -a "$OUT/gpu_session.log"
-  timeout 100 python3 benchmarks/bench_train_cuda.py --games 150 --steps 30 --batch-sizes 512,8192 \
-    --out "$OUT/train_cuda.jsonl" 2>&1 | tail -n 15 | tee -a "$OUT/gpu_session.log"
+  timeout 100 python3 -m trainspeed study scaling --preset full --target cuda:eager:bf16 --size base --ranks 1 \
+    --batch-sizes 512,8192 --steps 30 --repeats 1 --threads 4 --num-workers 4 \
+    --timing-warmup-steps 10 --no-progress --out "$OUT/train_cuda" 2>&1 | tail -n 15 \
+    | tee -a "$OUT/gpu_session.log"
 fi
 
 if stage remote; then
@@ -63,10 +65,10 @@ if stage remote; then
   # device-fed, per batch size back to back.
   echo "== mahjong base: local vs remote over loopback (trainspeed serve on the GPU)" | tee -a "$OUT/gpu_session.log"
   if python3 -c "import trainspeed.wire.remote_pb2_grpc" 2>>"$OUT/gpu_session.log"; then
-    timeout 280 python3 benchmarks/bench_remote.py --target cuda:eager:bf16 --size base --links loopback \
-      --batch-sizes 64,512,2048,8192 --threads 4 --windows 3 --min-window-s 0.2 \
-      --out "$OUT/remote_h200_mahjong_base.jsonl" 2>&1 | tail -n 30 | tee -a "$OUT/gpu_session.log"
-    python3 benchmarks/remote_report.py "$OUT/remote_h200_mahjong_base.jsonl" 2>&1 | tee -a "$OUT/gpu_session.log"
+    timeout 280 python3 -m trainspeed study remote --preset full --target cuda:eager:bf16 --size base --links loopback \
+      --batch-sizes 64,512,2048,8192 --threads 4 --windows 3 --min-window-s 0.2 --no-progress \
+      --out "$OUT/remote_h200" 2>&1 | tail -n 30 | tee -a "$OUT/gpu_session.log"
+    python3 -m trainspeed report "$OUT/remote_h200" --out "$OUT/remote_h200/report.html" 2>&1 | tee -a "$OUT/gpu_session.log"
   else
     echo "skipped: grpcio/protobuf here cannot import the generated modules (carry grpcio==1.85.3, protobuf==7.36.2)" | tee -a "$OUT/gpu_session.log"
   fi

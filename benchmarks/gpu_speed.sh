@@ -82,9 +82,9 @@ stage stylegan3-check 90 "${TL_ENV[@]}" $PY benchmarks/check_triton_lrelu.py "${
   --out "$OUT/triton_lrelu.jsonl"
 # StyleGAN3 T-256 batch 32: plain ops vs the fused kernel, then both with channels_last + cudnn.benchmark
 stage stylegan3 120 $PY benchmarks/bench_stylegan3.py --target "$SG_TARGET" --cases "$SG_CASE" \
-  --variants activation,triton --steps "$SG_STEPS" --out "$OUT/stylegan3_speed.jsonl"
+  --variants activation,triton --windows "$SG_STEPS" --out "$OUT/stylegan3_speed.jsonl"
 stage stylegan3-cudnn 120 $PY benchmarks/bench_stylegan3.py --target "$SG_TARGET_CUDNN" --cases "$SG_CASE" \
-  --variants activation+channels-last,triton+channels-last --steps "$SG_STEPS" --out "$OUT/stylegan3_speed.jsonl"
+  --variants activation+channels-last,triton+channels-last --windows "$SG_STEPS" --out "$OUT/stylegan3_speed.jsonl"
 # each Mahjong switch alone at the large batch, same target
 stage mahjong-each 150 $PY benchmarks/bench_sizes.py --sizes "$MJ_EACH" -- "${BENCH[@]}" \
   --targets "$MJ_TARGET" --batch-sizes "$MJ_LARGE" --out "$OUT/mahjong_speed.jsonl"

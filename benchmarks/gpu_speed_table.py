@@ -68,7 +68,7 @@ def stylegan3_table(rows: list[dict], baseline_target: str) -> list[str]:
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         ratio = f"{base[key(r)] / r['s_per_kimg']:.2f}x" if key(r) in base and r.get("s_per_kimg") else ""
-        memory = f"{r['peak_device_memory_gib']:.1f} GiB" if r.get("peak_device_memory_gib") is not None else ""
+        memory = f"{r['peak_memory_bytes'] / GIB:.1f} GiB" if r.get("peak_memory_bytes") is not None else ""
         lrelu = r.get("lrelu_path", "plain") + (f" ({r['lrelu_note']})" if r.get("lrelu_note") else "")
         lines.append(f"| {r['size']}:{r['batch_size']} | {r['variant']} | {r['target']} | {lrelu} | {r['s_per_kimg']} | "
                      f"{ratio} | {memory} | {r.get('first_step_s', '')} |")  # fmt: skip
@@ -106,7 +106,7 @@ def goal_lines(mahjong: list[dict], stylegan3: list[dict]) -> list[str]:
     ok = [r for r in mahjong if r.get("status") == "ok" and r.get("samples_per_s")]
     large = max((r for r in ok if r["batch_size"] >= 4096 and r.get("mfu")), key=lambda r: r["mfu"], default=None)
     small = max((r for r in ok if r["batch_size"] == 256), key=lambda r: r["samples_per_s"], default=None)
-    fits = [r for r in stylegan3 if r.get("peak_device_memory_gib") is not None and r["peak_device_memory_gib"] <= 40]
+    fits = [r for r in stylegan3 if r.get("peak_memory_bytes") is not None and r["peak_memory_bytes"] <= 40 * GIB]
     best_sg = min(fits, key=lambda r: r["s_per_kimg"], default=None)
 
     def where(r: dict | None) -> str:
@@ -114,7 +114,7 @@ def goal_lines(mahjong: list[dict], stylegan3: list[dict]) -> list[str]:
 
     large_text = f"{large['mfu'] * 100:.1f}%{where(large)}" if large else "not measured"
     small_text = f"{_k(small['samples_per_s'])}{where(small)}" if small else "not measured"
-    sg_text = (f"{best_sg['s_per_kimg']} s/kimg in {best_sg['peak_device_memory_gib']:.1f} GiB ({best_sg['variant']}, "
+    sg_text = (f"{best_sg['s_per_kimg']} s/kimg in {best_sg['peak_memory_bytes'] / GIB:.1f} GiB ({best_sg['variant']}, "
                f"{best_sg['target']})" if best_sg else "not measured")  # fmt: skip
     return [
         "| goal | best measured |",

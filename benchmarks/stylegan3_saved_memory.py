@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-from dataclasses import asdict, dataclass
+import shlex
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from trainspeed.atomic import append_line
+from trainspeed.bench.environment import Machine
+from trainspeed.bench.measurement import MeasurementRow
+from trainspeed.rows import append_row
 from trainspeed.workloads.stylegan3.configs import get_config
 from trainspeed.workloads.stylegan3.discriminator import Discriminator
 from trainspeed.workloads.stylegan3.generator import Generator
@@ -85,17 +88,18 @@ def measure(size: str, batch_size: int, variant: str) -> SavedMemoryRow:
     return SavedMemoryRow(size, batch_size, variant, round(g_main.gib, 3), round(d_main.gib, 3))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default="t256:4,t256:8,t256:32")
     parser.add_argument("--variants", default="none,activation")
     parser.add_argument("--out", type=Path, default=Path("results/stylegan3_saved_memory.jsonl"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    command = shlex.join(["python", "benchmarks/stylegan3_saved_memory.py", *(sys.argv[1:] if argv is None else argv)])
     for case in args.cases.split(","):
         size, _, batch = case.partition(":")
         for variant in args.variants.split(","):
             row = measure(size, int(batch), variant)
-            append_line(args.out, json.dumps(asdict(row)))
+            append_row(args.out, MeasurementRow.of("stylegan3-saved-memory", row, command, Machine.at_start()))
             print(f"{size:>8} b={row.batch_size:<3} {variant:<10} G main {row.g_main_saved_gib:7.2f} GiB  D main {row.d_main_saved_gib:7.2f} GiB (fp32)")
 
 

@@ -2,7 +2,10 @@
 
 The network and its training step are written separately in each peer (`plain_torch.py`,
 `jax_optax.py`); only the hyper-parameters that define them live here, so the two peers and
-trainspeed can be checked against each other rather than against one shared implementation.
+trainspeed can be checked against each other rather than against one shared implementation. The
+window loop here is the peers' own on purpose (a harness of their own, timed like trainspeed's);
+its result is trainspeed's `Timing`, and trainspeed makes the row from it (`measured_row`), so a
+peer's samples/s means what a bench row's means.
 """
 
 from __future__ import annotations
@@ -10,12 +13,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import json
 import math
-import platform
 import shlex
-import socket
-import statistics
 import sys
 import time
 import uuid
@@ -25,13 +24,17 @@ from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 import numpy as np
 
-# The peers' one dependency on trainspeed: its result-row schema and its line-atomic append, so
-# that peer rows and trainspeed rows share one JSONL file, one ratio table and one plot.
-from trainspeed.atomic import append_line
+# The peers' dependency on trainspeed: its result row, the timing it is made from and the machine
+# it records, so that peer rows and trainspeed rows share one JSONL file, one ratio table, one plot.
 from trainspeed.bench.config import parse_batch_sizes
-from trainspeed.bench.results import FIELDS, ResultRow
+from trainspeed.bench.environment import Machine
+from trainspeed.bench.results import ResultRow, append_row, measured_row
+from trainspeed.bench.sweep import with_flops
+from trainspeed.bench.timing import Timing
 from trainspeed.errors import UsageError
 from trainspeed.targets.cpu import cpu_model_name  # noqa: F401 - re-exported for the peers
+from trainspeed.workloads.identity import identify
+from trainspeed.workloads.mahjong.workload import MahjongWorkload
 
 NUM_TILE_TYPES = 34
 """Tokens: one per tile type."""
@@ -92,6 +95,7 @@ class PeerConfig:
     plan: WindowPlan
     out: Path
     seed: int
+    run_id: str | None = None
 
     @property
     def net_size(self) -> NetSize:
@@ -118,6 +122,8 @@ def build_parser(prog: str, description: str, compile_help: str) -> argparse.Arg
     parser.add_argument("--warmup-steps", type=int, default=3, help="steps after the first one, before timing")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSONL file rows are appended to (default {DEFAULT_OUT})")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--run-id", default=None,
+                        help="the rows' run id (as trainspeed bench --run-id): rows measured as one comparison share one")
     return parser
 
 
@@ -146,6 +152,7 @@ def parse_config(parser: argparse.ArgumentParser, argv: Sequence[str] | None) ->
         plan=WindowPlan(warmup_steps=args.warmup_steps, windows=args.windows, min_window_s=args.min_window_s),
         out=args.out,
         seed=args.seed,
+        run_id=args.run_id,
     )
 
 
@@ -177,24 +184,6 @@ def synthetic_batch(batch_size: int, seed: int) -> HostBatch:
 # --- timing -------------------------------------------------------------------------------------
 
 StepResult = TypeVar("StepResult")
-
-
-@dataclass(frozen=True)
-class Timing:
-    first_step_s: float
-    """The first step alone, finished: includes tracing and compilation where the peer compiles."""
-    window_s: tuple[float, ...]
-    steps_per_window: int
-    restarts: int
-    """How often a short window made the windows start again with more steps."""
-    cpu_s_per_wall_s: float
-    """Process CPU time over wall time in the timed windows: ~threads when every thread is busy."""
-    compiles_in_windows: int
-    """Compilations inside the timed windows; more than zero marks the row `invalid`, as in trainspeed."""
-    final_loss: float
-
-    def samples_per_s(self, batch_size: int) -> list[float]:
-        return [batch_size * self.steps_per_window / seconds for seconds in self.window_s]
 
 
 def _steps_to_fill(min_window_s: float, step_s: float) -> int:
@@ -253,6 +242,7 @@ def time_windows(
         cpu_s_per_wall_s=cpu_s / sum(window_s),
         compiles_in_windows=compile_count() - compiles_before,
         final_loss=float(loss),
+        steps_capped=min(window_s) < plan.min_window_s,
     )
 
 
@@ -274,7 +264,8 @@ class Peer(Protocol):
     torch_version: str | None
     flops_per_sample: int
     extra: dict[str, Any]
-    """Fields beyond trainspeed's schema written into every row (versions, flags, method)."""
+    """Fields beyond trainspeed's schema written into every row (versions, flags, method); `threads`
+    (the --threads asked for) is added to them."""
 
     def measure(self, batch_size: int) -> Measurement: ...
 
@@ -290,65 +281,30 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0] if lines else ''}"[:500]
 
 
-def write_row(path: Path, row: ResultRow, extra: dict[str, Any]) -> None:
-    """Append trainspeed's fields, then the peer's own (which must not shadow any of them)."""
-    clashes = sorted(set(extra) & set(FIELDS))
-    if clashes:
-        raise ValueError(f"extra fields {clashes} would shadow trainspeed's result fields")
-    append_line(path, json.dumps({**dataclasses.asdict(row), **extra}))
-
-
-def _measured_row(base: ResultRow, batch_size: int, measurement: Measurement, flops_per_sample: int, plan: WindowPlan) -> ResultRow:
-    timing = measurement.timing
-    rates = timing.samples_per_s(batch_size)
-    median = statistics.median(rates)
-    return dataclasses.replace(
-        base,
-        status="ok" if timing.compiles_in_windows == 0 else "invalid",
-        samples_per_s=median,
-        samples_per_s_min=min(rates),
-        samples_per_s_max=max(rates),
-        step_time_s=batch_size / median,
-        first_step_s=timing.first_step_s,
-        windows=len(timing.window_s),
-        steps_per_window=timing.steps_per_window,
-        window_s=list(timing.window_s),
-        min_window_s=plan.min_window_s,
-        window_restarts=timing.restarts,
-        cpu_s_per_wall_s=timing.cpu_s_per_wall_s,
-        warmup_steps=plan.warmup_steps,
-        compiles_in_windows=timing.compiles_in_windows,
-        peak_memory_bytes=measurement.peak_memory_bytes,
-        final_loss=timing.final_loss,
-        achieved_tflops=median * flops_per_sample / 1e12,
-    )
+def _machine(peer: Peer) -> Machine:
+    """This machine; a peer that runs no torch (JAX) records no torch threads or version."""
+    machine = Machine.at_start()
+    if peer.torch_version is None:
+        machine = dataclasses.replace(machine, torch_version=None, torch_threads=None, torch_interop_threads=None)
+    return machine
 
 
 def run_sweep(peer: Peer, config: PeerConfig) -> list[ResultRow]:
     """Measure every batch size, appending one row each as it is measured (as trainspeed does:
     an interrupted sweep keeps its rows). An out-of-memory batch size is an `oom` row and the
     larger ones are `skipped`; any other failure is an `error` row and the sweep goes on."""
-    run_id = uuid.uuid4().hex[:12]
+    run_id = config.run_id or uuid.uuid4().hex[:12]
+    identity = identify(MahjongWorkload()).row_fields()
     rows = []
     out_of_memory_at: int | None = None
     for batch_size in config.batch_sizes:
+        machine = _machine(peer)
         base = ResultRow(
-            run_id=run_id,
-            timestamp=_now(),
-            workload="mahjong",
-            size=config.size,
-            target=peer.target,
-            batch_size=batch_size,
-            status="skipped",
-            flops_per_sample=float(peer.flops_per_sample),
-            device_name=peer.device_name,
-            threads=peer.threads,
-            torch_version=peer.torch_version,
-            python_version=platform.python_version(),
-            hostname=socket.gethostname(),
-            command=shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+            run_id=run_id, timestamp=_now(), workload="mahjong", size=config.size, target=peer.target,
+            batch_size=batch_size, status="skipped", feed="device", bytes_per_step=0,
+            flops_per_sample=float(peer.flops_per_sample), device_name=peer.device_name, machine=machine,
+            command=shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), **identity,
         )
-        extra = dict(peer.extra)
         if out_of_memory_at is not None:
             row = dataclasses.replace(base, error=f"batch {out_of_memory_at} already ran out of memory")
         else:
@@ -358,8 +314,12 @@ def run_sweep(peer: Peer, config: PeerConfig) -> list[ResultRow]:
                 row = dataclasses.replace(base, status="oom" if peer.is_oom(error) else "error", error=_first_line(error))
                 out_of_memory_at = batch_size if row.status == "oom" else None
             else:
-                row = _measured_row(base, batch_size, measurement, peer.flops_per_sample, config.plan)
-        write_row(config.out, row, extra)
+                row = with_flops(measured_row(base, measurement.timing, min_window_s=config.plan.min_window_s,
+                                              warmup_steps=config.plan.warmup_steps,
+                                              peak_memory_bytes=measurement.peak_memory_bytes),
+                                 peer.flops_per_sample, None, None)
+        row = dataclasses.replace(row, machine=machine.at_end())
+        append_row(config.out, row, {**peer.extra, "threads": peer.threads})
         rows.append(row)
         print(describe(row), flush=True)
     return rows

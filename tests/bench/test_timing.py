@@ -117,10 +117,12 @@ def _tiny(target):
 def test_every_window_lasts_the_minimum_when_steps_speed_up_after_the_warmup(slow_steps):
     """Slow warm-up steps must not size the windows: with 3 slow steps (first + 2 warm-up) the
     post-warm-up probe step sizes them; with 4 the probe is slow too, and the short first window
-    makes every window start again with more steps."""
-    target = SlowStartTarget(slow_steps)
+    makes every window start again with more steps. A fast step (1 ms) would have to be held up
+    200-fold, in three windows in a row, for a one-step window to reach the minimum on its own; the
+    bounds asserted are lower bounds that sleeping guarantees."""
+    target = SlowStartTarget(slow_steps, slow_s=0.3, fast_s=0.001)
     trainable, batch = _tiny(target)
-    plan = TimingPlan(warmup_steps=2, windows=3, min_window_s=0.06)
+    plan = TimingPlan(warmup_steps=2, windows=3, min_window_s=0.2)
     timing = time_training(target, trainable, batch, plan)
     assert len(timing.window_s) == plan.windows
     assert min(timing.window_s) >= plan.min_window_s, timing
@@ -130,9 +132,10 @@ def test_every_window_lasts_the_minimum_when_steps_speed_up_after_the_warmup(slo
 
 
 def test_the_cap_on_steps_per_window_is_reported_when_it_leaves_a_window_short():
+    """Three capped steps of 2 ms against a 5 s minimum: short on any machine, however loaded."""
     target = SlowStartTarget(slow_steps=0, fast_s=0.002)
     trainable, batch = _tiny(target)
-    timing = time_training(target, trainable, batch, TimingPlan(warmup_steps=1, windows=2, min_window_s=0.05,
-                                                                max_steps_per_window=3))
+    plan = TimingPlan(warmup_steps=1, windows=2, min_window_s=5.0, max_steps_per_window=3)
+    timing = time_training(target, trainable, batch, plan)
     assert timing.steps_per_window == 3 and timing.steps_capped
-    assert len(timing.window_s) == 2 and max(timing.window_s) < 0.05
+    assert len(timing.window_s) == 2 and max(timing.window_s) < plan.min_window_s

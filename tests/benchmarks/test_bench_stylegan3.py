@@ -1,23 +1,31 @@
-"""bench_stylegan3.py writes trainspeed's bench rows, which every reader of result files reads."""
-
-import json
+"""bench_stylegan3.py measures with trainspeed bench's own sweep in a fresh process per case and adds
+StyleGAN3's fields; the rows are bench rows whose variant is the size's switch."""
 
 import pytest
 
-from benchmarks.bench_stylegan3 import Case, measure
-from trainspeed.bench.results import read_rows
+from benchmarks.bench_stylegan3 import Case, main, parse_cases
 from trainspeed.report.inputs import read_inputs
+
+
+def test_a_variant_is_the_sizes_switch():
+    assert [case.sized for case in parse_cases("tiny-t:4", "activation,none,matmul+channels-last")] == [
+        "tiny-t", "tiny-t+recompute-none", "tiny-t+fir-matmul+channels-last"]
+    assert Case("t256", 32, "triton").sized == "t256+triton-lrelu"
+    with pytest.raises(SystemExit, match="unknown variant 'fast'"):
+        parse_cases("tiny-t:4", "fast")
 
 
 @pytest.mark.slow
 def test_a_stylegan3_row_is_a_bench_row_with_its_own_fields(tmp_path):
-    row = measure(Case("tiny-t", 2, "activation"), "cpu:eager:fp32", threads=1, steps=2, run_id="r", command="python x")
-    path = tmp_path / "stylegan3.jsonl"
-    path.write_text(json.dumps(row) + "\n")
-    (bench,) = read_rows(path)
-    assert (bench.workload, bench.size, bench.target, bench.batch_size, bench.status) == ("stylegan3", "tiny-t", "cpu:eager:fp32", 2, "ok")
-    assert bench.samples_per_s_min <= bench.samples_per_s <= bench.samples_per_s_max and len(bench.window_s) == 2
-    assert bench.samples_per_s == pytest.approx(2 / bench.step_time_s) and bench.command == "python x"
-    (reported,) = read_inputs([path]).bench
-    assert reported.variant == "activation" and reported.get("s_per_kimg") == pytest.approx(1000 * bench.step_time_s / 2, abs=0.1)
-    assert reported.get("peak_host_rss_bytes") > 0
+    out = tmp_path / "stylegan3.jsonl"
+    assert main(["--cases", "tiny-t:2", "--variants", "activation,none", "--threads", "1", "--windows", "2",
+                 "--min-window-s", "0.01", "--out", str(out)]) == 0
+    default, none = read_inputs([out]).bench
+    row = default.row
+    assert (row.workload, row.size, row.target, row.batch_size, row.status) == ("stylegan3", "tiny-t", "cpu:eager:fp32", 2, "ok")
+    assert row.samples_per_s_min <= row.samples_per_s <= row.samples_per_s_max and len(row.window_s) == 2
+    assert row.samples_per_s == pytest.approx(2 / row.step_time_s) and row.command.startswith("python ")
+    assert default.get("variant") == "activation" and default.get("s_per_kimg") == pytest.approx(1000 / row.samples_per_s, abs=0.1)
+    assert default.get("peak_host_rss_bytes") > 0 and default.get("lrelu_path") == "plain"
+    assert none.row.size == "tiny-t+recompute-none" and none.series == "cpu:eager:fp32 [recompute-none]"
+    assert row.run_id == none.row.run_id  # one invocation: one run

@@ -149,7 +149,10 @@ def test_peer_rows_share_a_file_and_a_plot_with_trainspeed_rows(tmp_path, monkey
     for record in peer_records:
         assert record["threads"] == 1 and record["implementation"].startswith("benchmarks/reference/")
         assert len(record["window_s"]) == 1 and record["window_s"][0] >= 0.01
-    assert {r["torch_version"] is None for r in peer_records} == ({False, True} if _has_jax() else {False})
+        assert record["workload_sha256"] == records[-1]["workload_sha256"]  # trainspeed's Mahjong, the work they do
+        assert record["machine"]["cores_usable"] >= 1 and record["machine"]["load_average_end"] is not None
+    torch_versions = {r["machine"]["torch_version"] is None for r in peer_records}
+    assert torch_versions == ({False, True} if _has_jax() else {False})
 
     # `python -m trainspeed plot OUT --baseline cpu:eager:fp32`, run in this process (its imports are warm).
     monkeypatch.setattr(sys, "argv", ["trainspeed", "plot", str(out), "--baseline", "cpu:eager:fp32"])

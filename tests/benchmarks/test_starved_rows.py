@@ -1,10 +1,10 @@
 """starved_rows lists the configurations whose newest row ran without a core of its own."""
 
 import dataclasses
-import json
 
 from benchmarks.starved_rows import main
 from trainspeed.bench.results import ResultRow
+from trainspeed.rows import row_line
 
 
 def _row(target, batch_size, cpu_s_per_wall_s, feed="device", status="ok"):
@@ -23,7 +23,7 @@ def test_only_newest_measured_rows_below_the_threshold_are_listed(tmp_path, caps
         dataclasses.replace(_row("xla:lazy:fp32", 256, None, status="oom"), samples_per_s=None),
     ]
     path = tmp_path / "rows.jsonl"
-    path.write_text("".join(json.dumps(dataclasses.asdict(row)) + "\n" for row in rows))
+    path.write_text("".join(row_line(row) + "\n" for row in rows))
     assert main([str(path), "--below", "0.9"]) == 0
     assert capsys.readouterr().out.splitlines() == ["cpu:eager:fp32 128 host"]
     assert main([str(tmp_path / "missing.jsonl")]) == 2

@@ -25,8 +25,8 @@ def run_cli(capsys, *argv):
         (["--batch-sizes", "2^-1"], "bad --batch-sizes"),
         (["--batch-sizes", "64.5"], "bad --batch-sizes"),
         (["--workload", "chess"], "unknown workload 'chess'"),
-        (["--workload", "no_such_module:factory"], "cannot import workload module"),
-        (["--size", "huge"], "unknown mahjong size 'huge'"),
+        (["--workload", "no_such_module:factory"], "--workload no_such_module:factory: cannot import 'no_such_module'"),
+        (["--size", "huge"], "--size 'huge' is not a size of workload mahjong"),
         (["--baseline", "cpu:eager:bf16"], "--baseline cpu:eager:bf16 is not among --targets"),
         (["--feed", "sideways"], "bad --feed 'sideways'"),
         (["--feed", "host,sideways"], "bad --feed 'host,sideways'"),
@@ -82,7 +82,7 @@ def test_both_feeds_run_back_to_back_for_every_configuration(capsys, tmp_results
 def test_plot_of_a_corrupt_results_file_names_the_line(capsys, tmp_results):
     tmp_results.write_text('{"run_id": "x"}\nnot json\n')
     code, out, err = run_cli(capsys, "plot", str(tmp_results))
-    assert code == 2 and f"{tmp_results}:1" in err
+    assert code == 2 and f"{tmp_results}:2: not a trainspeed result row" in err
 
 
 def test_info_lists_every_target_with_a_reason_when_unavailable(capsys):

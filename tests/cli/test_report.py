@@ -1,8 +1,11 @@
 """`trainspeed report` as a user runs it: a page, or one error line and exit code 2."""
 
 import json
+from pathlib import Path
 
-from tests.report.report_rows import bench_rows, eval_row, write_jsonl
+import pytest
+
+from tests.report.report_rows import bench, bench_rows, eval_row, write_jsonl
 from trainspeed.cli import main
 
 
@@ -46,3 +49,83 @@ def test_a_missing_file_is_one_error(capsys, tmp_path):
 def test_no_input_is_one_error(capsys, tmp_path):
     code, _, err = run_cli(capsys, "report", "--out", str(tmp_path / "r.html"))
     assert code == 2 and _one_error_line(err).startswith("report: no results given")
+
+
+# --- bad input: one line and exit 2, before anything is written -----------------------------------
+
+def test_an_output_that_is_one_of_the_inputs_is_refused_before_anything_is_written(capsys, tmp_path, monkeypatch):
+    rows = write_jsonl(tmp_path / "e.jsonl", [eval_row("p", 1, 2.4)])
+    before = rows.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    for out in (str(rows), "./e.jsonl", "../" + tmp_path.name + "/e.jsonl"):
+        code, _, err = run_cli(capsys, "report", str(rows), "--out", out)
+        assert code == 2 and _one_error_line(err) == f"--out {Path(out)} is one of the inputs; write the page to another file"
+    (tmp_path / "link.jsonl").symlink_to(rows)
+    code, _, err = run_cli(capsys, "report", "link.jsonl", "--out", str(rows))
+    assert code == 2 and "is one of the inputs" in _one_error_line(err)
+    assert rows.read_bytes() == before
+
+
+def test_an_output_naming_a_directory_is_one_error(capsys, tmp_path):
+    rows = write_jsonl(tmp_path / "e.jsonl", [eval_row("p", 1, 2.4)])
+    code, _, err = run_cli(capsys, "report", str(rows), "--out", str(tmp_path))
+    assert code == 2 and _one_error_line(err) == (f"--out {tmp_path} is a directory; name the HTML file, "
+                                                  f"e.g. {tmp_path / 'report.html'}")
+
+
+@pytest.mark.parametrize("name", ["$x$", "$", "a$b$$c", r"$\frac{1}{$", "price: $5 and $6"])
+def test_dollar_signs_in_target_and_workload_names_are_text(capsys, tmp_path, name):
+    """matplotlib reads $...$ as mathtext: an unbalanced one raised a ParseException from the page."""
+    rows = [bench("cpu:eager:fp32", 64), bench(f"cpu:eager:fp32{name}", 64, workload=f"w{name}"),
+            bench(f"{name}:eager:fp32", 64)]
+    path = write_jsonl(tmp_path / "b.jsonl", rows)
+    code, _, err = run_cli(capsys, "report", str(path), "--out", str(tmp_path / "r.html"))
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "plot", str(path), "--out", str(tmp_path / "plot"))
+    assert code == 0, err
+    assert name.replace("&", "&amp;") in (tmp_path / "plot.svg").read_text().replace("&#36;", "$")
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"samples_per_s": "fast"}, 'field samples_per_s must be float | None, not "fast"'),
+    ({"batch_size": "64"}, 'field batch_size must be int, not "64"'),
+    ({"status": 3}, "field status must be str, not 3"),
+    ({"window_s": [0.5, "long"]}, "field window_s must be list[float] | None"),
+    ({"machine": [1, 2]}, "field machine must be"),
+    ({"machine": {"hostname": 5}}, "field machine.hostname must be str | None, not 5"),
+])
+def test_a_known_field_of_the_wrong_type_is_one_error_naming_it(capsys, tmp_path, change, message):
+    path = write_jsonl(tmp_path / "b.jsonl", [{**bench_rows()[0], **change}])
+    for command in ("report", "plot"):
+        code, _, err = run_cli(capsys, command, str(path), "--out", str(tmp_path / "out.html"))
+        line = _one_error_line(err)
+        assert code == 2 and line.startswith(f"{path}:1: bench row: ") and message in line, line
+    assert not (tmp_path / "out.html").exists()
+
+
+def test_json_nested_too_deeply_is_one_error(capsys, tmp_path):
+    for depth, name in ((100_000, "array.jsonl"), (3_000, "object.jsonl")):
+        path = tmp_path / name
+        path.write_text('{"a": ' * depth + "1" + "}" * depth + "\n" if name == "object.jsonl"
+                        else "[" * depth + "]" * depth + "\n")
+        for command in ("report", "plot"):
+            code, _, err = run_cli(capsys, command, str(path), "--out", str(tmp_path / "out"))
+            assert code == 2 and str(path) in _one_error_line(err), err
+
+
+def test_a_binary_file_is_one_error(capsys, tmp_path):
+    path = tmp_path / "figure.png"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    for command in ("report", "plot"):
+        code, _, err = run_cli(capsys, command, str(path), "--out", str(tmp_path / "out"))
+        assert code == 2 and _one_error_line(err) == f"{path}: not a text file of JSON rows (it is not UTF-8)"
+
+
+def test_plot_refuses_an_output_naming_a_directory_or_its_own_input(capsys, tmp_path):
+    rows = write_jsonl(tmp_path / "bench.svg", bench_rows()[:2])
+    before = rows.read_bytes()
+    code, _, err = run_cli(capsys, "plot", str(rows))
+    assert code == 2 and _one_error_line(err) == f"--out {rows} is one of the inputs; write the page to another file"
+    code, _, err = run_cli(capsys, "plot", str(rows), "--out", str(tmp_path))
+    assert code == 2 and _one_error_line(err).startswith(f"--out {tmp_path} is a directory; give a stem")
+    assert rows.read_bytes() == before

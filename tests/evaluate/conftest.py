@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from eval_runs import run_trainspeed
+from trainspeed.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 
 
 @pytest.fixture(scope="session")
@@ -25,14 +25,11 @@ def policy_run(tmp_path_factory) -> Path:
 def foreign_run(policy_run, tmp_path_factory) -> Path:
     """A run directory whose checkpoint says it trained another workload."""
     out = tmp_path_factory.mktemp("runs") / "foreign"
-    (out / "checkpoints").mkdir(parents=True)
-    pointer = policy_run / "checkpoints" / "latest"
-    payload = torch.load(pointer.parent / pointer.read_text().strip(), map_location="cpu", weights_only=False)
+    payload = load_checkpoint(latest_checkpoint(policy_run))
     config = json.loads(payload["config"])
     config["workload"] = "stylegan3"
     payload["config"] = json.dumps(config)
-    torch.save(payload, out / "checkpoints" / "step-000000001.pt")
-    (out / "checkpoints" / "latest").write_text("step-000000001.pt\n")
+    save_checkpoint(out, 1, payload)
     return out
 
 

@@ -1,4 +1,5 @@
-"""Small result rows of every kind the report reads, written into a test's folder."""
+"""Result rows of every kind the report reads, made with their writers' dataclasses and written
+into a test's folder. (Run directories are never made by hand: see conftest.py.)"""
 
 from __future__ import annotations
 
@@ -7,32 +8,50 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trainspeed.bench.environment import Machine
+from trainspeed.bench.measurement import MeasurementRow
 from trainspeed.bench.results import ResultRow
-from trainspeed.train.summary import RunSummary
+from trainspeed.evaluate.mahjong import MahjongEvalRow
+from trainspeed.rows import row_record
+from trainspeed.studies.batch_size import (
+    BatchSizeBatchRow,
+    BatchSizeComparisonRow,
+    BatchSizeConfig,
+    BatchSizeRunRow,
+    BatchSizeSettingsRow,
+)
+from trainspeed.studies.scaling import ScalingRunRow
 
 INVALID_SAMPLES_PER_S = 98765.4321
 """The samples/s of the invalid row: a number that must never appear on the page."""
 BENCH_COMMAND = "trainspeed bench --workload mahjong --size tiny --targets cpu:eager:fp32,cpu:compile:fp32 --out b.jsonl"
-ENVIRONMENT = dict(device_name="Test CPU (2 threads)", threads=2, torch_version="2.9.0+cpu", python_version="3.11.7",
-                   hostname="testhost")
+MACHINE = Machine(hostname="testhost", cpu_model="Test CPU", cores_total=4, cores_usable=2, load_average_start=1.25,
+                  load_average_end=1.5, torch_threads=2, torch_interop_threads=2, python_version="3.11.7",
+                  torch_version="2.9.0+cpu", torch_xla_version=None, thread_variables={"OMP_NUM_THREADS": "2"})
+BUSY = dataclasses.replace(MACHINE, load_average_start=3.5, load_average_end=4.0)
+"""The same machine with more load than its 2 usable cores: a shared machine."""
+SHA = "ab" * 32
 
 
-def bench(target: str, batch_size: int, status: str = "ok", samples_per_s: float | None = None, **fields: Any) -> dict:
+def bench(target: str, batch_size: int, status: str = "ok", samples_per_s: float | None = None, run_id: str = "r1",
+          **fields: Any) -> dict:
     measured = status in ("ok", "invalid")
     value = samples_per_s if samples_per_s is not None else 1000.0 + batch_size
-    row = ResultRow(
-        run_id="r1", timestamp="2026-01-01T00:00:00+00:00", workload="mahjong", size="tiny", target=target,
-        batch_size=batch_size, status=status, feed="device",
-        samples_per_s=value if measured else None,
-        samples_per_s_min=value * 0.9 if measured else None, samples_per_s_max=value * 1.05 if measured else None,
-        step_time_s=batch_size / value if measured else None, first_step_s=0.5 + batch_size / 1000,
-        compiles_in_windows=1 if status == "invalid" else 0,
-        peak_memory_bytes=batch_size * 2**20 if measured else None,
-        mfu=0.25 if measured else None, peak_tflops=1.0, peak_tflops_source="measured",
-        error="CUDA out of memory" if status == "oom" else ("boom" if status == "error" else None),
-        **ENVIRONMENT,
-    )
-    return {**dataclasses.asdict(row), "command": BENCH_COMMAND, **fields}
+    known = {name: fields.pop(name) for name in list(fields) if name in ResultRow.__dataclass_fields__}
+    row = ResultRow(**{
+        **dict(run_id=run_id, timestamp="2026-01-01T00:00:00+00:00", workload="mahjong", size="tiny", target=target,
+               batch_size=batch_size, status=status, feed="device", workload_module="trainspeed.workloads.mahjong.workload",
+               workload_sha256=SHA,
+               samples_per_s=value if measured else None,
+               samples_per_s_min=value * 0.9 if measured else None, samples_per_s_max=value * 1.05 if measured else None,
+               step_time_s=batch_size / value if measured else None, first_step_s=0.5 + batch_size / 1000,
+               compiles_in_windows=1 if status == "invalid" else 0,
+               peak_memory_bytes=batch_size * 2**20 if measured else None, cpu_s_per_wall_s=1.0 if measured else None,
+               mfu=0.25 if measured else None, peak_tflops=1.0, peak_tflops_source="measured",
+               error="CUDA out of memory" if status == "oom" else ("boom" if status == "error" else None),
+               device_name="Test CPU (2 threads)", machine=MACHINE, command=BENCH_COMMAND),
+        **known})
+    return row_record(row, fields)
 
 
 def bench_rows() -> list[dict]:
@@ -46,75 +65,85 @@ def bench_rows() -> list[dict]:
     ]
 
 
+REMOTE = "remote:127.0.0.1:7000/cpu:eager:fp32/link=loopback"
+
+
 def remote_rows() -> list[dict]:
-    remote = "remote:127.0.0.1:7000/cpu:eager:fp32"
     link = dict(transport="grpc", link="loopback", in_flight=1, bytes_sent_per_step=2_000_000,
-                bytes_received_per_step=64)
+                bytes_received_per_step=64, feed="host")
     return [
-        bench(remote, 64, samples_per_s=300.0, server_step_s=0.05, **link),
-        bench(remote, 128, samples_per_s=500.0, server_step_s=0.1, **link),
+        bench("cpu:eager:fp32", 64, samples_per_s=900.0, run_id="side-by-side", feed="host"),
+        bench(REMOTE, 64, samples_per_s=300.0, server_step_s=0.05, run_id="side-by-side", **link),
+        bench("cpu:eager:fp32", 128, samples_per_s=1000.0, run_id="side-by-side-128", feed="host"),
+        bench(REMOTE, 128, samples_per_s=500.0, server_step_s=0.5, run_id="side-by-side-128", **link),
     ]
 
 
 def eval_row(policy: str, step: int, mean_rank: float) -> dict:
-    return {
-        "kind": "mahjong-eval", "timestamp": "2026-01-01T00:00:00", "policy": f"runs/{policy}", "policy_size": "tiny",
-        "policy_step": step, "opponent": "rule-based", "games": 400, "deals": 100, "seed": 0,
-        "target": "cpu:eager:fp32", "temperature": 0.0, "mean_rank": mean_rank,
-        "mean_rank_ci95": [mean_rank - 0.1, mean_rank + 0.1], "mean_score_delta": -1200.0,
-        "mean_score_delta_ci95": [-2500.0, 100.0], "rank_distribution": [0.2, 0.25, 0.25, 0.3],
-        "games_per_s": 3.5, "decisions_per_s": 900.0, "threads": 2, "torch_version": "2.9.0+cpu",
-        "command": f"trainspeed eval mahjong --policy runs/{policy} --opponent rule-based --games 400",
-        "deal_ranks": [[1, 2, 3, 4]],
-    }
+    return row_record(MahjongEvalRow(
+        timestamp="2026-01-01T00:00:00", policy=f"runs/{policy}", policy_size="tiny", policy_step=step,
+        opponent="rule-based", games=400, deals=100, seed=0, target="cpu:eager:fp32", temperature=0.0,
+        mean_rank=mean_rank, mean_rank_ci95=[mean_rank - 0.1, mean_rank + 0.1], mean_score_delta=-1200.0,
+        mean_score_delta_ci95=[-2500.0, 100.0], rank_distribution=[0.2, 0.25, 0.25, 0.3], games_per_s=3.5,
+        decisions_per_s=900.0, engine_s=10.0, network_s=5.0, threads=2, torch_version="2.9.0+cpu",
+        command=f"trainspeed eval mahjong --policy runs/{policy} --opponent rule-based --games 400",
+        mean_rank_ci95_half_width=0.1, eval_id=f"e-{policy}", policy_checkpoint=f"runs/{policy}/step.pt",
+        opponent_size=None, opponent_step=None, deal_seeds="deal_seed(0, d) for d in 0..99", games_played=400,
+        wall_s=100.0, encode_s=1.0, decisions=9000, forward_calls=300, batch_games=64, device="Test CPU",
+        engine="riichienv test", deal_ranks=[[1, 2, 3, 4]] * 100, deal_score_deltas=[[0, 0, 0, 0]] * 100,
+        cpu_s_per_wall_s=1.0, machine=MACHINE))
 
 
-def study_rows() -> list[dict]:
-    rows = []
+STUDY = "batch-size-test"
+
+
+def batch_size_rows() -> list[dict]:
+    config = BatchSizeConfig(data="d", out="o", batches=(256, 2048), samples=65536, seeds=(0, 1), lr_factors=(1.0,))
+    rows: list[Any] = [BatchSizeSettingsRow(study_id=STUDY, settings=config, equal_steps=32, command="trainspeed study "
+                                            "batch-size --out o", train_s=100.0, total_s=200.0, machine=MACHINE)]
     for batch, loss in ((256, 1.30), (2048, 1.35)):
         for seed in (0, 1):
-            rows.append({
-                "kind": "batch-size-study", "global_batch": batch, "lr": 1e-3 * (batch / 256) ** 0.5, "seed": seed,
-                "samples": 65536, "steps": 65536 // batch, "val_loss": loss + seed / 100, "val_accuracy": 0.55 - seed / 100,
-                "equal_steps": 32, "equal_steps_val_loss": loss + 0.1, "equal_steps_val_accuracy": 0.5,
-                "wall_s": 600.0 / (1 + batch / 1024), "mean_rank": 2.45 + seed / 50, "mean_rank_ci95": [2.35, 2.55 + seed / 50],
-                "command": "python benchmarks/batch_size_study.py --data data/selfplay --batches 256,2048",
-            })
+            rows.append(BatchSizeRunRow(
+                study_id=STUDY, run=f"b{batch}-s{seed}", run_dir=f"o/runs/b{batch}-s{seed}", global_batch=batch, nproc=2,
+                batch_size_per_device=batch // 2, lr_factor=1.0, peak_lr=1e-3, seed=seed, steps=65536 // batch,
+                warmup_steps=4, samples=65536, val_loss=loss + seed / 100, val_accuracy=0.55 - seed / 100,
+                majority_baseline=0.2, val_samples=1000.0, equal_steps=32, equal_steps_samples=32 * batch,
+                equal_steps_val_loss=loss + 0.1, equal_steps_val_accuracy=0.5, curve=[[8192.0, loss, 0.5]],
+                train_wall_s=600.0 / (1 + batch / 1024), process_s=None, end_to_end_samples_per_s=1000.0,
+                command="trainspeed train ...", eval_id=f"e{batch}{seed}", mean_rank=2.45 + seed / 50,
+                mean_rank_ci95=[2.35, 2.55 + seed / 50], machine=MACHINE))
+        rows.append(BatchSizeBatchRow(
+            study_id=STUDY, global_batch=batch, best_lr_factor=1.0, peak_lr=1e-3, steps=65536 // batch, seeds=[0, 1],
+            lr_sweep={"1": loss}, val_loss=loss, val_loss_per_seed=[loss, loss], val_accuracy=0.55,
+            val_accuracy_per_seed=[0.55, 0.55], majority_baseline=0.2, equal_steps=32, equal_steps_val_loss=loss + 0.1,
+            equal_steps_val_accuracy=0.5, train_wall_s=300.0, eval_games=800, mean_rank=2.46,
+            mean_rank_ci95=[2.4, 2.52], mean_rank_ci95_half_width=0.06, mean_rank_per_seed=[2.45, 2.47],
+            mean_rank_ci95_per_seed=[[2.35, 2.55], [2.37, 2.57]], mean_rank_ci95_half_width_per_seed=[0.1, 0.1],
+            mean_score_delta=0.0))
+    rows.append(BatchSizeComparisonRow(study_id=STUDY, global_batch=2048, versus_batch=256, mean_rank_difference=-0.02,
+                                       ci95=[-0.08, 0.04], deals=100, verdict="inconclusive"))
+    return [row_record(row) for row in rows]
+
+
+def scaling_rows(study: str = "scaling-test") -> list[dict]:
+    rows = []
+    for world, rate in ((1, 1000.0), (2, 1700.0)):
+        for data in ("real", "synthetic"):
+            rows.append(row_record(ScalingRunRow(
+                study_id=study, repeat=0, data=data, workload="mahjong", size="tiny", target="cpu:eager:fp32",
+                world_size=world, batch_size_per_device=256, steps=30, threads_per_rank=1, loader_workers_per_rank=1,
+                steady_samples_per_s=rate * 1.02, end_to_end_samples_per_s=rate if data == "real" else rate * 1.05,
+                samples_per_s_per_device=rate / world if data == "real" else rate * 1.05 / world,
+                data_wait_fraction=0.02, data_wait_fraction_worst_rank=0.03, steady_data_wait_fraction=0.01,
+                step_time_s=0.25, h2d_s_per_step=0.0, bench_samples_per_s=1100.0, workload_sha256=SHA,
+                machine=MACHINE, cpu_s_per_wall_s=1.0, command="trainspeed study scaling --out o")))
     return rows
 
 
-def summary(world_size: int, samples_per_s: float, synthetic: bool = False) -> dict:
-    return dataclasses.asdict(RunSummary(
-        workload="mahjong", size="tiny", target="cpu:eager:fp32", world_size=world_size, batch_size_per_device=512,
-        global_batch=512 * world_size, synthetic_data=synthetic, num_workers=1, threads=1, first_step=0, last_step=20,
-        samples=20 * 512 * world_size, wall_s=20 * 512 * world_size / samples_per_s, paused_s=0.5,
-        end_to_end_samples_per_s=samples_per_s, steady_samples_per_s=samples_per_s * 1.02,
-        samples_per_s_per_device=samples_per_s / world_size, step_time_s=0.4, data_wait_fraction=0.02 * world_size,
-        data_wait_fraction_worst_rank=0.03 * world_size, steady_data_wait_fraction=0.01, h2d_s_per_step=0.0,
-        final_loss=1.3, validation={"loss": 1.31, "accuracy": 0.56, "majority_baseline": 0.19},
-        bench_samples_per_s=None, io_efficiency=None, stopped_by_signal=False, torch_version="2.9.0+cpu",
-    ))
-
-
-def write_run(directory: Path, world_size: int, samples_per_s: float) -> Path:
-    directory.mkdir(parents=True)
-    (directory / "summary.json").write_text(json.dumps(summary(world_size, samples_per_s), indent=2))
-    metrics = [{"kind": "train", "step": step, "loss": 2.0 - step / 20, "samples_per_s": samples_per_s,
-                "data_wait_fraction": 0.01} for step in range(5, 21, 5)]
-    metrics += [{"kind": "val", "step": step, "loss": 1.5 - step / 100, "accuracy": 0.4 + step / 100} for step in (10, 20)]
-    (directory / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in metrics))
-    return directory
-
-
-OLD_STYLEGAN3_ROW = {
-    "size": "tiny-t", "resolution": 32, "batch_size": 4, "variant": "activation", "target": "cpu:eager:fp32",
-    "device_name": "Test CPU (2 threads)", "threads": 2, "first_step_s": 0.45, "step_s": 0.355,
-    "step_s_range": [0.348, 0.361], "timed_steps": 2, "images_per_s": 11.2797, "s_per_kimg": 88.7,
-    "flops_per_image": 1693500504.0, "achieved_tflops": 0.0191, "peak_host_rss_gib": 0.991,
-    "host_rss_before_step_gib": 0.799, "peak_device_memory_gib": 1.5, "generator_parameters": 79751,
-    "discriminator_parameters": 288993, "load_average_1min": 0.62, "torch_version": "2.9.0+cpu",
-    "timestamp": "2026-01-01T00:38:20Z", "lrelu_path": "plain",
-}
+def measurement_rows() -> list[dict]:
+    return [row_record(MeasurementRow.of("loader", {"num_workers": workers, "samples_per_s": 1e5 * (workers + 1),
+                                                     "samples_per_s_spread": [9e4, 1.1e5]},
+                                         "python benchmarks/bench_loader.py", MACHINE)) for workers in (0, 1)]
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -123,15 +152,13 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def write_every_kind(folder: Path) -> list[Path]:
-    """One input of every kind: bench, remote, old StyleGAN3, evaluation and study rows, and two run
-    directories (one and two ranks)."""
+    """One result file of every kind a results file holds (run directories come from real runs)."""
     folder.mkdir(parents=True, exist_ok=True)
     return [
         write_jsonl(folder / "bench.jsonl", bench_rows()),
         write_jsonl(folder / "remote.jsonl", remote_rows()),
-        write_jsonl(folder / "stylegan3_old.jsonl", [OLD_STYLEGAN3_ROW]),
         write_jsonl(folder / "eval.jsonl", [eval_row("b256", 128, 2.42), eval_row("b2048", 16, 2.58)]),
-        write_jsonl(folder / "study.jsonl", study_rows()),
-        write_run(folder / "runs" / "one", 1, 1000.0),
-        write_run(folder / "runs" / "two", 2, 1800.0),
+        write_jsonl(folder / "batch_size.jsonl", batch_size_rows()),
+        write_jsonl(folder / "scaling.jsonl", scaling_rows()),
+        write_jsonl(folder / "measurements.jsonl", measurement_rows()),
     ]

@@ -10,11 +10,12 @@ from trainspeed.cli import main
 
 
 @pytest.mark.slow
-def test_the_report_renders_in_chromium(chromium, tmp_path):
+def test_the_report_renders_in_chromium(chromium, tmp_path, mahjong_run, classifier_run):
     from playwright.sync_api import sync_playwright
 
     page_path = tmp_path / "report.html"
-    assert main(["report", *map(str, write_every_kind(tmp_path / "rows")), "--out", str(page_path)]) == 0
+    inputs = [*write_every_kind(tmp_path / "rows"), mahjong_run, classifier_run]
+    assert main(["report", *map(str, inputs), "--out", str(page_path)]) == 0
     figures_in_page = page_path.read_text().count('<figure class="figure"')
     problems, requests = [], []
     with sync_playwright() as playwright:

@@ -1,5 +1,5 @@
-"""What the report reads: every kind of row recognised by its fields, extra fields kept, old
-files still read, and bad input named by file and line."""
+"""What the report reads: every kind of row by the reader of its kind into its writer's dataclass,
+real run directories, every committed result file, and bad input named by file and line."""
 
 import json
 import re
@@ -7,26 +7,28 @@ from pathlib import Path
 
 import pytest
 
-from report_rows import OLD_STYLEGAN3_ROW, bench, bench_rows, remote_rows, write_every_kind, write_jsonl
+from report_rows import SHA, bench, bench_rows, eval_row, write_every_kind, write_jsonl
 from trainspeed.errors import UsageError
+from trainspeed.evaluate.mahjong import MahjongEvalRow
 from trainspeed.report.inputs import read_inputs
+from trainspeed.studies.batch_size import BatchSizeComparisonRow, BatchSizeRunRow, BatchSizeSettingsRow
+from trainspeed.train.summary import RunSummary
 
 REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "docs" / "results"
 
 
-def test_every_kind_is_recognised_by_its_fields(tmp_path):
+def test_every_kind_is_read_into_its_writers_dataclass(tmp_path):
     inputs = read_inputs(write_every_kind(tmp_path))
     local = [row for row in inputs.bench if not row.is_remote]
     remote = [row for row in inputs.bench if row.is_remote]
-    assert len(local) == len(bench_rows()) + 1 and len(remote) == 2
-    assert remote[0].local_target == "cpu:eager:fp32" and remote[0].get("link") == "loopback"
-    switched = read_inputs([write_jsonl(tmp_path / "r.jsonl", [{**remote_rows()[0],
-                                                                "target": "remote:10.0.0.2:50051/cuda:eager:bf16/in-flight=2"}])])
-    assert switched.bench[0].local_target == "cuda:eager:bf16"
-    assert len(inputs.evals) == 2 and len(inputs.study) == 4
-    assert sorted(run.get("world_size") for run in inputs.runs) == [1, 2]
-    two = next(run for run in inputs.runs if run.get("world_size") == 2)
-    assert [p.step for p in two.train_curve] == [5, 10, 15, 20] and [p.step for p in two.val_curve] == [10, 20]
+    assert len(local) == len(bench_rows()) + 2 and len(remote) == 2
+    assert remote[0].row.link == "loopback" and remote[0].row.machine.cpu_model == "Test CPU"
+    assert len(inputs.evals) == 2 and isinstance(inputs.evals[0].row, MahjongEvalRow)
+    kinds = [type(read.row) for read in inputs.batch_size]
+    assert kinds[0] is BatchSizeSettingsRow and kinds.count(BatchSizeRunRow) == 4 and kinds[-1] is BatchSizeComparisonRow
+    assert inputs.batch_size[0].row.settings.batches == (256, 2048)
+    assert len(inputs.scaling) == 4 and len(inputs.measurements) == 2
 
 
 def test_extra_fields_flow_through(tmp_path):
@@ -35,24 +37,49 @@ def test_extra_fields_flow_through(tmp_path):
     assert compiled.get("lrelu_path") == "plain" and compiled.command.startswith("trainspeed bench")
 
 
-def test_an_old_stylegan3_row_reads_as_a_bench_row(tmp_path):
-    (row,) = read_inputs([write_jsonl(tmp_path / "old.jsonl", [OLD_STYLEGAN3_ROW])]).bench
-    assert (row.row.workload, row.row.size, row.row.target, row.row.batch_size, row.row.status) == (
-        "stylegan3", "tiny-t", "cpu:eager:fp32", 4, "ok")
-    assert row.row.samples_per_s == pytest.approx(11.2797)
-    assert row.row.samples_per_s_min == pytest.approx(4 / 0.361) and row.row.samples_per_s_max == pytest.approx(4 / 0.348)
-    assert row.row.peak_memory_bytes == round(1.5 * 2**30) and row.row.flops_per_sample == 1693500504.0
-    assert row.get("s_per_kimg") == 88.7 and row.get("lrelu_path") == "plain" and row.variant == "activation"
-    assert row.series == "cpu:eager:fp32 [activation]"
+@pytest.mark.slow
+def test_a_run_directory_written_by_trainspeed_train_is_read_with_its_curves(mahjong_run, classifier_run):
+    """The trainer's metrics.jsonl ends with its summary row, which has no step: the report read
+    it as a metrics row and refused every real run directory."""
+    inputs = read_inputs([mahjong_run, classifier_run])
+    mahjong, classifier = inputs.runs
+    assert isinstance(mahjong.summary, RunSummary) and mahjong.summary.world_size == 1
+    assert [record.step for record in mahjong.train_curve] == [2, 4, 6]
+    assert [record.step for record in mahjong.val_curve] == [3, 6]
+    assert {"loss", "accuracy"} <= set(mahjong.val_curve[0].metrics)
+    assert classifier.summary.world_size == 2 and set(classifier.val_curve[-1].metrics) == {"top1_accuracy", "mean_loss"}
+    assert mahjong.summary.machine.cores_usable >= 1 and mahjong.summary.workload_sha256
+    assert classifier.summary.workload_module == "image_classifier_workload"
 
 
-def test_the_committed_stylegan3_files_load():
-    paths = sorted((REPO / "docs" / "results").glob("stylegan3_*.jsonl"))
-    paths = [p for p in paths if "saved_memory" not in p.name]
-    inputs = read_inputs(paths)
-    assert inputs.bench and all(row.row.workload == "stylegan3" and row.row.is_measured for row in inputs.bench)
-    h200 = [row for row in inputs.bench if row.row.device_name == "NVIDIA H200"]
-    assert h200 and all(row.row.peak_memory_bytes > 2**30 for row in h200)
+@pytest.mark.slow
+def test_a_folder_of_result_files_and_run_directories_is_read_one_level_deep(tmp_path, mahjong_run):
+    import shutil
+
+    folder = tmp_path / "study"
+    write_every_kind(folder)
+    shutil.copytree(mahjong_run, folder / "run")
+    (folder / "deeper").mkdir()
+    shutil.copytree(mahjong_run, folder / "deeper" / "run")
+    inputs = read_inputs([folder])
+    assert len(inputs.runs) == 1 and len(inputs.evals) == 2 and inputs.bench
+
+
+def test_every_committed_result_file_is_read():
+    """docs/results holds rows of known kinds only: every .jsonl and .json file and run directory."""
+    inputs = read_inputs([RESULTS])
+    files = {path.resolve() for path in RESULTS.iterdir() if path.suffix in (".jsonl", ".json")}
+    assert files <= inputs.read
+    assert {row.row.workload for row in inputs.bench} == {"mahjong", "stylegan3"}
+    assert inputs.scaling and inputs.runs and inputs.evals and inputs.batch_size and inputs.measurements
+
+
+def test_every_committed_result_file_is_an_input_of_make_report():
+    makefile = (REPO / "Makefile").read_text()
+    block = makefile[makefile.index("REPORT_INPUTS :="):].split("\n\n")[0]
+    listed = {RESULTS / name for name in re.findall(r"\$\(RESULTS\)/(\S+)", block)}
+    committed = {path for path in RESULTS.iterdir() if path.suffix in (".jsonl", ".json") or (path / "summary.json").is_file()}
+    assert listed == committed
 
 
 def _error(paths):
@@ -65,68 +92,50 @@ def test_a_corrupt_line_is_named_by_file_and_line(tmp_path):
     path = tmp_path / "b.jsonl"
     lines = [json.dumps(row) for row in bench_rows()[:3]]
     path.write_text(lines[0] + "\n" + lines[1] + "\n" + lines[2][:40] + "\n")
-    assert _error([path]).startswith(f"{path}:3: not JSON")
+    assert _error([path]).startswith(f"{path}:3: not a trainspeed result row (not JSON: ")
 
 
-def test_a_row_of_no_known_kind_is_named(tmp_path):
-    path = write_jsonl(tmp_path / "x.jsonl", [bench_rows()[0], {"match": "rule_vs_random", "games": 100}])
-    message = _error([path])
-    assert message.startswith(f"{path}:2: ") and "none of what the report reads" in message
+def test_a_row_of_an_unknown_kind_or_version_or_without_either_is_named(tmp_path):
+    path = write_jsonl(tmp_path / "x.jsonl", [bench_rows()[0], {"kind": "match", "schema_version": 1, "games": 100}])
+    assert _error([path]).startswith(f"{path}:2: a row of kind 'match', which the report does not read")
+    path = write_jsonl(tmp_path / "v.jsonl", [{**bench_rows()[0], "schema_version": 7}])
+    assert _error([path]) == (f"{path}:1: a bench row of schema_version 7; this trainspeed reads version 1 of it "
+                              "(use the trainspeed that wrote it, or rewrite the row)")
+    old = {k: v for k, v in bench_rows()[0].items() if k not in ("kind", "schema_version")}
+    path = write_jsonl(tmp_path / "old.jsonl", [old])
+    assert "benchmarks/convert_results.py" in _error([path])
 
 
-def test_a_bench_row_with_an_unknown_status_is_named(tmp_path):
-    path = write_jsonl(tmp_path / "b.jsonl", [{**bench_rows()[0], "status": "fine"}])
-    assert _error([path]) == f"{path}:1: unknown status 'fine' (one of ok, invalid, oom, skipped, error)"
+def test_a_field_of_the_wrong_type_is_named(tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [{**bench_rows()[0], "samples_per_s": "fast"}])
+    assert _error([path]) == f'{path}:1: bench row: field samples_per_s must be float | None, not "fast"'
+    path = write_jsonl(tmp_path / "m.jsonl", [{**bench_rows()[0], "machine": {"cores_usable": "two"}}])
+    assert _error([path]).startswith(f"{path}:1: bench row: field machine")
+    path = write_jsonl(tmp_path / "e.jsonl", [{**eval_row("p", 1, 2.4), "rank_distribution": "all first"}])
+    assert _error([path]).startswith(f"{path}:1: mahjong-eval row: field rank_distribution must be list[float]")
+
+
+def test_json_nested_too_deeply_and_binary_files_are_one_error(tmp_path):
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    assert _error([deep]) == f"{deep}:1: JSON nested too deeply to be a row"
+    binary = tmp_path / "image.png"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe")
+    assert _error([binary]) == f"{binary}: not a text file of JSON rows (it is not UTF-8)"
 
 
 def test_a_missing_file_and_no_input_are_one_clear_error(tmp_path):
     assert _error([tmp_path / "nope.jsonl"]) == f"{tmp_path / 'nope.jsonl'}: no such file or directory"
     assert _error([]).startswith("report: no results given")
-    assert "without summary.json" in _error([tmp_path])
+    assert "without summary.json, result files" in _error([tmp_path])
 
 
-def test_every_input_of_make_report_loads():
-    """`make report` reads the committed rows listed in the Makefile; each must load."""
-    makefile = (REPO / "Makefile").read_text()
-    block = makefile[makefile.index("REPORT_INPUTS :="):].split("\n\n")[0]
-    paths = [REPO / "docs" / "results" / name for name in re.findall(r"\$\(RESULTS\)/(\S+)", block)]
-    assert len(paths) >= 10
-    inputs = read_inputs(paths)
-    assert {row.row.workload for row in inputs.bench} == {"mahjong", "stylegan3"} and len(inputs.runs) >= 10
-
-
-def test_the_batch_size_study_scripts_rows_are_read(tmp_path):
-    """benchmarks/batch_size_study.py writes its runs, batches, comparisons and settings under kinds
-    of its own, with peak_lr and train_wall_s for lr and wall_s."""
-    rows = [
-        {"kind": "batch-study-config", "command": "python benchmarks/batch_size_study.py --data d", "size": "tiny"},
-        {"kind": "batch-study-run", "global_batch": 256, "peak_lr": 0.001, "seed": 0, "val_loss": 1.3, "val_accuracy": 0.55,
-         "equal_steps_val_loss": 1.4, "equal_steps_val_accuracy": 0.5, "train_wall_s": 120.0},
-        {"kind": "batch-study-batch", "global_batch": 256, "peak_lr": 0.001, "seeds": [0, 1], "val_loss": 1.31,
-         "mean_rank": 2.4, "mean_rank_ci95": [2.3, 2.5]},
-        {"kind": "batch-study-comparison", "global_batch": 8192, "versus_batch": 256, "mean_rank_difference": -0.05,
-         "ci95": [-0.1, 0.0], "deals": 250},
-    ]
-    study = read_inputs([write_jsonl(tmp_path / "study.jsonl", rows)]).study
-    assert [row.role for row in study] == ["config", "run", "batch", "comparison"]
-    run, batch = study[1], study[2]
-    assert (run.get("lr"), run.get("wall_s"), run.seed_label) == (0.001, 120.0, "0")
-    assert batch.rank_interval == (2.3, 2.5) and batch.seed_label == "mean of seeds 0,1"
-
-
-def test_a_remote_row_pairs_with_the_local_row_of_its_own_run_and_each_feed_is_its_own_line(tmp_path):
-    """A newer local row from another file must not stand in for the one measured beside it."""
-    from trainspeed.report.figures import remote_pairs
-
-    remote = remote_rows()[0]
-    rows = [
-        {**bench("cpu:eager:fp32", 64, samples_per_s=900.0), "run_id": "side-by-side", "feed": "host"},
-        {**remote, "run_id": "side-by-side", "feed": "host"},
-        {**remote, "run_id": "side-by-side", "feed": "device", "samples_per_s": 880.0},
-        {**bench("cpu:eager:fp32", 64, samples_per_s=1800.0), "run_id": "later", "feed": "host",
-         "timestamp": "2027-01-01T00:00:00+00:00"},
-    ]
-    pairs = remote_pairs(read_inputs([write_jsonl(tmp_path / "r.jsonl", rows)]).bench)
-    host = next(p for p in pairs if p.remote.row.feed == "host")
-    assert host.local.row.run_id == "side-by-side" and host.ratio == pytest.approx(900.0 / 300.0)
-    assert len({p.series for p in pairs}) == 2 and all("-fed)" in p.series for p in pairs)
+def test_workloads_of_one_name_but_two_definitions_are_two_groups(tmp_path):
+    """Two users' `charlm` never share a line or a ratio: the rows record a hash of each definition."""
+    mine = [bench("cpu:eager:fp32", 64, workload="charlm", workload_sha256="11" * 32),
+            bench("cpu:compile:fp32", 64, workload="charlm", workload_sha256="11" * 32, samples_per_s=2000.0)]
+    theirs = [bench("cpu:compile:fp32", 64, workload="charlm", workload_sha256="22" * 32, samples_per_s=500.0,
+                    run_id="r1")]
+    labels = {row.workload_label for row in read_inputs([write_jsonl(tmp_path / "c.jsonl", mine + theirs)]).bench}
+    assert labels == {"charlm@111111111111 tiny", "charlm@222222222222 tiny"}
+    assert bench_rows()[0]["workload_sha256"] == SHA

@@ -1,20 +1,32 @@
-"""The page: a section per kind of row present, statuses instead of numbers, every figure with its
-command and environment, nothing fetched from anywhere."""
+"""The page: a section per kind of row present, statuses instead of numbers, ratios only within a
+run, a machine line under every figure, nothing fetched from anywhere."""
 
 import re
 
 import pytest
 
-from report_rows import BENCH_COMMAND, INVALID_SAMPLES_PER_S, bench_rows, eval_row, write_every_kind, write_jsonl
+from report_rows import (
+    BENCH_COMMAND,
+    BUSY,
+    INVALID_SAMPLES_PER_S,
+    bench,
+    bench_rows,
+    eval_row,
+    remote_rows,
+    scaling_rows,
+    write_every_kind,
+    write_jsonl,
+)
 from trainspeed.report.inputs import read_inputs
 from trainspeed.report.page import NOT_RECORDED, render
 
-ALL_SECTIONS = ["ratio", "throughput", "memory", "first-step", "training", "remote", "selfplay", "batch-size-study"]
+ALL_SECTIONS = ["ratio", "throughput", "memory", "first-step", "training", "remote", "selfplay", "batch-size-study",
+                "measurements"]
 
 
 @pytest.fixture(scope="module")
-def every_kind(tmp_path_factory):
-    return render(read_inputs(write_every_kind(tmp_path_factory.mktemp("rows"))))
+def every_kind(tmp_path_factory, mahjong_run, classifier_run):
+    return render(read_inputs([*write_every_kind(tmp_path_factory.mktemp("rows")), mahjong_run, classifier_run]))
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +36,14 @@ def bench_page(tmp_path_factory):
 
 def _section_ids(html):
     return re.findall(r'<section id="([^"]+)">', html)
+
+
+def _section(html, name):
+    return html.split(f'<section id="{name}">')[1].split("</section>")[0]
+
+
+def _figures(html):
+    return re.findall(r'<figure class="figure" id="([^"]+)">(.*?)</figure>', html, re.S)
 
 
 @pytest.mark.slow
@@ -38,8 +58,8 @@ def test_a_section_is_present_only_when_its_rows_are(tmp_path):
 
 def test_an_invalid_row_never_shows_as_a_number(bench_page):
     whole = f"{INVALID_SAMPLES_PER_S:,.0f}"
-    for text in (whole, whole.replace(",", ""), f"{INVALID_SAMPLES_PER_S:.3g}", "98765"):
-        assert text not in bench_page
+    for shown in (whole, whole.replace(",", ""), f"{INVALID_SAMPLES_PER_S:.3g}", "98765"):
+        assert shown not in bench_page
     cells = re.findall(r'<td class="[^"]*status-invalid[^"]*"[^>]*>([^<]*)</td>', bench_page)
     assert cells and all(cell.startswith("invalid") for cell in cells)
 
@@ -50,22 +70,72 @@ def test_rows_that_are_not_ok_show_their_status(bench_page):
 
 
 @pytest.mark.slow
-def test_every_figure_is_inline_svg_with_its_command_and_environment(every_kind):
-    figures = re.findall(r'<figure class="figure" id="[^"]+">(.*?)</figure>', every_kind, re.S)
+def test_every_figure_is_inline_svg_with_its_command_machine_and_files(every_kind):
+    figures = _figures(every_kind)
     assert len(figures) >= len(ALL_SECTIONS)
-    for figure in figures:
-        assert figure.lstrip().startswith("<svg")
+    for figure_id, figure in figures:
+        assert figure.lstrip().startswith("<svg"), figure_id
         caption = figure.split("<figcaption>")[1]
-        assert "<dt>command</dt>" in caption and "<dt>environment</dt>" in caption
-        assert "<code>" in caption.split("<dt>environment</dt>")[0] or NOT_RECORDED in caption
+        assert "<dt>command</dt>" in caption and "<dt>machine</dt>" in caption and "<dt>rows from</dt>" in caption
+        assert re.search(r'<dd class="machine">\d+ rows?: ', caption), figure_id
     assert BENCH_COMMAND in every_kind
-    assert "Test CPU (2 threads), torch 2.9.0+cpu, Python 3.11.7, 2 threads, host testhost" in every_kind
+    assert ("Test CPU, 2 of 4 cores usable, load average 1.25-1.50, 1.00 CPU s per wall s, 2 torch threads, "
+            "OMP_NUM_THREADS=2, torch 2.9.0+cpu, Python 3.11.7, host testhost") in every_kind
+
+
+def test_the_machine_line_says_shared_machine_when_the_load_exceeded_the_usable_cores(tmp_path):
+    rows = [bench("cpu:eager:fp32", 64), bench("cpu:eager:fp32", 128, machine=BUSY), bench("cpu:compile:fp32", 64)]
+    html = render(read_inputs([write_jsonl(tmp_path / "b.jsonl", rows)]))
+    assert "load average 1.25-4.00: shared machine (load above the usable cores for 1 of 3 rows)" in html
 
 
 def test_a_figure_without_recorded_commands_says_so(tmp_path):
-    rows = [{k: v for k, v in row.items() if k != "command"} for row in bench_rows()[:3]]
+    rows = [{**row, "command": None} for row in bench_rows()[:3]]
     html = render(read_inputs([write_jsonl(tmp_path / "b.jsonl", rows)]))
-    assert html.count(NOT_RECORDED) == html.count('<figure class="figure"') >= 3
+    assert html.count(NOT_RECORDED) == html.count('<figure class="figure"') + html.count('class="provenance"') >= 3
+
+
+def test_a_ratio_pairs_a_row_only_with_the_baseline_of_its_own_run(tmp_path):
+    """A row of another run is not divided by this run's baseline (the reference peers at 1.13x of
+    a bench run hours apart, 1.54x of the one beside them): it says there was none."""
+    rows = [bench("cpu:eager:fp32", 64, samples_per_s=1000.0, run_id="a"),
+            bench("reference-torch:cpu:eager:fp32", 64, samples_per_s=1540.0, run_id="a"),
+            bench("cpu:eager:fp32", 64, samples_per_s=1363.0, run_id="b", timestamp="2026-01-02T00:00:00+00:00"),
+            bench("cpu:compile:fp32", 64, samples_per_s=1500.0, run_id="c")]
+    html = render(read_inputs([write_jsonl(tmp_path / "r.jsonl", rows)]))
+    table = _section(html, "ratio").split('id="table-ratio"')[1]
+    cells = {target: re.search(rf"<td[^>]*>{re.escape(target)}</td>(.*?)</tr>", table, re.S).group(1)
+             for target in ("reference-torch:cpu:eager:fp32", "cpu:compile:fp32")}
+    assert ">1.54x<" in cells["reference-torch:cpu:eager:fp32"] and "1.13x" not in html
+    assert "no baseline in this run" in cells["cpu:compile:fp32"] and "1.10x" not in html
+
+
+def test_remote_over_local_is_one_convention_and_a_negative_wire_time_is_flagged(tmp_path):
+    html = render(read_inputs([write_jsonl(tmp_path / "r.jsonl", remote_rows())]))
+    remote = _section(html, "remote")
+    assert ">0.33x<" in remote and ">0.50x<" in remote  # 300 / 900 and 500 / 1000: remote over local
+    assert ">3.00x<" not in remote
+    flagged = re.findall(r'<td class="[^"]*status-invalid[^"]*"[^>]*title="([^"]*)">flagged</td>', remote)
+    assert len(flagged) == 1 and "negative" in flagged[0]
+    assert "-244" not in remote  # (0.256 - 0.5) s as a wire time in ms
+
+
+def test_the_training_figure_compares_ranks_only_within_one_scaling_study(tmp_path):
+    rows = scaling_rows("one") + [row for row in scaling_rows("two") if row["world_size"] == 2]
+    html = render(read_inputs([write_jsonl(tmp_path / "s.jsonl", rows)]))
+    table = _section(html, "training").split('id="table-scaling"')[1]
+    study_one = re.findall(r"<tr>\s*<td[^>]*>one</td>(.*?)</tr>", table, re.S)
+    study_two = re.findall(r"<tr>\s*<td[^>]*>two</td>(.*?)</tr>", table, re.S)
+    assert any(">1.70x<" in row for row in study_one)
+    assert study_two and all("no one-rank run in this study" in row for row in study_two)
+
+
+@pytest.mark.slow
+def test_every_validation_metric_a_workload_names_is_plotted_against_step(every_kind):
+    (curves,) = [figure for figure_id, figure in _figures(every_kind) if figure_id == "fig-training-curves"]
+    for title in ("Validation top1_accuracy", "Validation mean_loss", "Validation accuracy", "Validation loss",
+                  "Training loss (logged windows)"):
+        assert title in curves, title
 
 
 def test_the_page_fetches_nothing(bench_page):
@@ -73,3 +143,41 @@ def test_the_page_fetches_nothing(bench_page):
     assert not re.search(r"<script[^>]*\bsrc=", bench_page)
     assert "@import" not in bench_page and not re.search(r"url\((?!#)", bench_page)
     assert not re.search(r'(href|src)="(https?:)?//', bench_page)
+
+
+def test_the_within_deal_correlation_of_an_evaluation_is_shown(tmp_path):
+    """The four games of a deal are correlated; the committed evaluations against the rule-based
+    agent show +0.13 to +0.25, so luck of the deal does not cancel out."""
+    from trainspeed.report.page import within_deal_correlation
+
+    assert within_deal_correlation([[1, 1, 1, 1], [4, 4, 4, 4], [2, 2, 2, 2]]) == pytest.approx(1.0)
+    assert within_deal_correlation([[1, 2, 3, 4], [4, 3, 2, 1], [2, 1, 4, 3]]) == pytest.approx(-1 / 3)
+    html = render(read_inputs([write_jsonl(tmp_path / "e.jsonl", [eval_row("p", 1, 2.4)])]))
+    assert "within-deal correlation" in html
+
+
+@pytest.mark.slow
+def test_the_committed_results_and_a_fresh_run_make_one_page_without_a_cross_run_ratio(tmp_path, mahjong_run):
+    """`trainspeed report docs/results/*.jsonl RUN --out r.html`: every figure has its machine line,
+    no wire time is negative, every ratio pairs rows of one run."""
+    from pathlib import Path
+
+    from trainspeed.cli import main
+
+    results = Path(__file__).resolve().parents[2] / "docs" / "results"
+    page = tmp_path / "r.html"
+    assert main(["report", *map(str, sorted(results.glob("*.jsonl"))), str(mahjong_run), "--out", str(page)]) == 0
+    html = page.read_text()
+    figures = _figures(html)
+    assert len(figures) >= 15 and all('<dd class="machine">' in figure for _, figure in figures)
+    remote = _section(html, "remote")
+    wire = [re.findall(r"<td[^>]*>([^<]*)</td>", row)[12] for row in re.findall(r"<tr>(.*?)</tr>", remote, re.S)[1:]]
+    assert wire and all(cell == "flagged" or cell == "–" or float(cell.replace(",", "")) >= 0 for cell in wire)
+    assert wire.count("flagged") >= 1
+    inputs = read_inputs([*sorted(results.glob("*.jsonl")), mahjong_run])
+    from trainspeed.report.page import bench_groups
+
+    for group in bench_groups([row for row in inputs.bench if not row.is_remote], ()):
+        for read in group.rows:
+            base = group.table.baseline_of(read.row)
+            assert base is None or base.run_id == read.row.run_id

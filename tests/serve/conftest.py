@@ -37,6 +37,7 @@ def server(serve) -> RunningServer:
 def token_file(tmp_path) -> Path:
     path = tmp_path / "token"
     path.write_text(TOKEN + "\n")
+    path.chmod(0o600)  # as a token file should be: readable by its owner alone
     return path
 
 

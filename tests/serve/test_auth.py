@@ -43,6 +43,27 @@ def test_exposed_or_odd_settings_are_refused_before_listening(settings, fragment
         ServeConfig(**values).validate()
 
 
+@pytest.mark.parametrize("source", ["/dev/zero", "large file"])
+def test_a_token_file_is_read_only_up_to_a_small_size(source, tmp_path):
+    """/dev/zero was read until memory ran out; a large file of printable bytes was taken as a token."""
+    path = source
+    if source == "large file":
+        path = tmp_path / "large"
+        path.write_text("a" * (1 << 20))
+    with pytest.raises(UsageError, match="more than 4096 bytes; a token file holds one line"):
+        ServeConfig(token_file=str(path)).validate()
+
+
+def test_a_token_file_others_may_read_is_used_with_one_warning(token_file, capsys):
+    ServeConfig(token_file=str(token_file)).validate()
+    assert capsys.readouterr().err == ""
+    token_file.chmod(0o644)
+    ServeConfig(token_file=str(token_file)).validate()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trainspeed: warning: serve: --token-file"), lines
+    assert "is readable by group or others (mode 644)" in lines[0] and f"chmod 600 {token_file}" in lines[0]
+
+
 def test_loopback_needs_nothing_and_an_explicit_insecure_opens_other_addresses(token_file):
     ServeConfig(listen="127.0.0.1:1").validate()
     ServeConfig(listen="[::1]:1").validate()
@@ -119,6 +140,19 @@ def certificate(tmp_path):
     return cert, key
 
 
+def test_a_key_that_is_not_the_certificates_is_named_before_listening(certificate, tmp_path, capsys):
+    """gRPC alone reported this as a taken port."""
+    from trainspeed.cli import main
+
+    cert, _ = certificate
+    other_key = tmp_path / "other.key"
+    subprocess.run(["openssl", "genrsa", "-out", str(other_key), "2048"], check=True, capture_output=True, timeout=60)
+    code = main(["serve", "--listen", "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(other_key)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"trainspeed: error: serve: --tls-key {other_key} is not the private key of --tls-cert "
+                                 f"{cert}; give the key the certificate was made with"], err
+
+
 def test_tls_with_the_servers_certificate_works_and_without_it_is_one_line(serve, certificate, monkeypatch):
     cert, key = certificate
     server = serve(tls_cert=str(cert), tls_key=str(key))
@@ -140,6 +174,11 @@ def test_tls_with_the_servers_certificate_works_and_without_it_is_one_line(serve
         (["--target", "gpu:eager:fp32"], "unknown device 'gpu'"),
         (["--target", "cpu:lazy:fp32"], "mode 'lazy' is not available on cpu"),
         (["--threads", "0"], "--threads must be positive"),
+        (["--idle-timeout-s", "0"], "--idle-timeout-s must be a positive number of seconds, got 0.0"),
+        (["--idle-timeout-s", "nan"], "--idle-timeout-s must be a positive number of seconds, got nan"),
+        (["--memory-budget-gib", "-1"], "--memory-budget-gib must be a positive number, got -1.0"),
+        (["--workload", "charlm"], "--workload 'charlm': write package.module:factory"),
+        (["--workload", "no_such_module_anywhere:factory"], "cannot import workload module 'no_such_module_anywhere'"),
     ],
 )
 def test_serve_answers_bad_flags_with_one_line_and_exit_code_2(capsys, argv, fragment):

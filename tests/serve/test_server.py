@@ -4,7 +4,6 @@ serving, sessions freed when clients vanish, and clients that fail fast when the
 
 from __future__ import annotations
 
-import gc
 import subprocess
 import sys
 import textwrap
@@ -17,43 +16,10 @@ import torch
 from trainspeed.errors import DeviceLost, UsageError
 from trainspeed.targets import get_target
 from trainspeed.wire import remote_pb2 as pb
-from trainspeed.wire import remote_pb2_grpc as pb_grpc
-from trainspeed.wire.limits import CLIENT_OPTIONS, MAX_MESSAGE_BYTES
-from trainspeed.wire.tensors import tensor_chunks
-from trainspeed.workloads import get_workload
+from trainspeed.wire.limits import MAX_MESSAGE_BYTES
 
-from serve_runs import REPO_ROOT, ServeProcess, trainspeed_env
-
-WORKLOAD = get_workload("mahjong")
-
-
-def batches(count: int, batch_size: int = 16, seed: int = 0) -> list[dict[str, torch.Tensor]]:
-    generator = torch.Generator().manual_seed(seed)
-    return [WORKLOAD.synthetic_batch("tiny", batch_size, generator) for _ in range(count)]
-
-
-def local_losses(host_batches) -> list[float]:
-    target = get_target("cpu:eager:fp32")
-    trainable = target.build(WORKLOAD, "tiny", 0)
-    return [float(target.run_step(trainable, target.move_batch(b))) for b in host_batches]
-
-
-def remote_losses(name: str, host_batches) -> list[float]:
-    target = get_target(name)
-    trainable = target.build(WORKLOAD, "tiny", 0)
-    losses = [target.run_step(trainable, target.move_batch(b)) for b in host_batches]
-    target.sync()
-    return [float(loss) for loss in losses]
-
-
-def wait_until(condition, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        gc.collect()
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
+from serve_runs import (REPO_ROOT, WORKLOAD, ServeProcess, batch_messages, batches, local_losses, opened, raw_session,
+                        remote_losses, trainspeed_env, wait_until)
 
 
 @pytest.mark.parametrize("switches", ["", "/in-flight=3"])
@@ -122,28 +88,6 @@ def test_learning_rates_set_by_the_client_reach_the_server(server):
 
 
 # --- bad requests: one status each, and the server goes on -------------------------------------------
-def raw_session(server, messages: list[pb.ClientMessage], metadata=()) -> grpc.RpcError:
-    channel = grpc.insecure_channel(str(server.address), options=CLIENT_OPTIONS)
-    try:
-        replies = pb_grpc.TrainerStub(channel).Session(iter(messages), metadata=metadata, timeout=30)
-        with pytest.raises(grpc.RpcError) as caught:
-            for _ in replies:
-                pass
-        return caught.value
-    finally:
-        channel.close()
-
-
-def opened(server, workload: str = "mahjong", target: str | None = None) -> pb.ClientMessage:
-    return pb.ClientMessage(open=pb.Open(workload=workload, size="tiny", seed=0, target=target or server.host.target_name))
-
-
-def batch_messages(batch: dict[str, torch.Tensor], batch_id: int = 1) -> list[pb.ClientMessage]:
-    messages = [pb.ClientMessage(batch_tensor=pb.BatchTensor(batch_id=batch_id, chunk=chunk))
-                for name, tensor in batch.items() for chunk in tensor_chunks(name, tensor)]
-    return messages + [pb.ClientMessage(batch_end=pb.BatchEnd(batch_id=batch_id))]
-
-
 def a_batch(**changes) -> dict[str, torch.Tensor]:
     batch = batches(1)[0]
     batch.update(changes)
@@ -162,6 +106,10 @@ def a_batch(**changes) -> dict[str, torch.Tensor]:
         ("missing key", grpc.StatusCode.INVALID_ARGUMENT, "ended without action"),
         ("unknown workload", grpc.StatusCode.NOT_FOUND, "unknown workload 'chess'"),
         ("user workload", grpc.StatusCode.NOT_FOUND, "unknown workload 'os:system'"),
+        ("another definition", grpc.StatusCode.FAILED_PRECONDITION, "workload 'mahjong' of this server is another definition"),
+        ("impossible empty batch tensor", grpc.StatusCode.RESOURCE_EXHAUSTED, "(its nonzero dimensions), which exceed"),
+        ("impossible empty state tensor", grpc.StatusCode.RESOURCE_EXHAUSTED, "(its nonzero dimensions), which exceed"),
+        ("state larger than the model's", grpc.StatusCode.RESOURCE_EXHAUSTED, "the client's model can have"),
         ("other target", grpc.StatusCode.FAILED_PRECONDITION, "not cuda:eager:fp32"),
         ("no open", grpc.StatusCode.FAILED_PRECONDITION, "must be open"),
         ("unknown batch", grpc.StatusCode.INVALID_ARGUMENT, "no batch 7"),
@@ -171,9 +119,17 @@ def a_batch(**changes) -> dict[str, torch.Tensor]:
 def test_bad_requests_get_a_clear_status_and_the_server_serves_on(server, case, code, fragment):
     good = batches(1)[0]
     step = pb.ClientMessage(step=pb.Step(seq=2, batch_id=1))
+    def raw_chunk(dtype: str, shape: list[int], nbytes: int, data: bytes, last: bool = True) -> pb.TensorChunk:
+        return pb.TensorChunk(header=pb.TensorHeader(name="features", dtype=dtype, shape=shape, nbytes=nbytes), data=data,
+                              last=last)
+
     def raw_tensor(dtype: str, shape: list[int], nbytes: int, data: bytes) -> pb.ClientMessage:
-        return pb.ClientMessage(batch_tensor=pb.BatchTensor(batch_id=1, chunk=pb.TensorChunk(
-            header=pb.TensorHeader(name="features", dtype=dtype, shape=shape, nbytes=nbytes), data=data, last=True)))
+        return pb.ClientMessage(batch_tensor=pb.BatchTensor(batch_id=1, chunk=raw_chunk(dtype, shape, nbytes, data)))
+
+    def state_tensor(chunk: pb.TensorChunk) -> pb.ClientMessage:
+        return pb.ClientMessage(state_tensor=pb.StateTensor(chunk=chunk))
+
+    huge = 768 << 20  # a state tensor of 768 MiB, its first MiB sent: refused at the header
 
     messages = {
         "oversize": lambda: [opened(server), pb.ClientMessage(batch_tensor=pb.BatchTensor(
@@ -186,6 +142,11 @@ def test_bad_requests_get_a_clear_status_and_the_server_serves_on(server, case, 
         "missing key": lambda: [opened(server), *batch_messages({k: v for k, v in good.items() if k != "action"})],
         "unknown workload": lambda: [opened(server, workload="chess")],
         "user workload": lambda: [opened(server, workload="os:system")],
+        "another definition": lambda: [opened(server, sha256="0" * 64)],
+        "impossible empty batch tensor": lambda: [opened(server), raw_tensor("float32", [0, 2**62, 2**62], 0, b"")],
+        "impossible empty state tensor": lambda: [opened(server), state_tensor(raw_chunk("float32", [0, 2**62, 2**62], 0, b""))],
+        "state larger than the model's": lambda: [opened(server), state_tensor(raw_chunk(
+            "float32", [huge // 4], huge, b"\0" * (1 << 20), last=False))],
         "other target": lambda: [opened(server, target="cuda:eager:fp32")],
         "no open": lambda: [step],
         "unknown batch": lambda: [opened(server), pb.ClientMessage(step=pb.Step(seq=2, batch_id=7))],
@@ -195,6 +156,24 @@ def test_bad_requests_get_a_clear_status_and_the_server_serves_on(server, case, 
     error = raw_session(server, messages)
     assert error.code() == code and fragment in error.details(), (error.code(), error.details())
     assert wait_until(lambda: server.host.live_sessions == 0)
+    host_batches = batches(2)
+    assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
+
+
+def test_a_failure_in_the_servers_reader_reaches_the_client_as_a_status(server, monkeypatch):
+    """Whatever breaks while the server reads a message ends the session with a status that says
+    what, never with a silent OK."""
+    from trainspeed.serve.batches import BatchLayout
+
+    def broken(self, header):
+        raise RuntimeError("the layout check broke")
+
+    monkeypatch.setattr(BatchLayout, "check_header", broken)
+    error = raw_session(server, [opened(server), *batch_messages(batches(1)[0])])
+    assert error.code() == grpc.StatusCode.INTERNAL, (error.code(), error.details())
+    assert "the server failed reading the client's message: RuntimeError: the layout check broke" in error.details()
+    monkeypatch.undo()
+    assert wait_until(lambda: server.host.live_sessions == 0 and server.host.memory.held_bytes == 0)
     host_batches = batches(2)
     assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
 
@@ -239,10 +218,9 @@ def test_a_server_that_stops_fails_the_client_at_once_with_device_lost(serve):
     batch = target.move_batch(batches(1)[0])
     target.run_step(trainable, batch)
     server.stop(None)
-    started = time.monotonic()
+    # The closed connection says so at once: UNAVAILABLE, not the reply timeout's "sent no reply within".
     with pytest.raises(DeviceLost, match=r"went away during step 2 of its session \(UNAVAILABLE"):
         target.run_step(trainable, batch)
-    assert time.monotonic() - started < 5
     with pytest.raises(DeviceLost):  # and every later call, without waiting again
         target.sync()
 
@@ -290,16 +268,15 @@ def test_a_killed_server_process_fails_the_bench_fast_with_one_line(tmp_path):
         assert wait_until(lambda: "built" in server.stderr(), timeout_s=60), server.stderr()
         time.sleep(1.0)
         server.kill()
-        killed_at = time.monotonic()
-        _, err = bench.communicate(timeout=60)
-        took = time.monotonic() - killed_at
+        # Well within the client's 600 s reply timeout: the killed server's closed connection says it.
+        _, err = bench.communicate(timeout=120)
     finally:
         bench.kill()
         server.stop()
     lines = err.strip().splitlines()
     assert bench.returncode == 1 and len(lines) == 1, err
     assert lines[0].startswith("trainspeed: error: remote server 127.0.0.1:") and "went away" in lines[0]
-    assert took < 10, took
+    assert "sent no reply" not in lines[0], lines[0]
 
 
 @pytest.mark.slow
@@ -368,6 +345,6 @@ def test_the_client_side_link_emulation_holds_steps_back(server):
         target.run_step(trainable, target.move_batch(batch))
         times.append(time.perf_counter() - started)
     # A lower bound, which load cannot break: the emulated link carries the batch no faster than its
-    # rate and answers no sooner than its round trip (the server's step then overlaps nothing).
+    # rate and answers no sooner than its round trip (the server's step then overlaps nothing). The
+    # unlimited step is not compared with it: under load it may take longer than that bound.
     assert times[1] >= 0.26 + 0.05, times
-    assert times[0] < times[1], times

@@ -64,6 +64,9 @@ def header_chunk(dtype: str, shape: list[int], nbytes: int, data: bytes = b"", l
         (header_chunk("float32", [2], 8, b"\0" * 4), "4 bytes arrived", False),
         (header_chunk("float32", [2], 8, b"\0" * 12), "more bytes than", False),
         (header_chunk("uint8", [2**40], 2**40), "exceed the limit", True),
+        (header_chunk("float32", [0, 2**62, 2**62], 0), "spans 85070591730234615865843651857942052864 bytes (its "
+                                                        "nonzero dimensions), which exceed the limit", True),
+        (header_chunk("float32", [1] * 17, 4, b"\0" * 4), "17 dimensions; at most 16 may cross", False),
     ],
 )
 def test_bad_headers_and_byte_counts_are_refused_before_use(chunk, fragment, too_large):

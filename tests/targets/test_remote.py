@@ -1,18 +1,71 @@
 """The remote family as users run it: its names, and `bench` and `train` through it from the CLI,
-against a server in this process (so a local run in the same process is bit-comparable)."""
+against a server in this process (so a local run in the same process is bit-comparable), or, for a
+workload of the user's own (defined in this file), a `trainspeed serve --workload` process."""
 
 from __future__ import annotations
 
 import json
+import math
+import shutil
+import statistics
+from pathlib import Path
 
 import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
 
+from trainspeed.bench.timing import TimingPlan, time_training
 from trainspeed.cli import main
 from trainspeed.errors import UsageError
 from trainspeed.serve.config import ServeConfig
 from trainspeed.serve.server import start_server
-from trainspeed.targets import all_target_names, target_family
+from trainspeed.targets import all_target_names, get_target, target_family
 from trainspeed.targets.remote import RemoteTarget
+from trainspeed.workloads import get_workload
+from trainspeed.workloads.base import Batch, Trainable
+
+FEATURES = 8
+
+
+class RegressionTrainable(Trainable):
+    """A linear model learning the sum of its inputs: a real network and optimizer, tiny."""
+
+    def __init__(self, seed: int) -> None:
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            network = nn.Linear(FEATURES, 1)
+        super().__init__({"regressor": network})
+
+    def setup_optimizers(self, fused: bool = False) -> None:
+        self.optimizers = {"regressor": torch.optim.SGD(self.networks["regressor"].parameters(), lr=0.05)}
+
+    def train_step(self, batch: Batch) -> torch.Tensor:
+        loss = F.mse_loss(self.wrapped["regressor"](batch["inputs"]), batch["targets"])
+        loss.backward()
+        self.optimizers["regressor"].step()
+        self.optimizers["regressor"].zero_grad(set_to_none=True)
+        return loss.detach()
+
+
+class TinyRegression:
+    """A workload of the user's own, as `docs/workloads.md` describes one."""
+
+    name = "tiny-regression"
+    sizes = ("tiny",)
+
+    def build(self, size: str, seed: int = 0) -> RegressionTrainable:
+        return RegressionTrainable(seed)
+
+    def synthetic_batch(self, size: str, batch_size: int, generator: torch.Generator) -> Batch:
+        inputs = torch.randn(batch_size, FEATURES, generator=generator)
+        return {"inputs": inputs, "targets": inputs.sum(dim=1, keepdim=True)}
+
+    def flops_per_sample(self, size: str) -> float:
+        return 6.0 * FEATURES  # forward 2 per weight, backward 4
+
+
+USER_WORKLOAD = f"{Path(__file__).stem}:TinyRegression"
 
 
 @pytest.fixture
@@ -80,7 +133,11 @@ def test_bench_through_the_cli_records_the_wire(server, capsys, tmp_results):
     assert all(row["transport"] is None and row["server_step_s"] is None for row in local)
     for row in remote_rows:
         assert row["transport"] == "grpc" and row["link"] == "loopback" and row["in_flight"] in (1, 2)
-        assert 0 < row["server_step_s"] < row["step_time_s"] * 1.5
+        # The server's step time covers the client's timed windows, one sum per window: paired by
+        # construction, not compared as timings.
+        assert len(row["server_window_s"]) == len(row["window_s"]) == row["windows"] == 2
+        assert row["server_step_s"] == statistics.median(s / row["steps_per_window"] for s in row["server_window_s"])
+        assert row["wire_time_suspect"] is False
         assert row["bytes_sent_per_step"] < 100  # the batch stayed on the server
         assert "(remote, 127.0.0.1:" in row["device_name"]
     assert f"{remote}/in-flight=2" in out
@@ -132,3 +189,79 @@ def test_train_through_a_remote_target_runs_one_rank(server, capsys, tmp_path):
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "trains on one rank only" in lines[0], err
     assert not (tmp_path / "run").exists()
+
+
+def test_the_servers_step_time_covers_the_timed_windows_only(server):
+    """The first step, the warm-up and the probe step run on the server too; only the steps of the
+    windows the bench keeps may go into `server_step_s`, or the wire time (client step - server
+    step) is that of other steps."""
+    target = get_target(server.remote_name)
+    workload = get_workload("mahjong")
+    trainable = target.build(workload, "tiny", 0)
+    batch = target.move_batch(workload.synthetic_batch("tiny", 8, torch.Generator().manual_seed(0)))
+    plan = TimingPlan(warmup_steps=3, windows=3, min_window_s=0.0, min_steps_per_window=2)
+    timing = time_training(target, trainable, batch, plan)
+    fields, every_step_s = target.row_fields(), trainable.session.stats.server_step_s
+    before = 1 + plan.warmup_steps + 1  # the first step, the warm-up, the probe step
+    assert timing.steps_per_window == 2 and timing.restarts == 0
+    assert len(every_step_s) == before + plan.windows * timing.steps_per_window
+    windows = [every_step_s[before + 2 * i: before + 2 * i + 2] for i in range(plan.windows)]
+    assert fields["server_window_s"] == [math.fsum(w) for w in windows]
+    assert fields["server_step_s"] == statistics.median(math.fsum(w) / 2 for w in windows)
+
+
+def test_a_workload_the_server_does_not_build_is_one_line_before_any_row_or_run(server, capsys, tmp_path):
+    out, run_dir = tmp_path / "rows.jsonl", tmp_path / "run"
+    for command in (("bench", "--batch-sizes", "8", "--out", str(out), "--no-progress", "--no-plot"),
+                    ("train", "--synthetic-data", "--steps", "2", "--out", str(run_dir), "--no-progress")):
+        flag = "--targets" if command[0] == "bench" else "--target"
+        code, _, err = run_cli(capsys, *command, "--workload", USER_WORKLOAD, "--size", "tiny", flag, server.remote_name)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1, err
+        assert lines[0] == (f"trainspeed: error: target {server.remote_name}: the server at {server.address} does not "
+                            "build workload 'tiny-regression' (it builds mahjong, stylegan3); start it with "
+                            f"`trainspeed serve --workload {Path(__file__).stem}:FACTORY` on the same code")
+    assert not out.exists() and not run_dir.exists()
+
+
+@pytest.mark.slow
+def test_a_user_workload_served_with_serve_workload_benches_and_trains_through_the_remote_target(capsys, tmp_path,
+                                                                                                monkeypatch):
+    from tests.serve.serve_runs import ServeProcess
+
+    server = ServeProcess("--workload", USER_WORKLOAD, path=(Path(__file__).parent,))
+    try:
+        out = tmp_path / "rows.jsonl"
+        code, _, err = run_cli(capsys, "bench", "--workload", USER_WORKLOAD, "--size", "tiny", "--targets", server.name,
+                               "--batch-sizes", "8,16", "--windows", "2", "--min-window-s", "0.01", "--warmup-steps", "1",
+                               "--out", str(out), "--no-progress", "--no-plot", "--peak-tflops", "1")
+        assert code == 0, err
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [(row["workload"], row["batch_size"], row["status"], row["transport"]) for row in rows] == [
+            ("tiny-regression", 8, "ok", "grpc"), ("tiny-regression", 16, "ok", "grpc")]
+
+        train = ("train", "--workload", USER_WORKLOAD, "--synthetic-data", "--size", "tiny", "--batch-size-per-device", "8",
+                 "--steps", "4", "--log-every", "2", "--no-progress", "--threads", "1")
+        code, _, err = run_cli(capsys, *train, "--target", "cpu:eager:fp32", "--out", str(tmp_path / "local"))
+        assert code == 0, err
+        code, _, err = run_cli(capsys, *train, "--target", server.name, "--out", str(tmp_path / "remote"))
+        assert code == 0, err
+        assert losses(tmp_path / "remote") == losses(tmp_path / "local") and len(losses(tmp_path / "local")) == 2
+
+        # The same workload, edited here but not on the server: another definition under its name.
+        edited = tmp_path / "edited" / "edited_workload.py"
+        edited.parent.mkdir()
+        shutil.copy(__file__, edited)
+        edited.write_text(edited.read_text() + "\n# edited on the client only\n")
+        monkeypatch.syspath_prepend(str(edited.parent))
+        code, _, err = run_cli(capsys, "bench", "--workload", "edited_workload:TinyRegression", "--size", "tiny",
+                               "--targets", server.name, "--batch-sizes", "8", "--out", str(tmp_path / "edited.jsonl"),
+                               "--no-progress", "--no-plot")
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1, err
+        assert (f"builds another definition of workload 'tiny-regression' (server: module {Path(__file__).stem}, "
+                "sha256 ") in lines[0]
+        assert "here: module edited_workload, sha256 " in lines[0] and lines[0].endswith("run the same code on both machines")
+        assert not (tmp_path / "edited.jsonl").exists()
+    finally:
+        server.stop()

@@ -61,3 +61,4 @@ def test_bad_input_and_signals_keep_the_exit_codes_of_one_rank(tmp_path) -> None
     killed = first_cause({1: _failure(tmp_path, 1, 137), 0: _failure(tmp_path, 0, 1, "RuntimeError: gloo timed out")})
     assert (killed.rank, killed.description, killed.exit_code) == (1, "killed by signal 9 (SIGKILL)", 137)
     assert first_cause({0: _failure(tmp_path, 0, 143), 1: _failure(tmp_path, 1, 143)}) is None
+    assert first_cause({0: _failure(tmp_path, 0, 130), 1: _failure(tmp_path, 1, 130)}) is None  # Ctrl-C

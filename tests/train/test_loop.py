@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 from trainspeed.bench.results import ResultRow
 from trainspeed.cli import main
 from trainspeed.data.base import LoaderConfig
+from trainspeed.rows import row_line
 from train_runs import TINY_RUN
 
 
@@ -28,7 +28,7 @@ def test_a_run_on_real_data_logs_train_and_val_rows_tensorboard_and_a_summary(
     assert code == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     rows = _rows(tmp_path)
-    assert {row["kind"] for row in rows} == {"train", "val", "summary"}
+    assert {row["kind"] for row in rows} == {"train", "val", "train-summary"}
     train_rows = [row for row in rows if row["kind"] == "train"]
     last = summary["last_step"]
     batches_per_epoch = len(open_mahjong_shards(data_args[1], LoaderConfig(batch_size=64)))
@@ -59,7 +59,7 @@ def test_io_efficiency_is_per_device_throughput_over_the_bench_row(tmp_path: Pat
     bench = tmp_path / "bench.jsonl"
     row = ResultRow(run_id="r", timestamp="t", workload="mahjong", size="tiny", target="cpu:eager:fp32",
                     batch_size=8, status="ok", samples_per_s=500.0)
-    bench.write_text(json.dumps(dataclasses.asdict(row)) + "\n")
+    bench.write_text(row_line(row) + "\n")
     code = main(["train", *TINY_RUN, "--synthetic-data", "--batch-size-per-device", "8", "--steps", "12",
                  "--bench-jsonl", str(bench), "--out", str(tmp_path / "run")])
     assert code == 0
@@ -74,8 +74,10 @@ def test_io_efficiency_is_per_device_throughput_over_the_bench_row(tmp_path: Pat
         (["--synthetic-data", "--data", "x", "--steps", "1"], "exactly one of --data DIR or --synthetic-data"),
         (["--synthetic-data"], "exactly one of --steps N or --epochs E"),
         (["--synthetic-data", "--steps", "1", "--nnodes", "2"], "--rdzv-endpoint"),
-        (["--synthetic-data", "--steps", "1", "--batch-size-per-device", "0"], "--batch-size-per-device must be > 0"),
+        (["--synthetic-data", "--steps", "1", "--batch-size-per-device", "0"],
+         "--batch-size-per-device must be a finite number > 0"),
         (["--data", "/nonexistent/shards", "--steps", "1"], "no such file or directory"),
+        (["--data", ".", "--epochs", "inf"], "--epochs must be a finite number > 0, got inf"),
     ],
 )
 def test_bad_flags_fail_with_one_line_naming_the_flag(
@@ -92,9 +94,12 @@ def test_bad_flags_fail_with_one_line_naming_the_flag(
         (["--target", "cpu:eager:fp8"], "precision 'fp8' is not available on cpu"),
         (["--target", "tpu:eager:fp32"], "unknown device 'tpu'"),
         (["--workload", "chess"], "unknown workload 'chess'"),
-        (["--size", "huge"], "--size 'huge' is not a mahjong size"),
+        (["--size", "huge"], "--size 'huge' is not a size of workload mahjong"),
         (["--bench-jsonl", "no/such/bench.jsonl"], "no/such/bench.jsonl does not exist"),
         (["--bench-jsonl", "CORRUPT"], ":2: not a trainspeed result row"),
+        (["--lr", "nan"], "--lr must be a finite number > 0, got nan"),
+        (["--lr", "inf"], "--lr must be a finite number > 0, got inf"),
+        (["--batch-size-per-device", "100000000000"], "the synthetic batches of 2 rank(s) alone would take"),
     ],
 )
 def test_every_flag_and_file_is_checked_before_any_rank_starts(
@@ -103,7 +108,7 @@ def test_every_flag_and_file_is_checked_before_any_rank_starts(
     corrupt = tmp_path / "bench.jsonl"
     row = ResultRow(run_id="r", timestamp="t", workload="mahjong", size="tiny", target="cpu:eager:fp32",
                     batch_size=8, status="ok", samples_per_s=500.0)
-    corrupt.write_text(json.dumps(dataclasses.asdict(row)) + "\n{not json\n")
+    corrupt.write_text(row_line(row) + "\n{not json\n")
     flags = [str(corrupt) if flag == "CORRUPT" else flag for flag in flags]
     out = tmp_path / "run"
     code = main(["train", *TINY_RUN, "--synthetic-data", "--steps", "2", "--nproc", "2", *flags, "--out", str(out)])
@@ -111,6 +116,17 @@ def test_every_flag_and_file_is_checked_before_any_rank_starts(
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and error[0].startswith("trainspeed: error:") and message in error[0], error
     assert not out.exists(), "nothing is written before the input is checked"
+
+
+def test_a_batch_larger_than_the_training_split_is_refused_before_any_work(
+    tmp_path: Path, data_args: list[str], capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "run"
+    code = main(["train", *TINY_RUN, *data_args, "--batch-size-per-device", "100000000000", "--steps", "2",
+                 "--out", str(out)])
+    error = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(error) == 1 and "fewer than one global batch of 100000000000" in error[0], error
+    assert not out.exists()
 
 
 def test_no_timing_warmup_measures_the_steady_state_from_the_first_step(tmp_path: Path) -> None:

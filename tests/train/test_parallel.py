@@ -1,6 +1,10 @@
 """Gradient averaging for workloads with several trained networks (the optimizer-hook path that
 StyleGAN3 takes): two gloo ranks, each with its half of the batch and its own initialisation, end
-one step with the parameters of one process on the whole batch from rank 0's initialisation."""
+one step with the parameters of one process on the whole batch from rank 0's initialisation.
+
+The networks compute in float64: the two ways of averaging add the same eight per-sample gradients
+in another order, which changes a value of order 1 by a few units of 2**-53 (1e-16), so ATOL =
+1e-12 holds on any CPU, while a missing or wrong average moves a parameter by lr x gradient ~ 0.1."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from trainspeed.train.parallel import make_data_parallel
 from trainspeed.workloads.base import Trainable
 
 WORLD = 2
+ATOL = 1e-12
 
 
 class TwoNetworks(Trainable):
@@ -28,7 +33,7 @@ class TwoNetworks(Trainable):
 
     def __init__(self, seed: int) -> None:
         torch.manual_seed(seed)
-        super().__init__({"first": nn.Linear(4, 3), "second": nn.Linear(3, 1)})
+        super().__init__({"first": nn.Linear(4, 3).double(), "second": nn.Linear(3, 1).double()})
 
     def setup_optimizers(self, fused: bool = False) -> None:
         self.optimizers = {name: torch.optim.SGD(net.parameters(), lr=0.5) for name, net in self.networks.items()}
@@ -50,7 +55,8 @@ class TwoNetworks(Trainable):
 
 def global_batch() -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(123)
-    return {"x": torch.randn(8, 4, generator=generator), "y": torch.randn(8, 1, generator=generator)}
+    return {"x": torch.randn(8, 4, generator=generator, dtype=torch.float64),
+            "y": torch.randn(8, 1, generator=generator, dtype=torch.float64)}
 
 
 def parameters(trainable: Trainable) -> dict[str, torch.Tensor]:
@@ -88,4 +94,4 @@ def test_two_ranks_average_gradients_of_every_optimizer(tmp_path: Path) -> None:
     for key in expected:
         assert not torch.equal(expected[key], before[key])
         torch.testing.assert_close(ranks[0][key], ranks[1][key], rtol=0, atol=0)
-        torch.testing.assert_close(ranks[0][key], expected[key], rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(ranks[0][key], expected[key], rtol=0, atol=ATOL)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from train_runs import REPO_ROOT, TINY_RUN, train_command, train_env
@@ -134,3 +136,59 @@ def test_result_files_follow_the_umask(tmp_path: Path, capsys: pytest.CaptureFix
         os.umask(previous)
     for name in ("summary.json", "train_config.json", "checkpoints/latest"):
         assert (tmp_path / name).stat().st_mode & 0o777 == 0o644, name
+
+
+ORPHAN_KEEPER = r'''
+import ctypes, json, os, subprocess, sys, time
+import psutil
+
+# Orphans are re-parented to this process (a subreaper) in the same session, so their process group
+# is not orphaned and the kernel leaves them stopped: they stay alive as long as this test needs.
+PR_SET_CHILD_SUBREAPER = 36
+ctypes.CDLL("libc.so.6").prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+out, command = sys.argv[1], json.loads(sys.argv[2])
+launcher = subprocess.Popen(command, process_group=0, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+deadline = time.monotonic() + 120
+while not os.path.exists(os.path.join(out, "checkpoints", "latest")):
+    if launcher.poll() is not None or time.monotonic() > deadline:
+        print(json.dumps({"error": f"no checkpoint (exit code {launcher.poll()})"}), flush=True)
+        sys.exit(1)
+    time.sleep(0.05)
+workers = psutil.Process(launcher.pid).children()
+for worker in workers:
+    worker.suspend()
+launcher.kill()
+launcher.wait()
+print(json.dumps({"launcher": launcher.pid, "workers": [worker.pid for worker in workers]}), flush=True)
+sys.stdin.readline()
+for worker in workers:
+    worker.kill()
+    worker.wait()
+'''
+
+
+@pytest.mark.slow
+def test_after_kill_9_of_the_launcher_its_orphaned_loader_workers_do_not_hold_the_run(
+    tmp_path: Path, data_args: list[str]
+) -> None:
+    """kill -9 of a one-rank run leaves its forked loader workers alive for a while (here: stopped,
+    so for as long as the test needs); `--resume` must not be refused in the name of the dead pid."""
+    run = tmp_path / "run"
+    common = [*data_args, "--batch-size-per-device", "16", "--num-workers", "2", "--checkpoint-every", "2"]
+    command = train_command(*common, "--steps", "100000", "--out", str(run))
+    keeper = subprocess.Popen([sys.executable, "-c", ORPHAN_KEEPER, str(run), json.dumps(command)], env=train_env(),
+                              cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        killed = json.loads(keeper.stdout.readline())
+        assert "error" not in killed, killed
+        assert killed["workers"] and all(psutil.Process(pid).status() == psutil.STATUS_STOPPED
+                                         for pid in killed["workers"]), "the run's loader workers are not alive"
+        assert str(killed["launcher"]) in (run / ".lock").read_text(), "the lock does not name the killed launcher"
+        step = int((run / "checkpoints" / "latest").read_text().strip()[len("step-"):-len(".pt")])
+        resumed = subprocess.run(train_command(*common, "--steps", str(step + 2), "--resume", "--out", str(run)),
+                                 env=train_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        assert all(psutil.pid_exists(pid) for pid in killed["workers"]), "the orphans died before the resume ended"
+    finally:
+        keeper.communicate("done\n", timeout=60)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"resumed from {run}/checkpoints/step-{step:09d}.pt at step {step}" in resumed.stdout

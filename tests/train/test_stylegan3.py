@@ -2,45 +2,23 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
-import numpy as np
-import torch
-from PIL import Image
+import pytest
 
-from train_runs import REPO_ROOT, run_train, train_env
-
-
-def _image_dataset(tmp_path: Path) -> Path:
-    source = tmp_path / "photos"
-    source.mkdir()
-    rng = np.random.default_rng(0)
-    for index in range(12):
-        Image.fromarray(rng.integers(0, 256, (40, 40, 3), dtype=np.uint8)).save(source / f"{index:02d}.png")
-    dataset = tmp_path / "images.zip"
-    subprocess.run(
-        [sys.executable, "-m", "trainspeed", "data", "images", str(source), "--out", str(dataset), "--resolution", "32"],
-        env=train_env(), cwd=REPO_ROOT, check=True, capture_output=True, timeout=60,
-    )
-    return dataset
+from train_runs import latest_payload, run_train
 
 
 @pytest.mark.slow
-def test_stylegan3_trains_on_two_ranks_from_its_image_dataset(tmp_path: Path) -> None:
-    dataset = _image_dataset(tmp_path)
+def test_stylegan3_trains_on_two_ranks_from_its_image_dataset(tmp_path: Path, image_data_args: list[str]) -> None:
     out = tmp_path / "run"
-    result = run_train("--workload", "stylegan3", "--size", "tiny-t", "--data", str(dataset), "--nproc", "2",
+    result = run_train("--workload", "stylegan3", "--size", "tiny-t", *image_data_args, "--nproc", "2",
                        "--batch-size-per-device", "2", "--steps", "2", "--out", str(out), timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["workload"] == "stylegan3" and summary["samples"] == 2 * 2 * 2
     assert math.isfinite(summary["final_loss"]) and summary["validation"] is None
-    pointer = out / "checkpoints" / "latest"
-    payload = torch.load(pointer.parent / pointer.read_text().strip(), weights_only=False)
+    payload = latest_payload(out)
     assert set(payload["trainable"]["networks"]) == {"G", "D", "G_ema"} and payload["trainable"]["step"] == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -9,7 +10,12 @@ from pathlib import Path
 
 import torch
 
+from trainspeed.train.checkpoint import latest_checkpoint, load_checkpoint
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
+ATOL_FLOAT64 = 1e-9
+"""How far two float64 runs that add the same numbers in another order may drift apart (the
+derivation is in tests/train/test_data_parallel.py)."""
 # A large LR makes parameters move ~1e-2 in a few steps, far above the comparison tolerances.
 TINY_RUN = ["--workload", "mahjong", "--size", "tiny", "--no-progress", "--threads", "1", "--log-every", "2", "--lr", "3e-3"]
 
@@ -37,20 +43,98 @@ def run_train(*args: str, timeout: float = 120, extra_pythonpath: str | None = N
     )
 
 
-def final_parameters(run_dir: Path) -> dict[str, torch.Tensor]:
-    """The policy's parameters in the run's latest checkpoint (written by rank 0)."""
-    pointer = run_dir / "checkpoints" / "latest"
-    payload = torch.load(pointer.parent / pointer.read_text().strip(), map_location="cpu", weights_only=False)
-    return payload["trainable"]["networks"]["policy"]
+def latest_payload(run_dir: Path) -> dict:
+    """The run's latest checkpoint (written by rank 0), checked and loaded as the trainer loads it."""
+    path = latest_checkpoint(run_dir)
+    assert path is not None, f"{run_dir} has no checkpoint"
+    return load_checkpoint(path)
 
 
-def initial_parameters(size: str = "tiny", seed: int = 0) -> dict[str, torch.Tensor]:
-    """The policy's parameters before training (the workload builds deterministically per seed)."""
+def final_parameters(run_dir: Path, network: str = "policy") -> dict[str, torch.Tensor]:
+    """One network's parameters in the run's latest checkpoint."""
+    return latest_payload(run_dir)["trainable"]["networks"][network]
+
+
+def all_networks(run_dir: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of every network in the run's latest checkpoint, as "network.name"."""
+    networks = latest_payload(run_dir)["trainable"]["networks"]
+    return {f"{network}.{name}": tensor for network, state in networks.items() for name, tensor in state.items()}
+
+
+FLOAT64_WORKLOAD = '''
+import torch
+from torch import nn
+
+from trainspeed.workloads.base import Trainable
+from trainspeed.workloads.mahjong.workload import MahjongWorkload
+
+
+class Float64Policy(Trainable):
+    """A two-layer policy over Mahjong's features that computes in float64 from inputs to loss."""
+
+    def __init__(self, features: int, actions: int) -> None:
+        network = nn.Sequential(nn.Flatten(), nn.Linear(features, 64), nn.Tanh(), nn.Linear(64, actions))
+        super().__init__({"policy": network.double()})
+
+    def setup_optimizers(self, fused=False):
+        self.optimizers = {"policy": torch.optim.AdamW(self.networks["policy"].parameters(), lr=1e-3)}
+
+    def train_step(self, batch):
+        logits = self.wrapped["policy"](batch["features"].double()).masked_fill(~batch["mask"], -1e9)
+        loss = nn.functional.cross_entropy(logits, batch["action"])
+        loss.backward()
+        self.optimizers["policy"].step()
+        self.optimizers["policy"].zero_grad(set_to_none=True)
+        return loss.detach()
+
+
+class Float64Mahjong(MahjongWorkload):
+    """Mahjong's real shards, loader and synthetic batches, with the float64 policy."""
+
+    def build(self, size, seed=0):
+        torch.manual_seed(seed)
+        sample = self.synthetic_batch(size, 1, torch.Generator().manual_seed(0))
+        return Float64Policy(sample["features"][0].numel(), sample["mask"].shape[1])
+'''
+"""A user workload (`--workload float64_workload:Float64Mahjong`) for comparisons that must not
+depend on one CPU's float32 rounding."""
+
+
+def float64_workload(folder: Path) -> list[str]:
+    """Write FLOAT64_WORKLOAD into `folder` (pass it as `extra_pythonpath`); the --workload flags."""
+    (folder / "float64_workload.py").write_text(FLOAT64_WORKLOAD)
+    return ["--workload", "float64_workload:Float64Mahjong"]
+
+
+def float64_initial_parameters(folder: Path, monkeypatch) -> dict[str, torch.Tensor]:
+    """The float64 policy's parameters before training (seed 0, as `trainspeed train` builds it)."""
+    monkeypatch.syspath_prepend(str(folder))
     from trainspeed.workloads import get_workload
 
-    return get_workload("mahjong").build(size, seed=seed).networks["policy"].state_dict()
+    return get_workload("float64_workload:Float64Mahjong").build("tiny", seed=0).networks["policy"].state_dict()
 
 
 def max_abs_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    """In float64, so the difference of two float64 runs is not rounded to float32 first."""
     assert a.keys() == b.keys()
-    return max(float((a[key].float() - b[key].float()).abs().max()) for key in a)
+    return max(float((a[key].double() - b[key].double()).abs().max()) for key in a)
+
+
+class CreatesAFile:
+    """Unpickled, this object is `open(marker, "w")`: a checkpoint that runs code when loaded."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self) -> tuple:
+        return (open, (self.marker, "w"))
+
+
+def plant_payload(run_dir: Path, marker: Path) -> None:
+    """Replace every checkpoint of the run by a pickle payload that creates `marker`, each with a
+    checksum file that matches it (as a tamperer would write), so only the way checkpoints are read
+    stands between the payload and running it."""
+    for path in (run_dir / "checkpoints").glob("step-*.pt"):
+        torch.save({"step": 1, "config": "{}", "trainable": CreatesAFile(marker)}, path)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        path.with_name(path.name + ".sha256").write_text(f"{digest}  {path.name}\n")

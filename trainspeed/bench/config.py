@@ -70,7 +70,8 @@ def parse_targets(text: str) -> list[str]:
 @dataclass(frozen=True)
 class BenchConfig:
     workload: str = "mahjong"
-    size: str = "tiny"
+    size: str | None = None
+    """None: the workload's default size (`trainspeed.workloads.resolve_size`)."""
     targets: list[str] = field(default_factory=lambda: ["cpu:eager:fp32", "cpu:compile:fp32", "xla:lazy:fp32"])
     batch_sizes: list[int] = field(default_factory=lambda: [2**k for k in range(6, 11)])
     out: Path = Path("results/bench.jsonl")
@@ -86,6 +87,9 @@ class BenchConfig:
     threads: int | None = None
     """torch CPU threads (None leaves torch's default); recorded in every row."""
     seed: int = 0
+    run_id: str | None = None
+    """The rows' run id (None: a fresh one). Ratios pair only rows of one run, so commands measured
+    as one comparison (trainspeed bench beside a reference peer) share one."""
     command: str | None = None
     """The command line, recorded in every row (no flag: the command sets it)."""
 

@@ -1,13 +1,26 @@
-"""What a measurement ran on: versions, threads, host. Recorded in every result row."""
+"""The machine a measurement ran on, recorded in every row: a CPU number means little without the
+cores the process could use and how busy the machine was while it ran.
+
+A row's `machine` is captured when its measurement starts and completed when it ends (the load
+average at both ends), so a reader can tell a quiet machine from one shared with other jobs: the
+load average above the cores the process could use means other work competed for them.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
+import os
 import platform
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+
+from trainspeed.targets.cpu import cpu_model_name
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "XLA_FLAGS", "PJRT_DEVICE")
+"""Environment variables that set how many threads the math libraries (and XLA's CPU client) start."""
 
 
 def _version(package: str) -> str | None:
@@ -17,20 +30,69 @@ def _version(package: str) -> str | None:
         return None
 
 
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def _usable_cores() -> int | None:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
 @dataclass(frozen=True)
-class Environment:
-    hostname: str
-    python_version: str
-    torch_version: str
+class Machine:
+    """Fields are None only in rows converted from files written before rows recorded them."""
+
+    hostname: str | None
+    cpu_model: str | None
+    cores_total: int | None
+    """Every CPU the machine has (`os.cpu_count`)."""
+    cores_usable: int | None
+    """The CPUs this process could run on (`os.sched_getaffinity`)."""
+    load_average_start: float | None
+    """The 1-minute load average when the measurement started."""
+    load_average_end: float | None
+    torch_threads: int | None
+    torch_interop_threads: int | None
+    python_version: str | None
+    torch_version: str | None
     torch_xla_version: str | None
-    threads: int
+    thread_variables: dict[str, str] = field(default_factory=dict)
+    """The `THREAD_VARIABLES` that were set, as they were."""
+    note: str | None = None
+    """What is known of the machine beyond what was recorded (rows converted from older files)."""
 
     @classmethod
-    def capture(cls) -> "Environment":
+    def at_start(cls) -> "Machine":
         return cls(
-            hostname=socket.gethostname(),
-            python_version=platform.python_version(),
-            torch_version=torch.__version__,
+            hostname=socket.gethostname(), cpu_model=cpu_model_name(), cores_total=os.cpu_count(),
+            cores_usable=_usable_cores(), load_average_start=_load_average(), load_average_end=None,
+            torch_threads=torch.get_num_threads(), torch_interop_threads=torch.get_num_interop_threads(),
+            python_version=platform.python_version(), torch_version=torch.__version__,
             torch_xla_version=_version("torch_xla"),
-            threads=torch.get_num_threads(),
+            thread_variables={name: os.environ[name] for name in THREAD_VARIABLES if name in os.environ},
         )
+
+    def at_end(self) -> "Machine":
+        """This machine with the load average now, and the thread counts now (a measurement may set
+        them after it started)."""
+        return dataclasses.replace(self, load_average_end=_load_average(), torch_threads=torch.get_num_threads(),
+                                   torch_interop_threads=torch.get_num_interop_threads())
+
+    @property
+    def peak_load(self) -> float | None:
+        loads = [load for load in (self.load_average_start, self.load_average_end) if load is not None]
+        return max(loads) if loads else None
+
+    @property
+    def shared(self) -> bool | None:
+        """True when the load average exceeded the cores this process could use (None: not recorded)."""
+        cores = self.cores_usable or self.cores_total
+        if self.peak_load is None or cores is None:
+            return None
+        return self.peak_load > cores

@@ -1,16 +1,28 @@
-"""Result rows: one per (target, batch size), appended to JSONL, exported to CSV."""
+"""Bench rows: one per (target, batch size, feed), appended to JSONL as they are measured, exported
+to CSV.
+
+`ResultRow` is the row every bench writes: `trainspeed bench`, the studies built on it and the
+reference peers in `benchmarks/reference/`. A measured row is made from its `Timing` in one place
+(`measured_row`), so samples/s means the same (the median timed window) whoever measured it. A
+row of a remote target is a bench row too: the remote fields say how its steps crossed the wire.
+"""
 
 from __future__ import annotations
 
 import csv
 import dataclasses
 import io
-import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
-from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory
+from trainspeed.atomic import atomic_write_text, check_writable_directory
+from trainspeed.bench.environment import Machine
+from trainspeed.bench.timing import Timing
 from trainspeed.errors import UsageError
+from trainspeed.rows import append_row as append_record
+from trainspeed.rows import parse_row, read_records, record_kind
 
 STATUSES = ("ok", "invalid", "oom", "skipped", "error")
 """ok: measured; invalid: measured but a compilation happened inside a timed window;
@@ -18,19 +30,28 @@ oom: the configuration ran out of memory; skipped: not run, a smaller batch alre
 memory on this target; error: failed for another reason (see `error`)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class ResultRow:
+    KIND: ClassVar[str] = "bench"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
     run_id: str
+    """One bench invocation (or several commands measured as one comparison, `--run-id`): ratios
+    pair only rows of one run."""
     timestamp: str
     workload: str
     size: str
     target: str
     batch_size: int
     status: str
+    workload_module: str | None = None
+    """Where the workload is defined, its declared version and a hash of its definition
+    (`trainspeed.workloads.identity`): two workloads of one name never share a line or a ratio."""
+    workload_version: str | None = None
+    workload_sha256: str | None = None
     feed: str | None = None
     """"device": one batch kept on the device (no data IO); "host": each step copies the next of a
-    few host batches to the device inside the timed step. None in rows written before the choice
-    existed, which were device-fed."""
+    few host batches to the device inside the timed step."""
     bytes_per_step: int | None = None
     """Host-to-device bytes each timed step copies (0 with the device feed)."""
     samples_per_s: float | None = None
@@ -60,6 +81,13 @@ class ResultRow:
     peak_memory_bytes: int | None = None
     final_loss: float | None = None
     flops_per_sample: float | None = None
+    """The FLOPs per sample achieved_tflops and MFU are computed from (see mfu_flops_source)."""
+    flops_per_sample_declared: float | None = None
+    """The workload's own flops_per_sample."""
+    flops_per_sample_counted: float | None = None
+    """torch's FlopCounterMode on one host training step, per sample (bench/flops.py says what it sees)."""
+    mfu_flops_source: str | None = None
+    """Which of the two flops_per_sample is: "declared". None in rows written before the check."""
     achieved_tflops: float | None = None
     peak_tflops: float | None = None
     peak_tflops_source: str | None = None
@@ -69,11 +97,8 @@ class ResultRow:
     peak_refused: str | None = None
     """Why MFU is None although a peak exists: a peak below the achieved TFLOP/s cannot be a peak."""
     device_name: str | None = None
-    threads: int | None = None
-    torch_version: str | None = None
-    torch_xla_version: str | None = None
-    python_version: str | None = None
-    hostname: str | None = None
+    machine: Machine | None = None
+    """The machine, its cores and its load while this configuration was measured."""
     transport: str | None = None
     """How steps reached a device elsewhere ("grpc" for the remote family); None: a local device."""
     link: str | None = None
@@ -85,60 +110,126 @@ class ResultRow:
     """Median bytes each step sent to the remote device (the batch with the host feed)."""
     bytes_received_per_step: int | None = None
     server_step_s: float | None = None
-    """Median step time the remote device measured itself; client step - server step = wire time."""
+    """The step time the remote device measured itself, over the same steps as step_time_s (the
+    median over the timed windows of the server's seconds per step in each); client step - server
+    step = wire time."""
+    server_window_s: list[float] | None = None
+    """The remote device's own seconds in each timed window (the sum over its steps), paired with
+    window_s: no window's server time can exceed the client's."""
+    wire_time_suspect: bool | None = None
+    """True when server_step_s exceeds the client's step time over the same windows, which the
+    pairing rules out: the row's wire time is not to be trusted."""
     error: str | None = None
     command: str | None = None
-    """The command line that wrote the row (None in rows written before rows recorded it)."""
+    """The command line that wrote the row."""
 
     @property
     def is_measured(self) -> bool:
         return self.status in ("ok", "invalid") and self.samples_per_s is not None
 
     @property
+    def is_remote(self) -> bool:
+        return self.transport is not None
+
+    @property
     def series(self) -> str:
         """The name of this row's line in tables and plots: the target, plus the feed when the
-        steps were host-fed (device-fed rows keep the bare target name, as before the feed existed)."""
+        steps were host-fed."""
         return self.target if self.feed in (None, "device") else f"{self.target} {self.feed}-fed"
+
+    @property
+    def wire_s(self) -> float | None:
+        """Client step minus the server's own step: what the wire added to a remote step. None
+        where that difference is no wire time: not remote, not measured, flagged, or negative."""
+        if self.step_time_s is None or self.server_step_s is None or self.wire_time_suspect:
+            return None
+        wire = self.step_time_s - self.server_step_s
+        return wire if wire >= 0 else None
+
+    @property
+    def wire_flagged(self) -> bool:
+        """A remote row whose wire time cannot be read: flagged by its writer, or negative."""
+        if self.step_time_s is None or self.server_step_s is None:
+            return False
+        return bool(self.wire_time_suspect) or self.step_time_s < self.server_step_s
 
 
 FIELDS = [field.name for field in dataclasses.fields(ResultRow)]
 
 
+def measured_row(base: ResultRow, timing: Timing, *, min_window_s: float | None, warmup_steps: int,
+                 **fields: Any) -> ResultRow:
+    """`base` with what `timing` measured: samples/s of the median window, the slowest and the
+    fastest, every window's length; `ok`, or `invalid` when a compilation happened inside a window.
+    `fields` are further measurements of the same configuration (bytes per step, peak memory)."""
+    per_second = [base.batch_size / step_s for step_s in timing.step_times_s]
+    return dataclasses.replace(
+        base,
+        status="ok" if timing.compiles_in_windows == 0 else "invalid",
+        samples_per_s=base.batch_size / timing.median_step_s,
+        samples_per_s_min=min(per_second),
+        samples_per_s_max=max(per_second),
+        step_time_s=timing.median_step_s,
+        first_step_s=timing.first_step_s,
+        windows=len(timing.window_s),
+        steps_per_window=timing.steps_per_window,
+        window_s=list(timing.window_s),
+        min_window_s=min_window_s,
+        probe_step_s=None if math.isnan(timing.probe_step_s) else timing.probe_step_s,
+        window_restarts=timing.restarts,
+        steps_capped=timing.steps_capped,
+        cpu_s_per_wall_s=timing.cpu_s_per_wall_s,
+        warmup_steps=warmup_steps,
+        compiles_in_windows=timing.compiles_in_windows,
+        final_loss=timing.final_loss,
+        **fields,
+    )
+
+
 def check_results_file(path: Path) -> None:
     """Before measuring: the folder is writable and an existing file holds only result rows
     (a corrupt or cut line is named now, not after minutes of measuring)."""
+    if path.is_dir():
+        raise UsageError(f"--out {path} is a directory; name a results file in it, e.g. {path / 'bench.jsonl'}")
     check_writable_directory(path.parent, f"--out {path}")
     if path.exists():
         read_rows(path)
 
 
-def append_row(path: Path, row: ResultRow) -> None:
-    append_line(path, json.dumps(dataclasses.asdict(row), sort_keys=False))
+def append_row(path: Path, row: ResultRow, extra: dict[str, Any] | None = None) -> None:
+    """Append one bench row; `extra` holds a script's own fields beside the row's."""
+    append_record(path, row, extra)
 
 
 def read_rows(path: Path) -> list[ResultRow]:
-    """All rows of a results file; a line that is not a result row is an error naming the line."""
+    """The bench rows of a results file; a line that is no bench row is an error naming the line."""
     if not path.is_file():
         raise UsageError(f"results file {path} does not exist; run `trainspeed bench ... --out {path}` first")
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            row = ResultRow(**{k: v for k, v in record.items() if k in FIELDS})
-        except (json.JSONDecodeError, TypeError) as error:
-            raise UsageError(f"{path}:{number}: not a trainspeed result row ({error})") from None
+    for record, source in read_records(path):
+        kind, _ = record_kind(record, source)
+        if kind != ResultRow.KIND:
+            raise UsageError(f"{source}: a {kind!r} row, not a bench row; `trainspeed report` reads every kind")
+        row, _ = parse_row(ResultRow, record, source)
         if row.status not in STATUSES:
-            raise UsageError(f"{path}:{number}: unknown status {row.status!r} (one of {', '.join(STATUSES)})")
+            raise UsageError(f"{source}: unknown status {row.status!r} (one of {', '.join(STATUSES)})")
         rows.append(row)
     return rows
 
 
+def _flat(row: ResultRow) -> dict[str, Any]:
+    """The row's fields with the machine's spread out as `machine.NAME` columns."""
+    record = dataclasses.asdict(row)
+    machine = record.pop("machine") or {}
+    record.update({f"machine.{name}": value for name, value in machine.items()})
+    return record
+
+
 def write_csv(path: Path, rows: list[ResultRow]) -> None:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=FIELDS)
+    names = [name for name in FIELDS if name != "machine"] + [f"machine.{f.name}" for f in dataclasses.fields(Machine)]
+    writer = csv.DictWriter(buffer, fieldnames=names)
     writer.writeheader()
     for row in rows:
-        writer.writerow(dataclasses.asdict(row))
+        writer.writerow(_flat(row))
     atomic_write_text(path, buffer.getvalue())

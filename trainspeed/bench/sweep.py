@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import sys
 import uuid
 from typing import Callable
 
 import torch
 
-from trainspeed.bench.environment import Environment
+from trainspeed.bench.environment import Machine
 from trainspeed.bench.feed import make_feed
+from trainspeed.bench.flops import check_flops
 from trainspeed.bench.peak import device_peak_tflops, refused_peak
-from trainspeed.bench.results import ResultRow, append_row, check_results_file
+from trainspeed.bench.results import ResultRow, append_row, check_results_file, measured_row
 from trainspeed.bench.timing import TimingPlan, time_training
 from trainspeed.bench.config import BenchConfig
 from trainspeed.errors import DeviceLost
-from trainspeed.targets import Target, get_target
-from trainspeed.workloads import Workload, get_workload
+from trainspeed.targets import Target, check_target_builds, get_target
+from trainspeed.workloads import Workload, get_workload, resolve_size
+from trainspeed.workloads.identity import identify
 
 ProgressHook = Callable[[str, int, bool], None]
 """Called with (target, batch size, finished) before and after each configuration."""
@@ -52,6 +55,7 @@ def measure_configuration(
     target.free_memory()
     target.reset_peak_memory()
     base = dataclasses.replace(base, feed=feed)
+    machine = base.machine or Machine.at_start()
     trainable = batches = None
     try:
         trainable = target.build(workload, size, seed)
@@ -62,34 +66,15 @@ def measure_configuration(
         raise  # the device is gone: no later configuration can run either
     except Exception as error:  # noqa: BLE001 - every failure becomes a row; OOM is told apart
         status = "oom" if target.is_oom(error) else "error"
-        return dataclasses.replace(base, status=status, error=_first_line(error), **target.row_fields())
+        return dataclasses.replace(base, status=status, error=_first_line(error), machine=machine.at_end(),
+                                   **target.row_fields())
     finally:
         del trainable, batches
         target.free_memory()
-    per_second = [batch_size / step_s for step_s in timing.step_times_s]
-    median_rate = batch_size / timing.median_step_s
     return dataclasses.replace(
-        base,
-        status="ok" if timing.compiles_in_windows == 0 else "invalid",
-        samples_per_s=median_rate,
-        samples_per_s_min=min(per_second),
-        samples_per_s_max=max(per_second),
-        step_time_s=timing.median_step_s,
-        first_step_s=timing.first_step_s,
-        windows=len(timing.window_s),
-        steps_per_window=timing.steps_per_window,
-        window_s=list(timing.window_s),
-        min_window_s=plan.min_window_s,
-        probe_step_s=timing.probe_step_s,
-        window_restarts=timing.restarts,
-        steps_capped=timing.steps_capped,
-        cpu_s_per_wall_s=timing.cpu_s_per_wall_s,
-        bytes_per_step=bytes_per_step,
-        warmup_steps=plan.warmup_steps,
-        compiles_in_windows=timing.compiles_in_windows,
-        peak_memory_bytes=target.peak_memory_bytes(),
-        final_loss=timing.final_loss,
-        **target.row_fields(),
+        measured_row(base, timing, min_window_s=plan.min_window_s, warmup_steps=plan.warmup_steps,
+                     bytes_per_step=bytes_per_step, peak_memory_bytes=target.peak_memory_bytes()),
+        machine=machine.at_end(), **target.row_fields(),
     )
 
 
@@ -115,13 +100,21 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
     if config.threads:
         torch.set_num_threads(config.threads)
     workload = get_workload(config.workload)
+    config = dataclasses.replace(config, size=resolve_size(workload, config.size))
     # Build every target first: a bad or unavailable one fails before any time is spent, and
     # XLA registers its device before the first backward in this process (autograd sizes its
-    # device queues then; a workload may count its FLOPs with a backward pass).
+    # device queues then; a workload may count its FLOPs with a backward pass, and so does the
+    # FLOPs check).
     targets = [get_target(name) for name in config.targets]
-    flops_per_sample = workload.flops_per_sample(config.size)
-    environment = Environment.capture()
-    run_id = uuid.uuid4().hex[:12]
+    for name in config.targets:
+        check_target_builds(name, workload)
+    flops = check_flops(workload, config.size, config.seed)
+    warning = flops.warning()
+    if warning:
+        print(f"trainspeed: warning: {warning}", file=sys.stderr, flush=True)
+    flops_per_sample = flops.declared
+    identity = identify(workload).row_fields()
+    run_id = config.run_id or uuid.uuid4().hex[:12]
     rows: list[ResultRow] = []
     for target in targets:
         peak_tflops, source = (config.peak_tflops, "given") if config.peak_tflops else (None, None)
@@ -140,9 +133,11 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                     status="skipped",
                     feed=feed,
                     flops_per_sample=flops_per_sample,
+                    **flops.row_fields(),
                     device_name=target.device_name(),
                     command=config.command,
-                    **dataclasses.asdict(environment),
+                    machine=Machine.at_start(),
+                    **identity,
                 )
                 if feed in out_of_memory_at:
                     row = dataclasses.replace(base, error=f"batch {out_of_memory_at[feed]} already ran out of memory")

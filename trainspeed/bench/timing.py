@@ -120,6 +120,7 @@ def time_training(target: Target, trainable: Trainable, batches: Union[Batch, Ba
     compiles_before = target.compile_count()
     restarts = 0
     while True:
+        target.start_timed_windows()
         window_s: list[float] = []
         cpu_s = 0.0
         for _ in range(plan.windows):

@@ -1,4 +1,4 @@
-"""Command line: `trainspeed info | bench | plot | report | train | serve | data | eval ...`, one module per command.
+"""Command line: `trainspeed info | bench | plot | report | study | train | serve | data | eval ...`, one module per command.
 
 The commands are the top layer: each turns flags into a config, calls the packages below (bench,
 train, report, a workload's data tools) and prints. Every handler returns an exit code. Bad input
@@ -20,6 +20,7 @@ from trainspeed.cli.info import add_info_command
 from trainspeed.cli.plot import add_plot_command
 from trainspeed.cli.report import add_report_command
 from trainspeed.cli.serve import add_serve_command
+from trainspeed.cli.study import add_study_command
 from trainspeed.cli.train import add_train_command
 from trainspeed.errors import DeviceLost, UsageError
 from trainspeed.flags import OneLineParser
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_command(subparsers)
     add_plot_command(subparsers)
     add_report_command(subparsers)
+    add_study_command(subparsers)
     add_train_command(subparsers)
     add_serve_command(subparsers)
     add_data_commands(subparsers)

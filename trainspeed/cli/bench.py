@@ -19,7 +19,7 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
         description="Sweep batch sizes on each target; append result rows to JSONL (+CSV), print ratios, plot.",
     )
     add_flag(parser, "--workload", BenchConfig, "workload", "mahjong, stylegan3, or package.module:factory")
-    add_flag(parser, "--size", BenchConfig, "size", "workload size, e.g. tiny, small, base, large")
+    add_flag(parser, "--size", BenchConfig, "size", "workload size (default: the workload's default size, mahjong tiny)")
     add_flag(parser, "--targets", BenchConfig, "targets", "comma list of device:mode:precision", type=parse_targets)
     add_flag(parser, "--batch-sizes", BenchConfig, "batch_sizes",
              "range 2^6..2^14 or list 64,256,1024 (each at most 2^40)", type=parse_batch_sizes)
@@ -40,6 +40,9 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     add_flag(parser, "--threads", BenchConfig, "threads", "torch CPU threads (recorded in every row)",
              type=thread_count)
     add_flag(parser, "--seed", BenchConfig, "seed", "seed of the model and the synthetic batch")
+    add_flag(parser, "--run-id", BenchConfig, "run_id",
+             "the rows' run id (default: a fresh one); ratios pair only rows of one run, so give commands "
+             "measured as one comparison the same id")
     parser.add_argument("--no-plot", action="store_true", help="do not write OUT.png/OUT.svg")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run_bench)
@@ -64,14 +67,15 @@ def run_bench(args: argparse.Namespace) -> int:
                 bar.set_description(f"{target} batch {batch_size}")
 
         rows = run_sweep(config, on_progress=on_progress)
-    print(format_table(ratio_table(rows, config.baseline)))
+    baseline = config.baseline or config.targets[0]
+    print(format_table(ratio_table(rows, baseline)))
     all_rows = read_rows(config.out)
     write_csv(config.out.with_suffix(".csv"), all_rows)
     print(f"rows appended to {config.out} (CSV: {config.out.with_suffix('.csv')})")
     if not args.no_plot and any(row.is_measured for row in rows):
         from trainspeed.report.plot import plot_results
 
-        paths = plot_results(rows, config.out.with_suffix(""), config.baseline)
+        paths = plot_results(rows, config.out.with_suffix(""), baseline)
         print("plot: " + ", ".join(str(p) for p in paths))
     errors = [row for row in rows if row.status == "error"]
     for row in errors:

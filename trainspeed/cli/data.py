@@ -1,15 +1,93 @@
-"""`trainspeed data ...`: each workload's dataset tools (make, import, inspect, verify)."""
+"""`trainspeed data ...`: the generic verbs (from-arrays, inspect, verify) and each workload's dataset
+tools (mahjong-selfplay, from-mjai, images).
+
+`inspect` and `verify` read any shard set from its index alone; a format a workload knows more
+about (Mahjong: legal actions, finite features, game counts) gets that workload's checks too.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
+from typing import Callable
 
+from trainspeed.data.dataset import load_arrays, summarize_dataset, verify_dataset, write_dataset
+from trainspeed.data.shards import load_index
+from trainspeed.data.verify import VerifyReport
 from trainspeed.workloads.mahjong.data.cli import add_data_commands as add_mahjong_data_commands
+from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
+from trainspeed.workloads.mahjong.data.verify import verify_mahjong_shards
 from trainspeed.workloads.stylegan3.cli import add_images_command as add_image_data_command
+
+FORMAT_CHECKS: dict[str, Callable[[Path], VerifyReport]] = {MAHJONG_SCHEMA.format_name: verify_mahjong_shards}
+"""Shard formats whose workload checks more than any shard set gets (sizes, checksums, totals)."""
 
 
 def add_data_commands(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("data", help="make, import, inspect and verify datasets")
     data_subparsers = parser.add_subparsers(dest="data_command", required=True, metavar="DATA_COMMAND")
+
+    from_arrays = data_subparsers.add_parser(
+        "from-arrays", help="write a dataset of your own arrays (.npz, or a folder of .npy) as shards",
+        description="Write the named arrays of an .npz file (or the .npy files of a folder, one column each) "
+        "as a shard set that trainspeed.data.open_dataset reads; each array holds one entry per sample.")
+    from_arrays.add_argument("source", type=Path, help="an .npz file or a folder of .npy files (never unpickled)")
+    from_arrays.add_argument("--out", type=Path, required=True, help="a new or empty folder")
+    from_arrays.add_argument("--split-by", help="integer column whose equal values stay in one split (e.g. a "
+                             "document id); default: each sample on its own")
+    from_arrays.add_argument("--val-fraction", type=float, default=0.05, help="share held out for validation "
+                             "(of the --split-by values; per-mille steps; default: 0.05)")
+    from_arrays.add_argument("--samples-per-shard", type=int, help="default: about 64 MiB per shard")
+    from_arrays.set_defaults(handler=run_from_arrays_command)
+
+    inspect = data_subparsers.add_parser("inspect", help="summarize a shard folder from its index")
+    inspect.add_argument("folder", type=Path)
+    inspect.add_argument("--json", action="store_true", help="print the summary as JSON")
+    inspect.set_defaults(handler=run_inspect_command)
+
+    verify = data_subparsers.add_parser(
+        "verify", help="check sizes, checksums and counts (and a workload's own checks of its format)")
+    verify.add_argument("folder", type=Path)
+    verify.set_defaults(handler=run_verify_command)
+
     add_mahjong_data_commands(data_subparsers)
     add_image_data_command(data_subparsers)
+
+
+def run_from_arrays_command(args: argparse.Namespace) -> int:
+    columns = load_arrays(args.source)
+    index = write_dataset(columns, args.out, split_by=args.split_by, val_fraction=args.val_fraction,
+                          samples_per_shard=args.samples_per_shard, source={"from_arrays": str(args.source)})
+    split = index["split"]
+    print(f"{args.out}: {index['samples']} samples ({split['train_samples']} train, {split['val_samples']} val) "
+          f"of columns {', '.join(index['columns'])} in {len(index['shards'])} shards")
+    return 0
+
+
+def run_inspect_command(args: argparse.Namespace) -> int:
+    summary = summarize_dataset(args.folder)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+        return 0
+    print(f"{args.folder}: {summary['format']} version {summary['format_version']}, {summary['shards']} shards, "
+          f"{summary['samples']} samples, {summary['total_bytes'] / 2**20:.1f} MiB")
+    for name, column in summary["columns"].items():
+        print(f"  {name:12s} {column['dtype']:5s} {tuple(column['shape'])}")
+    shown = ("format", "format_version", "shards", "samples", "total_bytes", "columns")
+    for key, value in summary.items():
+        if key not in shown:
+            print(f"  {key}: {json.dumps(value)}")
+    return 0
+
+
+def run_verify_command(args: argparse.Namespace) -> int:
+    check = FORMAT_CHECKS.get(load_index(args.folder)["format"], verify_dataset)
+    report = check(args.folder)
+    for problem in report.problems:
+        print(f"FAIL {problem}")
+    if report.is_ok:
+        print(f"{args.folder}: OK, {report.shards} shards, {report.samples} samples")
+        return 0
+    print(f"{args.folder}: {len(report.problems)} problems")
+    return 1

@@ -11,14 +11,13 @@ def add_info_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    import torch
-
-    from trainspeed.bench.environment import Environment
+    from trainspeed.bench.environment import Machine
     from trainspeed.targets import available_targets
 
-    environment = Environment.capture()
-    print(f"torch {environment.torch_version}, torch_xla {environment.torch_xla_version or 'not installed'}, "
-          f"python {environment.python_version}, {torch.get_num_threads()} CPU threads")
+    machine = Machine.at_start()
+    print(f"torch {machine.torch_version}, torch_xla {machine.torch_xla_version or 'not installed'}, "
+          f"python {machine.python_version}, {machine.torch_threads} CPU threads; {machine.cpu_model}, "
+          f"{machine.cores_usable} of {machine.cores_total} cores usable, load average {machine.load_average_start}")
     for name, reason in available_targets().items():
         print(f"  {name:<24} {'available' if reason is None else 'unavailable: ' + reason}")
     return 0

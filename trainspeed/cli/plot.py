@@ -11,7 +11,7 @@ from trainspeed.errors import UsageError
 def add_plot_command(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("plot", help="plot a results JSONL: ratio vs log2(batch) and samples/s")
     parser.add_argument("results", type=Path)
-    parser.add_argument("--out", type=Path, default=None, help="output stem (default: beside RESULTS)")
+    parser.add_argument("--out", type=Path, default=None, help="output stem: STEM.png and STEM.svg (default: beside RESULTS)")
     parser.add_argument("--baseline", default=None)
     parser.add_argument("--run-id", default=None, help="only rows of this run (default: newest row per config)")
     parser.set_defaults(handler=run_plot)
@@ -19,15 +19,22 @@ def add_plot_command(subparsers: argparse._SubParsersAction) -> None:
 
 def run_plot(args: argparse.Namespace) -> int:
     from trainspeed.bench.results import read_rows
+    from trainspeed.cli.report import check_output
     from trainspeed.report.plot import plot_results
 
+    stem = args.out or args.results.with_suffix("")
+    if args.out is not None and args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a directory; give a stem, e.g. {args.out / 'bench'} "
+                         "(writes bench.png and bench.svg)")
     rows = read_rows(args.results)
+    for suffix in (".png", ".svg"):
+        check_output(stem.with_suffix(suffix), {args.results.resolve()})
     if args.run_id:
         rows = [row for row in rows if row.run_id == args.run_id]
         if not rows:
             raise UsageError(f"no rows with run id {args.run_id} in {args.results}")
     if args.baseline and args.baseline not in {name for row in rows for name in (row.target, row.series)}:
         raise UsageError(f"--baseline {args.baseline} has no rows in {args.results}")
-    paths = plot_results(rows, args.out or args.results.with_suffix(""), args.baseline)
+    paths = plot_results(rows, stem, args.baseline)
     print("\n".join(str(p) for p in paths))
     return 0

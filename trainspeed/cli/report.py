@@ -6,11 +6,13 @@ import argparse
 from pathlib import Path
 
 from trainspeed.atomic import check_writable_directory
+from trainspeed.errors import UsageError
 
 EPILOG = """\
-reads (each row recognised by its fields; extra fields are kept):
-  bench rows (trainspeed bench, benchmarks/*), remote bench rows, mahjong-eval rows,
-  batch-size study rows, run directories (summary.json + metrics.jsonl) or folders of them
+reads (each row by the reader of its kind; extra fields are kept):
+  bench rows (trainspeed bench, the studies, benchmarks/*), remote bench rows, mahjong-eval rows,
+  scaling and batch-size study rows, the scripts' measurements, run directories
+  (summary.json + metrics.jsonl), or folders of them (trainspeed study all --out DIR)
 example:
   trainspeed report results/*.jsonl runs/mahjong --out report.html
 """
@@ -25,7 +27,7 @@ def add_report_command(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("results", nargs="*", type=Path, metavar="RESULTS",
-                        help="result files (JSONL or JSON) and run directories")
+                        help="result files (JSONL or JSON), run directories, folders of them")
     parser.add_argument("--out", type=Path, default=Path("report.html"), help="the HTML file (default: report.html)")
     parser.add_argument("--title", default="trainspeed report", help="the page's title")
     parser.add_argument("--baseline", action="append", default=[], metavar="TARGET",
@@ -35,12 +37,21 @@ def add_report_command(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run_report)
 
 
+def check_output(out: Path, read: set[Path], flag: str = "--out") -> None:
+    """An output is a file of its own: not a directory, and none of the files just read."""
+    if out.is_dir():
+        raise UsageError(f"{flag} {out} is a directory; name the HTML file, e.g. {out / 'report.html'}")
+    if out.resolve() in read:
+        raise UsageError(f"{flag} {out} is one of the inputs; write the page to another file")
+    check_writable_directory(out.parent, f"{flag} {out}")
+
+
 def run_report(args: argparse.Namespace) -> int:
     from trainspeed.report.inputs import read_inputs
     from trainspeed.report.page import write_report
 
     inputs = read_inputs(args.results)
-    check_writable_directory(args.out.parent, f"--out {args.out}")
+    check_output(args.out, inputs.read)
     write_report(inputs, args.out, args.title, args.baseline)
     print(f"report: {args.out} ({inputs.count} rows and runs from {len(inputs.files)} inputs)")
     return 0

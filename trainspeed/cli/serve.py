@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import threading
@@ -18,6 +19,7 @@ examples:
   trainspeed bench --targets remote:127.0.0.1:50051/cpu:eager:fp32 --feed host   # on the client
   trainspeed serve --target cuda:eager:bf16 --listen 0.0.0.0:50051 --token-file token \\
       --tls-cert server.pem --tls-key server.key
+  PYTHONPATH=examples trainspeed serve --workload image_classifier_workload:ImageClassifierWorkload
 The first line on stdout is the target name clients use (remote:HOST:PORT/TARGET).
 """
 
@@ -43,6 +45,12 @@ def add_serve_command(subparsers: argparse._SubParsersAction) -> None:
     flag("--insecure", "insecure", "allow a non-loopback --listen without TLS (token and tensors in clear text)")
     flag("--threads", "threads", "torch CPU threads of the server")
     flag("--max-sessions", "max_sessions", "models (client streams) held at once")
+    parser.add_argument("--workload", dest="workloads", action="append", default=[], metavar="PACKAGE.MODULE:FACTORY",
+                        help="a workload clients may build besides the built-in ones (repeatable); imported now, "
+                        "clients name it and must run the same definition")
+    flag("--idle-timeout-s", "idle_timeout_s", "end a session (and free its slot) that sends nothing for this long")
+    flag("--memory-budget-gib", "memory_budget_gib",
+         "GiB of client tensors (batches, states) all sessions may hold (default: half this machine's memory)")
     parser.set_defaults(handler=run_serve)
 
 
@@ -55,7 +63,8 @@ def run_serve(args: argparse.Namespace) -> int:
     except ImportError as error:
         raise UsageError(f"serve needs grpcio and protobuf ({error}); pip install 'trainspeed[remote]'") from None
 
-    running = start_server(config_from_flags(ServeConfig, args))
+    config = dataclasses.replace(config_from_flags(ServeConfig, args), workloads=tuple(args.workloads))
+    running = start_server(config)
     print(running.remote_name, flush=True)
     stop = threading.Event()
 

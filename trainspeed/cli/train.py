@@ -33,7 +33,7 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> argparse.Argume
 
     what = parser.add_argument_group("what to train")
     flag(what, "--workload", "workload", "mahjong, stylegan3 or package.module:factory")
-    flag(what, "--size", "size", "model size of the workload")
+    flag(what, "--size", "size", "model size of the workload (default: the workload's default size)")
     flag(what, "--data", "data", "dataset directory (or file) of the workload")
     flag(what, "--synthetic-data", "synthetic_data", "no data IO: cycle synthetic batches")
     flag(what, "--target", "target", "device:mode:precision")
@@ -56,10 +56,12 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> argparse.Argume
     flag(where, "--num-workers", "num_workers", "loader worker processes per rank")
     flag(where, "--threads", "threads", "torch threads per rank")
 
-    lr = parser.add_argument_group("learning rate (peak = lr x scale(global batch / reference batch))")
+    lr = parser.add_argument_group("learning rate (peak = lr x scale(global batch / reference batch), printed at the start)")
     flag(lr, "--lr", "lr.base_lr", "base LR at the reference batch (default: the workload's)")
-    flag(lr, "--lr-scaling", "lr.scaling", "how the peak LR follows the global batch", choices=LR_SCALING_RULES)
-    flag(lr, "--lr-reference-batch", "lr.reference_batch", "global batch the base LR was tuned at")
+    flag(lr, "--lr-scaling", "lr.scaling", "how the peak LR follows the global batch (default: sqrt; none "
+         "where the workload declares reference_batch = None)", choices=LR_SCALING_RULES)
+    flag(lr, "--lr-reference-batch", "lr.reference_batch",
+         "global batch the base LR was tuned at (default: the workload's reference_batch, 512 if it declares none)")
     flag(lr, "--warmup-steps", "lr.warmup_steps", "linear warm-up steps (default: 5%% of the run)")
     flag(lr, "--min-lr-ratio", "lr.min_lr_ratio", "final LR / peak LR of the cosine")
 

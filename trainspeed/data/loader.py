@@ -12,15 +12,17 @@ tensor: no per-sample Python. Background workers (torch DataLoader, one whole ba
 pinned memory overlap this with training; whether to pin is the caller's decision
 (`LoaderConfig.pin_memory`: the trainer pins for CUDA targets). The split is by the split column:
 a fixed hash of its value puts about `val_per_mille`/1000 of its distinct values (Mahjong: games)
-in "val", so all samples of one value fall on the same side.
+in "val", so all samples of one value fall on the same side. Without a split column each sample is
+its own group, hashed by its position in the shard set.
 
 Every batch also holds `meta_sample_id` int64 (B,), each sample's position in the split (cheap; used
-by the tests to prove exactly-once reading).
+by the tests to prove exactly-once reading). A workload's step ignores keys it does not use.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +35,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from trainspeed.data.base import Batch, BatchLoader, LoaderConfig
 from trainspeed.data.order import batches_per_epoch, check_rank_config, chunk_bounds, chunked_order, rank_slice
 from trainspeed.data.shards import ShardColumns, ShardSchema, open_shard, read_index
-from trainspeed.data.verify import shard_file_problem
+from trainspeed.data.verify import index_problems, shard_file_problem
 from trainspeed.errors import UsageError
 
 VAL_PER_MILLE = 50
@@ -79,15 +81,17 @@ class ShardBatchSpec:
 
     schema: ShardSchema
     outputs: tuple[OutputColumn, ...]
-    split_column: str
-    """An integer column; samples with equal values land in the same split."""
+    split_column: str | None
+    """An integer column; samples with equal values land in the same split. None: each sample
+    on its own, by its position in the shard set."""
     val_per_mille: int = VAL_PER_MILLE
     check_rows: RowCheck | None = None
     """The workload's cheap checks of every batch read (Mahjong: action ids in range and legal under
     their mask), so data that would train to garbage is refused at its first read."""
 
     def __post_init__(self) -> None:
-        for name in [o.name for o in self.outputs] + [self.split_column]:
+        split = [] if self.split_column is None else [self.split_column]
+        for name in [o.name for o in self.outputs] + split:
             if name not in self.schema.columns:
                 raise ValueError(f"column {name!r} is not in the {self.schema.format_name} schema")
         for output in self.outputs:
@@ -122,9 +126,13 @@ class SplitLayout:
 def split_layout(folder: Path, index: dict, split: str, spec: ShardBatchSpec) -> SplitLayout:
     if split not in SPLITS:
         raise UsageError(f"split {split!r}: use one of {', '.join(SPLITS)}")
-    starts, rows = [0], []
+    starts, rows, position = [0], [], 0
     for info in index["shards"]:
-        keys = np.asarray(open_shard(folder, info, spec.schema)[spec.split_column])
+        if spec.split_column is None:
+            keys = np.arange(position, position + info["samples"], dtype=np.int64)
+        else:
+            keys = np.asarray(open_shard(folder, info, spec.schema)[spec.split_column])
+        position += info["samples"]
         in_val = in_validation_split(keys, spec.val_per_mille)
         selected = np.flatnonzero(in_val if split == "val" else ~in_val)
         rows.append(selected.astype(np.int64))
@@ -316,7 +324,26 @@ def _worker_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context()
 
 
+def worker_seed_generator(config: LoaderConfig) -> torch.Generator:
+    """The generator a DataLoader draws its workers' base seed from, once per new iterator.
+
+    Without one the DataLoader draws from the global torch generator, which the training step uses
+    too: a resumed run opens an iterator mid-epoch, where the run it continues opened none, so it
+    drew one number more and every random number after it (StyleGAN3's latents and noise) differed.
+    With a generator of the loader's own the global one is the training step's alone. These workers
+    draw no random numbers, so their seeds need no checkpoint."""
+    return torch.Generator().manual_seed(config.seed * 1_000_003 + config.rank)
+
+
+def leave_interrupts_to_the_trainer(worker_id: int) -> None:
+    """A loader worker ignores SIGINT: a Ctrl-C reaches the whole process group, and the process the
+    worker serves answers it (the trainer checkpoints, then shuts its workers down). A worker that
+    exited on its own KeyboardInterrupt would leave that process waiting for a batch that never comes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _single_thread_worker(worker_id: int) -> None:
+    leave_interrupts_to_the_trainer(worker_id)
     torch.set_num_threads(1)
 
 
@@ -326,6 +353,9 @@ class ShardLoader(BatchLoader):
     def __init__(self, folder: Path, config: LoaderConfig, spec: ShardBatchSpec) -> None:
         check_rank_config(config)
         index = read_index(folder, spec.schema)
+        problems = index_problems(Path(folder), index, spec.schema)
+        if problems:  # the index check `data verify` runs: a set it refuses never trains
+            raise UsageError(problems[0])
         self.config = config
         self.spec = spec
         self.layout = split_layout(folder, index, config.split, spec)
@@ -340,7 +370,7 @@ class ShardLoader(BatchLoader):
         self._dataloader = DataLoader(
             self.dataset, batch_size=None, sampler=_PositionSampler(self), num_workers=workers,
             prefetch_factor=prefetch if workers > 0 else None, persistent_workers=workers > 0,
-            worker_init_fn=_single_thread_worker if workers > 0 else None,
+            worker_init_fn=_single_thread_worker if workers > 0 else None, generator=worker_seed_generator(config),
             multiprocessing_context=_worker_context() if workers > 0 else None)
 
     @property

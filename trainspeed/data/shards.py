@@ -9,7 +9,13 @@ sample count, so a shard carries no header.
 Each shard gets a sidecar `<name>.json` (written after its `.bin`, both atomically), so a folder
 can be filled by many processes and resumed; `write_index` gathers the sidecars into `index.json`,
 which records the schema's columns. Besides its size and sha256, a sidecar holds free-form stats
-from the writer (e.g. game counts), and the index may hold totals of them.
+from the writer (e.g. game counts), and the index may hold totals of them. Shard names start with
+`shard-` (`write_shard` refuses others: `write_index` gathers only those).
+
+An index is data from wherever the folder came from: `load_index` checks every field's type and
+refuses a shard `file` that would lead outside the folder (an absolute path, `..`, a symlink that
+leaves it) before anything opens one. `index_schema` rebuilds the schema an index describes, so
+any shard set can be inspected and verified without knowing its workload.
 """
 
 from __future__ import annotations
@@ -119,7 +125,12 @@ def _checked_columns(schema: ShardSchema, columns: Mapping[str, np.ndarray]) -> 
 
 def write_shard(folder: Path, name: str, schema: ShardSchema, columns: Mapping[str, np.ndarray],
                 stats: Mapping | None = None) -> ShardInfo:
-    """Write `<name>.bin` then its sidecar `<name>.json`; a crash leaves neither half-written."""
+    """Write `<name>.bin` then its sidecar `<name>.json`; a crash leaves neither half-written.
+
+    `name` starts with `shard-` (ValueError otherwise): `write_index` gathers only those."""
+    if not name.startswith(SHARD_PREFIX) or "/" in name:
+        raise ValueError(f"shard name {name!r}: shard names start with {SHARD_PREFIX!r} (e.g. {SHARD_PREFIX}000000), "
+                         "which is what write_index gathers")
     samples = _checked_columns(schema, columns)
     offsets = schema.section_offsets(samples)
     bin_path = folder / f"{name}.bin"
@@ -169,28 +180,117 @@ def write_index(folder: Path, schema: ShardSchema, extra: dict | None = None,
     return document
 
 
-def read_index(folder: str | os.PathLike, schema: ShardSchema) -> dict:
-    """The folder's index, checked for format, version and columns; UsageError names what is wrong."""
+def load_index(folder: str | os.PathLike, how_to_make: str = "") -> dict:
+    """The folder's index, checked for form whatever its format: every field the readers use has
+    its type, and every shard file lies inside the folder. UsageError names what is wrong."""
     path = Path(folder)
     if not path.is_dir():
-        hint = f" ({schema.how_to_make})" if schema.how_to_make else ""
+        hint = f" ({how_to_make})" if how_to_make else ""
         raise UsageError(f"{path}: no such folder{hint}")
     index_path = path / INDEX_NAME
     if not index_path.is_file():
         raise UsageError(f"{index_path}: missing; this folder holds no finished shard set")
     try:
-        document = json.loads(index_path.read_text())
-    except json.JSONDecodeError as error:
+        document = json.loads(index_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise UsageError(f"{index_path}: not valid JSON ({error})") from None
-    if document.get("format") != schema.format_name:
-        raise UsageError(f"{index_path}: format {document.get('format')!r}, expected {schema.format_name!r}")
-    if document.get("format_version") != schema.format_version:
-        raise UsageError(f"{index_path}: format version {document.get('format_version')!r}; this trainspeed "
+    except OSError as error:
+        raise UsageError(f"{index_path}: cannot read ({error.strerror})") from None
+    problem = _form_problem(document) or _outside_problem(path, document["shards"])
+    if problem is not None:
+        raise UsageError(f"{index_path}: {problem}")
+    return document
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+STORABLE_KINDS = "biufc"
+"""numpy dtype kinds a column may have: booleans and numbers (never objects, which would be pickles)."""
+
+
+def _column_problem(name: str, column: object) -> str | None:
+    if not isinstance(column, dict) or not isinstance(column.get("dtype"), str) or not isinstance(column.get("shape"), list):
+        return f"column {name!r} must be {{\"dtype\": str, \"shape\": [ints]}}, got {column!r:.80}"
+    try:
+        dtype = np.dtype(column["dtype"])
+    except (TypeError, ValueError):
+        return f"column {name!r}: {column['dtype']!r} is not a numpy dtype"
+    if dtype.kind not in STORABLE_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+        return f"column {name!r}: dtype {column['dtype']!r} is not a plain number or boolean type"
+    if not all(_is_count(n) for n in column["shape"]):
+        return f"column {name!r}: shape {column['shape']!r:.80} is not a list of non-negative integers"
+    return None
+
+
+def _form_problem(document: object) -> str | None:
+    """Why `document` is not the form of an index (wrong or missing fields), or None."""
+    if not isinstance(document, dict):
+        return f"not an index (a JSON {type(document).__name__}, not an object)"
+    expected = {"format": (str, "a string"), "format_version": (int, "an integer"), "columns": (dict, "an object"),
+                "samples": (int, "an integer"), "shards": (list, "a list")}
+    for key, (kind, what) in expected.items():
+        value = document.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"{key} must be {what}, got {value!r:.80}"
+    if document["samples"] < 0:
+        return f"samples must be non-negative, got {document['samples']}"
+    for name, column in document["columns"].items():
+        problem = _column_problem(name, column)
+        if problem is not None:
+            return problem
+    for number, entry in enumerate(document["shards"]):
+        where = f"shards[{number}]"
+        if not isinstance(entry, dict):
+            return f"{where} must be an object, got {entry!r:.80}"
+        for key, check, what in (("file", lambda v: isinstance(v, str) and v != "", "a file name"),
+                                 ("samples", _is_count, "a non-negative integer"),
+                                 ("nbytes", _is_count, "a non-negative integer"),
+                                 ("sha256", lambda v: isinstance(v, str), "a hex string"),
+                                 ("ctime_ns", lambda v: v is None or _is_count(v), "an integer")):
+            if not check(entry.get(key)):
+                return f"{where}.{key} must be {what}, got {entry.get(key)!r:.80}"
+    return None
+
+
+def _outside_problem(folder: Path, shards: list[dict]) -> str | None:
+    """Why a shard entry would lead outside `folder`, or None: an index names files of its own
+    folder only, so a shared dataset cannot make a reader open (or a check hash) anything else."""
+    root = folder.resolve()
+    for number, entry in enumerate(shards):
+        name = entry["file"]
+        relative = Path(name)
+        if relative.is_absolute() or ".." in relative.parts or "\0" in name:
+            return f"shards[{number}].file {name!r} is not a file of this folder (no absolute paths, no ..)"
+        try:
+            inside = (folder / relative).resolve().is_relative_to(root)
+        except (OSError, RuntimeError) as error:  # a symlink loop, a name the system refuses
+            return f"shards[{number}].file {name!r} cannot be resolved ({error})"
+        if not inside:
+            return f"shards[{number}].file {name!r} leads outside this folder (a symlink out of it)"
+    return None
+
+
+def read_index(folder: str | os.PathLike, schema: ShardSchema) -> dict:
+    """The folder's index (`load_index`), checked for the schema's format, version and columns."""
+    document = load_index(folder, schema.how_to_make)
+    index_path = Path(folder) / INDEX_NAME
+    if document["format"] != schema.format_name:
+        raise UsageError(f"{index_path}: format {document['format']!r}, expected {schema.format_name!r}")
+    if document["format_version"] != schema.format_version:
+        raise UsageError(f"{index_path}: format version {document['format_version']!r}; this trainspeed "
                          f"reads version {schema.format_version} (re-make the shards with this version)")
-    if list((document.get("columns") or {}).items()) != list(schema.columns_json().items()):
-        raise UsageError(f"{index_path}: columns {list(document.get('columns') or {})} differ from those of "
+    if list(document["columns"].items()) != list(schema.columns_json().items()):
+        raise UsageError(f"{index_path}: columns {list(document['columns'])} differ from those of "
                          f"{schema.format_name} version {schema.format_version} ({list(schema.columns)})")
     return document
+
+
+def index_schema(document: dict) -> ShardSchema:
+    """The schema a loaded index describes (its format, version and columns)."""
+    columns = {name: (np.dtype(column["dtype"]), tuple(column["shape"])) for name, column in document["columns"].items()}
+    return ShardSchema(document["format"], document["format_version"], columns)
 
 
 @dataclass(frozen=True)

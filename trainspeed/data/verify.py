@@ -4,6 +4,10 @@
 so one run tells the whole damage. What the values must satisfy (Mahjong: legal actions, finite
 features) is the workload's to say: it passes a `ColumnCheck`, run on every shard whose bytes match
 the index's checksum.
+
+`index_problems` is the part that needs no reading of shard bytes (the index agrees with itself and
+with the schema: sample totals, sizes, no shard listed twice); the loader runs it too, so a set that
+`verify` refuses for its index never trains.
 """
 
 from __future__ import annotations
@@ -50,21 +54,35 @@ def shard_file_problem(path: Path, info: dict, schema: ShardSchema, trust_unchan
     return None
 
 
+def index_problems(folder: Path, index: dict, schema: ShardSchema) -> list[str]:
+    """Where the index (as `read_index` returned it) disagrees with itself or its schema."""
+    index_path = folder / INDEX_NAME
+    problems, seen = [], set()
+    for info in index["shards"]:
+        if info["file"] in seen:
+            problems.append(f"{index_path}: lists {info['file']} twice (its samples would be read twice)")
+        seen.add(info["file"])
+        expected = schema.section_offsets(info["samples"])["end"]
+        if info["nbytes"] != expected:
+            problems.append(f"{index_path}: says {info['file']} has {info['nbytes']} bytes; "
+                            f"{info['samples']} samples of this schema take {expected}")
+    total = sum(info["samples"] for info in index["shards"])
+    if total != index["samples"]:
+        problems.append(f"{index_path}: says {index['samples']} samples, shards hold {total}")
+    return problems
+
+
 def verify_shards(folder: str | os.PathLike, schema: ShardSchema, check_columns: ColumnCheck | None = None) -> VerifyReport:
     """Every problem of the folder, each naming its file; raises UsageError only for a bad index."""
     folder = Path(folder)
     index = read_index(folder, schema)
-    report = VerifyReport(shards=len(index["shards"]))
-    total = 0
+    report = VerifyReport(shards=len(index["shards"]), samples=sum(info["samples"] for info in index["shards"]))
+    report.problems.extend(index_problems(folder, index, schema))
     for info in index["shards"]:
         path = folder / info["file"]
-        total += int(info["samples"])
         problem = shard_file_problem(path, info, schema)
         if problem is not None:
             report.problems.append(problem)
         elif check_columns is not None:
             report.problems.extend(check_columns(path, info, open_shard(folder, info, schema)))
-    report.samples = total
-    if total != int(index["samples"]):
-        report.problems.append(f"{folder / INDEX_NAME}: says {index['samples']} samples, shards hold {total}")
     return report

@@ -8,34 +8,35 @@ discard errors; this module runs the network over the split and writes the row.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
 
-from trainspeed.atomic import append_line, check_writable_directory
+from trainspeed.atomic import check_writable_directory
+from trainspeed.bench.environment import Machine
 from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.config import MahjongAgreementConfig
 from trainspeed.evaluate.mahjong_network import WORKLOAD, network_player
+from trainspeed.rows import append_row
 from trainspeed.evaluate.policy import read_run_checkpoint
 from trainspeed.targets import get_target, target_family
 from trainspeed.workloads import get_workload
+from trainspeed.workloads.identity import identify
 from trainspeed.workloads.mahjong.decisions import AgreementTable
-
-ROW_KIND = "mahjong-agreement"
-
 
 @dataclass(frozen=True)
 class MahjongAgreementRow:
     """One policy on one split: agreement per decision kind (None: the split has none of that kind)."""
 
-    kind: str
+    KIND: ClassVar[str] = "mahjong-agreement"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
     timestamp: str
     policy: str
     policy_size: str
@@ -55,6 +56,11 @@ class MahjongAgreementRow:
     threads: int
     wall_s: float
     command: str
+    machine: Machine
+    workload_module: str | None = None
+    """The identity of the Mahjong workload code that answered (`trainspeed.workloads.identity`)."""
+    workload_version: str | None = None
+    workload_sha256: str | None = None
 
 
 def _chosen_actions(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -76,6 +82,7 @@ def run_agreement(config: MahjongAgreementConfig, command: str) -> MahjongAgreem
     if loader.num_samples == 0:
         raise UsageError(f"eval mahjong-agreement: --data {config.data} holds no {config.split} samples")
     player, _ = network_player(policy, get_target(config.target))
+    machine = Machine.at_start()
     table = AgreementTable()
     started = time.perf_counter()
     for batch in loader:
@@ -84,12 +91,12 @@ def run_agreement(config: MahjongAgreementConfig, command: str) -> MahjongAgreem
         logits = player.logits(features, mask)
         table.add(features, batch["action"].numpy(), _chosen_actions(logits, mask))
     row = MahjongAgreementRow(
-        kind=ROW_KIND, timestamp=datetime.datetime.now().isoformat(timespec="seconds"),
+        timestamp=datetime.datetime.now().isoformat(timespec="seconds"),
         policy=config.policy or "", policy_size=policy.size, policy_step=policy.step,
         data=str(config.data), split=config.split, samples=table.total, agreement=table.agreement(),
         samples_per_kind=table.samples, discard_errors=table.discard_errors,
         folding_samples=table.folding_samples, chosen_kinds=table.chosen_kinds,
         target=config.target, threads=torch.get_num_threads(), wall_s=time.perf_counter() - started,
-        command=command)
-    append_line(out, json.dumps(dataclasses.asdict(row)))
+        command=command, machine=machine.at_end(), **identify(get_workload(WORKLOAD)).row_fields())
+    append_row(out, row)
     return row

@@ -22,24 +22,27 @@ import uuid
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory
+from trainspeed.bench.environment import Machine
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.config import MahjongEvalConfig
 from trainspeed.evaluate.mahjong_network import WORKLOAD
 from trainspeed.evaluate.play import play_deals
 from trainspeed.evaluate.policy import RunCheckpoint, read_run_checkpoint
 from trainspeed.evaluate.stats import clustered_mean, within_cluster_correlation
+from trainspeed.rows import KIND, append_row, parse_row, read_records
 from trainspeed.targets import target_family
 from trainspeed.user_json import read_utf8
+from trainspeed.workloads import get_workload
+from trainspeed.workloads.identity import identify
 from trainspeed.workloads.mahjong.duplicate import ROTATIONS, DealResult, PoolTimes, deal_seed
 
-ROW_KIND = "mahjong-eval"
 PROGRESS_FORMAT = 1
 
 
@@ -47,7 +50,9 @@ PROGRESS_FORMAT = 1
 class MahjongEvalRow:
     """One finished evaluation, one JSON line of OUT (the report reads these names)."""
 
-    kind: str
+    KIND: ClassVar[str] = "mahjong-eval"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
     timestamp: str
     policy: str
     policy_size: str
@@ -101,6 +106,13 @@ class MahjongEvalRow:
     """Per deal (in deal order), the policy's rank in rotations 0-3: two evaluations with one seed
     played the same deals, so their rows can be compared deal by deal (a paired comparison)."""
     deal_score_deltas: list[list[int]]
+    workload_module: str | None = None
+    """The identity of the Mahjong workload code that played (`trainspeed.workloads.identity`)."""
+    workload_version: str | None = None
+    workload_sha256: str | None = None
+    cpu_s_per_wall_s: float | None = None
+    """This process's CPU seconds per wall second over the games it played."""
+    machine: Machine | None = None
 
 
 def engine_version() -> str:
@@ -222,15 +234,16 @@ def _ci(values: tuple[float, float] | None) -> list[float] | None:
 
 def summarize(config: MahjongEvalConfig, command: str, eval_id: str, device_name: str,
               policy: RunCheckpoint, opponent: RunCheckpoint | None,
-              results: list[DealResult], played: PoolTimes, wall_s: float) -> MahjongEvalRow:
+              results: list[DealResult], played: PoolTimes, wall_s: float, cpu_s: float,
+              machine: Machine) -> MahjongEvalRow:
     """The row: means with intervals clustered by deal (a deal's four games are one cluster);
-    `played` and `wall_s` are what this invocation did and how long it took."""
+    `played`, `wall_s` and `cpu_s` are what this invocation did and how long it took, on `machine`."""
     ranks = clustered_mean([result.ranks for result in results], bounds=(1.0, 4.0))
     deltas = clustered_mean([result.score_deltas for result in results])
     all_ranks = np.array([result.ranks for result in results]).ravel()
     distribution = [float(np.mean(all_ranks == rank)) for rank in range(1, 5)]
     return MahjongEvalRow(
-        kind=ROW_KIND, timestamp=datetime.datetime.now().isoformat(timespec="seconds"),
+        timestamp=datetime.datetime.now().isoformat(timespec="seconds"),
         policy=config.policy or "", policy_size=policy.size, policy_step=policy.step,
         opponent=config.opponent, games=config.games, deals=config.deals, eval_seed=config.seed,
         policy_seed=policy.seed, opponent_seed=None if opponent is None else opponent.seed,
@@ -252,7 +265,15 @@ def summarize(config: MahjongEvalConfig, command: str, eval_id: str, device_name
         decisions=played.decisions, forward_calls=played.forward_calls, batch_games=config.batch_games,
         workers=config.workers, device=device_name, engine=engine_version(),
         deal_ranks=[list(result.ranks) for result in results],
-        deal_score_deltas=[list(result.score_deltas) for result in results])
+        deal_score_deltas=[list(result.score_deltas) for result in results],
+        cpu_s_per_wall_s=cpu_s / wall_s if wall_s else None, machine=machine.at_end(),
+        **identify(get_workload(WORKLOAD)).row_fields())
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished children (the evaluation's workers)."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 def run_mahjong_eval(config: MahjongEvalConfig, command: str,
@@ -280,28 +301,22 @@ def run_mahjong_eval(config: MahjongEvalConfig, command: str,
         if on_deal is not None:
             on_deal(result)
 
-    started = time.perf_counter()
+    machine = Machine.at_start()
+    started, cpu_started = time.perf_counter(), _cpu_seconds()
     try:
         played = play_deals(config, policy, opponent, todo, deal_done, on_game=lambda: bar.update(1))
     finally:
         bar.close()
-    wall_s = time.perf_counter() - started
+    wall_s, cpu_s = time.perf_counter() - started, _cpu_seconds() - cpu_started
     results = [progress.done[deal] for deal in range(config.deals)]
     row = summarize(config, command, progress.eval_id, played.device_name, policy, opponent, results,
-                    played.times, wall_s)
-    append_line(out, json.dumps(dataclasses.asdict(row)))
+                    played.times, wall_s, cpu_s, machine)
+    append_row(out, row)
     progress.remove()
     return row
 
 
-def read_eval_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The `mahjong-eval` rows of a results file (other kinds of rows are skipped)."""
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            line = line.strip()
-            if line:
-                row = json.loads(line)
-                if row.get("kind") == ROW_KIND:
-                    rows.append(row)
-    return rows
+def read_eval_rows(path: str | os.PathLike) -> list[MahjongEvalRow]:
+    """The `mahjong-eval` rows of a results file (rows of other kinds are skipped)."""
+    return [parse_row(MahjongEvalRow, record, source)[0] for record, source in read_records(path)
+            if isinstance(record, dict) and record.get(KIND) == MahjongEvalRow.KIND]

@@ -12,23 +12,25 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import ClassVar
 
-from trainspeed.atomic import append_line
+from trainspeed.bench.environment import Machine
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.config import MahjongEvalConfig
 from trainspeed.evaluate.mahjong import MahjongEvalRow, run_mahjong_eval
+from trainspeed.rows import append_row
 
-ROW_KIND = "mahjong-null-test"
 EVEN_RANK = 2.5
 
 
 @dataclass(frozen=True)
 class NullTestRow:
-    kind: str
+    KIND: ClassVar[str] = "mahjong-null-test"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
     timestamp: str
     policy: str
     policy_step: int
@@ -44,6 +46,7 @@ class NullTestRow:
     within_deal_correlations: list[float | None]
     eval_ids: list[str]
     command: str
+    machine: Machine
 
 
 def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -66,16 +69,17 @@ def run_null_test(config: MahjongEvalConfig, seeds: int, command: str) -> NullTe
     if not config.temperature > 0:
         raise UsageError(f"eval mahjong-null: --temperature {config.temperature}: must be above 0 "
                          "(a greedy self-play is the same game in every seat and ranks exactly 2.5)")
+    machine = Machine.at_start()
     rows = [run_mahjong_eval(dataclasses.replace(config, opponent=config.policy, seed=seed),
                              f"{command} [seed {seed}]") for seed in range(seeds)]
     covered = sum(covers_even(row) for row in rows)
     low, high = wilson_interval(covered, len(rows))
     summary = NullTestRow(
-        kind=ROW_KIND, timestamp=datetime.datetime.now().isoformat(timespec="seconds"),
+        timestamp=datetime.datetime.now().isoformat(timespec="seconds"),
         policy=config.policy or "", policy_step=rows[0].policy_step, temperature=config.temperature,
         games_per_seed=config.games, eval_seeds=list(range(seeds)), covered=covered,
         coverage=covered / len(rows), coverage_ci95=[low, high], mean_ranks=[row.mean_rank for row in rows],
         within_deal_correlations=[row.within_deal_correlation for row in rows],
-        eval_ids=[row.eval_id for row in rows], command=command)
-    append_line(config.out, json.dumps(dataclasses.asdict(summary)))
+        eval_ids=[row.eval_id for row in rows], command=command, machine=machine.at_end())
+    append_row(config.out, summary)
     return summary

@@ -1,8 +1,9 @@
 """A trained network from a run directory, run for inference on a target.
 
-`read_run_checkpoint` finds the run's latest checkpoint and checks it belongs to the expected
-workload; `NetworkRunner` puts one of its networks on a target (device, precision, execution mode
-all come from the target) and answers host batches with host outputs, one forward pass per call.
+`read_run_checkpoint` finds the run's checkpoint (as data: a checksum and torch's weights_only
+loading, never a full unpickle) and checks it belongs to the expected workload; `NetworkRunner`
+puts one of its networks on a target (device, precision, execution mode all come from the target)
+and answers host batches with host outputs, one forward pass per call.
 Targets that compile a graph per input shape get batches padded to a power of two, so an
 evaluation compiles a handful of graphs instead of one per batch size it meets.
 """
@@ -20,7 +21,7 @@ from torch import nn
 
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target
-from trainspeed.train.checkpoint import latest_checkpoint, load_checkpoint
+from trainspeed.train.checkpoint import find_checkpoint
 from trainspeed.train.config import TrainConfig
 from trainspeed.workloads import get_workload
 
@@ -45,16 +46,23 @@ class RunCheckpoint:
 
 
 def read_run_checkpoint(run_dir: str | Path, workload: str, flag: str) -> RunCheckpoint:
-    """The latest checkpoint of `run_dir`; UsageError naming `flag` when there is none or when it
-    was trained on another workload."""
+    """The checkpoint of `run_dir` a resume would continue from (the one `latest` names, else the
+    newest valid one, saying so); UsageError naming `flag` when there is none or when it was trained
+    on another workload. Checkpoints are read as data only (`load_checkpoint`)."""
     path = Path(run_dir)
     if not path.is_dir():
         raise UsageError(f"{flag} {run_dir}: no such run directory")
-    checkpoint = latest_checkpoint(path)
-    if checkpoint is None:
+    try:
+        found = find_checkpoint(path)
+    except UsageError as error:
+        raise UsageError(f"{flag} {run_dir}: {error}") from None
+    if found is None:
         raise UsageError(f"{flag} {run_dir}: holds no checkpoint (checkpoints/latest); "
                          "give the --out directory of a finished `trainspeed train` run")
-    payload = load_checkpoint(checkpoint)
+    checkpoint, payload = found.path, found.payload
+    if found.skipped:
+        print(f"{flag} {run_dir}: {'; '.join(found.skipped)}; evaluating {checkpoint.name}, the newest valid "
+              "checkpoint", flush=True)
     try:
         config = TrainConfig.from_json(payload["config"])
         networks = payload["trainable"]["networks"]

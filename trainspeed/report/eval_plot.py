@@ -6,18 +6,18 @@ strength figure (each evaluation's mean rank with its 95% interval, and its rank
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from trainspeed.errors import UsageError
+from trainspeed.evaluate.mahjong import MahjongEvalRow
 from trainspeed.report.figures import eval_figure
-from trainspeed.report.inputs import Source, eval_row
 from trainspeed.report.plot import save_figure
 
 
-def plot_mahjong_eval(rows: Sequence[dict[str, Any]], out_stem: Path, title: str | None = None) -> list[Path]:
+def plot_mahjong_eval(rows: Sequence[MahjongEvalRow], out_stem: Path, title: str | None = None) -> list[Path]:
     """Write OUT_STEM.png and OUT_STEM.svg; returns the paths written."""
     if not rows:
         raise UsageError("no mahjong-eval rows to plot")
-    figure = eval_figure([eval_row(row, Source(str(out_stem))) for row in rows])
+    figure = eval_figure(rows)
     figure.suptitle(title or "Duplicate 1-vs-3 Mahjong evaluation")
     return save_figure(figure, out_stem)

@@ -4,25 +4,37 @@ The page is the Jinja2 template `templates/report.html.j2` filled with sections;
 present only when its rows are. Figures are inline SVG (no files beside the page, nothing fetched),
 tables sort on a click on their header (a small inline script), and a row whose status is not
 `ok` shows its status where its numbers would be: an `invalid` row's samples/s is never printed.
-Every figure names the commands that produced its rows and the environment they ran in.
+Every figure and table names the commands that produced its rows, the machine they ran on (its
+cores and its load: "shared machine" where the load exceeded the cores the process could use)
+and the files they came from. A ratio is a row over the baseline of its own run, or the cell says
+there was none.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import jinja2
+import numpy as np
 
 from trainspeed.atomic import atomic_write_text
+from trainspeed.bench.environment import Machine
+from trainspeed.bench.ratios import NO_BASELINE, RatioTable, RemotePair, ratio_table, remote_pairs
+from trainspeed.bench.results import ResultRow
+from trainspeed.evaluate.mahjong import MahjongEvalRow
 from trainspeed.report import figures
-from trainspeed.report.inputs import BenchRow, EvalRow, ReportInputs, TrainRun
-from trainspeed.report.study import StudyRow
+from trainspeed.report.inputs import BenchRow, Read, ReportInputs, TrainRun, workload_label
+from trainspeed.rows import is_finite
+from trainspeed.studies.batch_size import BatchSizeBatchRow, BatchSizeComparisonRow, BatchSizeRunRow
+from trainspeed.studies.scaling import ScalingRunRow, has_more_ranks, io_efficiency, scaling_key, vs_one_rank
 
 NOT_RECORDED = "command not recorded in the rows"
+MACHINE_NOT_RECORDED = "machine not recorded (rows converted from files written before rows recorded it)"
 GIB = 2**30
 
 
@@ -32,10 +44,21 @@ class Cell:
     sort: float | str | None = None
     """The value a numeric column sorts by (None: the cell sorts after every number)."""
     status: str | None = None
-    """Set on a cell that shows a row's status instead of a number."""
+    """Set on a cell that shows a row's status (or a flag) instead of a number."""
     numeric: bool = False
     title: str | None = None
     """The whole text where the cell shows a shortened one (a long error)."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a figure or a table rests on: commands, machines, files."""
+
+    commands: list[str]
+    unrecorded: int
+    """How many of its rows carry no command."""
+    machines: list[str]
+    sources: list[str]
 
 
 @dataclass(frozen=True)
@@ -45,6 +68,7 @@ class Table:
     columns: list[tuple[str, bool]]
     """(header, numeric) per column."""
     rows: list[list[Cell]]
+    provenance: Provenance | None = None
 
 
 @dataclass(frozen=True)
@@ -52,11 +76,7 @@ class FigureBlock:
     id: str
     caption: str
     svg: str
-    commands: list[str]
-    unrecorded: int
-    """How many of the figure's rows carry no command."""
-    environment: list[str]
-    sources: list[str]
+    provenance: Provenance
 
 
 @dataclass
@@ -74,24 +94,28 @@ def text(value: Any) -> Cell:
     return Cell("" if value is None else str(value), sort=None if value is None else str(value))
 
 
-def ratio_cell(value: float | None) -> Cell:
-    """A ratio with two decimals, or two significant digits below 0.1 (0.0022x, not 0.00x)."""
-    if value is None:
-        return Cell("–", numeric=True)
-    return number(value, "{:.2f}x" if abs(value) >= 0.1 else "{:.2g}x")
-
-
-def number(value: float | None, form: str = "{:,.0f}") -> Cell:
-    if value is None:
+def number(value: Any, form: str = "{:,.0f}") -> Cell:
+    if not is_finite(value):
         return Cell("–", numeric=True)
     return Cell(form.format(value), sort=float(value), numeric=True)
 
 
+def ratio_cell(value: float | None, missing: str = "–") -> Cell:
+    """A ratio with two decimals, or two significant digits below 0.1 (0.0022x, not 0.00x)."""
+    if not is_finite(value):
+        return Cell(missing, numeric=True)
+    return number(value, "{:.2f}x" if abs(value) >= 0.1 else "{:.2g}x")
+
+
 def readable(value: float | None) -> Cell:
     """Samples/s: thousands separated, small rates with three significant digits."""
-    if value is None:
+    if not is_finite(value):
         return Cell("–", numeric=True)
     return number(value, "{:,.0f}" if abs(value) >= 100 else "{:.3g}")
+
+
+def percent(value: float | None, form: str = "{:.1f}%") -> Cell:
+    return number(value * 100 if is_finite(value) else None, form)
 
 
 ERROR_SHOWN = 60
@@ -110,15 +134,21 @@ def measured(status: str, cell: Cell) -> Cell:
     return cell if status == "ok" else Cell(status, status=status, numeric=True)
 
 
-def mfu_cell(row: BenchRow) -> Cell:
+def mfu_cell(row: ResultRow) -> Cell:
     """MFU in percent; a refused peak (the row's, or one above 100% from before the bench refused
     those) says so instead."""
-    mfu = figures.plausible_mfu(row)
+    mfu = figures.plausible_mfu(row.mfu)
     if mfu is not None:
-        return number(mfu * 100, "{:.1f}%")
-    if row.row.peak_refused or row.row.mfu is not None:
+        return percent(mfu)
+    if row.peak_refused or row.mfu is not None:
         return Cell("peak refused", numeric=True)
     return Cell("–", numeric=True)
+
+
+def interval(values: Sequence[float] | None, form: str) -> str:
+    if values and len(values) == 2 and all(is_finite(v) for v in values):
+        return f"[{form.format(values[0])}, {form.format(values[1])}]"
+    return ""
 
 
 def slug(*parts: str) -> str:
@@ -127,95 +157,163 @@ def slug(*parts: str) -> str:
 
 # --- provenance ---------------------------------------------------------------------------------
 
-def bench_environment(row: BenchRow) -> str:
-    r = row.row
-    parts = [r.device_name or "device not recorded"]
-    parts += [f"torch {r.torch_version}"] if r.torch_version else ["torch version not recorded"]
-    parts += [f"torch_xla {r.torch_xla_version}"] if r.torch_xla_version else []
-    parts += [f"Python {r.python_version}"] if r.python_version else []
-    parts += [f"{r.threads} threads" if r.threads else "threads not recorded"]
-    parts += [f"host {r.hostname}"] if r.hostname else []
-    return ", ".join(parts)
+def _range(values: list[float], form: str) -> str:
+    low, high = form.format(min(values)), form.format(max(values))
+    return low if low == high else f"{low}-{high}"
 
 
-def eval_environment(row: EvalRow) -> str:
-    parts = [f"target {row.get('target')}" if row.get("target") else "target not recorded"]
-    parts += [f"device {row.get('device')}"] if row.get("device") else []
-    parts += [f"torch {row.get('torch_version')}"] if row.get("torch_version") else ["torch version not recorded"]
-    parts += [f"{row.get('threads')} threads" if row.get("threads") else "threads not recorded"]
-    parts += [str(row.get("engine"))] if row.get("engine") else []
-    return ", ".join(parts)
+def machine_lines(entries: Iterable[tuple[Machine | None, float | None]]) -> list[str]:
+    """One line per machine the rows ran on: its CPU, cores, the load average over the rows' starts
+    and ends (and whether it exceeded the usable cores: a shared machine), CPU seconds per wall
+    second, threads and versions."""
+    groups: dict[tuple, list[tuple[Machine, float | None]]] = {}
+    unrecorded = 0
+    for machine, cpu in entries:
+        if machine is None:
+            unrecorded += 1
+            continue
+        key = (machine.hostname, machine.cpu_model, machine.cores_total, machine.cores_usable, machine.torch_threads,
+               machine.torch_version, machine.torch_xla_version, machine.python_version,
+               tuple(sorted(machine.thread_variables.items())), machine.note)
+        groups.setdefault(key, []).append((machine, cpu))
+    lines = []
+    for members in groups.values():
+        first = members[0][0]
+        explained = first.note is not None  # a converted row's note says what was not recorded then
+        parts = [first.cpu_model] if first.cpu_model else ([] if explained else ["CPU model not recorded"])
+        if first.cores_usable is not None:
+            parts.append(f"{first.cores_usable} of {first.cores_total} cores usable")
+        elif first.cores_total is not None:
+            parts.append(f"{first.cores_total} cores")
+        loads = [load for machine, _ in members for load in (machine.load_average_start, machine.load_average_end)
+                 if load is not None]
+        if loads:
+            shared = sum(1 for machine, _ in members if machine.shared)
+            parts.append(f"load average {_range(loads, '{:.2f}')}" + (
+                f": shared machine (load above the usable cores for {shared} of {len(members)} rows)" if shared else ""))
+        elif not explained:
+            parts.append("load average not recorded")
+        cpus = [cpu for _, cpu in members if is_finite(cpu)]
+        if cpus:
+            parts.append(f"{_range(cpus, '{:.2f}')} CPU s per wall s")
+        if first.torch_threads is not None:
+            parts.append(f"{first.torch_threads} torch thread{'s' if first.torch_threads != 1 else ''}")
+        parts += [f"{name}={value}" for name, value in sorted(first.thread_variables.items()) if name != "PJRT_DEVICE"]
+        parts += [f"torch {first.torch_version}"] if first.torch_version else []
+        parts += [f"torch_xla {first.torch_xla_version}"] if first.torch_xla_version else []
+        parts += [f"Python {first.python_version}"] if first.python_version else []
+        parts += [f"host {first.hostname}"] if first.hostname else []
+        parts += [first.note] if first.note else []
+        lines.append(f"{len(members)} row{'s' if len(members) != 1 else ''}: " + ", ".join(parts))
+    if unrecorded:
+        lines.append(f"{unrecorded} row{'s' if unrecorded != 1 else ''}: {MACHINE_NOT_RECORDED}")
+    return lines
 
 
-def run_environment(run: TrainRun) -> str:
-    parts = [f"{run.get('target')} x{run.get('world_size')}"]
-    parts += [f"torch {run.get('torch_version')}"] if run.get("torch_version") else ["torch version not recorded"]
-    parts += [f"{run.get('threads')} threads per rank" if run.get("threads") else "threads not recorded"]
-    parts += [f"{run.get('num_workers')} loader workers per rank"] if run.get("num_workers") is not None else []
-    return ", ".join(parts)
+COMMANDS_SHOWN = 3
+"""Commands listed under a figure; a sweep of one command per batch size names the rest by count."""
 
 
-def study_environment(row: StudyRow) -> str:
-    parts = [f"{name} {row.get(name)}" for name in ("target", "size", "nproc", "threads", "torch_version")
-             if row.get(name) is not None]
-    return ", ".join(parts) if parts else "environment not recorded in the rows"
-
-
-def figure_block(figure_id: str, caption: str, figure: Any, rows: Sequence[Any],
-                 environment: Callable[[Any], str]) -> FigureBlock:
+def provenance(rows: Sequence[Any], machine: Callable[[Any], tuple[Machine | None, float | None]]) -> Provenance:
     commands = list(dict.fromkeys(row.command for row in rows if row.command))
-    sources = list(dict.fromkeys(str(row.source).rsplit(":", 1)[0] if getattr(row.source, "line", None) else str(row.source)
-                                 for row in rows))
-    return FigureBlock(
-        id=figure_id, caption=caption, svg=figures.svg_text(figure, figure_id),
-        commands=commands, unrecorded=sum(1 for row in rows if not row.command),
-        environment=list(dict.fromkeys(environment(row) for row in rows)), sources=sources,
+    if len(commands) > COMMANDS_SHOWN:
+        commands = commands[:COMMANDS_SHOWN] + [f"… and {len(commands) - COMMANDS_SHOWN} more commands like these "
+                                                "(each row's `command` field)"]
+    return Provenance(
+        commands=commands,
+        unrecorded=sum(1 for row in rows if not row.command),
+        machines=machine_lines(machine(row) for row in rows),
+        sources=list(dict.fromkeys(row.source.path for row in rows)),
     )
+
+
+def row_machine(read: Any) -> tuple[Machine | None, float | None]:
+    row = read.summary if isinstance(read, TrainRun) else read.row
+    return row.machine, getattr(row, "cpu_s_per_wall_s", None)
+
+
+def figure_block(figure_id: str, caption: str, figure: Any, rows: Sequence[Any]) -> FigureBlock:
+    return FigureBlock(id=figure_id, caption=caption, svg=figures.svg_text(figure, figure_id),
+                       provenance=provenance(rows, row_machine))
 
 
 # --- bench sections -----------------------------------------------------------------------------
 
-def bench_groups(rows: Sequence[BenchRow]) -> dict[str, list[BenchRow]]:
-    groups: dict[str, list[BenchRow]] = {}
+@dataclass(frozen=True)
+class BenchGroup:
+    """One workload (name, definition, size) of one results file: its rows and their ratio table."""
+
+    label: str
+    rows: list[BenchRow]
+    table: RatioTable
+
+    def wrapped(self, row: ResultRow) -> BenchRow:
+        return next(read for read in self.rows if read.row is row)
+
+    @property
+    def newest(self) -> list[BenchRow]:
+        return [self.wrapped(row) for row in self.table.newest.values()]
+
+
+def bench_groups(rows: Sequence[BenchRow], baselines: Sequence[str]) -> list[BenchGroup]:
+    """One group per workload (name, definition, size) and results file: a file is one campaign of
+    measurements, and a figure of two files would lay one's rows over the other's. The file is
+    named only where the workload's rows come from more than one."""
+    files: dict[str, set[str]] = {}
     for row in rows:
-        groups.setdefault(row.workload_label, []).append(row)
-    return dict(sorted(groups.items()))
+        files.setdefault(row.workload_label, set()).add(row.source.path)
+    labelled: dict[str, list[BenchRow]] = {}
+    for row in rows:
+        several = len(files[row.workload_label]) > 1
+        label = row.workload_label + (f" ({Path(row.source.path).name})" if several else "")
+        labelled.setdefault(label, []).append(row)
+    groups = []
+    for label, members in sorted(labelled.items()):
+        series = {id(read.row): read.series for read in members}
+        table = ratio_table([read.row for read in members], baselines, series=lambda row: series[id(row)])
+        groups.append(BenchGroup(label, members, table))
+    return groups
 
 
-def ratio_section(groups: dict[str, list[BenchRow]], baselines: Sequence[str]) -> Section:
+def ratio_section(groups: list[BenchGroup]) -> Section:
     section = Section(
         "ratio", "Throughput ratio vs batch size",
-        "The study's figure: samples/s of each target over the baseline's at the same batch size, batch "
-        "size on a log2 axis. Whiskers run from the slowest to the fastest timed window (over the "
-        "baseline's median window); a hollow marker off the line is an invalid row (a compilation inside "
-        "a timed window). The newest row per configuration is drawn; rows are in the tables below.",
+        "The study's figure: samples/s of each target over the baseline's at the same batch size, measured in "
+        "the same run (one bench invocation, or commands run as one comparison), batch size on a log2 axis. "
+        "A row whose run measured no baseline gets no ratio. Whiskers run from the slowest to the fastest timed "
+        "window (over the baseline's median window); a hollow marker off the line is an invalid row (a "
+        "compilation inside a timed window). Figures draw the newest row per configuration; the table lists "
+        "every row with the ratio of its own run.",
     )
     table_rows = []
-    for workload, rows in groups.items():
-        if not any(r.row.is_measured for r in rows):
+    for group in groups:
+        table = group.table
+        if not any(table.ratio(s, b) is not None for s in table.targets if s != table.baseline
+                   for b in table.batch_sizes):
             continue
-        table = figures.series_table(rows, baselines)
-        latest = figures.newest_per_series(rows)
         section.figures.append(figure_block(
-            f"fig-ratio-{slug(workload)}", f"{workload}: throughput ratio to {table.baseline} (newest row per configuration)",
-            figures.ratio_figure(table, workload), latest, bench_environment))
-        for row in sorted(latest, key=lambda r: (r.series, r.row.batch_size)):
-            status = row.row.status
-            ratio = table.ratio(row.series, row.row.batch_size)
-            spread = table.ratio_spread(row.series, row.row.batch_size)
+            f"fig-ratio-{slug(group.label)}",
+            f"{group.label}: throughput ratio to {table.baseline} in the same run (newest row per configuration)",
+            figures.ratio_figure(table, group.label), group.newest))
+    for group in groups:
+        table = group.table
+        for read in sorted(group.rows, key=lambda r: (r.series, r.row.batch_size, r.row.timestamp)):
+            row, status = read.row, read.row.status
+            ratio, spread = table.row_ratio(row), table.row_ratio_spread(row)
             table_rows.append([
-                text(workload), text(row.series), number(row.row.batch_size), status_cell(status, row.row.error),
-                measured(status, readable(row.row.samples_per_s)),
-                measured(status, ratio_cell(ratio) if ratio is not None else Cell("no baseline row", numeric=True)),
+                text(group.label), text(read.series), number(row.batch_size), status_cell(status, row.error),
+                measured(status, readable(row.samples_per_s)),
+                measured(status, ratio_cell(ratio, NO_BASELINE)),
                 measured(status, Cell(f"{spread[0]:.3g} – {spread[1]:.3g}", sort=spread[0], numeric=True) if spread
                          else Cell("–", numeric=True)),
-                text(table.baseline),
+                text(table.baseline), text(row.run_id), text(row.timestamp),
             ])
     if table_rows:
         section.tables.append(Table(
-            "table-ratio", "Ratio to the baseline per configuration (newest row)",
+            "table-ratio", "Every bench row and its ratio to the baseline of its own run",
             [("workload", False), ("series", False), ("batch", True), ("status", False), ("samples/s", True),
-             ("ratio", True), ("ratio, slowest – fastest window", True), ("baseline", False)],
+             ("ratio", True), ("ratio, slowest – fastest window", True), ("baseline", False), ("run", False),
+             ("measured", False)],
             table_rows))
     return section
 
@@ -224,7 +322,7 @@ def extra_text(row: BenchRow) -> str:
     """The fields a row carries beyond ResultRow's; a row that is not `ok` shows no numbers here either."""
     shown = []
     for key, value in row.extra.items():
-        if key in ("command", "row_format", "variant") or value is None or isinstance(value, (list, dict)):
+        if key in ("command", "variant") or value is None or isinstance(value, (list, dict)):
             continue
         if row.row.status != "ok" and isinstance(value, (int, float)) and not isinstance(value, bool):
             continue
@@ -232,48 +330,45 @@ def extra_text(row: BenchRow) -> str:
     return ", ".join(shown)
 
 
-def throughput_section(groups: dict[str, list[BenchRow]], baselines: Sequence[str]) -> Section:
+def throughput_section(groups: list[BenchGroup]) -> Section:
     section = Section(
         "throughput", "Absolute samples/s and MFU",
         "Median-window samples/s on a log axis (whiskers: slowest to fastest window), and the model FLOPs "
         "utilisation against the peak measured on the same device (or given with --peak-tflops). A row whose "
         "peak was refused has no MFU. Every row read is in the table, including older reruns.",
     )
-    for workload, rows in groups.items():
-        if not any(r.row.is_measured for r in rows):
-            continue
-        table = figures.series_table(rows, baselines)
-        section.figures.append(figure_block(
-            f"fig-throughput-{slug(workload)}", f"{workload}: samples/s and MFU (newest row per configuration)",
-            figures.throughput_figure(table, rows, workload), figures.newest_per_series(rows), bench_environment))
     table_rows = []
-    for rows in groups.values():
-        for row in rows:
-            r, status = row.row, row.row.status
+    for group in groups:
+        if any(r.row.is_measured for r in group.rows):
+            section.figures.append(figure_block(
+                f"fig-throughput-{slug(group.label)}", f"{group.label}: samples/s and MFU (newest row per configuration)",
+                figures.throughput_figure(group.table, group.label), group.newest))
+        for read in group.rows:
+            r, status = read.row, read.row.status
             table_rows.append([
-                text(row.workload_label), text(row.series), number(r.batch_size), status_cell(status, r.error),
+                text(group.label), text(read.series), number(r.batch_size), status_cell(status, r.error),
                 measured(status, readable(r.samples_per_s)),
                 measured(status, Cell(f"{r.samples_per_s_min:,.0f} – {r.samples_per_s_max:,.0f}", sort=r.samples_per_s_min,
                                       numeric=True) if r.samples_per_s_min is not None and r.samples_per_s_max is not None
                          else Cell("–", numeric=True)),
                 measured(status, number(r.step_time_s * 1e3 if r.step_time_s is not None else None, "{:,.2f}")),
                 measured(status, number(r.first_step_s, "{:,.3f}")),
-                measured(status, mfu_cell(row)),
+                measured(status, mfu_cell(r)),
                 measured(status, number(r.peak_memory_bytes / GIB if r.peak_memory_bytes is not None else None, "{:,.2f}")),
-                text(r.feed or "device"), text(r.device_name), number(r.threads, "{:d}") if r.threads else text(None),
-                text(r.torch_version), text(extra_text(row)), text(row.source),
+                measured(status, number(r.cpu_s_per_wall_s, "{:.2f}")),
+                text(r.feed or "device"), text(r.device_name), text(extra_text(read)), text(read.source),
             ])
     section.tables.append(Table(
         "table-bench", "Every bench row",
         [("workload", False), ("series", False), ("batch", True), ("status", False), ("samples/s", True),
          ("slowest – fastest window", True), ("step (ms)", True), ("first step (s)", True), ("MFU", True),
-         ("peak memory (GiB)", True), ("feed", False), ("device", False), ("threads", True), ("torch", False),
+         ("peak memory (GiB)", True), ("CPU s per wall s", True), ("feed", False), ("device", False),
          ("other fields", False), ("row", False)],
-        table_rows))
+        table_rows, provenance([r for g in groups for r in g.rows], row_machine)))
     return section
 
 
-def memory_section(groups: dict[str, list[BenchRow]]) -> Section:
+def memory_section(groups: list[BenchGroup]) -> Section:
     section = Section(
         "memory", "Peak memory and the OOM boundary",
         "Peak device memory per target and batch size (the allocator's peak; CPU rows record none). A red "
@@ -281,22 +376,23 @@ def memory_section(groups: dict[str, list[BenchRow]]) -> Section:
         "already ran out; the dotted line marks where a target stopped fitting.",
     )
     table_rows = []
-    for workload, rows in groups.items():
-        latest = figures.newest_per_series(rows)
+    for group in groups:
+        latest = group.newest
         if not any(r.row.peak_memory_bytes is not None or r.row.status == "oom" for r in latest):
             continue
         section.figures.append(figure_block(
-            f"fig-memory-{slug(workload)}", f"{workload}: peak device memory per batch size",
-            figures.memory_figure(latest, workload), latest, bench_environment))
-        for series in dict.fromkeys(r.series for r in latest):
+            f"fig-memory-{slug(group.label)}", f"{group.label}: peak device memory per batch size",
+            figures.memory_figure(group.table, group.label), latest))
+        for series in group.table.targets:
             own = sorted((r for r in latest if r.series == series), key=lambda r: r.row.batch_size)
             fit = [r for r in own if r.row.status in ("ok", "invalid")]
             oom = [r for r in own if r.row.status == "oom"]
             largest = fit[-1] if fit else None
             table_rows.append([
-                text(workload), text(series), number(largest.row.batch_size) if largest else Cell("none fit", numeric=True),
-                number(largest.row.peak_memory_bytes / GIB if largest and largest.row.peak_memory_bytes is not None else None,
-                       "{:,.2f}"),
+                text(group.label), text(series),
+                number(largest.row.batch_size) if largest else Cell("none fit", numeric=True),
+                number(largest.row.peak_memory_bytes / GIB if largest and largest.row.peak_memory_bytes is not None
+                       else None, "{:,.2f}"),
                 number(oom[0].row.batch_size) if oom else Cell("none", numeric=True),
                 number(sum(1 for r in own if r.row.status == "skipped"), "{:d}"),
             ])
@@ -309,188 +405,311 @@ def memory_section(groups: dict[str, list[BenchRow]]) -> Section:
     return section
 
 
-def first_step_section(groups: dict[str, list[BenchRow]]) -> Section:
+def first_step_section(groups: list[BenchGroup]) -> Section:
     section = Section(
         "first-step", "First-step (compile) time",
         "The first step of every configuration is timed alone: it includes torch.compile's or XLA's "
         "compilation, which the timed windows leave out. Log scale.",
     )
-    for workload, rows in groups.items():
-        latest = figures.newest_per_series(rows)
-        if any(r.row.first_step_s is not None for r in latest):
+    for group in groups:
+        if any(r.row.first_step_s is not None for r in group.newest):
             section.figures.append(figure_block(
-                f"fig-first-step-{slug(workload)}", f"{workload}: first step per batch size",
-                figures.first_step_figure(latest, workload), latest, bench_environment))
+                f"fig-first-step-{slug(group.label)}", f"{group.label}: first step per batch size",
+                figures.first_step_figure(group.table, group.label), group.newest))
     return section
 
 
-# --- other sections -----------------------------------------------------------------------------
+# --- training -----------------------------------------------------------------------------------
 
-def training_section(runs: Sequence[TrainRun]) -> Section:
+def scaling_label(row: ScalingRunRow) -> str:
+    return (f"{workload_label(row.workload, row.workload_sha256, row.size)}: {row.target} x{row.world_size}, "
+            f"{row.batch_size_per_device}/device, {row.data} data ({row.study_id})")
+
+
+def train_bars(runs: Sequence[TrainRun], scaling: Sequence[ScalingRunRow]) -> list[figures.TrainBar]:
+    bars = [figures.TrainBar(run.label, [run.summary.end_to_end_samples_per_s], [run.summary.data_wait_fraction],
+                             [run.summary.data_wait_fraction_worst_rank]) for run in runs]
+    groups: dict[tuple, list[ScalingRunRow]] = {}
+    for row in scaling:
+        if is_finite(row.end_to_end_samples_per_s):
+            groups.setdefault(scaling_key(row), []).append(row)
+    for members in groups.values():
+        first = members[0]
+        bars.append(figures.TrainBar(
+            scaling_label(first) + (f" ({len(members)} repeats)" if len(members) > 1 else ""),
+            [r.end_to_end_samples_per_s for r in members],
+            [r.data_wait_fraction for r in members if is_finite(r.data_wait_fraction)],
+            [r.data_wait_fraction_worst_rank for r in members if is_finite(r.data_wait_fraction_worst_rank)],
+            ratio=None if first.world_size == 1 else vs_one_rank(scaling, first),
+            is_baseline=first.world_size == 1 and has_more_ranks(scaling, first)))
+    return bars
+
+
+def training_section(runs: Sequence[TrainRun], scaling: Sequence[Read[ScalingRunRow]]) -> Section:
     section = Section(
         "training", "End-to-end training",
-        "Data-parallel training with each rank reading its own data: end-to-end samples/s of every "
-        "configuration (the median of its repeats, whiskers to the slowest and fastest), and its ratio to "
-        "the one-device run of the same workload and data kind, as the study's 8 TPU cores against one GPU "
-        "(11.23x). End to end: all samples over the wall time from the first to the last step, all ranks, "
-        "validation and checkpoints left out. The right panel is the share of time ranks waited for data.",
+        "Data-parallel training with each rank reading its own data: end-to-end samples/s (all samples over the "
+        "wall time from the first to the last step, all ranks, validation and checkpoints left out). N ranks "
+        "are compared with one only within one scaling study, where both ran side by side on the same machine "
+        "(the study's 8 TPU cores against one GPU: 11.23x); a run directory on its own has no ratio. The right "
+        "panel is the share of time ranks waited for data.",
     )
-    bars = figures.train_bars(runs)
-    section.figures.append(figure_block("fig-training", "End-to-end samples/s: N devices vs one device, and data wait",
-                                        figures.training_figure(bars), list(runs), run_environment))
+    scaling_rows = [read.row for read in scaling]
+    bars = train_bars(runs, scaling_rows)
+    if bars:
+        section.figures.append(figure_block("fig-training", "End-to-end samples/s (N ranks vs one within a scaling "
+                                            "study), and data wait", figures.training_figure(bars),
+                                            [*runs, *scaling]))
     with_curves = [run for run in runs if run.train_curve or run.val_curve]
     if with_curves:
-        section.figures.append(figure_block("fig-training-curves", "Training loss and validation per run",
-                                            figures.curves_figure(with_curves), with_curves, run_environment))
-    ratio_of = {id(run): bar for bar in bars for run in bar.runs}
-    table_rows = []
-    for run in runs:
-        bar = ratio_of[id(run)]
-        ratio = figures.train_rate(run) / bar.baseline.samples_per_s if bar.baseline else None
-        validation = run.get("validation") or {k: run.get(k) for k in ("val_accuracy",) if run.get(k) is not None}
-        table_rows.append([
-            text(f"{run.get('workload')} {run.get('size')}"), text(run.get("target")), number(run.get("world_size"), "{:d}"),
-            number(run.get("batch_size_per_device"), "{:d}"), number(run.get("global_batch"), "{:d}"),
-            text("synthetic" if run.synthetic else "real"),
-            readable(run.get("end_to_end_samples_per_s")), readable(run.get("steady_samples_per_s")),
-            ratio_cell(ratio),
-            number(run.get("data_wait_fraction") * 100 if run.get("data_wait_fraction") is not None else None, "{:.1f}%"),
-            number(run.get("data_wait_fraction_worst_rank") * 100
-                   if run.get("data_wait_fraction_worst_rank") is not None else None, "{:.1f}%"),
-            number(run.get("io_efficiency"), "{:.3f}"),
-            text(", ".join(f"{k} {v:.4g}" for k, v in validation.items() if isinstance(v, (int, float)))),
-            text(run.source),
-        ])
-    section.tables.append(Table(
-        "table-training", "Every training run",
-        [("workload", False), ("target", False), ("ranks", True), ("batch/device", True), ("global batch", True),
-         ("data", False), ("end-to-end samples/s", True), ("steady samples/s", True), ("vs one device", True),
-         ("data wait", True), ("worst rank", True), ("IO efficiency", True), ("validation", False), ("run", False)],
-        table_rows))
+        section.figures.append(figure_block("fig-training-curves", "Training loss and every validation metric per run, "
+                                            "against step", figures.curves_figure(with_curves), with_curves))
+    if runs:
+        section.tables.append(Table(
+            "table-training", "Every run directory",
+            [("run", False), ("ranks", True), ("batch/device", True), ("global batch", True), ("data", False),
+             ("end-to-end samples/s", True), ("steady samples/s", True), ("data wait", True), ("worst rank", True),
+             ("IO efficiency vs bench", True), ("validation", False), ("summary", False)],
+            [[text(run.label), number(run.summary.world_size, "{:d}"), number(run.summary.batch_size_per_device, "{:d}"),
+              number(run.summary.global_batch, "{:d}"), text("synthetic" if run.summary.synthetic_data else "real"),
+              readable(run.summary.end_to_end_samples_per_s), readable(run.summary.steady_samples_per_s),
+              percent(run.summary.data_wait_fraction), percent(run.summary.data_wait_fraction_worst_rank),
+              number(run.summary.io_efficiency, "{:.3f}"),
+              text(", ".join(f"{k} {v:.4g}" for k, v in (run.summary.validation or {}).items())), text(run.source)]
+             for run in runs],
+            provenance(runs, row_machine)))
+    if scaling:
+        rows = []
+        for read in scaling:
+            row = read.row
+            study = [r for r in scaling_rows if r.study_id == row.study_id]
+            per_device_bench = (row.samples_per_s_per_device / row.bench_samples_per_s
+                                if is_finite(row.samples_per_s_per_device) and row.bench_samples_per_s else None)
+            rows.append([
+                text(row.study_id), text(workload_label(row.workload, row.workload_sha256, row.size)), text(row.target),
+                number(row.repeat, "{:d}"), text(row.data), number(row.world_size, "{:d}"),
+                number(row.batch_size_per_device, "{:d}"), readable(row.end_to_end_samples_per_s),
+                readable(row.steady_samples_per_s), readable(row.samples_per_s_per_device),
+                percent(row.data_wait_fraction), percent(row.data_wait_fraction_worst_rank),
+                ratio_cell(vs_one_rank(study, row), "no one-rank run in this study")
+                if row.world_size != 1 or has_more_ranks(study, row) else Cell("no N-rank run in this study", numeric=True),
+                number(per_device_bench, "{:.3f}"),
+                number(io_efficiency(study, row.batch_size_per_device, row.world_size), "{:.3f}"),
+                text(read.source),
+            ])
+        section.tables.append(Table(
+            "table-scaling", "Every run of a scaling study (ratios within its own study only; IO efficiency vs "
+            "synthetic: medians of the real-data runs over those of the synthetic-data runs of the same study)",
+            [("study", False), ("workload", False), ("target", False), ("repeat", True), ("data", False),
+             ("ranks", True), ("batch/device", True), ("end-to-end samples/s", True), ("steady samples/s", True),
+             ("per device", True), ("data wait", True), ("worst rank", True), ("vs one rank", True),
+             ("IO efficiency vs bench", True), ("IO efficiency vs synthetic", True), ("row", False)],
+            rows, provenance(scaling, row_machine)))
     return section
+
+
+# --- remote -------------------------------------------------------------------------------------
+
+def wire_cell(row: ResultRow) -> Cell:
+    """The wire time in ms, or a flag where the two step times do not make one."""
+    if row.wire_flagged:
+        why = ("the writer flagged it: server and client timed different steps" if row.wire_time_suspect else
+               "negative: the server's step time covers other steps than the client's")
+        return Cell("flagged", status="invalid", numeric=True, title=f"no wire time: {why}")
+    wire = row.wire_s
+    return number(wire * 1e3 if wire is not None else None, "{:,.2f}")
 
 
 def remote_section(rows: Sequence[BenchRow]) -> Section:
     section = Section(
         "remote", "Local vs remote",
-        "The same step run by a remote target (batches sent over the network to a device elsewhere) and "
-        "by its local counterpart (the same inner target here). The study found direct access about 5x "
-        "faster than remote access at batch 2048, because every step's batch crossed the network. The "
-        "right panel splits a remote step into the device's own step and the rest (the wire).",
+        "The same step run by a remote target (batches sent over the network to a device elsewhere) and by its "
+        "local counterpart (the same inner target, in the same bench run): remote samples/s over local samples/s. "
+        "The study found direct access about 5x faster than remote access at batch 2048, because every step's batch "
+        "crossed the network. The right panel splits a remote step into the device's own step and the rest (the "
+        "wire); where the two times do not cover the same steps the wire time is flagged, never shown.",
     )
-    pairs = figures.remote_pairs(rows)
-    section.figures.append(figure_block("fig-remote", "Local over remote samples/s, and the remote step's time",
-                                        figures.remote_figure(pairs),
-                                        [p.remote for p in pairs] + [p.local for p in pairs if p.local], bench_environment))
+    by_row = {id(read.row): read for read in rows}
+    files = list(dict.fromkeys(read.source.path for read in rows if read.is_remote))
+    all_pairs: list[RemotePair] = []
+    for file in files:  # one figure per file: a sweep with other windows is another measurement
+        own = [read.row for read in rows if read.source.path == file]
+        pairs = sorted(remote_pairs(own), key=lambda p: (figures.remote_series(p), p.remote.batch_size))
+        drawn = [by_row[id(p.remote)] for p in pairs] + [by_row[id(p.local)] for p in pairs if p.local is not None]
+        name = f" ({Path(file).name})" if len(files) > 1 else ""
+        section.figures.append(figure_block(f"fig-remote-{slug(Path(file).stem)}",
+                                            f"Remote over local samples/s (same run), and the remote step's time{name}",
+                                            figures.remote_figure(pairs), drawn))
+        all_pairs += pairs
     table_rows = []
-    for pair in pairs:
+    for pair in all_pairs:
         remote, local = pair.remote, pair.local
-        status = remote.row.status
-        server = remote.get("server_step_s")
-        client = remote.row.step_time_s
+        status = remote.status
         table_rows.append([
-            text(remote.workload_label), text(remote.row.target), text(remote.get("link")), text(remote.get("transport")),
-            number(remote.get("in_flight"), "{:d}") if isinstance(remote.get("in_flight"), int) else text(remote.get("in_flight")),
-            number(remote.row.batch_size), status_cell(status, remote.row.error),
-            measured(status, readable(remote.row.samples_per_s)),
-            measured(local.row.status, readable(local.row.samples_per_s)) if local else Cell("no local row", numeric=True),
+            text(workload_label(remote.workload, remote.workload_sha256, remote.size)), text(remote.target),
+            text(remote.link), number(remote.in_flight, "{:d}"), text(remote.feed or "device"),
+            number(remote.batch_size), status_cell(status, remote.error),
+            measured(status, readable(remote.samples_per_s)),
+            measured(local.status, readable(local.samples_per_s)) if local else Cell("no local row in this run", numeric=True),
             ratio_cell(pair.ratio),
-            measured(status, number(client * 1e3 if client is not None else None, "{:,.2f}")),
-            measured(status, number(server * 1e3 if server is not None else None, "{:,.2f}")),
-            measured(status, number((client - server) * 1e3 if client is not None and server is not None else None, "{:,.2f}")),
-            number(remote.get("bytes_sent_per_step")), number(remote.get("bytes_received_per_step")),
+            measured(status, number(remote.step_time_s * 1e3 if remote.step_time_s is not None else None, "{:,.2f}")),
+            measured(status, number(remote.server_step_s * 1e3 if remote.server_step_s is not None else None, "{:,.2f}")),
+            measured(status, wire_cell(remote)),
+            number(remote.bytes_sent_per_step), number(remote.bytes_received_per_step), text(remote.run_id),
         ])
     section.tables.append(Table(
-        "table-remote", "Remote rows and their local counterparts",
-        [("workload", False), ("remote target", False), ("link", False), ("transport", False), ("in flight", True),
-         ("batch", True), ("status", False), ("remote samples/s", True), ("local samples/s", True), ("local / remote", True),
-         ("client step (ms)", True), ("device step (ms)", True), ("wire (ms)", True), ("bytes sent/step", True),
-         ("bytes received/step", True)],
+        "table-remote", "Newest row of every remote configuration and the local row of its run",
+        [("workload", False), ("remote target", False), ("link", False), ("in flight", True), ("feed", False),
+         ("batch", True), ("status", False), ("remote samples/s", True), ("local samples/s", True),
+         ("remote / local", True), ("client step (ms)", True), ("device step (ms)", True), ("wire (ms)", True),
+         ("bytes sent/step", True), ("bytes received/step", True), ("run", False)],
         table_rows))
     return section
 
 
-def _interval(value: Any, form: str) -> str:
-    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
-        return f"[{form.format(value[0])}, {form.format(value[1])}]"
-    return ""
+# --- self-play and the batch-size study ---------------------------------------------------------
+
+def within_deal_correlation(deal_ranks: Sequence[Sequence[int]]) -> float | None:
+    """The one-way intraclass correlation of the policy's ranks in the four games of a deal (ICC(1)):
+    0 when a deal's games are as different as any two games, near 1 when the deal decides the rank.
+    Above 0, luck of the deal does not cancel out over its seats, and an interval must treat the
+    deal as one observation."""
+    ranks = np.asarray(deal_ranks, dtype=float)
+    if ranks.ndim != 2 or ranks.shape[0] < 2 or ranks.shape[1] < 2:
+        return None
+    deals, games = ranks.shape
+    between = games * ((ranks.mean(axis=1) - ranks.mean()) ** 2).sum() / (deals - 1)
+    within = ((ranks - ranks.mean(axis=1, keepdims=True)) ** 2).sum() / (deals * (games - 1))
+    total = between + (games - 1) * within
+    return float((between - within) / total) if total > 0 else None
 
 
-def eval_section(rows: Sequence[EvalRow]) -> Section:
+def eval_section(rows: Sequence[Read[MahjongEvalRow]]) -> Section:
     section = Section(
         "selfplay", "Self-play strength",
         "Trained policies in duplicate games against three copies of an opponent: the mean rank (1 best, 4 "
         "worst; 2.5 is even) with its 95% confidence interval, and the share of games at each rank.",
     )
     section.figures.append(figure_block("fig-selfplay", "Mean rank with 95% interval, and rank shares, per evaluation",
-                                        figures.eval_figure(rows), list(rows), eval_environment))
+                                        figures.eval_figure([read.row for read in rows]), list(rows)))
     table_rows = []
-    for row in rows:
-        distribution = row.get("rank_distribution")
+    for read in rows:
+        row = read.row
         table_rows.append([
-            text(row.get("policy")), text(row.get("policy_size")), number(row.get("policy_step"), "{:d}")
-            if isinstance(row.get("policy_step"), int) else text(row.get("policy_step")),
-            text(row.get("opponent")), number(row.get("games"), "{:d}"), number(row.get("deals"), "{:d}")
-            if isinstance(row.get("deals"), int) else text(row.get("deals")),
-            text(row.get("target")), number(row.get("temperature"), "{:g}") if isinstance(row.get("temperature"), (int, float))
-            else text(row.get("temperature")),
-            number(row.get("mean_rank"), "{:.3f}"), text(_interval(row.get("mean_rank_ci95"), "{:.3f}")),
-            number(row.get("mean_score_delta"), "{:+,.0f}") if isinstance(row.get("mean_score_delta"), (int, float))
-            else text(None),
-            text(_interval(row.get("mean_score_delta_ci95"), "{:+,.0f}")),
-            text(" / ".join(f"{share:.0%}" for share in distribution)),
-            number(row.get("games_per_s"), "{:,.2f}") if isinstance(row.get("games_per_s"), (int, float)) else text(None),
-            number(row.get("decisions_per_s"), "{:,.0f}") if isinstance(row.get("decisions_per_s"), (int, float)) else text(None),
+            text(row.policy), text(row.policy_size), number(row.policy_step, "{:d}"), text(row.opponent),
+            number(row.games, "{:d}"), number(row.deals, "{:d}"), number(row.seed, "{:d}"), text(row.target),
+            number(row.temperature, "{:g}"), number(row.mean_rank, "{:.3f}"), text(interval(row.mean_rank_ci95, "{:.3f}")),
+            number(row.mean_score_delta, "{:+,.0f}"), text(interval(row.mean_score_delta_ci95, "{:+,.0f}")),
+            text(" / ".join(f"{share:.0%}" for share in row.rank_distribution)),
+            number(read.get("within_deal_correlation", within_deal_correlation(row.deal_ranks)), "{:+.2f}"),
+            number(row.games_per_s, "{:,.2f}"), number(row.decisions_per_s, "{:,.0f}"),
         ])
     section.tables.append(Table(
-        "table-selfplay", "Every evaluation",
+        "table-selfplay", "Every evaluation (within-deal correlation: of the policy's ranks in a deal's four games)",
         [("policy", False), ("size", False), ("step", True), ("opponent", False), ("games", True), ("deals", True),
-         ("target", False), ("temperature", True), ("mean rank", True), ("95% interval", False),
-         ("score delta", True), ("95% interval", False), ("ranks 1/2/3/4", False), ("games/s", True),
-         ("decisions/s", True)],
+         ("seed", True), ("target", False), ("temperature", True), ("mean rank", True), ("95% interval", False),
+         ("score delta", True), ("95% interval", False), ("ranks 1/2/3/4", False),
+         ("within-deal correlation", True), ("games/s", True), ("decisions/s", True)],
         table_rows))
     return section
 
 
-def study_section(rows: Sequence[StudyRow]) -> Section:
+def batch_size_section(rows: Sequence[Read[Any]]) -> Section:
     section = Section(
         "batch-size-study", "Batch-size study",
-        "Does a larger global batch give a better policy? The same model trained on the same data and the "
-        "same number of samples at each global batch, the learning rate tuned per batch: validation at equal "
-        "samples (the end of each run, filled) and at equal steps (hollow), training time, and playing "
-        "strength with its 95% interval.",
+        "Does a larger global batch give a better policy? The same model trained on the same data and the same "
+        "number of samples at each global batch, the learning rate tuned per batch: validation at equal samples "
+        "(the end of each run, filled) and at equal steps (hollow), training time, and playing strength with its "
+        "95% interval. The verdict on the study's claim is read from each comparison's interval: inconclusive "
+        "where it holds 0.",
     )
-    drawn = [r for r in rows if r.role in ("run", "batch")]
-    if drawn:
-        section.figures.append(figure_block("fig-batch-size-study", "Batch-size study: validation, time and strength per global batch",
-                                            figures.study_figure(drawn), rows, study_environment))
-    table_rows = []
-    for row in drawn:
-        table_rows.append([
-            text(row.role), number(row.get("global_batch"), "{:d}"), number(row.get("lr"), "{:.3g}"),
-            text(row.seed_label), number(row.get("steps"), "{:d}") if isinstance(row.get("steps"), int) else text(None),
-            number(row.get("val_loss"), "{:.4f}"), number(row.get("val_accuracy") * 100 if row.get("val_accuracy") is not None else None, "{:.2f}%"),
-            number(row.get("equal_steps_val_loss"), "{:.4f}"),
-            number(row.get("equal_steps_val_accuracy") * 100 if row.get("equal_steps_val_accuracy") is not None else None, "{:.2f}%"),
-            number(row.get("wall_s"), "{:,.0f}"),
-            number(row.get("mean_rank"), "{:.3f}"), text(_interval(row.get("mean_rank_ci95"), "{:.3f}")),
-        ])
-    if table_rows:
+    studies = list(dict.fromkeys(read.row.study_id for read in rows))
+    for study in studies:
+        own = [read for read in rows if read.row.study_id == study]
+        runs = [read.row for read in own if isinstance(read.row, BatchSizeRunRow)]
+        batches = [read.row for read in own if isinstance(read.row, BatchSizeBatchRow)]
+        if runs or batches:
+            drawn = [read for read in own if isinstance(read.row, (BatchSizeRunRow, BatchSizeBatchRow))]
+            section.figures.append(figure_block(
+                f"fig-batch-size-{slug(study)}", f"Batch-size study {study}: validation, time and strength per global batch",
+                figures.study_figure(runs, batches), [read for read in drawn if isinstance(read.row, BatchSizeRunRow)]))
+    runs = [read for read in rows if isinstance(read.row, BatchSizeRunRow)]
+    if runs:
         section.tables.append(Table(
-            "table-batch-size-study", "Every run (and each global batch's summary)",
-            [("row", False), ("global batch", True), ("peak LR", True), ("seed", False), ("steps", True),
-             ("val loss, equal samples", True), ("val accuracy, equal samples", True), ("val loss, equal steps", True),
-             ("val accuracy, equal steps", True), ("wall (s)", True), ("mean rank", True), ("95% interval", False)],
-            table_rows))
-    comparisons = [r for r in rows if r.role == "comparison"]
+            "table-batch-size-study", "Every run",
+            [("study", False), ("global batch", True), ("LR factor", True), ("peak LR", True), ("seed", True),
+             ("steps", True), ("val loss, equal samples", True), ("val accuracy, equal samples", True),
+             ("val loss, equal steps", True), ("val accuracy, equal steps", True), ("train wall (s)", True),
+             ("mean rank", True), ("95% interval", False)],
+            [[text(r.row.study_id), number(r.row.global_batch, "{:d}"), number(r.row.lr_factor, "{:g}"),
+              number(r.row.peak_lr, "{:.3g}"), number(r.row.seed, "{:d}"), number(r.row.steps, "{:d}"),
+              number(r.row.val_loss, "{:.4f}"), percent(r.row.val_accuracy, "{:.2f}%"),
+              number(r.row.equal_steps_val_loss, "{:.4f}"), percent(r.row.equal_steps_val_accuracy, "{:.2f}%"),
+              number(r.row.train_wall_s, "{:,.0f}"), number(r.row.mean_rank, "{:.3f}"),
+              text(interval(r.row.mean_rank_ci95, "{:.3f}"))] for r in runs],
+            provenance(runs, row_machine)))
+    batches = [read.row for read in rows if isinstance(read.row, BatchSizeBatchRow)]
+    if batches:
+        section.tables.append(Table(
+            "table-batch-size-batches", "Each global batch at its best learning rate, mean over seeds",
+            [("study", False), ("global batch", True), ("best LR factor", True), ("seeds", False),
+             ("val loss", True), ("val accuracy", True), ("val loss, equal steps", True), ("train wall (s)", True),
+             ("games", True), ("mean rank", True), ("95% interval", False)],
+            [[text(b.study_id), number(b.global_batch, "{:d}"), number(b.best_lr_factor, "{:g}"),
+              text(",".join(map(str, b.seeds))), number(b.val_loss, "{:.4f}"), percent(b.val_accuracy, "{:.2f}%"),
+              number(b.equal_steps_val_loss, "{:.4f}"), number(b.train_wall_s, "{:,.0f}"), number(b.eval_games, "{:d}"),
+              number(b.mean_rank, "{:.3f}"), text(interval(b.mean_rank_ci95, "{:.3f}"))] for b in batches]))
+    comparisons = [read.row for read in rows if isinstance(read.row, BatchSizeComparisonRow)]
     if comparisons:
         section.tables.append(Table(
-            "table-batch-size-comparisons", "Mean rank of one global batch minus another's, deal by deal",
-            [("global batch", True), ("versus", True), ("difference", True), ("95% interval", False), ("deals", True)],
-            [[number(r.get("global_batch"), "{:d}"), number(r.get("versus_batch"), "{:d}"),
-              number(r.get("mean_rank_difference"), "{:+.3f}"), text(_interval(r.get("ci95"), "{:+.3f}")),
-              number(r.get("deals"), "{:d}") if isinstance(r.get("deals"), int) else text(r.get("deals"))]
-             for r in comparisons]))
+            "table-batch-size-comparisons", "Mean rank of the largest global batch minus another's, deal by deal",
+            [("study", False), ("global batch", True), ("versus", True), ("difference", True), ("95% interval", False),
+             ("deals", True), ("verdict on a stronger larger batch", False)],
+            [[text(c.study_id), number(c.global_batch, "{:d}"), number(c.versus_batch, "{:d}"),
+              number(c.mean_rank_difference, "{:+.3f}"), text(interval(c.ci95, "{:+.3f}")), number(c.deals, "{:d}"),
+              text(c.verdict)] for c in comparisons]))
+    return section
+
+
+# --- scripts' measurements and the studies run --------------------------------------------------
+
+def value_cell(value: Any) -> Cell:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return text(value)
+    if isinstance(value, int):
+        return number(value, "{:,d}")
+    if isinstance(value, float):
+        return number(value, "{:,.4g}" if abs(value) < 1e6 else "{:,.0f}")
+    shown = json.dumps(value)
+    return Cell(shown if len(shown) <= ERROR_SHOWN else shown[:ERROR_SHOWN] + "…", title=shown)
+
+
+def measurement_section(rows: Sequence[Read[Any]]) -> Section:
+    section = Section(
+        "measurements", "Other measurements",
+        "What the scripts in benchmarks/ measure besides training steps (the data loader, the rule-based agents, "
+        "the bench's own overhead, StyleGAN3's saved activations), one table per script, every row as written.",
+    )
+    for benchmark in dict.fromkeys(read.row.benchmark for read in rows):
+        own = [read for read in rows if read.row.benchmark == benchmark]
+        names = list(dict.fromkeys(name for read in own for name in read.row.values))
+        section.tables.append(Table(
+            f"table-measurement-{slug(benchmark)}", benchmark,
+            [(name, False) for name in names],
+            [[value_cell(read.row.values.get(name)) for name in names] for read in own],
+            provenance(own, lambda read: (read.row.machine, None))))
+    return section
+
+
+def studies_section(rows: Sequence[Read[Any]]) -> Section:
+    section = Section("studies", "Studies run", "Each `trainspeed study` run: its estimate, its wall time, its files.")
+    section.tables.append(Table(
+        "table-studies", "Studies",
+        [("study", False), ("preset", False), ("started", False), ("estimate (s)", True), ("wall (s)", True),
+         ("files", False)],
+        [[text(r.row.study), text(r.row.preset), text(r.row.started), number(r.row.estimate_s),
+          number(r.row.wall_s), text(", ".join(r.row.files))] for r in rows],
+        provenance(rows, lambda read: (read.row.machine, None))))
     return section
 
 
@@ -499,19 +718,23 @@ def study_section(rows: Sequence[StudyRow]) -> Section:
 def build_sections(inputs: ReportInputs, baselines: Sequence[str] = ()) -> list[Section]:
     local = [row for row in inputs.bench if not row.is_remote]
     remote = [row for row in inputs.bench if row.is_remote]
-    groups = bench_groups(local)
+    groups = bench_groups(local, baselines)
     sections: list[Section] = []
     if local:
-        sections += [ratio_section(groups, baselines), throughput_section(groups, baselines),
-                     memory_section(groups), first_step_section(groups)]
-    if inputs.runs:
-        sections.append(training_section(inputs.runs))
+        sections += [ratio_section(groups), throughput_section(groups), memory_section(groups),
+                     first_step_section(groups)]
+    if inputs.runs or inputs.scaling:
+        sections.append(training_section(inputs.runs, inputs.scaling))
     if remote:
         sections.append(remote_section(inputs.bench))
     if inputs.evals:
         sections.append(eval_section(inputs.evals))
-    if inputs.study:
-        sections.append(study_section(inputs.study))
+    if inputs.batch_size:
+        sections.append(batch_size_section(inputs.batch_size))
+    if inputs.measurements:
+        sections.append(measurement_section(inputs.measurements))
+    if inputs.studies:
+        sections.append(studies_section(inputs.studies))
     return [s for s in sections if s.figures or s.tables]
 
 
@@ -524,10 +747,12 @@ def _environment() -> jinja2.Environment:
 
 def render(inputs: ReportInputs, title: str = "trainspeed report", baselines: Sequence[str] = ()) -> str:
     sections = build_sections(inputs, baselines)
-    counts = Counter()
-    counts.update({"bench rows": len([r for r in inputs.bench if not r.is_remote]),
-                   "remote rows": len([r for r in inputs.bench if r.is_remote]), "training runs": len(inputs.runs),
-                   "evaluation rows": len(inputs.evals), "batch-size study rows": len(inputs.study)})
+    counts = Counter({
+        "bench rows": len([r for r in inputs.bench if not r.is_remote]),
+        "remote rows": len([r for r in inputs.bench if r.is_remote]), "run directories": len(inputs.runs),
+        "scaling-study runs": len(inputs.scaling), "evaluation rows": len(inputs.evals),
+        "batch-size study rows": len(inputs.batch_size), "other measurements": len(inputs.measurements),
+        "study records": len(inputs.studies)})
     return _environment().get_template("report.html.j2").render(
         title=title, sections=sections, files=inputs.files, not_recorded=NOT_RECORDED,
         counts=[(what, n) for what, n in counts.items() if n],
@@ -538,4 +763,3 @@ def render(inputs: ReportInputs, title: str = "trainspeed report", baselines: Se
 def write_report(inputs: ReportInputs, out: Path, title: str = "trainspeed report", baselines: Sequence[str] = ()) -> Path:
     atomic_write_text(out, render(inputs, title, baselines))
     return out
-

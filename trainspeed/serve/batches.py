@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 
 import torch
 
+from trainspeed.serve.memory import SessionMemory
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire.tensors import DTYPE_NAMES, TensorAssembler, WireError, check_header
 from trainspeed.workloads.base import Workload
 
 MAX_RESIDENT_BATCHES = 64
 """Batches a session may hold at once (uploaded, not yet released): enough for any number of steps
-in flight, few enough that a client cannot fill the server's memory with them."""
+in flight; their bytes also count against the server's memory budget (`memory.py`)."""
 
 
 @dataclass
@@ -55,12 +56,16 @@ class BatchLayout:
 
 @dataclass
 class BatchAssembly:
-    """The batch being received: its tensors so far, each checked against the layout."""
+    """The batch being received: its tensors so far, each checked against the layout and taken
+    from the session's memory before its bytes are accepted."""
 
     batch_id: int
     layout: BatchLayout
+    memory: SessionMemory
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     assembler: TensorAssembler = field(default_factory=TensorAssembler)
+    nbytes: int = 0
+    """Bytes taken from the session's memory for this batch so far."""
 
     def add(self, chunk: pb.TensorChunk) -> None:
         if chunk.HasField("header"):
@@ -68,6 +73,8 @@ class BatchAssembly:
                 raise WireError(f"batch {self.batch_id}: tensor {chunk.header.name!r} sent twice")
             check_header(chunk.header, self.assembler.max_bytes)  # the wire's own checks first
             self.layout.check_header(chunk.header)
+            self.memory.take(chunk.header.nbytes, f"batch {self.batch_id} tensor {chunk.header.name!r}")
+            self.nbytes += chunk.header.nbytes
         received = self.assembler.add(chunk)
         if received is not None:
             name, tensor = received

@@ -2,16 +2,18 @@
 
 Loopback is the default. Any other listen address exposes a process that runs training steps for
 whoever connects, so it needs a token, and TLS unless `--insecure` says explicitly that tokens and
-tensors may cross in clear text (a private link, such as the namespaces of bench_remote.py).
+tensors may cross in clear text (a private link, such as the namespaces of `trainspeed study remote`).
 """
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 
 from trainspeed.errors import UsageError
 from trainspeed.wire.address import Address
-from trainspeed.wire.credentials import read_pem, read_token
+from trainspeed.wire.credentials import check_key_pair, read_pem, read_token
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,15 @@ class ServeConfig:
     """torch threads of the server (None leaves torch's default); device_name reports them."""
     max_sessions: int = 4
     """Sessions (models) held at once; a client beyond them is refused with RESOURCE_EXHAUSTED."""
+    workloads: tuple[str, ...] = ()
+    """Workloads this server builds besides the built-in ones, as `package.module:factory`: the
+    operator's list, imported at start. A client names one of them; it never names a module."""
+    idle_timeout_s: float = 60.0
+    """A session that sends nothing for this long (one that never opens included) is ended and its
+    slot freed, so clients that connect and wait cannot hold every slot."""
+    memory_budget_gib: float | None = None
+    """GiB of client tensors (batches, states being received) all sessions together may hold;
+    None: half of this machine's memory."""
 
     @property
     def address(self) -> Address:
@@ -51,6 +62,7 @@ class ServeConfig:
         if self.uses_tls:
             read_pem(self.tls_cert, "serve: --tls-cert")
             read_pem(self.tls_key, "serve: --tls-key")
+            check_key_pair(self.tls_cert, self.tls_key)
         if not address.is_loopback:
             if self.token_file is None:
                 raise UsageError(
@@ -65,4 +77,18 @@ class ServeConfig:
             raise UsageError(f"serve: --threads must be positive, got {self.threads}")
         if self.max_sessions < 1:
             raise UsageError(f"serve: --max-sessions must be >= 1, got {self.max_sessions}")
+        if not (math.isfinite(self.idle_timeout_s) and self.idle_timeout_s > 0):
+            raise UsageError(f"serve: --idle-timeout-s must be a positive number of seconds, got {self.idle_timeout_s}")
+        if self.memory_budget_gib is not None and not (math.isfinite(self.memory_budget_gib) and self.memory_budget_gib > 0):
+            raise UsageError(f"serve: --memory-budget-gib must be a positive number, got {self.memory_budget_gib}")
+        for reference in self.workloads:
+            if ":" not in reference:
+                raise UsageError(f"serve: --workload {reference!r}: write package.module:factory (the built-in "
+                                 "workloads are always served)")
         return self
+
+    @property
+    def memory_budget_bytes(self) -> int:
+        if self.memory_budget_gib is not None:
+            return int(self.memory_budget_gib * 2**30)
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2

@@ -1,4 +1,5 @@
-"""The device a server holds and what its sessions share: the target, one lock, the session count.
+"""The device a server holds and what its sessions share: the target, one lock, the session count,
+the workloads it builds and the memory budget for client tensors.
 
 Every operation that runs on the device (building a model, a step, a sync, moving a state) holds
 the lock, so sessions of several clients take turns on the device instead of sharing it at once,
@@ -17,25 +18,21 @@ import grpc
 import torch
 
 from trainspeed.bench.peak import measure_peak_tflops
+from trainspeed.serve.memory import MemoryBudget
+from trainspeed.serve.refusal import Refusal
+from trainspeed.serve.workloads import WorkloadList
 from trainspeed.targets.base import Target
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire.limits import CHUNK_BYTES, MAX_MESSAGE_BYTES
-from trainspeed.workloads import BUILTIN_WORKLOADS
-
-
-class Refusal(Exception):
-    """End the session with this gRPC status; the server goes on serving other clients."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code = code
-        self.details = details
 
 
 @dataclass
 class DeviceHost:
     target: Target
     max_sessions: int
+    workloads: WorkloadList
+    memory: MemoryBudget
+    idle_timeout_s: float
     lock: threading.Lock = field(default_factory=threading.Lock)
     live_sessions: int = 0
     _count_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -68,8 +65,10 @@ class DeviceHost:
             threads=torch.get_num_threads(),
             max_message_bytes=MAX_MESSAGE_BYTES,
             chunk_bytes=CHUNK_BYTES,
-            workloads=list(BUILTIN_WORKLOADS),
             live_sessions=self.live_sessions,
+            workloads=self.workloads.describe(),
+            idle_timeout_s=self.idle_timeout_s,
+            memory_budget_bytes=self.memory.limit_bytes,
         )
 
     def peak_tflops(self) -> float:

@@ -17,14 +17,16 @@ from trainspeed.errors import UsageError
 from trainspeed.serve.auth import TokenInterceptor, server_tls_credentials
 from trainspeed.serve.config import ServeConfig
 from trainspeed.serve.host import DeviceHost
+from trainspeed.serve.memory import MemoryBudget
 from trainspeed.serve.session import log, serve_session
+from trainspeed.serve.workloads import WorkloadList
 from trainspeed.targets import get_target
 from trainspeed.targets.threads import configure_threads
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire import remote_pb2_grpc as pb_grpc
 from trainspeed.wire.address import Address
 from trainspeed.wire.credentials import read_token
-from trainspeed.wire.limits import SERVER_OPTIONS
+from trainspeed.wire.limits import server_options
 
 EXTRA_WORKERS = 4
 """Worker threads beyond one per session: Describe and MeasurePeak calls, and a refused session."""
@@ -65,11 +67,13 @@ def start_server(config: ServeConfig) -> RunningServer:
     """Check the settings, hold the target, bind the port and start serving."""
     config.validate()
     configure_threads(config.threads)
-    host = DeviceHost(get_target(config.target), config.max_sessions)
+    host = DeviceHost(get_target(config.target), config.max_sessions, WorkloadList.load(config.workloads),
+                      MemoryBudget(config.memory_budget_bytes), config.idle_timeout_s)
     interceptors = [TokenInterceptor(read_token(config.token_file, "serve: --token-file"))] if config.token_file else []
     workers = config.max_sessions + EXTRA_WORKERS
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trainspeed-serve"),
-                         interceptors=interceptors, options=SERVER_OPTIONS, maximum_concurrent_rpcs=workers)
+                         interceptors=interceptors, options=server_options(config.idle_timeout_s),
+                         maximum_concurrent_rpcs=workers)
     pb_grpc.add_TrainerServicer_to_server(TrainerService(host), server)
     address = config.address
     try:
@@ -86,5 +90,7 @@ def start_server(config: ServeConfig) -> RunningServer:
     server.start()
     running = RunningServer(server, host, Address(address.host, port))
     log(f"{running.remote_name} ready ({'TLS' if config.uses_tls else 'no TLS'}, "
-        f"{'token required' if config.token_file else 'no token'}, {host.target.device_name()})")
+        f"{'token required' if config.token_file else 'no token'}, {host.target.device_name()}; builds "
+        f"{', '.join(host.workloads.names)}; sessions idle for {config.idle_timeout_s:g} s end; client tensors "
+        f"within {host.memory.limit_bytes / 2**30:.1f} GiB)")
     return running

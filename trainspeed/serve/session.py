@@ -10,9 +10,12 @@ step before it (what a client with several steps in flight relies on):
   loss and its time on the server (synced at both ends), states as tensors plus JSON.
 
 Whatever a client does wrong (a malformed or oversized message, a dtype off the allow-list, a batch
-of another shape, an unknown workload or batch) ends its own session with a gRPC status that says
-what; the server and the other sessions go on. A client that disconnects, or whose connection
-dies, ends its session the same way, and the model and batches are freed.
+of another shape, an unknown workload or batch, more bytes than its memory limits allow) ends its
+own session with a gRPC status that says what; so does a failure of the reader itself, which
+would otherwise end the stream with an OK that says nothing. The server and the other sessions go
+on. A client that disconnects, or whose connection dies, ends its session the same way, and the
+model and batches are freed; so does a client that sends nothing for `--idle-timeout-s`, which
+ends with DEADLINE_EXCEEDED and frees its slot, and one that reads no reply for as long.
 """
 
 from __future__ import annotations
@@ -30,15 +33,14 @@ import torch
 
 from trainspeed.errors import UsageError
 from trainspeed.serve.batches import MAX_RESIDENT_BATCHES, BatchAssembly, BatchLayout
-from trainspeed.serve.host import DeviceHost, Refusal
+from trainspeed.serve.host import DeviceHost
+from trainspeed.serve.memory import SessionMemory, StateLimit
+from trainspeed.serve.refusal import Refusal
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire.client import OUT_OF_MEMORY_PREFIX
 from trainspeed.wire.state import decode_state, encode_state
-from trainspeed.wire.tensors import TensorAssembler, WireError, single_chunk, tensor_chunks
-from trainspeed.workloads import BUILTIN_WORKLOADS, get_workload
+from trainspeed.wire.tensors import TensorAssembler, WireError, check_header, single_chunk, tensor_chunks
 from trainspeed.workloads.base import Trainable, Workload
-
-MAX_STATE_TENSORS = 100_000
 
 
 @dataclass(frozen=True)
@@ -55,16 +57,65 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
 
 
+class Activity:
+    """When the session last did something: a message arrived, or a command finished on the device.
+
+    A step that computes for minutes is not idleness: the clock restarts when it finishes."""
+
+    def __init__(self) -> None:
+        self._last = time.monotonic()
+
+    def touch(self) -> None:
+        self._last = time.monotonic()
+
+    def idle_left_s(self, timeout_s: float) -> float:
+        return timeout_s - (time.monotonic() - self._last)
+
+
+class StalledReplies:
+    """Cancels the call once a reply has waited `timeout_s` to be sent: a client that stops reading
+    its replies (HTTP/2 flow control then holds the send) would otherwise hold its slot for ever.
+    A cancelled call's client learns nothing more; it was not listening."""
+
+    def __init__(self, context: grpc.ServicerContext, timeout_s: float) -> None:
+        self.context = context
+        self.timeout_s = timeout_s
+        self._since: float | None = None
+        self._ended = threading.Event()
+        threading.Thread(target=self._watch, daemon=True, name=f"trainspeed-serve-replies-{context.peer()}").start()
+
+    def sending(self) -> None:
+        self._since = time.monotonic()
+
+    def sent(self) -> None:
+        self._since = None
+
+    def end(self) -> None:
+        self._ended.set()
+
+    def _watch(self) -> None:
+        while not self._ended.wait(self.timeout_s / 4):
+            since = self._since
+            if since is not None and time.monotonic() - since > self.timeout_s:
+                log(f"session {self.context.peer()}: a reply waited {self.timeout_s:g} s to be sent (the client reads "
+                    "none); the call is cancelled and its slot freed")
+                self.context.cancel()
+                return
+
+
 class RequestReader:
     """Turns the client's messages into checked commands (runs in the reader thread)."""
 
-    def __init__(self, host: DeviceHost) -> None:
+    def __init__(self, host: DeviceHost, memory: SessionMemory) -> None:
         self.host = host
+        self.memory = memory
         self.layout: BatchLayout | None = None
         self.assembly: BatchAssembly | None = None
-        self.resident: set[int] = set()
+        self.resident: dict[int, int] = {}
+        """Batches uploaded and not released: id -> bytes."""
         self.state_assembler = TensorAssembler()
         self.state_tensors: list[torch.Tensor] = []
+        self.state_nbytes = 0
 
     def handle(self, message: pb.ClientMessage) -> Iterator[Command]:
         kind = message.WhichOneof("kind")
@@ -80,19 +131,16 @@ class RequestReader:
         elif kind == "batch_end":
             yield self._batch_end(message.batch_end.batch_id)
         elif kind == "release":
-            self.resident.discard(message.release.batch_id)
+            self.memory.releasing(self.resident.pop(message.release.batch_id, 0))
             yield Command("release", message.release.batch_id)
         elif kind == "state_tensor":
-            received = self.state_assembler.add(message.state_tensor.chunk)
-            if received is not None:
-                if len(self.state_tensors) >= MAX_STATE_TENSORS:
-                    raise WireError(f"a state of more than {MAX_STATE_TENSORS} tensors", too_large=True)
-                self.state_tensors.append(received[1])
+            self._state_tensor(message.state_tensor.chunk)
         elif kind == "set_state":
             if not self.state_assembler.idle:
                 raise WireError("set_state before the state's last tensor ended")
-            tensors, self.state_tensors = self.state_tensors, []
-            yield Command("set_state", (message.set_state, tensors))
+            payload = (message.set_state, self.state_tensors, self.state_nbytes)
+            self.state_tensors, self.state_nbytes = [], 0
+            yield Command("set_state", payload)
         else:  # step, barrier, get_state: run in order by the handler
             yield Command(kind, getattr(message, kind))
 
@@ -102,10 +150,7 @@ class RequestReader:
         if request.target != self.host.target_name:
             raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
                           f"this server serves {self.host.target_name}, not {request.target}")
-        if request.workload not in BUILTIN_WORKLOADS:
-            raise Refusal(grpc.StatusCode.NOT_FOUND, f"unknown workload {request.workload!r}; this server builds "
-                          f"{', '.join(BUILTIN_WORKLOADS)}")
-        workload = get_workload(request.workload)
+        workload = self.host.workloads.open(request.workload, request.workload_sha256)
         if request.size not in workload.sizes:
             raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"unknown {request.workload} size {request.size!r}; "
                           f"choose one of {', '.join(workload.sizes)}")
@@ -120,7 +165,7 @@ class RequestReader:
                 raise WireError(f"batch {message.batch_id} was sent before and is still held")
             if len(self.resident) >= MAX_RESIDENT_BATCHES:
                 raise WireError(f"more than {MAX_RESIDENT_BATCHES} batches held at once; release some", too_large=True)
-            self.assembly = BatchAssembly(message.batch_id, self.layout)
+            self.assembly = BatchAssembly(message.batch_id, self.layout, self.memory)
         elif self.assembly.batch_id != message.batch_id:
             raise WireError(f"batch {message.batch_id} started before batch {self.assembly.batch_id} ended")
         self.assembly.add(message.chunk)
@@ -129,18 +174,31 @@ class RequestReader:
         if self.assembly is None or self.assembly.batch_id != batch_id:
             raise WireError(f"batch_end for batch {batch_id}, which is not being sent")
         tensors = self.assembly.finish()
+        payload = (batch_id, tensors, self.assembly.nbytes)
+        self.resident[batch_id] = self.assembly.nbytes
         self.assembly = None
-        self.resident.add(batch_id)
-        return Command("batch", (batch_id, tensors))
+        return Command("batch", payload)
+
+    def _state_tensor(self, chunk: pb.TensorChunk) -> None:
+        if chunk.HasField("header"):
+            check_header(chunk.header, self.state_assembler.max_bytes)  # a header that lies takes nothing
+            self.memory.take_state(chunk.header)
+            self.state_nbytes += chunk.header.nbytes
+        received = self.state_assembler.add(chunk)
+        if received is not None:
+            self.state_tensors.append(received[1])
 
 
-def read_requests(requests: Iterable[pb.ClientMessage], commands: "queue.Queue[Command]", host: DeviceHost) -> None:
+def read_requests(requests: Iterable[pb.ClientMessage], commands: "queue.Queue[Command]", reader: RequestReader,
+                  activity: Activity) -> None:
     """The reader thread: commands in order, then `end`, or a refusal that ends the session."""
-    reader = RequestReader(host)
     try:
         for message in requests:
+            activity.touch()
             for command in reader.handle(message):
                 commands.put(command)
+    except grpc.RpcError:
+        pass  # the stream ended under the reader: the client went away, sent too large a message, or the call ended
     except WireError as error:
         code = grpc.StatusCode.RESOURCE_EXHAUSTED if error.too_large else grpc.StatusCode.INVALID_ARGUMENT
         commands.put(Command("refuse", Refusal(code, str(error))))
@@ -148,19 +206,23 @@ def read_requests(requests: Iterable[pb.ClientMessage], commands: "queue.Queue[C
         commands.put(Command("refuse", refusal))
     except UsageError as error:  # the workload refused the open request
         commands.put(Command("refuse", Refusal(grpc.StatusCode.INVALID_ARGUMENT, str(error))))
-    except Exception:  # noqa: BLE001 - the stream broke (the client went away, or sent too large a message)
-        pass
+    except Exception as error:  # noqa: BLE001 - any other failure here must reach the client, not end the stream OK
+        log(f"reading a client's message failed: {_first_line(error)}")
+        commands.put(Command("refuse", Refusal(grpc.StatusCode.INTERNAL,
+                                               f"the server failed reading the client's message: {_first_line(error)}")))
     commands.put(END)
 
 
 class DeviceSession:
     """What one session holds on the device, and the commands that run there."""
 
-    def __init__(self, host: DeviceHost, peer: str) -> None:
+    def __init__(self, host: DeviceHost, peer: str, memory: SessionMemory) -> None:
         self.host = host
         self.peer = peer
+        self.memory = memory
         self.trainable: Trainable | None = None
-        self.batches: dict[int, Any] = {}
+        self.batches: dict[int, tuple[Any, int]] = {}
+        """Batch id -> (the batch on the device, the bytes it holds of the session's memory)."""
         self.steps = 0
 
     def run(self, command: Command) -> Iterator[pb.ServerMessage]:
@@ -175,19 +237,21 @@ class DeviceSession:
                 self.trainable = target.build(workload, request.size, request.seed)
             except Exception as error:  # noqa: BLE001 - a build that fails ends only the client's own session
                 raise self._step_failure(error, "building the model") from None
+            self.memory.set_state_limit(StateLimit.of(self.trainable))
         optimizers = [pb.OptimizerGroups(optimizer=name, lr=[float(g["lr"]) for g in optimizer.param_groups])
                       for name, optimizer in self.trainable.optimizers.items()]
         log(f"session {self.peer}: {request.workload} {request.size} seed {request.seed} built on {target}")
         yield pb.ServerMessage(opened=pb.Opened(target=self.host.target_name, device_name=target.device_name(),
                                                 parameter_count=self.trainable.parameter_count(), optimizers=optimizers))
 
-    def _batch(self, payload: tuple[int, dict[str, torch.Tensor]]) -> None:
-        batch_id, tensors = payload
+    def _batch(self, payload: tuple[int, dict[str, torch.Tensor], int]) -> None:
+        batch_id, tensors, nbytes = payload
         with self.host.lock:
-            self.batches[batch_id] = self.host.target.move_batch(tensors)
+            self.batches[batch_id] = (self.host.target.move_batch(tensors), nbytes)
 
     def _release(self, batch_id: int) -> None:
-        self.batches.pop(batch_id, None)
+        _, nbytes = self.batches.pop(batch_id, (None, 0))
+        self.memory.give_back(nbytes, released=True)
 
     def _set_learning_rates(self, rates: Iterable[pb.LearningRates]) -> None:
         for entry in rates:
@@ -201,7 +265,7 @@ class DeviceSession:
                 group["lr"] = lr
 
     def _step(self, step: pb.Step) -> Iterator[pb.ServerMessage]:
-        batch = self.batches.get(step.batch_id)
+        batch, _ = self.batches.get(step.batch_id, (None, 0))
         if batch is None:
             raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"step {self.steps + 1}: no batch {step.batch_id} on the server")
         self._set_learning_rates(step.learning_rates)
@@ -250,9 +314,17 @@ class DeviceSession:
                 yield pb.ServerMessage(state_tensor=pb.StateTensor(chunk=chunk))
         yield pb.ServerMessage(state_done=pb.StateDone(seq=request.seq, skeleton=skeleton))
 
-    def _set_state(self, payload: tuple[pb.SetState, list[torch.Tensor]]) -> Iterator[pb.ServerMessage]:
-        request, tensors = payload
-        state = decode_state(request.skeleton, tensors)
+    def _set_state(self, payload: tuple[pb.SetState, list[torch.Tensor], int]) -> Iterator[pb.ServerMessage]:
+        request, tensors, nbytes = payload
+        count = len(tensors)
+        try:
+            self._load_state(request, decode_state(request.skeleton, tensors))
+        finally:
+            tensors.clear()  # loading copied them into the model
+            self.memory.give_back_state(nbytes, count)
+        yield pb.ServerMessage(done=pb.Done(seq=request.seq))
+
+    def _load_state(self, request: pb.SetState, state: Any) -> None:
         with self.host.lock:
             try:
                 if request.part == pb.TRAINABLE:
@@ -265,7 +337,6 @@ class DeviceSession:
                     raise ValueError(f"unknown state part {request.part}")
             except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
                 raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"the state does not fit: {_first_line(error)}") from None
-        yield pb.ServerMessage(done=pb.Done(seq=request.seq))
 
     def free(self) -> None:
         self.batches.clear()
@@ -275,29 +346,53 @@ class DeviceSession:
         log(f"session {self.peer}: ended after {self.steps} steps; its model is freed")
 
 
+def _next_command(commands: "queue.Queue[Command]", activity: Activity, timeout_s: float) -> Command:
+    """The next command; a Refusal once the session has been idle for `timeout_s`."""
+    while True:
+        left_s = activity.idle_left_s(timeout_s)
+        if left_s <= 0:
+            raise Refusal(grpc.StatusCode.DEADLINE_EXCEEDED,
+                          f"the client's session sent nothing for {timeout_s:g} s (this server's --idle-timeout-s); "
+                          "the server ended it and freed its slot")
+        try:
+            return commands.get(timeout=left_s)
+        except queue.Empty:
+            continue
+
+
 def serve_session(host: DeviceHost, requests: Iterable[pb.ClientMessage], context: grpc.ServicerContext) -> Iterator[pb.ServerMessage]:
     """The Session RPC: hold a slot, read in one thread, run on the device in this one."""
     commands: "queue.Queue[Command]" = queue.Queue()
     context.add_callback(lambda: commands.put(END))
+    memory = SessionMemory(host.memory)
+    activity = Activity()
     try:
         with host.session_slot() as alone:
             if alone:  # the device's counters are the process's: restart them only when no one else uses them
                 with host.lock:
                     host.target.reset_compilation()
                     host.target.reset_peak_memory()
-            threading.Thread(target=read_requests, args=(requests, commands, host), daemon=True,
+            reader = RequestReader(host, memory)
+            threading.Thread(target=read_requests, args=(requests, commands, reader, activity), daemon=True,
                              name=f"trainspeed-serve-reader-{context.peer()}").start()
-            session = DeviceSession(host, context.peer())
+            session = DeviceSession(host, context.peer(), memory)
+            replies = StalledReplies(context, host.idle_timeout_s)
             try:
                 while True:
-                    command = commands.get()
+                    command = _next_command(commands, activity, host.idle_timeout_s)
                     if command is END:
                         return
                     if command.kind == "refuse":
                         raise command.payload
-                    yield from session.run(command)
+                    for reply in session.run(command):
+                        replies.sending()
+                        yield reply  # gRPC sends it before it asks for the next
+                        replies.sent()
+                    activity.touch()
             finally:
+                replies.end()
                 session.free()
+                memory.close()
     except Refusal as refusal:
         log(f"session {context.peer()}: refused: {refusal.code.name}: {refusal.details}")
         context.abort(refusal.code, refusal.details)

@@ -17,6 +17,7 @@ from trainspeed.targets.cpu import CpuTarget
 from trainspeed.targets.cuda import CudaTarget
 from trainspeed.targets.remote import RemoteTarget
 from trainspeed.targets.xla import XlaTarget
+from trainspeed.workloads.base import Workload
 
 BUILTIN_FAMILIES: dict[str, type[Target]] = {
     "cpu": CpuTarget,
@@ -73,6 +74,13 @@ def target_family(text: str) -> type[Target]:
     return family
 
 
+def check_target_builds(text: str, workload: Workload) -> None:
+    """UsageError, before anything runs, when the target cannot build the workload (a remote
+    server that does not build it, or builds another definition under its name)."""
+    family, spec = _family_and_spec(text)
+    family.check_workload(spec, workload)
+
+
 def get_target(text: str) -> Target:
     """Parse a target name (`device:mode:precision`, or a family's own spelling) and build the
     target (this touches the device)."""
@@ -99,4 +107,5 @@ def available_targets() -> dict[str, str | None]:
     return {name: families[name.split(":")[0]].unavailable_reason() for name in all_target_names()}
 
 
-__all__ = ["Target", "TargetSpec", "get_target", "target_family", "available_targets", "all_target_names"]
+__all__ = ["Target", "TargetSpec", "get_target", "target_family", "check_target_builds", "available_targets",
+           "all_target_names"]

@@ -113,6 +113,12 @@ class Target(ABC):
         lives elsewhere says so in one line instead of failing in the middle of a run."""
 
     @classmethod
+    def check_workload(cls, spec: TargetSpec, workload: Workload) -> None:
+        """Raise UsageError when this target cannot build the workload (default: every workload
+        builds here). Called before anything runs, so a family whose device lives elsewhere can ask
+        there (a server builds only the workloads its operator named) and say so in one line."""
+
+    @classmethod
     def check_spec(cls, spec: TargetSpec) -> None:
         """Raise UsageError when the family has no such mode, precision or option (no device is touched)."""
         if spec.mode not in cls.modes:
@@ -231,6 +237,12 @@ class Target(ABC):
         return loss
 
     # --- measuring ------------------------------------------------------------------------------
+    def start_timed_windows(self) -> None:
+        """The bench is about to time windows of steps, each ended by `sync`, and keeps the windows
+        from here until it calls this again (it starts over with more steps per window). A family
+        whose device times its own steps elsewhere (the remote one) pairs those times with these
+        windows, so both cover the same steps. Default: nothing to do."""
+
     def measured_peak_tflops(self) -> float | None:
         """The device's peak matmul TFLOP/s where the family measures it itself; None (the default)
         lets the bench's probe measure it on `device` from this process. A family whose device

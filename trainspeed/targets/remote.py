@@ -33,6 +33,7 @@ import torch
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target, TargetSpec, is_host_oom
 from trainspeed.workloads.base import Batch, Trainable, Workload
+from trainspeed.workloads.identity import WorkloadIdentity, identify
 
 NAME_HINT = "write remote:HOST:PORT/device:mode:precision[/in-flight=N+link=LABEL], e.g. remote:127.0.0.1:50051/cpu:eager:fp32"
 LABEL = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -137,11 +138,19 @@ class RemoteTarget(Target):
 
     @classmethod
     def check_reachable(cls, spec: RemoteSpec) -> None:
-        connection = _connect(spec)
-        try:
-            _check_server(spec, connection.describe())
-        finally:
-            connection.close()
+        _check_server(spec, _describe(spec))
+
+    @classmethod
+    def check_workload(cls, spec: RemoteSpec, workload: Workload) -> None:
+        """The server builds this workload, the same definition as here (name and hash of its
+        sources), so a mismatch is one line before any row or run directory is written."""
+        from trainspeed.wire.identity import why_not_served
+
+        info = _describe(spec)
+        _check_server(spec, info)
+        why = why_not_served(info.workloads, _identity(spec, workload))
+        if why is not None:
+            raise UsageError(f"target {spec}: the server at {spec.address} {why}")
 
     # --- the connection -----------------------------------------------------------------------------
     def __init__(self, spec: RemoteSpec) -> None:
@@ -180,7 +189,8 @@ class RemoteTarget(Target):
         if switches.rate or switches.rtt:
             pacer = Pacer(parse_rate(switches.rate) if switches.rate else None,
                           parse_duration(switches.rtt) if switches.rtt else 0.0)
-        request = pb.Open(workload=workload.name, size=size, seed=seed, target=str(self.spec.inner))
+        request = pb.Open(workload=workload.name, size=size, seed=seed, target=str(self.spec.inner),
+                          workload_sha256=_identity(self.spec, workload).definition_sha256)
         session = Session(self._connection, request, in_flight=switches.in_flight, pacer=pacer)
         self._sessions.add(session)
         self._current = weakref.ref(session)
@@ -221,6 +231,12 @@ class RemoteTarget(Target):
         return self._stats.peak_memory_bytes if self._stats is not None else None
 
     # --- measuring ----------------------------------------------------------------------------------
+    def start_timed_windows(self) -> None:
+        """The server's step times are summed per window from here on (each sync ends one), so
+        `server_step_s` covers the steps `step_time_s` covers."""
+        if self._stats is not None:
+            self._stats.start_windows()
+
     def measured_peak_tflops(self) -> float:
         return self._connection.measure_peak()
 
@@ -255,6 +271,22 @@ def _connect(spec: RemoteSpec) -> Any:
     from trainspeed.wire.credentials import ClientCredentials
 
     return Connection(spec.address, ClientCredentials.from_environment())
+
+
+def _describe(spec: RemoteSpec) -> Any:
+    connection = _connect(spec)
+    try:
+        return connection.describe()
+    finally:
+        connection.close()
+
+
+def _identity(spec: RemoteSpec, workload: Workload) -> WorkloadIdentity:
+    try:
+        return identify(workload)
+    except (OSError, TypeError, ValueError) as error:
+        raise UsageError(f"target {spec}: workload {workload.name!r} cannot be identified by its source files "
+                         f"({error}); a remote server builds only workloads defined in files it has too") from None
 
 
 def _check_server(spec: RemoteSpec, info: Any) -> None:

@@ -6,8 +6,13 @@ The launcher starts this as a subprocess; it runs torchrun's own machinery (the 
   prefixed `[rank0]:`), and the agent's own log to `RUN_DIR/logs/agent.log`;
 - when the job fails, one line names the first cause (which rank, what) instead of every rank's
   traceback, and the exit code is the one a one-rank run would give: 2 for bad input, 1 for an
-  error, 128 + N for a rank killed by signal N, 143 after a SIGTERM that every rank answered
-  with a checkpoint.
+  error, 128 + N for a rank killed by signal N, 143 (130) after a SIGTERM (SIGINT, Ctrl-C) that
+  every rank answered with a checkpoint.
+
+The launcher starts the agent in a process group of its own, so a Ctrl-C in the terminal reaches
+the launcher alone, which passes it on once: torchrun's agent answers a signal by stopping the
+ranks with it and waiting for them, and a second copy of the signal, arriving from the terminal in
+the middle of that wait, would cut it short and kill ranks that are still checkpointing.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, P
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from trainspeed.train.config import TrainConfig
-from trainspeed.train.lifecycle import EXIT_STOPPED_BY_SIGNAL, die_with_parent
+from trainspeed.train.lifecycle import STOPPED_EXIT_CODES, die_with_parent
 
 LOG_DIR = "logs"
 EXIT_ERROR, EXIT_USAGE = 1, 2
@@ -89,11 +94,11 @@ def _describe(rank: int, failure: ProcessFailure) -> FailureCause:
 
 def first_cause(failures: dict[int, ProcessFailure]) -> FailureCause | None:
     """The failure that came first, preferring a rank's own error over one caused by a dead peer;
-    None when every rank stopped after a SIGTERM (exit 143 with a checkpoint)."""
-    if all(failure.exitcode == EXIT_STOPPED_BY_SIGNAL for failure in failures.values()):
+    None when every rank stopped after a SIGTERM or SIGINT (exit 143 or 130, with a checkpoint)."""
+    if all(failure.exitcode in STOPPED_EXIT_CODES for failure in failures.values()):
         return None
     causes = [(failure.timestamp, _describe(rank, failure)) for rank, failure in failures.items()
-              if failure.exitcode != EXIT_STOPPED_BY_SIGNAL]
+              if failure.exitcode not in STOPPED_EXIT_CODES]
 
     def order(item: tuple[int, FailureCause]) -> tuple[bool, int, int]:
         timestamp, cause = item
@@ -114,7 +119,7 @@ def _log_agent_to(path: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    die_with_parent(signal.SIGTERM)
+    die_with_parent()  # a killed launcher takes its run with it: nothing writes after its lock is gone
     config_path = Path(argv[0])
     config = TrainConfig.from_json(config_path.read_text())
     log_dir = config.run_dir / LOG_DIR
@@ -125,7 +130,7 @@ def main(argv: list[str]) -> int:
     except ChildFailedError as failed:
         cause = first_cause(failed.failures)
         if cause is None:
-            return EXIT_STOPPED_BY_SIGNAL
+            return failed.failures[min(failed.failures)].exitcode
         print(f"trainspeed: error: rank {cause.rank}: {cause.description} (every rank's log: {log_dir})",
               file=sys.stderr, flush=True)
         return cause.exit_code

@@ -1,18 +1,31 @@
-"""Checkpoints that a crash cannot corrupt, and the SIGTERM request to write one.
+"""Checkpoints that a crash cannot corrupt and that a shared run directory cannot turn into code.
 
 A checkpoint is one file holding everything to continue bit-for-bit: networks, optimizers, LR
-schedulers, the step, and per rank the loader position and the RNG states (python, numpy, torch,
-and the target's device generator). Rank 0 gathers the per-rank parts and writes the file through `atomic_path`, then points
-`checkpoints/latest` at it (also atomically), so a kill -9 at any moment leaves either the previous
-checkpoint or the new one. The two newest are kept.
+schedulers, the step, and per rank the loader position, the RNG states (python, numpy, torch,
+and the target's device generator) and the networks' buffers (statistics a rank keeps of its own
+batches). Rank 0 gathers the per-rank parts and writes the file through
+`atomic_path`, then its sha256 beside it (`step-*.pt.sha256`, the format `sha256sum -c` reads),
+then points `checkpoints/latest` at it (each atomically), so a kill -9 at any moment leaves either
+the previous checkpoint or the new one. The newest two up to the one just written are kept; a
+checkpoint of a later step is never deleted: a run resumed from an earlier step first moves the
+later ones into `checkpoints/superseded/N/` (`set_aside_after`).
+
+A run directory may come from someone else, so loading is for data only: the checksum must match,
+and the file is read with torch's `weights_only` unpickler, which builds tensors, numbers, strings,
+None, lists, tuples and dicts and refuses everything else before it runs. Writing holds the
+payload to the same rule (`plain_data_problem`), so a workload whose state holds another type is
+told at its first checkpoint, not at its first resume. The RNG states are plain data for that
+reason: numpy's generator state is stored as a list of ints, not as an ndarray.
 """
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 import random
-import signal
+import re
+from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -25,12 +38,24 @@ from trainspeed.targets.base import Target
 CHECKPOINT_DIR = "checkpoints"
 LATEST_POINTER = "latest"
 KEEP_CHECKPOINTS = 2
+CHECKSUM_SUFFIX = ".sha256"
+SUPERSEDED_DIR = "superseded"
+CHECKPOINT_NAME = re.compile(r"step-(\d{9})\.pt")
+POINTER_MAX_BYTES = 256
+PLAIN_SCALARS = (type(None), bool, int, float, str)
 
 
 def capture_rng_states(target: Target) -> dict[str, Any]:
+    numpy_state = np.random.get_state(legacy=False)
     return {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": {
+            "bit_generator": numpy_state["bit_generator"],
+            "key": numpy_state["state"]["key"].tolist(),
+            "pos": int(numpy_state["state"]["pos"]),
+            "has_gauss": int(numpy_state["has_gauss"]),
+            "gauss": float(numpy_state["gauss"]),
+        },
         "torch": torch.get_rng_state(),
         "device": target.device_rng_state(),
     }
@@ -38,7 +63,13 @@ def capture_rng_states(target: Target) -> dict[str, Any]:
 
 def restore_rng_states(states: dict[str, Any], target: Target) -> None:
     random.setstate(states["python"])
-    np.random.set_state(states["numpy"])
+    numpy_state = states["numpy"]
+    np.random.set_state({
+        "bit_generator": numpy_state["bit_generator"],
+        "state": {"key": np.asarray(numpy_state["key"], dtype=np.uint32), "pos": numpy_state["pos"]},
+        "has_gauss": numpy_state["has_gauss"],
+        "gauss": numpy_state["gauss"],
+    })
     torch.set_rng_state(states["torch"])
     if states.get("device") is not None:
         target.set_device_rng_state(states["device"])
@@ -55,55 +86,192 @@ def to_host(value: Any) -> Any:
     return value
 
 
+def plain_data_problem(value: Any, where: str = "checkpoint") -> str | None:
+    """Where `value` holds something `weights_only` loading would refuse, or None: tensors, None,
+    bool, int, float, str, and lists, tuples and dicts (str or int keys) of them."""
+    if isinstance(value, torch.Tensor) or type(value) in PLAIN_SCALARS:
+        return None
+    if type(value) in (list, tuple):
+        items = enumerate(value)
+    elif type(value) is dict:
+        bad_keys = [key for key in value if type(key) not in (str, int)]
+        if bad_keys:
+            return f"{where} has a key of type {type(bad_keys[0]).__name__}"
+        items = value.items()
+    else:
+        return f"{where} is a {type(value).__module__}.{type(value).__qualname__}"
+    for key, item in items:
+        problem = plain_data_problem(item, f"{where}[{key!r}]")
+        if problem is not None:
+            return problem
+    return None
+
+
 def checkpoint_dir(run_dir: Path) -> Path:
     return Path(run_dir) / CHECKPOINT_DIR
 
 
-def save_checkpoint(run_dir: Path, step: int, payload: dict[str, Any]) -> Path:
-    """Write `payload` as the checkpoint of `step` and make it the latest; prune older ones."""
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:09d}.pt"
+
+
+def checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + CHECKSUM_SUFFIX)
+
+
+def sha256_of(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def step_files(run_dir: Path) -> list[tuple[int, Path]]:
+    """(step, path) of every checkpoint file of the run, newest first."""
     directory = checkpoint_dir(run_dir)
-    path = directory / f"step-{step:09d}.pt"
+    if not directory.is_dir():
+        return []
+    found = [(int(match.group(1)), path) for path in directory.iterdir()
+             if (match := CHECKPOINT_NAME.fullmatch(path.name))]
+    return sorted(found, reverse=True)
+
+
+def save_checkpoint(run_dir: Path, step: int, payload: dict[str, Any]) -> Path:
+    """Write `payload` as the checkpoint of `step`, its checksum, and make it the latest; prune the
+    ones before it."""
+    host_payload = to_host(payload)
+    problem = plain_data_problem(host_payload)
+    if problem is not None:
+        raise TypeError(f"the checkpoint of step {step} cannot be written: {problem}; a checkpoint holds "
+                        "only tensors, numbers, strings, None, and lists, tuples and dicts of them")
+    directory = checkpoint_dir(run_dir)
+    path = directory / checkpoint_name(step)
     with atomic_path(path) as tmp:
-        torch.save(to_host(payload), tmp)
+        torch.save(host_payload, tmp)
+        digest = sha256_of(tmp)
+    atomic_write_text(checksum_path(path), f"{digest}  {path.name}\n")
     atomic_write_text(directory / LATEST_POINTER, path.name + "\n")
-    for old in sorted(directory.glob("step-*.pt"))[:-KEEP_CHECKPOINTS]:
-        old.unlink(missing_ok=True)
+    _prune_before(run_dir, step)
     return path
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    pointer = checkpoint_dir(run_dir) / LATEST_POINTER
-    if not pointer.exists():
+def _prune_before(run_dir: Path, step: int) -> None:
+    """Keep KEEP_CHECKPOINTS - 1 checkpoints before `step`; never touch a later one."""
+    older = [path for found_step, path in step_files(run_dir) if found_step < step]
+    for old in older[KEEP_CHECKPOINTS - 1:]:
+        old.unlink(missing_ok=True)
+        checksum_path(old).unlink(missing_ok=True)
+
+
+def set_aside_after(run_dir: Path, step: int) -> Path | None:
+    """Move the checkpoints of steps after `step` (and their checksum files) into a new folder
+    `checkpoints/superseded/N/`, so a run resumed from `step` cannot overwrite or prune them;
+    returns that folder, or None when there were none."""
+    later = [path for found_step, path in step_files(run_dir) if found_step > step]
+    if not later:
         return None
-    path = pointer.parent / pointer.read_text().strip()
-    return path if path.exists() else None
+    parent = checkpoint_dir(run_dir) / SUPERSEDED_DIR
+    parent.mkdir(exist_ok=True)
+    number = 1 + max((int(p.name) for p in parent.iterdir() if p.name.isdigit()), default=0)
+    folder = parent / str(number)
+    folder.mkdir()
+    for path in later:
+        for moved in (path, checksum_path(path)):
+            if moved.exists():
+                moved.replace(folder / moved.name)
+    return folder
+
+
+def read_latest(run_dir: Path) -> tuple[Path | None, str | None]:
+    """The checkpoint `checkpoints/latest` names, or None and why not (None when there is no pointer
+    and no checkpoint either: a run that never checkpointed). Only a bare checkpoint name counts: a
+    pointer cannot lead outside its run."""
+    pointer = checkpoint_dir(run_dir) / LATEST_POINTER
+    if not pointer.is_file():
+        return None, "checkpoints/latest is missing" if step_files(run_dir) or pointer.exists() else None
+    with open(pointer, "rb") as handle:
+        raw = handle.read(POINTER_MAX_BYTES + 1)
+    try:
+        name = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        name = None
+    if name is None or len(raw) > POINTER_MAX_BYTES or not CHECKPOINT_NAME.fullmatch(name):
+        shown = repr(name[:60]) if name is not None else "binary data"
+        return None, f"checkpoints/latest holds {shown}, not the name of a checkpoint of this run"
+    path = pointer.parent / name
+    if not path.is_file():
+        return None, f"checkpoints/latest names {name}, which does not exist"
+    return path, None
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    return read_latest(run_dir)[0]
+
+
+class CheckpointRefused(UsageError):
+    """A checkpoint file that is not loaded, and why (the message is the full path, then the reason)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path} {reason}")
+        self.path = path
+        self.reason = reason
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    """The payload, on the host. It holds RNG states (numpy arrays, tuples), so this is a full unpickle:
-    load only checkpoints this tool wrote."""
+    """The payload, on the host, after its checksum matched; CheckpointRefused otherwise.
+    Nothing in the file runs: it is read with torch's weights_only unpickler."""
+    expected = _recorded_checksum(path)
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError) as error:
-        raise UsageError(f"train: cannot read checkpoint {path}: {error}") from error
+        digest = sha256_of(path)
+    except OSError as error:
+        raise CheckpointRefused(path, f"cannot be read ({error.strerror})") from None
+    if digest != expected:
+        raise CheckpointRefused(path, "fails its sha256 check (it changed after it was written)")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise CheckpointRefused(path, "holds objects other than tensors and plain data, so it was not "
+                                "loaded (a checkpoint is data, never code)") from None
+    except Exception as error:  # a damaged zip, a truncated tensor: torch raises many kinds
+        raise CheckpointRefused(path, f"is not a readable checkpoint ({type(error).__name__})") from None
+    if not isinstance(payload, dict):
+        raise CheckpointRefused(path, f"is not a trainspeed checkpoint (it holds a {type(payload).__name__})")
+    return payload
 
 
-class StopRequest:
-    """Turns SIGTERM into a flag the loop checks between steps (checkpoint, then exit cleanly).
+def _recorded_checksum(path: Path) -> str:
+    sidecar = checksum_path(path)
+    try:
+        with open(sidecar, "rb") as handle:
+            fields = handle.read(POINTER_MAX_BYTES).decode("ascii").split()
+    except FileNotFoundError:
+        raise CheckpointRefused(path, f"has no checksum file ({sidecar.name} is missing)") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise CheckpointRefused(path, f"has an unreadable checksum file {sidecar.name} ({error})") from None
+    if len(fields) != 2 or fields[1] != path.name or not re.fullmatch(r"[0-9a-f]{64}", fields[0]):
+        raise CheckpointRefused(path, f"has a checksum file {sidecar.name} that is not a sha256 line for it")
+    return fields[0]
 
-    A handler that checkpointed directly could run in the middle of a step or a collective.
-    """
 
-    def __init__(self) -> None:
-        self.requested = False
-        self._previous: Any = None
+@dataclass(frozen=True)
+class FoundCheckpoint:
+    path: Path
+    payload: dict[str, Any]
+    skipped: tuple[str, ...]
+    """Why the pointer or newer checkpoints were passed over, one phrase each; empty when this is
+    the checkpoint `latest` names."""
 
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self.requested = True
 
-    def __enter__(self) -> "StopRequest":
-        self._previous = signal.signal(signal.SIGTERM, self._handle)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        signal.signal(signal.SIGTERM, self._previous)
+def find_checkpoint(run_dir: Path) -> FoundCheckpoint | None:
+    """The checkpoint to continue from: the one `latest` names when it is valid, otherwise the newest
+    valid one. None when the run has no checkpoint at all; UsageError (listing each problem) when it
+    has some but none is valid, so nothing restarts a run from step 0 over its checkpoints."""
+    latest, problem = read_latest(run_dir)
+    problems = [problem] if problem else []
+    candidates = ([latest] if latest else []) + [path for _, path in step_files(run_dir) if path != latest]
+    for path in candidates:
+        try:
+            return FoundCheckpoint(path, load_checkpoint(path), tuple(problems))
+        except CheckpointRefused as error:
+            problems.append(f"{path.name} {error.reason}")
+    if problems:
+        raise UsageError("; ".join(problems) + f"; no valid checkpoint is left in {checkpoint_dir(run_dir)}")
+    return None

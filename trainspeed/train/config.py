@@ -24,10 +24,12 @@ class LRConfig:
 
     base_lr: float | None = None
     """Peak LR at the reference global batch; None keeps the workload optimizer's own LR."""
-    scaling: str = "sqrt"
-    """How the peak LR follows the global batch: none, linear (Goyal et al.) or sqrt (common for Adam)."""
-    reference_batch: int = 512
-    """Global batch at which `base_lr` was tuned (the study's one-GPU batch)."""
+    scaling: str | None = None
+    """How the peak LR follows the global batch: none, linear (Goyal et al.) or sqrt (common for Adam).
+    None: sqrt, or none where there is no reference batch (see `resolve_lr`)."""
+    reference_batch: int | None = None
+    """Global batch at which the LR was tuned; None: the workload's `reference_batch` (512 where it
+    declares none; a workload that declares None has its LR used as set, at every batch)."""
     warmup_steps: int | None = None
     """Linear warm-up length; None = 5% of the run."""
     min_lr_ratio: float = 0.1
@@ -51,7 +53,9 @@ class LaunchConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     workload: str = "mahjong"
-    size: str = "small"
+    size: str | None = None
+    """None: the workload's default size (`trainspeed.workloads.resolve_size`); the launcher
+    writes the size it resolved into the run's train_config.json."""
     target: str = "cpu:eager:fp32"
     data: str | None = None
     synthetic_data: bool = False
@@ -145,7 +149,7 @@ class TrainConfig:
             raise UsageError(f"train: --eval-batches must be >= 1, got {self.eval_batches}")
         if not 0.0 <= self.lr.min_lr_ratio <= 1.0:
             raise UsageError(f"train: --min-lr-ratio must be in [0, 1], got {self.lr.min_lr_ratio}")
-        if self.lr.scaling not in LR_SCALING_RULES:
+        if self.lr.scaling is not None and self.lr.scaling not in LR_SCALING_RULES:
             raise UsageError(f"train: --lr-scaling {self.lr.scaling!r}: choose one of {', '.join(LR_SCALING_RULES)}")
         if self.launch.rdzv_backend not in RDZV_BACKENDS:
             raise UsageError(
@@ -158,6 +162,19 @@ class TrainConfig:
         return self
 
 
+def resolve_lr(lr: LRConfig, workload_reference_batch: int | None) -> LRConfig:
+    """The LR rule a run uses, with nothing left to a default: the flags where given, else what the
+    workload declares. Without a reference batch there is nothing to scale from, so the rule is
+    `none`; asking for a scaling rule then is a UsageError rather than a rule silently ignored."""
+    reference = lr.reference_batch if lr.reference_batch is not None else workload_reference_batch
+    scaling = lr.scaling if lr.scaling is not None else ("sqrt" if reference is not None else "none")
+    if scaling != "none" and reference is None:
+        raise UsageError(f"train: --lr-scaling {scaling} needs the batch the LR was tuned at, and the workload "
+                         "declares none (reference_batch = None): give --lr-reference-batch N, or drop --lr-scaling")
+    return dataclasses.replace(lr, scaling=scaling, reference_batch=reference)
+
+
 def _require_positive(flag: str, value: float | None) -> None:
-    if value is not None and value <= 0:
-        raise UsageError(f"train: {flag} must be > 0, got {value}")
+    """NaN compares false with everything, so `value <= 0` alone lets --lr nan through (and inf)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(f"train: {flag} must be a finite number > 0, got {value}")

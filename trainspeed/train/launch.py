@@ -17,6 +17,7 @@ Multi-node: start the same command on every node with `--nnodes N --rdzv-endpoin
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -24,25 +25,35 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+import psutil
+
 from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
-from trainspeed.targets import get_target, target_family
+from trainspeed.targets import check_target_builds, get_target, target_family
 from trainspeed.targets.base import Target
-from trainspeed.train.checkpoint import StopRequest
-from trainspeed.train.config import TrainConfig
+from trainspeed.train.config import TrainConfig, resolve_lr
 from trainspeed.train.distributed import Collectives, RankContext
-from trainspeed.train.lifecycle import die_with_parent, exit_code
+from trainspeed.train.lifecycle import STOP_SIGNALS, StopRequest, die_with_parent, finish
 from trainspeed.train.loop import Layout, RankTrainer
 from trainspeed.train.run_dir import RunDirectory
 from trainspeed.train.summary import bench_samples_per_s
-from trainspeed.workloads import get_workload
+from trainspeed.train.synthetic import held_bytes_per_rank
+from trainspeed.workloads import Workload, get_workload, reference_batch, resolve_size
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def check_runnable(config: TrainConfig) -> tuple[type[Target], int | None]:
-    """Raise UsageError for anything that would fail later in a rank; returns the target family and
-    the batches per epoch of the training split (None for synthetic data)."""
+def resolve_workload_settings(config: TrainConfig, workload: Workload) -> TrainConfig:
+    """The config with the workload's defaults filled in (its size, the batch its LR was tuned
+    at), so the run directory records what the run used, not what was left unsaid."""
+    return dataclasses.replace(config, size=resolve_size(workload, config.size),
+                               lr=resolve_lr(config.lr, reference_batch(workload)))
+
+
+def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int | None]:
+    """Raise UsageError for anything that would fail later in a rank; returns the config with the
+    workload's defaults resolved, the target family and the batches per epoch of the training
+    split (None for synthetic data)."""
     config.validate()
     family = target_family(config.target)
     if family.data_parallel == "single" and config.world_size > 1:
@@ -53,27 +64,48 @@ def check_runnable(config: TrainConfig) -> tuple[type[Target], int | None]:
     if config.launch.nnodes > 1 and not family.supports_multi_node:
         raise UsageError(f"train: {config.target} drives one host's devices from one process; it has no multi-node mode")
     workload = get_workload(config.workload)
-    if config.size not in workload.sizes:
-        raise UsageError(
-            f"train: --size {config.size!r} is not a {workload.name} size; choose one of {', '.join(workload.sizes)}"
-        )
+    config = resolve_workload_settings(config, workload)
+    check_target_builds(config.target, workload)
     batches_per_epoch = None
     if config.data is not None:
         if not hasattr(workload, "open_dataset"):
             raise UsageError(f"train: workload {workload.name!r} has no real dataset; use --synthetic-data")
         probe = LoaderConfig(batch_size=config.batch_size_per_device, world_size=config.world_size, num_workers=0)
-        batches_per_epoch = len(workload.open_dataset(config.data, config.size, probe))
+        loader = workload.open_dataset(config.data, config.size, probe)
+        batches_per_epoch = len(loader)
+        if batches_per_epoch == 0:
+            raise UsageError(
+                f"train: the training split of --data {config.data} has {loader.num_samples} samples, fewer than "
+                f"one global batch of {config.global_batch} ({config.batch_size_per_device} per device x "
+                f"{config.world_size}); choose a smaller --batch-size-per-device or give more data"
+            )
+    else:
+        _check_synthetic_batches_fit(config, workload)
     if config.bench_jsonl:
         bench_samples_per_s(config.bench_jsonl, workload.name, config.size, config.target, config.batch_size_per_device)
-    return family, batches_per_epoch
+    return config, family, batches_per_epoch
+
+
+def _check_synthetic_batches_fit(config: TrainConfig, workload: Workload) -> None:
+    """Refuse a batch whose synthetic batches alone would not fit in this host's memory (the
+    network's activations come on top), before any rank allocates them."""
+    needed = held_bytes_per_rank(workload, config.size, config.batch_size_per_device) * config.launch.nproc
+    memory = psutil.virtual_memory().total
+    if needed > memory:
+        raise UsageError(
+            f"train: --batch-size-per-device {config.batch_size_per_device}: the synthetic batches of "
+            f"{config.launch.nproc} rank(s) alone would take {needed / 2**30:,.1f} GiB, more than this host's "
+            f"{memory / 2**30:,.1f} GiB; choose a smaller batch"
+        )
 
 
 def launch(config: TrainConfig) -> int:
     """Check, take the run directory, record the configuration in it, and run; returns the exit code."""
-    family, batches_per_epoch = check_runnable(config)
+    config, family, batches_per_epoch = check_runnable(config)
     run_dir = RunDirectory(config.run_dir)
     run_dir.check_writable()
     with run_dir.lock():
+        run_dir.remove_interrupted_writes()
         if not config.resume:
             run_dir.check_fresh()
         else:
@@ -83,9 +115,7 @@ def launch(config: TrainConfig) -> int:
                 print(f"train: the run in {run_dir.path} already finished step {point.step} of {total_steps}; "
                       "nothing to do (give a larger --steps to train on)")
                 return 0
-            if point is not None:
-                run_dir.record_resume(point)
-            run_dir.forget_steps_after(point.step if point is not None else 0)
+            run_dir.continue_from(point)
         config_path = run_dir.write_config(config)
         if family.data_parallel == "spmd":
             return run_spmd(config, family)
@@ -97,8 +127,7 @@ def launch(config: TrainConfig) -> int:
 def _run(config: TrainConfig, layout: Layout, target: Target, place=None) -> int:
     with StopRequest() as stop:
         summary = RankTrainer(config, layout, Collectives(layout.context), target, place).run(stop)
-    print("\n".join(summary.lines()), flush=True)
-    return exit_code(summary)
+        return finish(summary, stop, show=True)
 
 
 def run_in_process(config: TrainConfig) -> int:
@@ -112,6 +141,13 @@ def run_spmd(config: TrainConfig, family: type[Target]) -> int:
     return _run(config, Layout(RankContext(), devices_per_process=devices), target, target.spmd_placer(devices))
 
 
+def _agent_process_setup() -> None:
+    """In the agent before exec: a process group of its own (a Ctrl-C in the terminal reaches only
+    the launcher, which passes it on once) and death with the launcher."""
+    os.setpgid(0, 0)
+    die_with_parent()
+
+
 def run_agent(config_path: Path, config: TrainConfig) -> int:
     """Run this node's elastic agent (`trainspeed.train.agent`, torchrun's machinery) as a
     subprocess, passing SIGTERM/SIGINT on to it (it forwards them to every rank)."""
@@ -120,12 +156,12 @@ def run_agent(config_path: Path, config: TrainConfig) -> int:
     if config.threads is not None:
         env["OMP_NUM_THREADS"] = str(config.threads)
     command = [sys.executable, "-m", "trainspeed.train.agent", str(config_path)]
-    process = subprocess.Popen(command, env=env, preexec_fn=lambda: die_with_parent(signal.SIGTERM))
+    process = subprocess.Popen(command, env=env, preexec_fn=_agent_process_setup)
 
     def forward(signum: int, frame: FrameType | None) -> None:
         process.send_signal(signum)
 
-    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, forward) for sig in STOP_SIGNALS}
     try:
         return process.wait()
     finally:

@@ -1,15 +1,20 @@
-"""Process life cycle of a run: children that die with their parent, and the run's exit code."""
+"""Process life cycle of a run: children that die with their parent, the stop request a signal
+makes, and the run's exit code."""
 
 from __future__ import annotations
 
 import ctypes
 import signal
 import sys
+from types import FrameType
+from typing import Any
 
 from trainspeed.train.summary import RunSummary
 
 PR_SET_PDEATHSIG = 1
-EXIT_STOPPED_BY_SIGNAL = 128 + signal.SIGTERM
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOPPED_EXIT_CODES = frozenset(128 + sig for sig in STOP_SIGNALS)
+"""What a rank (and the whole run) exits with after a stop signal and its checkpoint: 143, 130."""
 
 
 def die_with_parent(sig: signal.Signals = signal.SIGKILL) -> None:
@@ -24,6 +29,41 @@ def die_with_parent(sig: signal.Signals = signal.SIGKILL) -> None:
     libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
 
 
-def exit_code(summary: RunSummary) -> int:
-    """0 when the run reached its last step; 143 (SIGTERM's code) when it stopped early after a checkpoint."""
-    return EXIT_STOPPED_BY_SIGNAL if summary.stopped_by_signal else 0
+class StopRequest:
+    """Turns SIGTERM and SIGINT (Ctrl-C) into a flag the loop checks between steps (checkpoint, then
+    exit cleanly), remembering which signal came.
+
+    A handler that checkpointed directly could run in the middle of a step or a collective, and
+    SIGINT's default, KeyboardInterrupt, would leave without a checkpoint from wherever it landed.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.signal: signal.Signals | None = None
+        self._previous: dict[signal.Signals, Any] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.requested = True
+        self.signal = self.signal or signal.Signals(signum)
+
+    def __enter__(self) -> "StopRequest":
+        self._previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def finish(summary: RunSummary, stop: StopRequest, show: bool) -> int:
+    """Print the run's summary (when `show`: rank 0) and return its exit code: 0 when it reached its
+    last step; 128 + the signal (130 for SIGINT, 143 for SIGTERM) when it stopped early after a
+    checkpoint. A rank that stopped because a peer was signalled reports SIGTERM's code."""
+    stopped_by = (stop.signal or signal.SIGTERM) if summary.stopped_by_signal else None
+    if show:
+        lines = summary.lines()
+        if stopped_by is not None:
+            lines.append(f"stopped by {stopped_by.name} after checkpointing step {summary.last_step}; "
+                         "continue with --resume")
+        print("\n".join(lines), flush=True)
+    return 0 if stopped_by is None else 128 + stopped_by

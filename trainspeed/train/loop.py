@@ -12,6 +12,7 @@ validation and checkpoints, which are reported apart. The steady-state rate leav
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from dataclasses import dataclass, field
@@ -20,12 +21,12 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
+from trainspeed.bench.environment import Machine
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import BatchPlacer, Target
 from trainspeed.targets.threads import configure_threads
 from trainspeed.train.checkpoint import (
-    StopRequest,
     capture_rng_states,
     latest_checkpoint,
     load_checkpoint,
@@ -35,7 +36,8 @@ from trainspeed.train.checkpoint import (
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.evaluation import EvalRecord, can_evaluate, evaluate
-from trainspeed.train.lr_schedule import build_schedulers, current_lr
+from trainspeed.train.lifecycle import StopRequest
+from trainspeed.train.lr_schedule import LearningRates, build_schedulers, current_lr, first_group_lrs
 from trainspeed.train.metrics import MetricsLog, StepWindow, WindowRecord, reduce_window
 from trainspeed.train.parallel import make_data_parallel
 from trainspeed.train.progress import ProgressBar
@@ -43,6 +45,7 @@ from trainspeed.train.summary import RunSummary, bench_samples_per_s
 from trainspeed.train.synthetic import SyntheticLoader
 from trainspeed.workloads import get_workload
 from trainspeed.workloads.base import Batch, Trainable, Workload
+from trainspeed.workloads.identity import identify
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ class RunClock:
     """Host time of this invocation, with validation and checkpoint pauses kept apart."""
 
     started_at: float = 0.0
+    cpu_started_at: float = 0.0
+    """This process's CPU time at `started_at`."""
     steady_started_at: float | None = None
     steady_first_step: int = 0
     paused_s: float = 0.0
@@ -100,6 +105,8 @@ class RunTrace:
     """Device losses of the open window, read once at its end (reading each would sync every step)."""
     last_record: WindowRecord | None = None
     last_eval: EvalRecord | None = None
+    machine: Machine | None = None
+    """The machine at the first step (the summary completes it at the last)."""
 
 
 class BatchStream:
@@ -149,6 +156,22 @@ def open_loader(
     return workload.open_dataset(config.data, config.size, loader_config)
 
 
+def network_buffers(trainable: Trainable) -> dict[str, dict[str, torch.Tensor]]:
+    """Every buffer of every network, on the host. Parameters are equal on every rank (each step
+    applies the same averaged gradients); buffers need not be: running statistics a network keeps
+    from its own rank's batches (StyleGAN3's magnitude EMAs and w_avg) are not averaged, so each rank's
+    are checkpointed apart from rank 0's `trainable` state and restored on that rank."""
+    return {name: {key: buffer.detach().to("cpu", copy=True) for key, buffer in network.named_buffers()}
+            for name, network in trainable.networks.items()}
+
+
+def restore_buffers(trainable: Trainable, buffers: dict[str, dict[str, torch.Tensor]]) -> None:
+    with torch.no_grad():
+        for name, network in trainable.networks.items():
+            for key, buffer in network.named_buffers():
+                buffer.copy_(buffers[name][key])
+
+
 def checkpoint_payload(
     config: TrainConfig,
     state: LoopState,
@@ -195,9 +218,11 @@ class RankTrainer:
         self.train_loader = open_loader(self.workload, config, layout, self.target, "train")
         self.val_loader = self._open_val_loader()
         self.total_steps = config.total_steps(None if config.synthetic_data else len(self.train_loader))
-        self.schedulers = build_schedulers(
-            self.trainable.optimizers, config.lr, config.batch_size_per_device * layout.devices, self.total_steps
-        )
+        workload_lrs = first_group_lrs(self.trainable.optimizers)
+        self.schedulers = build_schedulers(self.trainable.optimizers, config.lr, self.global_batch, self.total_steps)
+        self.learning_rates = LearningRates.derive(workload_lrs, config.lr, self.global_batch, self.total_steps)
+        if self.context.is_main:
+            print(self.learning_rates.line(), flush=True)
         self.state = LoopState()
         self.resumed_from: int | None = self._resume() if config.resume else None
         # Each rank draws its own random numbers (dropout, augmentation) after the shared init.
@@ -219,12 +244,15 @@ class RankTrainer:
         return open_loader(self.workload, self.config, self.layout, self.target, "val")
 
     def _resume(self) -> int | None:
+        """Continue from the checkpoint `latest` names: the launcher chose it (and said so) and
+        pointed `latest` at it, so every rank reads the same one."""
         path = latest_checkpoint(self.config.run_dir)
         if path is None:
-            if self.context.is_main:
-                print(f"train: no checkpoint under {self.config.run_dir}; starting from step 0", flush=True)
             return None
-        payload = load_checkpoint(path)
+        try:
+            payload = load_checkpoint(path)
+        except UsageError as error:
+            raise UsageError(f"train: {error}") from None
         if payload["world_size"] != self.context.world_size or payload["global_batch"] != self.global_batch:
             raise UsageError(
                 f"train: checkpoint {path} was written by {payload['world_size']} ranks at global batch "
@@ -234,6 +262,7 @@ class RankTrainer:
         for name, scheduler in self.schedulers.items():
             scheduler.load_state_dict(payload["schedulers"][name])
         own = payload["ranks"][self.context.rank]
+        restore_buffers(self.trainable, own["buffers"])
         self.train_loader.load_state_dict(own["loader"])
         restore_rng_states(own["rng"], self.target)
         self.state = LoopState(step=payload["step"], epoch=payload["epoch"])
@@ -243,7 +272,8 @@ class RankTrainer:
 
     # --- periodic work -------------------------------------------------------------------------
     def save(self) -> None:
-        rank_part = {"loader": self.train_loader.state_dict(), "rng": capture_rng_states(self.target)}
+        rank_part = {"loader": self.train_loader.state_dict(), "rng": capture_rng_states(self.target),
+                     "buffers": network_buffers(self.trainable)}
         parts = self.collectives.gather_objects(rank_part)
         if self.context.is_main:
             payload = checkpoint_payload(self.config, self.state, self.trainable, self.schedulers, parts)
@@ -280,7 +310,8 @@ class RankTrainer:
         progress = ProgressBar(self.total_steps, trace.first_step, enabled=self.config.progress and self.context.is_main)
         self.collectives.barrier()
         self.target.sync()
-        trace.clock.started_at = time.perf_counter()
+        trace.machine = Machine.at_start()
+        trace.clock.started_at, trace.clock.cpu_started_at = time.perf_counter(), time.process_time()
         trace.window = StepWindow()
         stopped = False
         while self.state.step < self.total_steps and not stopped:
@@ -303,7 +334,7 @@ class RankTrainer:
         summary = self._summarise(trace, ended_at, stopped)
         if self.context.is_main:
             summary.write(self.config.run_dir)
-            self.metrics.write({"kind": "summary", **summary.__dict__}, self.state.step)
+            self.metrics.write(summary, self.state.step)
         self.metrics.close()
         return summary
 
@@ -373,6 +404,7 @@ class RankTrainer:
         last_record, last_eval = trace.last_record, trace.last_eval
         steps = self.state.step - first_step
         wall_s = max(ended_at - clock.started_at - clock.paused_s, 1e-9)
+        cpu_s_per_wall_s = (time.process_time() - clock.cpu_started_at) / max(time.perf_counter() - clock.started_at, 1e-9)
         steady, steady_wait_fraction = None, float("nan")
         if clock.steady_started_at is not None and self.state.step > clock.steady_first_step:
             steady_wall = ended_at - clock.steady_started_at - clock.steady_paused_s
@@ -419,4 +451,8 @@ class RankTrainer:
             io_efficiency=per_device / bench if bench else None,
             stopped_by_signal=stopped,
             torch_version=torch.__version__,
+            learning_rates=dataclasses.asdict(self.learning_rates),
+            cpu_s_per_wall_s=cpu_s_per_wall_s,
+            machine=trace.machine.at_end() if trace.machine else None,
+            **identify(self.workload).row_fields(),
         )

@@ -8,6 +8,10 @@ global batch) times a scaling factor k = global_batch / reference_batch:
     linear  peak = base * k             (Goyal et al. 2017, for SGD; with warm-up)
     sqrt    peak = base * sqrt(k)       (keeps the update's noise scale; the usual choice for Adam)
 
+The batch the LR was tuned at is the workload's to declare (`reference_batch`; 512 where it
+declares none, and a workload that declares None has its LR used as set); the flags override it.
+A run prints the peak LR it derived, and how, before its first step, and records it in its summary.
+
 Warm-up ramps linearly from peak/warmup to peak over the first `warmup_steps` optimizer steps
 (large batches with a large LR diverge without it); a cosine then decays to
 `min_lr_ratio * peak` at the last step. Every optimizer of the workload (StyleGAN3 has two)
@@ -17,6 +21,7 @@ follows the same multiplier, each from its own base LR.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR
@@ -24,11 +29,13 @@ from torch.optim.lr_scheduler import LambdaLR
 from trainspeed.train.config import LRConfig
 
 
-def lr_scale_factor(rule: str, global_batch: int, reference_batch: int) -> float:
+def lr_scale_factor(rule: str, global_batch: int, reference_batch: int | None) -> float:
     """How much larger the peak LR is at `global_batch` than at `reference_batch`."""
-    ratio = global_batch / reference_batch
     if rule == "none":
         return 1.0
+    if reference_batch is None:
+        raise ValueError(f"LR scaling rule {rule!r} needs a reference batch")
+    ratio = global_batch / reference_batch
     if rule == "linear":
         return ratio
     if rule == "sqrt":
@@ -38,6 +45,58 @@ def lr_scale_factor(rule: str, global_batch: int, reference_batch: int) -> float
 
 def default_warmup_steps(total_steps: int) -> int:
     return max(1, round(0.05 * total_steps))
+
+
+def warmup_steps(config: LRConfig, total_steps: int) -> int:
+    return config.warmup_steps if config.warmup_steps is not None else default_warmup_steps(total_steps)
+
+
+def first_group_lrs(optimizers: dict[str, torch.optim.Optimizer]) -> dict[str, float]:
+    """Each optimizer's LR as its first param group holds it (the workload's own, before scheduling)."""
+    return {name: float(optimizer.param_groups[0]["lr"]) for name, optimizer in optimizers.items()}
+
+
+@dataclass(frozen=True)
+class LearningRates:
+    """Each optimizer's peak LR and how the run derived it from the LR it was given, so a scaled LR
+    is never a surprise: printed before the first step and recorded in summary.json."""
+
+    given: dict[str, float]
+    """Per optimizer: --lr, or the workload's own LR (first param group)."""
+    given_by: str
+    """"--lr" or "workload"."""
+    scaling: str
+    reference_batch: int | None
+    global_batch: int
+    scale: float
+    peak: dict[str, float]
+    """given x scale: what warm-up ramps to and the cosine decays from."""
+    warmup_steps: int
+    min_lr_ratio: float
+
+    @staticmethod
+    def derive(workload_lrs: dict[str, float], config: LRConfig, global_batch: int, total_steps: int) -> "LearningRates":
+        scale = lr_scale_factor(config.scaling, global_batch, config.reference_batch)
+        given = {name: config.base_lr if config.base_lr is not None else lr for name, lr in workload_lrs.items()}
+        return LearningRates(
+            given=given, given_by="--lr" if config.base_lr is not None else "workload", scaling=config.scaling,
+            reference_batch=config.reference_batch, global_batch=global_batch, scale=scale,
+            peak={name: lr * scale for name, lr in given.items()}, warmup_steps=warmup_steps(config, total_steps),
+            min_lr_ratio=config.min_lr_ratio)
+
+    def line(self) -> str:
+        """One line: each peak LR, what it came from, and the flag that would keep it as given."""
+        peaks = ", ".join(f"{name} {lr:.3g}" for name, lr in self.peak.items())
+        given = ", ".join(f"{lr:.3g}" for lr in self.given.values())
+        source = "--lr" if self.given_by == "--lr" else "the workload's"
+        if self.scaling == "none":
+            why = "the workload declares no reference batch" if self.reference_batch is None else "--lr-scaling none"
+            how = f"= {given} ({source}), not scaled ({why})"
+        else:
+            how = (f"= {given} ({source}) x {self.scale:.4g} ({self.scaling} of global batch {self.global_batch} / "
+                   f"reference batch {self.reference_batch}; --lr-scaling none keeps it as given)")
+        return (f"train: peak learning rate {peaks} {how}; warm-up {self.warmup_steps} steps, "
+                f"cosine to {self.min_lr_ratio:g}x")
 
 
 def lr_multiplier(step: int, total_steps: int, warmup_steps: int, min_lr_ratio: float) -> float:
@@ -59,7 +118,7 @@ def build_schedulers(
     restore the exact LR of the step the run stopped at.
     """
     scale = lr_scale_factor(config.scaling, global_batch, config.reference_batch)
-    warmup = config.warmup_steps if config.warmup_steps is not None else default_warmup_steps(total_steps)
+    warmup = warmup_steps(config, total_steps)
     schedulers = {}
     for name, optimizer in optimizers.items():
         for group in optimizer.param_groups:

@@ -18,9 +18,10 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from trainspeed.atomic import append_line
+from trainspeed.rows import KIND, row_record
 from trainspeed.train.distributed import Collectives
 
 METRICS_FILE = "metrics.jsonl"
@@ -53,6 +54,9 @@ class StepWindow:
 class WindowRecord:
     """One `kind: train` row of metrics.jsonl (all ranks reduced)."""
 
+    KIND: ClassVar[str] = "train"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
     step: int
     epoch: int
     loss: float
@@ -64,7 +68,6 @@ class WindowRecord:
     data_wait_fraction_worst_rank: float
     h2d_s_per_step: float
     elapsed_s: float
-    kind: str = "train"
 
 
 def reduce_window(
@@ -116,12 +119,13 @@ class MetricsLog:
             self._writer = SummaryWriter(log_dir=str(Path(run_dir) / TENSORBOARD_DIR), purge_step=purge_step)
 
     def write(self, record: Any, step: int) -> None:
-        """Append one row (a dataclass or dict with a `kind`) and its numbers as TensorBoard scalars."""
+        """Append one row (a row dataclass, or the JSON object of one) and its numbers as
+        TensorBoard scalars."""
         if not self._enabled:
             return
-        row = dataclasses.asdict(record) if dataclasses.is_dataclass(record) else dict(record)
+        row = row_record(record) if dataclasses.is_dataclass(record) else dict(record)
         append_line(self.path, json.dumps(row, sort_keys=True))
-        kind = row.get("kind", "train")
+        kind = row[KIND]
         for key, value in row.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in ("step", "epoch"):
                 self._writer.add_scalar(f"{kind}/{key}", value, step)

@@ -14,10 +14,9 @@ from pathlib import Path
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from trainspeed.targets import get_target
-from trainspeed.train.checkpoint import StopRequest
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import RankContext, destroy_process_group, init_process_group
-from trainspeed.train.lifecycle import die_with_parent, exit_code
+from trainspeed.train.lifecycle import StopRequest, die_with_parent, finish
 from trainspeed.train.loop import Layout, RankTrainer
 
 
@@ -29,8 +28,8 @@ def main(argv: list[str]) -> int:
     target = get_target(config.target)
     target.bind_local_rank(context.local_rank)
     collectives = init_process_group(context, target, config.launch.collective_timeout_s)
-    # The SIGTERM handler stays installed to the end: torchrun may signal again while a stopped
-    # rank is still reporting, and the default action would cut the report short.
+    # The SIGTERM/SIGINT handler stays installed to the end: torchrun may signal again while a
+    # stopped rank is still reporting, and the default action would cut the report short.
     # An exception leaves through `record`, which writes it to this rank's error file: the agent
     # reports the first cause in one line (a UsageError as bad input) and the traceback stays in the log.
     with StopRequest() as stop:
@@ -38,9 +37,7 @@ def main(argv: list[str]) -> int:
             summary = RankTrainer(config, Layout(context), collectives, target).run(stop)
         finally:
             destroy_process_group()
-        if context.is_main:
-            print("\n".join(summary.lines()), flush=True)
-        return exit_code(summary)
+        return finish(summary, stop, show=context.is_main)
 
 
 if __name__ == "__main__":

@@ -8,20 +8,27 @@ a `--synthetic-data` run of this loop isolates the data IO alone (benchmarks/ben
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from trainspeed.atomic import atomic_write_text
+from trainspeed.bench.environment import Machine
 from trainspeed.bench.results import read_rows
 from trainspeed.errors import UsageError
+from trainspeed.rows import parse_row, read_records, row_record
 
 SUMMARY_FILE = "summary.json"
 
 
 @dataclass(frozen=True)
 class RunSummary:
+    """One invocation of a run (`summary.json`, and the last row of `metrics.jsonl`)."""
+
+    KIND: ClassVar[str] = "train-summary"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
     workload: str
     size: str
     target: str
@@ -36,8 +43,9 @@ class RunSummary:
     samples: int
     wall_s: float
     """Host time from the first to the last step, all ranks, less `paused_s`."""
-    paused_s: float
-    """Validation passes and checkpoints between steps (not training, so not in `wall_s`)."""
+    paused_s: float | None
+    """Validation passes and checkpoints between steps (not training, so not in `wall_s`); None only
+    in summaries converted from files that did not record it."""
     end_to_end_samples_per_s: float
     """All samples of this invocation over the wall time from the first to the last step, all ranks."""
     steady_samples_per_s: float | None
@@ -56,10 +64,22 @@ class RunSummary:
     io_efficiency: float | None
     stopped_by_signal: bool
     torch_version: str
+    learning_rates: dict | None = None
+    """How the peak LR of each optimizer came about (`trainspeed.train.lr_schedule.LearningRates`):
+    the LR given (--lr or the workload's), the scaling rule, reference and global batch, the peak."""
+    workload_module: str | None = None
+    """The workload's identity (`trainspeed.workloads.identity`): module, version, definition hash."""
+    workload_version: str | None = None
+    workload_sha256: str | None = None
+    cpu_s_per_wall_s: float | None = None
+    """Rank 0's process CPU seconds per wall second from its first to its last step (its loader
+    workers are processes of their own and not counted)."""
+    machine: Machine | None = None
+    """Rank 0's machine, with the load average at the first and the last step."""
 
     def write(self, run_dir: Path) -> Path:
         path = Path(run_dir) / SUMMARY_FILE
-        atomic_write_text(path, json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n")
+        atomic_write_text(path, json.dumps(row_record(self), indent=2, sort_keys=True) + "\n")
         return path
 
     def lines(self) -> list[str]:
@@ -77,14 +97,21 @@ class RunSummary:
         ]
         if self.validation:
             text.append("validation: " + ", ".join(f"{name} {value:.4g}" for name, value in self.validation.items()))
-        if self.stopped_by_signal:
-            text.append(f"stopped by SIGTERM after checkpointing step {self.last_step}; continue with --resume")
         if self.io_efficiency is not None:
             text.append(
                 f"IO efficiency {self.io_efficiency:.3f} (per device {self.samples_per_s_per_device:,.1f} "
                 f"vs bench {self.bench_samples_per_s:,.1f} samples/s)"
             )
         return text
+
+
+def read_summary(path: Path) -> RunSummary:
+    """A run's `summary.json`; UsageError naming the file when it holds no run summary."""
+    records = read_records(path)
+    if len(records) != 1:
+        raise UsageError(f"{path}: not a run summary (one JSON object)")
+    summary, _ = parse_row(RunSummary, *records[0])
+    return summary
 
 
 def bench_samples_per_s(path: str | Path, workload: str, size: str, target: str, batch_size: int) -> float:

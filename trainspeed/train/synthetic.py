@@ -20,6 +20,13 @@ POOL_BATCHES = 4
 BATCHES_PER_EPOCH = 1000
 
 
+def held_bytes_per_rank(workload: Workload, size: str, batch_size: int) -> int:
+    """The host memory one rank's SyntheticLoader holds at the least: its slice of every pool batch
+    (it also makes each global batch once while cutting it), from one sample's tensors."""
+    sample = workload.synthetic_batch(size, 1, torch.Generator().manual_seed(0))
+    return sum(tensor.nbytes for tensor in sample.values()) * batch_size * POOL_BATCHES
+
+
 class SyntheticLoader:
     def __init__(self, workload: Workload, size: str, config: LoaderConfig, pool_batches: int = POOL_BATCHES) -> None:
         self._config = config

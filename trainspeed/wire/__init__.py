@@ -1,8 +1,9 @@
 """The wire between the remote target family and `trainspeed serve`: the gRPC protocol
 (`remote.proto` and the modules generated from it), tensors as raw bytes in chunks (`tensors.py`),
-nested states as tensors plus JSON (`state.py`), addresses (`address.py`), the client's credentials
-(`credentials.py`), channel options and limits (`limits.py`), a client-side link emulation
-(`pacing.py`) and the client's session (`client.py`).
+nested states as tensors plus JSON (`state.py`), addresses (`address.py`), credentials of both ends
+(`credentials.py`), channel options and limits (`limits.py`), workload identities as the server
+describes them (`identity.py`), a client-side link emulation (`pacing.py`) and the client's
+session (`client.py`).
 
 This package sits below the targets (the remote family uses the client) and above the workloads;
 the server (`trainspeed.serve`) sits above the targets, because it builds models on one. Nothing

@@ -24,6 +24,7 @@ raises RemoteError with its gRPC status.
 from __future__ import annotations
 
 import itertools
+import math
 import queue
 import statistics
 import threading
@@ -124,9 +125,30 @@ class Connection:
         self.channel.close()
 
 
+@dataclass(frozen=True)
+class TimedWindow:
+    """Steps `first` to `last` (exclusive) of a session, timed by the client from a synced start
+    to a synced end (`started_s`, `ended_s`: the client's perf_counter)."""
+
+    first: int
+    last: int
+    started_s: float
+    ended_s: float
+
+    @property
+    def steps(self) -> int:
+        return self.last - self.first
+
+
 @dataclass
 class SessionStats:
-    """Per-step measurements of one session, reported as medians (robust to the first step)."""
+    """Per-step measurements of one session, reported as medians.
+
+    Where the caller times windows of steps (`start_windows`; each `sync` ends one), the medians
+    cover the steps of those windows only, and the server's time is summed per window: the
+    server's and the client's step times then cover the same steps, so the wire time (client step
+    minus server step) cannot come out negative because the server's median included steps the
+    client's did not. Without windows (training), they cover every step of the session."""
 
     bytes_sent: list[int] = field(default_factory=list)
     """Per step: its batch upload (when one preceded it) and the step message."""
@@ -134,13 +156,41 @@ class SessionStats:
     server_step_s: list[float] = field(default_factory=list)
     compile_count: int = 0
     peak_memory_bytes: int | None = None
+    windows: list[TimedWindow] | None = None
+    _window_start: tuple[int, float] | None = None
+
+    def start_windows(self) -> None:
+        """Time windows from now on, forgetting any timed before (the caller starts them over)."""
+        self.windows = []
+        self._window_start = (len(self.server_step_s), time.perf_counter())
+
+    def end_window(self) -> None:
+        """Every step sent so far has its result: the window open since the last sync ends here."""
+        if self._window_start is None or self.windows is None:
+            return
+        (first, started), now, last = self._window_start, time.perf_counter(), len(self.server_step_s)
+        if last > first:
+            self.windows.append(TimedWindow(first, last, started, now))
+        self._window_start = (last, now)
 
     def medians(self) -> dict[str, Any]:
-        return {
-            "bytes_sent_per_step": int(statistics.median(self.bytes_sent)) if self.bytes_sent else None,
-            "bytes_received_per_step": int(statistics.median(self.bytes_received)) if self.bytes_received else None,
+        windows = self.windows or None
+        steps = [i for w in windows for i in range(w.first, w.last)] if windows else range(len(self.server_step_s))
+        sent, received = [self.bytes_sent[i] for i in steps], [self.bytes_received[i] for i in steps]
+        fields: dict[str, Any] = {
+            "bytes_sent_per_step": int(statistics.median(sent)) if sent else None,
+            "bytes_received_per_step": int(statistics.median(received)) if received else None,
             "server_step_s": statistics.median(self.server_step_s) if self.server_step_s else None,
+            "server_window_s": None,
+            "wire_time_suspect": None,
         }
+        if windows:
+            server_window_s = [math.fsum(self.server_step_s[w.first:w.last]) for w in windows]
+            server_step_s = statistics.median(s / w.steps for s, w in zip(server_window_s, windows))
+            client_step_s = statistics.median((w.ended_s - w.started_s) / w.steps for w in windows)
+            fields.update(server_window_s=server_window_s, server_step_s=server_step_s,
+                          wire_time_suspect=server_step_s > client_step_s)
+        return fields
 
 
 def _requests(outbox: "queue.SimpleQueue[pb.ClientMessage | None]", pacer: Pacer | None) -> Iterator[pb.ClientMessage]:
@@ -314,13 +364,14 @@ class Session:
         return loss
 
     def sync(self) -> None:
-        """Wait until everything sent so far has run on the server."""
+        """Wait until everything sent so far has run on the server (this ends a timed window)."""
         self._drain_steps(0, "a sync")
         if self._unconfirmed:
             seq = next(self._ids)
             self._send(pb.ClientMessage(barrier=pb.Barrier(seq=seq)))
             self._wait_for("done", seq, "a sync")
             self._unconfirmed = False
+        self.stats.end_window()
 
     def get_state(self, part: int) -> Any:
         """A state of the server (its Trainable's or its RNGs'), as nested host tensors and values."""

@@ -7,6 +7,8 @@ refused by gRPC itself (RESOURCE_EXHAUSTED) before it reaches the server's code.
 
 Keepalive pings every 10 s (answered by gRPC's own threads, also while a step computes) notice a
 peer that vanished without closing its connection, so neither side waits for ever on a dead one.
+A peer that is alive but silent is the server's idle timeout's: a connection with no call is
+closed after it (`grpc.max_connection_idle_ms`), a session that sends nothing is ended after it.
 """
 
 from __future__ import annotations
@@ -35,10 +37,18 @@ KEEPALIVE_OPTIONS = [
     ("grpc.http2.max_pings_without_data", 0),
 ]
 CLIENT_OPTIONS = MESSAGE_OPTIONS + KEEPALIVE_OPTIONS
-SERVER_OPTIONS = MESSAGE_OPTIONS + KEEPALIVE_OPTIONS + [
-    # Let clients ping as often as they are configured to (the default minimum interval is 5 min,
-    # and a client pinging more often would be sent away).
-    ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
-    # A second server on the same port must fail to bind, not silently share the port.
-    ("grpc.so_reuseport", 0),
-]
+
+
+def server_options(idle_timeout_s: float) -> list[tuple[str, int]]:
+    """The server's channel options; a connection without a call for `idle_timeout_s` is closed
+    (a session's own idleness is the session's to end: `trainspeed/serve/session.py`)."""
+    return MESSAGE_OPTIONS + KEEPALIVE_OPTIONS + [
+        # Let clients ping as often as they are configured to (the default minimum interval is 5 min,
+        # and a client pinging more often would be sent away).
+        ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
+        ("grpc.max_connection_idle_ms", max(1, int(idle_timeout_s * 1000))),
+        # A connection that never finishes its TLS or HTTP/2 handshake is dropped as soon.
+        ("grpc.server_handshake_timeout_ms", max(1, int(idle_timeout_s * 1000))),
+        # A second server on the same port must fail to bind, not silently share the port.
+        ("grpc.so_reuseport", 0),
+    ]

@@ -1,6 +1,6 @@
 """A link emulated inside the client, where network namespaces and `tc` are not available.
 
-The honest emulation is a real link: `benchmarks/bench_remote.py` runs server and client in two
+The honest emulation is a real link: `trainspeed study remote` runs server and client in two
 network namespaces joined by a veth pair that `tc netem` shapes (rate and delay), and the kernel
 does the rest. Where that is not possible (no root, no `ip netns`), the client can hold its own
 messages back instead: each outgoing message leaves no sooner than the link would have carried the

@@ -21,24 +21,40 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ServerInfo(_message.Message):
-    __slots__ = ("target", "device_name", "torch_version", "threads", "max_message_bytes", "chunk_bytes", "workloads", "live_sessions")
+    __slots__ = ("target", "device_name", "torch_version", "threads", "max_message_bytes", "chunk_bytes", "live_sessions", "workloads", "idle_timeout_s", "memory_budget_bytes")
     TARGET_FIELD_NUMBER: _ClassVar[int]
     DEVICE_NAME_FIELD_NUMBER: _ClassVar[int]
     TORCH_VERSION_FIELD_NUMBER: _ClassVar[int]
     THREADS_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     CHUNK_BYTES_FIELD_NUMBER: _ClassVar[int]
-    WORKLOADS_FIELD_NUMBER: _ClassVar[int]
     LIVE_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    WORKLOADS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
     target: str
     device_name: str
     torch_version: str
     threads: int
     max_message_bytes: int
     chunk_bytes: int
-    workloads: _containers.RepeatedScalarFieldContainer[str]
     live_sessions: int
-    def __init__(self, target: _Optional[str] = ..., device_name: _Optional[str] = ..., torch_version: _Optional[str] = ..., threads: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., chunk_bytes: _Optional[int] = ..., workloads: _Optional[_Iterable[str]] = ..., live_sessions: _Optional[int] = ...) -> None: ...
+    workloads: _containers.RepeatedCompositeFieldContainer[ServedWorkload]
+    idle_timeout_s: float
+    memory_budget_bytes: int
+    def __init__(self, target: _Optional[str] = ..., device_name: _Optional[str] = ..., torch_version: _Optional[str] = ..., threads: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., chunk_bytes: _Optional[int] = ..., live_sessions: _Optional[int] = ..., workloads: _Optional[_Iterable[_Union[ServedWorkload, _Mapping]]] = ..., idle_timeout_s: _Optional[float] = ..., memory_budget_bytes: _Optional[int] = ...) -> None: ...
+
+class ServedWorkload(_message.Message):
+    __slots__ = ("name", "module", "version", "definition_sha256")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MODULE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    DEFINITION_SHA256_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    module: str
+    version: str
+    definition_sha256: str
+    def __init__(self, name: _Optional[str] = ..., module: _Optional[str] = ..., version: _Optional[str] = ..., definition_sha256: _Optional[str] = ...) -> None: ...
 
 class PeakRequest(_message.Message):
     __slots__ = ()
@@ -73,18 +89,20 @@ class TensorChunk(_message.Message):
     def __init__(self, header: _Optional[_Union[TensorHeader, _Mapping]] = ..., data: _Optional[bytes] = ..., last: _Optional[bool] = ...) -> None: ...
 
 class Open(_message.Message):
-    __slots__ = ("workload", "size", "seed", "batch_size", "target")
+    __slots__ = ("workload", "size", "seed", "batch_size", "target", "workload_sha256")
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_SHA256_FIELD_NUMBER: _ClassVar[int]
     workload: str
     size: str
     seed: int
     batch_size: int
     target: str
-    def __init__(self, workload: _Optional[str] = ..., size: _Optional[str] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., target: _Optional[str] = ...) -> None: ...
+    workload_sha256: str
+    def __init__(self, workload: _Optional[str] = ..., size: _Optional[str] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., target: _Optional[str] = ..., workload_sha256: _Optional[str] = ...) -> None: ...
 
 class BatchTensor(_message.Message):
     __slots__ = ("batch_id", "chunk")

@@ -55,8 +55,9 @@ class TrainerServicer:
     """Missing associated documentation comment in .proto file."""
 
     def Describe(self, request, context):
-        """The server's target, device and limits. The client calls it first: it checks that a server
-        answers, that the token is accepted and that the server serves the target the client names.
+        """The server's target, device, limits and the workloads it builds. The client calls it first:
+        it checks that a server answers, that the token is accepted, that the server serves the target
+        the client names and builds the client's workload (the same definition), before anything runs.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

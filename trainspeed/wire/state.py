@@ -12,7 +12,7 @@ type is refused when encoding, and any other JSON object when decoding.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -44,6 +44,18 @@ def _encode(value: Any, tensors: list[torch.Tensor], depth: int) -> Any:
         return {"dict": [[_encode(key, tensors, depth + 1), _encode(item, tensors, depth + 1)] for key, item in value.items()]}
     raise WireError(f"a value of type {type(value).__name__} cannot cross the wire (allowed: tensors, "
                     "None, bool, int, float, str, lists, tuples and dicts of them)")
+
+
+def nested_tensors(value: Any) -> Iterator[torch.Tensor]:
+    """Every tensor in a nested state, where it lives (nothing is copied)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from nested_tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from nested_tensors(item)
 
 
 def decode_state(skeleton: str, tensors: list[torch.Tensor]) -> Any:

@@ -3,8 +3,10 @@
 A tensor crosses as one or more `TensorChunk` messages: the first carries a header (name, dtype,
 shape, byte count), every chunk carries at most `CHUNK_BYTES` of the tensor's bytes in memory order,
 and the last has `last` set. The receiver (`TensorAssembler`) checks the header before it accepts
-any data: the dtype is on an allow-list, the shape has no negative dimension, and
-product(shape) x itemsize equals the byte count; the chunks must then add up to exactly that count.
+any data: the dtype is on an allow-list, the shape has no negative dimension, its nonzero
+dimensions describe no more than the size limit (so an empty tensor cannot name an impossible
+shape), and product(shape) x itemsize equals the byte count; the chunks must then add up to exactly
+that count.
 Only then are the bytes viewed as a tensor (`torch.frombuffer`): nothing is unpickled or evaluated.
 """
 
@@ -29,6 +31,8 @@ DTYPES: dict[str, torch.dtype] = {
 }
 """The dtypes that may cross, by the name on the wire."""
 DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+MAX_DIMENSIONS = 16
+"""More than any workload's tensor has; a header of a million dimensions is refused before torch sees it."""
 
 
 class WireError(ValueError):
@@ -78,16 +82,23 @@ def check_header(header: pb.TensorHeader, max_bytes: int = MAX_TENSOR_BYTES) -> 
     dtype = DTYPES.get(header.dtype)
     if dtype is None:
         raise WireError(f"tensor {header.name!r}: dtype {header.dtype!r} is not allowed; send one of {', '.join(DTYPES)}")
+    if len(header.shape) > MAX_DIMENSIONS:
+        raise WireError(f"tensor {header.name!r}: {len(header.shape)} dimensions; at most {MAX_DIMENSIONS} may cross")
     if any(size < 0 for size in header.shape):
         raise WireError(f"tensor {header.name!r}: negative dimension in shape {list(header.shape)}")
-    expected = math.prod(header.shape) * torch.empty((), dtype=dtype).element_size()
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    # Counting only the nonzero dimensions: an empty tensor holds no bytes whatever its other
+    # dimensions, but torch still multiplies them (its strides overflow for [0, 2**62, 2**62]).
+    span = math.prod(size for size in header.shape if size) * itemsize
+    if span > max_bytes:
+        raise WireError(f"tensor {header.name!r}: shape {list(header.shape)} of {header.dtype} spans {span} bytes "
+                        f"(its nonzero dimensions), which exceed the limit of {max_bytes}", too_large=True)
+    expected = math.prod(header.shape) * itemsize
     if expected != header.nbytes:
         raise WireError(
             f"tensor {header.name!r}: shape {list(header.shape)} of {header.dtype} is {expected} bytes, "
             f"the header says {header.nbytes}"
         )
-    if header.nbytes > max_bytes:
-        raise WireError(f"tensor {header.name!r}: {header.nbytes} bytes exceed the limit of {max_bytes}", too_large=True)
     return dtype
 
 

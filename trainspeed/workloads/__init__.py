@@ -1,35 +1,73 @@
-"""Workload registry: one line per built-in workload, plus `package.module:factory` for your own."""
+"""Workload registry: one line per built-in workload, plus `package.module:factory` for your own.
+
+Every command that names a workload gets it from `get_workload` and checks its `--size` with
+`resolve_size`, so a bad factory or an unknown size is the same one line whichever command met it.
+"""
 
 from __future__ import annotations
 
 import importlib
 
 from trainspeed.errors import UsageError
-from trainspeed.workloads.base import Batch, Trainable, Workload
+from trainspeed.workloads.base import DEFAULT_REFERENCE_BATCH, Batch, Trainable, Workload
 
 BUILTIN_WORKLOADS: dict[str, str] = {
     "mahjong": "trainspeed.workloads.mahjong.workload:MahjongWorkload",
     "stylegan3": "trainspeed.workloads.stylegan3.workload:StyleGAN3Workload",
 }
 
+REQUIRED_METHODS = ("build", "synthetic_batch", "flops_per_sample")
+
 
 def _load_factory(reference: str):
     module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise UsageError(f"--workload {reference}: write it as package.module:factory")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise UsageError(f"cannot import workload module {module_name!r}: {error}") from error
+    except Exception as error:  # noqa: BLE001 - an import that fails in any way is the user's module
+        raise UsageError(f"--workload {reference}: cannot import {module_name!r} "
+                         f"({type(error).__name__}: {_first_line(error)})") from None
     try:
-        return getattr(module, attribute)
+        factory = getattr(module, attribute)
     except AttributeError:
-        raise UsageError(f"workload module {module_name!r} has no {attribute!r}") from None
+        raise UsageError(f"--workload {reference}: module {module_name!r} has no {attribute!r}") from None
+    if not callable(factory):
+        raise UsageError(f"--workload {reference}: {attribute!r} is a {type(factory).__name__}, not a factory to call")
+    return factory
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _protocol_problems(workload: object) -> list[str]:
+    """What keeps `workload` from being one: missing or mistyped members (docs/workloads.md)."""
+    missing = [attr for attr in ("name", "sizes", *REQUIRED_METHODS) if not hasattr(workload, attr)]
+    if missing:
+        return [f"lacks {', '.join(missing)}"]
+    problems = []
+    if not isinstance(workload.name, str) or not workload.name:
+        problems.append(f"its name is {workload.name!r}, not a non-empty string")
+    sizes = workload.sizes
+    if not isinstance(sizes, (tuple, list)) or not sizes or not all(isinstance(s, str) for s in sizes):
+        problems.append(f"its sizes are {sizes!r}, not a non-empty tuple of names")
+    elif getattr(workload, "default_size", sizes[0]) not in sizes:
+        problems.append(f"its default_size {getattr(workload, 'default_size')!r} is not one of its sizes")
+    problems += [f"its {name} is not callable" for name in REQUIRED_METHODS if not callable(getattr(workload, name))]
+    reference = getattr(workload, "reference_batch", DEFAULT_REFERENCE_BATCH)
+    if reference is not None and (not isinstance(reference, int) or isinstance(reference, bool) or reference < 1):
+        problems.append(f"its reference_batch is {reference!r}, not a positive integer or None")
+    return problems
 
 
 def get_workload(name: str) -> Workload:
     """A built-in workload by name, or the user's own as `package.module:factory`.
 
     The factory is called with no arguments and must return an object with the Workload
-    protocol's attributes (see docs/workloads.md).
+    protocol's attributes (see docs/workloads.md). A factory that cannot be imported, raises, or
+    returns something else is a UsageError naming `--workload NAME`, never a traceback.
     """
     if name in BUILTIN_WORKLOADS:
         reference = BUILTIN_WORKLOADS[name]
@@ -40,11 +78,46 @@ def get_workload(name: str) -> Workload:
             f"unknown workload {name!r}: choose one of {', '.join(BUILTIN_WORKLOADS)} "
             "or give your own as package.module:factory"
         )
-    workload = _load_factory(reference)()
-    missing = [attr for attr in ("name", "sizes", "build", "synthetic_batch", "flops_per_sample") if not hasattr(workload, attr)]
-    if missing:
-        raise UsageError(f"workload {name!r} lacks {', '.join(missing)} (see docs/workloads.md)")
+    factory = _load_factory(reference)
+    try:
+        workload = factory()
+    except UsageError as error:
+        raise UsageError(f"--workload {name}: {error}") from None
+    except Exception as error:  # noqa: BLE001 - whatever the user's factory raises is told in one line
+        raise UsageError(f"--workload {name}: the factory raised {type(error).__name__}: {_first_line(error)}") from None
+    problems = _protocol_problems(workload)
+    if problems:
+        raise UsageError(f"--workload {name}: the factory returned a {type(workload).__name__}, which "
+                         f"{'; '.join(problems)} (docs/workloads.md lists what a workload has)")
     return workload
 
 
-__all__ = ["Batch", "Trainable", "Workload", "get_workload", "BUILTIN_WORKLOADS"]
+def default_size(workload: Workload) -> str:
+    """The size a command uses without `--size`: the workload's `default_size`, else its first."""
+    return getattr(workload, "default_size", workload.sizes[0])
+
+
+def resolve_size(workload: Workload, size: str | None) -> str:
+    """The one size rule of every command: None is the workload's default size; otherwise `size`
+    must be one of `sizes`, or one of them followed by `+switch` parts that are all among the
+    workload's `size_switches`. Anything else is one UsageError that lists the choices."""
+    if size is None:
+        return default_size(workload)
+    if size in workload.sizes:
+        return size
+    switches = tuple(getattr(workload, "size_switches", ()))
+    base, *parts = size.split("+")
+    if parts and base in workload.sizes and all(part in switches for part in parts):
+        return size
+    with_switches = f", optionally followed by +switches from {', '.join(switches)}" if switches else ""
+    raise UsageError(f"--size {size!r} is not a size of workload {workload.name}: choose one of "
+                     f"{', '.join(workload.sizes)}{with_switches} (default {default_size(workload)})")
+
+
+def reference_batch(workload: Workload) -> int | None:
+    """The global batch the workload's own learning rate was tuned at; None: never scale it."""
+    return getattr(workload, "reference_batch", DEFAULT_REFERENCE_BATCH)
+
+
+__all__ = ["Batch", "Trainable", "Workload", "get_workload", "resolve_size", "default_size", "reference_batch",
+           "BUILTIN_WORKLOADS"]

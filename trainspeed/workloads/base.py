@@ -27,6 +27,10 @@ ModuleWrapper = Callable[[nn.Module], nn.Module]
 CheckpointFunction = Callable[..., torch.Tensor]
 """`checkpoint(function, *tensors)`: run `function` keeping only its inputs; it reruns in backward."""
 
+DEFAULT_REFERENCE_BATCH = 512
+"""The global batch a workload's learning rate counts as tuned at when it declares no
+`reference_batch` (the study's one-GPU batch); the trainer scales the LR from there."""
+
 
 class Trainable(ABC):
     """Networks, their optimizers and one training step.
@@ -110,6 +114,14 @@ class Workload(Protocol):
 
     `name`          short name used in result rows.
     `sizes`         the size names `build` accepts, smallest first.
+
+    Optional attributes (read with `getattr`, so a workload without them still is one):
+    `default_size`     the size every command uses without `--size` (default: `sizes[0]`).
+    `size_switches`    names a size may carry after `+` (`base+bf16-stream`); `build` reads them.
+    `reference_batch`  the global batch the optimizers' own learning rates were tuned at; the
+                       trainer scales them by its `--lr-scaling` rule from there (default
+                       `DEFAULT_REFERENCE_BATCH`); None: use them as set, at every batch.
+    `version`          a version string recorded with the workload's identity.
     """
 
     name: str

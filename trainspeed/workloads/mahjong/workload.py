@@ -13,6 +13,7 @@ from trainspeed.workloads.mahjong.model import (
     NUM_FEATURES,
     NUM_TILE_TYPES,
     SIZES,
+    SWITCHES,
     VARIANTS,
     MahjongPolicy,
     policy_config,
@@ -100,6 +101,10 @@ class MahjongWorkload:
 
     name = "mahjong"
     sizes = tuple(name for size in SIZES for name in (size, *(v for v in VARIANTS if v.startswith(f"{size}-"))))
+    default_size = "tiny"
+    size_switches = tuple(SWITCHES)
+    reference_batch = 512
+    """LEARNING_RATE is the study's, at its one-GPU batch of 512."""
 
     def _config(self, size: str):
         return policy_config(size)

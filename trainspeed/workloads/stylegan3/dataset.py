@@ -29,7 +29,7 @@ import torch
 from PIL import Image, UnidentifiedImageError
 
 from trainspeed.data.base import Batch, LoaderConfig
-from trainspeed.data.loader import one_line_worker_error
+from trainspeed.data.loader import leave_interrupts_to_the_trainer, one_line_worker_error, worker_seed_generator
 from trainspeed.data.order import batches_per_epoch, rank_batches, shuffled_order
 from trainspeed.errors import UsageError
 
@@ -219,6 +219,8 @@ class ImageLoader:
             pin_memory=config.pin_memory,
             prefetch_factor=config.prefetch_batches if workers > 0 else None,
             persistent_workers=workers > 0,  # not forked anew every epoch
+            worker_init_fn=leave_interrupts_to_the_trainer if workers > 0 else None,
+            generator=worker_seed_generator(config),
         )
 
     @property

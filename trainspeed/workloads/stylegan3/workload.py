@@ -16,9 +16,9 @@ import torch
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Batch
-from trainspeed.workloads.stylegan3.configs import CONFIGS, StyleGAN3Config, get_config
+from trainspeed.workloads.stylegan3.configs import CONFIGS, SWITCHES, StyleGAN3Config, get_config
 from trainspeed.workloads.stylegan3.discriminator import Discriminator
-from trainspeed.workloads.stylegan3.flops import FlopSum
+from trainspeed.workloads.flops import FlopSum
 from trainspeed.workloads.stylegan3.generator import Generator
 from trainspeed.workloads.stylegan3.trainable import StyleGAN3Trainable
 
@@ -65,6 +65,9 @@ def counted_flops_per_image(config: StyleGAN3Config) -> float:
 class StyleGAN3Workload:
     name = "stylegan3"
     sizes: tuple[str, ...] = tuple(CONFIGS)
+    default_size = "tiny-t"
+    size_switches = tuple(SWITCHES)
+    reference_batch = 512
 
     def build(self, size: str, seed: int = 0) -> StyleGAN3Trainable:
         return build_trainable(get_config(size), seed)

@@ -1,8 +1,10 @@
-"""Count model FLOPs of arbitrary code, including double backward (R1).
+"""Count model FLOPs of arbitrary code, including double backward (a gradient penalty such as R1).
 
 torch's FlopCounterMode tracks modules with backward hooks that refuse to run inside
 `autograd.grad`; this mode keeps only the part we need: torch's own per-op FLOP formulas
-(convolutions, matmuls and their backward ops), summed over everything dispatched.
+(convolutions, matmuls and their backward ops), summed over everything dispatched. Its total is
+FlopCounterMode's global count wherever FlopCounterMode runs. Workloads count their own FLOPs
+with it (StyleGAN3), and the bench checks every workload's declared count with it.
 """
 
 from __future__ import annotations

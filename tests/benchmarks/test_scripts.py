@@ -1,0 +1,81 @@
+"""The measuring scripts of benchmarks/ at their smallest: each writes rows the report reads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import bench_agents, bench_harness_overhead, bench_loader, stylegan3_saved_memory
+from trainspeed.report.inputs import read_inputs
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _measurements(path: Path) -> list[dict]:
+    reads = read_inputs([path]).measurements
+    assert reads and all(read.row.machine is not None and read.row.command.startswith("python benchmarks/")
+                         for read in reads)
+    return [read.row.values for read in reads]
+
+
+def test_saved_memory_rows(tmp_path):
+    out = tmp_path / "saved.jsonl"
+    stylegan3_saved_memory.main(["--cases", "tiny-t:2", "--variants", "none,activation", "--out", str(out)])
+    none, activation = _measurements(out)
+    assert none["variant"] == "none" and none["g_main_saved_gib"] > activation["g_main_saved_gib"] > 0
+
+
+@pytest.mark.slow
+def test_agent_rows(tmp_path):
+    out = tmp_path / "agents.jsonl"
+    bench_agents.main(["--games", "2", "--workers", "1", "--out", str(out)])
+    rows = _measurements(out)
+    assert [row["match"] for row in rows] == ["rule_vs_random", "rule_vs_no_defence", "rule_vs_rule"]
+    assert all(row["games"] == 2 and 1 <= row["rule_mean_rank"] <= 4 for row in rows)
+
+
+@pytest.mark.slow
+def test_loader_rows(tmp_path):
+    data = tmp_path / "data"
+    subprocess.run([sys.executable, "-m", "trainspeed", "data", "mahjong-selfplay", "--games", "3", "--workers", "1",
+                    "--out", str(data), "--seed", "0", "--no-progress"], check=True, capture_output=True, timeout=300)
+    out = tmp_path / "loader.jsonl"
+    bench_loader.main(["--data", str(data), "--batch-sizes", "64", "--workers", "0", "--epochs", "1", "--time-checks",
+                       "--out", str(out)])
+    loader, cost = _measurements(out)
+    assert loader["num_workers"] == 0 and loader["samples_per_s"] > 0 and 0 < cost["check_fraction"]
+
+
+@pytest.mark.slow
+def test_harness_overhead_row(tmp_path):
+    out = tmp_path / "harness.json"
+    bench_harness_overhead.main(["--batch-size", "8", "--rounds", "1", "--windows", "1", "--min-window-s", "0.01",
+                                 "--out", str(out)])
+    (row,) = _measurements(out)
+    assert len(row["bench_samples_per_s"]) == len(row["loop_samples_per_s"]) == 1 and row["bench_over_loop_per_round"][0] > 0
+
+
+def test_the_attention_script_runs_on_the_cpu(tmp_path):
+    out = tmp_path / "attention.jsonl"
+    result = subprocess.run([sys.executable, "benchmarks/mahjong_attention.py", "--device", "cpu", "--size", "tiny",
+                             "--batch", "8", "--dtype", "fp32", "--repeats", "1", "--out", str(out)],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert out.read_text().count("\n") >= 2
+
+
+@pytest.mark.slow
+def test_the_triton_kernel_check_runs_in_tritons_interpreter_on_the_cpu(tmp_path):
+    pytest.importorskip("triton", reason="triton is not installed")
+    out = tmp_path / "triton.jsonl"
+    result = subprocess.run([sys.executable, "benchmarks/check_triton_lrelu.py", "--size", "tiny-t", "--batch", "1",
+                             "--dtypes", "fp32", "--device", "cpu", "--max-channels", "2", "--max-layers", "1",
+                             "--repeats", "1", "--out", str(out)],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "1 layers checked, 0 problems" in result.stdout and out.read_text().count("\n") == 1

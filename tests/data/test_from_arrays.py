@@ -1,0 +1,109 @@
+"""`trainspeed data from-arrays`, then `data verify` and `data inspect`, on a user's own arrays:
+from an .npz file or a folder of .npy files, never unpickling, never writing into a folder in use."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trainspeed.cli import main
+
+
+def _arrays() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {"tokens": rng.integers(0, 256, (500, 17)).astype(np.uint8), "document": np.arange(500) // 25}
+
+
+def _one_error_line(capsys) -> str:
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("trainspeed: error: ")
+    return line
+
+
+@pytest.mark.parametrize("source", ["npz", "npy folder"])
+def test_from_arrays_then_verify_and_inspect(tmp_path: Path, capsys, source: str) -> None:
+    if source == "npz":
+        path = tmp_path / "arrays.npz"
+        np.savez(path, **_arrays())
+    else:
+        path = tmp_path / "arrays"
+        path.mkdir()
+        for name, array in _arrays().items():
+            np.save(path / f"{name}.npy", array)
+    out = tmp_path / "data"
+    assert main(["data", "from-arrays", str(path), "--out", str(out), "--split-by", "document",
+                 "--val-fraction", "0.2", "--samples-per-shard", "128"]) == 0
+    assert "500 samples" in capsys.readouterr().out
+    assert main(["data", "verify", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == f"{out}: OK, 4 shards, 500 samples"
+    assert main(["data", "inspect", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["format"], summary["shards"], summary["samples"]) == ("trainspeed-arrays", 4, 500)
+    assert summary["columns"]["tokens"] == {"dtype": "|u1", "shape": [17]}
+    assert summary["split"]["by"] == "document"
+    assert summary["split"]["train_samples"] + summary["split"]["val_samples"] == 500
+
+    shard = out / "shard-000002.bin"
+    data = bytearray(shard.read_bytes())
+    data[10] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    assert main(["data", "verify", str(out)]) == 1
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"FAIL {shard}: checksum mismatch (the file changed after it was written)")
+
+
+def test_a_pickle_is_never_loaded(tmp_path: Path, capsys) -> None:
+    marker = tmp_path / "payload-ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    disguised = tmp_path / "arrays.npz"
+    disguised.write_bytes(pickle.dumps(Payload()))
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    np.save(objects / "column.npy", np.array([Payload()], dtype=object), allow_pickle=True)
+    marker.unlink(missing_ok=True)  # np.save pickled the payload; unpickling it would touch the marker
+    for source in (disguised, objects, objects / "column.npy"):
+        assert main(["data", "from-arrays", str(source), "--out", str(tmp_path / "out")]) == 2
+        assert "cannot read it as numpy arrays" in _one_error_line(capsys)
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+def _source(path: Path, kind: str) -> Path:
+    if kind == "folder without arrays":
+        path.mkdir()
+    elif kind == "one .npy array":
+        path = path.with_suffix(".npy")
+        np.save(path, np.zeros(3))
+    elif kind == "damaged zip":
+        path.write_bytes(b"PK\x03\x04 truncated")
+    return path
+
+
+@pytest.mark.parametrize(("kind", "message"), [
+    ("missing", "no such file or folder"),
+    ("folder without arrays", "a folder without .npy files"),
+    ("one .npy array", "one array, not an .npz"),
+    ("damaged zip", "cannot read it as numpy arrays"),
+])
+def test_a_source_that_is_not_arrays_is_one_line(tmp_path: Path, capsys, kind, message) -> None:
+    source = _source(tmp_path / "source", kind)
+    assert main(["data", "from-arrays", str(source), "--out", str(tmp_path / "out")]) == 2
+    assert message in _one_error_line(capsys)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_out_in_use_is_never_written_into(tmp_path: Path, capsys) -> None:
+    np.savez(tmp_path / "arrays.npz", **_arrays())
+    out = tmp_path / "data"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert main(["data", "from-arrays", str(tmp_path / "arrays.npz"), "--out", str(out)]) == 2
+    assert "already exists and is not an empty folder" in _one_error_line(capsys)
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]

@@ -1,0 +1,47 @@
+"""What `eval --policy/--opponent` reads from a run directory: data only, and the checkpoint a
+resume would continue from."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.train.train_runs import plant_payload
+from trainspeed.cli import main
+
+
+def _eval(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
+    code = main(["eval", "mahjong", "--games", "4", "--no-progress", "--no-plot", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("flag", ["--policy", "--opponent"])
+def test_a_planted_pickle_payload_never_runs_and_is_one_line(
+    flag: str, policy_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    tampered, marker, out = tmp_path / "tampered", tmp_path / "payload-ran", tmp_path / "eval.jsonl"
+    shutil.copytree(policy_run, tampered)
+    plant_payload(tampered, marker)
+    other = ["--opponent", "rule-based"] if flag == "--policy" else ["--policy", str(policy_run)]
+    code, printed, err = _eval(capsys, flag, str(tampered), *other, "--out", str(out))
+    assert not marker.exists(), "the checkpoint ran code"
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith(f"trainspeed: error: {flag} {tampered}: ")
+    assert "holds objects other than tensors and plain data" in lines[0]
+    assert not out.exists()
+
+
+def test_a_broken_latest_pointer_evaluates_the_newest_valid_checkpoint_and_says_so(
+    policy_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(policy_run, run)
+    (run / "checkpoints" / "latest").write_text("../../elsewhere.pt\n")
+    code, printed, err = _eval(capsys, "--policy", str(run), "--opponent", "random", "--out", str(tmp_path / "e.jsonl"))
+    assert code == 0, err
+    assert f"--policy {run}: checkpoints/latest holds '../../elsewhere.pt', not the name of a checkpoint of this " \
+           "run; evaluating step-000000001.pt, the newest valid checkpoint" in printed

@@ -1,0 +1,134 @@
+"""`trainspeed study`: every study at its smallest size, as a user runs it (`study all --preset
+smoke`, once for this module), its rows, and the report of the whole folder; bad flags are one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainspeed.bench.ratios import ratio_table, remote_pairs
+from trainspeed.cli import main
+from trainspeed.report.inputs import read_inputs
+from trainspeed.studies.batch_size import BatchSizeComparisonRow, BatchSizeRunRow, BatchSizeSettingsRow
+from trainspeed.studies.links import namespaces_possible
+from trainspeed.studies.scaling import io_efficiency
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _namespaces() -> set[str]:
+    result = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    return set(result.stdout.split()) if result.returncode == 0 else set()
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory) -> tuple[Path, str, set[str]]:
+    """`trainspeed study all --preset smoke`: the folder, what it printed, the namespaces before."""
+    out = tmp_path_factory.mktemp("study")
+    before = _namespaces()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, "-m", "trainspeed", "study", "all", "--preset", "smoke", "--out", str(out)],
+                            env=env, capture_output=True, text=True, timeout=3000)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return out, result.stdout, before
+
+
+def test_study_help_lists_every_study(capsys):
+    with pytest.raises(SystemExit):
+        main(["study", "--help"])
+    listed = capsys.readouterr().out
+    for name in ("throughput", "remote", "scaling", "batch-size", "all"):
+        assert f"    {name}" in listed
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["throughput", "--targets", "gpu:eager:fp32"], "unknown device 'gpu'"),
+    (["throughput", "--feed", "sideways"], "bad --feed 'sideways'"),
+    (["remote", "--links", "loopback,fast"], "--links: bad link 'fast'"),
+    (["remote", "--emulation", "magic"], "--emulation 'magic'"),
+    (["scaling", "--ranks", "2,4"], "must include 1"),
+    (["all", "--preset", "huge"], "--preset 'huge': choose one of smoke, quick, full"),
+])
+def test_bad_flags_are_one_line_and_exit_2_before_anything_runs(argv, message, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["study", *argv, "--out", str(out)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("trainspeed: error: ") and message in line, line
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.slow
+def test_all_prints_its_estimate_before_it_starts_and_records_every_study(study):
+    out, printed, _ = study
+    first, *plan = printed.splitlines()[:5]
+    assert first.startswith("study all (smoke): about ") and f"rows go to {out}" in first
+    assert [line.split(":")[0].strip() for line in plan] == ["throughput", "remote", "scaling", "batch-size"]
+    records = [read.row for read in read_inputs([out / "studies.jsonl"]).studies]
+    assert [record.study for record in records] == ["throughput", "remote", "scaling", "batch-size", "all"]
+    assert all(record.wall_s > 0 and record.estimate_s > 0 and record.machine.cores_usable for record in records)
+
+
+@pytest.mark.slow
+def test_throughput_rows_are_one_bench_run_device_and_host_fed(study):
+    out, _, _ = study
+    rows = [read.row for read in read_inputs([out / "throughput.jsonl"]).bench]
+    assert {(row.target, row.feed) for row in rows} == {(t, f) for t in ("cpu:eager:fp32", "cpu:eager:bf16")
+                                                        for f in ("device", "host")}
+    assert len({row.run_id for row in rows}) == 1 and all(row.status == "ok" for row in rows)
+    table = ratio_table(rows)
+    assert table.baseline == "cpu:eager:fp32" and table.ratio("cpu:eager:bf16", 16) is not None
+    assert all(row.command.startswith("trainspeed study all") for row in rows)
+
+
+@pytest.mark.slow
+def test_remote_rows_pair_with_their_runs_local_row_over_loopback_and_a_labelled_link(study):
+    out, _, before = study
+    rows = [read.row for read in read_inputs([out / "remote.jsonl"]).bench]
+    pairs = remote_pairs(rows)
+    kind = "netns" if namespaces_possible() is None else "client-side"
+    assert sorted((p.remote.link.split("-")[0], p.remote.in_flight) for p in pairs) == sorted(
+        [("loopback", 1), ("loopback", 2), (kind.split("-")[0], 1), (kind.split("-")[0], 2)])
+    assert all(p.local is not None and p.local.run_id == p.remote.run_id and p.ratio > 0 for p in pairs)
+    assert all(p.remote.bytes_sent_per_step >= p.local.bytes_per_step > 0 for p in pairs)
+    # The server's time is summed over the steps of each of the client's windows: the same steps,
+    # so a wire time (client step - server step) below zero is ruled out, not left to the load.
+    assert all(len(p.remote.server_window_s) == p.remote.windows and p.remote.wire_time_suspect is False
+               for p in pairs)
+    assert _namespaces() == before, "the study left network namespaces behind"
+
+
+@pytest.mark.slow
+def test_scaling_rows_compare_ranks_and_data_within_the_study(study):
+    out, _, _ = study
+    rows = [read.row for read in read_inputs([out / "scaling.jsonl"]).scaling]
+    assert sorted((row.world_size, row.data) for row in rows) == [(1, "real"), (1, "synthetic"), (2, "real"),
+                                                                  (2, "synthetic")]
+    assert len({row.study_id for row in rows}) == 1 and all(row.bench_samples_per_s for row in rows)
+    assert all(io_efficiency(rows, 32, ranks) > 0 for ranks in (1, 2))
+    assert all(row.machine.cores_usable and row.workload_sha256 for row in rows)
+
+
+@pytest.mark.slow
+def test_batch_size_rows_hold_settings_runs_evaluations_and_a_verdict(study):
+    out, _, _ = study
+    inputs = read_inputs([out / "batch_size.jsonl"])
+    kinds = [type(read.row) for read in inputs.batch_size]
+    assert kinds[0] is BatchSizeSettingsRow and kinds.count(BatchSizeRunRow) == 2
+    (comparison,) = [read.row for read in inputs.batch_size if isinstance(read.row, BatchSizeComparisonRow)]
+    assert (comparison.global_batch, comparison.versus_batch) == (64, 32)
+    assert comparison.verdict in ("supported", "contradicted", "inconclusive")
+    assert len(inputs.evals) == 2 and {read.row.games for read in inputs.evals} == {8}
+
+
+@pytest.mark.slow
+def test_the_report_reads_the_whole_study_folder(study, tmp_path):
+    out, _, _ = study
+    page = tmp_path / "report.html"
+    assert main(["report", str(out), "--out", str(page)]) == 0
+    html = page.read_text()
+    for section in ("ratio", "training", "remote", "selfplay", "batch-size-study", "studies"):
+        assert f'<section id="{section}">' in html, section

@@ -1,0 +1,63 @@
+"""Workloads a user might write, defined by the tests: sizes with names of their own, and factories
+that go wrong in the ways a user's can."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from trainspeed.workloads.base import Trainable
+
+WIDTHS = {"narrow": 4, "wide": 8}
+
+
+class LinearTrainable(Trainable):
+    def __init__(self, width: int) -> None:
+        super().__init__({"net": nn.Linear(width, 1)})
+
+    def setup_optimizers(self, fused: bool = False) -> None:
+        self.optimizers = {"net": torch.optim.SGD(self.networks["net"].parameters(), lr=0.01)}
+
+    def train_step(self, batch):
+        loss = self.wrapped["net"](batch["x"]).square().mean()
+        loss.backward()
+        self.optimizers["net"].step()
+        self.optimizers["net"].zero_grad()
+        return loss.detach()
+
+
+class OwnSizesWorkload:
+    """Sizes named as no built-in names them, no `default_size` (so the first is the default), and
+    a size lookup that raises KeyError for any other name, as a dict lookup in a user's code does."""
+
+    name = "own-sizes"
+    sizes = tuple(WIDTHS)
+
+    def build(self, size, seed=0):
+        torch.manual_seed(seed)
+        return LinearTrainable(WIDTHS[size])
+
+    def synthetic_batch(self, size, batch_size, generator):
+        return {"x": torch.randn(batch_size, WIDTHS[size], generator=generator)}
+
+    def flops_per_sample(self, size):
+        return 4.0 * WIDTHS[size]  # forward and the weight gradient (the input needs none)
+
+
+class DefaultSizeWorkload(OwnSizesWorkload):
+    default_size = "wide"
+
+
+def raising_factory():
+    raise RuntimeError("cannot find the weights of my model")
+
+
+def none_factory():
+    return None
+
+
+class MisnamedSizes(OwnSizesWorkload):
+    sizes = "narrow"
+
+
+not_a_factory = 3

@@ -1,0 +1,116 @@
+"""A workload's declared FLOPs per sample, checked against torch's FLOP counter on one real step.
+
+MFU rests on `flops_per_sample`, which the workload writes itself (a formula, or its own count);
+nothing else checks it. The bench therefore runs training steps (forward, backward, update) of a
+fresh build of the workload under torch's FLOP formulas and records both numbers in every row.
+
+How it counts: `trainspeed.workloads.flops.FlopSum`, the per-op formulas of
+`torch.utils.flop_counter.FlopCounterMode` summed over every op dispatched (FlopCounterMode's own
+module tracking refuses the double backward of a gradient penalty). The counted step is the
+second of the build: the first may do one-off work (StyleGAN3 adds its R1 penalty at step 0 and
+then every 16th step), and MFU is of the steps after the first. The steps run on the meta device
+(shapes only: no memory, no arithmetic, so a large model costs nothing), or on the host CPU where
+the step cannot run on meta (it reads a value, or a shape depends on the data).
+
+What the formulas see: matmuls and convolutions (and their backward), by their shapes; not
+elementwise ops, normalisations or optimizer updates, which MFU conventions leave out too. They
+see no FLOPs in fused attention kernels they have no formula for, such as the CPU flash-attention
+kernel that `scaled_dot_product_attention` picks on the host: the steps run under the math SDPA
+backend, whose matmuls are counted (all of them: a causal mask's masked half too, as a flash
+kernel without block skipping computes it). Work done outside torch ops (a Triton kernel) is
+invisible, and multiplications by the zeros of a padded or banded matmul are counted; a workload's
+declared count may rightly differ for those reasons.
+
+MFU keeps using the declared number (the workload may know what the counter cannot see); a
+difference of more than `TOLERANCE` is one warning line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from trainspeed.workloads import Workload
+from trainspeed.workloads.flops import FlopSum
+
+TOLERANCE = 0.05
+"""Relative difference between declared and counted FLOPs beyond which the bench warns."""
+COUNT_BATCH = 2
+"""Samples in the counted step: more than one (batch norm refuses a batch of one), and small."""
+COUNTED_STEP = 1
+"""The step counted (0-based): the second, after any one-off work of the first."""
+DEVICES = ("meta", "cpu")
+"""Where the steps are tried, in order."""
+MFU_USES = "declared"
+"""Which count MFU is computed from (recorded in every row as `mfu_flops_source`)."""
+
+
+@dataclass(frozen=True)
+class FlopsCheck:
+    workload: str
+    size: str
+    declared: float
+    """`workload.flops_per_sample(size)`."""
+    counted: float | None
+    """torch's formulas over one training step, per sample; None when the step failed."""
+    counted_on: str | None = None
+    """The device the counted step ran on: "meta", or "cpu" where it cannot run on meta."""
+    count_error: str | None = None
+    """Why there is no count (the step raised on the host too)."""
+
+    @property
+    def relative_difference(self) -> float | None:
+        """(declared - counted) / counted; None without a count or when nothing was counted."""
+        if not self.counted:
+            return None
+        return (self.declared - self.counted) / self.counted
+
+    def warning(self) -> str | None:
+        """One line when the two disagree by more than TOLERANCE (or no count could be made)."""
+        what = f"{self.workload} {self.size}: flops_per_sample declares {self.declared:.4g}"
+        if self.counted is None:
+            return f"{what}; no training step could be counted ({self.count_error}); MFU uses the declared count"
+        difference = self.relative_difference
+        if difference is not None and abs(difference) <= TOLERANCE:
+            return None
+        off = "nothing" if difference is None else f"{self.counted:.4g}, declared {difference:+.1%}"
+        return (f"{what}, torch's FlopCounterMode formulas count {off} on a training step ({self.counted_on}, "
+                f"math attention); MFU uses the declared count (rows: flops_per_sample_declared, "
+                f"flops_per_sample_counted, mfu_flops_source; trainspeed/bench/flops.py says what is counted)")
+
+    def row_fields(self) -> dict[str, float | str | None]:
+        return {"flops_per_sample_declared": self.declared, "flops_per_sample_counted": self.counted,
+                "mfu_flops_source": MFU_USES}
+
+
+def counted_flops_per_sample(workload: Workload, size: str, device: str, seed: int = 0) -> float:
+    """FLOPs counted in step COUNTED_STEP of a fresh build on `device`, per sample.
+
+    The global RNG is left as it was (building and stepping draw from it)."""
+    with torch.random.fork_rng(devices=[]):
+        trainable = workload.build(size, seed).to(torch.device(device))
+        trainable.setup_optimizers(fused=False)
+        host_batch = workload.synthetic_batch(size, COUNT_BATCH, torch.Generator().manual_seed(seed))
+        batch = {key: tensor.to(device) for key, tensor in host_batch.items()}
+        with sdpa_kernel(SDPBackend.MATH):
+            for _ in range(COUNTED_STEP):
+                trainable.train_step(batch)
+            with FlopSum() as counter:
+                trainable.train_step(batch)
+    return counter.total / COUNT_BATCH
+
+
+def check_flops(workload: Workload, size: str, seed: int = 0) -> FlopsCheck:
+    declared = float(workload.flops_per_sample(size))
+    failures = []
+    for device in DEVICES:
+        try:
+            counted = counted_flops_per_sample(workload, size, device, seed)
+        except Exception as error:  # noqa: BLE001 - a step that cannot run here may run on the next device
+            message = str(error).strip().splitlines()
+            failures.append(f"{device}: {type(error).__name__}: {message[0][:200] if message else ''}")
+            continue
+        return FlopsCheck(workload.name, size, declared, counted, counted_on=device)
+    return FlopsCheck(workload.name, size, declared, None, count_error="; ".join(failures))

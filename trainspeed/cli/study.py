@@ -1,0 +1,78 @@
+"""`trainspeed study NAME --out DIR`: one finding of the study, measured here and written as rows."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from trainspeed.errors import UsageError
+
+EPILOG = """\
+every study writes typed rows under --out; read them all with
+  trainspeed report DIR --out DIR/report.html
+presets: smoke (minutes in all on a 2-core CPU, the test suite's), quick (the default), full (the
+settings of the committed measurements in docs/results)
+"""
+
+
+def add_study_command(subparsers: argparse._SubParsersAction) -> None:
+    from trainspeed.studies import STUDIES
+    from trainspeed.studies.common import PRESETS, check_preset
+
+    parser = subparsers.add_parser(
+        "study", help="reproduce one finding of the study here (or all of them), as rows for `trainspeed report`",
+        description="Run one finding of the study on this machine and write its rows.", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    studies = parser.add_subparsers(dest="study", required=True, metavar="STUDY")
+    for name, module in STUDIES.items():
+        study = studies.add_parser(name, help=module.HELP, description=module.__doc__.split("\n\n")[0])
+        study.add_argument("--out", type=Path, required=True, help="the folder its rows go to")
+        study.add_argument("--preset", default="quick", type=check_preset,
+                           help=f"how much to measure: {', '.join(PRESETS)} (default: quick)")
+        study.add_argument("--no-progress", action="store_true", help="no progress bar")
+        module.add_arguments(study)
+        study.set_defaults(handler=run_study, module=module)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
+
+
+def run_study(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from trainspeed.atomic import check_writable_directory
+    from trainspeed.bench.environment import Machine
+    from trainspeed.studies.common import StudyFailed, now, record_study
+
+    module: ModuleType = args.module
+    if args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file; name a folder for the study's rows")
+    check_writable_directory(args.out, f"--out {args.out}")
+    config: Any = module.config_from_args(args, args.out)
+    estimate = module.estimate_s(config)
+    print(f"study {module.NAME} ({args.preset}): about {_minutes(estimate)} on a 2-core CPU; rows go to {args.out}",
+          flush=True)
+    for line in getattr(module, "plan_lines", lambda _: [])(config):
+        print(line, flush=True)
+    machine, started, clock = Machine.at_start(), now(), time.perf_counter()
+    with tqdm(total=module.units(config), disable=args.no_progress, unit="step", file=sys.stderr) as bar:
+
+        def progress(units: int, what: str) -> None:
+            bar.update(units)
+            bar.set_description(what)
+
+        try:
+            files = module.run(config, args.command_line, progress)
+        except StudyFailed as error:
+            raise UsageError(f"study {module.NAME}: {error}") from None
+    record = record_study(args.out, module.NAME, args.preset, started, time.perf_counter() - clock, estimate, files,
+                          args.command_line, machine)
+    print("\n".join(str(path) for path in files))
+    print(f"study {module.NAME}: {_minutes(record.wall_s)} (estimated {_minutes(estimate)}); "
+          f"read it with `trainspeed report {args.out} --out {args.out / 'report.html'}`")
+    return 0

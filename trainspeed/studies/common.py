@@ -1,0 +1,148 @@
+"""What every study shares: its row of record, the trainspeed commands it runs, its progress.
+
+A study runs the package's own commands (`trainspeed bench`, `train`, `eval`, `serve`, `data`) in
+child processes of this Python, so each measurement gets a fresh process (its own threads, its own
+compiled graphs, its own peak memory) and the study measures nothing with code of its own.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, ClassVar
+
+import trainspeed
+from trainspeed.bench.environment import Machine
+from trainspeed.errors import UsageError
+
+PRESETS = ("smoke", "quick", "full")
+"""smoke: seconds per study, what the test suite runs; quick: minutes on a 2-core CPU (the
+default); full: the settings of the measurements committed under docs/results."""
+PACKAGE_ROOT = Path(trainspeed.__file__).resolve().parents[1]
+
+COMMAND_START_S = 20.0
+"""Seconds a trainspeed command takes to start on a busy 2-core CPU (importing torch and the rest),
+which the studies' estimates add per command they run."""
+
+Progress = Callable[[int, str], None]
+"""Called with (units of work just finished, what is running now)."""
+
+
+def no_progress(units: int, what: str) -> None:
+    """The progress hook of a study run on its own without a bar."""
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """One study as `trainspeed study` ran it: what it was asked, how long it was expected to take
+    and took, where it ran; the rows it measured are in the files it lists."""
+
+    KIND: ClassVar[str] = "study"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    study: str
+    preset: str
+    started: str
+    wall_s: float
+    estimate_s: float
+    files: list[str]
+    command: str
+    machine: Machine
+
+
+STUDIES_FILE = "studies.jsonl"
+
+
+def record_study(out: Path, study: str, preset: str, started: str, wall_s: float, estimate_s: float,
+                 files: list[Path], command: str, machine: Machine) -> StudyRecord:
+    """Append the study's record to OUT/studies.jsonl."""
+    from trainspeed.rows import append_row
+
+    record = StudyRecord(study=study, preset=preset, started=started, wall_s=wall_s, estimate_s=estimate_s,
+                         files=[str(path) for path in files], command=command, machine=machine.at_end())
+    append_row(out / STUDIES_FILE, record)
+    return record
+
+
+def child_environment(**extra: str) -> dict[str, str]:
+    """This process's environment with this trainspeed first on the path, so a child runs the same code."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def trainspeed_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "trainspeed", *args]
+
+
+def shown(*args: str) -> str:
+    """A command as a user would type it (`trainspeed ...`), for rows and logs."""
+    return shlex.join(["trainspeed", *args])
+
+
+def run_trainspeed(*args: str, prefix: tuple[str, ...] = (), env: dict[str, str] | None = None,
+                   quiet: bool = True, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
+    """Run one trainspeed command to its end (in this directory, so relative paths mean what the
+    user meant); an exit code outside `ok` is the study's failure, with the command's last lines."""
+    started = time.monotonic()
+    result = subprocess.run([*prefix, *trainspeed_argv(*args)], env=env or child_environment(),
+                            capture_output=True, text=True)
+    if not quiet and result.stdout.strip():
+        print(result.stdout.rstrip(), flush=True)
+    if result.returncode not in ok:
+        last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-3:]
+        raise StudyFailed(f"`{shown(*args)}` failed (exit {result.returncode} after "
+                          f"{time.monotonic() - started:.0f} s): {' / '.join(last)}")
+    return result
+
+
+class StudyFailed(Exception):
+    """A command a study ran failed; the study stops and says which and why."""
+
+
+def check_preset(preset: str) -> str:
+    if preset not in PRESETS:
+        raise UsageError(f"--preset {preset!r}: choose one of {', '.join(PRESETS)}")
+    return preset
+
+
+def positive_ints(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(item) for item in text.split(",") if item.strip())
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: give positive integers separated by commas, e.g. 256,1024") from None
+    if not values or min(values) <= 0:
+        raise UsageError(f"{flag} {text!r}: give positive integers separated by commas, e.g. 256,1024")
+    return values
+
+
+def non_negative_ints(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(item) for item in text.split(",") if item.strip())
+    except ValueError:
+        values = ()
+    if not values or min(values) < 0:
+        raise UsageError(f"{flag} {text!r}: give integers >= 0 separated by commas, e.g. 0,1")
+    return values
+
+
+def positive_floats(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(item) for item in text.split(",") if item.strip())
+    except ValueError:
+        raise UsageError(f"{flag} {text!r}: give positive numbers separated by commas, e.g. 0.5,1,2") from None
+    if not values or not all(0 < value < float("inf") for value in values):
+        raise UsageError(f"{flag} {text!r}: give positive numbers separated by commas, e.g. 0.5,1,2")
+    return values

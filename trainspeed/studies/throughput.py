@@ -1,0 +1,137 @@
+"""Finding 1: one device's training throughput against the study's baseline, per batch size.
+
+The study timed forward + backward + update on one TPU core and one GPU in eager mode, the batch
+already on the device, at batch sizes 2^k, and plotted the ratio of their samples/s against
+log2(batch). This study runs the same sweep with `trainspeed bench` over the targets this machine
+has (eager and compiled, fp32 and bf16, XLA where torch_xla is installed), every configuration
+with the batch kept on the device and copied from the host each step (`--feed device,host`), all
+in one bench run, so every ratio pairs rows measured side by side. Writes OUT/throughput.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainspeed.bench.config import BenchConfig, parse_batch_sizes, parse_targets
+from trainspeed.bench.ratios import format_table, ratio_table
+from trainspeed.bench.sweep import run_sweep
+from trainspeed.bench.feed import parse_feeds
+from trainspeed.bench.results import check_results_file
+from trainspeed.bench.timing import TimingPlan
+from trainspeed.errors import UsageError
+from trainspeed.studies.common import COMMAND_START_S, Progress, no_progress
+from trainspeed.targets import available_targets, target_family
+from trainspeed.workloads import get_workload
+
+NAME = "throughput"
+HELP = "finding 1: samples/s of each target over the baseline's per batch size (device- and host-fed)"
+ROWS_FILE = "throughput.jsonl"
+PREFERRED = {
+    "cuda": ("cuda:eager:fp32", "cuda:eager:bf16", "cuda:compile:bf16", "xla:lazy:bf16"),
+    "cpu": ("cpu:eager:fp32", "cpu:compile:fp32", "xla:lazy:fp32", "cpu:eager:bf16"),
+}
+"""The targets the study compares where each is available: on a GPU host the study's baseline (one
+GPU, eager fp32) and its faster modes, on a CPU the same modes of the host's own device."""
+
+
+def default_targets() -> tuple[str, ...]:
+    available = {name for name, reason in available_targets().items() if reason is None}
+    device = "cuda" if "cuda:eager:fp32" in available else "cpu"
+    return tuple(name for name in PREFERRED[device] if name in available)
+
+
+@dataclass(frozen=True)
+class ThroughputConfig:
+    out: str
+    workload: str = "mahjong"
+    size: str = "tiny"
+    targets: tuple[str, ...] = field(default_factory=default_targets)
+    batch_sizes: tuple[int, ...] = tuple(2**k for k in range(6, 13))
+    feeds: tuple[str, ...] = ("device", "host")
+    windows: int = 5
+    min_window_s: float = 0.5
+    warmup_steps: int = 3
+    threads: int | None = 1
+
+    def bench_config(self, command: str) -> BenchConfig:
+        """The one bench run of the study (checked as `trainspeed bench` checks its flags)."""
+        return BenchConfig(workload=self.workload, size=self.size, targets=list(self.targets),
+                           batch_sizes=list(self.batch_sizes), out=Path(self.out) / ROWS_FILE,
+                           plan=TimingPlan(warmup_steps=self.warmup_steps, windows=self.windows,
+                                           min_window_s=self.min_window_s),
+                           feeds=list(self.feeds), threads=self.threads, run_id=f"throughput-{uuid.uuid4().hex[:8]}",
+                           command=command)
+
+
+PRESETS: dict[str, dict[str, object]] = {
+    "smoke": dict(targets=("cpu:eager:fp32", "cpu:eager:bf16"), batch_sizes=(16, 32), windows=1, min_window_s=0.05,
+                  warmup_steps=1),
+    "quick": dict(batch_sizes=(64, 256, 1024), windows=3, min_window_s=0.3),
+    "full": {},
+}
+
+
+def units(config: ThroughputConfig) -> int:
+    return len(config.targets) * len(config.batch_sizes) * len(config.feeds)
+
+
+def estimate_s(config: ThroughputConfig) -> float:
+    """Seconds: per configuration a first step, the warm-up and the windows (a step of ~1 ms per
+    sample at the tiny size on a CPU core), and ~30 s of compilation for each compiling target."""
+    per_step = [batch * 1e-3 for batch in config.batch_sizes]
+    sweep = sum(max(config.min_window_s, step) * config.windows + step * (config.warmup_steps + 2)
+                for step in per_step) * len(config.feeds) * len(config.targets)
+    compiling = sum(1 for target in config.targets if ":compile:" in target or target.startswith("xla:"))
+    return COMMAND_START_S + sweep + 30 * compiling * len(config.batch_sizes)
+
+
+def run(config: ThroughputConfig, command: str, progress: Progress = no_progress) -> list[Path]:
+    bench = config.bench_config(command)
+
+    def on_configuration(target: str, batch_size: int, finished: bool) -> None:
+        if finished:
+            progress(1, f"throughput: {target} at batch {batch_size}")
+
+    rows = run_sweep(bench, on_progress=on_configuration)
+    print(format_table(ratio_table(rows)), flush=True)
+    return [bench.out]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workload", default=None, help="mahjong, stylegan3, or package.module:factory (default mahjong)")
+    parser.add_argument("--size", default=None, help="the workload's size (default tiny)")
+    parser.add_argument("--targets", default=None, help="comma list (default: the study's targets available here)")
+    parser.add_argument("--batch-sizes", default=None, help="range 2^6..2^12 or list 64,256,1024")
+    parser.add_argument("--feed", default=None, help="device, host or device,host (default device,host)")
+    parser.add_argument("--windows", type=int, default=None, help="timed windows per configuration")
+    parser.add_argument("--min-window-s", type=float, default=None, help="seconds each window lasts at least")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default 1)")
+
+
+def preset_config(preset: str, out: Path) -> ThroughputConfig:
+    return ThroughputConfig(out=str(out), **PRESETS[preset])  # type: ignore[arg-type]
+
+
+def config_from_args(args: argparse.Namespace, out: Path) -> ThroughputConfig:
+    values: dict[str, object] = dict(PRESETS[args.preset])
+    for name in ("workload", "size", "windows", "min_window_s", "threads"):
+        if getattr(args, name) is not None:
+            values[name] = getattr(args, name)
+    if args.targets is not None:
+        values["targets"] = tuple(parse_targets(args.targets))
+    if args.batch_sizes is not None:
+        values["batch_sizes"] = tuple(parse_batch_sizes(args.batch_sizes))
+    if args.feed is not None:
+        values["feeds"] = tuple(parse_feeds(args.feed))
+    config = ThroughputConfig(out=str(out), **values)  # type: ignore[arg-type]
+    if not config.targets:
+        raise UsageError("throughput study: no target is available here; see `trainspeed info`")
+    bench = config.bench_config("check")  # every flag checked as the bench checks it, before anything runs
+    get_workload(bench.workload)
+    for target in bench.targets:
+        target_family(target)
+    check_results_file(bench.out)
+    return config
