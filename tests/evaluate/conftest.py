@@ -41,3 +41,14 @@ def selfplay_data(tmp_path_factory) -> Path:
                             "--out", str(out), "--no-progress")
     assert result.returncode == 0, result.stderr
     return out
+
+
+@pytest.fixture(scope="session")
+def kept_run(tmp_path_factory) -> Path:
+    """A tiny Mahjong policy trained 3 steps on synthetic data, every step's checkpoint kept."""
+    out = tmp_path_factory.mktemp("runs") / "kept"
+    result = run_trainspeed("train", "--workload", "mahjong", "--size", "tiny", "--synthetic-data", "--steps", "3",
+                            "--batch-size-per-device", "8", "--threads", "1", "--checkpoint-every", "1",
+                            "--keep-checkpoints", "0", "--out", str(out), "--no-progress")
+    assert result.returncode == 0, result.stderr
+    return out

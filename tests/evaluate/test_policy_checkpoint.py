@@ -3,6 +3,7 @@ resume would continue from."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -45,3 +46,18 @@ def test_a_broken_latest_pointer_evaluates_the_newest_valid_checkpoint_and_says_
     assert code == 0, err
     assert f"--policy {run}: checkpoints/latest holds '../../elsewhere.pt', not the name of a checkpoint of this " \
            "run; evaluating step-000000001.pt, the newest valid checkpoint" in printed
+
+
+def test_step_evaluates_that_checkpoint_and_a_step_not_kept_is_one_line(
+    kept_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert sorted(p.name for p in (kept_run / "checkpoints").glob("step-*.pt")) == [
+        "step-000000001.pt", "step-000000002.pt", "step-000000003.pt"]
+    out = tmp_path / "e.jsonl"
+    code, _, err = _eval(capsys, "--policy", str(kept_run), "--step", "2", "--opponent", "random", "--out", str(out))
+    assert code == 0, err
+    row = json.loads(out.read_text().splitlines()[-1])
+    assert row["policy_step"] == 2 and row["policy_checkpoint"].endswith("step-000000002.pt")
+    code, _, err = _eval(capsys, "--policy", str(kept_run), "--step", "7", "--out", str(tmp_path / "f.jsonl"))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "--step 7: no checkpoint of that step (kept: 1, 2, 3" in lines[0]

@@ -44,6 +44,16 @@ def test_latest_points_at_the_newest_and_only_two_are_kept_each_with_its_checksu
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
+def test_keep_zero_keeps_every_checkpoint_and_keep_three_the_newest_three(tmp_path: Path) -> None:
+    for step in (10, 20, 30, 40):
+        save_checkpoint(tmp_path / "all", step, {"step": step}, keep=0)
+        save_checkpoint(tmp_path / "three", step, {"step": step}, keep=3)
+    assert [n for n in _names(tmp_path / "all") if n.endswith(".pt")] == [
+        "step-000000010.pt", "step-000000020.pt", "step-000000030.pt", "step-000000040.pt"]
+    assert [n for n in _names(tmp_path / "three") if n.endswith(".pt")] == [
+        "step-000000020.pt", "step-000000030.pt", "step-000000040.pt"]
+
+
 def test_writing_an_earlier_step_never_deletes_a_later_checkpoint(tmp_path: Path) -> None:
     """A run resumed from step 20 while a step-90 file lies there (damaged, or of the run's future)
     must not prune its own new checkpoints because they sort before step 90."""

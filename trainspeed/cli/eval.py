@@ -33,6 +33,7 @@ def add_eval_commands(subparsers: argparse._SubParsersAction) -> None:
         add_flag(mahjong, name, MahjongEvalConfig, path, help, **kwargs)
 
     flag("--policy", "policy", "run directory of the policy (its latest checkpoint)", required=True, metavar="RUN_DIR")
+    flag("--step", "policy_step", "the policy's checkpoint of this step instead of its latest", metavar="N")
     flag("--opponent", "opponent", "rule-based, random, or a policy's run directory")
     flag("--games", "games", "games in all, a multiple of 4 (4 per deal)")
     flag("--seed", "seed", "chooses the deals")
@@ -97,6 +98,7 @@ def add_agreement_command(eval_subparsers: argparse._SubParsersAction) -> None:
         add_flag(agreement, name, MahjongAgreementConfig, path, help, **kwargs)
 
     flag("--policy", "policy", "run directory of the policy (its latest checkpoint)", required=True, metavar="RUN_DIR")
+    flag("--step", "policy_step", "the policy's checkpoint of this step instead of its latest", metavar="N")
     flag("--data", "data", "Mahjong shard folder", required=True, metavar="DIR")
     flag("--split", "split", "train or val (held-out games)")
     flag("--target", "target", "device:mode:precision the network runs on")

@@ -68,6 +68,7 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> argparse.Argume
     output = parser.add_argument_group("output")
     flag(output, "--out", "out_dir", "run directory (metrics, checkpoints, summary)")
     flag(output, "--checkpoint-every", "checkpoint_every", "steps between checkpoints (0: end only)")
+    flag(output, "--keep-checkpoints", "keep_checkpoints", "newest checkpoints kept (0: every one)")
     flag(output, "--resume", "resume", "continue from the run directory's latest checkpoint")
     flag(output, "--eval-every", "eval_every", "steps between validations (0: end only)")
     flag(output, "--eval-batches", "eval_batches", "cap on validation batches per rank")

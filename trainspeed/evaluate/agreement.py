@@ -71,7 +71,7 @@ def run_agreement(config: MahjongAgreementConfig, command: str) -> MahjongAgreem
     config.validate()
     if config.threads is not None:
         torch.set_num_threads(config.threads)
-    policy = read_run_checkpoint(config.policy, WORKLOAD, "--policy")
+    policy = read_run_checkpoint(config.policy, WORKLOAD, "--policy", config.policy_step)
     target_family(config.target)
     out = Path(config.out)
     check_writable_directory(out.parent, f"--out {out}")

@@ -20,6 +20,8 @@ class MahjongEvalConfig:
 
     policy: str | None = None
     """Run directory of the evaluated policy (its latest checkpoint)."""
+    policy_step: int | None = None
+    """Evaluate the policy's checkpoint of this step instead of its latest."""
     opponent: str = "rule-based"
     """rule-based, random, or the run directory of another Mahjong policy."""
     games: int = 400
@@ -78,6 +80,8 @@ class MahjongAgreementConfig:
 
     policy: str | None = None
     """Run directory of the policy (its latest checkpoint)."""
+    policy_step: int | None = None
+    """The policy's checkpoint of this step instead of its latest."""
     data: str | None = None
     """A Mahjong shard folder; its validation split (held-out games) is read."""
     split: str = "val"

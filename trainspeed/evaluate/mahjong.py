@@ -284,7 +284,7 @@ def run_mahjong_eval(config: MahjongEvalConfig, command: str,
     config.validate()
     if config.threads is not None:
         torch.set_num_threads(config.threads)
-    policy = read_run_checkpoint(config.policy, WORKLOAD, "--policy")
+    policy = read_run_checkpoint(config.policy, WORKLOAD, "--policy", config.policy_step)
     opponent = None if config.opponent_is_builtin else read_run_checkpoint(config.opponent, WORKLOAD, "--opponent")
     target_family(config.target)  # an unknown or unusable target is refused before any file is touched
     out = Path(config.out)

@@ -21,7 +21,7 @@ from torch import nn
 
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target
-from trainspeed.train.checkpoint import find_checkpoint
+from trainspeed.train.checkpoint import checkpoint_dir, checkpoint_name, find_checkpoint, load_checkpoint, step_files
 from trainspeed.train.config import TrainConfig
 from trainspeed.workloads import get_workload
 
@@ -45,24 +45,25 @@ class RunCheckpoint:
     """Network name -> state dict (host tensors)."""
 
 
-def read_run_checkpoint(run_dir: str | Path, workload: str, flag: str) -> RunCheckpoint:
+def read_run_checkpoint(run_dir: str | Path, workload: str, flag: str, step: int | None = None) -> RunCheckpoint:
     """The checkpoint of `run_dir` a resume would continue from (the one `latest` names, else the
-    newest valid one, saying so); UsageError naming `flag` when there is none or when it was trained
-    on another workload. Checkpoints are read as data only (`load_checkpoint`)."""
+    newest valid one, saying so), or that of `step`; UsageError naming `flag` when there is none or
+    when it was trained on another workload. Checkpoints are read as data only (`load_checkpoint`)."""
     path = Path(run_dir)
     if not path.is_dir():
         raise UsageError(f"{flag} {run_dir}: no such run directory")
-    try:
-        found = find_checkpoint(path)
-    except UsageError as error:
-        raise UsageError(f"{flag} {run_dir}: {error}") from None
-    if found is None:
-        raise UsageError(f"{flag} {run_dir}: holds no checkpoint (checkpoints/latest); "
-                         "give the --out directory of a finished `trainspeed train` run")
-    checkpoint, payload = found.path, found.payload
-    if found.skipped:
-        print(f"{flag} {run_dir}: {'; '.join(found.skipped)}; evaluating {checkpoint.name}, the newest valid "
-              "checkpoint", flush=True)
+    if step is not None:
+        checkpoint = checkpoint_dir(path) / checkpoint_name(step)
+        if not checkpoint.exists():
+            kept = ", ".join(str(found) for found, _ in sorted(step_files(path))) or "none"
+            raise UsageError(f"{flag} {run_dir} --step {step}: no checkpoint of that step (kept: {kept}; "
+                             "train with --keep-checkpoints 0 to keep every one)")
+        try:
+            payload = load_checkpoint(checkpoint)
+        except UsageError as error:
+            raise UsageError(f"{flag} {run_dir}: {error}") from None
+    else:
+        checkpoint, payload = _latest_valid(path, flag, run_dir)
     try:
         config = TrainConfig.from_json(payload["config"])
         networks = payload["trainable"]["networks"]
@@ -74,6 +75,20 @@ def read_run_checkpoint(run_dir: str | Path, workload: str, flag: str) -> RunChe
         raise UsageError(f"{flag} {run_dir}: its checkpoint is a {config.workload!r} run, not {workload!r}")
     return RunCheckpoint(run_dir=path, checkpoint=checkpoint, workload=config.workload, size=config.size,
                          step=step, seed=config.seed, networks=networks)
+
+
+def _latest_valid(path: Path, flag: str, run_dir: str | Path) -> tuple[Path, dict[str, Any]]:
+    try:
+        found = find_checkpoint(path)
+    except UsageError as error:
+        raise UsageError(f"{flag} {run_dir}: {error}") from None
+    if found is None:
+        raise UsageError(f"{flag} {run_dir}: holds no checkpoint (checkpoints/latest); "
+                         "give the --out directory of a finished `trainspeed train` run")
+    if found.skipped:
+        print(f"{flag} {run_dir}: {'; '.join(found.skipped)}; evaluating {found.path.name}, the newest valid "
+              "checkpoint", flush=True)
+    return found.path, found.payload
 
 
 def build_network(run: RunCheckpoint, name: str) -> nn.Module:

@@ -6,7 +6,8 @@ and the target's device generator) and the networks' buffers (statistics a rank 
 batches). Rank 0 gathers the per-rank parts and writes the file through
 `atomic_path`, then its sha256 beside it (`step-*.pt.sha256`, the format `sha256sum -c` reads),
 then points `checkpoints/latest` at it (each atomically), so a kill -9 at any moment leaves either
-the previous checkpoint or the new one. The newest two up to the one just written are kept; a
+the previous checkpoint or the new one. The newest two up to the one just written are kept (or as
+many as `--keep-checkpoints` says; 0 keeps all, to evaluate a policy as it learnt); a
 checkpoint of a later step is never deleted: a run resumed from an earlier step first moves the
 later ones into `checkpoints/superseded/N/` (`set_aside_after`).
 
@@ -134,9 +135,9 @@ def step_files(run_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
-def save_checkpoint(run_dir: Path, step: int, payload: dict[str, Any]) -> Path:
+def save_checkpoint(run_dir: Path, step: int, payload: dict[str, Any], keep: int = KEEP_CHECKPOINTS) -> Path:
     """Write `payload` as the checkpoint of `step`, its checksum, and make it the latest; prune the
-    ones before it."""
+    ones before it down to `keep` in all (0: keep every one)."""
     host_payload = to_host(payload)
     problem = plain_data_problem(host_payload)
     if problem is not None:
@@ -149,14 +150,15 @@ def save_checkpoint(run_dir: Path, step: int, payload: dict[str, Any]) -> Path:
         digest = sha256_of(tmp)
     atomic_write_text(checksum_path(path), f"{digest}  {path.name}\n")
     atomic_write_text(directory / LATEST_POINTER, path.name + "\n")
-    _prune_before(run_dir, step)
+    if keep:
+        _prune_before(run_dir, step, keep)
     return path
 
 
-def _prune_before(run_dir: Path, step: int) -> None:
-    """Keep KEEP_CHECKPOINTS - 1 checkpoints before `step`; never touch a later one."""
+def _prune_before(run_dir: Path, step: int, keep: int) -> None:
+    """Keep `keep` - 1 checkpoints before `step`; never touch a later one."""
     older = [path for found_step, path in step_files(run_dir) if found_step < step]
-    for old in older[KEEP_CHECKPOINTS - 1:]:
+    for old in older[keep - 1:]:
         old.unlink(missing_ok=True)
         checksum_path(old).unlink(missing_ok=True)
 

@@ -70,6 +70,8 @@ class TrainConfig:
     out_dir: str = "runs/train"
     checkpoint_every: int = 0
     """Steps between checkpoints; 0 = only at the end and on SIGTERM."""
+    keep_checkpoints: int = 2
+    """The newest checkpoints kept; 0 keeps every one (to evaluate a policy as it learnt)."""
     resume: bool = False
     eval_every: int = 0
     """Steps between validations; 0 = only at the end."""
@@ -122,6 +124,8 @@ class TrainConfig:
             raise UsageError("train: give exactly one of --data DIR or --synthetic-data")
         if self.data is not None and not Path(self.data).exists():
             raise UsageError(f"train: --data {self.data}: no such file or directory")
+        if self.keep_checkpoints < 0:
+            raise UsageError(f"train: --keep-checkpoints {self.keep_checkpoints}: give 0 (keep all) or more")
         if (self.steps is None) == (self.epochs is None):
             raise UsageError("train: give exactly one of --steps N or --epochs E")
         if self.synthetic_data and self.epochs is not None:

@@ -277,7 +277,7 @@ class RankTrainer:
         parts = self.collectives.gather_objects(rank_part)
         if self.context.is_main:
             payload = checkpoint_payload(self.config, self.state, self.trainable, self.schedulers, parts)
-            save_checkpoint(self.config.run_dir, self.state.step, payload)
+            save_checkpoint(self.config.run_dir, self.state.step, payload, keep=self.config.keep_checkpoints)
         self.collectives.barrier()
 
     def validate(self) -> EvalRecord | None:
