@@ -18,10 +18,11 @@ What changes, per kind of old row:
   `scaling-run` rows, one per training run; their study is their run id or file.
 - a quality document (`{summary, validation}`): a run directory beside it (`summary.json` and
   the validation rows of `metrics.jsonl`); the summary's `validation` is its last validation row.
-- `mahjong-eval` rows: a schema version; rows of the batch-size study also lose the study's
-  fields it had written into them (and `seed` is the evaluation's seed again, from `deal_seeds`).
-- the batch-size study's `batch-study-*` rows: the study's `batch-size-*` row types, one name per
-  field (`peak_lr`, `train_wall_s`), each run linked to its evaluation.
+- `mahjong-eval` rows (also of version 1): version 2; the one `seed` becomes `eval_seed`, read
+  from `deal_seeds` (the first batch-size study wrote the training seed into `seed`, which becomes
+  `policy_seed`); the within-deal correlation is computed from the deals' ranks.
+- the first batch-size study's `batch-study-*` and `batch-size-*` rows do not convert: that study
+  pooled its seeds differently and had no power plan or framings; rerun `trainspeed study batch-size`.
 - loader (and its `check-cost`), agent, harness-overhead and saved-memory rows: `measurement`
   rows of their script.
 """
@@ -29,7 +30,6 @@ What changes, per kind of old row:
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 import sys
@@ -170,42 +170,20 @@ DEAL_SEEDS = re.compile(r"deal_seed\((\d+), d\)")
 
 
 def evaluation(record: dict[str, Any], note: str | None) -> dict[str, Any]:
-    row = {k: v for k, v in record.items() if k not in ("study_run", "global_batch", "lr_factor")}
-    if "study_run" in record:
-        row["seed"] = int(DEAL_SEEDS.match(record["deal_seeds"]).group(1))
+    """A `mahjong-eval` row of version 2 from one written before versions (or of version 1): its one
+    `seed` was the evaluation's (the old batch-size study overwrote it with the training seed, so it is
+    read back from the deal seeds), the training seeds and samples were not recorded."""
+    from trainspeed.evaluate.stats import within_cluster_correlation
+
+    row = {k: v for k, v in record.items() if k not in ("study_run", "global_batch", "lr_factor", "seed", VERSION)}
+    row["eval_seed"] = int(DEAL_SEEDS.match(record["deal_seeds"]).group(1))
+    row.setdefault("policy_seed", record["seed"] if "study_run" in record else None)
+    row.setdefault("opponent_seed", None)
+    row.setdefault("policy_samples", None)
+    row.setdefault("within_deal_correlation", within_cluster_correlation(record["deal_ranks"]))
+    row.setdefault("workers", 1)
     row.setdefault("machine", machine(note, torch_threads=record.get("threads"), torch_version=record.get("torch_version")))
-    return {**row, VERSION: 1}
-
-
-def batch_study(records: list[dict[str, Any]], note: str | None) -> list[dict[str, Any]]:
-    """The old batch-size study's file: settings, runs (linked to their evaluations), evaluations,
-    batches, comparisons."""
-    from trainspeed.studies.batch_size import BatchSizeConfig, verdict
-
-    config = next(r for r in records if r["kind"] == "batch-study-config")
-    study = "batch-size-" + hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
-    names = {field for field in BatchSizeConfig.__dataclass_fields__}
-    settings = {k: v for k, v in config.items() if k in names}
-    settings["runs_dir"] = config["runs_dir"]
-    out: list[dict[str, Any]] = [tagged("batch-size-config", study_id=study, settings=settings,
-                                        equal_steps=config["equal_steps"], command=config["command"],
-                                        train_s=config["train_s"], total_s=config["total_s"],
-                                        machine=machine(note, torch_threads=config["threads"]))]
-    evals = {r["study_run"]: r for r in records if r["kind"] == "mahjong-eval" and "study_run" in r}
-    for run in (r for r in records if r["kind"] == "batch-study-run"):
-        linked = evals.get(run["run"])
-        fields = {k: v for k, v in run.items() if k != KIND}
-        out.append(tagged("batch-size-run", study_id=study, **fields,
-                          eval_id=linked["eval_id"] if linked else None,
-                          mean_rank=linked["mean_rank"] if linked else None,
-                          mean_rank_ci95=linked["mean_rank_ci95"] if linked else None,
-                          machine=machine(note, torch_threads=config["threads"])))
-    out += [evaluation(r, note) for r in records if r["kind"] == "mahjong-eval"]
-    out += [tagged("batch-size-batch", study_id=study, **{k: v for k, v in r.items() if k != KIND})
-            for r in records if r["kind"] == "batch-study-batch"]
-    out += [tagged("batch-size-comparison", study_id=study, **{k: v for k, v in r.items() if k != KIND},
-                   verdict=verdict(r["ci95"])) for r in records if r["kind"] == "batch-study-comparison"]
-    return out
+    return {**row, VERSION: 2}
 
 
 def join_peer_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -222,6 +200,8 @@ def join_peer_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def convert_record(record: dict[str, Any], path: Path, note: str | None) -> list[dict[str, Any]]:
+    if record.get(KIND) == "mahjong-eval" and record.get(VERSION, 1) == 1:
+        return [evaluation(record, note)]
     if VERSION in record:
         return [record]
     if record.get(KIND) == "mahjong-eval":
@@ -254,10 +234,10 @@ def convert(path: Path, note: str | None) -> list[Path]:
     records = [record for record, _ in read_records(path)]
     if len(records) == 1 and isinstance(records[0], dict) and "summary" in records[0] and "validation" in records[0]:
         return [quality(records[0], path, note)]
-    if any(isinstance(r, dict) and str(r.get(KIND, "")).startswith("batch-study-") for r in records):
-        rows = batch_study(records, note)
-    else:
-        rows = [row for record in records for row in convert_record(record, path, note)]
+    if any(isinstance(r, dict) and str(r.get(KIND, "")).startswith(("batch-study-", "batch-size-")) for r in records):
+        raise SystemExit(f"{path}: rows of the batch-size study's first method (one seed's LR sweep pooled "
+                         "per batch, no power plan, no framings): they do not convert; rerun `trainspeed study batch-size`")
+    rows = [row for record in records for row in convert_record(record, path, note)]
     atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in join_peer_runs(rows)))
     return [path]
 

@@ -11,7 +11,6 @@ import pytest
 
 from benchmarks.convert_results import main
 from trainspeed.report.inputs import read_inputs
-from trainspeed.studies.batch_size import BatchSizeComparisonRow, BatchSizeRunRow
 
 OLD = Path(__file__).parent / "old_rows"
 
@@ -32,7 +31,7 @@ def converted(tmp_path_factory) -> Path:
 
 def test_every_old_row_becomes_a_row_the_report_reads(converted):
     inputs = read_inputs([converted])
-    assert len(inputs.runs) == 1 and inputs.scaling and inputs.evals and inputs.batch_size and inputs.measurements
+    assert len(inputs.runs) == 1 and inputs.scaling and inputs.evals and inputs.measurements
     assert {m.row.benchmark for m in inputs.measurements} == {"loader", "loader-check-cost", "agents",
                                                               "stylegan3-saved-memory", "harness-overhead"}
 
@@ -80,19 +79,23 @@ def test_training_rows_become_scaling_rows_and_a_quality_document_a_run_director
     assert [record.step for record in run.val_curve] == [200, 210] and run.summary.paused_s is None
 
 
-def test_the_batch_size_study_gets_its_row_types_and_its_evaluations_their_own_seed(converted):
-    inputs = read_inputs([converted / "batch_size.jsonl"])
-    runs = [r.row for r in inputs.batch_size if isinstance(r.row, BatchSizeRunRow)]
-    evaluated = [run for run in runs if run.eval_id is not None]
-    assert evaluated and all(run.mean_rank is not None for run in evaluated)
-    old_evals = [row for row in _old("batch_size.jsonl") if row["kind"] == "mahjong-eval"]
-    assert {row.row.eval_id for row in inputs.evals} == {row["eval_id"] for row in old_evals}
-    assert all(row.row.seed == 0 for row in inputs.evals)  # the evaluation seed, not the run's training seed
-    assert {r.row.verdict for r in inputs.batch_size if isinstance(r.row, BatchSizeComparisonRow)} == {"inconclusive"}
+def test_evaluation_rows_get_their_evaluation_seed_and_within_deal_correlation(converted):
+    inputs = read_inputs([converted / "eval.jsonl"])
+    old = _old("eval.jsonl")
+    assert [row.row.eval_seed for row in inputs.evals] == [row["seed"] for row in old]
+    assert all(row.row.policy_seed is None and row.row.within_deal_correlation is not None for row in inputs.evals)
+
+
+def test_the_first_batch_size_studys_rows_are_refused_in_one_line(tmp_path, capsys):
+    old = tmp_path / "batch.jsonl"
+    old.write_text(json.dumps({"kind": "batch-study-config", "runs_dir": "r"}) + "\n")
+    with pytest.raises(SystemExit, match="rerun `trainspeed study batch-size`"):
+        main([str(old)])
+    assert json.loads(old.read_text())["kind"] == "batch-study-config"
 
 
 def test_a_converted_file_converts_to_itself(converted, tmp_path):
     copy = tmp_path / "again.jsonl"
-    shutil.copy(converted / "batch_size.jsonl", copy)
+    shutil.copy(converted / "eval.jsonl", copy)
     assert main([str(copy)]) == 0
-    assert copy.read_text() == (converted / "batch_size.jsonl").read_text()
+    assert copy.read_text() == (converted / "eval.jsonl").read_text()

@@ -60,3 +60,36 @@ def test_within_cluster_correlation_is_one_for_identical_games_and_near_zero_for
     assert abs(within_cluster_correlation(independent)) < 0.05
     assert within_cluster_correlation([[1, 2]]) is None and within_cluster_correlation([[1, 2], [1]]) is None
     assert within_cluster_correlation([[2, 2], [2, 2]]) is None
+
+
+def test_the_power_plan_shrinks_with_seeds_and_deals_and_grows_with_the_seed_spread():
+    from trainspeed.evaluate.stats import plan_power
+
+    base = plan_power(5, 250)
+    assert plan_power(10, 250).minimum_detectable_difference < base.minimum_detectable_difference
+    assert plan_power(5, 1000).minimum_detectable_difference < base.minimum_detectable_difference
+    assert plan_power(5, 250, seed_sd=0.1).minimum_detectable_difference > base.minimum_detectable_difference
+    # 1,000 games (250 deals) of one policy, independent games: SE of a mean rank 1.12 / sqrt(1000);
+    # the difference of two such means, x 2.80 for 80% power at 5%.
+    alone = plan_power(1, 250, within_deal_correlation=0.0, seed_sd=0.0)
+    assert alone.minimum_detectable_difference == pytest.approx(2.8016 * math.sqrt(2) * 1.12 / math.sqrt(1000), rel=1e-3)
+
+
+def test_the_crossed_bootstrap_holds_the_seed_spread_and_the_deals():
+    import numpy as np
+
+    from trainspeed.evaluate.stats import crossed_bootstrap
+
+    rng = np.random.default_rng(1)
+    deal_luck = rng.normal(0, 0.6, 200)
+    strong = [2.4 + seed_effect + deal_luck + rng.normal(0, 0.3, 200) for seed_effect in (-0.05, 0.0, 0.05)]
+    weak = [2.7 + seed_effect + deal_luck + rng.normal(0, 0.3, 200) for seed_effect in (-0.05, 0.0, 0.05)]
+    difference = crossed_bootstrap([strong, weak], (1, -1))
+    assert difference.ci95[0] < -0.3 < difference.ci95[1] < 0 and difference.deals == 200
+    # The deal luck both arms share cancels in the difference, not in one arm's mean.
+    one_arm = crossed_bootstrap([strong], (1,), offset=-2.5)
+    assert one_arm.standard_error > difference.standard_error / 2
+    assert one_arm.estimate == pytest.approx(np.mean(strong) - 2.5)
+    # Two seeds far apart: the interval widens with the spread between seeds.
+    spread = crossed_bootstrap([[2.0 + deal_luck, 3.0 + deal_luck], weak], (1, -1))
+    assert spread.ci95[1] - spread.ci95[0] > 2 * (difference.ci95[1] - difference.ci95[0])

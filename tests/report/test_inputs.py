@@ -11,7 +11,8 @@ from report_rows import SHA, bench, bench_rows, eval_row, write_every_kind, writ
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.mahjong import MahjongEvalRow
 from trainspeed.report.inputs import read_inputs
-from trainspeed.studies.batch_size import BatchSizeComparisonRow, BatchSizeRunRow, BatchSizeSettingsRow
+from trainspeed.studies.batch_size import (BatchSizeComparisonRow, BatchSizeRunRow, BatchSizeSettingsRow,
+                                           BatchSizeStrengthRow)
 from trainspeed.train.summary import RunSummary
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,9 +25,12 @@ def test_every_kind_is_read_into_its_writers_dataclass(tmp_path):
     remote = [row for row in inputs.bench if row.is_remote]
     assert len(local) == len(bench_rows()) + 2 and len(remote) == 2
     assert remote[0].row.link == "loopback" and remote[0].row.machine.cpu_model == "Test CPU"
-    assert len(inputs.evals) == 2 and isinstance(inputs.evals[0].row, MahjongEvalRow)
+    assert len(inputs.evals) == 3 and isinstance(inputs.evals[0].row, MahjongEvalRow)
+    assert len(inputs.agreements) == 2 and inputs.agreements[1].row.agreement["discard"] == 0.97
+    assert len(inputs.null_tests) == 1 and inputs.null_tests[0].row.covered == 19
     kinds = [type(read.row) for read in inputs.batch_size]
     assert kinds[0] is BatchSizeSettingsRow and kinds.count(BatchSizeRunRow) == 4 and kinds[-1] is BatchSizeComparisonRow
+    assert kinds.count(BatchSizeStrengthRow) == 6 and inputs.batch_size[0].row.power.seeds == 2
     assert inputs.batch_size[0].row.settings.batches == (256, 2048)
     assert len(inputs.scaling) == 4 and len(inputs.measurements) == 2
 

@@ -148,10 +148,6 @@ def test_the_page_fetches_nothing(bench_page):
 def test_the_within_deal_correlation_of_an_evaluation_is_shown(tmp_path):
     """The four games of a deal are correlated; the committed evaluations against the rule-based
     agent show +0.13 to +0.25, so luck of the deal does not cancel out."""
-    from trainspeed.report.page import within_deal_correlation
-
-    assert within_deal_correlation([[1, 1, 1, 1], [4, 4, 4, 4], [2, 2, 2, 2]]) == pytest.approx(1.0)
-    assert within_deal_correlation([[1, 2, 3, 4], [4, 3, 2, 1], [2, 1, 4, 3]]) == pytest.approx(-1 / 3)
     html = render(read_inputs([write_jsonl(tmp_path / "e.jsonl", [eval_row("p", 1, 2.4)])]))
     assert "within-deal correlation" in html
 
@@ -181,3 +177,12 @@ def test_the_committed_results_and_a_fresh_run_make_one_page_without_a_cross_run
         for read in group.rows:
             base = group.table.baseline_of(read.row)
             assert base is None or base.run_id == read.row.run_id
+
+
+def test_agreement_strength_curves_null_tests_and_the_batch_size_framings_have_their_figures_and_tables(tmp_path):
+    html = render(read_inputs(write_every_kind(tmp_path)))
+    for anchor in ("fig-agreement", "table-agreement", "fig-selfplay-curve", "table-null-test",
+                   "table-batch-size-settings", "table-batch-size-strength", "table-batch-size-comparisons"):
+        assert f'id="{anchor}' in html, anchor
+    assert "inconclusive at a minimum detectable difference of 0.085 ranks" in html
+    assert "head to head" in html and "equal wall time" in html

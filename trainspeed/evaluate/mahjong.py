@@ -51,7 +51,9 @@ class MahjongEvalRow:
     """One finished evaluation, one JSON line of OUT (the report reads these names)."""
 
     KIND: ClassVar[str] = "mahjong-eval"
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2
+    """2: the evaluation's seed is `eval_seed`, beside the policies' training seeds, the samples the
+    policy trained on, the within-deal correlation and the worker count (1 had one `seed`)."""
 
     timestamp: str
     policy: str
@@ -62,8 +64,10 @@ class MahjongEvalRow:
     deals: int
     eval_seed: int
     """Chooses the deals (deal d has engine seed deal_seed(eval_seed, d)); not a training seed."""
-    policy_seed: int
-    """The evaluated policy's training seed (its run's --seed)."""
+    policy_seed: int | None
+    """The evaluated policy's training seed (its run's --seed); None in rows converted from version 1."""
+    policy_samples: int | None
+    """Samples the evaluated policy had trained on: its step x its run's global batch (None: version 1)."""
     opponent_seed: int | None
     """The opponent policy's training seed; None for a built-in opponent."""
     target: str
@@ -246,7 +250,7 @@ def summarize(config: MahjongEvalConfig, command: str, eval_id: str, device_name
         timestamp=datetime.datetime.now().isoformat(timespec="seconds"),
         policy=config.policy or "", policy_size=policy.size, policy_step=policy.step,
         opponent=config.opponent, games=config.games, deals=config.deals, eval_seed=config.seed,
-        policy_seed=policy.seed, opponent_seed=None if opponent is None else opponent.seed,
+        policy_seed=policy.seed, policy_samples=policy.step * policy.global_batch, opponent_seed=None if opponent is None else opponent.seed,
         target=config.target, temperature=config.temperature,
         mean_rank=ranks.mean, mean_rank_ci95=_ci(ranks.ci95),
         mean_score_delta=deltas.mean, mean_score_delta_ci95=_ci(deltas.ci95),

@@ -41,6 +41,8 @@ class RunCheckpoint:
     step: int
     seed: int
     """The training run's seed (initial weights, data order), not any evaluation's."""
+    global_batch: int
+    """Samples per step of the training run, so step x global_batch samples were seen."""
     networks: dict[str, dict[str, Any]]
     """Network name -> state dict (host tensors)."""
 
@@ -74,7 +76,8 @@ def read_run_checkpoint(run_dir: str | Path, workload: str, flag: str, step: int
     if config.workload != workload:
         raise UsageError(f"{flag} {run_dir}: its checkpoint is a {config.workload!r} run, not {workload!r}")
     return RunCheckpoint(run_dir=path, checkpoint=checkpoint, workload=config.workload, size=config.size,
-                         step=step, seed=config.seed, networks=networks)
+                         step=step, seed=config.seed, global_batch=config.global_batch,
+                         networks=networks)
 
 
 def _latest_valid(path: Path, flag: str, run_dir: str | Path) -> tuple[Path, dict[str, Any]]:

@@ -91,3 +91,91 @@ def within_cluster_correlation(clusters: Sequence[Sequence[float]]) -> float | N
     if between + (size - 1) * within == 0:
         return None
     return (between - within) / (between + (size - 1) * within)
+
+
+Z_975 = NormalDist().inv_cdf(0.975)
+Z_80 = NormalDist().inv_cdf(0.80)
+DETECTABLE = Z_975 + Z_80
+"""A difference this many standard errors wide is found with 80% power by a two-sided 5% test."""
+
+
+@dataclass(frozen=True)
+class PowerPlan:
+    """The smallest difference in mean rank between two arms that a planned comparison would detect."""
+
+    seeds: int
+    deals: int
+    games_per_deal: int
+    game_rank_sd: float
+    within_deal_correlation: float
+    seed_sd: float
+    """Spread of a policy's true strength between training seeds of one arm."""
+    standard_error: float
+    """Of the difference of the two arms' mean ranks."""
+    minimum_detectable_difference: float
+
+
+def plan_power(seeds: int, deals: int, *, games_per_deal: int = 4, game_rank_sd: float = 1.12,
+               within_deal_correlation: float = 0.2, seed_sd: float = 0.03) -> PowerPlan:
+    """Each arm: `seeds` policies, each on the same `deals`. An arm's mean varies by the seeds'
+    spread over `seeds` and by a deal's mean rank (its games correlated by `within_deal_correlation`)
+    over seeds x deals; the difference of two arms has twice that variance (taking no credit for the
+    deals both arms share, so the plan errs on the safe side)."""
+    deal_variance = game_rank_sd ** 2 * (1 + (games_per_deal - 1) * within_deal_correlation) / games_per_deal
+    arm_variance = seed_sd ** 2 / seeds + deal_variance / (seeds * deals)
+    error = math.sqrt(2 * arm_variance)
+    return PowerPlan(seeds=seeds, deals=deals, games_per_deal=games_per_deal, game_rank_sd=game_rank_sd,
+                     within_deal_correlation=within_deal_correlation, seed_sd=seed_sd, standard_error=error,
+                     minimum_detectable_difference=DETECTABLE * error)
+
+
+@dataclass(frozen=True)
+class CrossedEstimate:
+    """A mean (or a difference of means) over seeds and deals, with a bootstrap interval that
+    resamples both: the seeds of each arm on their own, the deals once for every arm (they played the
+    same deals), so the interval holds the seed-to-seed spread of trained policies and the luck of
+    the deals."""
+
+    estimate: float
+    ci95: tuple[float, float]
+    standard_error: float
+    seeds: tuple[int, ...]
+    deals: int
+
+    @property
+    def minimum_detectable_difference(self) -> float:
+        return DETECTABLE * self.standard_error
+
+
+def _arm(deal_means: Sequence[Sequence[float]]) -> "np.ndarray":
+    import numpy as np
+
+    array = np.asarray(deal_means, dtype=float)
+    if array.ndim != 2 or array.shape[0] < 1 or array.shape[1] < 2:
+        raise ValueError("an arm is (seeds, deals) with at least one seed and two deals")
+    return array
+
+
+def crossed_bootstrap(arms: Sequence[Sequence[Sequence[float]]], weights: Sequence[float], offset: float = 0.0,
+                      resamples: int = 4000, seed: int = 0) -> CrossedEstimate:
+    """sum_i weights[i] x mean(arm i) + offset, where arm i holds each seed's mean rank per deal
+    (seeds x deals, every arm on the same deals); e.g. weights (1, -1) for arm 0 minus arm 1, or
+    (1,) with offset -2.5 for an arm against an even result."""
+    import numpy as np
+
+    arrays = [_arm(arm) for arm in arms]
+    deals = {array.shape[1] for array in arrays}
+    if len(deals) != 1 or len(weights) != len(arrays):
+        raise ValueError("every arm must hold the same deals, and each needs a weight")
+    count = deals.pop()
+    rng = np.random.default_rng(seed)
+    estimate = float(sum(w * a.mean() for w, a in zip(weights, arrays)) + offset)
+    draws = np.full(resamples, offset)
+    deal_picks = rng.integers(0, count, (resamples, count))
+    for weight, array in zip(weights, arrays):
+        seed_picks = rng.integers(0, array.shape[0], (resamples, array.shape[0]))
+        per_deal = array[seed_picks].mean(axis=1)  # (resamples, deals): the resampled seeds' mean per deal
+        draws += weight * np.take_along_axis(per_deal, deal_picks, axis=1).mean(axis=1)
+    low, high = np.percentile(draws, [2.5, 97.5])
+    return CrossedEstimate(estimate=estimate, ci95=(float(low), float(high)), standard_error=float(draws.std(ddof=1)),
+                           seeds=tuple(a.shape[0] for a in arrays), deals=count)

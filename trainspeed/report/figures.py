@@ -28,10 +28,10 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, PercentFormatter  # noqa: E402
 
 from trainspeed.bench.ratios import RatioTable, RemotePair, inner_target  # noqa: E402
+from trainspeed.evaluate.agreement import MahjongAgreementRow  # noqa: E402
 from trainspeed.evaluate.mahjong import MahjongEvalRow  # noqa: E402
 from trainspeed.report.inputs import TrainRun  # noqa: E402
-from trainspeed.rows import is_finite  # noqa: E402
-from trainspeed.studies.batch_size import BatchSizeBatchRow, BatchSizeRunRow  # noqa: E402
+from trainspeed.studies.batch_size import BatchSizeBatchRow, BatchSizeRunRow, BatchSizeStrengthRow  # noqa: E402
 
 GIB = 2**30
 EVEN_RANK = 2.5
@@ -434,50 +434,112 @@ def eval_figure(rows: Sequence[MahjongEvalRow]) -> Figure:
     return figure
 
 
+def curve_key(row: MahjongEvalRow) -> tuple:
+    """Evaluations of checkpoints of one run against one opponent on the same deals form one curve."""
+    return (row.policy.rstrip("/"), row.opponent, row.eval_seed, row.games, row.temperature)
+
+
+def strength_curves(rows: Sequence[MahjongEvalRow]) -> dict[tuple, list[MahjongEvalRow]]:
+    """The curves with at least two checkpoints, each sorted by samples seen (the newest row of a step)."""
+    curves: dict[tuple, dict[int, MahjongEvalRow]] = {}
+    for row in rows:
+        curves.setdefault(curve_key(row), {})[row.policy_step] = row
+    return {key: [by_step[step] for step in sorted(by_step)] for key, by_step in curves.items() if len(by_step) > 1}
+
+
+def strength_curve_figure(curves: dict[tuple, list[MahjongEvalRow]]) -> Figure:
+    """Mean rank against samples seen, one line per run and opponent, every point on the same deals."""
+    figure, axes = plt.subplots(figsize=(9, 4.5), constrained_layout=True)
+    for key, rows in curves.items():
+        xs = [row.policy_samples for row in rows]
+        ys = [row.mean_rank for row in rows]
+        lows = [row.mean_rank - (row.mean_rank_ci95 or [row.mean_rank])[0] for row in rows]
+        highs = [(row.mean_rank_ci95 or [0, row.mean_rank])[1] - row.mean_rank for row in rows]
+        axes.errorbar(xs, ys, yerr=[lows, highs], fmt="o-", capsize=3,
+                      label=f"{eval_label(rows[-1]).rsplit(' @', 1)[0]} vs {rows[-1].opponent.rsplit('/', 1)[-1]}, "
+                            f"{rows[-1].games} games (seed {rows[-1].eval_seed})")
+    axes.axhline(EVEN_RANK, color="grey", linestyle="--", linewidth=0.8)
+    axes.set(xscale="log", xlabel="samples the policy trained on", ylabel="mean rank (1 best, 4 worst), 95% interval",
+             title="Strength as training goes on (the same deals at every checkpoint)")
+    axes.xaxis.set_major_formatter(FuncFormatter(compact_number))
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7)
+    return figure
+
+
+AGREEMENT_KINDS = ("overall", "discard_building", "discard_folding", "riichi", "win", "pon", "chi", "kan", "pass")
+
+
+def agreement_figure(rows: Sequence[MahjongAgreementRow]) -> Figure:
+    """Each policy's agreement with its teacher per kind of decision (bars), the samples of each kind above."""
+    figure, axes = plt.subplots(figsize=(11, 4.2), constrained_layout=True)
+    width = 0.8 / max(1, len(rows))
+    for index, row in enumerate(rows):
+        kinds = [kind for kind in AGREEMENT_KINDS if row.agreement.get(kind) is not None]
+        positions = [AGREEMENT_KINDS.index(kind) + (index - (len(rows) - 1) / 2) * width for kind in kinds]
+        label = f"{row.policy.rstrip('/').rsplit('/', 1)[-1]} @{row.policy_step} ({row.split}, {row.samples:,} decisions)"
+        axes.bar(positions, [row.agreement[kind] for kind in kinds], width=width, label=label)
+    axes.set_xticks(range(len(AGREEMENT_KINDS)), [kind.replace("_", "\n") for kind in AGREEMENT_KINDS], fontsize=8)
+    axes.set(ylim=(0, 1.05), ylabel="agreement with the teacher's action", title="Agreement per kind of decision")
+    axes.yaxis.set_major_formatter(PercentFormatter(1.0))
+    axes.grid(True, axis="y", alpha=0.3)
+    axes.legend(fontsize=7)
+    return figure
+
+
 # --- batch-size study ---------------------------------------------------------------------------
 
-def study_figure(runs: Sequence[BatchSizeRunRow], batches: Sequence[BatchSizeBatchRow]) -> Figure:
-    """Validation loss and accuracy at equal samples (filled) and equal steps (hollow), wall time
-    and playing strength, against the global batch. Every run is a small point; a global batch's
-    summary (its best learning rate, mean over seeds) a large one joined by a line."""
+FRAMING_STYLES = {"equal samples": "-", "equal steps": ":", "equal wall time": "--"}
+
+
+def study_figure(runs: Sequence[BatchSizeRunRow], batches: Sequence[BatchSizeBatchRow],
+                 strengths: Sequence[BatchSizeStrengthRow]) -> Figure:
+    """Validation loss and accuracy at equal samples (filled) and equal steps (hollow) and training
+    time against the global batch, every run a small point and each batch's mean over its seeds a
+    line; then playing strength in each framing, each seed a point, the line the mean over seeds and
+    deals with its interval over both."""
     panels = [("val_loss", "equal_steps_val_loss", "validation loss"),
               ("val_accuracy", "equal_steps_val_accuracy", "validation accuracy"),
-              ("train_wall_s", None, "training wall time (s)"),
-              ("mean_rank", None, "mean rank (95% interval)")]
-    panels = [p for p in panels if any(is_finite(getattr(r, p[0])) for r in [*runs, *batches])]
-    figure, axes_list = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 1, 4.4), constrained_layout=True,
-                                     squeeze=False)
+              ("train_wall_s", None, "training wall time (s)")]
+    count = len(panels) + bool(strengths)
+    figure, axes_list = plt.subplots(1, count, figsize=(4.2 * count + 1, 4.4), constrained_layout=True, squeeze=False)
     batches = sorted(batches, key=lambda b: b.global_batch)
-    all_batches = sorted({r.global_batch for r in [*runs, *batches]})
+    all_batches = sorted({r.global_batch for r in [*runs, *batches, *strengths]})
     factors = sorted({r.lr_factor for r in runs})
     for axes, (name, equal_steps, label) in zip(axes_list[0], panels):
         for run in runs:
-            value = getattr(run, name)
-            if not is_finite(value):
-                continue
             colour = COLOURS[factors.index(run.lr_factor) % len(COLOURS)]
-            x = math.log2(run.global_batch) + 0.04 * (run.seed % 5 - 2)
-            interval = run.mean_rank_ci95 if name == "mean_rank" else None
-            error = [[value - interval[0]], [interval[1] - value]] if interval else None
-            axes.errorbar(x, value, yerr=error, fmt="o", markersize=4, color=colour, capsize=2, alpha=0.8)
+            x = math.log2(run.global_batch) + 0.04 * (run.train_seed % 5 - 2)
+            axes.plot(x, getattr(run, name), "o", markersize=4, color=colour, alpha=0.8)
             if equal_steps:
                 axes.plot(x, getattr(run, equal_steps), "o", markersize=5, color=colour, markerfacecolor="none")
-        summary = [b for b in batches if is_finite(getattr(b, name))]
-        if summary:
-            xs = [math.log2(b.global_batch) for b in summary]
-            axes.plot(xs, [getattr(b, name) for b in summary], "-", color="black", label="best LR, mean over seeds")
-            if name == "mean_rank":
-                for x, b in zip(xs, summary):
-                    if b.mean_rank_ci95:
-                        axes.errorbar(x, b.mean_rank, yerr=[[b.mean_rank - b.mean_rank_ci95[0]],
-                                                            [b.mean_rank_ci95[1] - b.mean_rank]], color="black", capsize=5)
+        if batches:
+            xs = [math.log2(b.global_batch) for b in batches]
+            axes.plot(xs, [getattr(b, name) for b in batches], "-", color="black", label="best LR, mean over seeds")
             if equal_steps:
-                axes.plot(xs, [getattr(b, equal_steps) for b in summary], "--", color="black", label="same, at equal steps")
-        if name == "mean_rank":
-            axes.axhline(EVEN_RANK, color="grey", linestyle="--", linewidth=0.8)
+                axes.plot(xs, [getattr(b, equal_steps) for b in batches], "--", color="black", label="same, at equal steps")
         if name == "val_accuracy":
             axes.yaxis.set_major_formatter(PercentFormatter(1.0))
         axes.set(ylabel=label, title=label[0].upper() + label[1:], xlabel="global batch (log2 scale)")
+    if strengths:
+        axes = axes_list[0][-1]
+        for framing, style in FRAMING_STYLES.items():
+            own = sorted((row for row in strengths if row.framing == framing), key=lambda row: row.global_batch)
+            if not own:
+                continue
+            xs = [math.log2(row.global_batch) for row in own]
+            shift = 0.06 * (list(FRAMING_STYLES).index(framing) - 1)
+            axes.errorbar([x + shift for x in xs], [row.mean_rank for row in own],
+                          yerr=[[row.mean_rank - row.mean_rank_ci95[0] for row in own],
+                                [row.mean_rank_ci95[1] - row.mean_rank for row in own]],
+                          fmt="o" + style, color="black", capsize=4, label=framing)
+            for x, row in zip(xs, own):
+                axes.plot([x + shift] * len(row.mean_rank_per_seed), row.mean_rank_per_seed, ".", color="grey")
+        axes.axhline(EVEN_RANK, color="grey", linestyle="--", linewidth=0.8)
+        axes.set(ylabel="mean rank vs 3 rule-based (1 best)", xlabel="global batch (log2 scale)",
+                 title="Strength, 95% interval over seeds and deals")
+        axes.legend(fontsize=7)
+    for axes in axes_list[0]:
         axes.set_xticks([math.log2(b) for b in all_batches], [str(b) for b in all_batches])
         axes.grid(True, alpha=0.3)
     first = axes_list[0][0]

@@ -5,10 +5,12 @@ its kind, into the dataclass its writer defines.
 |---|---|---|
 | `bench` | `trainspeed bench`, the throughput and remote studies, the reference peers, `benchmarks/bench_stylegan3.py` | `ResultRow` (a remote target's row is one too) |
 | `mahjong-eval` | `trainspeed eval mahjong`, the batch-size study | `MahjongEvalRow` |
+| `mahjong-agreement` | `trainspeed eval mahjong-agreement` | `MahjongAgreementRow` |
+| `mahjong-null-test` | `trainspeed eval mahjong-null` | `NullTestRow` |
 | `train-summary` | `trainspeed train` (`summary.json`, the last row of `metrics.jsonl`) | `RunSummary` |
 | `train`, `val` | `trainspeed train`, in a run directory's `metrics.jsonl` | `WindowRecord`, `EvalRecord` |
 | `scaling-run` | the scaling study | `ScalingRunRow` |
-| `batch-size-config`, `-run`, `-batch`, `-comparison` | the batch-size study | its four row types |
+| `batch-size-config`, `-run`, `-batch`, `-strength`, `-comparison` | the batch-size study | its five row types |
 | `study` | `trainspeed study` | `StudyRecord` |
 | `measurement` | the other scripts of `benchmarks/` | `MeasurementRow` |
 
@@ -28,13 +30,16 @@ from typing import Any, Callable, Generic, TypeVar
 from trainspeed.bench.measurement import MeasurementRow
 from trainspeed.bench.results import STATUSES, ResultRow
 from trainspeed.errors import UsageError
+from trainspeed.evaluate.agreement import MahjongAgreementRow
 from trainspeed.evaluate.mahjong import MahjongEvalRow
+from trainspeed.evaluate.null_test import NullTestRow
 from trainspeed.rows import KIND, Source, parse_row, read_records, record_kind
 from trainspeed.studies.batch_size import (
     BatchSizeBatchRow,
     BatchSizeComparisonRow,
     BatchSizeRunRow,
     BatchSizeSettingsRow,
+    BatchSizeStrengthRow,
 )
 from trainspeed.studies.common import StudyRecord
 from trainspeed.studies.scaling import ScalingRunRow
@@ -122,6 +127,8 @@ class TrainRun:
 class ReportInputs:
     bench: list[BenchRow] = field(default_factory=list)
     evals: list[Read[MahjongEvalRow]] = field(default_factory=list)
+    agreements: list[Read[MahjongAgreementRow]] = field(default_factory=list)
+    null_tests: list[Read[NullTestRow]] = field(default_factory=list)
     runs: list[TrainRun] = field(default_factory=list)
     scaling: list[Read[ScalingRunRow]] = field(default_factory=list)
     batch_size: list[Read[Any]] = field(default_factory=list)
@@ -135,7 +142,7 @@ class ReportInputs:
 
     @property
     def count(self) -> int:
-        return sum(len(rows) for rows in (self.bench, self.evals, self.runs, self.scaling, self.batch_size,
+        return sum(len(rows) for rows in (self.bench, self.evals, self.agreements, self.null_tests, self.runs, self.scaling, self.batch_size,
                                           self.measurements, self.studies))
 
 
@@ -170,10 +177,13 @@ def _metrics_row(inputs: ReportInputs, record: dict[str, Any], source: Source) -
 READERS: dict[str, Callable[[ReportInputs, dict, Source], None]] = {
     ResultRow.KIND: _bench,
     MahjongEvalRow.KIND: _reader(MahjongEvalRow, lambda inputs: inputs.evals),
+    MahjongAgreementRow.KIND: _reader(MahjongAgreementRow, lambda inputs: inputs.agreements),
+    NullTestRow.KIND: _reader(NullTestRow, lambda inputs: inputs.null_tests),
     RunSummary.KIND: _summary,
     ScalingRunRow.KIND: _reader(ScalingRunRow, lambda inputs: inputs.scaling),
     **{row_type.KIND: _reader(row_type, lambda inputs: inputs.batch_size)
-       for row_type in (BatchSizeSettingsRow, BatchSizeRunRow, BatchSizeBatchRow, BatchSizeComparisonRow)},
+       for row_type in (BatchSizeSettingsRow, BatchSizeRunRow, BatchSizeBatchRow, BatchSizeStrengthRow,
+                        BatchSizeComparisonRow)},
     MeasurementRow.KIND: _reader(MeasurementRow, lambda inputs: inputs.measurements),
     StudyRecord.KIND: _reader(StudyRecord, lambda inputs: inputs.studies),
     WindowRecord.KIND: _metrics_row,

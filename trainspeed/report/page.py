@@ -20,17 +20,20 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import jinja2
-import numpy as np
 
 from trainspeed.atomic import atomic_write_text
 from trainspeed.bench.environment import Machine
 from trainspeed.bench.ratios import NO_BASELINE, RatioTable, RemotePair, ratio_table, remote_pairs
 from trainspeed.bench.results import ResultRow
+from trainspeed.evaluate.agreement import MahjongAgreementRow
 from trainspeed.evaluate.mahjong import MahjongEvalRow
+from trainspeed.evaluate.null_test import NullTestRow
+from trainspeed.evaluate.stats import within_cluster_correlation
 from trainspeed.report import figures
 from trainspeed.report.inputs import BenchRow, Read, ReportInputs, TrainRun, workload_label
 from trainspeed.rows import is_finite
-from trainspeed.studies.batch_size import BatchSizeBatchRow, BatchSizeComparisonRow, BatchSizeRunRow
+from trainspeed.studies.batch_size import (BatchSizeBatchRow, BatchSizeComparisonRow, BatchSizeRunRow,
+                                           BatchSizeSettingsRow, BatchSizeStrengthRow)
 from trainspeed.studies.scaling import ScalingRunRow, has_more_ranks, io_efficiency, scaling_key, vs_one_rank
 
 NOT_RECORDED = "command not recorded in the rows"
@@ -569,21 +572,6 @@ def remote_section(rows: Sequence[BenchRow]) -> Section:
 
 # --- self-play and the batch-size study ---------------------------------------------------------
 
-def within_deal_correlation(deal_ranks: Sequence[Sequence[int]]) -> float | None:
-    """The one-way intraclass correlation of the policy's ranks in the four games of a deal (ICC(1)):
-    0 when a deal's games are as different as any two games, near 1 when the deal decides the rank.
-    Above 0, luck of the deal does not cancel out over its seats, and an interval must treat the
-    deal as one observation."""
-    ranks = np.asarray(deal_ranks, dtype=float)
-    if ranks.ndim != 2 or ranks.shape[0] < 2 or ranks.shape[1] < 2:
-        return None
-    deals, games = ranks.shape
-    between = games * ((ranks.mean(axis=1) - ranks.mean()) ** 2).sum() / (deals - 1)
-    within = ((ranks - ranks.mean(axis=1, keepdims=True)) ** 2).sum() / (deals * (games - 1))
-    total = between + (games - 1) * within
-    return float((between - within) / total) if total > 0 else None
-
-
 def eval_section(rows: Sequence[Read[MahjongEvalRow]]) -> Section:
     section = Section(
         "selfplay", "Self-play strength",
@@ -592,81 +580,145 @@ def eval_section(rows: Sequence[Read[MahjongEvalRow]]) -> Section:
     )
     section.figures.append(figure_block("fig-selfplay", "Mean rank with 95% interval, and rank shares, per evaluation",
                                         figures.eval_figure([read.row for read in rows]), list(rows)))
+    curves = figures.strength_curves([read.row for read in rows])
+    if curves:
+        drawn = [read for read in rows if figures.curve_key(read.row) in curves]
+        section.figures.append(figure_block(
+            "fig-selfplay-curve", "Mean rank against samples trained on: checkpoints of one run, the same deals each",
+            figures.strength_curve_figure(curves), drawn))
     table_rows = []
     for read in rows:
         row = read.row
         table_rows.append([
             text(row.policy), text(row.policy_size), number(row.policy_step, "{:d}"), text(row.opponent),
-            number(row.games, "{:d}"), number(row.deals, "{:d}"), number(row.seed, "{:d}"), text(row.target),
+            number(row.games, "{:d}"), number(row.deals, "{:d}"), number(row.eval_seed, "{:d}"), text(row.target),
             number(row.temperature, "{:g}"), number(row.mean_rank, "{:.3f}"), text(interval(row.mean_rank_ci95, "{:.3f}")),
             number(row.mean_score_delta, "{:+,.0f}"), text(interval(row.mean_score_delta_ci95, "{:+,.0f}")),
             text(" / ".join(f"{share:.0%}" for share in row.rank_distribution)),
-            number(read.get("within_deal_correlation", within_deal_correlation(row.deal_ranks)), "{:+.2f}"),
+            number(row.within_deal_correlation if row.within_deal_correlation is not None
+                   else within_cluster_correlation(row.deal_ranks), "{:+.2f}"),
             number(row.games_per_s, "{:,.2f}"), number(row.decisions_per_s, "{:,.0f}"),
         ])
     section.tables.append(Table(
         "table-selfplay", "Every evaluation (within-deal correlation: of the policy's ranks in a deal's four games)",
         [("policy", False), ("size", False), ("step", True), ("opponent", False), ("games", True), ("deals", True),
-         ("seed", True), ("target", False), ("temperature", True), ("mean rank", True), ("95% interval", False),
+         ("eval seed", True), ("target", False), ("temperature", True), ("mean rank", True), ("95% interval", False),
          ("score delta", True), ("95% interval", False), ("ranks 1/2/3/4", False),
          ("within-deal correlation", True), ("games/s", True), ("decisions/s", True)],
         table_rows))
     return section
 
 
+def agreement_section(rows: Sequence[Read[MahjongAgreementRow]]) -> Section:
+    section = Section(
+        "agreement", "Agreement with the teacher",
+        "How often a trained Mahjong policy picks the action its teacher (the rule-based agent that played the "
+        "data) picked, per kind of decision, on held-out games; and what its wrong discards cost: the same shanten "
+        "and acceptance (a tie-break), lower acceptance, or a higher shanten (a real error).",
+    )
+    section.figures.append(figure_block("fig-agreement", "Agreement per kind of decision",
+                                        figures.agreement_figure([read.row for read in rows]), list(rows)))
+    kinds = list(figures.AGREEMENT_KINDS)
+    errors = ["equal", "lower acceptance", "higher shanten", "not a discard"]
+    section.tables.append(Table(
+        "table-agreement", "Every agreement row (samples of each kind in brackets)",
+        [("policy", False), ("step", True), ("data", False), ("split", False), ("decisions", True),
+         *[(kind.replace("_", " "), True) for kind in kinds], *[(f"wrong: {error}", True) for error in errors]],
+        [[text(r.row.policy), number(r.row.policy_step, "{:d}"), text(r.row.data), text(r.row.split),
+          number(r.row.samples, "{:,d}"),
+          *[percent(r.row.agreement.get(kind), "{:.2f}%") for kind in kinds],
+          *[number(r.row.discard_errors.get(error), "{:,d}") for error in errors]] for r in rows],
+        provenance(rows, row_machine)))
+    return section
+
+
+def null_test_section(rows: Sequence[Read[NullTestRow]]) -> Section:
+    section = Section(
+        "null-test", "Does the evaluation's interval hold?",
+        "A policy against three copies of itself with sampled moves is an even match (mean rank 2.5 in "
+        "expectation); over many evaluation seeds about 95% of the 95% intervals should contain 2.5.",
+    )
+    section.tables.append(Table(
+        "table-null-test", "Null tests",
+        [("policy", False), ("step", True), ("temperature", True), ("games per seed", True), ("seeds", True),
+         ("intervals containing 2.5", True), ("coverage", True), ("95% interval of the coverage", False),
+         ("mean ranks", False)],
+        [[text(r.row.policy), number(r.row.policy_step, "{:d}"), number(r.row.temperature, "{:g}"),
+          number(r.row.games_per_seed, "{:d}"), number(len(r.row.eval_seeds), "{:d}"), number(r.row.covered, "{:d}"),
+          percent(r.row.coverage, "{:.0f}%"), text(interval(r.row.coverage_ci95, "{:.2f}")),
+          text(f"{min(r.row.mean_ranks):.3f} .. {max(r.row.mean_ranks):.3f}")] for r in rows],
+        provenance(rows, row_machine)))
+    return section
+
+
 def batch_size_section(rows: Sequence[Read[Any]]) -> Section:
     section = Section(
         "batch-size-study", "Batch-size study",
-        "Does a larger global batch give a better policy? The same model trained on the same data and the same "
-        "number of samples at each global batch, the learning rate tuned per batch: validation at equal samples "
-        "(the end of each run, filled) and at equal steps (hollow), training time, and playing strength with its "
-        "95% interval. The verdict on the study's claim is read from each comparison's interval: inconclusive "
-        "where it holds 0.",
+        "Does a larger global batch give a stronger policy? The same model trained on the same data and the same "
+        "number of samples at each global batch, the learning rate tuned per batch on one seed, then several seeds: "
+        "validation at equal samples (filled) and equal steps (hollow), training time, and playing strength against "
+        "three rule-based agents in three framings (equal samples, equal steps, equal wall time at each batch's "
+        "measured samples/s), with 95% intervals over seeds and deals. Each comparison's verdict is read from its "
+        "interval: inconclusive where it holds 0, with the difference the study could have detected.",
     )
-    studies = list(dict.fromkeys(read.row.study_id for read in rows))
-    for study in studies:
+    for study in dict.fromkeys(read.row.study_id for read in rows):
         own = [read for read in rows if read.row.study_id == study]
         runs = [read.row for read in own if isinstance(read.row, BatchSizeRunRow)]
         batches = [read.row for read in own if isinstance(read.row, BatchSizeBatchRow)]
-        if runs or batches:
-            drawn = [read for read in own if isinstance(read.row, (BatchSizeRunRow, BatchSizeBatchRow))]
+        strengths = [read.row for read in own if isinstance(read.row, BatchSizeStrengthRow)]
+        if runs or strengths:
             section.figures.append(figure_block(
                 f"fig-batch-size-{slug(study)}", f"Batch-size study {study}: validation, time and strength per global batch",
-                figures.study_figure(runs, batches), [read for read in drawn if isinstance(read.row, BatchSizeRunRow)]))
+                figures.study_figure(runs, batches, strengths),
+                [read for read in own if isinstance(read.row, BatchSizeRunRow)]))
+    settings = [read for read in rows if isinstance(read.row, BatchSizeSettingsRow)]
+    if settings:
+        section.tables.append(Table(
+            "table-batch-size-settings", "Each study: its plan and each batch's samples/s on one device",
+            [("study", False), ("seeds", True), ("games per policy", True), ("planned minimum detectable difference", True),
+             ("samples per run", True), ("samples/s per global batch (one bench run)", False), ("train (s)", True),
+             ("evaluate (s)", True)],
+            [[text(r.row.study_id), number(r.row.power.seeds, "{:d}"), number(4 * r.row.power.deals, "{:,d}"),
+              number(r.row.power.minimum_detectable_difference, "{:.3f}"), number(r.row.settings.samples, "{:,d}"),
+              text(", ".join(f"{batch}: {value:,.0f}" for batch, value in r.row.samples_per_s.items())),
+              number(r.row.train_s, "{:,.0f}"), number(r.row.eval_s, "{:,.0f}")] for r in settings],
+            provenance(settings, row_machine)))
     runs = [read for read in rows if isinstance(read.row, BatchSizeRunRow)]
     if runs:
         section.tables.append(Table(
             "table-batch-size-study", "Every run",
-            [("study", False), ("global batch", True), ("LR factor", True), ("peak LR", True), ("seed", True),
+            [("study", False), ("global batch", True), ("LR factor", True), ("peak LR", True), ("train seed", True),
              ("steps", True), ("val loss, equal samples", True), ("val accuracy, equal samples", True),
-             ("val loss, equal steps", True), ("val accuracy, equal steps", True), ("train wall (s)", True),
-             ("mean rank", True), ("95% interval", False)],
+             ("val loss, equal steps", True), ("val accuracy, equal steps", True), ("train wall (s)", True)],
             [[text(r.row.study_id), number(r.row.global_batch, "{:d}"), number(r.row.lr_factor, "{:g}"),
-              number(r.row.peak_lr, "{:.3g}"), number(r.row.seed, "{:d}"), number(r.row.steps, "{:d}"),
+              number(r.row.peak_lr, "{:.3g}"), number(r.row.train_seed, "{:d}"), number(r.row.steps, "{:d}"),
               number(r.row.val_loss, "{:.4f}"), percent(r.row.val_accuracy, "{:.2f}%"),
               number(r.row.equal_steps_val_loss, "{:.4f}"), percent(r.row.equal_steps_val_accuracy, "{:.2f}%"),
-              number(r.row.train_wall_s, "{:,.0f}"), number(r.row.mean_rank, "{:.3f}"),
-              text(interval(r.row.mean_rank_ci95, "{:.3f}"))] for r in runs],
+              number(r.row.train_wall_s, "{:,.0f}")] for r in runs],
             provenance(runs, row_machine)))
-    batches = [read.row for read in rows if isinstance(read.row, BatchSizeBatchRow)]
-    if batches:
+    strengths = [read.row for read in rows if isinstance(read.row, BatchSizeStrengthRow)]
+    if strengths:
         section.tables.append(Table(
-            "table-batch-size-batches", "Each global batch at its best learning rate, mean over seeds",
-            [("study", False), ("global batch", True), ("best LR factor", True), ("seeds", False),
-             ("val loss", True), ("val accuracy", True), ("val loss, equal steps", True), ("train wall (s)", True),
-             ("games", True), ("mean rank", True), ("95% interval", False)],
-            [[text(b.study_id), number(b.global_batch, "{:d}"), number(b.best_lr_factor, "{:g}"),
-              text(",".join(map(str, b.seeds))), number(b.val_loss, "{:.4f}"), percent(b.val_accuracy, "{:.2f}%"),
-              number(b.equal_steps_val_loss, "{:.4f}"), number(b.train_wall_s, "{:,.0f}"), number(b.eval_games, "{:d}"),
-              number(b.mean_rank, "{:.3f}"), text(interval(b.mean_rank_ci95, "{:.3f}"))] for b in batches]))
+            "table-batch-size-strength", "Each global batch in each framing: its seeds against three rule-based agents",
+            [("study", False), ("framing", False), ("global batch", True), ("step", True), ("samples", True),
+             ("seeds", False), ("games per seed", True), ("mean rank", True), ("95% interval (seeds x deals)", False),
+             ("seed sd", True)],
+            [[text(r.study_id), text(r.framing), number(r.global_batch, "{:d}"), number(r.step, "{:d}"),
+              number(r.samples, "{:,d}"), text(",".join(map(str, r.seeds))), number(r.games_per_seed, "{:d}"),
+              number(r.mean_rank, "{:.3f}"), text(interval(r.mean_rank_ci95, "{:.3f}")), number(r.seed_sd, "{:.3f}")]
+             for r in strengths]))
     comparisons = [read.row for read in rows if isinstance(read.row, BatchSizeComparisonRow)]
     if comparisons:
         section.tables.append(Table(
-            "table-batch-size-comparisons", "Mean rank of the largest global batch minus another's, deal by deal",
-            [("study", False), ("global batch", True), ("versus", True), ("difference", True), ("95% interval", False),
-             ("deals", True), ("verdict on a stronger larger batch", False)],
-            [[text(c.study_id), number(c.global_batch, "{:d}"), number(c.versus_batch, "{:d}"),
-              number(c.mean_rank_difference, "{:+.3f}"), text(interval(c.ci95, "{:+.3f}")), number(c.deals, "{:d}"),
+            "table-batch-size-comparisons",
+            "The largest global batch against another: mean rank difference (head to head: its mean rank against "
+            "three copies of the other, minus 2.5); below 0, the larger batch played better",
+            [("study", False), ("framing", False), ("global batch", True), ("versus", True), ("difference", True),
+             ("95% interval", False), ("minimum detectable", True), ("seeds", True), ("deals", True),
+             ("verdict on a stronger larger batch", False)],
+            [[text(c.study_id), text(c.framing), number(c.global_batch, "{:d}"), number(c.versus_batch, "{:d}"),
+              number(c.mean_rank_difference, "{:+.3f}"), text(interval(c.ci95, "{:+.3f}")),
+              number(c.minimum_detectable_difference, "{:.3f}"), number(c.seeds, "{:d}"), number(c.deals, "{:d}"),
               text(c.verdict)] for c in comparisons]))
     return section
 
@@ -729,6 +781,10 @@ def build_sections(inputs: ReportInputs, baselines: Sequence[str] = ()) -> list[
         sections.append(remote_section(inputs.bench))
     if inputs.evals:
         sections.append(eval_section(inputs.evals))
+    if inputs.agreements:
+        sections.append(agreement_section(inputs.agreements))
+    if inputs.null_tests:
+        sections.append(null_test_section(inputs.null_tests))
     if inputs.batch_size:
         sections.append(batch_size_section(inputs.batch_size))
     if inputs.measurements:
@@ -751,6 +807,7 @@ def render(inputs: ReportInputs, title: str = "trainspeed report", baselines: Se
         "bench rows": len([r for r in inputs.bench if not r.is_remote]),
         "remote rows": len([r for r in inputs.bench if r.is_remote]), "run directories": len(inputs.runs),
         "scaling-study runs": len(inputs.scaling), "evaluation rows": len(inputs.evals),
+        "agreement rows": len(inputs.agreements), "null tests": len(inputs.null_tests),
         "batch-size study rows": len(inputs.batch_size), "other measurements": len(inputs.measurements),
         "study records": len(inputs.studies)})
     return _environment().get_template("report.html.j2").render(

@@ -1,38 +1,45 @@
-"""Finding 4: does a larger global batch give a stronger Mahjong policy? The batch-size study.
+"""Finding 4: does a larger global batch train a stronger Mahjong policy? The batch-size study.
 
 The study trainspeed follows reports that training at global batch 8192 (8 devices x 1024) made
-the policy play clearly better in self-play. This study tests that on one fixed self-play data
-set: the same model size and the same number of samples seen at every global batch, the learning
-rate tuned per batch (several values around the square-root-scaled one), a warm-up fixed in
-samples, several seeds. For each batch it records validation loss and accuracy at equal samples
-(the end of every run) and at equal steps (the step where the largest batch ends), the wall time,
-and the playing strength of the best learning rate's policies against three rule-based agents in
-duplicate games (`trainspeed eval mahjong`), with 95% intervals clustered by deal, and the
-difference to the largest batch deal by deal.
+the policy play clearly better. Batch-size comparisons mislead unless the learning rate is tuned
+per batch and the budget is fixed, so this study:
 
-Every training is `trainspeed train` (ranks x per-device batch = the global batch, `--lr` and
-`--lr-scaling sqrt`), every evaluation `trainspeed eval mahjong`; a rerun skips finished runs and
-evaluations. Writes OUT/batch_size.jsonl: the study's settings, one row per run, the evaluation
-rows, one row per global batch and the comparisons with their verdict (appended: a rerun adds its
-rows under a study id of its own).
+1. plans its power first: the smallest difference in mean rank its seeds and games can detect
+   (printed, and in the settings row), from assumed spreads that the results then replace;
+2. measures each batch's samples/s on one device (`trainspeed bench`, one run, so the ratios are
+   of one run) for the equal-wall-time framing;
+3. trains every global batch on the same data and the same number of samples: the learning rate
+   (several multiples of the square-root-scaled one) tuned on one seed, then every seed at the best;
+   every run keeps evenly spaced checkpoints;
+4. evaluates every seed's policy against three rule-based agents on the same deals in three
+   framings: equal samples (the end of every run), equal steps (every batch at the largest batch's
+   last step) and equal wall time (every batch at the samples its measured samples/s reaches in the
+   time the fastest batch needs for the budget: the study's own framing, where 8 cores processed 11x
+   one GPU's samples in the same days);
+5. plays the largest batch's policies against the smallest batch's, seed by seed (head to head);
+6. gives each comparison an interval over seeds and deals (a crossed bootstrap) and a verdict:
+   "supported", "contradicted", or "inconclusive at a minimum detectable difference of x ranks".
+
+Every training is `trainspeed train`, every evaluation `trainspeed eval mahjong` (a rerun skips
+what is done). Rows go to OUT/batch_size.jsonl under one study id.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Sequence
 
 from trainspeed.bench.environment import Machine
+from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.mahjong import MahjongEvalRow, read_eval_rows
-from trainspeed.evaluate.stats import clustered_mean
-from trainspeed.rows import append_row, read_records
+from trainspeed.evaluate.stats import CrossedEstimate, PowerPlan, crossed_bootstrap, plan_power
+from trainspeed.rows import append_row, parse_row, read_records
 from trainspeed.studies.common import (
     COMMAND_START_S,
     Progress,
@@ -49,9 +56,12 @@ from trainspeed.train.metrics import METRICS_FILE
 from trainspeed.train.summary import SUMMARY_FILE, RunSummary, read_summary
 
 NAME = "batch-size"
-HELP = "finding 4: does a larger global batch train a stronger policy (equal samples, LR tuned per batch)"
+HELP = ("finding 4: does a larger global batch train a stronger policy (power first, LR tuned per batch, "
+        "equal samples, steps and wall time, head to head)")
 ROWS_FILE = "batch_size.jsonl"
-VERDICTS = ("supported", "contradicted", "inconclusive")
+THROUGHPUT_FILE = "batch_size_throughput.jsonl"
+FRAMINGS = ("equal samples", "equal steps", "equal wall time")
+EVEN_RANK = 2.5
 
 
 @dataclass(frozen=True)
@@ -61,29 +71,41 @@ class BatchSizeConfig:
     out: str
     size: str = "tiny"
     target: str = "cpu:eager:fp32"
-    nproc: int = 2
+    nproc: int = 1
+    """Ranks per run; the global batch is nproc x the per-device batch."""
     threads: int = 1
     num_workers: int = 1
+    parallel_runs: int = 2
+    """Trainings at once (each nproc x threads cores)."""
     batches: tuple[int, ...] = (256, 1024, 8192)
-    samples: int = 131072
+    samples: int = 524288
     """Samples seen by every run (equal for every batch)."""
-    base_lr: float = 1.5e-3
-    """Peak LR at the reference batch; a batch b starts from base_lr x sqrt(b / reference_batch)."""
-    reference_batch: int = 512
+    base_lr: float = 1e-3
+    """Peak LR at the reference batch; batch b starts from base_lr x sqrt(b / reference_batch)."""
+    reference_batch: int = 256
     lr_factors: tuple[float, ...] = (0.5, 1.0, 2.0)
-    """Multiples of the square-root-scaled LR tried at every batch."""
-    warmup_samples: int = 16384
-    seeds: tuple[int, ...] = (0, 1)
-    val_samples: int | None = None
+    """Multiples of the square-root-scaled LR tried at every batch, on the tuning seed."""
+    tuning_seed: int = 0
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """Training seeds at every batch's best LR (the tuning seed's run is reused)."""
+    warmup_samples: int = 32768
+    checkpoints: int = 32
+    """Evenly spaced checkpoints per run (the equal-steps and equal-wall-time framings read them)."""
+    val_samples: int | None = 8192
     """Cap on validation samples per pass (a multiple of every batch); None: the whole split."""
-    eval_games: int = 1000
+    eval_games: int = 600
     eval_seed: int = 0
-    eval_parallel: int = 2
+    eval_workers: int = 2
     eval_batch_games: int = 64
+    head_to_head_games: int = 400
     runs_dir: str = ""
     """Where the runs and their evaluations go (default: OUT/batch_size_runs)."""
-    make_data_games: int = 400
+    make_data_games: int = 1000
     data_seed: int = 1
+    assumed_game_rank_sd: float = 1.12
+    assumed_within_deal_correlation: float = 0.2
+    assumed_seed_sd: float = 0.03
+    """The power plan's assumptions; the results report the spreads they measured instead."""
 
     @property
     def equal_steps(self) -> int:
@@ -94,59 +116,81 @@ class BatchSizeConfig:
     def runs(self) -> Path:
         return Path(self.runs_dir) if self.runs_dir else Path(self.out) / "batch_size_runs"
 
+    def steps(self, batch: int) -> int:
+        return self.samples // batch
+
+    def checkpoint_every(self, batch: int) -> int:
+        return max(1, self.steps(batch) // self.checkpoints)
+
     def check(self) -> None:
         for flag, value, least in (("--nproc", self.nproc, 1), ("--threads", self.threads, 1),
                                    ("--num-workers", self.num_workers, 0), ("--samples", self.samples, 1),
+                                   ("--parallel-runs", self.parallel_runs, 1), ("--checkpoints", self.checkpoints, 1),
                                    ("--reference-batch", self.reference_batch, 1), ("--warmup-samples", self.warmup_samples, 0),
-                                   ("--eval-parallel", self.eval_parallel, 1), ("--eval-batch-games", self.eval_batch_games, 1),
+                                   ("--eval-workers", self.eval_workers, 1), ("--eval-batch-games", self.eval_batch_games, 1),
                                    ("--make-data-games", self.make_data_games, 1)):
             if value < least:
                 raise UsageError(f"batch-size study: {flag} must be at least {least}, got {value}")
         if not 0 < self.base_lr < float("inf"):
             raise UsageError(f"batch-size study: --base-lr must be a positive number, got {self.base_lr}")
+        if len(self.batches) < 2:
+            raise UsageError("batch-size study: --batches needs at least two global batches to compare")
         for batch in self.batches:
             if batch % self.nproc or self.samples % batch:
                 raise UsageError(f"batch-size study: global batch {batch} must divide --samples {self.samples} "
                                  f"and be divisible by --nproc {self.nproc}")
+            if self.equal_steps % self.checkpoint_every(batch):
+                raise UsageError(f"batch-size study: batch {batch} keeps a checkpoint every "
+                                 f"{self.checkpoint_every(batch)} steps, which misses the equal-steps step "
+                                 f"{self.equal_steps}; choose --samples a multiple of the largest batch x --checkpoints")
             if self.val_samples is not None and self.val_samples % batch:
                 raise UsageError(f"batch-size study: --val-samples {self.val_samples} must be a multiple of batch {batch}")
-        if self.eval_games % 4 or self.eval_games <= 0:
-            raise UsageError(f"batch-size study: --eval-games {self.eval_games} must be a positive multiple of 4")
+        if self.tuning_seed not in self.seeds:
+            raise UsageError(f"batch-size study: the tuning seed {self.tuning_seed} must be one of --seeds")
+        for flag, games in (("--eval-games", self.eval_games), ("--head-to-head-games", self.head_to_head_games)):
+            if games % 4 or games < 8:
+                raise UsageError(f"batch-size study: {flag} {games} must be a multiple of 4, at least 8 (two deals)")
 
 
 PRESETS = {
-    "smoke": dict(batches=(32, 64), samples=256, lr_factors=(1.0,), seeds=(0,), warmup_samples=64, eval_games=8,
-                  eval_parallel=1, eval_batch_games=8, make_data_games=22, val_samples=64),
-    "quick": dict(batches=(256, 1024), samples=16384, lr_factors=(1.0, 2.0), seeds=(0,), warmup_samples=2048,
-                  eval_games=200, make_data_games=100, val_samples=4096),
-    "full": dict(lr_factors=(0.5, 1.0, 2.0, 4.0)),
+    "smoke": dict(batches=(32, 64), samples=512, lr_factors=(1.0,), seeds=(0, 1), warmup_samples=64, checkpoints=8,
+                  eval_games=8, head_to_head_games=8, eval_workers=1, eval_batch_games=8, make_data_games=22,
+                  val_samples=64, parallel_runs=1),
+    "quick": dict(batches=(256, 2048), samples=65536, lr_factors=(1.0, 2.0), seeds=(0, 1), warmup_samples=4096,
+                  checkpoints=8, eval_games=200, head_to_head_games=80, make_data_games=200, val_samples=4096),
+    "full": dict(),
 }
 """The study's settings per preset; `full` is the committed study's."""
 
 
 @dataclass(frozen=True)
 class BatchSizeSettingsRow:
-    """The study's settings, the command and how long it took."""
+    """The study's settings, its power plan, each batch's samples/s on one device, and its times."""
 
     KIND: ClassVar[str] = "batch-size-config"
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2
 
     study_id: str
     settings: BatchSizeConfig
     equal_steps: int
+    power: PowerPlan
+    """The minimum detectable difference planned before anything ran, from the assumed spreads."""
+    samples_per_s: dict[str, float]
+    """Per global batch (as text): the median samples/s of one bench run on one device."""
+    throughput_run_id: str
     command: str
     train_s: float
+    eval_s: float
     total_s: float
     machine: Machine | None = None
 
 
 @dataclass(frozen=True)
 class BatchSizeRunRow:
-    """One training run: validation at equal samples (its end) and at equal steps, its time, and its
-    playing strength where it was evaluated (the best learning rate of its batch)."""
+    """One training run: its validation curve, time and checkpoints."""
 
     KIND: ClassVar[str] = "batch-size-run"
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2
 
     study_id: str
     run: str
@@ -156,11 +200,11 @@ class BatchSizeRunRow:
     batch_size_per_device: int
     lr_factor: float
     peak_lr: float
-    seed: int
-    """The training seed (the evaluation's seed is its own row's)."""
+    train_seed: int
     steps: int
     warmup_steps: int
     samples: int
+    checkpoint_every: int
     val_loss: float
     val_accuracy: float
     majority_baseline: float
@@ -172,29 +216,21 @@ class BatchSizeRunRow:
     curve: list[list[float]]
     """[samples seen, validation loss, validation accuracy] at every validation."""
     train_wall_s: float
-    """Training time: the run's wall time from its first to its last step, plus its pauses."""
-    process_s: float | None
-    """The `trainspeed train` process's whole time (None: trained by an earlier invocation)."""
+    """The run's wall time from its first to its last step, plus its pauses."""
     end_to_end_samples_per_s: float
     command: str
-    eval_id: str | None = None
-    """The evaluation of this run's policy, where it was evaluated."""
-    mean_rank: float | None = None
-    mean_rank_ci95: list[float] | None = None
     workload_module: str | None = None
     workload_version: str | None = None
     workload_sha256: str | None = None
     machine: Machine | None = None
-    """The machine of the run (its summary's)."""
 
 
 @dataclass(frozen=True)
 class BatchSizeBatchRow:
-    """One global batch: its best learning rate (lowest mean final validation loss over seeds) and
-    that LR's validation metrics, wall time and playing strength pooled over the seeds."""
+    """One global batch: the learning-rate sweep on the tuning seed, and validation over the seeds."""
 
     KIND: ClassVar[str] = "batch-size-batch"
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2
 
     study_id: str
     global_batch: int
@@ -203,53 +239,75 @@ class BatchSizeBatchRow:
     steps: int
     seeds: list[int]
     lr_sweep: dict[str, float]
-    """Mean final validation loss over seeds per LR factor."""
+    """Final validation loss of the tuning seed per LR factor."""
     val_loss: float
     val_loss_per_seed: list[float]
     val_accuracy: float
     val_accuracy_per_seed: list[float]
     majority_baseline: float
-    equal_steps: int
     equal_steps_val_loss: float
     equal_steps_val_accuracy: float
     train_wall_s: float
-    eval_games: int
+
+
+@dataclass(frozen=True)
+class BatchSizeStrengthRow:
+    """One global batch in one framing: its seeds' policies against three rule-based agents, the
+    same deals for every policy of the study."""
+
+    KIND: ClassVar[str] = "batch-size-strength"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    study_id: str
+    framing: str
+    global_batch: int
+    samples: int
+    """Samples each policy had trained on."""
+    step: int
+    seeds: list[int]
+    games_per_seed: int
     mean_rank: float
-    mean_rank_ci95: list[float] | None
-    mean_rank_ci95_half_width: float | None
+    mean_rank_ci95: list[float]
+    """Over seeds and deals (crossed bootstrap)."""
     mean_rank_per_seed: list[float]
-    mean_rank_ci95_per_seed: list[list[float] | None]
-    mean_rank_ci95_half_width_per_seed: list[float | None]
-    mean_score_delta: float
+    seed_sd: float | None
+    """Spread of the seeds' mean ranks (their sd, each over the same deals)."""
+    within_deal_correlation: list[float | None]
+    eval_ids: list[str]
 
 
 @dataclass(frozen=True)
 class BatchSizeComparisonRow:
-    """Mean rank of the largest batch minus that of another, deal by deal (both pooled over seeds):
-    below zero, the largest batch played better on the same walls."""
+    """The largest batch against another in one framing: the difference in mean rank (largest minus
+    other: below zero, the largest batch played better), over seeds and deals."""
 
     KIND: ClassVar[str] = "batch-size-comparison"
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2
 
     study_id: str
+    framing: str
+    """One of FRAMINGS, or "head to head" (the largest batch's policies against three copies of the
+    other's, where the difference is mean rank minus 2.5)."""
     global_batch: int
     versus_batch: int
     mean_rank_difference: float
-    ci95: list[float] | None
+    ci95: list[float]
+    minimum_detectable_difference: float
+    """2.80 standard errors of the difference: what this comparison could detect with 80% power."""
+    seeds: int
     deals: int
     verdict: str
-    """On "the larger batch plays stronger": "supported" (the 95% interval is below 0),
-    "contradicted" (above 0) or "inconclusive" (it holds 0)."""
+    """On "the larger batch plays stronger": "supported" (the interval is below 0), "contradicted"
+    (above 0) or "inconclusive at a minimum detectable difference of x ranks"."""
 
 
-def verdict(ci95: list[float] | None) -> str:
-    if ci95 is None:
-        return "inconclusive"
-    if ci95[1] < 0:
+def verdict(estimate: CrossedEstimate) -> str:
+    low, high = estimate.ci95
+    if high < 0:
         return "supported"
-    if ci95[0] > 0:
+    if low > 0:
         return "contradicted"
-    return "inconclusive"
+    return f"inconclusive at a minimum detectable difference of {estimate.minimum_detectable_difference:.3f} ranks"
 
 
 @dataclass(frozen=True)
@@ -272,7 +330,7 @@ def run_dir(config: BatchSizeConfig, spec: RunSpec) -> Path:
 
 
 def train_args(config: BatchSizeConfig, spec: RunSpec) -> list[str]:
-    steps = config.samples // spec.batch
+    steps = config.steps(spec.batch)
     warmup = max(1, round(config.warmup_samples / spec.batch))
     args = [
         "train", "--workload", "mahjong", "--size", config.size, "--data", config.data,
@@ -282,6 +340,7 @@ def train_args(config: BatchSizeConfig, spec: RunSpec) -> list[str]:
         "--lr", f"{config.base_lr * spec.lr_factor:g}", "--lr-scaling", "sqrt",
         "--lr-reference-batch", str(config.reference_batch), "--warmup-steps", str(warmup),
         "--eval-every", str(config.equal_steps), "--log-every", str(max(1, steps // 16)),
+        "--checkpoint-every", str(config.checkpoint_every(spec.batch)), "--keep-checkpoints", "0",
         "--out", str(run_dir(config, spec)), "--no-progress",
     ]
     if config.val_samples is not None:
@@ -291,20 +350,18 @@ def train_args(config: BatchSizeConfig, spec: RunSpec) -> list[str]:
 
 def is_trained(config: BatchSizeConfig, spec: RunSpec) -> bool:
     summary = run_dir(config, spec) / SUMMARY_FILE
-    return summary.exists() and read_summary(summary).last_step == config.samples // spec.batch
+    return summary.exists() and read_summary(summary).last_step == config.steps(spec.batch)
 
 
-def train(config: BatchSizeConfig, spec: RunSpec) -> float | None:
-    """Run one training unless it finished before; its wall seconds (None when skipped)."""
+def train(config: BatchSizeConfig, spec: RunSpec) -> None:
+    """Run one training unless it finished before (an interrupted one continues)."""
     if is_trained(config, spec):
-        return None
+        return
     args = train_args(config, spec)
     if run_dir(config, spec).exists():
         args.append("--resume")
     print(shown(*args), flush=True)
-    started = time.perf_counter()
     run_trainspeed(*args)
-    return time.perf_counter() - started
 
 
 def validations(config: BatchSizeConfig, spec: RunSpec) -> dict[int, EvalRecord]:
@@ -314,8 +371,8 @@ def validations(config: BatchSizeConfig, spec: RunSpec) -> dict[int, EvalRecord]
     return {record.step: record for record in records}
 
 
-def run_row(study_id: str, config: BatchSizeConfig, spec: RunSpec, process_s: float | None) -> BatchSizeRunRow:
-    steps = config.samples // spec.batch
+def run_row(study_id: str, config: BatchSizeConfig, spec: RunSpec) -> BatchSizeRunRow:
+    steps = config.steps(spec.batch)
     vals = validations(config, spec)
     missing = [step for step in (config.equal_steps, steps) if step not in vals]
     if missing:
@@ -326,95 +383,178 @@ def run_row(study_id: str, config: BatchSizeConfig, spec: RunSpec, process_s: fl
     return BatchSizeRunRow(
         study_id=study_id, run=spec.name, run_dir=str(run_dir(config, spec)),
         global_batch=spec.batch, nproc=config.nproc, batch_size_per_device=spec.batch // config.nproc,
-        lr_factor=spec.lr_factor, peak_lr=peak_lr(config, spec), seed=spec.seed, steps=steps,
+        lr_factor=spec.lr_factor, peak_lr=peak_lr(config, spec), train_seed=spec.seed, steps=steps,
         warmup_steps=max(1, round(config.warmup_samples / spec.batch)), samples=config.samples,
+        checkpoint_every=config.checkpoint_every(spec.batch),
         val_loss=final["loss"], val_accuracy=final["accuracy"], majority_baseline=final["majority_baseline"],
         val_samples=final["samples"],
         equal_steps=config.equal_steps, equal_steps_samples=config.equal_steps * spec.batch,
         equal_steps_val_loss=at_equal_steps["loss"], equal_steps_val_accuracy=at_equal_steps["accuracy"],
         curve=[[step * spec.batch, record.metrics["loss"], record.metrics["accuracy"]]
                for step, record in sorted(vals.items())],
-        train_wall_s=summary.wall_s + (summary.paused_s or 0.0), process_s=process_s,
+        train_wall_s=summary.wall_s + (summary.paused_s or 0.0),
         end_to_end_samples_per_s=summary.end_to_end_samples_per_s, command=shown(*train_args(config, spec)),
         workload_module=summary.workload_module, workload_version=summary.workload_version,
         workload_sha256=summary.workload_sha256, machine=summary.machine,
     )
 
 
-def eval_out(config: BatchSizeConfig, spec: RunSpec) -> Path:
-    return config.runs / "evals" / f"{spec.name}.jsonl"
+# --- throughput on one device ---------------------------------------------------------------------
+
+def throughput_args(config: BatchSizeConfig, out: Path) -> list[str]:
+    return ["bench", "--workload", "mahjong", "--size", config.size, "--targets", config.target,
+            "--batch-sizes", ",".join(str(b) for b in config.batches), "--threads", str(config.threads),
+            "--out", str(out), "--no-progress", "--no-plot"]
 
 
-def eval_args(config: BatchSizeConfig, spec: RunSpec) -> list[str]:
-    return ["eval", "mahjong", "--policy", str(run_dir(config, spec)), "--opponent", "rule-based",
-            "--games", str(config.eval_games), "--seed", str(config.eval_seed), "--target", config.target,
-            "--threads", str(config.threads), "--batch-games", str(config.eval_batch_games),
-            "--out", str(eval_out(config, spec)), "--no-progress", "--no-plot"]
+def measure_throughput(config: BatchSizeConfig) -> tuple[str, dict[int, float]]:
+    """Each batch's samples/s on one device, from one bench run (the newest in the file)."""
+    out = Path(config.out) / THROUGHPUT_FILE
+    if not _throughput_rows(out, config):
+        args = throughput_args(config, out)
+        print(shown(*args), flush=True)
+        run_trainspeed(*args)
+    rows = _throughput_rows(out, config)
+    if not rows:
+        raise StudyFailed(f"{out}: the bench measured no samples/s for batches {config.batches}")
+    return rows[0].run_id, {row.batch_size: row.samples_per_s for row in rows}
 
 
-def evaluated_row(config: BatchSizeConfig, spec: RunSpec) -> MahjongEvalRow | None:
-    path = eval_out(config, spec)
+def _throughput_rows(out: Path, config: BatchSizeConfig) -> list[ResultRow]:
+    if not out.exists():
+        return []
+    rows = [parse_row(ResultRow, record, source)[0] for record, source in read_records(out)
+            if isinstance(record, dict) and record.get("kind") == ResultRow.KIND]
+    runs = {row.run_id: [] for row in rows}
+    for row in rows:
+        if row.status == "ok" and row.size == config.size and row.target == config.target:
+            runs[row.run_id].append(row)
+    complete = [kept for kept in runs.values() if {row.batch_size for row in kept} >= set(config.batches)]
+    return [row for row in complete[-1] if row.batch_size in config.batches] if complete else []
+
+
+# --- checkpoints of each framing ------------------------------------------------------------------
+
+def framing_step(config: BatchSizeConfig, framing: str, batch: int, samples_per_s: dict[int, float]) -> int:
+    """The step of batch `batch`'s checkpoint that the framing compares (a kept one)."""
+    every = config.checkpoint_every(batch)
+    if framing == "equal samples":
+        return config.steps(batch)
+    if framing == "equal steps":
+        return config.equal_steps
+    fastest = max(samples_per_s.values())
+    samples = config.samples * samples_per_s[batch] / fastest
+    return max(every, int(samples // batch) // every * every)
+
+
+# --- evaluations ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One policy (a run's checkpoint) against an opponent (rule-based, or another run's final one)."""
+
+    spec: RunSpec
+    step: int
+    opponent: RunSpec | None = None
+
+    @property
+    def name(self) -> str:
+        against = "rule-based" if self.opponent is None else self.opponent.name
+        return f"{self.spec.name}@{self.step}-vs-{against}"
+
+
+def eval_out(config: BatchSizeConfig, evaluation: Evaluation) -> Path:
+    return config.runs / "evals" / f"{evaluation.name}.jsonl"
+
+
+def eval_games(config: BatchSizeConfig, evaluation: Evaluation) -> int:
+    return config.eval_games if evaluation.opponent is None else config.head_to_head_games
+
+
+def eval_args(config: BatchSizeConfig, evaluation: Evaluation) -> list[str]:
+    opponent = "rule-based" if evaluation.opponent is None else str(run_dir(config, evaluation.opponent))
+    return ["eval", "mahjong", "--policy", str(run_dir(config, evaluation.spec)), "--step", str(evaluation.step),
+            "--opponent", opponent, "--games", str(eval_games(config, evaluation)), "--seed", str(config.eval_seed),
+            "--target", config.target, "--threads", str(config.threads), "--workers", str(config.eval_workers),
+            "--batch-games", str(config.eval_batch_games), "--out", str(eval_out(config, evaluation)),
+            "--no-progress", "--no-plot"]
+
+
+def evaluated_row(config: BatchSizeConfig, evaluation: Evaluation) -> MahjongEvalRow | None:
+    path = eval_out(config, evaluation)
     rows = [row for row in (read_eval_rows(path) if path.exists() else [])
-            if row.games == config.eval_games and row.seed == config.eval_seed]
+            if row.games == eval_games(config, evaluation) and row.eval_seed == config.eval_seed
+            and row.policy_step == evaluation.step]
     return rows[-1] if rows else None
 
 
-def evaluate(config: BatchSizeConfig, spec: RunSpec) -> MahjongEvalRow:
-    if evaluated_row(config, spec) is None:
-        args = eval_args(config, spec)
+def evaluate(config: BatchSizeConfig, evaluation: Evaluation) -> MahjongEvalRow:
+    if evaluated_row(config, evaluation) is None:
+        args = eval_args(config, evaluation)
         print(shown(*args), flush=True)
         run_trainspeed(*args)
-    row = evaluated_row(config, spec)
+    row = evaluated_row(config, evaluation)
     assert row is not None
     return row
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
+def deal_means(row: MahjongEvalRow) -> list[float]:
+    return [sum(ranks) / len(ranks) for ranks in row.deal_ranks]
 
 
-def pooled_clusters(evals: list[MahjongEvalRow]) -> list[list[int]]:
-    """Per deal, every game of it over the given evaluations (they played the same deals)."""
-    return [sum((row.deal_ranks[deal] for row in evals), []) for deal in range(evals[0].deals)]
+def _sd(values: Sequence[float]) -> float | None:
+    if len(values) < 2:
+        return None
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
-def batch_row(study_id: str, config: BatchSizeConfig, batch: int, runs: list[BatchSizeRunRow],
-              evals: list[MahjongEvalRow]) -> BatchSizeBatchRow:
-    by_factor: dict[float, list[BatchSizeRunRow]] = {}
-    for row in runs:
-        by_factor.setdefault(row.lr_factor, []).append(row)
-    best = min(by_factor, key=lambda factor: _mean([row.val_loss for row in by_factor[factor]]))
-    chosen = by_factor[best]
-    strength = clustered_mean(pooled_clusters(evals), bounds=(1.0, 4.0))
+def strength_row(study_id: str, config: BatchSizeConfig, framing: str, batch: int, step: int,
+                 evals: list[MahjongEvalRow]) -> BatchSizeStrengthRow:
+    estimate = crossed_bootstrap([[deal_means(row) for row in evals]], (1,))
+    per_seed = [row.mean_rank for row in evals]
+    return BatchSizeStrengthRow(
+        study_id=study_id, framing=framing, global_batch=batch, samples=step * batch, step=step,
+        seeds=[row.policy_seed for row in evals], games_per_seed=evals[0].games,
+        mean_rank=estimate.estimate, mean_rank_ci95=list(estimate.ci95), mean_rank_per_seed=per_seed,
+        seed_sd=_sd(per_seed), within_deal_correlation=[row.within_deal_correlation for row in evals],
+        eval_ids=[row.eval_id for row in evals])
+
+
+def comparison_row(study_id: str, framing: str, largest: int, other: int, large: list[MahjongEvalRow],
+                   small: list[MahjongEvalRow]) -> BatchSizeComparisonRow:
+    estimate = crossed_bootstrap([[deal_means(r) for r in large], [deal_means(r) for r in small]], (1, -1))
+    return BatchSizeComparisonRow(
+        study_id=study_id, framing=framing, global_batch=largest, versus_batch=other,
+        mean_rank_difference=estimate.estimate, ci95=list(estimate.ci95),
+        minimum_detectable_difference=estimate.minimum_detectable_difference,
+        seeds=min(estimate.seeds), deals=estimate.deals, verdict=verdict(estimate))
+
+
+def head_to_head_row(study_id: str, largest: int, smallest: int, evals: list[MahjongEvalRow]) -> BatchSizeComparisonRow:
+    estimate = crossed_bootstrap([[deal_means(row) for row in evals]], (1,), offset=-EVEN_RANK)
+    return BatchSizeComparisonRow(
+        study_id=study_id, framing="head to head", global_batch=largest, versus_batch=smallest,
+        mean_rank_difference=estimate.estimate, ci95=list(estimate.ci95),
+        minimum_detectable_difference=estimate.minimum_detectable_difference,
+        seeds=estimate.seeds[0], deals=estimate.deals, verdict=verdict(estimate))
+
+
+def batch_row(study_id: str, config: BatchSizeConfig, batch: int, runs: list[BatchSizeRunRow]) -> BatchSizeBatchRow:
+    tuning = {row.lr_factor: row for row in runs if row.train_seed == config.tuning_seed}
+    best = min(tuning, key=lambda factor: tuning[factor].val_loss)
+    chosen = sorted((row for row in runs if row.lr_factor == best), key=lambda row: row.train_seed)
+    mean = lambda values: sum(values) / len(values)  # noqa: E731
     return BatchSizeBatchRow(
         study_id=study_id, global_batch=batch, best_lr_factor=best, peak_lr=chosen[0].peak_lr,
-        steps=chosen[0].steps, seeds=[row.seed for row in chosen],
-        lr_sweep={f"{factor:g}": _mean([row.val_loss for row in rows]) for factor, rows in sorted(by_factor.items())},
-        val_loss=_mean([row.val_loss for row in chosen]), val_loss_per_seed=[row.val_loss for row in chosen],
-        val_accuracy=_mean([row.val_accuracy for row in chosen]),
-        val_accuracy_per_seed=[row.val_accuracy for row in chosen],
-        majority_baseline=chosen[0].majority_baseline, equal_steps=config.equal_steps,
-        equal_steps_val_loss=_mean([row.equal_steps_val_loss for row in chosen]),
-        equal_steps_val_accuracy=_mean([row.equal_steps_val_accuracy for row in chosen]),
-        train_wall_s=_mean([row.train_wall_s for row in chosen]),
-        eval_games=sum(row.games for row in evals),
-        mean_rank=strength.mean, mean_rank_ci95=list(strength.ci95) if strength.ci95 else None,
-        mean_rank_ci95_half_width=strength.half_width,
-        mean_rank_per_seed=[row.mean_rank for row in evals],
-        mean_rank_ci95_per_seed=[row.mean_rank_ci95 for row in evals],
-        mean_rank_ci95_half_width_per_seed=[row.mean_rank_ci95_half_width for row in evals],
-        mean_score_delta=_mean([row.mean_score_delta for row in evals]),
-    )
-
-
-def comparison_row(study_id: str, largest: int, other: int,
-                   evals: dict[int, list[MahjongEvalRow]]) -> BatchSizeComparisonRow:
-    big, small = pooled_clusters(evals[largest]), pooled_clusters(evals[other])
-    result = clustered_mean([[_mean(b) - _mean(s)] for b, s in zip(big, small)])
-    ci95 = list(result.ci95) if result.ci95 else None
-    return BatchSizeComparisonRow(study_id=study_id, global_batch=largest, versus_batch=other,
-                                  mean_rank_difference=result.mean, ci95=ci95, deals=result.clusters,
-                                  verdict=verdict(ci95))
+        steps=chosen[0].steps, seeds=[row.train_seed for row in chosen],
+        lr_sweep={f"{factor:g}": row.val_loss for factor, row in sorted(tuning.items())},
+        val_loss=mean([row.val_loss for row in chosen]), val_loss_per_seed=[row.val_loss for row in chosen],
+        val_accuracy=mean([row.val_accuracy for row in chosen]),
+        val_accuracy_per_seed=[row.val_accuracy for row in chosen], majority_baseline=chosen[0].majority_baseline,
+        equal_steps_val_loss=mean([row.equal_steps_val_loss for row in chosen]),
+        equal_steps_val_accuracy=mean([row.equal_steps_val_accuracy for row in chosen]),
+        train_wall_s=mean([row.train_wall_s for row in chosen]))
 
 
 def make_data(config: BatchSizeConfig) -> None:
@@ -426,105 +566,146 @@ def make_data(config: BatchSizeConfig) -> None:
     run_trainspeed(*args)
 
 
-def specs(config: BatchSizeConfig) -> list[RunSpec]:
-    return [RunSpec(batch, factor, seed) for batch in config.batches for seed in config.seeds
-            for factor in config.lr_factors]
+def power_plan(config: BatchSizeConfig) -> PowerPlan:
+    return plan_power(len(config.seeds), config.eval_games // 4, game_rank_sd=config.assumed_game_rank_sd,
+                      within_deal_correlation=config.assumed_within_deal_correlation, seed_sd=config.assumed_seed_sd)
+
+
+def tuning_specs(config: BatchSizeConfig) -> list[RunSpec]:
+    return [RunSpec(batch, factor, config.tuning_seed) for batch in config.batches for factor in config.lr_factors]
+
+
+def seed_specs(config: BatchSizeConfig, best: dict[int, float]) -> list[RunSpec]:
+    return [RunSpec(batch, best[batch], seed) for batch in config.batches for seed in config.seeds
+            if seed != config.tuning_seed]
 
 
 def units(config: BatchSizeConfig) -> int:
-    """Work units for a progress bar: the data, every training and every evaluation."""
-    return 1 + len(specs(config)) + len(config.batches) * len(config.seeds)
+    """Work units for a progress bar: data, throughput, every training, every evaluation (at most)."""
+    policies = len(config.batches) * len(config.seeds)
+    return 2 + len(tuning_specs(config)) + policies - len(config.batches) + 3 * policies + len(config.seeds)
 
 
 def estimate_s(config: BatchSizeConfig) -> float:
-    """Seconds on a 2-core CPU at the tiny size: a command's start per run and evaluation (~10 s more
-    for torchrun's ranks), ~2,000 samples/s of training, ~8 games/s of evaluation, ~1 game/s of
-    self-play data."""
-    training = sum(COMMAND_START_S + 10 * (config.nproc > 1) + config.samples / 2000 for _ in specs(config))
-    evaluation = (len(config.batches) * len(config.seeds) * (COMMAND_START_S + config.eval_games / 8)
-                  / max(1, config.eval_parallel))
+    """Seconds on a 2-core CPU at the tiny size: a command's start per run and evaluation, about
+    1,500 samples/s per training, 4 games/s per evaluation worker, 1 game/s of self-play data."""
+    runs = len(tuning_specs(config)) + len(config.batches) * (len(config.seeds) - 1)
+    training = runs * (COMMAND_START_S + config.samples / 1500) / config.parallel_runs
+    policies = len(config.batches) * len(config.seeds)
+    games = 3 * policies * config.eval_games + len(config.seeds) * config.head_to_head_games * 3
+    evaluation = (3 * policies + len(config.seeds)) * COMMAND_START_S + games / (4 * config.eval_workers)
     data = 0 if (Path(config.data) / "index.json").exists() else COMMAND_START_S + config.make_data_games
-    return data + training + evaluation
+    return data + 60 + training + evaluation
+
+
+def _in_parallel(config: BatchSizeConfig, specs: list[RunSpec], progress: Progress) -> None:
+    def one(spec: RunSpec) -> None:
+        train(config, spec)
+        progress(1, f"batch-size: trained {spec.name}")
+
+    with ThreadPoolExecutor(max_workers=config.parallel_runs) as pool:
+        list(pool.map(one, specs))
 
 
 def run(config: BatchSizeConfig, command: str, progress: Progress = no_progress) -> list[Path]:
     """The whole study; returns the rows file it wrote."""
     config.check()
     study_id = f"batch-size-{int(time.time())}"
+    plan = power_plan(config)
+    print(f"batch-size study: {len(config.seeds)} seeds x {config.eval_games} games per policy can detect a difference "
+          f"of {plan.minimum_detectable_difference:.3f} ranks (80% power, 5% two-sided; assumed game rank sd "
+          f"{plan.game_rank_sd}, within-deal correlation {plan.within_deal_correlation}, seed sd {plan.seed_sd})",
+          flush=True)
     started = time.perf_counter()
     make_data(config)
+    progress(1, "batch-size: throughput")
+    throughput_run, samples_per_s = measure_throughput(config)
     progress(1, "batch-size: training")
-    runs = []
-    for spec in specs(config):
-        runs.append(run_row(study_id, config, spec, train(config, spec)))
-        progress(1, f"batch-size: trained {spec.name}")
-    trained_s = time.perf_counter() - started
-    best = {batch: min(config.lr_factors, key=lambda f: _mean([r.val_loss for r in runs
-                                                                if r.global_batch == batch and r.lr_factor == f]))
+    _in_parallel(config, tuning_specs(config), progress)
+    tuned = [run_row(study_id, config, spec) for spec in tuning_specs(config)]
+    best = {batch: min((row for row in tuned if row.global_batch == batch), key=lambda row: row.val_loss).lr_factor
             for batch in config.batches}
-    to_evaluate = [RunSpec(batch, best[batch], seed) for batch in config.batches for seed in config.seeds]
+    _in_parallel(config, seed_specs(config, best), progress)
+    runs = tuned + [run_row(study_id, config, spec) for spec in seed_specs(config, best)]
+    trained_s = time.perf_counter() - started
 
-    def evaluated(spec: RunSpec) -> MahjongEvalRow:
-        row = evaluate(config, spec)
-        progress(1, f"batch-size: evaluated {spec.name}")
-        return row
+    finals = {batch: [RunSpec(batch, best[batch], seed) for seed in config.seeds] for batch in config.batches}
+    evaluations: dict[str, MahjongEvalRow] = {}
 
-    with ThreadPoolExecutor(max_workers=config.eval_parallel) as pool:
-        evals = dict(zip([spec.name for spec in to_evaluate], pool.map(evaluated, to_evaluate)))
-    runs = [dataclasses.replace(row, eval_id=evals[row.run].eval_id, mean_rank=evals[row.run].mean_rank,
-                                mean_rank_ci95=evals[row.run].mean_rank_ci95) if row.run in evals else row
-            for row in runs]
-    by_batch = {batch: [evals[spec.name] for spec in to_evaluate if spec.batch == batch] for batch in config.batches}
-    batches = [batch_row(study_id, config, batch, [r for r in runs if r.global_batch == batch], by_batch[batch])
-               for batch in config.batches]
-    largest = max(config.batches)
-    comparisons = [comparison_row(study_id, largest, batch, by_batch) for batch in config.batches if batch != largest]
-    header = BatchSizeSettingsRow(study_id=study_id, settings=config, equal_steps=config.equal_steps,
-                                  command=command, train_s=trained_s, total_s=time.perf_counter() - started,
-                                  machine=runs[0].machine)
+    def evaluated(evaluation: Evaluation) -> MahjongEvalRow:
+        if evaluation.name not in evaluations:
+            evaluations[evaluation.name] = evaluate(config, evaluation)
+            progress(1, f"batch-size: evaluated {evaluation.name}")
+        return evaluations[evaluation.name]
+
+    largest, smallest = max(config.batches), min(config.batches)
+    strengths, comparisons = [], []
+    for framing in FRAMINGS:
+        by_batch = {}
+        for batch in config.batches:
+            step = framing_step(config, framing, batch, samples_per_s)
+            by_batch[batch] = [evaluated(Evaluation(spec, step)) for spec in finals[batch]]
+            strengths.append(strength_row(study_id, config, framing, batch, step, by_batch[batch]))
+        comparisons += [comparison_row(study_id, framing, largest, batch, by_batch[largest], by_batch[batch])
+                        for batch in config.batches if batch != largest]
+    head_to_head = [evaluated(Evaluation(large, config.steps(largest), opponent=small))
+                    for large, small in zip(finals[largest], finals[smallest])]
+    comparisons.append(head_to_head_row(study_id, largest, smallest, head_to_head))
+    header = BatchSizeSettingsRow(
+        study_id=study_id, settings=config, equal_steps=config.equal_steps, power=plan,
+        samples_per_s={str(batch): value for batch, value in samples_per_s.items()}, throughput_run_id=throughput_run,
+        command=command, train_s=trained_s, eval_s=time.perf_counter() - started - trained_s,
+        total_s=time.perf_counter() - started, machine=runs[0].machine)
+    batches = [batch_row(study_id, config, batch, [r for r in runs if r.global_batch == batch]) for batch in config.batches]
     out = Path(config.out) / ROWS_FILE
-    for row in [header, *runs, *evals.values(), *batches, *comparisons]:
+    for row in [header, *runs, *batches, *evaluations.values(), *strengths, *comparisons]:
         append_row(out, row)
-    print(table(batches, comparisons))
+    print(table(plan, strengths, comparisons))
     return [out]
 
 
-def table(batches: list[BatchSizeBatchRow], comparisons: list[BatchSizeComparisonRow]) -> str:
-    lines = ["| global batch | steps | best LR (peak) | val NLL / acc, equal samples | val NLL / acc, equal steps "
-             "| train wall s | mean rank vs rule-based [95% CI] | games |",
-             "|---:|---:|---|---|---|---:|---|---:|"]
-    for batch in batches:
-        low, high = batch.mean_rank_ci95 or (math.nan, math.nan)
-        lines.append(
-            f"| {batch.global_batch} | {batch.steps} | x{batch.best_lr_factor:g} ({batch.peak_lr:.2g}) "
-            f"| {batch.val_loss:.4f} / {batch.val_accuracy:.2%} "
-            f"| {batch.equal_steps_val_loss:.4f} / {batch.equal_steps_val_accuracy:.2%} "
-            f"| {batch.train_wall_s:.0f} | {batch.mean_rank:.3f} [{low:.3f}, {high:.3f}] | {batch.eval_games} |")
+def table(plan: PowerPlan, strengths: list[BatchSizeStrengthRow], comparisons: list[BatchSizeComparisonRow]) -> str:
+    lines = [f"planned minimum detectable difference: {plan.minimum_detectable_difference:.3f} ranks",
+             "| framing | global batch | step | samples | mean rank vs 3 rule-based [95% CI, seeds x deals] | seed sd |",
+             "|---|---:|---:|---:|---|---:|"]
+    for row in strengths:
+        low, high = row.mean_rank_ci95
+        sd = "" if row.seed_sd is None else f"{row.seed_sd:.3f}"
+        lines.append(f"| {row.framing} | {row.global_batch} | {row.step} | {row.samples:,} | "
+                     f"{row.mean_rank:.3f} [{low:.3f}, {high:.3f}] | {sd} |")
     for row in comparisons:
-        low, high = row.ci95 or (math.nan, math.nan)
-        lines.append(f"\nbatch {row.global_batch} minus batch {row.versus_batch}: mean rank "
-                     f"{row.mean_rank_difference:+.3f} [{low:+.3f}, {high:+.3f}] over {row.deals} deals: {row.verdict}")
+        low, high = row.ci95
+        what = ("mean rank against three copies of batch " if row.framing == "head to head" else "minus batch ")
+        lines.append(f"\n{row.framing}: batch {row.global_batch} {what}{row.versus_batch}"
+                     f"{' minus 2.5' if row.framing == 'head to head' else ''}: {row.mean_rank_difference:+.3f} "
+                     f"[{low:+.3f}, {high:+.3f}] ({row.seeds} seeds, {row.deals} deals): {row.verdict}")
     return "\n".join(lines)
 
 
 SCALAR_FLAGS = {
     "size": (str, "Mahjong size (default tiny)"),
     "target": (str, "target of every run and evaluation (default cpu:eager:fp32)"),
-    "nproc": (int, "ranks of every run (default 2)"),
-    "threads": (int, "torch threads per rank and per evaluation (default 1)"),
+    "nproc": (int, "ranks of every run (default 1)"),
+    "threads": (int, "torch threads per rank and per evaluation worker (default 1)"),
     "num_workers": (int, "loader workers per rank (default 1)"),
+    "parallel_runs": (int, "trainings at once (default 2)"),
     "samples": (int, "samples seen by every run"),
-    "base_lr": (float, "peak LR at the reference batch (default 1.5e-3)"),
-    "reference_batch": (int, "the batch base_lr is for; a batch b starts from base_lr x sqrt(b / this) (default 512)"),
-    "warmup_samples": (int, "LR warm-up, in samples (default 16384)"),
-    "val_samples": (int, "cap on validation samples per pass (default: the whole split)"),
-    "eval_games": (int, "duplicate games per evaluated policy"),
+    "base_lr": (float, "peak LR at the reference batch (default 1e-3)"),
+    "reference_batch": (int, "the batch base_lr is for; a batch b starts from base_lr x sqrt(b / this) (default 256)"),
+    "tuning_seed": (int, "the seed the learning rate is tuned on (default 0)"),
+    "warmup_samples": (int, "LR warm-up, in samples"),
+    "checkpoints": (int, "evenly spaced checkpoints kept per run"),
+    "val_samples": (int, "cap on validation samples per pass"),
+    "eval_games": (int, "duplicate games per evaluated policy against the rule-based agent"),
+    "head_to_head_games": (int, "duplicate games per seed of the largest batch against the smallest"),
     "eval_seed": (int, "the evaluation's seed: which deals (default 0)"),
-    "eval_parallel": (int, "evaluations at once (default 2)"),
-    "eval_batch_games": (int, "games played at once per evaluation (default 64)"),
+    "eval_workers": (int, "processes per evaluation (default 2)"),
+    "eval_batch_games": (int, "games played at once per evaluation worker (default 64)"),
     "runs_dir": (str, "where the runs and evaluations go (default OUT/batch_size_runs)"),
     "make_data_games": (int, "self-play games made when --data is missing"),
     "data_seed": (int, "seed of those games (default 1)"),
+    "assumed_within_deal_correlation": (float, "the power plan's within-deal correlation (default 0.2)"),
+    "assumed_seed_sd": (float, "the power plan's seed-to-seed sd of mean rank (default 0.03)"),
 }
 """The study's settings that are one value each, as flags (None: the preset's)."""
 
@@ -535,7 +716,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--" + name.replace("_", "-"), type=kind, default=None, help=help)
     parser.add_argument("--batches", default=None, help="global batches, e.g. 256,1024,8192")
     parser.add_argument("--lr-factors", default=None, help="multiples of the square-root-scaled LR, e.g. 0.5,1,2")
-    parser.add_argument("--seeds", default=None, help="training seeds, e.g. 0,1")
+    parser.add_argument("--seeds", default=None, help="training seeds, e.g. 0,1,2,3,4")
 
 
 def preset_config(preset: str, out: Path) -> BatchSizeConfig:
@@ -554,3 +735,4 @@ def config_from_args(args: argparse.Namespace, out: Path) -> BatchSizeConfig:
     config = BatchSizeConfig(data=args.data or str(out / "batch_size_data"), out=str(out), **values)  # type: ignore[arg-type]
     config.check()
     return config
+
