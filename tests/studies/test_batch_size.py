@@ -1,5 +1,6 @@
-"""The batch-size study's bookkeeping: the flags each run gets, the best learning rate, the
-pairing of deals, the verdict, and bad settings refused before anything runs."""
+"""The batch-size study's bookkeeping: the flags each run gets, the checkpoint each framing reads,
+the best learning rate, the intervals over seeds and deals, the verdicts, and bad settings refused
+before anything runs."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from trainspeed.studies.batch_size import (
     RunSpec,
     batch_row,
     comparison_row,
+    framing_step,
+    head_to_head_row,
     peak_lr,
+    power_plan,
     train_args,
-    verdict,
 )
 
 
@@ -28,30 +31,45 @@ def _flag(args: list[str], name: str) -> str:
     return args[args.index(name) + 1]
 
 
-def test_every_run_sees_the_same_samples_and_warm_up_through_ranks_times_batch():
-    config = BatchSizeConfig(data="d", out="o", nproc=2, batches=(256, 8192), samples=16384, warmup_samples=4096,
-                             val_samples=8192)
+def test_every_run_sees_the_same_samples_and_warm_up_and_keeps_evenly_spaced_checkpoints():
+    config = BatchSizeConfig(data="d", out="o", nproc=2, batches=(256, 8192), samples=65536, warmup_samples=4096,
+                             val_samples=8192, checkpoints=8)
     small, large = (train_args(config, RunSpec(batch, 2.0, 1)) for batch in (256, 8192))
-    assert (_flag(small, "--batch-size-per-device"), _flag(small, "--steps"), _flag(small, "--warmup-steps")) == ("128", "64", "16")
-    assert (_flag(large, "--batch-size-per-device"), _flag(large, "--steps"), _flag(large, "--warmup-steps")) == ("4096", "2", "1")
-    assert _flag(small, "--nproc") == "2" and _flag(small, "--seed") == "1"
-    assert _flag(small, "--eval-every") == _flag(large, "--eval-every") == "2"  # the largest batch's steps
+    assert (_flag(small, "--batch-size-per-device"), _flag(small, "--steps"), _flag(small, "--warmup-steps")) == ("128", "256", "16")
+    assert (_flag(large, "--batch-size-per-device"), _flag(large, "--steps"), _flag(large, "--warmup-steps")) == ("4096", "8", "1")
+    assert (_flag(small, "--checkpoint-every"), _flag(large, "--checkpoint-every")) == ("32", "1")
+    assert _flag(small, "--keep-checkpoints") == "0" and _flag(small, "--seed") == "1"
+    assert _flag(small, "--eval-every") == _flag(large, "--eval-every") == "8"  # the largest batch's steps
     assert (_flag(small, "--eval-batches"), _flag(large, "--eval-batches")) == ("32", "1")  # 8192 samples each
-    assert _flag(small, "--lr") == "0.003" and _flag(small, "--lr-scaling") == "sqrt"
+    assert _flag(small, "--lr") == "0.002" and _flag(small, "--lr-scaling") == "sqrt"
     assert _flag(small, "--out") == "o/batch_size_runs/b256-lr2-s1"
-    assert peak_lr(config, RunSpec(8192, 2.0, 1)) == pytest.approx(1.5e-3 * 2 * 4)
+    assert peak_lr(config, RunSpec(8192, 2.0, 1)) == pytest.approx(1e-3 * 2 * (8192 / 256) ** 0.5)
+
+
+def test_each_framing_reads_a_kept_checkpoint():
+    config = BatchSizeConfig(data="d", out="o", batches=(256, 1024, 8192), samples=524288, checkpoints=32)
+    samples_per_s = {256: 1000.0, 1024: 1500.0, 8192: 2000.0}
+    assert [framing_step(config, "equal samples", b, samples_per_s) for b in config.batches] == [2048, 512, 64]
+    assert [framing_step(config, "equal steps", b, samples_per_s) for b in config.batches] == [64, 64, 64]
+    # In the time batch 8192 takes for 524,288 samples, batch 256 sees half of them, 1024 three quarters.
+    wall = [framing_step(config, "equal wall time", b, samples_per_s) for b in config.batches]
+    assert wall == [1024, 384, 64]
+    assert all(step % config.checkpoint_every(b) == 0 for step, b in zip(wall, config.batches))
 
 
 @pytest.mark.parametrize(("flags", "message"), [
-    (["--batches", "768"], "global batch 768 must divide --samples 16384"),
+    (["--batches", "256,768"], "global batch 768 must divide --samples 16384"),
+    (["--batches", "256"], "at least two global batches"),
     (["--nproc", "0"], "--nproc must be at least 1"),
-    (["--eval-games", "6"], "--eval-games 6 must be a positive multiple of 4"),
+    (["--eval-games", "6"], "--eval-games 6 must be a multiple of 4"),
     (["--lr-factors", "1,nan"], "--lr-factors '1,nan': give positive numbers"),
     (["--seeds", "-1"], "--seeds '-1': give integers >= 0"),
+    (["--seeds", "1,2"], "the tuning seed 0 must be one of --seeds"),
+    (["--checkpoints", "3"], "misses the equal-steps step"),
 ])
 def test_bad_settings_are_one_line_and_exit_2_before_anything_runs(flags, message, tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["study", "batch-size", "--samples", "16384", *flags, "--out", str(out)]) == 2
+    assert main(["study", "batch-size", "--samples", "16384", "--batches", "256,2048", *flags, "--out", str(out)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("trainspeed: error: ") and message in line
     assert not any(out.iterdir()) if out.exists() else True
@@ -59,38 +77,56 @@ def test_bad_settings_are_one_line_and_exit_2_before_anything_runs(flags, messag
 
 def _run(factor: float, seed: int, loss: float) -> BatchSizeRunRow:
     return BatchSizeRunRow(
-        study_id="s", run=f"r{factor}-{seed}", run_dir="d", global_batch=256, nproc=2, batch_size_per_device=128,
-        lr_factor=factor, peak_lr=factor, seed=seed, steps=4, warmup_steps=1, samples=1024, val_loss=loss,
-        val_accuracy=0.5, majority_baseline=0.2, val_samples=100.0, equal_steps=1, equal_steps_samples=256,
-        equal_steps_val_loss=loss, equal_steps_val_accuracy=0.5, curve=[], train_wall_s=1.0, process_s=None,
+        study_id="s", run=f"r{factor}-{seed}", run_dir="d", global_batch=256, nproc=1, batch_size_per_device=256,
+        lr_factor=factor, peak_lr=factor, train_seed=seed, steps=4, warmup_steps=1, samples=1024, checkpoint_every=1,
+        val_loss=loss, val_accuracy=0.5, majority_baseline=0.2, val_samples=100.0, equal_steps=1,
+        equal_steps_samples=256, equal_steps_val_loss=loss, equal_steps_val_accuracy=0.5, curve=[], train_wall_s=1.0,
         end_to_end_samples_per_s=100.0, command="trainspeed train")
 
 
-def _eval(deal_ranks: list[list[int]]) -> MahjongEvalRow:
+def test_the_best_learning_rate_is_the_tuning_seeds_and_every_seed_trains_at_it():
+    runs = [_run(1.0, 0, 1.2), _run(2.0, 0, 1.1), _run(2.0, 1, 1.5), _run(2.0, 2, 1.3)]
+    row = batch_row("s", BatchSizeConfig(data="d", out="o", seeds=(0, 1, 2)), 256, runs)
+    assert row.best_lr_factor == 2.0 and row.seeds == [0, 1, 2] and row.lr_sweep == {"1": 1.2, "2": 1.1}
+    assert row.val_loss == pytest.approx((1.1 + 1.5 + 1.3) / 3)
+
+
+def _eval(seed: int, deal_ranks: list[list[int]]) -> MahjongEvalRow:
     row, _ = parse_row(MahjongEvalRow, eval_row("p", 1, 2.5), Source("test"))
-    return dataclasses.replace(row, games=4 * len(deal_ranks), deals=len(deal_ranks), deal_ranks=deal_ranks)
+    means = [sum(r) / 4 for r in deal_ranks]
+    return dataclasses.replace(row, games=4 * len(deal_ranks), deals=len(deal_ranks), deal_ranks=deal_ranks,
+                               policy_seed=seed, mean_rank=sum(means) / len(means))
 
 
-def test_the_best_learning_rate_has_the_lowest_loss_averaged_over_seeds():
-    runs = [_run(1.0, 0, 1.0), _run(1.0, 1, 1.6), _run(2.0, 0, 1.2), _run(2.0, 1, 1.3)]
-    row = batch_row("s", BatchSizeConfig(data="d", out="o"), 256, runs, [_eval([[1, 2, 3, 4], [2, 2, 3, 3]])] * 2)
-    assert row.best_lr_factor == 2.0 and row.val_loss == pytest.approx(1.25)
-    assert row.mean_rank == 2.5 and row.eval_games == 16 and row.lr_sweep == {"1": 1.3, "2": 1.25}
+def test_a_larger_batch_better_on_every_deal_and_seed_is_supported():
+    large = [_eval(s, [[1, 1, 2, 2], [2, 2, 2, 2], [1, 2, 1, 2], [1, 1, 1, 2]]) for s in range(3)]
+    small = [_eval(s, [[2, 2, 3, 3], [3, 3, 3, 4], [2, 3, 2, 3], [3, 3, 3, 3]]) for s in range(3)]
+    row = comparison_row("s", "equal samples", 8192, 256, large, small)
+    assert row.mean_rank_difference == pytest.approx((-1 - 1.25 - 1 - 1.75) / 4)
+    assert row.deals == 4 and row.seeds == 3 and row.ci95[1] < 0 and row.verdict == "supported"
 
 
-def test_the_comparison_pairs_deals_and_says_supported_when_the_large_batch_ranks_better_everywhere():
-    large = [_eval([[1, 1, 2, 2], [2, 2, 2, 2], [1, 2, 1, 2]])]
-    small = [_eval([[2, 2, 3, 3], [3, 3, 3, 4], [2, 3, 2, 3]])]
-    row = comparison_row("s", 8192, 256, {8192: large, 256: small})
-    assert row.mean_rank_difference == pytest.approx((-1 - 1.25 - 1) / 3)
-    assert row.deals == 3 and row.ci95[1] < 0 and row.verdict == "supported"
+def test_an_interval_that_holds_zero_is_inconclusive_at_the_difference_it_could_detect():
+    even = [_eval(s, [[1, 2, 3, 4], [4, 3, 2, 1], [2, 2, 3, 3], [3, 3, 2, 2]]) for s in range(3)]
+    shifted = [_eval(s, [[2, 2, 3, 4], [3, 3, 2, 1], [2, 3, 3, 3], [3, 2, 2, 2]]) for s in range(3)]
+    row = comparison_row("s", "equal steps", 8192, 256, even, shifted)
+    assert row.ci95[0] <= 0 <= row.ci95[1]
+    assert row.verdict == f"inconclusive at a minimum detectable difference of {row.minimum_detectable_difference:.3f} ranks"
+    assert row.minimum_detectable_difference > 0
 
 
-def test_an_interval_that_holds_zero_is_inconclusive_never_a_no():
-    assert verdict([-0.08, 0.04]) == "inconclusive" and verdict(None) == "inconclusive"
-    assert verdict([0.01, 0.2]) == "contradicted" and verdict([-0.2, -0.01]) == "supported"
+def test_head_to_head_compares_the_larger_batchs_mean_rank_with_an_even_2_5():
+    weaker = [_eval(s, [[3, 3, 3, 3], [4, 3, 3, 4], [3, 2, 3, 3]]) for s in range(2)]
+    row = head_to_head_row("s", 8192, 256, weaker)
+    assert row.framing == "head to head" and row.mean_rank_difference == pytest.approx(3.0 + 1 / 12 - 2.5)
+    assert row.verdict == "contradicted"
+
+
+def test_the_power_plan_uses_the_planned_seeds_and_games():
+    plan = power_plan(BatchSizeConfig(data="d", out="o", seeds=(0, 1, 2, 3, 4), eval_games=600))
+    assert (plan.seeds, plan.deals) == (5, 150) and 0.05 < plan.minimum_detectable_difference < 0.2
 
 
 def test_settings_and_a_bad_setting_in_the_config_itself():
     with pytest.raises(UsageError, match="global batch 6 must divide"):
-        BatchSizeConfig(data="d", out="o", nproc=4, batches=(6,), samples=12).check()
+        BatchSizeConfig(data="d", out="o", nproc=4, batches=(6, 12), samples=12).check()

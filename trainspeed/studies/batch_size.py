@@ -139,6 +139,7 @@ class BatchSizeConfig:
             if batch % self.nproc or self.samples % batch:
                 raise UsageError(f"batch-size study: global batch {batch} must divide --samples {self.samples} "
                                  f"and be divisible by --nproc {self.nproc}")
+        for batch in self.batches:
             if self.equal_steps % self.checkpoint_every(batch):
                 raise UsageError(f"batch-size study: batch {batch} keeps a checkpoint every "
                                  f"{self.checkpoint_every(batch)} steps, which misses the equal-steps step "
