@@ -85,7 +85,7 @@ def test_bad_flags_fail_with_one_line_naming_the_flag(
 ) -> None:
     assert main(["train", *flags, "--out", str(tmp_path)]) == 2
     error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and error[0].startswith("trainspeed: error: train:") and message in error[0]
+    assert len(error) == 1 and error[0].startswith("trainspeed: error: ") and message in error[0]
 
 
 @pytest.mark.parametrize(
