@@ -74,7 +74,8 @@ def test_every_committed_result_file_is_read():
     inputs = read_inputs([RESULTS])
     files = {path.resolve() for path in RESULTS.iterdir() if path.suffix in (".jsonl", ".json")}
     assert files <= inputs.read
-    assert {row.row.workload for row in inputs.bench} == {"mahjong", "stylegan3"}
+    assert {row.row.workload for row in inputs.bench} == {"mahjong", "stylegan3", "charlm"}
+    assert any(run.summary.workload == "charlm" and "bits_per_char" in run.val_curve[-1].metrics for run in inputs.runs)
     assert inputs.scaling and inputs.runs and inputs.evals and inputs.batch_size and inputs.measurements
 
 

@@ -175,10 +175,10 @@ def test_tls_with_the_servers_certificate_works_and_without_it_is_one_line(serve
         (["--target", "cpu:lazy:fp32"], "mode 'lazy' is not available on cpu"),
         (["--threads", "0"], "--threads must be positive"),
         (["--idle-timeout-s", "0"], "--idle-timeout-s must be a positive number of seconds, got 0.0"),
-        (["--idle-timeout-s", "nan"], "--idle-timeout-s must be a positive number of seconds, got nan"),
+        (["--idle-timeout-s", "nan"], "argument --idle-timeout-s: 'nan' is not a finite number"),
         (["--memory-budget-gib", "-1"], "--memory-budget-gib must be a positive number, got -1.0"),
         (["--workload", "charlm"], "--workload 'charlm': write package.module:factory"),
-        (["--workload", "no_such_module_anywhere:factory"], "cannot import workload module 'no_such_module_anywhere'"),
+        (["--workload", "no_such_module_anywhere:factory"], "--workload no_such_module_anywhere:factory: cannot import 'no_such_module_anywhere'"),
     ],
 )
 def test_serve_answers_bad_flags_with_one_line_and_exit_code_2(capsys, argv, fragment):

@@ -182,6 +182,6 @@ def test_rows_without_a_step_survive_a_resume_and_a_summary_row_of_the_steps_kep
     with metrics.open("a") as handle:
         handle.write(json.dumps({"kind": "note", "text": "a row of another tool"}) + "\n")
     rows_before = _rows(run_dir)
-    assert any(json.loads(row)["kind"] == "summary" for row in rows_before)
+    assert any(json.loads(row)["kind"] == "train-summary" for row in rows_before)
     assert _train(capsys, run_dir, "--steps", "8", "--resume")[0] == 0
     assert _rows(run_dir)[: len(rows_before)] == rows_before
