@@ -38,9 +38,12 @@ from trainspeed.workloads.mahjong.workload import MahjongWorkload
 
 NUM_TILE_TYPES = 34
 """Tokens: one per tile type."""
-NUM_FEATURES = 74
-"""Input features per tile type."""
+NUM_FEATURES = 86
+"""Input features per tile type (the engine's 74 planes and 12 facts about tiles)."""
 NUM_ACTIONS = 82
+TILE_ACTION_STARTS = (0, 42)
+"""Action ids that follow the 34 tile types (discard of type t is t, its kan 42 + t): each tile
+token scores them itself, beside the pooled head."""
 ILLEGAL_LOGIT = -1e9
 MLP_RATIO = 4
 LAYER_NORM_EPS = 1e-5
@@ -162,7 +165,7 @@ def parse_config(parser: argparse.ArgumentParser, argv: Sequence[str] | None) ->
 @dataclass(frozen=True)
 class HostBatch:
     features: np.ndarray
-    """(batch, 74 features, 34 tile types) float32, as trainspeed's Mahjong workload feeds it."""
+    """(batch, 86 features, 34 tile types) float32, as trainspeed's Mahjong workload feeds it."""
     mask: np.ndarray
     """(batch, 82) bool: legal actions."""
     action: np.ndarray

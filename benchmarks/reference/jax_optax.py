@@ -47,6 +47,7 @@ from benchmarks.reference.common import (
     NUM_ACTIONS,
     NUM_FEATURES,
     NUM_TILE_TYPES,
+    TILE_ACTION_STARTS,
     SIZES,
     WEIGHT_DECAY,
     Measurement,
@@ -111,6 +112,7 @@ def param_specs(size: NetSize) -> Params:
         "blocks": [dict(block) for _ in range(size.blocks)],
         "final_norm": _norm_specs(width),
         "head": _linear_specs(width, NUM_ACTIONS),
+        "tile_head": _linear_specs(width, len(TILE_ACTION_STARTS)),
     }
 
 
@@ -157,18 +159,21 @@ def _attention(block: Params, x: jax.Array, heads: int, dtype: jnp.dtype) -> jax
 
 
 def forward(params: Params, features: jax.Array, mask: jax.Array, size: NetSize, dtype: jnp.dtype = jnp.float32) -> jax.Array:
-    """features (B, 74, 34), legal mask (B, 82) -> float32 logits with illegal actions at -1e9.
+    """features (B, 86, 34), legal mask (B, 82) -> float32 logits with illegal actions at -1e9.
 
     The residual stream stays fp32 (a bf16 branch added to it is promoted), as under autocast.
     """
-    tokens = jnp.swapaxes(features, 1, 2)  # (B, 34 tile types, 74 features)
+    tokens = jnp.swapaxes(features, 1, 2)  # (B, 34 tile types, 86 features)
     x = _linear(params["embed"], tokens, dtype) + params["position"]
     for block in params["blocks"]:
         x = x + _attention(block, _layer_norm(block["attn_norm"], x), size.heads, dtype)
         hidden = jax.nn.gelu(_linear(block["mlp_in"], _layer_norm(block["mlp_norm"], x), dtype), approximate=True)
         x = x + _linear(block["mlp_out"], hidden, dtype)
-    pooled = _layer_norm(params["final_norm"], x).mean(axis=1)
-    logits = _linear(params["head"], pooled, dtype).astype(jnp.float32)
+    x = _layer_norm(params["final_norm"], x)
+    logits = _linear(params["head"], x.mean(axis=1), dtype).astype(jnp.float32)
+    per_tile = _linear(params["tile_head"], x, dtype).astype(jnp.float32)  # (B, 34, 2)
+    for column, start in enumerate(TILE_ACTION_STARTS):
+        logits = logits.at[:, start:start + NUM_TILE_TYPES].add(per_tile[..., column])
     return jnp.where(mask, logits, ILLEGAL_LOGIT)
 
 
@@ -212,8 +217,8 @@ def param_shapes(size: NetSize) -> list[tuple[int, ...]]:
 def flops_per_sample(size: NetSize) -> int:
     """Training matmul FLOPs per sample, counted from this peer's own parameter shapes.
 
-    Each linear layer (a dict with a 2-D "weight") runs once per token, except the head, which
-    runs once on the pooled vector; attention adds q.k^T and weights.v per block. Backward costs
+    Each linear layer (a dict with a 2-D "weight") runs once per token (the tile head too), except
+    the head, which runs once on the pooled vector; attention adds q.k^T and weights.v per block. Backward costs
     twice the forward, except the embedding's input gradient, which the observation does not need.
     """
     specs = param_specs(size)
@@ -223,7 +228,8 @@ def flops_per_sample(size: NetSize) -> int:
         n_out, n_in = layer["weight"].shape
         return 2 * rows * n_in * n_out
 
-    forward_flops = linear_flops(specs["embed"], tokens) + linear_flops(specs["head"], 1)
+    forward_flops = (linear_flops(specs["embed"], tokens) + linear_flops(specs["head"], 1)
+                     + linear_flops(specs["tile_head"], tokens))
     for block in specs["blocks"]:
         forward_flops += sum(linear_flops(block[name], tokens) for name in ("qkv", "attn_out", "mlp_in", "mlp_out"))
         width = block["attn_out"]["weight"].shape[1]

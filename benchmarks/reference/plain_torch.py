@@ -1,7 +1,7 @@
 """Plain-PyTorch reference peer: the Mahjong policy net and its training step, written by hand.
 
 Nothing here comes from trainspeed's model, targets or timing: the network is written from its
-description (34 tile-type tokens of 74 features, pre-LN transformer blocks, mean pool, 82 masked
+description (34 tile-type tokens of 86 features, pre-LN transformer blocks, mean pool plus per-tile logits, 82 masked
 action logits, cross-entropy; AdamW), so a trainspeed row next to this peer's row compares the
 harness against an independent implementation of the same work. Only the result schema is
 shared (see common.py), so both kinds of rows go into one JSONL and one `trainspeed plot`.
@@ -39,6 +39,7 @@ from benchmarks.reference.common import (
     NUM_ACTIONS,
     NUM_FEATURES,
     NUM_TILE_TYPES,
+    TILE_ACTION_STARTS,
     SIZES,
     WEIGHT_DECAY,
     Measurement,
@@ -105,6 +106,7 @@ class PolicyNet(nn.Module):
         self.layers = nn.ModuleList(Block(size) for _ in range(size.blocks))
         self.norm_out = nn.LayerNorm(size.width, eps=LAYER_NORM_EPS)
         self.policy_head = nn.Linear(size.width, NUM_ACTIONS)
+        self.tile_head = nn.Linear(size.width, len(TILE_ACTION_STARTS))
         residual_std = INIT_STD / math.sqrt(2 * size.blocks)  # GPT-2: residual projections scaled down
         for module in self.modules():
             if isinstance(module, nn.Linear):
@@ -117,11 +119,17 @@ class PolicyNet(nn.Module):
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """features (B, 74, 34), legal mask (B, 82) bool, action (B,) -> float32 logits, mean loss."""
+        """features (B, 86, 34), legal mask (B, 82) bool, action (B,) -> float32 logits, mean loss."""
         x = self.tile_embed(features.transpose(1, 2)) + self.pos_embed
         for layer in self.layers:
             x = layer(x)
-        logits = self.policy_head(self.norm_out(x).mean(dim=1)).float()
+        x = self.norm_out(x)
+        logits = self.policy_head(x.mean(dim=1))
+        per_tile = self.tile_head(x)  # (B, 34, 2): each tile's discard and kan scores
+        for column, start in enumerate(TILE_ACTION_STARTS):
+            logits = torch.cat([logits[:, :start], logits[:, start:start + NUM_TILE_TYPES] + per_tile[..., column],
+                                logits[:, start + NUM_TILE_TYPES:]], dim=1)
+        logits = logits.float()
         logits = logits.masked_fill(~mask, ILLEGAL_LOGIT)
         return logits, F.cross_entropy(logits, action)
 

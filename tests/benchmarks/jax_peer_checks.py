@@ -51,6 +51,7 @@ def jax_tree(named: dict[str, torch.Tensor], blocks: int) -> dict:
         ],
         "final_norm": layer("ln_final"),
         "head": layer("head"),
+        "tile_head": layer("tile_head"),
     }
 
 

@@ -27,6 +27,7 @@ PLAIN_TORCH_NAMES = [
     (r"\.mlp\.proj\.", ".mlp_out."),
     (r"^ln_final\.", "norm_out."),
     (r"^head\.", "policy_head."),
+    (r"^tile_head\.", "tile_head."),
 ]
 
 

@@ -17,9 +17,12 @@ from trainspeed.errors import DeviceLost, UsageError
 from trainspeed.targets import get_target
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire.limits import MAX_MESSAGE_BYTES
+from trainspeed.workloads.mahjong.encoding import FEATURE_SHAPE
 
 from serve_runs import (REPO_ROOT, WORKLOAD, ServeProcess, batch_messages, batches, local_losses, opened, raw_session,
                         remote_losses, trainspeed_env, wait_until)
+
+PLANES = FEATURE_SHAPE[0]
 
 
 @pytest.mark.parametrize("switches", ["", "/in-flight=3"])
@@ -100,7 +103,7 @@ def a_batch(**changes) -> dict[str, torch.Tensor]:
         ("oversize", grpc.StatusCode.RESOURCE_EXHAUSTED, "larger than max"),
         ("bad dtype", grpc.StatusCode.INVALID_ARGUMENT, "dtype 'float64' is not allowed"),
         ("other dtype", grpc.StatusCode.INVALID_ARGUMENT, "expected float32"),
-        ("wrong shape", grpc.StatusCode.INVALID_ARGUMENT, "expected float32 of shape (16, 74, 34)"),
+        ("wrong shape", grpc.StatusCode.INVALID_ARGUMENT, f"expected float32 of shape (16, {PLANES}, 34)"),
         ("bytes and shape disagree", grpc.StatusCode.INVALID_ARGUMENT, "the header says"),
         ("unknown key", grpc.StatusCode.INVALID_ARGUMENT, "not part of this workload's batch"),
         ("missing key", grpc.StatusCode.INVALID_ARGUMENT, "ended without action"),
@@ -134,10 +137,10 @@ def test_bad_requests_get_a_clear_status_and_the_server_serves_on(server, case, 
     messages = {
         "oversize": lambda: [opened(server), pb.ClientMessage(batch_tensor=pb.BatchTensor(
             batch_id=1, chunk=pb.TensorChunk(data=b"\0" * (MAX_MESSAGE_BYTES + 1))))],
-        "bad dtype": lambda: [opened(server), raw_tensor("float64", [16, 74, 34], 16 * 74 * 34 * 8, b"")],
-        "other dtype": lambda: [opened(server), *batch_messages(a_batch(features=torch.zeros(16, 74, 34, dtype=torch.int32)))],
-        "wrong shape": lambda: [opened(server), *batch_messages(good), *batch_messages(a_batch(features=torch.zeros(16, 74, 33)), 2)],
-        "bytes and shape disagree": lambda: [opened(server), raw_tensor("float32", [16, 74, 34], 100, b"\0" * 100)],
+        "bad dtype": lambda: [opened(server), raw_tensor("float64", [16, PLANES, 34], 16 * PLANES * 34 * 8, b"")],
+        "other dtype": lambda: [opened(server), *batch_messages(a_batch(features=torch.zeros(16, PLANES, 34, dtype=torch.int32)))],
+        "wrong shape": lambda: [opened(server), *batch_messages(good), *batch_messages(a_batch(features=torch.zeros(16, PLANES, 33)), 2)],
+        "bytes and shape disagree": lambda: [opened(server), raw_tensor("float32", [16, PLANES, 34], 100, b"\0" * 100)],
         "unknown key": lambda: [opened(server), *batch_messages(a_batch(extra=torch.zeros(16)))],
         "missing key": lambda: [opened(server), *batch_messages({k: v for k, v in good.items() if k != "action"})],
         "unknown workload": lambda: [opened(server, workload="chess")],
