@@ -1,5 +1,5 @@
-"""The exception types the CLI turns into a single error line: bad input (exit code 2) and a device
-that went away mid-run (exit code 1)."""
+"""The exception types the CLI turns into a single error line: bad input (exit code 2), and a device
+that went away or a server that refused a request mid-run (exit code 1)."""
 
 
 class UsageError(Exception):
@@ -12,3 +12,8 @@ class DeviceLost(Exception):
     Not a property of the configuration being measured, so the bench does not record it as an
     error row and go on to the next one: the command stops with one line that says what was lost.
     """
+
+
+class ServerRefused(RuntimeError):
+    """A remote server refused a request or a step failed there. The bench records it as the error
+    row of the configuration it measured; a training run stops with its one line."""

@@ -10,6 +10,7 @@ import shutil
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,6 +18,8 @@ from torch import nn
 
 from trainspeed.bench.timing import TimingPlan, time_training
 from trainspeed.cli import main
+from trainspeed.data import open_dataset, write_dataset
+from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.serve.config import ServeConfig
 from trainspeed.serve.server import start_server
@@ -63,6 +66,15 @@ class TinyRegression:
 
     def flops_per_sample(self, size: str) -> float:
         return 6.0 * FEATURES  # forward 2 per weight, backward 4
+
+    def open_dataset(self, path: str, size: str, config: LoaderConfig):
+        return open_dataset(path, config, outputs=("inputs", "targets"))
+
+
+def write_regression_data(out: Path) -> Path:
+    inputs = np.random.default_rng(0).standard_normal((256, FEATURES)).astype(np.float32)
+    write_dataset({"inputs": inputs, "targets": inputs.sum(axis=1, keepdims=True)}, out, val_fraction=0.1)
+    return out
 
 
 USER_WORKLOAD = f"{Path(__file__).stem}:TinyRegression"
@@ -247,6 +259,15 @@ def test_a_user_workload_served_with_serve_workload_benches_and_trains_through_t
         code, _, err = run_cli(capsys, *train, "--target", server.name, "--out", str(tmp_path / "remote"))
         assert code == 0, err
         assert losses(tmp_path / "remote") == losses(tmp_path / "local") and len(losses(tmp_path / "local")) == 2
+
+        # Real data: the loader's own keys (its sample ids) stay on the client.
+        data = ("--data", str(write_regression_data(tmp_path / "data")), "--num-workers", "0")
+        on_data = tuple(arg for arg in train if arg != "--synthetic-data") + data
+        code, _, err = run_cli(capsys, *on_data, "--target", "cpu:eager:fp32", "--out", str(tmp_path / "local-data"))
+        assert code == 0, err
+        code, _, err = run_cli(capsys, *on_data, "--target", server.name, "--out", str(tmp_path / "remote-data"))
+        assert code == 0, err
+        assert losses(tmp_path / "remote-data") == losses(tmp_path / "local-data") and len(losses(tmp_path / "local-data")) == 2
 
         # The same workload, edited here but not on the server: another definition under its name.
         edited = tmp_path / "edited" / "edited_workload.py"

@@ -22,7 +22,7 @@ from trainspeed.cli.report import add_report_command
 from trainspeed.cli.serve import add_serve_command
 from trainspeed.cli.study import add_study_command
 from trainspeed.cli.train import add_train_command
-from trainspeed.errors import DeviceLost, UsageError
+from trainspeed.errors import DeviceLost, ServerRefused, UsageError
 from trainspeed.flags import OneLineParser
 
 
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         print(f"trainspeed: error: {error}", file=sys.stderr)
         return 2
-    except DeviceLost as error:
+    except (DeviceLost, ServerRefused) as error:
         print(f"trainspeed: error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

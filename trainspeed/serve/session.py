@@ -40,6 +40,7 @@ from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire.client import OUT_OF_MEMORY_PREFIX
 from trainspeed.wire.state import decode_state, encode_state
 from trainspeed.wire.tensors import TensorAssembler, WireError, check_header, single_chunk, tensor_chunks
+from trainspeed.workloads import resolve_size
 from trainspeed.workloads.base import Trainable, Workload
 
 
@@ -151,9 +152,10 @@ class RequestReader:
             raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
                           f"this server serves {self.host.target_name}, not {request.target}")
         workload = self.host.workloads.open(request.workload, request.workload_sha256)
-        if request.size not in workload.sizes:
-            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"unknown {request.workload} size {request.size!r}; "
-                          f"choose one of {', '.join(workload.sizes)}")
+        try:
+            resolve_size(workload, request.size)
+        except UsageError as refused:
+            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, str(refused)) from None
         if request.batch_size < 0:
             raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"batch size {request.batch_size} is negative")
         self.layout = BatchLayout.of(workload, request.size, request.batch_size or None)

@@ -30,6 +30,7 @@ from typing import Any, ContextManager
 
 import torch
 
+from trainspeed.data.loader import SAMPLE_ID_KEY
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target, TargetSpec, is_host_oom
 from trainspeed.workloads.base import Batch, Trainable, Workload
@@ -205,8 +206,9 @@ class RemoteTarget(Target):
         return trainable
 
     def move_batch(self, batch: Batch) -> Any:
-        """Send the batch to the server, which keeps it while the returned handle lives."""
-        return self._session().upload(batch)
+        """Send the batch to the server, which keeps it while the returned handle lives. The loader's
+        own keys (its sample ids) stay here: the server knows only the workload's batch."""
+        return self._session().upload({key: tensor for key, tensor in batch.items() if key != SAMPLE_ID_KEY})
 
     def autocast(self) -> ContextManager:
         return contextlib.nullcontext()  # the precision applies on the server

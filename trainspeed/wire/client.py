@@ -37,7 +37,7 @@ from typing import Any, Iterator, Mapping
 import grpc
 import torch
 
-from trainspeed.errors import DeviceLost, UsageError
+from trainspeed.errors import DeviceLost, ServerRefused, UsageError
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire import remote_pb2_grpc as pb_grpc
 from trainspeed.wire.address import Address
@@ -55,7 +55,7 @@ CLOSE_WAIT_S = 5.0
 _END = object()
 
 
-class RemoteError(RuntimeError):
+class RemoteError(ServerRefused):
     """The server refused a request or a step failed there; `code` is the gRPC status."""
 
     def __init__(self, message: str, code: grpc.StatusCode) -> None:
