@@ -21,6 +21,8 @@ What changes, per kind of old row:
 - `mahjong-eval` rows (also of version 1): version 2; the one `seed` becomes `eval_seed`, read
   from `deal_seeds` (the first batch-size study wrote the training seed into `seed`, which becomes
   `policy_seed`); the within-deal correlation is computed from the deals' ranks.
+- `mahjong-agreement` rows written before versions: version 1; the machine was not recorded
+  (`--note` says what is known of it), nor the workload's identity.
 - the first batch-size study's `batch-study-*` and `batch-size-*` rows do not convert: that study
   pooled its seeds differently and had no power plan or framings; rerun `trainspeed study batch-size`.
 - loader (and its `check-cost`), agent, harness-overhead and saved-memory rows: `measurement`
@@ -186,6 +188,13 @@ def evaluation(record: dict[str, Any], note: str | None) -> dict[str, Any]:
     return {**row, VERSION: 2}
 
 
+def agreement(record: dict[str, Any], note: str | None) -> dict[str, Any]:
+    """A `mahjong-agreement` row of version 1 from one written before versions, values unchanged."""
+    row = dict(record)
+    row.setdefault("machine", machine(note, torch_threads=record.get("threads")))
+    return {**row, VERSION: 1}
+
+
 def join_peer_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A reference peer's row joins the run of the trainspeed bench row of its batch just before it."""
     last: dict[int, str] = {}
@@ -204,6 +213,8 @@ def convert_record(record: dict[str, Any], path: Path, note: str | None) -> list
         return [evaluation(record, note)]
     if VERSION in record:
         return [record]
+    if record.get(KIND) == "mahjong-agreement":
+        return [agreement(record, note)]
     if record.get(KIND) == "mahjong-eval":
         return [evaluation(record, note)]
     if all(name in record for name in ("workload", "target", "batch_size", "status")):

@@ -31,7 +31,7 @@ def converted(tmp_path_factory) -> Path:
 
 def test_every_old_row_becomes_a_row_the_report_reads(converted):
     inputs = read_inputs([converted])
-    assert len(inputs.runs) == 1 and inputs.scaling and inputs.evals and inputs.measurements
+    assert len(inputs.runs) == 1 and inputs.scaling and inputs.evals and inputs.agreements and inputs.measurements
     assert {m.row.benchmark for m in inputs.measurements} == {"loader", "loader-check-cost", "agents",
                                                               "stylegan3-saved-memory", "harness-overhead"}
 
@@ -84,6 +84,14 @@ def test_evaluation_rows_get_their_evaluation_seed_and_within_deal_correlation(c
     old = _old("eval.jsonl")
     assert [row.row.eval_seed for row in inputs.evals] == [row["seed"] for row in old]
     assert all(row.row.policy_seed is None and row.row.within_deal_correlation is not None for row in inputs.evals)
+
+
+def test_agreement_rows_written_before_versions_are_version_1_with_their_values(converted):
+    inputs = read_inputs([converted / "agreement.jsonl"])
+    old = _old("agreement.jsonl")
+    assert [row.row.agreement for row in inputs.agreements] == [row["agreement"] for row in old]
+    assert [row.row.discard_errors for row in inputs.agreements] == [row["discard_errors"] for row in old]
+    assert all(row.row.machine.note == "a test machine" and row.row.workload_sha256 is None for row in inputs.agreements)
 
 
 def test_the_first_batch_size_studys_rows_are_refused_in_one_line(tmp_path, capsys):
