@@ -115,3 +115,17 @@ def test_a_row_is_never_glued_onto_a_last_line_without_newline(capsys, tmp_resul
                              "--no-progress", "--no-plot", "--out", str(tmp_results))
     assert code == 0, err
     assert [json.loads(line)["status"] for line in tmp_results.read_text().splitlines()] == ["ok", "ok"]
+
+
+def test_plot_of_eval_rows_draws_their_strength_with_the_machine_under_it(capsys, tmp_path):
+    from tests.report.report_rows import eval_row
+
+    results = tmp_path / "eval.jsonl"
+    results.write_text("".join(json.dumps(eval_row("tiny", step, rank)) + "\n" for step, rank in ((10, 3.6), (320, 2.5))))
+    code, out, err = run_cli(capsys, "plot", str(results))
+    assert code == 0, err
+    assert out.split() == [str(tmp_path / "eval.png"), str(tmp_path / "eval.svg")]
+    svg = (tmp_path / "eval.svg").read_text()
+    assert "2 rows: Test CPU, 2 of 4 cores usable" in svg and "tiny @320 vs rule-based" in svg
+    code, _, err = run_cli(capsys, "plot", str(results), "--baseline", "cpu:eager:fp32")
+    assert code == 2 and "--baseline and --run-id are for bench rows" in err

@@ -77,6 +77,7 @@ def test_every_committed_result_file_is_read():
     assert {row.row.workload for row in inputs.bench} == {"mahjong", "stylegan3", "charlm"}
     assert any(run.summary.workload == "charlm" and "bits_per_char" in run.val_curve[-1].metrics for run in inputs.runs)
     assert inputs.scaling and inputs.runs and inputs.evals and inputs.batch_size and inputs.measurements
+    assert inputs.agreements and inputs.null_tests
 
 
 def test_every_committed_result_file_is_an_input_of_make_report():

@@ -1,4 +1,5 @@
-"""`trainspeed plot`: the study's figure from a results JSONL."""
+"""`trainspeed plot`: the study's figure from a bench results JSONL, or the strength figure from a
+`trainspeed eval mahjong` results JSONL."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from trainspeed.errors import UsageError
 
 
 def add_plot_command(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("plot", help="plot a results JSONL: ratio vs log2(batch) and samples/s")
+    parser = subparsers.add_parser("plot", help="plot a results JSONL: ratio vs log2(batch) and samples/s; "
+                                   "for eval mahjong rows, mean rank and the share of each rank per row")
     parser.add_argument("results", type=Path)
     parser.add_argument("--out", type=Path, default=None, help="output stem: STEM.png and STEM.svg (default: beside RESULTS)")
     parser.add_argument("--baseline", default=None)
@@ -20,15 +22,23 @@ def add_plot_command(subparsers: argparse._SubParsersAction) -> None:
 def run_plot(args: argparse.Namespace) -> int:
     from trainspeed.bench.results import read_rows
     from trainspeed.cli.report import check_output
+    from trainspeed.evaluate.mahjong import read_eval_rows
+    from trainspeed.report.eval_plot import plot_mahjong_eval
     from trainspeed.report.plot import plot_results
 
     stem = args.out or args.results.with_suffix("")
     if args.out is not None and args.out.is_dir():
         raise UsageError(f"--out {args.out} is a directory; give a stem, e.g. {args.out / 'bench'} "
                          "(writes bench.png and bench.svg)")
-    rows = read_rows(args.results)
     for suffix in (".png", ".svg"):
         check_output(stem.with_suffix(suffix), {args.results.resolve()})
+    evaluations = read_eval_rows(args.results)
+    if evaluations:
+        if args.baseline or args.run_id:
+            raise UsageError(f"{args.results} holds eval mahjong rows: --baseline and --run-id are for bench rows")
+        print("\n".join(str(p) for p in plot_mahjong_eval(evaluations, stem)))
+        return 0
+    rows = read_rows(args.results)
     if args.run_id:
         rows = [row for row in rows if row.run_id == args.run_id]
         if not rows:

@@ -11,7 +11,7 @@ from typing import Sequence
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.mahjong import MahjongEvalRow
 from trainspeed.report.figures import eval_figure
-from trainspeed.report.plot import save_figure
+from trainspeed.report.plot import caption_machines, save_figure
 
 
 def plot_mahjong_eval(rows: Sequence[MahjongEvalRow], out_stem: Path, title: str | None = None) -> list[Path]:
@@ -20,4 +20,5 @@ def plot_mahjong_eval(rows: Sequence[MahjongEvalRow], out_stem: Path, title: str
         raise UsageError("no mahjong-eval rows to plot")
     figure = eval_figure(rows)
     figure.suptitle(title or "Duplicate 1-vs-3 Mahjong evaluation")
+    caption_machines(figure, list(rows))
     return save_figure(figure, out_stem)

@@ -14,6 +14,7 @@ from trainspeed.bench.ratios import ratio_table
 from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
 from trainspeed.report.figures import bench_figure, plt
+from trainspeed.report.machines import machine_lines
 
 
 def build_figure(rows: list[ResultRow], baseline: str | None = None) -> Figure:
@@ -22,7 +23,17 @@ def build_figure(rows: list[ResultRow], baseline: str | None = None) -> Figure:
     if not measured:
         raise UsageError("no measured rows to plot (every row is oom, skipped or error)")
     workloads = ", ".join(sorted({f"{row.workload} {row.size}" for row in measured}))
-    return bench_figure(ratio_table(rows, baseline), workloads)
+    figure = bench_figure(ratio_table(rows, baseline), workloads)
+    caption_machines(figure, measured)
+    return figure
+
+
+def caption_machines(figure: Figure, rows: list) -> None:
+    """Under the figure: the machine its rows ran on and how loaded it was (a figure travels alone)."""
+    lines = machine_lines((row.machine, getattr(row, "cpu_s_per_wall_s", None)) for row in rows)
+    if lines:
+        figure.text(0.005, 0.0, "\n".join(lines), fontsize=6, color="dimgrey", va="bottom", ha="left", wrap=True)
+        figure.get_layout_engine().set(rect=(0, 0.03 * len(lines), 1, 1 - 0.03 * len(lines)))
 
 
 def save_figure(figure: Figure, out_stem: Path, dpi: int = 120) -> list[Path]:
