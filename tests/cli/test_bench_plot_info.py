@@ -129,3 +129,14 @@ def test_plot_of_eval_rows_draws_their_strength_with_the_machine_under_it(capsys
     assert "2 rows: Test CPU, 2 of 4 cores usable" in svg and "tiny @320 vs rule-based" in svg
     code, _, err = run_cli(capsys, "plot", str(results), "--baseline", "cpu:eager:fp32")
     assert code == 2 and "--baseline and --run-id are for bench rows" in err
+
+
+def test_plot_of_a_batch_size_study_draws_the_reports_study_figure(capsys, tmp_path):
+    from tests.report.report_rows import batch_size_rows
+
+    results = tmp_path / "batch_size.jsonl"
+    results.write_text("".join(json.dumps(row) + "\n" for row in batch_size_rows()))
+    code, out, err = run_cli(capsys, "plot", str(results), "--out", str(tmp_path / "study"))
+    assert code == 0, err
+    assert out.split() == [str(tmp_path / "study.png"), str(tmp_path / "study.svg")]
+    assert "Test CPU, 2 of 4 cores usable" in (tmp_path / "study.svg").read_text()

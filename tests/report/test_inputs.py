@@ -66,7 +66,7 @@ def test_a_folder_of_result_files_and_run_directories_is_read_one_level_deep(tmp
     (folder / "deeper").mkdir()
     shutil.copytree(mahjong_run, folder / "deeper" / "run")
     inputs = read_inputs([folder])
-    assert len(inputs.runs) == 1 and len(inputs.evals) == 2 and inputs.bench
+    assert len(inputs.runs) == 1 and len(inputs.evals) == 3 and inputs.bench
 
 
 def test_every_committed_result_file_is_read():

@@ -20,8 +20,8 @@ from report_rows import (
 from trainspeed.report.inputs import read_inputs
 from trainspeed.report.page import NOT_RECORDED, render
 
-ALL_SECTIONS = ["ratio", "throughput", "memory", "first-step", "training", "remote", "selfplay", "batch-size-study",
-                "measurements"]
+ALL_SECTIONS = ["ratio", "throughput", "memory", "first-step", "training", "remote", "selfplay", "agreement", "null-test",
+                "batch-size-study", "measurements"]
 
 
 @pytest.fixture(scope="module")

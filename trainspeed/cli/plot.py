@@ -1,5 +1,5 @@
 """`trainspeed plot`: the study's figure from a bench results JSONL, or the strength figure from a
-`trainspeed eval mahjong` results JSONL."""
+`trainspeed eval mahjong` results JSONL, or the batch-size study's figure from its rows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from trainspeed.errors import UsageError
 
 def add_plot_command(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("plot", help="plot a results JSONL: ratio vs log2(batch) and samples/s; "
-                                   "for eval mahjong rows, mean rank and the share of each rank per row")
+                                   "for eval mahjong rows, mean rank and the share of each rank per row; "
+                                   "for a batch-size study, validation, time and strength per global batch")
     parser.add_argument("results", type=Path)
     parser.add_argument("--out", type=Path, default=None, help="output stem: STEM.png and STEM.svg (default: beside RESULTS)")
     parser.add_argument("--baseline", default=None)
@@ -23,7 +24,8 @@ def run_plot(args: argparse.Namespace) -> int:
     from trainspeed.bench.results import read_rows
     from trainspeed.cli.report import check_output
     from trainspeed.evaluate.mahjong import read_eval_rows
-    from trainspeed.report.eval_plot import plot_mahjong_eval
+    from trainspeed.report.eval_plot import plot_batch_size_study, plot_mahjong_eval
+    from trainspeed.report.inputs import read_inputs
     from trainspeed.report.plot import plot_results
 
     stem = args.out or args.results.with_suffix("")
@@ -33,10 +35,13 @@ def run_plot(args: argparse.Namespace) -> int:
     for suffix in (".png", ".svg"):
         check_output(stem.with_suffix(suffix), {args.results.resolve()})
     evaluations = read_eval_rows(args.results)
-    if evaluations:
+    studies = read_inputs([args.results]).batch_size if not evaluations else []
+    if evaluations or studies:
         if args.baseline or args.run_id:
-            raise UsageError(f"{args.results} holds eval mahjong rows: --baseline and --run-id are for bench rows")
-        print("\n".join(str(p) for p in plot_mahjong_eval(evaluations, stem)))
+            raise UsageError(f"{args.results} holds {'eval mahjong' if evaluations else 'batch-size study'} rows: "
+                             "--baseline and --run-id are for bench rows")
+        paths = plot_mahjong_eval(evaluations, stem) if evaluations else plot_batch_size_study([r.row for r in studies], stem)
+        print("\n".join(str(p) for p in paths))
         return 0
     rows = read_rows(args.results)
     if args.run_id:
