@@ -34,13 +34,13 @@ def run_plot(args: argparse.Namespace) -> int:
                          "(writes bench.png and bench.svg)")
     for suffix in (".png", ".svg"):
         check_output(stem.with_suffix(suffix), {args.results.resolve()})
-    evaluations = read_eval_rows(args.results)
-    studies = read_inputs([args.results]).batch_size if not evaluations else []
+    studies = read_inputs([args.results]).batch_size  # a study's file holds its evaluations' rows too
+    evaluations = read_eval_rows(args.results) if not studies else []
     if evaluations or studies:
         if args.baseline or args.run_id:
-            raise UsageError(f"{args.results} holds {'eval mahjong' if evaluations else 'batch-size study'} rows: "
+            raise UsageError(f"{args.results} holds {'batch-size study' if studies else 'eval mahjong'} rows: "
                              "--baseline and --run-id are for bench rows")
-        paths = plot_mahjong_eval(evaluations, stem) if evaluations else plot_batch_size_study([r.row for r in studies], stem)
+        paths = plot_batch_size_study([r.row for r in studies], stem) if studies else plot_mahjong_eval(evaluations, stem)
         print("\n".join(str(p) for p in paths))
         return 0
     rows = read_rows(args.results)
