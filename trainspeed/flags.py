@@ -119,6 +119,13 @@ def add_flag(
     group.add_argument(flag, dest=path, default=default, type=converter, help=help + shown, **kwargs)
 
 
+def flag_adder(group: argparse._ActionsContainer, config_type: type) -> Callable[..., None]:
+    """`add_flag` bound to one parser and one config: `flag("--games", "games", "help")`."""
+    def flag(name: str, path: str, help: str, **kwargs: Any) -> None:
+        add_flag(group, name, config_type, path, help, **kwargs)
+    return flag
+
+
 def _shown(default: Any) -> str:
     if isinstance(default, (list, tuple)):
         return ",".join(str(item) for item in default)

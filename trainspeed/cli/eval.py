@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from trainspeed.evaluate.config import MahjongAgreementConfig, MahjongEvalConfig
-from trainspeed.flags import add_flag, config_from_flags, positive_int, thread_count
+from trainspeed.flags import config_from_flags, flag_adder, positive_int, thread_count
 from trainspeed.user_json import check_rows_file
 
 EPILOG = """\
@@ -29,8 +29,7 @@ def add_eval_commands(subparsers: argparse._SubParsersAction) -> None:
         "target) and append its mean rank, score and rank shares with 95%% intervals to --out.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    def flag(name: str, path: str, help: str, **kwargs) -> None:
-        add_flag(mahjong, name, MahjongEvalConfig, path, help, **kwargs)
+    flag = flag_adder(mahjong, MahjongEvalConfig)
 
     flag("--policy", "policy", "run directory of the policy (its latest checkpoint)", required=True, metavar="RUN_DIR")
     flag("--step", "policy_step", "the policy's checkpoint of this step instead of its latest", metavar="N")
@@ -58,8 +57,7 @@ def add_null_test_command(eval_subparsers: argparse._SubParsersAction) -> None:
         "mean rank 2.5 in expectation) once per evaluation seed, and append each evaluation's row and a "
         "summary with the share of 95%% intervals that contain 2.5 to --out.")
 
-    def flag(name: str, path: str, help: str, **kwargs) -> None:
-        add_flag(null, name, MahjongEvalConfig, path, help, **kwargs)
+    flag = flag_adder(null, MahjongEvalConfig)
 
     flag("--policy", "policy", "run directory of the policy (its latest checkpoint)", required=True, metavar="RUN_DIR")
     null.add_argument("--seeds", type=int, default=20, help="evaluations, with seeds 0..N-1 (default: 20)")
@@ -94,8 +92,7 @@ def add_agreement_command(eval_subparsers: argparse._SubParsersAction) -> None:
         "legal action and append its agreement with the recorded (teacher's) action per kind of decision "
         "(discard, riichi, win, pon, chi, kan, abort, pass), and what its wrong discards cost, to --out.")
 
-    def flag(name: str, path: str, help: str, **kwargs) -> None:
-        add_flag(agreement, name, MahjongAgreementConfig, path, help, **kwargs)
+    flag = flag_adder(agreement, MahjongAgreementConfig)
 
     flag("--policy", "policy", "run directory of the policy (its latest checkpoint)", required=True, metavar="RUN_DIR")
     flag("--step", "policy_step", "the policy's checkpoint of this step instead of its latest", metavar="N")

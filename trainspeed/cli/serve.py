@@ -10,7 +10,7 @@ import threading
 from types import FrameType
 
 from trainspeed.errors import UsageError
-from trainspeed.flags import add_flag, config_from_flags
+from trainspeed.flags import config_from_flags, flag_adder
 from trainspeed.serve.config import ServeConfig
 
 EPILOG = """\
@@ -34,8 +34,7 @@ def add_serve_command(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
-    def flag(name: str, path: str, help: str, **kwargs) -> None:
-        add_flag(parser, name, ServeConfig, path, help, **kwargs)
+    flag = flag_adder(parser, ServeConfig)
 
     flag("--target", "target", "this machine's target every model runs on, e.g. cuda:eager:bf16")
     flag("--listen", "listen", "HOST:PORT (port 0: any free port); a non-loopback HOST needs a token and TLS")

@@ -88,7 +88,7 @@ class SessionMemory:
     The reader takes bytes as headers arrive; the handler gives them back when it drops a batch or
     has loaded a state; `close` gives back whatever is left when the session ends. The reader runs
     ahead of the handler: a batch the client has released may still be held until the handler
-    reaches the release, so a tensor that does not fit waits for this session's own releases
+    reaches the release, so a tensor that does not fit waits for the session's own releases
     before it is refused (other sessions' bytes it does not wait for). The state limit is known
     once the handler has built the model, so a reader that meets a state tensor before then waits
     for it."""
