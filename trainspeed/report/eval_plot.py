@@ -11,9 +11,9 @@ from typing import Sequence
 
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.mahjong import MahjongEvalRow
-from trainspeed.studies.batch_size import BatchSizeBatchRow, BatchSizeRunRow, BatchSizeStrengthRow
 from trainspeed.report.figures import eval_figure, study_figure
 from trainspeed.report.plot import caption_machines, save_figure
+from trainspeed.studies.batch_size import BatchSizeBatchRow, BatchSizeRunRow, BatchSizeStrengthRow
 
 
 def plot_mahjong_eval(rows: Sequence[MahjongEvalRow], out_stem: Path, title: str | None = None) -> list[Path]:
