@@ -117,11 +117,14 @@ def test_batch_size_rows_hold_settings_runs_evaluations_and_a_verdict(study):
     out, _, _ = study
     inputs = read_inputs([out / "batch_size.jsonl"])
     kinds = [type(read.row) for read in inputs.batch_size]
-    assert kinds[0] is BatchSizeSettingsRow and kinds.count(BatchSizeRunRow) == 2
-    (comparison,) = [read.row for read in inputs.batch_size if isinstance(read.row, BatchSizeComparisonRow)]
-    assert (comparison.global_batch, comparison.versus_batch) == (64, 32)
-    assert comparison.verdict in ("supported", "contradicted", "inconclusive")
-    assert len(inputs.evals) == 2 and {read.row.games for read in inputs.evals} == {8}
+    assert kinds[0] is BatchSizeSettingsRow and kinds.count(BatchSizeRunRow) == 4  # 2 batches x 2 seeds
+    comparisons = [read.row for read in inputs.batch_size if isinstance(read.row, BatchSizeComparisonRow)]
+    assert sorted(row.framing for row in comparisons) == ["equal samples", "equal steps", "equal wall time", "head to head"]
+    assert all((row.global_batch, row.versus_batch) == (64, 32) for row in comparisons)
+    assert all(row.verdict in ("supported", "contradicted")
+               or row.verdict.startswith("inconclusive at a minimum detectable difference of ") for row in comparisons)
+    # every final policy against the rule-based agents, batch 32 at batch 64's last step, head to head
+    assert len(inputs.evals) >= 4 + 2 + 2 and {read.row.games for read in inputs.evals} == {8}
 
 
 @pytest.mark.slow
