@@ -23,7 +23,6 @@ def add_plot_command(subparsers: argparse._SubParsersAction) -> None:
 def run_plot(args: argparse.Namespace) -> int:
     from trainspeed.bench.results import read_rows
     from trainspeed.cli.report import check_output
-    from trainspeed.evaluate.mahjong import read_eval_rows
     from trainspeed.report.eval_plot import plot_batch_size_study, plot_mahjong_eval
     from trainspeed.report.inputs import read_inputs
     from trainspeed.report.plot import plot_results
@@ -34,8 +33,9 @@ def run_plot(args: argparse.Namespace) -> int:
                          "(writes bench.png and bench.svg)")
     for suffix in (".png", ".svg"):
         check_output(stem.with_suffix(suffix), {args.results.resolve()})
-    studies = read_inputs([args.results]).batch_size  # a study's file holds its evaluations' rows too
-    evaluations = read_eval_rows(args.results) if not studies else []
+    inputs = read_inputs([args.results])
+    studies = inputs.batch_size  # a study's file holds its evaluations' rows too
+    evaluations = [read.row for read in inputs.evals] if not studies else []
     if evaluations or studies:
         if args.baseline or args.run_id:
             raise UsageError(f"{args.results} holds {'batch-size study' if studies else 'eval mahjong'} rows: "
