@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from trainspeed.atomic import atomic_write_text
-from trainspeed.bench.environment import Machine
 from trainspeed.bench.measurement import MeasurementRow
+from trainspeed.machine import Machine
 from trainspeed.rows import row_line
 from trainspeed.workloads.mahjong.agents import RandomAgent, RuleBasedAgent
 from trainspeed.workloads.mahjong.data.selfplay import game_seed

@@ -23,14 +23,18 @@ from pathlib import Path
 import torch
 
 from trainspeed.atomic import atomic_write_text
-from trainspeed.bench.environment import Machine
+from trainspeed.bench.config import BenchConfig, TimingPlan
 from trainspeed.bench.measurement import MeasurementRow
-from trainspeed.rows import row_line
 from trainspeed.bench.sweep import run_sweep
-from trainspeed.bench.timing import TimingPlan
-from trainspeed.bench.config import BenchConfig
+from trainspeed.machine import Machine
+from trainspeed.rows import row_line
 from trainspeed.workloads.mahjong.model import SIZES, MahjongPolicy
-from trainspeed.workloads.mahjong.workload import BETAS, LEARNING_RATE, WEIGHT_DECAY, MahjongWorkload
+from trainspeed.workloads.mahjong.workload import (
+    BETAS,
+    LEARNING_RATE,
+    WEIGHT_DECAY,
+    MahjongWorkload,
+)
 
 
 def hand_written_loop(size: str, batch_size: int, warmup_steps: int, steps: int, windows: int) -> float:

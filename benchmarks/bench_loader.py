@@ -27,8 +27,8 @@ import os
 import resource
 import shlex
 import shutil
-import sys
 import statistics
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -38,11 +38,11 @@ import numpy as np
 import torch
 
 from trainspeed.atomic import atomic_write_text
-from trainspeed.bench.environment import Machine
 from trainspeed.bench.measurement import MeasurementRow
-from trainspeed.rows import row_line
 from trainspeed.data.base import LoaderConfig
 from trainspeed.data.shards import SHARD_PREFIX, read_index
+from trainspeed.machine import Machine
+from trainspeed.rows import row_line
 from trainspeed.workloads.mahjong.data.loader import open_mahjong_shards
 from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA, write_mahjong_index
 
@@ -220,7 +220,10 @@ def main(argv: list[str] | None = None) -> None:
     command = shlex.join(["python", "benchmarks/bench_loader.py", *(sys.argv[1:] if argv is None else argv)])
     folder = args.data
     if folder is None:
-        from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay  # needs the engine
+        from trainspeed.workloads.mahjong.data.selfplay import (  # needs the engine
+            SelfPlayConfig,
+            run_selfplay,
+        )
 
         folder = Path(f"/tmp/trainspeed-bench-selfplay-{args.games}")
         run_selfplay(SelfPlayConfig(games=args.games, out=folder, seed=0, workers=args.selfplay_workers,

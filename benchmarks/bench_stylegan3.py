@@ -78,9 +78,8 @@ class StyleGAN3Extras:
 def measure(case: Case, target: str, threads: int, windows: int, min_window_s: float, run_id: str,
             command: str) -> tuple[Any, dict]:
     """One (case, variant) in this (fresh) process: the bench row and its extras."""
-    from trainspeed.bench.config import BenchConfig
+    from trainspeed.bench.config import BenchConfig, TimingPlan
     from trainspeed.bench.sweep import run_sweep
-    from trainspeed.bench.timing import TimingPlan
     from trainspeed.targets import get_target
     from trainspeed.workloads.stylegan3.configs import get_config
     from trainspeed.workloads.stylegan3.workload import build_trainable

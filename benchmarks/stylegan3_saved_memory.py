@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 
-from trainspeed.bench.environment import Machine
 from trainspeed.bench.measurement import MeasurementRow
+from trainspeed.machine import Machine
 from trainspeed.rows import append_row
 from trainspeed.workloads.stylegan3.configs import get_config
 from trainspeed.workloads.stylegan3.discriminator import Discriminator

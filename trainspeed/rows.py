@@ -27,6 +27,8 @@ from trainspeed.errors import UsageError
 
 KIND = "kind"
 VERSION = "schema_version"
+SHORT_HASH = 12
+"""Hex digits of a workload's definition hash shown in labels: enough to tell definitions apart at a glance."""
 
 
 class Row(Protocol):

@@ -27,12 +27,14 @@ import numpy as np
 # The peers' dependency on trainspeed: its result row, the timing it is made from and the machine
 # it records, so that peer rows and trainspeed rows share one JSONL file, one ratio table, one plot.
 from trainspeed.bench.config import parse_batch_sizes
-from trainspeed.bench.environment import Machine
 from trainspeed.bench.results import ResultRow, append_row, measured_row
 from trainspeed.bench.sweep import with_flops
 from trainspeed.bench.timing import Timing
 from trainspeed.errors import UsageError
-from trainspeed.targets.cpu import cpu_model_name  # noqa: F401 - re-exported for the peers
+from trainspeed.machine import (
+    Machine,
+    cpu_model_name,  # noqa: F401 - re-exported for the peers
+)
 from trainspeed.workloads.identity import identify
 from trainspeed.workloads.mahjong.workload import MahjongWorkload
 

@@ -3,10 +3,10 @@
 import pytest
 import torch
 
+from trainspeed.bench.config import TimingPlan
 from trainspeed.bench.feed import HOST_POOL_BATCHES, batch_nbytes
 from trainspeed.bench.results import ResultRow
 from trainspeed.bench.sweep import measure_configuration
-from trainspeed.bench.timing import TimingPlan
 from trainspeed.targets import available_targets, get_target
 from trainspeed.targets.base import TargetSpec
 from trainspeed.targets.cpu import CpuTarget

@@ -7,10 +7,9 @@ import pytest
 import torch
 from torch import nn
 
+from trainspeed.bench.config import BenchConfig, TimingPlan
 from trainspeed.bench.results import ResultRow, read_rows
 from trainspeed.bench.sweep import measure_configuration, run_sweep, with_flops
-from trainspeed.bench.timing import TimingPlan
-from trainspeed.bench.config import BenchConfig
 from trainspeed.targets import available_targets, get_target
 from trainspeed.workloads.base import Trainable
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from trainspeed.bench.timing import TimingPlan, time_training
+from trainspeed.bench.config import TimingPlan
+from trainspeed.bench.timing import time_training
 from trainspeed.targets import available_targets, get_target
 from trainspeed.targets.base import TargetSpec
 from trainspeed.targets.cpu import CpuTarget

@@ -4,7 +4,8 @@ StyleGAN3's fields; the rows are bench rows whose variant is the size's switch."
 import pytest
 
 from benchmarks.bench_stylegan3 import Case, main, parse_cases
-from trainspeed.report.inputs import read_inputs
+from trainspeed.bench.results import ResultRow
+from trainspeed.kinds import read_inputs
 
 
 def test_a_variant_is_the_sizes_switch():
@@ -20,7 +21,7 @@ def test_a_stylegan3_row_is_a_bench_row_with_its_own_fields(tmp_path):
     out = tmp_path / "stylegan3.jsonl"
     assert main(["--cases", "tiny-t:2", "--variants", "activation,none", "--threads", "1", "--windows", "2",
                  "--min-window-s", "0.01", "--out", str(out)]) == 0
-    default, none = read_inputs([out]).bench
+    default, none = read_inputs([out]).of(ResultRow)
     row = default.row
     assert (row.workload, row.size, row.target, row.batch_size, row.status) == ("stylegan3", "tiny-t", "cpu:eager:fp32", 2, "ok")
     assert row.samples_per_s_min <= row.samples_per_s <= row.samples_per_s_max and len(row.window_s) == 2

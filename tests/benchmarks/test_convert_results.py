@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from benchmarks.convert_results import main
-from trainspeed.report.inputs import read_inputs
+from trainspeed.bench.measurement import MeasurementRow
+from trainspeed.bench.results import ResultRow
+from trainspeed.evaluate.rows import MahjongAgreementRow, MahjongEvalRow
+from trainspeed.kinds import read_inputs
+from trainspeed.studies.scaling.rows import ScalingRunRow
+from trainspeed.train.rows import RunSummary
 
 OLD = Path(__file__).parent / "old_rows"
 
@@ -31,14 +36,14 @@ def converted(tmp_path_factory) -> Path:
 
 def test_every_old_row_becomes_a_row_the_report_reads(converted):
     inputs = read_inputs([converted])
-    assert len(inputs.runs) == 1 and inputs.scaling and inputs.evals and inputs.agreements and inputs.measurements
-    assert {m.row.benchmark for m in inputs.measurements} == {"loader", "loader-check-cost", "agents",
+    assert len(inputs.of(RunSummary)) == 1 and inputs.of(ScalingRunRow) and inputs.of(MahjongEvalRow) and inputs.of(MahjongAgreementRow) and inputs.of(MeasurementRow)
+    assert {m.row.benchmark for m in inputs.of(MeasurementRow)} == {"loader", "loader-check-cost", "agents",
                                                               "stylegan3-saved-memory", "harness-overhead"}
 
 
 def test_bench_rows_keep_their_values_and_move_the_machine_fields(converted):
     old = _old("bench_h200.jsonl")[0]
-    (row,) = [r.row for r in read_inputs([converted / "bench_h200.jsonl"]).bench]
+    (row,) = [r.row for r in read_inputs([converted / "bench_h200.jsonl"]).of(ResultRow)]
     assert (row.samples_per_s, row.mfu, row.peak_memory_bytes) == (old["samples_per_s"], old["mfu"], old["peak_memory_bytes"])
     assert (row.machine.torch_threads, row.machine.torch_version, row.machine.hostname) == (16, "2.11.0+cu130", "vm")
     assert row.machine.note == "a test machine" and row.machine.cores_usable is None and row.feed is None
@@ -53,7 +58,7 @@ def test_a_peer_row_joins_the_run_of_the_bench_row_measured_before_it(converted)
 
 
 def test_an_old_stylegan3_row_is_a_bench_row_with_windows_of_one_step_and_its_variant_as_a_switch(converted):
-    default, none = [r for r in read_inputs([converted / "stylegan3.jsonl"]).bench]
+    default, none = [r for r in read_inputs([converted / "stylegan3.jsonl"]).of(ResultRow)]
     old = _old("stylegan3.jsonl")[0]
     assert (default.row.size, none.row.size) == ("tiny-t", "tiny-t+recompute-none")
     assert default.row.samples_per_s == old["images_per_s"] and default.row.steps_per_window == 1
@@ -64,7 +69,7 @@ def test_an_old_stylegan3_row_is_a_bench_row_with_windows_of_one_step_and_its_va
 
 
 def test_training_rows_become_scaling_rows_and_a_quality_document_a_run_directory(converted):
-    rows = [r.row for r in read_inputs([converted / "scaling.jsonl", converted / "train_cuda.jsonl"]).scaling]
+    rows = [r.row for r in read_inputs([converted / "scaling.jsonl", converted / "train_cuda.jsonl"]).of(ScalingRunRow)]
     old = _old("scaling.jsonl")[0]
     first = rows[0]
     assert (first.study_id, first.world_size, first.data, first.target) == (old["run_id"], old["nproc"], old["data"],
@@ -73,25 +78,25 @@ def test_training_rows_become_scaling_rows_and_a_quality_document_a_run_director
     cuda_real, cuda_synthetic = rows[-2:]
     assert (cuda_real.data, cuda_synthetic.data) == ("real", "synthetic") and cuda_real.world_size == 1
     assert cuda_synthetic.steady_samples_per_s == _old("train_cuda.jsonl")[0]["synthetic_samples_per_s"]
-    (run,) = read_inputs([converted / "quality"]).runs
-    assert run.summary.validation == {k: v for k, v in json.loads((OLD / "quality.json").read_text())["validation"][-1].items()
+    (run,) = read_inputs([converted / "quality"]).of(RunSummary)
+    assert run.row.validation == {k: v for k, v in json.loads((OLD / "quality.json").read_text())["validation"][-1].items()
                                       if k not in ("kind", "step")}
-    assert [record.step for record in run.val_curve] == [200, 210] and run.summary.paused_s is None
+    assert [record.step for record in run.val_curve] == [200, 210] and run.row.paused_s is None
 
 
 def test_evaluation_rows_get_their_evaluation_seed_and_within_deal_correlation(converted):
     inputs = read_inputs([converted / "eval.jsonl"])
     old = _old("eval.jsonl")
-    assert [row.row.eval_seed for row in inputs.evals] == [row["seed"] for row in old]
-    assert all(row.row.policy_seed is None and row.row.within_deal_correlation is not None for row in inputs.evals)
+    assert [row.row.eval_seed for row in inputs.of(MahjongEvalRow)] == [row["seed"] for row in old]
+    assert all(row.row.policy_seed is None and row.row.within_deal_correlation is not None for row in inputs.of(MahjongEvalRow))
 
 
 def test_agreement_rows_written_before_versions_are_version_1_with_their_values(converted):
     inputs = read_inputs([converted / "agreement.jsonl"])
     old = _old("agreement.jsonl")
-    assert [row.row.agreement for row in inputs.agreements] == [row["agreement"] for row in old]
-    assert [row.row.discard_errors for row in inputs.agreements] == [row["discard_errors"] for row in old]
-    assert all(row.row.machine.note == "a test machine" and row.row.workload_sha256 is None for row in inputs.agreements)
+    assert [row.row.agreement for row in inputs.of(MahjongAgreementRow)] == [row["agreement"] for row in old]
+    assert [row.row.discard_errors for row in inputs.of(MahjongAgreementRow)] == [row["discard_errors"] for row in old]
+    assert all(row.row.machine.note == "a test machine" and row.row.workload_sha256 is None for row in inputs.of(MahjongAgreementRow))
 
 
 def test_the_first_batch_size_studys_rows_are_refused_in_one_line(tmp_path, capsys):

@@ -14,13 +14,19 @@ from pathlib import Path
 
 import pytest
 import torch
+from peer_helpers import (
+    ALL_SIZES,
+    ROOT,
+    batch,
+    plain_torch_name,
+    sorted_shapes,
+    trainspeed_policy,
+)
 
 from benchmarks.reference import common, plain_torch
-from peer_helpers import ALL_SIZES, ROOT, batch, plain_torch_name, sorted_shapes, trainspeed_policy
-from trainspeed.bench.config import BenchConfig
+from trainspeed.bench.config import BenchConfig, TimingPlan
 from trainspeed.bench.results import read_rows
 from trainspeed.bench.sweep import run_sweep
-from trainspeed.bench.timing import TimingPlan
 from trainspeed.workloads.mahjong.model import SIZES as TRAINSPEED_SIZES
 from trainspeed.workloads.mahjong.model import MahjongPolicy
 from trainspeed.workloads.mahjong.workload import MahjongWorkload

@@ -9,14 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import bench_agents, bench_harness_overhead, bench_loader, stylegan3_saved_memory
-from trainspeed.report.inputs import read_inputs
+from benchmarks import (
+    bench_agents,
+    bench_harness_overhead,
+    bench_loader,
+    stylegan3_saved_memory,
+)
+from trainspeed.bench.measurement import MeasurementRow
+from trainspeed.kinds import read_inputs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _measurements(path: Path) -> list[dict]:
-    reads = read_inputs([path]).measurements
+    reads = read_inputs([path]).of(MeasurementRow)
     assert reads and all(read.row.machine is not None and read.row.command.startswith("python benchmarks/")
                          for read in reads)
     return [read.row.values for read in reads]

@@ -5,9 +5,9 @@ import math
 import pytest
 from matplotlib.container import ErrorbarContainer
 
+from trainspeed.bench.report import build_figure
 from trainspeed.bench.results import ResultRow
 from trainspeed.report.figures import readable_number
-from trainspeed.report.plot import build_figure
 
 
 def _row(target, batch_size, median, low, high, status="ok", feed=None):

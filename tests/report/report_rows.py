@@ -8,21 +8,21 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainspeed.bench.environment import Machine
 from trainspeed.bench.measurement import MeasurementRow
 from trainspeed.bench.results import ResultRow
-from trainspeed.evaluate.mahjong import MahjongEvalRow
+from trainspeed.evaluate.rows import MahjongEvalRow
 from trainspeed.evaluate.stats import plan_power
+from trainspeed.machine import Machine
 from trainspeed.rows import row_record
-from trainspeed.studies.batch_size import (
+from trainspeed.studies.batch_size.config import BatchSizeConfig
+from trainspeed.studies.batch_size.rows import (
     BatchSizeBatchRow,
     BatchSizeComparisonRow,
-    BatchSizeConfig,
     BatchSizeRunRow,
     BatchSizeSettingsRow,
     BatchSizeStrengthRow,
 )
-from trainspeed.studies.scaling import ScalingRunRow
+from trainspeed.studies.scaling.rows import ScalingRunRow
 
 INVALID_SAMPLES_PER_S = 98765.4321
 """The samples/s of the invalid row: a number that must never appear on the page."""
@@ -162,7 +162,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def agreement_row(step: int, discard: float) -> dict:
-    from trainspeed.evaluate.agreement import MahjongAgreementRow
+    from trainspeed.evaluate.rows import MahjongAgreementRow
     from trainspeed.workloads.mahjong.decisions import DECISION_KINDS, DISCARD_ERRORS
 
     agreement = {kind: 1.0 for kind in DECISION_KINDS} | {"discard": discard, "overall": 0.9,
@@ -176,7 +176,7 @@ def agreement_row(step: int, discard: float) -> dict:
 
 
 def null_test_row() -> dict:
-    from trainspeed.evaluate.null_test import NullTestRow
+    from trainspeed.evaluate.rows import NullTestRow
 
     return row_record(NullTestRow(
         timestamp="2026-01-01T00:00:00", policy="runs/tiny", policy_step=3000, temperature=1.0, games_per_seed=80,

@@ -6,14 +6,22 @@ import re
 from pathlib import Path
 
 import pytest
-
 from report_rows import SHA, bench, bench_rows, eval_row, write_every_kind, write_jsonl
+
+from trainspeed.bench.measurement import MeasurementRow
+from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
-from trainspeed.evaluate.mahjong import MahjongEvalRow
-from trainspeed.report.inputs import read_inputs
-from trainspeed.studies.batch_size import (BatchSizeComparisonRow, BatchSizeRunRow, BatchSizeSettingsRow,
-                                           BatchSizeStrengthRow)
-from trainspeed.train.summary import RunSummary
+from trainspeed.evaluate.rows import MahjongAgreementRow, MahjongEvalRow, NullTestRow
+from trainspeed.kinds import read_inputs
+from trainspeed.studies.batch_size.report import ROW_TYPES as BATCH_SIZE_ROWS
+from trainspeed.studies.batch_size.rows import (
+    BatchSizeComparisonRow,
+    BatchSizeRunRow,
+    BatchSizeSettingsRow,
+    BatchSizeStrengthRow,
+)
+from trainspeed.studies.scaling.rows import ScalingRunRow
+from trainspeed.train.rows import RunSummary
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "docs" / "results"
@@ -21,23 +29,23 @@ RESULTS = REPO / "docs" / "results"
 
 def test_every_kind_is_read_into_its_writers_dataclass(tmp_path):
     inputs = read_inputs(write_every_kind(tmp_path))
-    local = [row for row in inputs.bench if not row.is_remote]
-    remote = [row for row in inputs.bench if row.is_remote]
+    local = [row for row in inputs.of(ResultRow) if not row.is_remote]
+    remote = [row for row in inputs.of(ResultRow) if row.is_remote]
     assert len(local) == len(bench_rows()) + 2 and len(remote) == 2
     assert remote[0].row.link == "loopback" and remote[0].row.machine.cpu_model == "Test CPU"
-    assert len(inputs.evals) == 3 and isinstance(inputs.evals[0].row, MahjongEvalRow)
-    assert len(inputs.agreements) == 2 and inputs.agreements[1].row.agreement["discard"] == 0.97
-    assert len(inputs.null_tests) == 1 and inputs.null_tests[0].row.covered == 19
-    kinds = [type(read.row) for read in inputs.batch_size]
+    assert len(inputs.of(MahjongEvalRow)) == 3 and isinstance(inputs.of(MahjongEvalRow)[0].row, MahjongEvalRow)
+    assert len(inputs.of(MahjongAgreementRow)) == 2 and inputs.of(MahjongAgreementRow)[1].row.agreement["discard"] == 0.97
+    assert len(inputs.of(NullTestRow)) == 1 and inputs.of(NullTestRow)[0].row.covered == 19
+    kinds = [type(read.row) for read in inputs.of(*BATCH_SIZE_ROWS)]
     assert kinds[0] is BatchSizeSettingsRow and kinds.count(BatchSizeRunRow) == 4 and kinds[-1] is BatchSizeComparisonRow
-    assert kinds.count(BatchSizeStrengthRow) == 6 and inputs.batch_size[0].row.power.seeds == 2
-    assert inputs.batch_size[0].row.settings.batches == (256, 2048)
-    assert len(inputs.scaling) == 4 and len(inputs.measurements) == 2
+    assert kinds.count(BatchSizeStrengthRow) == 6 and inputs.of(*BATCH_SIZE_ROWS)[0].row.power.seeds == 2
+    assert inputs.of(*BATCH_SIZE_ROWS)[0].row.settings.batches == (256, 2048)
+    assert len(inputs.of(ScalingRunRow)) == 4 and len(inputs.of(MeasurementRow)) == 2
 
 
 def test_extra_fields_flow_through(tmp_path):
     inputs = read_inputs([write_jsonl(tmp_path / "b.jsonl", bench_rows())])
-    compiled = next(row for row in inputs.bench if row.row.target == "cpu:compile:fp32" and row.row.batch_size == 64)
+    compiled = next(row for row in inputs.of(ResultRow) if row.row.target == "cpu:compile:fp32" and row.row.batch_size == 64)
     assert compiled.get("lrelu_path") == "plain" and compiled.command.startswith("trainspeed bench")
 
 
@@ -46,7 +54,7 @@ def test_a_run_directory_written_by_trainspeed_train_is_read_with_its_curves(mah
     """The trainer's metrics.jsonl ends with its summary row, which has no step: the report read
     it as a metrics row and refused every real run directory."""
     inputs = read_inputs([mahjong_run, classifier_run])
-    mahjong, classifier = inputs.runs
+    mahjong, classifier = inputs.of(RunSummary)
     assert isinstance(mahjong.summary, RunSummary) and mahjong.summary.world_size == 1
     assert [record.step for record in mahjong.train_curve] == [2, 4, 6]
     assert [record.step for record in mahjong.val_curve] == [3, 6]
@@ -66,7 +74,7 @@ def test_a_folder_of_result_files_and_run_directories_is_read_one_level_deep(tmp
     (folder / "deeper").mkdir()
     shutil.copytree(mahjong_run, folder / "deeper" / "run")
     inputs = read_inputs([folder])
-    assert len(inputs.runs) == 1 and len(inputs.evals) == 3 and inputs.bench
+    assert len(inputs.of(RunSummary)) == 1 and len(inputs.of(MahjongEvalRow)) == 3 and inputs.of(ResultRow)
 
 
 def test_every_committed_result_file_is_read():
@@ -74,10 +82,10 @@ def test_every_committed_result_file_is_read():
     inputs = read_inputs([RESULTS])
     files = {path.resolve() for path in RESULTS.iterdir() if path.suffix in (".jsonl", ".json")}
     assert files <= inputs.read
-    assert {row.row.workload for row in inputs.bench} == {"mahjong", "stylegan3", "charlm"}
-    assert any(run.summary.workload == "charlm" and "bits_per_char" in run.val_curve[-1].metrics for run in inputs.runs)
-    assert inputs.scaling and inputs.runs and inputs.evals and inputs.batch_size and inputs.measurements
-    assert inputs.agreements and inputs.null_tests
+    assert {row.row.workload for row in inputs.of(ResultRow)} == {"mahjong", "stylegan3", "charlm"}
+    assert any(run.row.workload == "charlm" and "bits_per_char" in run.val_curve[-1].metrics for run in inputs.of(RunSummary))
+    assert inputs.of(ScalingRunRow) and inputs.of(RunSummary) and inputs.of(MahjongEvalRow) and inputs.of(*BATCH_SIZE_ROWS) and inputs.of(MeasurementRow)
+    assert inputs.of(MahjongAgreementRow) and inputs.of(NullTestRow)
 
 
 def test_every_committed_result_file_is_an_input_of_make_report():
@@ -142,6 +150,6 @@ def test_workloads_of_one_name_but_two_definitions_are_two_groups(tmp_path):
             bench("cpu:compile:fp32", 64, workload="charlm", workload_sha256="11" * 32, samples_per_s=2000.0)]
     theirs = [bench("cpu:compile:fp32", 64, workload="charlm", workload_sha256="22" * 32, samples_per_s=500.0,
                     run_id="r1")]
-    labels = {row.workload_label for row in read_inputs([write_jsonl(tmp_path / "c.jsonl", mine + theirs)]).bench}
+    labels = {row.workload_label for row in read_inputs([write_jsonl(tmp_path / "c.jsonl", mine + theirs)]).of(ResultRow)}
     assert labels == {"charlm@111111111111 tiny", "charlm@222222222222 tiny"}
     assert bench_rows()[0]["workload_sha256"] == SHA

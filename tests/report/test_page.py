@@ -4,7 +4,6 @@ run, a machine line under every figure, nothing fetched from anywhere."""
 import re
 
 import pytest
-
 from report_rows import (
     BENCH_COMMAND,
     BUSY,
@@ -17,11 +16,13 @@ from report_rows import (
     write_every_kind,
     write_jsonl,
 )
-from trainspeed.report.inputs import read_inputs
-from trainspeed.report.page import NOT_RECORDED, render
 
-ALL_SECTIONS = ["ratio", "throughput", "memory", "first-step", "training", "remote", "selfplay", "agreement", "null-test",
-                "batch-size-study", "measurements"]
+from trainspeed.bench.results import ResultRow
+from trainspeed.kinds import read_inputs, render
+from trainspeed.report.page import NOT_RECORDED
+
+ALL_SECTIONS = ["ratio", "throughput", "memory", "first-step", "remote", "training", "selfplay", "agreement", "null-test",
+                "scaling", "batch-size-study", "measurements"]
 
 
 @pytest.fixture(scope="module")
@@ -120,10 +121,10 @@ def test_remote_over_local_is_one_convention_and_a_negative_wire_time_is_flagged
     assert "-244" not in remote  # (0.256 - 0.5) s as a wire time in ms
 
 
-def test_the_training_figure_compares_ranks_only_within_one_scaling_study(tmp_path):
+def test_the_scaling_figure_compares_ranks_only_within_one_scaling_study(tmp_path):
     rows = scaling_rows("one") + [row for row in scaling_rows("two") if row["world_size"] == 2]
     html = render(read_inputs([write_jsonl(tmp_path / "s.jsonl", rows)]))
-    table = _section(html, "training").split('id="table-scaling"')[1]
+    table = _section(html, "scaling").split('id="table-scaling"')[1]
     study_one = re.findall(r"<tr>\s*<td[^>]*>one</td>(.*?)</tr>", table, re.S)
     study_two = re.findall(r"<tr>\s*<td[^>]*>two</td>(.*?)</tr>", table, re.S)
     assert any(">1.70x<" in row for row in study_one)
@@ -171,9 +172,9 @@ def test_the_committed_results_and_a_fresh_run_make_one_page_without_a_cross_run
     assert wire and all(cell == "flagged" or cell == "–" or float(cell.replace(",", "")) >= 0 for cell in wire)
     assert wire.count("flagged") >= 1
     inputs = read_inputs([*sorted(results.glob("*.jsonl")), mahjong_run])
-    from trainspeed.report.page import bench_groups
+    from trainspeed.bench.report import bench_groups
 
-    for group in bench_groups([row for row in inputs.bench if not row.is_remote], ()):
+    for group in bench_groups([row for row in inputs.of(ResultRow) if not row.is_remote], ()):
         for read in group.rows:
             base = group.table.baseline_of(read.row)
             assert base is None or base.run_id == read.row.run_id

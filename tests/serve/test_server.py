@@ -12,15 +12,25 @@ import time
 import grpc
 import pytest
 import torch
+from serve_runs import (
+    REPO_ROOT,
+    WORKLOAD,
+    ServeProcess,
+    batch_messages,
+    batches,
+    local_losses,
+    opened,
+    raw_session,
+    remote_losses,
+    trainspeed_env,
+    wait_until,
+)
 
 from trainspeed.errors import DeviceLost, UsageError
 from trainspeed.targets import get_target
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire.limits import MAX_MESSAGE_BYTES
 from trainspeed.workloads.mahjong.encoding import FEATURE_SHAPE
-
-from serve_runs import (REPO_ROOT, WORKLOAD, ServeProcess, batch_messages, batches, local_losses, opened, raw_session,
-                        remote_losses, trainspeed_env, wait_until)
 
 PLANES = FEATURE_SHAPE[0]
 
@@ -308,9 +318,8 @@ def failing_step(message: str):
 
 
 def test_out_of_memory_on_the_server_is_an_oom_and_the_server_serves_on(server, monkeypatch, tmp_results):
-    from trainspeed.bench.config import BenchConfig
+    from trainspeed.bench.config import BenchConfig, TimingPlan
     from trainspeed.bench.sweep import run_sweep
-    from trainspeed.bench.timing import TimingPlan
 
     monkeypatch.setattr(server.host.target, "run_step", failing_step("CUDA out of memory. Tried to allocate 2 GiB"))
     monkeypatch.setattr(server.host.target, "is_oom", lambda error: "out of memory" in str(error))

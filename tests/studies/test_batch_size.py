@@ -11,16 +11,18 @@ import pytest
 from tests.report.report_rows import eval_row
 from trainspeed.cli import main
 from trainspeed.errors import UsageError
-from trainspeed.evaluate.mahjong import MahjongEvalRow
+from trainspeed.evaluate.rows import MahjongEvalRow
 from trainspeed.rows import Source, parse_row
-from trainspeed.studies.batch_size import (
-    BatchSizeConfig,
-    BatchSizeRunRow,
-    RunSpec,
+from trainspeed.studies.batch_size.comparisons import (
     batch_row,
     comparison_row,
-    framing_step,
     head_to_head_row,
+)
+from trainspeed.studies.batch_size.config import BatchSizeConfig
+from trainspeed.studies.batch_size.rows import BatchSizeRunRow
+from trainspeed.studies.batch_size.study import (
+    RunSpec,
+    framing_step,
     peak_lr,
     power_plan,
     train_args,

@@ -11,11 +11,19 @@ from pathlib import Path
 import pytest
 
 from trainspeed.bench.ratios import ratio_table, remote_pairs
+from trainspeed.bench.results import ResultRow
 from trainspeed.cli import main
-from trainspeed.report.inputs import read_inputs
-from trainspeed.studies.batch_size import BatchSizeComparisonRow, BatchSizeRunRow, BatchSizeSettingsRow
-from trainspeed.studies.links import namespaces_possible
-from trainspeed.studies.scaling import io_efficiency
+from trainspeed.evaluate.rows import MahjongEvalRow
+from trainspeed.kinds import read_inputs
+from trainspeed.studies.batch_size.report import ROW_TYPES as BATCH_SIZE_ROWS
+from trainspeed.studies.batch_size.rows import (
+    BatchSizeComparisonRow,
+    BatchSizeRunRow,
+    BatchSizeSettingsRow,
+)
+from trainspeed.studies.remote.links import namespaces_possible
+from trainspeed.studies.rows import StudyRecord
+from trainspeed.studies.scaling.rows import ScalingRunRow, io_efficiency
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,7 +75,7 @@ def test_all_prints_its_estimate_before_it_starts_and_records_every_study(study)
     first, *plan = printed.splitlines()[:5]
     assert first.startswith("study all (smoke): about ") and f"rows go to {out}" in first
     assert [line.split(":")[0].strip() for line in plan] == ["throughput", "remote", "scaling", "batch-size"]
-    records = [read.row for read in read_inputs([out / "studies.jsonl"]).studies]
+    records = [read.row for read in read_inputs([out / "studies.jsonl"]).of(StudyRecord)]
     assert [record.study for record in records] == ["throughput", "remote", "scaling", "batch-size", "all"]
     assert all(record.wall_s > 0 and record.estimate_s > 0 and record.machine.cores_usable for record in records)
 
@@ -75,7 +83,7 @@ def test_all_prints_its_estimate_before_it_starts_and_records_every_study(study)
 @pytest.mark.slow
 def test_throughput_rows_are_one_bench_run_device_and_host_fed(study):
     out, _, _ = study
-    rows = [read.row for read in read_inputs([out / "throughput.jsonl"]).bench]
+    rows = [read.row for read in read_inputs([out / "throughput.jsonl"]).of(ResultRow)]
     assert {(row.target, row.feed) for row in rows} == {(t, f) for t in ("cpu:eager:fp32", "cpu:eager:bf16")
                                                         for f in ("device", "host")}
     assert len({row.run_id for row in rows}) == 1 and all(row.status == "ok" for row in rows)
@@ -87,7 +95,7 @@ def test_throughput_rows_are_one_bench_run_device_and_host_fed(study):
 @pytest.mark.slow
 def test_remote_rows_pair_with_their_runs_local_row_over_loopback_and_a_labelled_link(study):
     out, _, before = study
-    rows = [read.row for read in read_inputs([out / "remote.jsonl"]).bench]
+    rows = [read.row for read in read_inputs([out / "remote.jsonl"]).of(ResultRow)]
     pairs = remote_pairs(rows)
     kind = "netns" if namespaces_possible() is None else "client-side"
     assert sorted((p.remote.link.split("-")[0], p.remote.in_flight) for p in pairs) == sorted(
@@ -104,7 +112,7 @@ def test_remote_rows_pair_with_their_runs_local_row_over_loopback_and_a_labelled
 @pytest.mark.slow
 def test_scaling_rows_compare_ranks_and_data_within_the_study(study):
     out, _, _ = study
-    rows = [read.row for read in read_inputs([out / "scaling.jsonl"]).scaling]
+    rows = [read.row for read in read_inputs([out / "scaling.jsonl"]).of(ScalingRunRow)]
     assert sorted((row.world_size, row.data) for row in rows) == [(1, "real"), (1, "synthetic"), (2, "real"),
                                                                   (2, "synthetic")]
     assert len({row.study_id for row in rows}) == 1 and all(row.bench_samples_per_s for row in rows)
@@ -116,15 +124,15 @@ def test_scaling_rows_compare_ranks_and_data_within_the_study(study):
 def test_batch_size_rows_hold_settings_runs_evaluations_and_a_verdict(study):
     out, _, _ = study
     inputs = read_inputs([out / "batch_size.jsonl"])
-    kinds = [type(read.row) for read in inputs.batch_size]
+    kinds = [type(read.row) for read in inputs.of(*BATCH_SIZE_ROWS)]
     assert kinds[0] is BatchSizeSettingsRow and kinds.count(BatchSizeRunRow) == 4  # 2 batches x 2 seeds
-    comparisons = [read.row for read in inputs.batch_size if isinstance(read.row, BatchSizeComparisonRow)]
+    comparisons = [read.row for read in inputs.of(*BATCH_SIZE_ROWS) if isinstance(read.row, BatchSizeComparisonRow)]
     assert sorted(row.framing for row in comparisons) == ["equal samples", "equal steps", "equal wall time", "head to head"]
     assert all((row.global_batch, row.versus_batch) == (64, 32) for row in comparisons)
     assert all(row.verdict in ("supported", "contradicted")
                or row.verdict.startswith("inconclusive at a minimum detectable difference of ") for row in comparisons)
     # every final policy against the rule-based agents, batch 32 at batch 64's last step, head to head
-    assert len(inputs.evals) >= 4 + 2 + 2 and {read.row.games for read in inputs.evals} == {8}
+    assert len(inputs.of(MahjongEvalRow)) >= 4 + 2 + 2 and {read.row.games for read in inputs.of(MahjongEvalRow)} == {8}
 
 
 @pytest.mark.slow

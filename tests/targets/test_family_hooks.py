@@ -9,9 +9,8 @@ import dataclasses
 import pytest
 import torch
 
-from trainspeed.bench.config import BenchConfig
+from trainspeed.bench.config import BenchConfig, TimingPlan
 from trainspeed.bench.sweep import run_sweep
-from trainspeed.bench.timing import TimingPlan
 from trainspeed.cli import main
 from trainspeed.errors import DeviceLost, UsageError
 from trainspeed.targets import get_target, target_family

@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainspeed.bench.timing import TimingPlan, time_training
+from trainspeed.bench.config import TimingPlan
+from trainspeed.bench.timing import time_training
 from trainspeed.cli import main
 from trainspeed.data import open_dataset, write_dataset
 from trainspeed.data.base import LoaderConfig

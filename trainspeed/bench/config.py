@@ -1,4 +1,7 @@
-"""Typed configuration of a benchmark sweep, validated with messages that say how to fix it."""
+"""Typed configuration of a benchmark sweep, validated with messages that say how to fix it.
+
+The command line builds its flags from these dataclasses, so this module imports no torch: `--help`
+and the checks of a sweep's settings run before (and without) the device stack."""
 
 from __future__ import annotations
 
@@ -7,13 +10,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainspeed.bench.feed import FEEDS
-from trainspeed.bench.timing import TimingPlan
 from trainspeed.errors import UsageError
 from trainspeed.flags import MAX_THREADS
 
 POWER_RANGE = re.compile(r"2\^(\d+)\.\.2\^(\d+)", re.ASCII)
 POWER = re.compile(r"2\^(\d+)", re.ASCII)
+FEEDS = ("device", "host")
 INTEGER = re.compile(r"-?\d+", re.ASCII)
 BATCH_SIZES_HINT = "write a range like 2^6..2^14 or a list like 64,256,1024"
 MAX_BATCH_POWER = 40
@@ -63,8 +65,34 @@ def parse_batch_sizes(text: str) -> list[int]:
     return sorted({_batch_size(part, text) for part in text.split(",")})
 
 
+def parse_feeds(text: str) -> list[str]:
+    """`device`, `host`, or both comma-separated (each configuration then runs with both, back to back)."""
+    feeds = [name.strip() for name in text.split(",")]
+    for name in feeds:
+        if name not in FEEDS:
+            raise UsageError(f"bad --feed {text!r}: choose device (one batch kept on the device), host "
+                             "(each step copies a host batch to the device) or device,host (both)")
+    if len(set(feeds)) != len(feeds):
+        raise UsageError(f"bad --feed {text!r}: a feed is named twice")
+    return feeds
+
+
 def parse_targets(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    warmup_steps: int = 3
+    windows: int = 5
+    min_window_s: float = 0.5
+    """Every timed window lasts at least this long (unless `max_steps_per_window` stops it)."""
+    max_steps_per_window: int = 10_000
+    """Cap on steps per window, so a step that is mostly a no-op cannot run for ever."""
+    min_steps_per_window: int = 1
+    """Steps every window holds at least. A pipelined target (a remote one with in-flight=N)
+    overlaps a step's transfer with the step before it only inside a window, which ends synced,
+    so a one-step window would time it as synchronous."""
 
 
 @dataclass(frozen=True)

@@ -18,27 +18,15 @@ from dataclasses import dataclass
 
 import torch
 
+from trainspeed.bench.config import FEEDS
 from trainspeed.bench.timing import BatchSource
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target
 from trainspeed.workloads.base import Batch, Workload
 
-FEEDS = ("device", "host")
 HOST_POOL_BATCHES = 4
 """Distinct host batches the host feed cycles through: enough that no step reads the batch the step
 before it read (so no cache keeps it warm), few enough to stay small next to the model."""
-
-
-def parse_feeds(text: str) -> list[str]:
-    """`device`, `host`, or both comma-separated (each configuration then runs with both, back to back)."""
-    feeds = [name.strip() for name in text.split(",")]
-    for name in feeds:
-        if name not in FEEDS:
-            raise UsageError(f"bad --feed {text!r}: choose device (one batch kept on the device), host "
-                             "(each step copies a host batch to the device) or device,host (both)")
-    if len(set(feeds)) != len(feeds):
-        raise UsageError(f"bad --feed {text!r}: a feed is named twice")
-    return feeds
 
 
 def batch_nbytes(batch: Batch) -> int:

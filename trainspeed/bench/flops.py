@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from trainspeed.workloads import Workload
+from trainspeed.workloads.base import Workload
 from trainspeed.workloads.flops import FlopSum
 
 TOLERANCE = 0.05

@@ -15,14 +15,16 @@ import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from trainspeed.atomic import atomic_write_text, check_writable_directory
-from trainspeed.bench.environment import Machine
-from trainspeed.bench.timing import Timing
 from trainspeed.errors import UsageError
+from trainspeed.machine import Machine
 from trainspeed.rows import append_row as append_record
 from trainspeed.rows import parse_row, read_records, record_kind
+
+if TYPE_CHECKING:  # the rows are read where no torch is imported (the report); timing needs torch
+    from trainspeed.bench.timing import Timing
 
 STATUSES = ("ok", "invalid", "oom", "skipped", "error")
 """ok: measured; invalid: measured but a compilation happened inside a timed window;

@@ -15,16 +15,22 @@ from typing import Callable
 
 import torch
 
-from trainspeed.bench.environment import Machine
+from trainspeed.bench.config import BenchConfig, TimingPlan
 from trainspeed.bench.feed import make_feed
 from trainspeed.bench.flops import check_flops
 from trainspeed.bench.peak import device_peak_tflops, refused_peak
-from trainspeed.bench.results import ResultRow, append_row, check_results_file, measured_row
-from trainspeed.bench.timing import TimingPlan, time_training
-from trainspeed.bench.config import BenchConfig
+from trainspeed.bench.results import (
+    ResultRow,
+    append_row,
+    check_results_file,
+    measured_row,
+)
+from trainspeed.bench.timing import time_training
 from trainspeed.errors import DeviceLost
+from trainspeed.machine import Machine
 from trainspeed.targets import Target, check_target_builds, get_target
-from trainspeed.workloads import Workload, get_workload, resolve_size
+from trainspeed.workloads import get_workload, resolve_size
+from trainspeed.workloads.base import Workload
 from trainspeed.workloads.identity import identify
 
 ProgressHook = Callable[[str, int, bool], None]

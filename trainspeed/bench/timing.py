@@ -22,6 +22,7 @@ from typing import Callable, Union
 
 import torch
 
+from trainspeed.bench.config import TimingPlan
 from trainspeed.targets.base import Target
 from trainspeed.workloads.base import Batch, Trainable
 
@@ -30,20 +31,6 @@ BatchSource = Callable[[], Batch]
 
 GROWTH_MARGIN = 1.2
 """A short window's step count grows by its shortfall times this, so the next try clears the minimum."""
-
-
-@dataclass(frozen=True)
-class TimingPlan:
-    warmup_steps: int = 3
-    windows: int = 5
-    min_window_s: float = 0.5
-    """Every timed window lasts at least this long (unless `max_steps_per_window` stops it)."""
-    max_steps_per_window: int = 10_000
-    """Cap on steps per window, so a step that is mostly a no-op cannot run for ever."""
-    min_steps_per_window: int = 1
-    """Steps every window holds at least. A pipelined target (a remote one with in-flight=N)
-    overlaps a step's transfer with the step before it only inside a window, which ends synced,
-    so a one-step window would time it as synchronous."""
 
 
 @dataclass(frozen=True)

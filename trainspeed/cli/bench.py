@@ -6,8 +6,12 @@ import argparse
 import dataclasses
 import sys
 
-from trainspeed.bench.config import BenchConfig, parse_batch_sizes, parse_targets
-from trainspeed.bench.feed import parse_feeds
+from trainspeed.bench.config import (
+    BenchConfig,
+    parse_batch_sizes,
+    parse_feeds,
+    parse_targets,
+)
 from trainspeed.flags import add_flag, config_from_flags, thread_count
 from trainspeed.user_json import check_rows_file
 
@@ -73,7 +77,7 @@ def run_bench(args: argparse.Namespace) -> int:
     write_csv(config.out.with_suffix(".csv"), all_rows)
     print(f"rows appended to {config.out} (CSV: {config.out.with_suffix('.csv')})")
     if not args.no_plot and any(row.is_measured for row in rows):
-        from trainspeed.report.plot import plot_results
+        from trainspeed.bench.report import plot_results
 
         paths = plot_results(rows, config.out.with_suffix(""), baseline)
         print("plot: " + ", ".join(str(p) for p in paths))

@@ -10,18 +10,25 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from trainspeed.data.dataset import load_arrays, summarize_dataset, verify_dataset, write_dataset
-from trainspeed.data.shards import load_index
-from trainspeed.data.verify import VerifyReport
-from trainspeed.workloads.mahjong.data.cli import add_data_commands as add_mahjong_data_commands
-from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
-from trainspeed.workloads.mahjong.data.verify import verify_mahjong_shards
-from trainspeed.workloads.stylegan3.cli import add_images_command as add_image_data_command
+from trainspeed.workloads.mahjong.data.cli import (
+    add_data_commands as add_mahjong_data_commands,
+)
+from trainspeed.workloads.stylegan3.cli import (
+    add_images_command as add_image_data_command,
+)
 
-FORMAT_CHECKS: dict[str, Callable[[Path], VerifyReport]] = {MAHJONG_SCHEMA.format_name: verify_mahjong_shards}
-"""Shard formats whose workload checks more than any shard set gets (sizes, checksums, totals)."""
+if TYPE_CHECKING:
+    from trainspeed.data.verify import VerifyReport
+
+
+def format_checks() -> dict[str, Callable[[Path], "VerifyReport"]]:
+    """Shard formats whose workload checks more than any shard set gets (sizes, checksums, totals)."""
+    from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
+    from trainspeed.workloads.mahjong.data.verify import verify_mahjong_shards
+
+    return {MAHJONG_SCHEMA.format_name: verify_mahjong_shards}
 
 
 def add_data_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -56,6 +63,8 @@ def add_data_commands(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_from_arrays_command(args: argparse.Namespace) -> int:
+    from trainspeed.data.dataset import load_arrays, write_dataset
+
     columns = load_arrays(args.source)
     index = write_dataset(columns, args.out, split_by=args.split_by, val_fraction=args.val_fraction,
                           samples_per_shard=args.samples_per_shard, source={"from_arrays": str(args.source)})
@@ -66,6 +75,8 @@ def run_from_arrays_command(args: argparse.Namespace) -> int:
 
 
 def run_inspect_command(args: argparse.Namespace) -> int:
+    from trainspeed.data.dataset import summarize_dataset
+
     summary = summarize_dataset(args.folder)
     if args.json:
         print(json.dumps(summary, indent=1))
@@ -82,7 +93,10 @@ def run_inspect_command(args: argparse.Namespace) -> int:
 
 
 def run_verify_command(args: argparse.Namespace) -> int:
-    check = FORMAT_CHECKS.get(load_index(args.folder)["format"], verify_dataset)
+    from trainspeed.data.dataset import verify_dataset
+    from trainspeed.data.shards import load_index
+
+    check = format_checks().get(load_index(args.folder)["format"], verify_dataset)
     report = check(args.folder)
     for problem in report.problems:
         print(f"FAIL {problem}")

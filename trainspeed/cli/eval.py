@@ -121,8 +121,9 @@ def run_eval_agreement(args: argparse.Namespace) -> int:
 
 
 def run_eval_mahjong(args: argparse.Namespace) -> int:
-    from trainspeed.evaluate.mahjong import read_eval_rows, run_mahjong_eval
-    from trainspeed.report.eval_plot import plot_mahjong_eval
+    from trainspeed.evaluate.mahjong import run_mahjong_eval
+    from trainspeed.evaluate.report import plot_mahjong_eval
+    from trainspeed.evaluate.rows import read_eval_rows
 
     config = config_from_flags(MahjongEvalConfig, args).validate()
     check_rows_file(Path(config.out), f"--out {config.out}")

@@ -11,7 +11,7 @@ def add_info_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    from trainspeed.bench.environment import Machine
+    from trainspeed.machine import Machine
     from trainspeed.targets import available_targets
 
     machine = Machine.at_start()

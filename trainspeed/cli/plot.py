@@ -21,11 +21,9 @@ def add_plot_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    from trainspeed.bench.results import read_rows
     from trainspeed.cli.report import check_output
-    from trainspeed.report.eval_plot import plot_batch_size_study, plot_mahjong_eval
-    from trainspeed.report.inputs import read_inputs
-    from trainspeed.report.plot import plot_results
+    from trainspeed.kinds import plot, read_inputs
+    from trainspeed.report.part import PlotRequest
 
     stem = args.out or args.results.with_suffix("")
     if args.out is not None and args.out.is_dir():
@@ -34,22 +32,6 @@ def run_plot(args: argparse.Namespace) -> int:
     for suffix in (".png", ".svg"):
         check_output(stem.with_suffix(suffix), {args.results.resolve()})
     inputs = read_inputs([args.results])
-    studies = inputs.batch_size  # a study's file holds its evaluations' rows too
-    evaluations = [read.row for read in inputs.evals] if not studies else []
-    if evaluations or studies:
-        if args.baseline or args.run_id:
-            raise UsageError(f"{args.results} holds {'batch-size study' if studies else 'eval mahjong'} rows: "
-                             "--baseline and --run-id are for bench rows")
-        paths = plot_batch_size_study([r.row for r in studies], stem) if studies else plot_mahjong_eval(evaluations, stem)
-        print("\n".join(str(p) for p in paths))
-        return 0
-    rows = read_rows(args.results)
-    if args.run_id:
-        rows = [row for row in rows if row.run_id == args.run_id]
-        if not rows:
-            raise UsageError(f"no rows with run id {args.run_id} in {args.results}")
-    if args.baseline and args.baseline not in {name for row in rows for name in (row.target, row.series)}:
-        raise UsageError(f"--baseline {args.baseline} has no rows in {args.results}")
-    paths = plot_results(rows, stem, args.baseline)
+    paths = plot(inputs, PlotRequest(results=args.results, stem=stem, baseline=args.baseline, run_id=args.run_id))
     print("\n".join(str(p) for p in paths))
     return 0

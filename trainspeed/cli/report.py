@@ -47,8 +47,7 @@ def check_output(out: Path, read: set[Path], flag: str = "--out") -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from trainspeed.report.inputs import read_inputs
-    from trainspeed.report.page import write_report
+    from trainspeed.kinds import read_inputs, write_report
 
     inputs = read_inputs(args.results)
     check_output(args.out, inputs.read)

@@ -28,14 +28,14 @@ def add_study_command(subparsers: argparse._SubParsersAction) -> None:
         description="Run one finding of the study on this machine and write its rows.", epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     studies = parser.add_subparsers(dest="study", required=True, metavar="STUDY")
-    for name, module in STUDIES.items():
-        study = studies.add_parser(name, help=module.HELP, description=module.__doc__.split("\n\n")[0])
+    for name, face in STUDIES.items():
+        study = studies.add_parser(name, help=face.HELP, description=face.__doc__.split("\n\n")[0])
         study.add_argument("--out", type=Path, required=True, help="the folder its rows go to")
         study.add_argument("--preset", default="quick", type=check_preset,
                            help=f"how much to measure: {', '.join(PRESETS)} (default: quick)")
         study.add_argument("--no-progress", action="store_true", help="no progress bar")
-        module.add_arguments(study)
-        study.set_defaults(handler=run_study, module=module)
+        face.add_arguments(study)
+        study.set_defaults(handler=run_study, face=face)
 
 
 def _minutes(seconds: float) -> str:
@@ -46,16 +46,18 @@ def run_study(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from trainspeed.atomic import check_writable_directory
-    from trainspeed.bench.environment import Machine
-    from trainspeed.studies.common import StudyFailed, now, record_study
+    from trainspeed.machine import Machine
+    from trainspeed.studies.common import StudyFailed, now
+    from trainspeed.studies.rows import record_study
 
-    module: ModuleType = args.module
+    face: ModuleType = args.face
+    module = face.runner()
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file; name a folder for the study's rows")
     check_writable_directory(args.out, f"--out {args.out}")
     config: Any = module.config_from_args(args, args.out)
     estimate = module.estimate_s(config)
-    print(f"study {module.NAME} ({args.preset}): about {_minutes(estimate)} on a 2-core CPU; rows go to {args.out}",
+    print(f"study {face.NAME} ({args.preset}): about {_minutes(estimate)} on a 2-core CPU; rows go to {args.out}",
           flush=True)
     for line in getattr(module, "plan_lines", lambda _: [])(config):
         print(line, flush=True)
@@ -69,10 +71,10 @@ def run_study(args: argparse.Namespace) -> int:
         try:
             files = module.run(config, args.command_line, progress)
         except StudyFailed as error:
-            raise UsageError(f"study {module.NAME}: {error}") from None
-    record = record_study(args.out, module.NAME, args.preset, started, time.perf_counter() - clock, estimate, files,
+            raise UsageError(f"study {face.NAME}: {error}") from None
+    record = record_study(args.out, face.NAME, args.preset, started, time.perf_counter() - clock, estimate, files,
                           args.command_line, machine)
     print("\n".join(str(path) for path in files))
-    print(f"study {module.NAME}: {_minutes(record.wall_s)} (estimated {_minutes(estimate)}); "
+    print(f"study {face.NAME}: {_minutes(record.wall_s)} (estimated {_minutes(estimate)}); "
           f"read it with `trainspeed report {args.out} --out {args.out / 'report.html'}`")
     return 0

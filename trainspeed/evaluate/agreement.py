@@ -10,57 +10,24 @@ from __future__ import annotations
 
 import datetime
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 import torch
 
 from trainspeed.atomic import check_writable_directory
-from trainspeed.bench.environment import Machine
 from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.config import MahjongAgreementConfig
 from trainspeed.evaluate.mahjong_network import WORKLOAD, network_player
-from trainspeed.rows import append_row
 from trainspeed.evaluate.policy import read_run_checkpoint
+from trainspeed.evaluate.rows import MahjongAgreementRow
+from trainspeed.machine import Machine
+from trainspeed.rows import append_row
 from trainspeed.targets import get_target, target_family
 from trainspeed.workloads import get_workload
 from trainspeed.workloads.identity import identify
 from trainspeed.workloads.mahjong.decisions import AgreementTable
-
-@dataclass(frozen=True)
-class MahjongAgreementRow:
-    """One policy on one split: agreement per decision kind (None: the split has none of that kind)."""
-
-    KIND: ClassVar[str] = "mahjong-agreement"
-    SCHEMA_VERSION: ClassVar[int] = 1
-
-    timestamp: str
-    policy: str
-    policy_size: str
-    policy_step: int
-    data: str
-    split: str
-    samples: int
-    agreement: dict[str, float | None]
-    """Per kind of the teacher's action, plus `overall`, `discard_building` and `discard_folding`."""
-    samples_per_kind: dict[str, int]
-    discard_errors: dict[str, int]
-    """Wrong answers to discards made while building a hand, by what they cost (see decisions.py)."""
-    folding_samples: int
-    chosen_kinds: dict[str, dict[str, int]]
-    """For each kind the teacher chose, how often the policy chose each kind."""
-    target: str
-    threads: int
-    wall_s: float
-    command: str
-    machine: Machine
-    workload_module: str | None = None
-    """The identity of the Mahjong workload code that answered (`trainspeed.workloads.identity`)."""
-    workload_version: str | None = None
-    workload_sha256: str | None = None
 
 
 def _chosen_actions(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:

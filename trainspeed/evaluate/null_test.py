@@ -13,40 +13,16 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
-from dataclasses import dataclass
 from statistics import NormalDist
-from typing import ClassVar
 
-from trainspeed.bench.environment import Machine
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.config import MahjongEvalConfig
-from trainspeed.evaluate.mahjong import MahjongEvalRow, run_mahjong_eval
+from trainspeed.evaluate.mahjong import run_mahjong_eval
+from trainspeed.evaluate.rows import MahjongEvalRow, NullTestRow
+from trainspeed.machine import Machine
 from trainspeed.rows import append_row
 
 EVEN_RANK = 2.5
-
-
-@dataclass(frozen=True)
-class NullTestRow:
-    KIND: ClassVar[str] = "mahjong-null-test"
-    SCHEMA_VERSION: ClassVar[int] = 1
-
-    timestamp: str
-    policy: str
-    policy_step: int
-    temperature: float
-    games_per_seed: int
-    eval_seeds: list[int]
-    covered: int
-    """Evaluations whose 95% interval contains 2.5."""
-    coverage: float
-    coverage_ci95: list[float]
-    """Wilson interval of the coverage over the seeds."""
-    mean_ranks: list[float]
-    within_deal_correlations: list[float | None]
-    eval_ids: list[str]
-    command: str
-    machine: Machine
 
 
 def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:

@@ -17,7 +17,8 @@ from trainspeed.errors import UsageError
 from trainspeed.serve.refusal import Refusal
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire.identity import to_wire
-from trainspeed.workloads import BUILTIN_WORKLOADS, Workload, get_workload
+from trainspeed.workloads import BUILTIN_WORKLOADS, get_workload
+from trainspeed.workloads.base import Workload
 from trainspeed.workloads.identity import WorkloadIdentity, identify
 
 

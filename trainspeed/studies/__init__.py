@@ -1,11 +1,16 @@
-"""`trainspeed study NAME`: the study's findings as commands, one module per finding.
+"""`trainspeed study NAME`: the study's findings as commands, one folder per study.
 
-Every study module has the same face: `NAME`, `HELP`, `add_arguments(parser)` (its own flags,
-each None unless given), `preset_config(preset, out)` and `config_from_args(args, out)` (a typed,
-checked config), `units(config)` and `estimate_s(config)` (for the progress bar and the estimate
-printed before it starts) and `run(config, command, progress)`, which writes its typed rows under
-`out` and returns the files. The studies measure with the package's own commands, never a loop of
-their own.
+A study's folder is its package. Its `__init__.py` is the study's face, which the command line
+reads without importing torch: `NAME`, `HELP`, `add_arguments(parser)` (its own flags, each None
+unless given), `report_part()` (the report part of the rows it writes, or None when its rows are
+another producer's, such as bench rows) and `runner()`, which imports the study itself. The runner has
+`preset_config(preset, out)` and `config_from_args(args, out)` (a typed, checked config),
+`units(config)` and `estimate_s(config)` (for the progress bar and the estimate printed before it
+starts), optionally `plan_lines(config)`, and `run(config, command, progress)`, which writes its
+typed rows under `out` and returns the files. The studies measure with the package's own
+commands, never a loop of their own.
+
+A new study is a folder beside these, plus its line in `STUDIES` (`docs/architecture.md`).
 """
 
 from __future__ import annotations
@@ -14,4 +19,5 @@ from types import ModuleType
 
 from trainspeed.studies import batch_size, everything, remote, scaling, throughput
 
-STUDIES: dict[str, ModuleType] = {module.NAME: module for module in (throughput, remote, scaling, batch_size, everything)}
+STUDIES: dict[str, ModuleType] = {face.NAME: face for face in (throughput, remote, scaling, batch_size, everything)}
+"""Every study by its command name, in the order `trainspeed study --help` lists them."""

@@ -13,12 +13,10 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import Callable
 
 import trainspeed
-from trainspeed.bench.environment import Machine
 from trainspeed.errors import UsageError
 
 PRESETS = ("smoke", "quick", "full")
@@ -40,38 +38,6 @@ def no_progress(units: int, what: str) -> None:
 
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-@dataclass(frozen=True)
-class StudyRecord:
-    """One study as `trainspeed study` ran it: what it was asked, how long it was expected to take
-    and took, where it ran; the rows it measured are in the files it lists."""
-
-    KIND: ClassVar[str] = "study"
-    SCHEMA_VERSION: ClassVar[int] = 1
-
-    study: str
-    preset: str
-    started: str
-    wall_s: float
-    estimate_s: float
-    files: list[str]
-    command: str
-    machine: Machine
-
-
-STUDIES_FILE = "studies.jsonl"
-
-
-def record_study(out: Path, study: str, preset: str, started: str, wall_s: float, estimate_s: float,
-                 files: list[Path], command: str, machine: Machine) -> StudyRecord:
-    """Append the study's record to OUT/studies.jsonl."""
-    from trainspeed.rows import append_row
-
-    record = StudyRecord(study=study, preset=preset, started=started, wall_s=wall_s, estimate_s=estimate_s,
-                         files=[str(path) for path in files], command=command, machine=machine.at_end())
-    append_row(out / STUDIES_FILE, record)
-    return record
 
 
 def child_environment(**extra: str) -> dict[str, str]:

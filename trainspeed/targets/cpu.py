@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-import platform
-from functools import cache
-
 import torch
 
+from trainspeed.machine import cpu_model_name
 from trainspeed.targets import dynamo
 from trainspeed.targets.base import Target, is_host_oom
-
-
-@cache
-def cpu_model_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 class CpuTarget(Target):

@@ -9,48 +9,13 @@ workload without `eval_metrics` (StyleGAN3) is trained without a validation pass
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, ClassVar
-
 import torch
 
 from trainspeed.data.base import BatchLoader
-from trainspeed.errors import UsageError
-from trainspeed.rows import KIND, VERSION, Source, record_kind
 from trainspeed.targets.base import BatchPlacer, Target
 from trainspeed.train.distributed import Collectives
+from trainspeed.train.rows import EvalRecord
 from trainspeed.workloads.base import Trainable
-
-
-@dataclass(frozen=True)
-class EvalRecord:
-    """One `kind: val` row of metrics.jsonl: the step and the workload's metrics, whatever their
-    names (the row holds them beside `step`, as TensorBoard's `val/<name>` scalars do)."""
-
-    KIND: ClassVar[str] = "val"
-    SCHEMA_VERSION: ClassVar[int] = 1
-
-    step: int
-    metrics: dict[str, float]
-
-    def as_row(self) -> dict[str, Any]:
-        return {KIND: self.KIND, VERSION: self.SCHEMA_VERSION, "step": self.step, **self.metrics}
-
-    @classmethod
-    def from_row(cls, record: dict[str, Any], source: Source) -> "EvalRecord":
-        kind, version = record_kind(record, source)
-        if (kind, version) != (cls.KIND, cls.SCHEMA_VERSION):
-            raise UsageError(f"{source}: a {kind} row of schema_version {version} where a {cls.KIND} row of "
-                             f"version {cls.SCHEMA_VERSION} belongs")
-        step = record.get("step")
-        if not isinstance(step, int) or isinstance(step, bool):
-            raise UsageError(f"{source}: val row: field step must be an integer, not {step!r}")
-        metrics = {name: value for name, value in record.items() if name not in (KIND, VERSION, "step")}
-        wrong = [name for name, value in metrics.items()
-                 if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool))]
-        if wrong:
-            raise UsageError(f"{source}: val row: metric {wrong[0]} must be a number, not {metrics[wrong[0]]!r}")
-        return cls(step=step, metrics={name: float(value) for name, value in metrics.items() if value is not None})
 
 
 def can_evaluate(trainable: Trainable) -> bool:

@@ -33,12 +33,18 @@ from trainspeed.targets import check_target_builds, get_target, target_family
 from trainspeed.targets.base import Target
 from trainspeed.train.config import TrainConfig, resolve_lr
 from trainspeed.train.distributed import Collectives, RankContext
-from trainspeed.train.lifecycle import STOP_SIGNALS, StopRequest, die_with_parent, finish
+from trainspeed.train.lifecycle import (
+    STOP_SIGNALS,
+    StopRequest,
+    die_with_parent,
+    finish,
+)
 from trainspeed.train.loop import Layout, RankTrainer
 from trainspeed.train.run_dir import RunDirectory
 from trainspeed.train.summary import bench_samples_per_s
 from trainspeed.train.synthetic import held_bytes_per_rank
-from trainspeed.workloads import Workload, get_workload, reference_batch, resolve_size
+from trainspeed.workloads import get_workload, reference_batch, resolve_size
+from trainspeed.workloads.base import Workload
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import sys
 from types import FrameType
 from typing import Any
 
-from trainspeed.train.summary import RunSummary
+from trainspeed.train.rows import RunSummary
 
 PR_SET_PDEATHSIG = 1
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)

@@ -21,9 +21,9 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
-from trainspeed.bench.environment import Machine
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
+from trainspeed.machine import Machine
 from trainspeed.targets.base import BatchPlacer, Target
 from trainspeed.targets.threads import configure_threads
 from trainspeed.train.checkpoint import (
@@ -35,13 +35,19 @@ from trainspeed.train.checkpoint import (
 )
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
-from trainspeed.train.evaluation import EvalRecord, can_evaluate, evaluate
+from trainspeed.train.evaluation import can_evaluate, evaluate
 from trainspeed.train.lifecycle import StopRequest
-from trainspeed.train.lr_schedule import LearningRates, build_schedulers, current_lr, first_group_lrs
-from trainspeed.train.metrics import MetricsLog, StepWindow, WindowRecord, reduce_window
+from trainspeed.train.lr_schedule import (
+    LearningRates,
+    build_schedulers,
+    current_lr,
+    first_group_lrs,
+)
+from trainspeed.train.metrics import MetricsLog, StepWindow, reduce_window
 from trainspeed.train.parallel import make_data_parallel
 from trainspeed.train.progress import ProgressBar
-from trainspeed.train.summary import RunSummary, bench_samples_per_s
+from trainspeed.train.rows import EvalRecord, RunSummary, WindowRecord
+from trainspeed.train.summary import bench_samples_per_s
 from trainspeed.train.synthetic import SyntheticLoader
 from trainspeed.workloads import get_workload
 from trainspeed.workloads.base import Batch, Trainable, Workload

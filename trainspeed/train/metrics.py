@@ -18,13 +18,13 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from trainspeed.atomic import append_line
 from trainspeed.rows import KIND, row_record
 from trainspeed.train.distributed import Collectives
+from trainspeed.train.rows import METRICS_FILE, WindowRecord
 
-METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 
 
@@ -48,26 +48,6 @@ class StepWindow:
     @property
     def wants_h2d_sample(self) -> bool:
         return self.h2d_measured_steps == 0
-
-
-@dataclass(frozen=True)
-class WindowRecord:
-    """One `kind: train` row of metrics.jsonl (all ranks reduced)."""
-
-    KIND: ClassVar[str] = "train"
-    SCHEMA_VERSION: ClassVar[int] = 1
-
-    step: int
-    epoch: int
-    loss: float
-    lr: float
-    samples_per_s: float
-    step_time_s: float
-    data_wait_s_per_step: float
-    data_wait_fraction: float
-    data_wait_fraction_worst_rank: float
-    h2d_s_per_step: float
-    elapsed_s: float
 
 
 def reduce_window(

@@ -41,11 +41,9 @@ from trainspeed.train.checkpoint import (
     set_aside_after,
 )
 from trainspeed.train.config import TrainConfig
-from trainspeed.train.metrics import METRICS_FILE
+from trainspeed.train.rows import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
 from trainspeed.train.run_lock import hold_run_lock
-from trainspeed.train.summary import SUMMARY_FILE
 
-CONFIG_FILE = "train_config.json"
 RESUMES_FILE = "resumes.jsonl"
 INTERRUPTED_WRITES = (
     (".", [re.escape(name) for name in (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE)]),

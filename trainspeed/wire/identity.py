@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from trainspeed.rows import SHORT_HASH
 from trainspeed.wire import remote_pb2 as pb
-from trainspeed.workloads.identity import SHORT_HASH, WorkloadIdentity
+from trainspeed.workloads.identity import WorkloadIdentity
 
 
 def to_wire(identity: WorkloadIdentity) -> pb.ServedWorkload:

@@ -7,9 +7,16 @@ Every command that names a workload gets it from `get_workload` and checks its `
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from trainspeed.errors import UsageError
-from trainspeed.workloads.base import DEFAULT_REFERENCE_BATCH, Batch, Trainable, Workload
+
+if TYPE_CHECKING:  # the protocol needs torch; the registry and the command line's flags do not
+    from trainspeed.workloads.base import Workload
+
+DEFAULT_REFERENCE_BATCH = 512
+"""The global batch a workload's learning rate counts as tuned at when it declares no
+`reference_batch` (the study's one-GPU batch); the trainer scales the LR from there."""
 
 BUILTIN_WORKLOADS: dict[str, str] = {
     "mahjong": "trainspeed.workloads.mahjong.workload:MahjongWorkload",
@@ -119,5 +126,5 @@ def reference_batch(workload: Workload) -> int | None:
     return getattr(workload, "reference_batch", DEFAULT_REFERENCE_BATCH)
 
 
-__all__ = ["Batch", "Trainable", "Workload", "get_workload", "resolve_size", "default_size", "reference_batch",
-           "BUILTIN_WORKLOADS"]
+__all__ = ["get_workload", "resolve_size", "default_size", "reference_batch", "BUILTIN_WORKLOADS",
+           "DEFAULT_REFERENCE_BATCH"]

@@ -11,8 +11,8 @@ Trainable: `wrap` (compile or DDP-wrap each network) and the autocast context ar
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 import os
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol, runtime_checkable
 
 import torch
@@ -26,11 +26,6 @@ if TYPE_CHECKING:
 ModuleWrapper = Callable[[nn.Module], nn.Module]
 CheckpointFunction = Callable[..., torch.Tensor]
 """`checkpoint(function, *tensors)`: run `function` keeping only its inputs; it reruns in backward."""
-
-DEFAULT_REFERENCE_BATCH = 512
-"""The global batch a workload's learning rate counts as tuned at when it declares no
-`reference_batch` (the study's one-GPU batch); the trainer scales the LR from there."""
-
 
 class Trainable(ABC):
     """Networks, their optimizers and one training step.
@@ -120,7 +115,7 @@ class Workload(Protocol):
     `size_switches`    names a size may carry after `+` (`base+bf16-stream`); `build` reads them.
     `reference_batch`  the global batch the optimizers' own learning rates were tuned at; the
                        trainer scales them by its `--lr-scaling` rule from there (default
-                       `DEFAULT_REFERENCE_BATCH`); None: use them as set, at every batch.
+                       `trainspeed.workloads.DEFAULT_REFERENCE_BATCH`); None: use them as set, at every batch.
     `version`          a version string recorded with the workload's identity.
     """
 

@@ -18,8 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-SHORT_HASH = 12
-"""Characters of the hash shown in labels: enough to tell definitions apart at a glance."""
+from trainspeed.rows import SHORT_HASH
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,9 @@
-"""`trainspeed data images`: StyleGAN3's dataset command."""
+"""`trainspeed data images`: StyleGAN3's dataset command (its flags; the handler imports the tool)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-from trainspeed.workloads.stylegan3.dataset_tool import build_image_dataset
 
 
 def add_images_command(data_subparsers) -> None:
@@ -21,6 +19,8 @@ def add_images_command(data_subparsers) -> None:
 
 
 def run_images_command(args: argparse.Namespace) -> int:
+    from trainspeed.workloads.stylegan3.dataset_tool import build_image_dataset
+
     count = build_image_dataset(args.source, args.out, args.resolution)
     print(f"wrote {count} images to {args.out}")
     return 0

@@ -1,5 +1,8 @@
 """`trainspeed data ...` subcommands that make Mahjong shards: mahjong-selfplay, from-mjai (`inspect` and
-`verify` are the generic ones of `trainspeed.cli.data`, which apply Mahjong's checks to its format)."""
+`verify` are the generic ones of `trainspeed.cli.data`, which apply Mahjong's checks to its format).
+
+Only the flags are defined at import: the command line builds every parser before it knows which
+command runs, so the engine and the encoders are imported by the handlers."""
 
 from __future__ import annotations
 
@@ -7,8 +10,6 @@ import argparse
 from pathlib import Path
 
 from trainspeed.flags import positive_int
-from trainspeed.workloads.mahjong.data.mjai_import import import_mjai
-from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay
 
 
 def add_data_commands(data_subparsers: argparse._SubParsersAction) -> None:
@@ -30,6 +31,8 @@ def add_data_commands(data_subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_selfplay_command(args: argparse.Namespace) -> int:
+    from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay
+
     result = run_selfplay(SelfPlayConfig(
         games=args.games, out=args.out, seed=args.seed, workers=args.workers,
         games_per_shard=args.games_per_shard, progress=not args.no_progress))
@@ -40,6 +43,8 @@ def run_selfplay_command(args: argparse.Namespace) -> int:
 
 
 def run_from_mjai_command(args: argparse.Namespace) -> int:
+    from trainspeed.workloads.mahjong.data.mjai_import import import_mjai
+
     result = import_mjai(args.logs, args.out, games_per_shard=args.games_per_shard)
     print(f"{args.out}: {result.games} games from {result.files} files, "
           f"{result.samples} samples in {result.shards} shards")

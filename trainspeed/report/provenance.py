@@ -1,14 +1,19 @@
-"""The machine behind a set of rows, in words: for the report's provenance under each figure and
-the caption of every figure written on its own, so no number is read without the machine and the
-load it was measured under."""
+"""What every figure and table rests on, in words: the commands that produced its rows, the
+machines they ran on (each CPU, its cores and its load: "shared machine" where the load exceeded
+the cores the process could use) and the files they came from. Every figure written on its own
+(`trainspeed plot`) carries the machine lines in its caption too, so no number is read without the
+machine and the load it was measured under."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Callable, Iterable, Sequence
 
-from trainspeed.bench.environment import Machine
+from trainspeed.machine import Machine
+from trainspeed.report.page import Provenance
 from trainspeed.rows import is_finite
 
+COMMANDS_SHOWN = 3
+"""Commands listed under a figure; a sweep of one command per batch size names the rest by count."""
 MACHINE_NOT_RECORDED = "machine not recorded (rows converted from files written before rows recorded it)"
 
 
@@ -65,3 +70,22 @@ def machine_lines(entries: Iterable[tuple[Machine | None, float | None]]) -> lis
     return lines
 
 
+
+
+def row_machine(read: Any) -> tuple[Machine | None, float | None]:
+    """A read row's machine and its CPU seconds per wall second (where the row has them)."""
+    return getattr(read.row, "machine", None), getattr(read.row, "cpu_s_per_wall_s", None)
+
+
+def provenance(rows: Sequence[Any], machine: Callable[[Any], tuple[Machine | None, float | None]] = row_machine
+               ) -> Provenance:
+    commands = list(dict.fromkeys(row.command for row in rows if row.command))
+    if len(commands) > COMMANDS_SHOWN:
+        commands = commands[:COMMANDS_SHOWN] + [f"… and {len(commands) - COMMANDS_SHOWN} more commands like these "
+                                                "(each row's `command` field)"]
+    return Provenance(
+        commands=commands,
+        unrecorded=sum(1 for row in rows if not row.command),
+        machines=machine_lines(machine(row) for row in rows),
+        sources=list(dict.fromkeys(row.source.path for row in rows)),
+    )

@@ -32,14 +32,26 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Sequence
 
-from trainspeed.bench.environment import Machine
 from trainspeed.bench.results import ResultRow
-from trainspeed.errors import UsageError
-from trainspeed.evaluate.mahjong import MahjongEvalRow, read_eval_rows
-from trainspeed.evaluate.stats import CrossedEstimate, PowerPlan, crossed_bootstrap, plan_power
+from trainspeed.evaluate.rows import MahjongEvalRow, read_eval_rows
+from trainspeed.evaluate.stats import PowerPlan, plan_power
 from trainspeed.rows import append_row, parse_row, read_records
+from trainspeed.studies.batch_size import SCALAR_FLAGS
+from trainspeed.studies.batch_size.comparisons import (
+    batch_row,
+    comparison_row,
+    head_to_head_row,
+    strength_row,
+)
+from trainspeed.studies.batch_size.config import FRAMINGS, PRESETS, BatchSizeConfig
+from trainspeed.studies.batch_size.rows import (
+    ROWS_FILE,
+    BatchSizeComparisonRow,
+    BatchSizeRunRow,
+    BatchSizeSettingsRow,
+    BatchSizeStrengthRow,
+)
 from trainspeed.studies.common import (
     COMMAND_START_S,
     Progress,
@@ -51,264 +63,15 @@ from trainspeed.studies.common import (
     run_trainspeed,
     shown,
 )
-from trainspeed.train.evaluation import EvalRecord
-from trainspeed.train.metrics import METRICS_FILE
-from trainspeed.train.summary import SUMMARY_FILE, RunSummary, read_summary
+from trainspeed.train.rows import (
+    METRICS_FILE,
+    SUMMARY_FILE,
+    EvalRecord,
+    RunSummary,
+    read_summary,
+)
 
-NAME = "batch-size"
-HELP = ("finding 4: does a larger global batch train a stronger policy (power first, LR tuned per batch, "
-        "equal samples, steps and wall time, head to head)")
-ROWS_FILE = "batch_size.jsonl"
 THROUGHPUT_FILE = "batch_size_throughput.jsonl"
-FRAMINGS = ("equal samples", "equal steps", "equal wall time")
-EVEN_RANK = 2.5
-
-
-@dataclass(frozen=True)
-class BatchSizeConfig:
-    data: str
-    """Self-play shards; made here (`trainspeed data mahjong-selfplay`) when missing."""
-    out: str
-    size: str = "tiny"
-    target: str = "cpu:eager:fp32"
-    nproc: int = 1
-    """Ranks per run; the global batch is nproc x the per-device batch."""
-    threads: int = 1
-    num_workers: int = 1
-    parallel_runs: int = 2
-    """Trainings at once (each nproc x threads cores)."""
-    batches: tuple[int, ...] = (256, 1024, 8192)
-    samples: int = 524288
-    """Samples seen by every run (equal for every batch)."""
-    base_lr: float = 1e-3
-    """Peak LR at the reference batch; batch b starts from base_lr x sqrt(b / reference_batch)."""
-    reference_batch: int = 256
-    lr_factors: tuple[float, ...] = (0.5, 1.0, 2.0)
-    """Multiples of the square-root-scaled LR tried at every batch, on the tuning seed."""
-    tuning_seed: int = 0
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    """Training seeds at every batch's best LR (the tuning seed's run is reused)."""
-    warmup_samples: int = 32768
-    checkpoints: int = 32
-    """Evenly spaced checkpoints per run (the equal-steps and equal-wall-time framings read them)."""
-    val_samples: int | None = 8192
-    """Cap on validation samples per pass (a multiple of every batch); None: the whole split."""
-    eval_games: int = 600
-    eval_seed: int = 0
-    eval_workers: int = 2
-    eval_batch_games: int = 64
-    head_to_head_games: int = 400
-    runs_dir: str = ""
-    """Where the runs and their evaluations go (default: OUT/batch_size_runs)."""
-    make_data_games: int = 1000
-    data_seed: int = 1
-    assumed_game_rank_sd: float = 1.12
-    assumed_within_deal_correlation: float = 0.2
-    assumed_seed_sd: float = 0.03
-    """The power plan's assumptions; the results report the spreads they measured instead."""
-
-    @property
-    def equal_steps(self) -> int:
-        """Steps of the largest batch: the step at which every run is compared at equal steps."""
-        return self.samples // max(self.batches)
-
-    @property
-    def runs(self) -> Path:
-        return Path(self.runs_dir) if self.runs_dir else Path(self.out) / "batch_size_runs"
-
-    def steps(self, batch: int) -> int:
-        return self.samples // batch
-
-    def checkpoint_every(self, batch: int) -> int:
-        return max(1, self.steps(batch) // self.checkpoints)
-
-    def check(self) -> None:
-        for flag, value, least in (("--nproc", self.nproc, 1), ("--threads", self.threads, 1),
-                                   ("--num-workers", self.num_workers, 0), ("--samples", self.samples, 1),
-                                   ("--parallel-runs", self.parallel_runs, 1), ("--checkpoints", self.checkpoints, 1),
-                                   ("--reference-batch", self.reference_batch, 1), ("--warmup-samples", self.warmup_samples, 0),
-                                   ("--eval-workers", self.eval_workers, 1), ("--eval-batch-games", self.eval_batch_games, 1),
-                                   ("--make-data-games", self.make_data_games, 1)):
-            if value < least:
-                raise UsageError(f"batch-size study: {flag} must be at least {least}, got {value}")
-        if not 0 < self.base_lr < float("inf"):
-            raise UsageError(f"batch-size study: --base-lr must be a positive number, got {self.base_lr}")
-        if len(self.batches) < 2:
-            raise UsageError("batch-size study: --batches needs at least two global batches to compare")
-        for batch in self.batches:
-            if batch % self.nproc or self.samples % batch:
-                raise UsageError(f"batch-size study: global batch {batch} must divide --samples {self.samples} "
-                                 f"and be divisible by --nproc {self.nproc}")
-        for batch in self.batches:
-            if self.equal_steps % self.checkpoint_every(batch):
-                raise UsageError(f"batch-size study: batch {batch} keeps a checkpoint every "
-                                 f"{self.checkpoint_every(batch)} steps, which misses the equal-steps step "
-                                 f"{self.equal_steps}; choose --samples a multiple of the largest batch x --checkpoints")
-            if self.val_samples is not None and self.val_samples % batch:
-                raise UsageError(f"batch-size study: --val-samples {self.val_samples} must be a multiple of batch {batch}")
-        if self.tuning_seed not in self.seeds:
-            raise UsageError(f"batch-size study: the tuning seed {self.tuning_seed} must be one of --seeds")
-        for flag, games in (("--eval-games", self.eval_games), ("--head-to-head-games", self.head_to_head_games)):
-            if games % 4 or games < 8:
-                raise UsageError(f"batch-size study: {flag} {games} must be a multiple of 4, at least 8 (two deals)")
-
-
-PRESETS = {
-    "smoke": dict(batches=(32, 64), samples=512, lr_factors=(1.0,), seeds=(0, 1), warmup_samples=64, checkpoints=8,
-                  eval_games=8, head_to_head_games=8, eval_workers=1, eval_batch_games=8, make_data_games=22,
-                  val_samples=64, parallel_runs=1),
-    "quick": dict(batches=(256, 2048), samples=65536, lr_factors=(1.0, 2.0), seeds=(0, 1), warmup_samples=4096,
-                  checkpoints=8, eval_games=200, head_to_head_games=80, make_data_games=200, val_samples=4096),
-    "full": dict(),
-}
-"""The study's settings per preset; `full` is the committed study's."""
-
-
-@dataclass(frozen=True)
-class BatchSizeSettingsRow:
-    """The study's settings, its power plan, each batch's samples/s on one device, and its times."""
-
-    KIND: ClassVar[str] = "batch-size-config"
-    SCHEMA_VERSION: ClassVar[int] = 2
-
-    study_id: str
-    settings: BatchSizeConfig
-    equal_steps: int
-    power: PowerPlan
-    """The minimum detectable difference planned before anything ran, from the assumed spreads."""
-    samples_per_s: dict[str, float]
-    """Per global batch (as text): the median samples/s of one bench run on one device."""
-    throughput_run_id: str
-    command: str
-    train_s: float
-    eval_s: float
-    total_s: float
-    machine: Machine | None = None
-
-
-@dataclass(frozen=True)
-class BatchSizeRunRow:
-    """One training run: its validation curve, time and checkpoints."""
-
-    KIND: ClassVar[str] = "batch-size-run"
-    SCHEMA_VERSION: ClassVar[int] = 2
-
-    study_id: str
-    run: str
-    run_dir: str
-    global_batch: int
-    nproc: int
-    batch_size_per_device: int
-    lr_factor: float
-    peak_lr: float
-    train_seed: int
-    steps: int
-    warmup_steps: int
-    samples: int
-    checkpoint_every: int
-    val_loss: float
-    val_accuracy: float
-    majority_baseline: float
-    val_samples: float
-    equal_steps: int
-    equal_steps_samples: int
-    equal_steps_val_loss: float
-    equal_steps_val_accuracy: float
-    curve: list[list[float]]
-    """[samples seen, validation loss, validation accuracy] at every validation."""
-    train_wall_s: float
-    """The run's wall time from its first to its last step, plus its pauses."""
-    end_to_end_samples_per_s: float
-    command: str
-    workload_module: str | None = None
-    workload_version: str | None = None
-    workload_sha256: str | None = None
-    machine: Machine | None = None
-
-
-@dataclass(frozen=True)
-class BatchSizeBatchRow:
-    """One global batch: the learning-rate sweep on the tuning seed, and validation over the seeds."""
-
-    KIND: ClassVar[str] = "batch-size-batch"
-    SCHEMA_VERSION: ClassVar[int] = 2
-
-    study_id: str
-    global_batch: int
-    best_lr_factor: float
-    peak_lr: float
-    steps: int
-    seeds: list[int]
-    lr_sweep: dict[str, float]
-    """Final validation loss of the tuning seed per LR factor."""
-    val_loss: float
-    val_loss_per_seed: list[float]
-    val_accuracy: float
-    val_accuracy_per_seed: list[float]
-    majority_baseline: float
-    equal_steps_val_loss: float
-    equal_steps_val_accuracy: float
-    train_wall_s: float
-
-
-@dataclass(frozen=True)
-class BatchSizeStrengthRow:
-    """One global batch in one framing: its seeds' policies against three rule-based agents, the
-    same deals for every policy of the study."""
-
-    KIND: ClassVar[str] = "batch-size-strength"
-    SCHEMA_VERSION: ClassVar[int] = 1
-
-    study_id: str
-    framing: str
-    global_batch: int
-    samples: int
-    """Samples each policy had trained on."""
-    step: int
-    seeds: list[int]
-    games_per_seed: int
-    mean_rank: float
-    mean_rank_ci95: list[float]
-    """Over seeds and deals (crossed bootstrap)."""
-    mean_rank_per_seed: list[float]
-    seed_sd: float | None
-    """Spread of the seeds' mean ranks (their sd, each over the same deals)."""
-    within_deal_correlation: list[float | None]
-    eval_ids: list[str]
-
-
-@dataclass(frozen=True)
-class BatchSizeComparisonRow:
-    """The largest batch against another in one framing: the difference in mean rank (largest minus
-    other: below zero, the largest batch played better), over seeds and deals."""
-
-    KIND: ClassVar[str] = "batch-size-comparison"
-    SCHEMA_VERSION: ClassVar[int] = 2
-
-    study_id: str
-    framing: str
-    """One of FRAMINGS, or "head to head" (the largest batch's policies against three copies of the
-    other's, where the difference is mean rank minus 2.5)."""
-    global_batch: int
-    versus_batch: int
-    mean_rank_difference: float
-    ci95: list[float]
-    minimum_detectable_difference: float
-    """2.80 standard errors of the difference: what this comparison could detect with 80% power."""
-    seeds: int
-    deals: int
-    verdict: str
-    """On "the larger batch plays stronger": "supported" (the interval is below 0), "contradicted"
-    (above 0) or "inconclusive at a minimum detectable difference of x ranks"."""
-
-
-def verdict(estimate: CrossedEstimate) -> str:
-    low, high = estimate.ci95
-    if high < 0:
-        return "supported"
-    if low > 0:
-        return "contradicted"
-    return f"inconclusive at a minimum detectable difference of {estimate.minimum_detectable_difference:.3f} ranks"
 
 
 @dataclass(frozen=True)
@@ -499,65 +262,6 @@ def evaluate(config: BatchSizeConfig, evaluation: Evaluation) -> MahjongEvalRow:
     return row
 
 
-def deal_means(row: MahjongEvalRow) -> list[float]:
-    return [sum(ranks) / len(ranks) for ranks in row.deal_ranks]
-
-
-def _sd(values: Sequence[float]) -> float | None:
-    if len(values) < 2:
-        return None
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
-
-
-def strength_row(study_id: str, config: BatchSizeConfig, framing: str, batch: int, step: int,
-                 evals: list[MahjongEvalRow]) -> BatchSizeStrengthRow:
-    estimate = crossed_bootstrap([[deal_means(row) for row in evals]], (1,))
-    per_seed = [row.mean_rank for row in evals]
-    return BatchSizeStrengthRow(
-        study_id=study_id, framing=framing, global_batch=batch, samples=step * batch, step=step,
-        seeds=[row.policy_seed for row in evals], games_per_seed=evals[0].games,
-        mean_rank=estimate.estimate, mean_rank_ci95=list(estimate.ci95), mean_rank_per_seed=per_seed,
-        seed_sd=_sd(per_seed), within_deal_correlation=[row.within_deal_correlation for row in evals],
-        eval_ids=[row.eval_id for row in evals])
-
-
-def comparison_row(study_id: str, framing: str, largest: int, other: int, large: list[MahjongEvalRow],
-                   small: list[MahjongEvalRow]) -> BatchSizeComparisonRow:
-    estimate = crossed_bootstrap([[deal_means(r) for r in large], [deal_means(r) for r in small]], (1, -1))
-    return BatchSizeComparisonRow(
-        study_id=study_id, framing=framing, global_batch=largest, versus_batch=other,
-        mean_rank_difference=estimate.estimate, ci95=list(estimate.ci95),
-        minimum_detectable_difference=estimate.minimum_detectable_difference,
-        seeds=min(estimate.seeds), deals=estimate.deals, verdict=verdict(estimate))
-
-
-def head_to_head_row(study_id: str, largest: int, smallest: int, evals: list[MahjongEvalRow]) -> BatchSizeComparisonRow:
-    estimate = crossed_bootstrap([[deal_means(row) for row in evals]], (1,), offset=-EVEN_RANK)
-    return BatchSizeComparisonRow(
-        study_id=study_id, framing="head to head", global_batch=largest, versus_batch=smallest,
-        mean_rank_difference=estimate.estimate, ci95=list(estimate.ci95),
-        minimum_detectable_difference=estimate.minimum_detectable_difference,
-        seeds=estimate.seeds[0], deals=estimate.deals, verdict=verdict(estimate))
-
-
-def batch_row(study_id: str, config: BatchSizeConfig, batch: int, runs: list[BatchSizeRunRow]) -> BatchSizeBatchRow:
-    tuning = {row.lr_factor: row for row in runs if row.train_seed == config.tuning_seed}
-    best = min(tuning, key=lambda factor: tuning[factor].val_loss)
-    chosen = sorted((row for row in runs if row.lr_factor == best), key=lambda row: row.train_seed)
-    mean = lambda values: sum(values) / len(values)  # noqa: E731
-    return BatchSizeBatchRow(
-        study_id=study_id, global_batch=batch, best_lr_factor=best, peak_lr=chosen[0].peak_lr,
-        steps=chosen[0].steps, seeds=[row.train_seed for row in chosen],
-        lr_sweep={f"{factor:g}": row.val_loss for factor, row in sorted(tuning.items())},
-        val_loss=mean([row.val_loss for row in chosen]), val_loss_per_seed=[row.val_loss for row in chosen],
-        val_accuracy=mean([row.val_accuracy for row in chosen]),
-        val_accuracy_per_seed=[row.val_accuracy for row in chosen], majority_baseline=chosen[0].majority_baseline,
-        equal_steps_val_loss=mean([row.equal_steps_val_loss for row in chosen]),
-        equal_steps_val_accuracy=mean([row.equal_steps_val_accuracy for row in chosen]),
-        train_wall_s=mean([row.train_wall_s for row in chosen]))
-
-
 def make_data(config: BatchSizeConfig) -> None:
     if (Path(config.data) / "index.json").exists():
         return
@@ -681,43 +385,6 @@ def table(plan: PowerPlan, strengths: list[BatchSizeStrengthRow], comparisons: l
                      f"{' minus 2.5' if row.framing == 'head to head' else ''}: {row.mean_rank_difference:+.3f} "
                      f"[{low:+.3f}, {high:+.3f}] ({row.seeds} seeds, {row.deals} deals): {row.verdict}")
     return "\n".join(lines)
-
-
-SCALAR_FLAGS = {
-    "size": (str, "Mahjong size (default tiny)"),
-    "target": (str, "target of every run and evaluation (default cpu:eager:fp32)"),
-    "nproc": (int, "ranks of every run (default 1)"),
-    "threads": (int, "torch threads per rank and per evaluation worker (default 1)"),
-    "num_workers": (int, "loader workers per rank (default 1)"),
-    "parallel_runs": (int, "trainings at once (default 2)"),
-    "samples": (int, "samples seen by every run"),
-    "base_lr": (float, "peak LR at the reference batch (default 1e-3)"),
-    "reference_batch": (int, "the batch base_lr is for; a batch b starts from base_lr x sqrt(b / this) (default 256)"),
-    "tuning_seed": (int, "the seed the learning rate is tuned on (default 0)"),
-    "warmup_samples": (int, "LR warm-up, in samples"),
-    "checkpoints": (int, "evenly spaced checkpoints kept per run"),
-    "val_samples": (int, "cap on validation samples per pass"),
-    "eval_games": (int, "duplicate games per evaluated policy against the rule-based agent"),
-    "head_to_head_games": (int, "duplicate games per seed of the largest batch against the smallest"),
-    "eval_seed": (int, "the evaluation's seed: which deals (default 0)"),
-    "eval_workers": (int, "processes per evaluation (default 2)"),
-    "eval_batch_games": (int, "games played at once per evaluation worker (default 64)"),
-    "runs_dir": (str, "where the runs and evaluations go (default OUT/batch_size_runs)"),
-    "make_data_games": (int, "self-play games made when --data is missing"),
-    "data_seed": (int, "seed of those games (default 1)"),
-    "assumed_within_deal_correlation": (float, "the power plan's within-deal correlation (default 0.2)"),
-    "assumed_seed_sd": (float, "the power plan's seed-to-seed sd of mean rank (default 0.03)"),
-}
-"""The study's settings that are one value each, as flags (None: the preset's)."""
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", default=None, help="self-play shards; made when missing (default: OUT/batch_size_data)")
-    for name, (kind, help) in SCALAR_FLAGS.items():
-        parser.add_argument("--" + name.replace("_", "-"), type=kind, default=None, help=help)
-    parser.add_argument("--batches", default=None, help="global batches, e.g. 256,1024,8192")
-    parser.add_argument("--lr-factors", default=None, help="multiples of the square-root-scaled LR, e.g. 0.5,1,2")
-    parser.add_argument("--seeds", default=None, help="training seeds, e.g. 0,1,2,3,4")
 
 
 def preset_config(preset: str, out: Path) -> BatchSizeConfig:

@@ -4,7 +4,7 @@ The study drove a TPU from another VM over gRPC (a "TPU Node") and from the TPU'
 VM"); the direct path was about 5x faster at batch 2048 because every step's inputs crossed the
 link. Here the "VM" is `--target` in the bench's own process and the "Node" is the same target
 behind `trainspeed serve`, reached as `remote:HOST:PORT/TARGET`, over loopback and over emulated
-links (`trainspeed.studies.links`: shaped between network namespaces where this process may make
+links (`trainspeed.studies.remote.links`: shaped between network namespaces where this process may make
 them, else in the client; the rows' `link` says which).
 
 Every link is measured synchronous (in-flight=1, the study's client) and pipelined (in-flight=2:
@@ -28,15 +28,25 @@ from pathlib import Path
 from types import FrameType
 from typing import Iterator
 
-from trainspeed.bench.config import parse_batch_sizes
-from trainspeed.bench.feed import parse_feeds
+from trainspeed.bench.config import parse_batch_sizes, parse_feeds
 from trainspeed.errors import UsageError
-from trainspeed.studies.common import COMMAND_START_S, Progress, child_environment, no_progress, run_trainspeed
-from trainspeed.studies.links import SERVER_PORT, Link, Network, RemoteLink, Server, namespaces_possible
+from trainspeed.studies.common import (
+    COMMAND_START_S,
+    Progress,
+    child_environment,
+    no_progress,
+    run_trainspeed,
+)
+from trainspeed.studies.remote.links import (
+    SERVER_PORT,
+    Link,
+    Network,
+    RemoteLink,
+    Server,
+    namespaces_possible,
+)
 from trainspeed.wire.credentials import TOKEN_FILE_VARIABLE
 
-NAME = "remote"
-HELP = "finding 2: local vs remote (trainspeed serve) over loopback and emulated links, per batch size"
 ROWS_FILE = "remote.jsonl"
 EMULATIONS = ("auto", "client")
 
@@ -193,25 +203,6 @@ def run(config: RemoteConfig, command: str, progress: Progress = no_progress) ->
                     _bench(config, targets, feed, batch_size, out, client_ns, token_file)
                     progress(1, f"remote: batch {batch_size}, {feed}-fed (round {round_number + 1})")
     return [out]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--links", default=None, help="comma list of loopback and RATE/RTT (tc spelling), "
-                        "default loopback,1gbit/0.2ms,100mbit/1ms")
-    parser.add_argument("--emulation", default=None, help="auto (namespaces and tc where possible, else in the "
-                        "client; the default) or client")
-    parser.add_argument("--feed", default=None, help="host, device or host,device (default host,device)")
-    parser.add_argument("--target", default=None, help="the local baseline and what every server serves "
-                        "(default cpu:eager:fp32)")
-    parser.add_argument("--size", default=None, help="Mahjong size (default tiny)")
-    parser.add_argument("--batch-sizes", default=None, help="range 2^6..2^13 or list 64,512,2048")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads of the client and each server (default 1)")
-    parser.add_argument("--windows", type=int, default=None, help="timed windows per configuration (default 3)")
-    parser.add_argument("--min-window-s", type=float, default=None, help="seconds each window lasts at least")
-    parser.add_argument("--min-steps-per-window", type=int, default=None, help="steps each window holds at least "
-                        "(default 4: pipelining overlaps steps only inside a window)")
-    parser.add_argument("--rounds", type=int, default=None, help="sweeps over every batch size and link (default 1)")
-    parser.add_argument("--lock", default=None, help="a file every bench run holds with flock (a shared machine)")
 
 
 def preset_config(preset: str, out: Path) -> RemoteConfig:

@@ -15,19 +15,21 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainspeed.bench.config import BenchConfig, parse_batch_sizes, parse_targets
+from trainspeed.bench.config import (
+    BenchConfig,
+    TimingPlan,
+    parse_batch_sizes,
+    parse_feeds,
+    parse_targets,
+)
 from trainspeed.bench.ratios import format_table, ratio_table
-from trainspeed.bench.sweep import run_sweep
-from trainspeed.bench.feed import parse_feeds
 from trainspeed.bench.results import check_results_file
-from trainspeed.bench.timing import TimingPlan
+from trainspeed.bench.sweep import run_sweep
 from trainspeed.errors import UsageError
 from trainspeed.studies.common import COMMAND_START_S, Progress, no_progress
 from trainspeed.targets import available_targets, target_family
 from trainspeed.workloads import get_workload
 
-NAME = "throughput"
-HELP = "finding 1: samples/s of each target over the baseline's per batch size (device- and host-fed)"
 ROWS_FILE = "throughput.jsonl"
 PREFERRED = {
     "cuda": ("cuda:eager:fp32", "cuda:eager:bf16", "cuda:compile:bf16", "xla:lazy:bf16"),
@@ -98,17 +100,6 @@ def run(config: ThroughputConfig, command: str, progress: Progress = no_progress
     rows = run_sweep(bench, on_progress=on_configuration)
     print(format_table(ratio_table(rows)), flush=True)
     return [bench.out]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workload", default=None, help="mahjong, stylegan3, or package.module:factory (default mahjong)")
-    parser.add_argument("--size", default=None, help="the workload's size (default tiny)")
-    parser.add_argument("--targets", default=None, help="comma list (default: the study's targets available here)")
-    parser.add_argument("--batch-sizes", default=None, help="range 2^6..2^12 or list 64,256,1024")
-    parser.add_argument("--feed", default=None, help="device, host or device,host (default device,host)")
-    parser.add_argument("--windows", type=int, default=None, help="timed windows per configuration")
-    parser.add_argument("--min-window-s", type=float, default=None, help="seconds each window lasts at least")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default 1)")
 
 
 def preset_config(preset: str, out: Path) -> ThroughputConfig:

@@ -18,14 +18,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from trainspeed.bench.environment import Machine
 from trainspeed.errors import UsageError
+from trainspeed.machine import Machine
 from trainspeed.studies import batch_size, remote, scaling, throughput
-from trainspeed.studies.common import Progress, no_progress, now, record_study
+from trainspeed.studies.common import Progress, no_progress, now
+from trainspeed.studies.rows import record_study
 
-NAME = "all"
-HELP = "every study above at one preset, one after another, with an estimate first and one progress bar"
-MODULES: tuple[ModuleType, ...] = (throughput, remote, scaling, batch_size)
+FACES: tuple[ModuleType, ...] = (throughput, remote, scaling, batch_size)
 SHARED_DATA = "mahjong_selfplay"
 
 
@@ -50,21 +49,23 @@ def _share_data(configs: dict[str, Any], out: Path) -> dict[str, Any]:
 def config_from_args(args: argparse.Namespace, out: Path) -> AllConfig:
     configs: dict[str, Any] = {}
     left_out: dict[str, str] = {}
-    for module in MODULES:
+    for face in FACES:
+        module = face.runner()
         try:
             config = module.preset_config(args.preset, out)
             if hasattr(config, "check"):
                 config.check()
-            configs[module.NAME] = config
+            configs[face.NAME] = config
         except UsageError as error:
-            left_out[module.NAME] = str(error)
+            left_out[face.NAME] = str(error)
     if args.preset != "full" and scaling.NAME in configs and batch_size.NAME in configs:
         configs = _share_data(configs, out)
     return AllConfig(out=str(out), preset=args.preset, studies=configs, left_out=left_out)
 
 
 def _module(name: str) -> ModuleType:
-    return next(module for module in MODULES if module.NAME == name)
+    """The runner of the study named `name`."""
+    return next(face for face in FACES if face.NAME == name).runner()
 
 
 def units(config: AllConfig) -> int:
@@ -92,5 +93,3 @@ def run(config: AllConfig, command: str, progress: Progress = no_progress) -> li
     return files
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """No flags of its own: each study runs at the preset's settings."""

@@ -1,0 +1,112 @@
+"""The batch-size study's settings and presets (read by the command line without torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainspeed.errors import UsageError
+
+FRAMINGS = ("equal samples", "equal steps", "equal wall time")
+
+
+@dataclass(frozen=True)
+class BatchSizeConfig:
+    data: str
+    """Self-play shards; made here (`trainspeed data mahjong-selfplay`) when missing."""
+    out: str
+    size: str = "tiny"
+    target: str = "cpu:eager:fp32"
+    nproc: int = 1
+    """Ranks per run; the global batch is nproc x the per-device batch."""
+    threads: int = 1
+    num_workers: int = 1
+    parallel_runs: int = 2
+    """Trainings at once (each nproc x threads cores)."""
+    batches: tuple[int, ...] = (256, 1024, 8192)
+    samples: int = 524288
+    """Samples seen by every run (equal for every batch)."""
+    base_lr: float = 1e-3
+    """Peak LR at the reference batch; batch b starts from base_lr x sqrt(b / reference_batch)."""
+    reference_batch: int = 256
+    lr_factors: tuple[float, ...] = (0.5, 1.0, 2.0)
+    """Multiples of the square-root-scaled LR tried at every batch, on the tuning seed."""
+    tuning_seed: int = 0
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """Training seeds at every batch's best LR (the tuning seed's run is reused)."""
+    warmup_samples: int = 32768
+    checkpoints: int = 32
+    """Evenly spaced checkpoints per run (the equal-steps and equal-wall-time framings read them)."""
+    val_samples: int | None = 8192
+    """Cap on validation samples per pass (a multiple of every batch); None: the whole split."""
+    eval_games: int = 600
+    eval_seed: int = 0
+    eval_workers: int = 2
+    eval_batch_games: int = 64
+    head_to_head_games: int = 400
+    runs_dir: str = ""
+    """Where the runs and their evaluations go (default: OUT/batch_size_runs)."""
+    make_data_games: int = 1000
+    data_seed: int = 1
+    assumed_game_rank_sd: float = 1.12
+    assumed_within_deal_correlation: float = 0.2
+    assumed_seed_sd: float = 0.03
+    """The power plan's assumptions; the results report the spreads they measured instead."""
+
+    @property
+    def equal_steps(self) -> int:
+        """Steps of the largest batch: the step at which every run is compared at equal steps."""
+        return self.samples // max(self.batches)
+
+    @property
+    def runs(self) -> Path:
+        return Path(self.runs_dir) if self.runs_dir else Path(self.out) / "batch_size_runs"
+
+    def steps(self, batch: int) -> int:
+        return self.samples // batch
+
+    def checkpoint_every(self, batch: int) -> int:
+        return max(1, self.steps(batch) // self.checkpoints)
+
+    def check(self) -> None:
+        for flag, value, least in (("--nproc", self.nproc, 1), ("--threads", self.threads, 1),
+                                   ("--num-workers", self.num_workers, 0), ("--samples", self.samples, 1),
+                                   ("--parallel-runs", self.parallel_runs, 1), ("--checkpoints", self.checkpoints, 1),
+                                   ("--reference-batch", self.reference_batch, 1), ("--warmup-samples", self.warmup_samples, 0),
+                                   ("--eval-workers", self.eval_workers, 1), ("--eval-batch-games", self.eval_batch_games, 1),
+                                   ("--make-data-games", self.make_data_games, 1)):
+            if value < least:
+                raise UsageError(f"batch-size study: {flag} must be at least {least}, got {value}")
+        if not 0 < self.base_lr < float("inf"):
+            raise UsageError(f"batch-size study: --base-lr must be a positive number, got {self.base_lr}")
+        if len(self.batches) < 2:
+            raise UsageError("batch-size study: --batches needs at least two global batches to compare")
+        for batch in self.batches:
+            if batch % self.nproc or self.samples % batch:
+                raise UsageError(f"batch-size study: global batch {batch} must divide --samples {self.samples} "
+                                 f"and be divisible by --nproc {self.nproc}")
+        for batch in self.batches:
+            if self.equal_steps % self.checkpoint_every(batch):
+                raise UsageError(f"batch-size study: batch {batch} keeps a checkpoint every "
+                                 f"{self.checkpoint_every(batch)} steps, which misses the equal-steps step "
+                                 f"{self.equal_steps}; choose --samples a multiple of the largest batch x --checkpoints")
+            if self.val_samples is not None and self.val_samples % batch:
+                raise UsageError(f"batch-size study: --val-samples {self.val_samples} must be a multiple of batch {batch}")
+        if self.tuning_seed not in self.seeds:
+            raise UsageError(f"batch-size study: the tuning seed {self.tuning_seed} must be one of --seeds")
+        for flag, games in (("--eval-games", self.eval_games), ("--head-to-head-games", self.head_to_head_games)):
+            if games % 4 or games < 8:
+                raise UsageError(f"batch-size study: {flag} {games} must be a multiple of 4, at least 8 (two deals)")
+
+
+PRESETS = {
+    "smoke": dict(batches=(32, 64), samples=512, lr_factors=(1.0,), seeds=(0, 1), warmup_samples=64, checkpoints=8,
+                  eval_games=8, head_to_head_games=8, eval_workers=1, eval_batch_games=8, make_data_games=22,
+                  val_samples=64, parallel_runs=1),
+    "quick": dict(batches=(256, 2048), samples=65536, lr_factors=(1.0, 2.0), seeds=(0, 1), warmup_samples=4096,
+                  checkpoints=8, eval_games=200, head_to_head_games=80, make_data_games=200, val_samples=4096),
+    "full": dict(),
+}
+"""The study's settings per preset; `full` is the committed study's."""
+
+

@@ -1,0 +1,148 @@
+"""The trainer's part of the report: every run directory (`summary.json` and the curves of its
+`metrics.jsonl`), its end-to-end samples/s, where its ranks waited for data, its training and
+validation curves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from trainspeed.errors import UsageError
+from trainspeed.report.figures import figure_block
+from trainspeed.report.inputs import Read, ReportInputs
+from trainspeed.report.page import (
+    Section,
+    Table,
+    number,
+    percent,
+    readable,
+    text,
+    workload_label,
+)
+from trainspeed.report.part import ReportPart, RowKind
+from trainspeed.report.provenance import provenance
+from trainspeed.rows import KIND, Source, parse_row, read_records, record_kind
+from trainspeed.train.figures import TrainBar, curves_figure, training_figure
+from trainspeed.train.rows import (
+    CONFIG_FILE,
+    METRICS_FILE,
+    SUMMARY_FILE,
+    EvalRecord,
+    RunSummary,
+    WindowRecord,
+)
+
+
+@dataclass(frozen=True)
+class TrainRun(Read[RunSummary]):
+    """One run's summary as read, with the curves of its metrics.jsonl (none for a summary file
+    given on its own)."""
+
+    train_curve: list[WindowRecord] = field(default_factory=list)
+    val_curve: list[EvalRecord] = field(default_factory=list)
+
+    @property
+    def summary(self) -> RunSummary:
+        return self.row
+
+    @property
+    def command(self) -> str | None:
+        return None
+
+    @property
+    def label(self) -> str:
+        s = self.row
+        data = " synthetic" if s.synthetic_data else ""
+        return (f"{workload_label(s.workload, s.workload_sha256, s.size)}: {s.target} x{s.world_size}, "
+                f"{s.batch_size_per_device}/device{data}")
+
+
+def _curves(path: Path) -> tuple[list[WindowRecord], list[EvalRecord]]:
+    train: list[WindowRecord] = []
+    val: list[EvalRecord] = []
+    for record, source in read_records(path):
+        kind, _ = record_kind(record, source)
+        if kind == WindowRecord.KIND:
+            train.append(parse_row(WindowRecord, record, source)[0])
+        elif kind == EvalRecord.KIND:
+            val.append(EvalRecord.from_row(record, source))
+        elif kind == RunSummary.KIND:
+            parse_row(RunSummary, record, source)  # the summary.json beside it is the one shown
+        else:
+            raise UsageError(f"{source}: a {kind!r} row is no metrics row (train, val, train-summary)")
+    return train, val
+
+
+def read_run_directory(directory: Path, inputs: ReportInputs, nested: bool) -> bool:
+    """A run directory: its summary and its curves. One that never got to its first summary (it
+    failed or was stopped early) is refused when given, and passed over inside a folder."""
+    summary_path = directory / SUMMARY_FILE
+    if not summary_path.is_file():
+        if (directory / CONFIG_FILE).is_file() and not nested:
+            raise UsageError(f"{directory}: a run directory without rows yet (its training wrote no {SUMMARY_FILE}: "
+                             "it failed or was stopped before it finished a step); see its logs, or train it first")
+        return False
+    records = read_records(summary_path)
+    if len(records) != 1:
+        raise UsageError(f"{summary_path}: not a run summary (one JSON object)")
+    summary, _ = parse_row(RunSummary, *records[0])
+    inputs.read.add(summary_path.resolve())
+    metrics = directory / METRICS_FILE
+    train, val = _curves(metrics) if metrics.is_file() else ([], [])
+    if metrics.is_file():
+        inputs.read.add(metrics.resolve())
+    inputs.add(TrainRun(summary, Source(str(summary_path)), train_curve=train, val_curve=val))
+    return True
+
+
+def metrics_row(record: dict[str, Any], source: Source) -> tuple[Any, dict[str, Any]]:
+    raise UsageError(f"{source}: a {record[KIND]!r} row belongs in a run directory's {METRICS_FILE}; "
+                     "give the report the run directory")
+
+
+def training_section(runs: Sequence[TrainRun]) -> Section:
+    section = Section(
+        "training", "End-to-end training",
+        "Data-parallel training with each rank reading its own data: end-to-end samples/s (all samples over the "
+        "wall time from the first to the last step, all ranks, validation and checkpoints left out). A run "
+        "directory on its own has no ratio to one rank: N ranks are compared with one only within a scaling "
+        "study (its own section). The right panel is the share of time ranks waited for data.",
+    )
+    bars = [TrainBar(run.label, [run.row.end_to_end_samples_per_s], [run.row.data_wait_fraction],
+                     [run.row.data_wait_fraction_worst_rank]) for run in runs]
+    if bars:
+        section.figures.append(figure_block("fig-training", "End-to-end samples/s and data wait per run",
+                                            training_figure(bars), list(runs)))
+    with_curves = [run for run in runs if run.train_curve or run.val_curve]
+    if with_curves:
+        section.figures.append(figure_block("fig-training-curves", "Training loss and every validation metric per run, "
+                                            "against step", curves_figure(with_curves), with_curves))
+    if runs:
+        section.tables.append(Table(
+            "table-training", "Every run directory",
+            [("run", False), ("ranks", True), ("batch/device", True), ("global batch", True), ("data", False),
+             ("end-to-end samples/s", True), ("steady samples/s", True), ("data wait", True), ("worst rank", True),
+             ("IO efficiency vs bench", True), ("validation", False), ("summary", False)],
+            [[text(run.label), number(run.row.world_size, "{:d}"), number(run.row.batch_size_per_device, "{:d}"),
+              number(run.row.global_batch, "{:d}"), text("synthetic" if run.row.synthetic_data else "real"),
+              readable(run.row.end_to_end_samples_per_s), readable(run.row.steady_samples_per_s),
+              percent(run.row.data_wait_fraction), percent(run.row.data_wait_fraction_worst_rank),
+              number(run.row.io_efficiency, "{:.3f}"),
+              text(", ".join(f"{k} {v:.4g}" for k, v in (run.row.validation or {}).items())), text(run.source)]
+             for run in runs],
+            provenance(runs)))
+    return section
+
+
+def sections(inputs: ReportInputs, baselines: Sequence[str]) -> list[Section]:
+    runs = inputs.of(RunSummary)
+    return [training_section(runs)] if runs else []
+
+
+PART = ReportPart(
+    name="train",
+    kinds=(RowKind(RunSummary, wrap=lambda row, source, extra: TrainRun(row, source, extra)),
+           RowKind(WindowRecord, parse=metrics_row), RowKind(EvalRecord, parse=metrics_row)),
+    sections=sections, counts=lambda inputs: [("run directories", len(inputs.of(RunSummary)))],
+    read_directory=read_run_directory, directory_kind=(SUMMARY_FILE, "run directories"))

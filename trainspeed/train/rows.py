@@ -1,0 +1,172 @@
+"""The trainer's rows: a run's summary (`summary.json`, and the last row of `metrics.jsonl`), and
+the rows of `metrics.jsonl` (a `train` row per logged window, a `val` row per validation).
+
+They are read by the report and the studies, which import no torch, so this module imports none.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from trainspeed.atomic import atomic_write_text
+from trainspeed.errors import UsageError
+from trainspeed.machine import Machine
+from trainspeed.rows import (
+    KIND,
+    VERSION,
+    Source,
+    parse_row,
+    read_records,
+    record_kind,
+    row_record,
+)
+
+SUMMARY_FILE = "summary.json"
+CONFIG_FILE = "train_config.json"
+METRICS_FILE = "metrics.jsonl"
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One invocation of a run (`summary.json`, and the last row of `metrics.jsonl`)."""
+
+    KIND: ClassVar[str] = "train-summary"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    workload: str
+    size: str
+    target: str
+    world_size: int
+    batch_size_per_device: int
+    global_batch: int
+    synthetic_data: bool
+    num_workers: int
+    threads: int | None
+    first_step: int
+    last_step: int
+    samples: int
+    wall_s: float
+    """Host time from the first to the last step, all ranks, less `paused_s`."""
+    paused_s: float | None
+    """Validation passes and checkpoints between steps (not training, so not in `wall_s`); None only
+    in summaries converted from files that did not record it."""
+    end_to_end_samples_per_s: float
+    """All samples of this invocation over the wall time from the first to the last step, all ranks."""
+    steady_samples_per_s: float | None
+    """The same after the first `timing_warmup_steps` steps (None when the run is shorter)."""
+    samples_per_s_per_device: float
+    step_time_s: float
+    data_wait_fraction: float
+    data_wait_fraction_worst_rank: float
+    steady_data_wait_fraction: float | None
+    """Data wait over the steady-state steps only (the loader's start-up left out), mean over ranks."""
+    h2d_s_per_step: float
+    final_loss: float
+    validation: dict[str, float] | None
+    """The workload's validation metrics at the last step (None: no validation ran)."""
+    bench_samples_per_s: float | None
+    io_efficiency: float | None
+    stopped_by_signal: bool
+    torch_version: str
+    learning_rates: dict | None = None
+    """How the peak LR of each optimizer came about (`trainspeed.train.lr_schedule.LearningRates`):
+    the LR given (--lr or the workload's), the scaling rule, reference and global batch, the peak."""
+    workload_module: str | None = None
+    """The workload's identity (`trainspeed.workloads.identity`): module, version, definition hash."""
+    workload_version: str | None = None
+    workload_sha256: str | None = None
+    cpu_s_per_wall_s: float | None = None
+    """Rank 0's process CPU seconds per wall second from its first to its last step (its loader
+    workers are processes of their own and not counted)."""
+    machine: Machine | None = None
+    """Rank 0's machine, with the load average at the first and the last step."""
+
+    def write(self, run_dir: Path) -> Path:
+        path = Path(run_dir) / SUMMARY_FILE
+        atomic_write_text(path, json.dumps(row_record(self), indent=2, sort_keys=True) + "\n")
+        return path
+
+    def lines(self) -> list[str]:
+        """The human summary printed at the end of a run."""
+        text = [
+            f"trained {self.workload}/{self.size} on {self.target} x{self.world_size}: steps {self.first_step}..{self.last_step}, "
+            f"global batch {self.global_batch} ({self.batch_size_per_device}/device)",
+            f"end-to-end {self.end_to_end_samples_per_s:,.1f} samples/s over {self.wall_s:.1f} s"
+            + (f"; steady {self.steady_samples_per_s:,.1f} samples/s" if self.steady_samples_per_s else ""),
+            f"step {self.step_time_s * 1e3:.1f} ms, data wait {self.data_wait_fraction:.1%} "
+            f"(worst rank {self.data_wait_fraction_worst_rank:.1%}"
+            + (f", steady {self.steady_data_wait_fraction:.1%}" if self.steady_data_wait_fraction is not None else "")
+            + f"), H2D {self.h2d_s_per_step * 1e3:.2f} ms/step, "
+            f"loss {self.final_loss:.4f}",
+        ]
+        if self.validation:
+            text.append("validation: " + ", ".join(f"{name} {value:.4g}" for name, value in self.validation.items()))
+        if self.io_efficiency is not None:
+            text.append(
+                f"IO efficiency {self.io_efficiency:.3f} (per device {self.samples_per_s_per_device:,.1f} "
+                f"vs bench {self.bench_samples_per_s:,.1f} samples/s)"
+            )
+        return text
+
+
+def read_summary(path: Path) -> RunSummary:
+    """A run's `summary.json`; UsageError naming the file when it holds no run summary."""
+    records = read_records(path)
+    if len(records) != 1:
+        raise UsageError(f"{path}: not a run summary (one JSON object)")
+    summary, _ = parse_row(RunSummary, *records[0])
+    return summary
+
+
+@dataclass(frozen=True)
+class WindowRecord:
+    """One `kind: train` row of metrics.jsonl (all ranks reduced)."""
+
+    KIND: ClassVar[str] = "train"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    step: int
+    epoch: int
+    loss: float
+    lr: float
+    samples_per_s: float
+    step_time_s: float
+    data_wait_s_per_step: float
+    data_wait_fraction: float
+    data_wait_fraction_worst_rank: float
+    h2d_s_per_step: float
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One `kind: val` row of metrics.jsonl: the step and the workload's metrics, whatever their
+    names (the row holds them beside `step`, as TensorBoard's `val/<name>` scalars do)."""
+
+    KIND: ClassVar[str] = "val"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    step: int
+    metrics: dict[str, float]
+
+    def as_row(self) -> dict[str, Any]:
+        return {KIND: self.KIND, VERSION: self.SCHEMA_VERSION, "step": self.step, **self.metrics}
+
+    @classmethod
+    def from_row(cls, record: dict[str, Any], source: Source) -> "EvalRecord":
+        kind, version = record_kind(record, source)
+        if (kind, version) != (cls.KIND, cls.SCHEMA_VERSION):
+            raise UsageError(f"{source}: a {kind} row of schema_version {version} where a {cls.KIND} row of "
+                             f"version {cls.SCHEMA_VERSION} belongs")
+        step = record.get("step")
+        if not isinstance(step, int) or isinstance(step, bool):
+            raise UsageError(f"{source}: val row: field step must be an integer, not {step!r}")
+        metrics = {name: value for name, value in record.items() if name not in (KIND, VERSION, "step")}
+        wrong = [name for name, value in metrics.items()
+                 if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool))]
+        if wrong:
+            raise UsageError(f"{source}: val row: metric {wrong[0]} must be a number, not {metrics[wrong[0]]!r}")
+        return cls(step=step, metrics={name: float(value) for name, value in metrics.items() if value is not None})
