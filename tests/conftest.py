@@ -18,6 +18,26 @@ if importlib.util.find_spec("torch_xla") is not None:
 
 torch.set_num_threads(int(os.environ.get("TRAINSPEED_TEST_THREADS", "2")))
 
+import child_commands  # noqa: E402 - tests/child_commands.py, the one runner of child processes
+
+_running: list[pytest.Item] = []
+"""The test being set up, run or torn down (the runner checks that it is marked `e2e`)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _running[:] = [item]
+
+
+def _check_marked_e2e() -> None:
+    """A test that starts a child process (itself, or through a fixture it needs) is end-to-end."""
+    if _running and _running[0].get_closest_marker("e2e") is None:
+        raise AssertionError(f"{_running[0].nodeid} runs trainspeed in a child process: mark it "
+                             "@pytest.mark.e2e (or its module: pytestmark = pytest.mark.e2e)")
+
+
+child_commands.check_marked = _check_marked_e2e
+
 
 @pytest.fixture
 def tmp_results(tmp_path):

@@ -5,7 +5,14 @@ import dataclasses
 
 import pytest
 
-from trainspeed.bench.ratios import format_table, latest_rows, ratio_table, remote_over_local, remote_pairs
+from trainspeed.bench.ratios import (
+    LOCAL_FAMILIES,
+    format_table,
+    latest_rows,
+    ratio_table,
+    remote_over_local,
+    remote_pairs,
+)
 from trainspeed.bench.results import ResultRow
 
 
@@ -54,3 +61,11 @@ def test_a_negative_wire_time_is_no_wire_time():
     fine = dataclasses.replace(row, server_step_s=0.15)
     assert fine.wire_s == pytest.approx(0.05) and not fine.wire_flagged
     assert dataclasses.replace(fine, wire_time_suspect=True).wire_flagged
+
+
+def test_the_local_families_the_ratios_know_are_the_registrys_own():
+    """The ratios read rows without the targets (they need torch), so they keep the names of the
+    local families; the registry is where those families are."""
+    from trainspeed.targets import BUILTIN_FAMILIES
+
+    assert set(LOCAL_FAMILIES) == {name for name, family in BUILTIN_FAMILIES.items() if name != "remote"}

@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from point_shards import GROUP_SIZE, POINT_BATCHES, POINTS
 
 from trainspeed.data.base import BatchLoader, LoaderConfig
-from trainspeed.data.loader import OutputColumn, ShardBatchSpec, ShardLoader, in_validation_split
+from trainspeed.data.loader import OutputColumn, ShardBatchSpec, ShardLoader
+from trainspeed.data.order import in_validation_split
 from trainspeed.data.shards import open_shard, read_index
 from trainspeed.errors import UsageError
-from point_shards import GROUP_SIZE, POINT_BATCHES, POINTS
 
 
 def open_points(folder, **config) -> ShardLoader:

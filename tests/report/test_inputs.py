@@ -2,6 +2,7 @@
 real run directories, every committed result file, and bad input named by file and line."""
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -142,6 +143,24 @@ def test_a_missing_file_and_no_input_are_one_clear_error(tmp_path):
     assert _error([tmp_path / "nope.jsonl"]) == f"{tmp_path / 'nope.jsonl'}: no such file or directory"
     assert _error([]).startswith("report: no results given")
     assert "without summary.json, result files" in _error([tmp_path])
+
+
+def test_a_pipe_or_a_device_is_not_a_results_file(tmp_path):
+    fifo = tmp_path / "rows.jsonl"
+    os.mkfifo(fifo)
+    device = tmp_path / "zeros.jsonl"
+    device.symlink_to("/dev/zero")
+    for path in (fifo, device):
+        assert _error([path]) == (f"{path}: not a regular file (a pipe, a device or the like); give a result file, "
+                                  "a run directory or a folder of them")
+
+
+def test_a_run_directory_that_never_finished_a_step_says_it_has_no_rows_yet(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train_config.json").write_text("{}\n")
+    assert _error([run]) == (f"{run}: a run directory without rows yet (its training wrote no summary.json: it "
+                             "failed or was stopped before it finished a step); see its logs, or train it first")
 
 
 def test_workloads_of_one_name_but_two_definitions_are_two_groups(tmp_path):

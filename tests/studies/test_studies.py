@@ -141,5 +141,5 @@ def test_the_report_reads_the_whole_study_folder(study, tmp_path):
     page = tmp_path / "report.html"
     assert main(["report", str(out), "--out", str(page)]) == 0
     html = page.read_text()
-    for section in ("ratio", "training", "remote", "selfplay", "batch-size-study", "studies"):
+    for section in ("ratio", "scaling", "remote", "selfplay", "batch-size-study", "studies"):
         assert f'<section id="{section}">' in html, section

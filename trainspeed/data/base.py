@@ -10,11 +10,12 @@ global batches as one rank at batch N * B (which makes data-parallel runs compar
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Iterator, Protocol, runtime_checkable
 
-import torch
+if TYPE_CHECKING:  # the loader config is read where no torch is imported (a dataset's checks, the flags)
+    import torch
 
-Batch = dict[str, torch.Tensor]
+Batch = dict[str, "torch.Tensor"]
 """A batch is a flat dict of tensors; every tensor's first dimension is the batch."""
 
 

@@ -18,17 +18,32 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
-import torch
 
 from trainspeed.data.base import LoaderConfig
-from trainspeed.data.loader import SAMPLE_ID_KEY, OutputColumn, RowCheck, ShardBatchSpec, ShardLoader, in_validation_split
-from trainspeed.data.shards import (INDEX_NAME, SHARD_PREFIX, STORABLE_KINDS, ShardSchema, index_schema, load_index,
-                                    write_index, write_shard)
+from trainspeed.data.order import SAMPLE_ID_KEY, in_validation_split
+from trainspeed.data.shards import (
+    INDEX_NAME,
+    SHARD_PREFIX,
+    STORABLE_KINDS,
+    ShardSchema,
+    index_schema,
+    load_index,
+    write_index,
+    write_shard,
+)
 from trainspeed.data.verify import VerifyReport, verify_shards
 from trainspeed.errors import UsageError
+
+if TYPE_CHECKING:  # writing, checking and summarizing a dataset need no torch; reading it does
+    from trainspeed.data.loader import (
+        OutputColumn,
+        RowCheck,
+        ShardBatchSpec,
+        ShardLoader,
+    )
 
 FORMAT_NAME = "trainspeed-arrays"
 FORMAT_VERSION = 1
@@ -140,6 +155,10 @@ def dataset_batches(folder: str | os.PathLike, outputs: Sequence[str | OutputCol
     """How batches are made from the dataset in `folder`: its schema and split from its index, and
     `outputs` (column names, kept in their stored dtype, or `OutputColumn`s to widen or view one;
     None: every column as stored)."""
+    import torch
+
+    from trainspeed.data.loader import OutputColumn, ShardBatchSpec
+
     folder = Path(folder)
     index = load_index(folder, HOW_TO_MAKE)
     if index["format"] != FORMAT_NAME:
@@ -164,6 +183,8 @@ def open_dataset(folder: str | os.PathLike, config: LoaderConfig, outputs: Seque
                  check_rows: RowCheck | None = None) -> ShardLoader:
     """The loader of one rank over a dataset `write_dataset` made (see `dataset_batches`). Batches
     hold the output columns and `meta_sample_id` (each sample's position in its split)."""
+    from trainspeed.data.loader import ShardLoader
+
     return ShardLoader(Path(folder), config, dataset_batches(folder, outputs, check_rows))
 
 

@@ -33,28 +33,20 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from trainspeed.data.base import Batch, BatchLoader, LoaderConfig
-from trainspeed.data.order import batches_per_epoch, check_rank_config, chunk_bounds, chunked_order, rank_slice
+from trainspeed.data.order import (
+    SAMPLE_ID_KEY,
+    SPLITS,
+    VAL_PER_MILLE,
+    batches_per_epoch,
+    check_rank_config,
+    chunk_bounds,
+    chunked_order,
+    in_validation_split,
+    rank_slice,
+)
 from trainspeed.data.shards import ShardColumns, ShardSchema, open_shard, read_index
 from trainspeed.data.verify import index_problems, shard_file_problem
 from trainspeed.errors import UsageError
-
-VAL_PER_MILLE = 50
-SPLITS = ("train", "val")
-SAMPLE_ID_KEY = "meta_sample_id"
-
-
-def _mix64(values: np.ndarray) -> np.ndarray:
-    """A fixed 64-bit integer hash (splitmix64 finaliser): the split never depends on a seed."""
-    x = values.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-def in_validation_split(keys: np.ndarray, val_per_mille: int = VAL_PER_MILLE) -> np.ndarray:
-    """Which split-column values (integers) belong to "val": a fixed property of the value."""
-    with np.errstate(over="ignore"):
-        return (_mix64(keys) % np.uint64(1000)) < np.uint64(val_per_mille)
 
 
 @dataclass(frozen=True)

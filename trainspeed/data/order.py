@@ -18,6 +18,9 @@ Two orders are offered:
     Sorting within a global batch does not change which samples train together, but it makes each
     rank's slice a run of neighbouring samples from one or two shards: the ranks read (nearly)
     disjoint shard ranges and every gather is a forward sweep through a memmap.
+
+The split of a dataset into train and val is fixed the same way, by a hash of each sample's split
+value (`in_validation_split`): it never depends on a seed, a rank count or the order of the files.
 """
 
 from __future__ import annotations
@@ -28,6 +31,24 @@ from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
 
 CHUNK_SAMPLES = 1024
+
+VAL_PER_MILLE = 50
+SPLITS = ("train", "val")
+SAMPLE_ID_KEY = "meta_sample_id"
+
+
+def _mix64(values: np.ndarray) -> np.ndarray:
+    """A fixed 64-bit integer hash (splitmix64 finaliser): the split never depends on a seed."""
+    x = values.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def in_validation_split(keys: np.ndarray, val_per_mille: int = VAL_PER_MILLE) -> np.ndarray:
+    """Which split-column values (integers) belong to "val": a fixed property of the value."""
+    with np.errstate(over="ignore"):
+        return (_mix64(keys) % np.uint64(1000)) < np.uint64(val_per_mille)
 
 
 def check_rank_config(config: LoaderConfig) -> None:

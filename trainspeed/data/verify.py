@@ -17,8 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from trainspeed.data.shards import (INDEX_NAME, ShardColumns, ShardSchema, file_sha256, open_shard, read_index,
-                                    shard_size_problem)
+from trainspeed.data.shards import (
+    INDEX_NAME,
+    ShardColumns,
+    ShardSchema,
+    file_sha256,
+    open_shard,
+    read_index,
+    shard_size_problem,
+)
 
 ColumnCheck = Callable[[Path, dict, ShardColumns], list[str]]
 """(shard file, its index entry, its memory-mapped columns) -> problems, each naming the file."""

@@ -30,7 +30,7 @@ from typing import Any, ContextManager
 
 import torch
 
-from trainspeed.data.loader import SAMPLE_ID_KEY
+from trainspeed.data.order import SAMPLE_ID_KEY
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target, TargetSpec, is_host_oom
 from trainspeed.workloads.base import Batch, Trainable, Workload
@@ -131,8 +131,8 @@ class RemoteTarget(Target):
     @classmethod
     def unavailable_reason(cls) -> str | None:
         try:
-            import grpc  # noqa: F401
             import google.protobuf  # noqa: F401
+            import grpc  # noqa: F401
         except ImportError as error:
             return f"the remote family needs grpcio and protobuf ({error}); pip install 'trainspeed[remote]'"
         return None

@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 from trainspeed.data.base import BatchLoader, LoaderConfig
-from trainspeed.data.loader import OutputColumn, ShardBatchSpec, ShardLoader, in_validation_split
+from trainspeed.data.loader import OutputColumn, ShardBatchSpec, ShardLoader
+from trainspeed.data.order import in_validation_split
 from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
 from trainspeed.workloads.mahjong.data.verify import check_actions
 

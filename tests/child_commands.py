@@ -1,0 +1,69 @@
+"""The one way tests run trainspeed (and the repository's scripts) in child processes, as a user's
+shell would: this checkout first on the path, the XLA client on the CPU, nothing the test session
+set for itself leaking in.
+
+Every test that starts a child this way is an end-to-end test and must be marked `e2e`
+(`tests/conftest.py` refuses the start otherwise), so `pytest -m "not e2e"` runs exactly the tests
+that need no child process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO_ROOT / "examples"
+
+check_marked: Callable[[], None] = lambda: None  # noqa: E731 - tests/conftest.py installs the real check
+
+
+def trainspeed_env(*path: str | os.PathLike, **extra: str) -> dict[str, str]:
+    """The environment of a child: this checkout (and `path`) importable, PJRT on the CPU."""
+    env = dict(os.environ)
+    # torch_xla, imported by the test session's conftest, sets GRPC_VERBOSITY for this process's
+    # children; a user's shell has it unset.
+    env.pop("GRPC_VERBOSITY", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), *map(str, path), env.get("PYTHONPATH")]))
+    env.setdefault("PJRT_DEVICE", "CPU")
+    env.update(extra)
+    return env
+
+
+def trainspeed_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "trainspeed", *args]
+
+
+def python_argv(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+def run(argv: list[str], *, path: tuple[str | os.PathLike, ...] = (), env: dict[str, str] | None = None,
+        timeout: float = 300, **kwargs: Any) -> subprocess.CompletedProcess:
+    """Run `argv` from the checkout's root to its end; its output captured as text."""
+    check_marked()
+    return subprocess.run(argv, env=env or trainspeed_env(*path), cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=timeout, **kwargs)
+
+
+def start(argv: list[str], *, path: tuple[str | os.PathLike, ...] = (), env: dict[str, str] | None = None,
+          **kwargs: Any) -> subprocess.Popen:
+    """Start `argv` from the checkout's root; the caller waits for it (or signals and kills it)."""
+    check_marked()
+    return subprocess.Popen(argv, env=env or trainspeed_env(*path), cwd=REPO_ROOT, **kwargs)
+
+
+def run_trainspeed(*args: str, path: tuple[str | os.PathLike, ...] = (), env: dict[str, str] | None = None,
+                   timeout: float = 300, **kwargs: Any) -> subprocess.CompletedProcess:
+    """`trainspeed ARGS...` to its end."""
+    return run(trainspeed_argv(*args), path=path, env=env, timeout=timeout, **kwargs)
+
+
+def run_ok(*args: str, **kwargs: Any) -> subprocess.CompletedProcess:
+    """`trainspeed ARGS...`, asserting it succeeded (its last output in the failure)."""
+    result = run_trainspeed(*args, **kwargs)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
