@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 PIP_CACHE ?= $(HOME)/.cache/pip
 export PJRT_DEVICE ?= CPU
 
-.PHONY: venv demo test report clean
+.PHONY: venv demo test test-unit coverage report clean
 
 # Every committed result file and run directory (docs/results/README.md lists the commands that wrote them).
 RESULTS := docs/results
@@ -38,8 +38,23 @@ demo: venv
 		--targets cpu:eager:fp32,cpu:compile:fp32,xla:lazy:fp32 --baseline cpu:eager:fp32 \
 		--batch-sizes 2^6..2^10 --threads 1 --windows 3 --min-window-s 0.3 --out results/demo.jsonl
 
+# The suite runs on TEST_WORKERS processes (pytest-xdist), a test file at a time, each torch on one
+# thread: sized for the 2-core machine CI runs on. `make test-unit` runs only the tests that start no
+# child process (`-m "not e2e"`); `make coverage` runs the suite under coverage.py, child processes too.
+TEST_WORKERS ?= 2
+PYTEST := TRAINSPEED_TEST_THREADS=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+
 test: venv
-	$(BIN)/python -m pytest -q --durations=15 tests
+	$(PYTEST) --durations=15 -n $(TEST_WORKERS) --dist loadfile tests
+
+test-unit: venv
+	$(PYTEST) --durations=15 -n $(TEST_WORKERS) --dist loadfile -m "not e2e" tests
+
+coverage: venv
+	rm -f .coverage .coverage.*
+	$(BIN)/python -m coverage run -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile tests
+	$(BIN)/python -m coverage combine -q
+	$(BIN)/python -m coverage report --skip-covered
 
 report: venv
 	$(BIN)/python -m trainspeed report $(REPORT_INPUTS) --baseline cuda:eager:fp32 --baseline cuda:eager:bf16 \

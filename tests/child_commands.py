@@ -41,7 +41,7 @@ def python_argv(*args: str) -> list[str]:
     return [sys.executable, *args]
 
 
-def run(argv: list[str], *, path: tuple[str | os.PathLike, ...] = (), env: dict[str, str] | None = None,
+def run_child(argv: list[str], *, path: tuple[str | os.PathLike, ...] = (), env: dict[str, str] | None = None,
         timeout: float = 300, **kwargs: Any) -> subprocess.CompletedProcess:
     """Run `argv` from the checkout's root to its end; its output captured as text."""
     check_marked()
@@ -49,7 +49,7 @@ def run(argv: list[str], *, path: tuple[str | os.PathLike, ...] = (), env: dict[
                           timeout=timeout, **kwargs)
 
 
-def start(argv: list[str], *, path: tuple[str | os.PathLike, ...] = (), env: dict[str, str] | None = None,
+def start_child(argv: list[str], *, path: tuple[str | os.PathLike, ...] = (), env: dict[str, str] | None = None,
           **kwargs: Any) -> subprocess.Popen:
     """Start `argv` from the checkout's root; the caller waits for it (or signals and kills it)."""
     check_marked()
@@ -59,7 +59,7 @@ def start(argv: list[str], *, path: tuple[str | os.PathLike, ...] = (), env: dic
 def run_trainspeed(*args: str, path: tuple[str | os.PathLike, ...] = (), env: dict[str, str] | None = None,
                    timeout: float = 300, **kwargs: Any) -> subprocess.CompletedProcess:
     """`trainspeed ARGS...` to its end."""
-    return run(trainspeed_argv(*args), path=path, env=env, timeout=timeout, **kwargs)
+    return run_child(trainspeed_argv(*args), path=path, env=env, timeout=timeout, **kwargs)
 
 
 def run_ok(*args: str, **kwargs: Any) -> subprocess.CompletedProcess:

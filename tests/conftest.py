@@ -39,6 +39,37 @@ def _check_marked_e2e() -> None:
 child_commands.check_marked = _check_marked_e2e
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules marked `long` (minutes of work in all) run first, each keeping its own order: with
+    the suite spread over workers a file at a time (`make test`: pytest-xdist, `--dist loadfile`),
+    the long modules start at once and the short ones fill the gaps, so the workers finish together."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # a stable sort keeps the order
+
+
+@pytest.fixture(scope="session")
+def selfplay_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """22 self-play games of four rule-based agents (seed 0), as `trainspeed data mahjong-selfplay`
+    writes them; game 20 is the first of the validation split. Tests read it; one that changes a
+    dataset copies it first."""
+    out = tmp_path_factory.mktemp("selfplay") / "data"
+    child_commands.run_ok("data", "mahjong-selfplay", "--games", "22", "--workers", "1", "--out", str(out), "--seed", "0",
+                          "--no-progress", timeout=300)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory, selfplay_data: Path) -> Path:
+    """A run directory of `trainspeed train`: Mahjong tiny, one rank, 6 steps of batch 32 on
+    `selfplay_data`, a train row every 2 steps, a validation every 3, every step's checkpoint kept.
+    Tests read it; one that changes a run copies it first."""
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    child_commands.run_ok("train", "--workload", "mahjong", "--size", "tiny", "--data", str(selfplay_data), "--steps", "6",
+                          "--batch-size-per-device", "32", "--eval-every", "3", "--eval-batches", "2", "--log-every", "2",
+                          "--checkpoint-every", "1", "--keep-checkpoints", "0", "--threads", "1", "--no-progress",
+                          "--out", str(out), timeout=300)
+    return out
+
+
 @pytest.fixture
 def tmp_results(tmp_path):
     return tmp_path / "results.jsonl"

@@ -2,20 +2,20 @@
 is already gone when it arms kills itself at once (the kill -9 of a whole command is tested with
 the command that starts workers, `data mahjong-selfplay`)."""
 
-import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+import pytest
+from child_commands import run_child
+
+pytestmark = pytest.mark.e2e
 
 
 def run_armed(parent_pid: str) -> subprocess.CompletedProcess:
     script = ("import os, sys; from trainspeed.parent_death import die_with_parent; "
               f"die_with_parent({parent_pid}); print('still running')")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    return run_child([sys.executable, "-c", script], timeout=60)
 
 
 def test_a_worker_whose_parent_lives_runs_on():

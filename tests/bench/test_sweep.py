@@ -5,6 +5,7 @@ import dataclasses
 
 import pytest
 import torch
+from child_commands import run_trainspeed
 from torch import nn
 
 from trainspeed.bench.config import BenchConfig, TimingPlan
@@ -88,24 +89,19 @@ def test_a_recompile_inside_a_timed_window_marks_the_row_invalid(name):
     assert row.compiles_in_windows >= 1
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_xla_works_in_a_fresh_process_whose_workload_counts_flops_with_a_backward(tmp_results):
     """Autograd fixes its device list at the first backward: the sweep must register XLA before
     asking the workload for its FLOPs. A fresh process, since this test session registered XLA early."""
-    import os
-    import subprocess
-    import sys
     from pathlib import Path
 
     if available_targets()["xla:lazy:fp32"] is not None:
         pytest.skip(available_targets()["xla:lazy:fp32"])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
-    result = subprocess.run(
-        [sys.executable, "-m", "trainspeed", "bench", "--workload", "backward_flops_workload:BackwardFlopsWorkload",
-         "--size", "one", "--targets", "xla:lazy:fp32", "--batch-sizes", "4", "--windows", "1", "--warmup-steps", "1",
-         "--min-window-s", "0.01", "--peak-tflops", "1", "--out", str(tmp_results), "--no-progress", "--no-plot"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )
+    result = run_trainspeed(
+        "bench", "--workload", "backward_flops_workload:BackwardFlopsWorkload", "--size", "one", "--targets",
+        "xla:lazy:fp32", "--batch-sizes", "4", "--windows", "1", "--warmup-steps", "1", "--min-window-s", "0.01",
+        "--peak-tflops", "1", "--out", str(tmp_results), "--no-progress", "--no-plot", path=(Path(__file__).parent,))
     assert result.returncode == 0, result.stderr[-2000:]
     assert [row.status for row in read_rows(tmp_results)] == ["ok"]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from child_commands import run_child, start_child
 from peer_helpers import (
     ALL_SIZES,
     ROOT,
@@ -129,9 +130,10 @@ def test_every_timed_window_lasts_at_least_the_minimum():
 def start_peer(script: str, out: Path) -> subprocess.Popen:
     command = [sys.executable, str(ROOT / "benchmarks" / "reference" / script), "--size", "tiny", "--batch-sizes", "64",
                "--windows", "1", "--min-window-s", "0.01", "--warmup-steps", "1", "--threads", "1", "--out", str(out)]
-    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_child(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.e2e
 def test_peer_rows_share_a_file_and_a_plot_with_trainspeed_rows(tmp_path, monkeypatch):
     out = tmp_path / "peers.jsonl"
     # The peers run side by side (one thread each) and beside trainspeed's sweep, to keep the test
@@ -174,9 +176,10 @@ def _has_jax() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("jax", "optax"))
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not _has_jax(), reason="jax is not installed: the JAX reference peer needs `pip install .[jax]`")
 def test_the_jax_peer_checks_pass_in_a_process_of_their_own():
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(HERE / "jax_peer_checks.py")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=300)
+    result = run_child([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(HERE / "jax_peer_checks.py")],
+                       timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "skipped" not in result.stdout

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from child_commands import run_child
 
 from benchmarks import (
     bench_agents,
@@ -44,13 +44,11 @@ def test_agent_rows(tmp_path):
     assert all(row["games"] == 2 and 1 <= row["rule_mean_rank"] <= 4 for row in rows)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
-def test_loader_rows(tmp_path):
-    data = tmp_path / "data"
-    subprocess.run([sys.executable, "-m", "trainspeed", "data", "mahjong-selfplay", "--games", "3", "--workers", "1",
-                    "--out", str(data), "--seed", "0", "--no-progress"], check=True, capture_output=True, timeout=300)
+def test_loader_rows(tmp_path, selfplay_data):
     out = tmp_path / "loader.jsonl"
-    bench_loader.main(["--data", str(data), "--batch-sizes", "64", "--workers", "0", "--epochs", "1", "--time-checks",
+    bench_loader.main(["--data", str(selfplay_data), "--batch-sizes", "64", "--workers", "0", "--epochs", "1", "--time-checks",
                        "--out", str(out)])
     loader, cost = _measurements(out)
     assert loader["num_workers"] == 0 and loader["samples_per_s"] > 0 and 0 < cost["check_fraction"]
@@ -65,23 +63,23 @@ def test_harness_overhead_row(tmp_path):
     assert len(row["bench_samples_per_s"]) == len(row["loop_samples_per_s"]) == 1 and row["bench_over_loop_per_round"][0] > 0
 
 
+@pytest.mark.e2e
 def test_the_attention_script_runs_on_the_cpu(tmp_path):
     out = tmp_path / "attention.jsonl"
-    result = subprocess.run([sys.executable, "benchmarks/mahjong_attention.py", "--device", "cpu", "--size", "tiny",
-                             "--batch", "8", "--dtype", "fp32", "--repeats", "1", "--out", str(out)],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    result = run_child([sys.executable, "benchmarks/mahjong_attention.py", "--device", "cpu", "--size", "tiny",
+                             "--batch", "8", "--dtype", "fp32", "--repeats", "1", "--out", str(out)], timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert out.read_text().count("\n") >= 2
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_the_triton_kernel_check_runs_in_tritons_interpreter_on_the_cpu(tmp_path):
     pytest.importorskip("triton", reason="triton is not installed")
     out = tmp_path / "triton.jsonl"
-    result = subprocess.run([sys.executable, "benchmarks/check_triton_lrelu.py", "--size", "tiny-t", "--batch", "1",
+    result = run_child([sys.executable, "benchmarks/check_triton_lrelu.py", "--size", "tiny-t", "--batch", "1",
                              "--dtypes", "fp32", "--device", "cpu", "--max-channels", "2", "--max-layers", "1",
-                             "--repeats", "1", "--out", str(out)],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+                             "--repeats", "1", "--out", str(out)], timeout=600,
                             env={**os.environ, "TRITON_INTERPRET": "1"})
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "1 layers checked, 0 problems" in result.stdout and out.read_text().count("\n") == 1

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from child_commands import EXAMPLES, run_trainspeed
+from point_shards import POINT_BATCHES
 
 from trainspeed.cli import main
 from trainspeed.data import open_dataset, write_dataset
@@ -18,7 +20,6 @@ from trainspeed.data.base import LoaderConfig
 from trainspeed.data.loader import ShardLoader
 from trainspeed.data.shards import INDEX_NAME
 from trainspeed.errors import UsageError
-from point_shards import POINT_BATCHES
 
 
 def _edit_index(folder: Path, edit) -> None:
@@ -116,23 +117,17 @@ def test_a_written_dataset_with_an_edited_total_is_refused_when_opened(tmp_path)
         open_dataset(folder, LoaderConfig(batch_size=8, num_workers=0))
 
 
+@pytest.mark.e2e
 def test_train_refuses_a_dataset_whose_index_disagrees_with_its_shards_before_any_step(tmp_path):
     """The user's report: `data verify` caught the edited index, `train` trained on it."""
-    import subprocess
-    import sys
-
-    repo = Path(__file__).resolve().parents[2]
     folder = tmp_path / "text"
     write_dataset({"tokens": np.zeros((400, 65), np.uint8), "document": np.arange(400) // 4}, folder,
                   split_by="document", val_fraction=0.1)
     _edit_index(folder, lambda index: index.update(samples=410))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(repo / "examples")]), "PJRT_DEVICE": "CPU"}
-    verify = subprocess.run([sys.executable, "-m", "trainspeed", "data", "verify", str(folder)], env=env,
-                            capture_output=True, text=True, timeout=300)
+    verify = run_trainspeed("data", "verify", str(folder), path=(EXAMPLES,))
     (problem,) = [line.removeprefix("FAIL ") for line in verify.stdout.splitlines() if line.startswith("FAIL ")]
     run = tmp_path / "run"
-    train = subprocess.run([sys.executable, "-m", "trainspeed", "train", "--workload", "char_lm_workload:CharLMWorkload",
-                            "--data", str(folder), "--steps", "2", "--batch-size-per-device", "8", "--no-progress",
-                            "--out", str(run)], env=env, capture_output=True, text=True, timeout=300)
+    train = run_trainspeed("train", "--workload", "char_lm_workload:CharLMWorkload", "--data", str(folder), "--steps", "2",
+                           "--batch-size-per-device", "8", "--no-progress", "--out", str(run), path=(EXAMPLES,))
     assert train.returncode == 2 and train.stderr.strip() == f"trainspeed: error: {problem}"
     assert "says 410 samples, shards hold 400" in problem and not run.exists()

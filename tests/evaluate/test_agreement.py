@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from trainspeed.cli import main
-from trainspeed.workloads.mahjong.decisions import DECISION_KINDS, DISCARD_ERRORS
 from trainspeed.workloads.mahjong.data.verify import summarize_mahjong_shards
+from trainspeed.workloads.mahjong.decisions import DECISION_KINDS, DISCARD_ERRORS
+
+pytestmark = pytest.mark.e2e
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -15,13 +19,13 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def test_every_decision_of_the_split_is_counted_once_by_kind_and_error(capsys, policy_run, selfplay_data, tmp_path):
+def test_every_decision_of_the_split_is_counted_once_by_kind_and_error(capsys, tiny_run, selfplay_data, tmp_path):
     out = tmp_path / "agreement.jsonl"
-    code, printed, err = _run(capsys, "--policy", str(policy_run), "--data", str(selfplay_data), "--split", "train",
+    code, printed, err = _run(capsys, "--policy", str(tiny_run), "--data", str(selfplay_data), "--split", "train",
                               "--batch-size", "100", "--out", str(out))
     assert code == 0, err
     (row,) = [json.loads(line) for line in out.read_text().splitlines()]
-    assert row["kind"] == "mahjong-agreement" and row["split"] == "train" and row["policy_step"] == 1
+    assert row["kind"] == "mahjong-agreement" and row["split"] == "train" and row["policy_step"] == 6
     summary = summarize_mahjong_shards(selfplay_data)
     assert row["samples"] == sum(row["samples_per_kind"].values()) > 0
     assert row["samples"] <= summary.samples
@@ -35,13 +39,13 @@ def test_every_decision_of_the_split_is_counted_once_by_kind_and_error(capsys, p
     assert f"on {row['samples']} train decisions" in printed
 
 
-def test_bad_input_is_one_line_and_exit_code_2(capsys, policy_run, foreign_run, selfplay_data, tmp_path):
+def test_bad_input_is_one_line_and_exit_code_2(capsys, tiny_run, foreign_run, selfplay_data, tmp_path):
     out = tmp_path / "agreement.jsonl"
     cases = [
-        (["--policy", str(policy_run), "--data", str(tmp_path / "missing")], "no such folder"),
+        (["--policy", str(tiny_run), "--data", str(tmp_path / "missing")], "no such folder"),
         (["--policy", str(foreign_run), "--data", str(selfplay_data)], "its checkpoint is a 'stylegan3' run"),
-        (["--policy", str(policy_run), "--data", str(selfplay_data), "--split", "test"], "choose train or val"),
-        (["--policy", str(policy_run), "--data", str(policy_run)], "index.json"),
+        (["--policy", str(tiny_run), "--data", str(selfplay_data), "--split", "test"], "choose train or val"),
+        (["--policy", str(tiny_run), "--data", str(tiny_run)], "index.json"),
     ]
     for argv, fragment in cases:
         code, _, err = _run(capsys, *argv, "--out", str(out))

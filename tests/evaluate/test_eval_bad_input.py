@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e
 
 DEEP = "[" * 100_000 + "]" * 100_000
 """Nested past Python's recursion limit: its JSON reader raises RecursionError, not a decode error."""
@@ -21,9 +22,9 @@ def files(folder: Path) -> dict[Path, bytes]:
     (["--temperature", "inf"], "argument --temperature: 'inf' is not a finite number"),
     (["--threads", "99999999999999999999"], "argument --threads: '99999999999999999999' is more than 4096 threads"),
 ])
-def test_impossible_numbers_are_refused_before_any_game(cli_error, policy_run, tmp_path, argv, fragment):
+def test_impossible_numbers_are_refused_before_any_game(cli_error, tiny_run, tmp_path, argv, fragment):
     out = tmp_path / "eval.jsonl"
-    line = cli_error("eval", "mahjong", "--policy", str(policy_run), "--games", "4", "--out", str(out),
+    line = cli_error("eval", "mahjong", "--policy", str(tiny_run), "--games", "4", "--out", str(out),
                      "--no-progress", *argv)
     assert fragment in line, line
     assert files(tmp_path) == {}
@@ -34,10 +35,10 @@ def test_impossible_numbers_are_refused_before_any_game(cli_error, policy_run, t
     (('{"kind": "mahjong-eval", "x": ' + DEEP + "}\n").encode(), "line 1: JSON nested too deeply to read"),
     (b'{"kind": "mahjong-eval"}\n"just a string"\n', "line 2 is not a JSON object"),
 ], ids=["binary", "deeply-nested", "not-an-object"])
-def test_an_out_that_is_no_results_file_is_refused_and_kept(cli_error, policy_run, tmp_path, content, fragment):
+def test_an_out_that_is_no_results_file_is_refused_and_kept(cli_error, tiny_run, tmp_path, content, fragment):
     out = tmp_path / "eval.jsonl"
     out.write_bytes(content)
-    line = cli_error("eval", "mahjong", "--policy", str(policy_run), "--games", "4", "--out", str(out),
+    line = cli_error("eval", "mahjong", "--policy", str(tiny_run), "--games", "4", "--out", str(out),
                      "--no-progress", "--no-plot")
     assert f"--out {out}: " in line and fragment in line, line
     assert files(tmp_path) == {out: content}  # no row appended, no progress file begun
@@ -52,11 +53,11 @@ SETTINGS = '{"kind": "settings", "eval_id": "e1", "settings": {}}\n'
     ((SETTINGS + '{"kind": "deal", "deal": "first", "seed": 1}\n').encode(), "line 2 is not a finished deal"),
     (b'["settings"]\n', "is not a progress file of `trainspeed eval mahjong`"),
 ], ids=["binary", "deeply-nested", "wrong-types", "not-an-object"])
-def test_a_damaged_progress_file_is_one_line_and_kept(cli_error, policy_run, tmp_path, content, fragment):
+def test_a_damaged_progress_file_is_one_line_and_kept(cli_error, tiny_run, tmp_path, content, fragment):
     out = tmp_path / "eval.jsonl"
     progress = Path(f"{out}.progress")
     progress.write_bytes(content)
-    line = cli_error("eval", "mahjong", "--policy", str(policy_run), "--games", "4", "--out", str(out),
+    line = cli_error("eval", "mahjong", "--policy", str(tiny_run), "--games", "4", "--out", str(out),
                      "--no-progress", "--no-plot")
     assert fragment in line, line
     assert files(tmp_path) == {progress: content}

@@ -29,14 +29,15 @@ def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_a_policy_against_three_copies_of_itself_ranks_exactly_2_5(capsys, policy_run, tmp_path):
+@pytest.mark.e2e
+def test_a_policy_against_three_copies_of_itself_ranks_exactly_2_5(capsys, tiny_run, tmp_path):
     out = tmp_path / "eval.jsonl"
-    code, printed, err = run_cli(capsys, "eval", "mahjong", "--policy", str(policy_run), "--opponent", str(policy_run),
+    code, printed, err = run_cli(capsys, "eval", "mahjong", "--policy", str(tiny_run), "--opponent", str(tiny_run),
                                  "--games", "8", "--out", str(out), "--no-progress")
     assert code == 0, err
     (row,) = rows(out)
     assert set(ROW_FIELDS) <= set(row)
-    assert row["kind"] == "mahjong-eval" and row["policy_size"] == "tiny" and row["policy_step"] == 1
+    assert row["kind"] == "mahjong-eval" and row["policy_size"] == "tiny" and row["policy_step"] == 6
     assert row["games"] == 8 and row["deals"] == 2 and row["games_played"] == 8
     assert row["eval_seed"] == 0 and row["policy_seed"] == 0 and row["opponent_seed"] == 0
     assert row["within_deal_correlation"] == pytest.approx(-1 / 3)  # each deal's four games: ranks 1, 2, 3 and 4
@@ -59,15 +60,17 @@ def test_a_policy_against_three_copies_of_itself_ranks_exactly_2_5(capsys, polic
     (["--batch-games", "0"], "--batch-games must be >= 1"),
     (["--target", "gpu:eager:fp32"], "unknown device 'gpu'"),
 ])
-def test_bad_flags_are_one_line_and_exit_code_2(capsys, policy_run, tmp_path, argv, fragment):
+@pytest.mark.e2e
+def test_bad_flags_are_one_line_and_exit_code_2(capsys, tiny_run, tmp_path, argv, fragment):
     out = tmp_path / "eval.jsonl"
-    code, _, err = run_cli(capsys, "eval", "mahjong", "--policy", str(policy_run), "--out", str(out), "--no-progress", *argv)
+    code, _, err = run_cli(capsys, "eval", "mahjong", "--policy", str(tiny_run), "--out", str(out), "--no-progress", *argv)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("trainspeed: error: ") and fragment in lines[0], err
     assert not out.exists() and not Path(str(out) + ".progress").exists()
 
 
-def test_bad_run_directories_are_one_line_and_exit_code_2(capsys, policy_run, foreign_run, tmp_path):
+@pytest.mark.e2e
+def test_bad_run_directories_are_one_line_and_exit_code_2(capsys, tiny_run, foreign_run, tmp_path):
     empty = tmp_path / "empty-run"
     empty.mkdir()
     out = tmp_path / "eval.jsonl"
@@ -75,8 +78,8 @@ def test_bad_run_directories_are_one_line_and_exit_code_2(capsys, policy_run, fo
         (["--policy", str(empty)], "holds no checkpoint"),
         (["--policy", str(tmp_path / "missing")], "no such run directory"),
         (["--policy", str(foreign_run)], "its checkpoint is a 'stylegan3' run, not 'mahjong'"),
-        (["--policy", str(policy_run), "--opponent", str(foreign_run)], "--opponent"),
-        (["--policy", str(policy_run), "--opponent", str(empty)], "--opponent"),
+        (["--policy", str(tiny_run), "--opponent", str(foreign_run)], "--opponent"),
+        (["--policy", str(tiny_run), "--opponent", str(empty)], "--opponent"),
     ]
     for argv, fragment in cases:
         code, _, err = run_cli(capsys, "eval", "mahjong", "--out", str(out), "--no-progress", *argv)
@@ -100,8 +103,9 @@ def _stop_after(deals: int):
     return on_deal
 
 
-def test_an_interrupted_evaluation_resumes_without_replaying_finished_deals(policy_run, tmp_path):
-    common = dict(policy=str(policy_run), opponent="random", games=8, seed=4, batch_games=8, progress=False)
+@pytest.mark.e2e
+def test_an_interrupted_evaluation_resumes_without_replaying_finished_deals(tiny_run, tmp_path):
+    common = dict(policy=str(tiny_run), opponent="random", games=8, seed=4, batch_games=8, progress=False)
     whole = run_mahjong_eval(MahjongEvalConfig(out=str(tmp_path / "whole.jsonl"), **common), "whole")
 
     config = MahjongEvalConfig(out=str(tmp_path / "cut.jsonl"), **common)
@@ -122,8 +126,9 @@ def test_an_interrupted_evaluation_resumes_without_replaying_finished_deals(poli
     assert not progress.exists() and len(rows(Path(config.out))) == 1
 
 
-def test_worker_processes_play_the_same_games_as_one_process(policy_run, tmp_path):
-    common = dict(policy=str(policy_run), opponent="rule-based", games=12, seed=6, batch_games=2, progress=False)
+@pytest.mark.e2e
+def test_worker_processes_play_the_same_games_as_one_process(untrained_run, tmp_path):
+    common = dict(policy=str(untrained_run), opponent="rule-based", games=12, seed=6, batch_games=2, progress=False)
     alone = run_mahjong_eval(MahjongEvalConfig(out=str(tmp_path / "one.jsonl"), **common), "one")
     split = run_mahjong_eval(MahjongEvalConfig(out=str(tmp_path / "two.jsonl"), workers=2, **common), "two")
     assert split.workers == 2 and split.games_played == 12
@@ -131,12 +136,13 @@ def test_worker_processes_play_the_same_games_as_one_process(policy_run, tmp_pat
     assert split.decisions == alone.decisions and split.forward_calls >= alone.forward_calls
 
 
-def test_other_settings_do_not_continue_an_unfinished_evaluation(capsys, policy_run, tmp_path):
-    config = MahjongEvalConfig(policy=str(policy_run), opponent="random", games=8, out=str(tmp_path / "e.jsonl"),
+@pytest.mark.e2e
+def test_other_settings_do_not_continue_an_unfinished_evaluation(capsys, tiny_run, tmp_path):
+    config = MahjongEvalConfig(policy=str(tiny_run), opponent="random", games=8, out=str(tmp_path / "e.jsonl"),
                                progress=False)
     with pytest.raises(Stop):
         run_mahjong_eval(config, "first", on_deal=_stop_after(1))
-    code, _, err = run_cli(capsys, "eval", "mahjong", "--policy", str(policy_run), "--opponent", "random", "--games", "12",
+    code, _, err = run_cli(capsys, "eval", "mahjong", "--policy", str(tiny_run), "--opponent", "random", "--games", "12",
                            "--out", config.out, "--no-progress")
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "holds an unfinished evaluation with other settings (games 8 -> 12)" in lines[0]

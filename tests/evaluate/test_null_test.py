@@ -10,10 +10,11 @@ from trainspeed.cli import main
 from trainspeed.evaluate.null_test import wilson_interval
 
 
+@pytest.mark.e2e
 def test_each_seed_is_an_evaluation_and_the_summary_counts_the_intervals_that_contain_2_5(
-        capsys, policy_run, tmp_path):
+        capsys, tiny_run, tmp_path):
     out = tmp_path / "null.jsonl"
-    code = main(["eval", "mahjong-null", "--policy", str(policy_run), "--seeds", "3", "--games", "8",
+    code = main(["eval", "mahjong-null", "--policy", str(tiny_run), "--seeds", "3", "--games", "8",
                  "--temperature", "1.5", "--out", str(out), "--no-progress"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -21,7 +22,7 @@ def test_each_seed_is_an_evaluation_and_the_summary_counts_the_intervals_that_co
     evaluations, (summary,) = rows[:-1], rows[-1:]
     assert [row["kind"] for row in evaluations] == ["mahjong-eval"] * 3
     assert [row["eval_seed"] for row in evaluations] == [0, 1, 2] == summary["eval_seeds"]
-    assert all(row["opponent"] == str(policy_run) and row["temperature"] == 1.5 for row in evaluations)
+    assert all(row["opponent"] == str(tiny_run) and row["temperature"] == 1.5 for row in evaluations)
     # Sampling makes the rotations different games: not every deal is the permutation 1..4.
     assert any(sorted(ranks) != [1, 2, 3, 4] for row in evaluations for ranks in row["deal_ranks"])
     inside = [row["mean_rank_ci95"][0] <= 2.5 <= row["mean_rank_ci95"][1] for row in evaluations]
@@ -30,9 +31,10 @@ def test_each_seed_is_an_evaluation_and_the_summary_counts_the_intervals_that_co
     assert "intervals contain 2.5" in captured.out
 
 
-def test_a_greedy_null_test_is_refused_before_any_game(capsys, policy_run, tmp_path):
+@pytest.mark.e2e
+def test_a_greedy_null_test_is_refused_before_any_game(capsys, tiny_run, tmp_path):
     out = tmp_path / "null.jsonl"
-    code = main(["eval", "mahjong-null", "--policy", str(policy_run), "--temperature", "0", "--out", str(out)])
+    code = main(["eval", "mahjong-null", "--policy", str(tiny_run), "--temperature", "0", "--out", str(out)])
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "must be above 0" in lines[0] and not out.exists()
 

@@ -12,6 +12,8 @@ import pytest
 from tests.train.train_runs import plant_payload
 from trainspeed.cli import main
 
+pytestmark = pytest.mark.e2e
+
 
 def _eval(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
     code = main(["eval", "mahjong", "--games", "4", "--no-progress", "--no-plot", *argv])
@@ -21,12 +23,12 @@ def _eval(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize("flag", ["--policy", "--opponent"])
 def test_a_planted_pickle_payload_never_runs_and_is_one_line(
-    flag: str, policy_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    flag: str, tiny_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     tampered, marker, out = tmp_path / "tampered", tmp_path / "payload-ran", tmp_path / "eval.jsonl"
-    shutil.copytree(policy_run, tampered)
+    shutil.copytree(tiny_run, tampered)
     plant_payload(tampered, marker)
-    other = ["--opponent", "rule-based"] if flag == "--policy" else ["--policy", str(policy_run)]
+    other = ["--opponent", "rule-based"] if flag == "--policy" else ["--policy", str(tiny_run)]
     code, printed, err = _eval(capsys, flag, str(tampered), *other, "--out", str(out))
     assert not marker.exists(), "the checkpoint ran code"
     lines = err.strip().splitlines()
@@ -37,27 +39,27 @@ def test_a_planted_pickle_payload_never_runs_and_is_one_line(
 
 
 def test_a_broken_latest_pointer_evaluates_the_newest_valid_checkpoint_and_says_so(
-    policy_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    tiny_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     run = tmp_path / "run"
-    shutil.copytree(policy_run, run)
+    shutil.copytree(tiny_run, run)
     (run / "checkpoints" / "latest").write_text("../../elsewhere.pt\n")
     code, printed, err = _eval(capsys, "--policy", str(run), "--opponent", "random", "--out", str(tmp_path / "e.jsonl"))
     assert code == 0, err
     assert f"--policy {run}: checkpoints/latest holds '../../elsewhere.pt', not the name of a checkpoint of this " \
-           "run; evaluating step-000000001.pt, the newest valid checkpoint" in printed
+           "run; evaluating step-000000006.pt, the newest valid checkpoint" in printed
 
 
 def test_step_evaluates_that_checkpoint_and_a_step_not_kept_is_one_line(
-    kept_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+    tiny_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    assert sorted(p.name for p in (kept_run / "checkpoints").glob("step-*.pt")) == [
-        "step-000000001.pt", "step-000000002.pt", "step-000000003.pt"]
+    assert sorted(p.name for p in (tiny_run / "checkpoints").glob("step-*.pt")) == [
+        f"step-{step:09d}.pt" for step in range(1, 7)]
     out = tmp_path / "e.jsonl"
-    code, _, err = _eval(capsys, "--policy", str(kept_run), "--step", "2", "--opponent", "random", "--out", str(out))
+    code, _, err = _eval(capsys, "--policy", str(tiny_run), "--step", "2", "--opponent", "random", "--out", str(out))
     assert code == 0, err
     row = json.loads(out.read_text().splitlines()[-1])
     assert row["policy_step"] == 2 and row["policy_checkpoint"].endswith("step-000000002.pt")
-    code, _, err = _eval(capsys, "--policy", str(kept_run), "--step", "7", "--out", str(tmp_path / "f.jsonl"))
+    code, _, err = _eval(capsys, "--policy", str(tiny_run), "--step", "7", "--out", str(tmp_path / "f.jsonl"))
     lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and "--step 7: no checkpoint of that step (kept: 1, 2, 3" in lines[0]
+    assert code == 2 and len(lines) == 1 and "--step 7: no checkpoint of that step (kept: 1, 2, 3, 4, 5, 6" in lines[0]

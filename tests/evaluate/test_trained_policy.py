@@ -5,17 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from child_commands import run_trainspeed
 
-from eval_runs import run_trainspeed
+pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.slow
-def test_a_trained_tiny_policy_beats_random_opponents(tmp_path):
-    data, run, out = tmp_path / "selfplay", tmp_path / "run", tmp_path / "eval.jsonl"
-    made = run_trainspeed("data", "mahjong-selfplay", "--games", "8", "--workers", "2", "--out", str(data),
-                          "--seed", "2", "--no-progress")
-    assert made.returncode == 0, made.stderr
-    trained = run_trainspeed("train", "--workload", "mahjong", "--size", "tiny", "--data", str(data), "--steps", "30",
+def test_a_trained_tiny_policy_beats_random_opponents(tmp_path, selfplay_data):
+    run, out = tmp_path / "run", tmp_path / "eval.jsonl"
+    trained = run_trainspeed("train", "--workload", "mahjong", "--size", "tiny", "--data", str(selfplay_data), "--steps", "30",
                              "--batch-size-per-device", "256", "--lr", "3e-3", "--lr-scaling", "none", "--threads", "2",
                              "--out", str(run), "--no-progress")
     assert trained.returncode == 0, trained.stderr

@@ -1,16 +1,15 @@
-"""The report's fixtures: run directories written by real `trainspeed train` runs (Mahjong on one rank
-with self-play data, a user's image classifier on two ranks), and the browser for the browser test."""
+"""The report's fixtures: a user's image classifier trained on two ranks by `trainspeed train` (the
+Mahjong run is the session's `tiny_run`), and the browser for the browser test."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
 from browser import ensure_chromium
+from child_commands import run_child
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "examples"
@@ -20,21 +19,8 @@ def _trainspeed(*args: str) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), str(EXAMPLES), env.get("PYTHONPATH")]))
     env.setdefault("PJRT_DEVICE", "CPU")
-    result = subprocess.run([sys.executable, "-m", "trainspeed", *args], cwd=REPO_ROOT, env=env, capture_output=True,
-                            text=True, timeout=600)
+    result = run_child([sys.executable, "-m", "trainspeed", *args], env=env, timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-
-
-@pytest.fixture(scope="session")
-def mahjong_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Mahjong tiny, one rank, 22 self-play games (game 20 is the first of the validation split)."""
-    folder = tmp_path_factory.mktemp("mahjong")
-    _trainspeed("data", "mahjong-selfplay", "--games", "22", "--workers", "1", "--out", str(folder / "data"),
-                "--seed", "0", "--no-progress")
-    _trainspeed("train", "--workload", "mahjong", "--size", "tiny", "--data", str(folder / "data"), "--steps", "6",
-                "--batch-size-per-device", "32", "--eval-every", "3", "--eval-batches", "2", "--log-every", "2",
-                "--threads", "1", "--no-progress", "--out", str(folder / "run"))
-    return folder / "run"
 
 
 @pytest.fixture(scope="session")

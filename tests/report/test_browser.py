@@ -2,19 +2,21 @@
 fetched, every figure drawn at a size, a screenshot that is not blank, tables that sort."""
 
 import pytest
-from PIL import Image, ImageStat
-
 from browser import FLAGS
+from PIL import Image, ImageStat
 from report_rows import write_every_kind
+
 from trainspeed.cli import main
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.slow
-def test_the_report_renders_in_chromium(chromium, tmp_path, mahjong_run, classifier_run):
+def test_the_report_renders_in_chromium(chromium, tmp_path, tiny_run, classifier_run):
     from playwright.sync_api import sync_playwright
 
     page_path = tmp_path / "report.html"
-    inputs = [*write_every_kind(tmp_path / "rows"), mahjong_run, classifier_run]
+    inputs = [*write_every_kind(tmp_path / "rows"), tiny_run, classifier_run]
     assert main(["report", *map(str, inputs), "--out", str(page_path)]) == 0
     figures_in_page = page_path.read_text().count('<figure class="figure"')
     problems, requests = [], []

@@ -50,11 +50,12 @@ def test_extra_fields_flow_through(tmp_path):
     assert compiled.get("lrelu_path") == "plain" and compiled.command.startswith("trainspeed bench")
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
-def test_a_run_directory_written_by_trainspeed_train_is_read_with_its_curves(mahjong_run, classifier_run):
+def test_a_run_directory_written_by_trainspeed_train_is_read_with_its_curves(tiny_run, classifier_run):
     """The trainer's metrics.jsonl ends with its summary row, which has no step: the report read
     it as a metrics row and refused every real run directory."""
-    inputs = read_inputs([mahjong_run, classifier_run])
+    inputs = read_inputs([tiny_run, classifier_run])
     mahjong, classifier = inputs.of(RunSummary)
     assert isinstance(mahjong.summary, RunSummary) and mahjong.summary.world_size == 1
     assert [record.step for record in mahjong.train_curve] == [2, 4, 6]
@@ -65,15 +66,16 @@ def test_a_run_directory_written_by_trainspeed_train_is_read_with_its_curves(mah
     assert classifier.summary.workload_module == "image_classifier_workload"
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
-def test_a_folder_of_result_files_and_run_directories_is_read_one_level_deep(tmp_path, mahjong_run):
+def test_a_folder_of_result_files_and_run_directories_is_read_one_level_deep(tmp_path, tiny_run):
     import shutil
 
     folder = tmp_path / "study"
     write_every_kind(folder)
-    shutil.copytree(mahjong_run, folder / "run")
+    shutil.copytree(tiny_run, folder / "run")
     (folder / "deeper").mkdir()
-    shutil.copytree(mahjong_run, folder / "deeper" / "run")
+    shutil.copytree(tiny_run, folder / "deeper" / "run")
     inputs = read_inputs([folder])
     assert len(inputs.of(RunSummary)) == 1 and len(inputs.of(MahjongEvalRow)) == 3 and inputs.of(ResultRow)
 

@@ -26,8 +26,8 @@ ALL_SECTIONS = ["ratio", "throughput", "memory", "first-step", "remote", "traini
 
 
 @pytest.fixture(scope="module")
-def every_kind(tmp_path_factory, mahjong_run, classifier_run):
-    return render(read_inputs([*write_every_kind(tmp_path_factory.mktemp("rows")), mahjong_run, classifier_run]))
+def every_kind(tmp_path_factory, tiny_run, classifier_run):
+    return render(read_inputs([*write_every_kind(tmp_path_factory.mktemp("rows")), tiny_run, classifier_run]))
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +47,7 @@ def _figures(html):
     return re.findall(r'<figure class="figure" id="([^"]+)">(.*?)</figure>', html, re.S)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_every_kind_of_row_gets_its_section(every_kind):
     assert _section_ids(every_kind) == ALL_SECTIONS
@@ -70,6 +71,7 @@ def test_rows_that_are_not_ok_show_their_status(bench_page):
         assert re.search(rf'<td class="[^"]*status-{status}[^"]*"[^>]*>{status}', bench_page), status
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_every_figure_is_inline_svg_with_its_command_machine_and_files(every_kind):
     figures = _figures(every_kind)
@@ -131,6 +133,7 @@ def test_the_scaling_figure_compares_ranks_only_within_one_scaling_study(tmp_pat
     assert study_two and all("no one-rank run in this study" in row for row in study_two)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_every_validation_metric_a_workload_names_is_plotted_against_step(every_kind):
     (curves,) = [figure for figure_id, figure in _figures(every_kind) if figure_id == "fig-training-curves"]
@@ -153,8 +156,9 @@ def test_the_within_deal_correlation_of_an_evaluation_is_shown(tmp_path):
     assert "within-deal correlation" in html
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
-def test_the_committed_results_and_a_fresh_run_make_one_page_without_a_cross_run_ratio(tmp_path, mahjong_run):
+def test_the_committed_results_and_a_fresh_run_make_one_page_without_a_cross_run_ratio(tmp_path, tiny_run):
     """`trainspeed report docs/results/*.jsonl RUN --out r.html`: every figure has its machine line,
     no wire time is negative, every ratio pairs rows of one run."""
     from pathlib import Path
@@ -163,7 +167,7 @@ def test_the_committed_results_and_a_fresh_run_make_one_page_without_a_cross_run
 
     results = Path(__file__).resolve().parents[2] / "docs" / "results"
     page = tmp_path / "r.html"
-    assert main(["report", *map(str, sorted(results.glob("*.jsonl"))), str(mahjong_run), "--out", str(page)]) == 0
+    assert main(["report", *map(str, sorted(results.glob("*.jsonl"))), str(tiny_run), "--out", str(page)]) == 0
     html = page.read_text()
     figures = _figures(html)
     assert len(figures) >= 15 and all('<dd class="machine">' in figure for _, figure in figures)
@@ -171,7 +175,7 @@ def test_the_committed_results_and_a_fresh_run_make_one_page_without_a_cross_run
     wire = [re.findall(r"<td[^>]*>([^<]*)</td>", row)[12] for row in re.findall(r"<tr>(.*?)</tr>", remote, re.S)[1:]]
     assert wire and all(cell == "flagged" or cell == "–" or float(cell.replace(",", "")) >= 0 for cell in wire)
     assert wire.count("flagged") >= 1
-    inputs = read_inputs([*sorted(results.glob("*.jsonl")), mahjong_run])
+    inputs = read_inputs([*sorted(results.glob("*.jsonl")), tiny_run])
     from trainspeed.bench.report import bench_groups
 
     for group in bench_groups([row for row in inputs.of(ResultRow) if not row.is_remote], ()):

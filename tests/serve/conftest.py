@@ -41,8 +41,10 @@ def token_file(tmp_path) -> Path:
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def serve_process() -> Iterator[ServeProcess]:
+    """One `trainspeed serve` process for the session, for the tests that only talk to it (one
+    that must kill a server starts its own)."""
     process = ServeProcess()
     yield process
     process.stop()

@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 import torch
+from child_commands import start_child
 
 from trainspeed.targets import get_target
 from trainspeed.wire import remote_pb2 as pb
@@ -46,9 +47,8 @@ class ServeProcess:
 
     def __init__(self, *args: str, path: tuple[str | os.PathLike, ...] = ()) -> None:
         self.log = tempfile.TemporaryFile(mode="w+")  # not a pipe: a full pipe would stop the server
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "trainspeed", "serve", "--listen", "127.0.0.1:0", "--threads", "1", *args],
-            cwd=REPO_ROOT, env=trainspeed_env(*path), stdout=subprocess.PIPE, stderr=self.log, text=True,
+        self.process = start_child(
+            [sys.executable, "-m", "trainspeed", "serve", "--listen", "127.0.0.1:0", "--threads", "1", *args], env=trainspeed_env(*path), stdout=subprocess.PIPE, stderr=self.log, text=True,
         )
         self.name = self.process.stdout.readline().strip()
         assert self.name.startswith("remote:"), self.stderr()

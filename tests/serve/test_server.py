@@ -12,8 +12,8 @@ import time
 import grpc
 import pytest
 import torch
+from child_commands import run_child, start_child
 from serve_runs import (
-    REPO_ROOT,
     WORKLOAD,
     ServeProcess,
     batch_messages,
@@ -253,9 +253,10 @@ KILLED_CLIENT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_killed_client_process_frees_its_session_and_the_next_client_works(server):
-    client = subprocess.Popen([sys.executable, "-c", KILLED_CLIENT, server.remote_name + "/in-flight=2"], cwd=REPO_ROOT,
+    client = start_child([sys.executable, "-c", KILLED_CLIENT, server.remote_name + "/in-flight=2"],
                               env=trainspeed_env(), stdout=subprocess.PIPE, text=True)
     try:
         assert client.stdout.readline().strip() == "stepping"
@@ -268,14 +269,14 @@ def test_a_killed_client_process_frees_its_session_and_the_next_client_works(ser
     assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_killed_server_process_fails_the_bench_fast_with_one_line(tmp_path):
     server = ServeProcess()
     out = tmp_path / "rows.jsonl"
-    bench = subprocess.Popen(
+    bench = start_child(
         [sys.executable, "-m", "trainspeed", "bench", "--targets", server.name, "--batch-sizes", "64,128",
-         "--windows", "50", "--min-window-s", "1", "--threads", "1", "--no-progress", "--no-plot", "--out", str(out)],
-        cwd=REPO_ROOT, env=trainspeed_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+         "--windows", "50", "--min-window-s", "1", "--threads", "1", "--no-progress", "--no-plot", "--out", str(out)], env=trainspeed_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         assert wait_until(lambda: "built" in server.stderr(), timeout_s=60), server.stderr()
@@ -292,11 +293,12 @@ def test_a_killed_server_process_fails_the_bench_fast_with_one_line(tmp_path):
     assert "sent no reply" not in lines[0], lines[0]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_second_server_on_a_taken_port_fails_with_one_line(serve_process):
     port = serve_process.name.split(":")[2].split("/")[0]
-    second = subprocess.run([sys.executable, "-m", "trainspeed", "serve", "--listen", f"127.0.0.1:{port}"], cwd=REPO_ROOT,
-                            env=trainspeed_env(), capture_output=True, text=True, timeout=60)
+    second = run_child([sys.executable, "-m", "trainspeed", "serve", "--listen", f"127.0.0.1:{port}"],
+                            env=trainspeed_env(), timeout=60)
     lines = second.stderr.strip().splitlines()
     assert second.returncode == 2 and lines == [f"trainspeed: error: serve: cannot listen on 127.0.0.1:{port}: the port is "
                                                 "taken (another server?) or the address is not this machine's"], second.stderr

@@ -3,12 +3,11 @@ smoke`, once for this module), its rows, and the report of the whole folder; bad
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from child_commands import run_trainspeed
 
 from trainspeed.bench.ratios import ratio_table, remote_pairs
 from trainspeed.bench.results import ResultRow
@@ -25,6 +24,8 @@ from trainspeed.studies.remote.links import namespaces_possible
 from trainspeed.studies.rows import StudyRecord
 from trainspeed.studies.scaling.rows import ScalingRunRow, io_efficiency
 
+pytestmark = pytest.mark.long
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -38,9 +39,7 @@ def study(tmp_path_factory) -> tuple[Path, str, set[str]]:
     """`trainspeed study all --preset smoke`: the folder, what it printed, the namespaces before."""
     out = tmp_path_factory.mktemp("study")
     before = _namespaces()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-m", "trainspeed", "study", "all", "--preset", "smoke", "--out", str(out)],
-                            env=env, capture_output=True, text=True, timeout=3000)
+    result = run_trainspeed("study", "all", "--preset", "smoke", "--out", str(out), timeout=3000)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return out, result.stdout, before
 
@@ -70,6 +69,7 @@ def test_bad_flags_are_one_line_and_exit_2_before_anything_runs(argv, message, t
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_all_prints_its_estimate_before_it_starts_and_records_every_study(study):
     out, printed, _ = study
     first, *plan = printed.splitlines()[:5]
@@ -81,6 +81,7 @@ def test_all_prints_its_estimate_before_it_starts_and_records_every_study(study)
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_throughput_rows_are_one_bench_run_device_and_host_fed(study):
     out, _, _ = study
     rows = [read.row for read in read_inputs([out / "throughput.jsonl"]).of(ResultRow)]
@@ -93,6 +94,7 @@ def test_throughput_rows_are_one_bench_run_device_and_host_fed(study):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_remote_rows_pair_with_their_runs_local_row_over_loopback_and_a_labelled_link(study):
     out, _, before = study
     rows = [read.row for read in read_inputs([out / "remote.jsonl"]).of(ResultRow)]
@@ -110,6 +112,7 @@ def test_remote_rows_pair_with_their_runs_local_row_over_loopback_and_a_labelled
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_scaling_rows_compare_ranks_and_data_within_the_study(study):
     out, _, _ = study
     rows = [read.row for read in read_inputs([out / "scaling.jsonl"]).of(ScalingRunRow)]
@@ -121,6 +124,7 @@ def test_scaling_rows_compare_ranks_and_data_within_the_study(study):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_batch_size_rows_hold_settings_runs_evaluations_and_a_verdict(study):
     out, _, _ = study
     inputs = read_inputs([out / "batch_size.jsonl"])
@@ -136,6 +140,7 @@ def test_batch_size_rows_hold_settings_runs_evaluations_and_a_verdict(study):
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_the_report_reads_the_whole_study_folder(study, tmp_path):
     out, _, _ = study
     page = tmp_path / "report.html"

@@ -8,17 +8,18 @@ rows prove it ran.
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from trainspeed.targets.base import Target
+
+pytestmark = pytest.mark.e2e
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
@@ -56,8 +57,11 @@ def _env() -> dict[str, str]:
 
 
 def _trainspeed(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainspeed", *args], env=_env(), cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=300)
+    # This module is also the family the child imports (from this folder alone), so the runner is
+    # imported here, not at the top.
+    from child_commands import run_child
+
+    return run_child([sys.executable, "-m", "trainspeed", *args], env=_env(), timeout=300)
 
 
 @pytest.mark.slow

@@ -237,6 +237,7 @@ def test_a_workload_the_server_does_not_build_is_one_line_before_any_row_or_run(
     assert not out.exists() and not run_dir.exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_user_workload_served_with_serve_workload_benches_and_trains_through_the_remote_target(capsys, tmp_path,
                                                                                                 monkeypatch):

@@ -15,6 +15,7 @@ def _with_slow_marks(names: list[str]) -> list:
     return [pytest.param(name, marks=pytest.mark.slow) if ":eager:" not in name else name for name in names]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", _with_slow_marks(all_target_names()))
 def test_loss_falls_on_a_fixed_batch(name):
     if AVAILABLE[name] is not None:

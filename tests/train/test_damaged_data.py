@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from child_commands import run_child
+from train_runs import run_train, train_env
 
-from train_runs import REPO_ROOT, run_train, train_env
 from trainspeed.data.shards import file_sha256
 from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
+
+pytestmark = pytest.mark.e2e
 
 RUN = ["--batch-size-per-device", "512", "--epochs", "1", "--num-workers", "1"]  # reads every sample
 
@@ -48,8 +50,8 @@ def _rewrite_with_checksum(folder: Path, change) -> None:
 
 
 def _verify_lines(folder: Path) -> list[str]:
-    result = subprocess.run([sys.executable, "-m", "trainspeed", "data", "verify", str(folder)],
-                            env=train_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    result = run_child([sys.executable, "-m", "trainspeed", "data", "verify", str(folder)],
+                            env=train_env(), timeout=120)
     return [line.removeprefix("FAIL ") for line in result.stdout.splitlines() if line.startswith("FAIL ")]
 
 

@@ -6,6 +6,8 @@ full-batch mean: the same numbers added in another order, so the runs differ by 
 float32 that difference (1e-6 to 2e-5 after 24 steps, depending on the CPU's vector width) is too
 close to a real fault to tell them apart, so the comparison runs a network that computes in float64
 from its inputs to its loss (`float64_workload`, on Mahjong's real shards and loader). Rounding
+
+from child_commands import run_child, start_child
 there is relative 2**-53 = 1.1e-16 per operation: float32 runs show differences of about 250 units
 of their own rounding (2**-24), which in float64 is 3e-14. ATOL_FLOAT64 = 1e-9 leaves a factor of
 3e4 above that on any machine, and is 1e6 below what any fault of the data-parallel arithmetic does
@@ -25,11 +27,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from trainspeed.targets import available_targets
-
+from child_commands import run_child, start_child
 from train_runs import (
-    REPO_ROOT,
     ATOL_FLOAT64,
     all_networks,
     final_parameters,
@@ -40,6 +39,10 @@ from train_runs import (
     train_command,
     train_env,
 )
+
+from trainspeed.targets import available_targets
+
+pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 STEPS = 24
 PER_DEVICE = 16
@@ -139,8 +142,8 @@ def test_kill_9_then_resume_on_real_data_ends_with_the_parameters_of_an_uninterr
         uninterrupted = tmp_path / "uninterrupted"
         _train(uninterrupted, 2, PER_DEVICE, data_args, "--target", target)
     killed = tmp_path / "killed"
-    process = subprocess.Popen(
-        train_command(*args, "--out", str(killed)), env=train_env(), cwd=REPO_ROOT, start_new_session=True,
+    process = start_child(
+        train_command(*args, "--out", str(killed)), env=train_env(), start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     _wait_for_checkpoint(killed, process, timeout_s=180)
@@ -185,11 +188,11 @@ class FailingWorkload(MahjongWorkload):
 @pytest.mark.slow
 def test_a_dying_rank_brings_the_job_down_and_its_error_is_shown(tmp_path: Path) -> None:
     (tmp_path / "failing_workload.py").write_text(FAILING_WORKLOAD)
-    result = subprocess.run(
+    result = run_child(
         [*train_command("--synthetic-data", "--nproc", "2", "--batch-size-per-device", "8", "--steps", "50",
                         "--out", str(tmp_path / "run")),
          "--workload", "failing_workload:FailingWorkload"],
-        env=train_env(str(tmp_path)), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        env=train_env(str(tmp_path)), timeout=120,
     )
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
@@ -214,10 +217,10 @@ def _rank_pid(config_path: Path, rank: int) -> int:
 
 @pytest.mark.slow
 def test_a_rank_killed_with_kill_9_is_one_line_and_the_exit_code_of_a_killed_run(tmp_path: Path) -> None:
-    process = subprocess.Popen(
+    process = start_child(
         train_command("--synthetic-data", "--nproc", "2", "--batch-size-per-device", "8", "--steps", "100000",
                       "--checkpoint-every", "5", "--out", str(tmp_path)),
-        env=train_env(), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=train_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     _wait_for_checkpoint(tmp_path, process, timeout_s=90)
     os.kill(_rank_pid(tmp_path / "train_config.json", 1), signal.SIGKILL)
@@ -243,8 +246,8 @@ def test_a_stop_signal_checkpoints_at_the_current_step_says_so_in_one_line_and_r
 ) -> None:
     args = [*data_args, "--nproc", str(nproc), "--batch-size-per-device", "16", "--steps", "400",
             "--checkpoint-every", "3", "--out", str(tmp_path)]
-    process = subprocess.Popen(
-        train_command(*args), env=train_env(), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    process = start_child(
+        train_command(*args), env=train_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )
     _wait_for_checkpoint(tmp_path, process, timeout_s=90)
@@ -285,12 +288,12 @@ def test_two_nodes_on_loopback_end_with_the_parameters_of_one_node(
     Two ranks add two gradients, which is exact in any order, so the result equals one node's."""
     endpoint = f"127.0.0.1:{_free_port()}"
     nodes = [
-        subprocess.Popen(
+        start_child(
             train_command(*data_args, "--nproc", "1", "--nnodes", "2", "--rdzv-backend", "static",
                           "--node-rank", str(rank), "--rdzv-endpoint", endpoint,
                           "--batch-size-per-device", str(PER_DEVICE), "--steps", str(STEPS), "--checkpoint-every", "4",
                           "--out", str(tmp_path / f"node{rank}")),
-            env=train_env(), cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=train_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         for rank in (0, 1)
     ]

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
+from child_commands import run_child
 from train_runs import REPO_ROOT, run_train, train_env
+
 from trainspeed.errors import UsageError
 from trainspeed.train.config import LRConfig, resolve_lr
 
@@ -21,10 +22,11 @@ CHARLM = ["--workload", "char_lm_workload:CharLMWorkload", "--size", "tiny"]
 
 def _trainspeed_train(*args: str) -> subprocess.CompletedProcess:
     """`trainspeed train` without the shared runs' --lr, so the workload's own LR is what is given."""
-    return subprocess.run([sys.executable, "-m", "trainspeed", "train", "--no-progress", "--threads", "1", *args],
-                          env=train_env(str(EXAMPLES)), cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    return run_child([sys.executable, "-m", "trainspeed", "train", "--no-progress", "--threads", "1", *args],
+                          env=train_env(str(EXAMPLES)), timeout=300)
 
 
+@pytest.mark.e2e
 def test_a_scaled_learning_rate_is_printed_and_recorded(tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = run_train("--synthetic-data", "--steps", "2", "--batch-size-per-device", "32", "--out", str(out))
@@ -39,6 +41,7 @@ def test_a_scaled_learning_rate_is_printed_and_recorded(tmp_path: Path) -> None:
     assert (config["scaling"], config["reference_batch"]) == ("sqrt", 512)
 
 
+@pytest.mark.e2e
 def test_a_workload_that_declares_no_reference_batch_trains_at_its_own_rate(tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = _trainspeed_train(*CHARLM, "--synthetic-data", "--steps", "2", "--batch-size-per-device", "32",
@@ -51,6 +54,7 @@ def test_a_workload_that_declares_no_reference_batch_trains_at_its_own_rate(tmp_
     assert json.loads((out / "train_config.json").read_text())["lr"]["reference_batch"] is None
 
 
+@pytest.mark.e2e
 def test_a_scaling_rule_without_a_reference_batch_is_one_line(tmp_path: Path) -> None:
     result = _trainspeed_train(*CHARLM, "--synthetic-data", "--steps", "2", "--lr-scaling", "sqrt",
                                "--out", str(tmp_path / "run"))

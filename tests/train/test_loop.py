@@ -7,18 +7,19 @@ import math
 from pathlib import Path
 
 import pytest
+from train_runs import TINY_RUN
 
 from trainspeed.bench.results import ResultRow
 from trainspeed.cli import main
 from trainspeed.data.base import LoaderConfig
 from trainspeed.rows import row_line
-from train_runs import TINY_RUN
 
 
 def _rows(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.e2e
 def test_a_run_on_real_data_logs_train_and_val_rows_tensorboard_and_a_summary(
     tmp_path: Path, data_args: list[str]
 ) -> None:
@@ -118,6 +119,7 @@ def test_every_flag_and_file_is_checked_before_any_rank_starts(
     assert not out.exists(), "nothing is written before the input is checked"
 
 
+@pytest.mark.e2e
 def test_a_batch_larger_than_the_training_split_is_refused_before_any_work(
     tmp_path: Path, data_args: list[str], capsys: pytest.CaptureFixture
 ) -> None:

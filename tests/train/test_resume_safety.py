@@ -9,9 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
-
 from train_runs import TINY_RUN, final_parameters, max_abs_difference, plant_payload
+
 from trainspeed.cli import main
 from trainspeed.train.checkpoint import load_checkpoint
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from child_commands import run_child, start_child
+from train_runs import TINY_RUN, train_command, train_env
 
-from train_runs import REPO_ROOT, TINY_RUN, train_command, train_env
 from trainspeed.cli import main
 
 RUN = ["train", *TINY_RUN, "--synthetic-data", "--batch-size-per-device", "8", "--log-every", "1"]
@@ -98,18 +99,19 @@ def test_rows_a_killed_run_logged_after_its_checkpoint_are_dropped_on_resume(tmp
     assert steps == [1, 2, 3, 4, 5, 6]
 
 
+@pytest.mark.e2e
 def test_a_second_run_on_the_same_directory_is_refused_naming_the_holder(tmp_path: Path) -> None:
-    first = subprocess.Popen(train_command("--synthetic-data", "--batch-size-per-device", "8", "--steps", "100000",
+    first = start_child(train_command("--synthetic-data", "--batch-size-per-device", "8", "--steps", "100000",
                                            "--out", str(tmp_path)),
-                             env=train_env(), cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             env=train_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
         while not (tmp_path / "metrics.jsonl").exists():
             assert time.monotonic() < deadline and first.poll() is None, "the first run did not start"
             time.sleep(0.05)
-        second = subprocess.run(train_command("--synthetic-data", "--batch-size-per-device", "8", "--steps", "4",
+        second = run_child(train_command("--synthetic-data", "--batch-size-per-device", "8", "--steps", "4",
                                               "--resume", "--out", str(tmp_path)),
-                                env=train_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+                                env=train_env(), timeout=60)
     finally:
         first.terminate()
         first.wait(timeout=60)
@@ -167,6 +169,7 @@ for worker in workers:
 '''
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_after_kill_9_of_the_launcher_its_orphaned_loader_workers_do_not_hold_the_run(
     tmp_path: Path, data_args: list[str]
@@ -176,8 +179,7 @@ def test_after_kill_9_of_the_launcher_its_orphaned_loader_workers_do_not_hold_th
     run = tmp_path / "run"
     common = [*data_args, "--batch-size-per-device", "16", "--num-workers", "2", "--checkpoint-every", "2"]
     command = train_command(*common, "--steps", "100000", "--out", str(run))
-    keeper = subprocess.Popen([sys.executable, "-c", ORPHAN_KEEPER, str(run), json.dumps(command)], env=train_env(),
-                              cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    keeper = start_child([sys.executable, "-c", ORPHAN_KEEPER, str(run), json.dumps(command)], env=train_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         killed = json.loads(keeper.stdout.readline())
         assert "error" not in killed, killed
@@ -185,8 +187,8 @@ def test_after_kill_9_of_the_launcher_its_orphaned_loader_workers_do_not_hold_th
                                          for pid in killed["workers"]), "the run's loader workers are not alive"
         assert str(killed["launcher"]) in (run / ".lock").read_text(), "the lock does not name the killed launcher"
         step = int((run / "checkpoints" / "latest").read_text().strip()[len("step-"):-len(".pt")])
-        resumed = subprocess.run(train_command(*common, "--steps", str(step + 2), "--resume", "--out", str(run)),
-                                 env=train_env(), cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        resumed = run_child(train_command(*common, "--steps", str(step + 2), "--resume", "--out", str(run)),
+                                 env=train_env(), timeout=120)
         assert all(psutil.pid_exists(pid) for pid in killed["workers"]), "the orphans died before the resume ended"
     finally:
         keeper.communicate("done\n", timeout=60)

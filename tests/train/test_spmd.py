@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from train_runs import (
     ATOL_FLOAT64,
     final_parameters,
@@ -19,6 +18,8 @@ from train_runs import (
     max_abs_difference,
     run_train,
 )
+
+pytestmark = pytest.mark.e2e
 
 pytest.importorskip("torch_xla", reason="torch_xla is not installed (pip install .[xla])")
 

@@ -7,8 +7,9 @@ import math
 from pathlib import Path
 
 import pytest
-
 from train_runs import latest_payload, run_train
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.slow

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
 from train_runs import REPO_ROOT, run_train
+
+pytestmark = pytest.mark.e2e
 
 EXAMPLES = REPO_ROOT / "examples"
 sys.path.insert(0, str(EXAMPLES))
 from image_classifier_workload import write_dataset  # noqa: E402
+
 WORKLOAD = ["--workload", "image_classifier_workload:ImageClassifierWorkload", "--size", "tiny"]
 
 

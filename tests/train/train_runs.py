@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import torch
+from child_commands import REPO_ROOT, run_child, trainspeed_argv, trainspeed_env
 
 from trainspeed.train.checkpoint import latest_checkpoint, load_checkpoint
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 ATOL_FLOAT64 = 1e-9
 """How far two float64 runs that add the same numbers in another order may drift apart (the
 derivation is in tests/train/test_data_parallel.py)."""
@@ -20,27 +18,19 @@ derivation is in tests/train/test_data_parallel.py)."""
 TINY_RUN = ["--workload", "mahjong", "--size", "tiny", "--no-progress", "--threads", "1", "--log-every", "2", "--lr", "3e-3"]
 
 
+__all__ = ["REPO_ROOT"]
+
+
 def train_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "trainspeed", "train", *TINY_RUN, *args]
+    return trainspeed_argv("train", *TINY_RUN, *args)
 
 
 def train_env(extra_pythonpath: str | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    paths = [str(REPO_ROOT)] + ([extra_pythonpath] if extra_pythonpath else []) + [env.get("PYTHONPATH", "")]
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
-    env.setdefault("PJRT_DEVICE", "CPU")
-    return env
+    return trainspeed_env(*([extra_pythonpath] if extra_pythonpath else []))
 
 
 def run_train(*args: str, timeout: float = 120, extra_pythonpath: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        train_command(*args),
-        env=train_env(extra_pythonpath),
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_child(train_command(*args), env=train_env(extra_pythonpath), timeout=timeout)
 
 
 def latest_payload(run_dir: Path) -> dict:

@@ -4,24 +4,21 @@ arrays, `data from-arrays`, `data verify`, `train`, and bits per character in th
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from child_commands import EXAMPLES, run_child
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO_ROOT / "examples"
+pytestmark = pytest.mark.e2e
+
 STEPS, EVAL_EVERY = 80, 40
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), str(EXAMPLES),
-                                                                    os.environ.get("PYTHONPATH")]))}
-    env.setdefault("PJRT_DEVICE", "CPU")
-    result = subprocess.run([sys.executable, *args], env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    result = run_child([sys.executable, *args], path=(EXAMPLES,), timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     return result
 

@@ -4,11 +4,11 @@ and train, and without `--size` every command uses the workload's own default si
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from child_commands import run_child
 
 from trainspeed.cli import main
 from trainspeed.errors import UsageError
@@ -56,14 +56,15 @@ def test_a_user_workload_without_a_default_size_is_benched_at_its_first(user_wor
         assert (row["size"], row["status"]) == (expected, "ok")
 
 
+@pytest.mark.e2e
 def test_bench_and_train_default_to_the_same_size_of_a_built_in(tmp_path, capsys):
     results = tmp_path / "rows.jsonl"
     assert main([*BENCH, "--workload", "mahjong", "--out", str(results)]) == 0, capsys.readouterr().err
     (row,) = [json.loads(line) for line in results.read_text().splitlines()]
     run = tmp_path / "run"
-    result = subprocess.run([sys.executable, "-m", "trainspeed", "train", "--workload", "mahjong", "--synthetic-data",
+    result = run_child([sys.executable, "-m", "trainspeed", "train", "--workload", "mahjong", "--synthetic-data",
                              "--steps", "1", "--batch-size-per-device", "4", "--threads", "1", "--no-progress",
-                             "--out", str(run)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+                             "--out", str(run)], timeout=300)
     assert result.returncode == 0, result.stderr
     assert row["size"] == json.loads((run / "train_config.json").read_text())["size"] == "tiny"
     assert json.loads((run / "summary.json").read_text())["size"] == "tiny"

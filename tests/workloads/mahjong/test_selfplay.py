@@ -11,11 +11,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from child_commands import start_child, trainspeed_argv
 
 from trainspeed.data.shards import open_shard, read_index
 from trainspeed.errors import UsageError
 from trainspeed.workloads.mahjong.data.mjai_import import import_mjai
-from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, game_seed, log_path, run_selfplay
+from trainspeed.workloads.mahjong.data.selfplay import (
+    SelfPlayConfig,
+    game_seed,
+    log_path,
+    run_selfplay,
+)
 from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
 
 COLUMN_NAMES = ("features", "mask", "action", "game_id", "seat", "turn")
@@ -95,13 +101,14 @@ def test_a_killed_run_leaves_no_partial_files_after_the_rerun(selfplay_run, self
     assert not list(folder.rglob("*.tmp"))
 
 
+@pytest.mark.e2e
 def test_a_run_killed_midway_is_finished_by_a_rerun_as_if_never_killed(tmp_path):
     killed, clean = tmp_path / "killed", tmp_path / "clean"
     config = SelfPlayConfig(games=8, out=killed, seed=3, workers=1, games_per_shard=2, progress=False)
     script = ("import sys; from pathlib import Path; "
               "from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay; "
               "run_selfplay(SelfPlayConfig(games=8, out=Path(sys.argv[1]), seed=3, workers=1, games_per_shard=2, progress=False))")
-    process = subprocess.Popen([sys.executable, "-c", script, str(killed)], start_new_session=True)
+    process = start_child([sys.executable, "-c", script, str(killed)], start_new_session=True)
     deadline = time.monotonic() + 60
     while not (killed / "shard-000000.json").exists() and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -124,14 +131,13 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="lists processes through /proc")
 def test_workers_die_with_a_selfplay_command_killed_outright(tmp_path, child_pids):
-    repo = Path(__file__).resolve().parents[3]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "trainspeed", "data", "mahjong-selfplay", "--games", "400", "--workers", "2",
-               "--games-per-shard", "1", "--out", str(tmp_path / "games"), "--no-progress"]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    command = trainspeed_argv("data", "mahjong-selfplay", "--games", "400", "--workers", "2",
+                              "--games-per-shard", "1", "--out", str(tmp_path / "games"), "--no-progress")
+    process = start_child(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     workers: set[int] = set()
     try:
         deadline = time.monotonic() + 180

@@ -13,11 +13,16 @@ from pathlib import Path
 
 import pytest
 import torch
+from child_commands import run_child
 
 from trainspeed.workloads.stylegan3.configs import get_config
 from trainspeed.workloads.stylegan3.layout import synthesis_layers
 from trainspeed.workloads.stylegan3.ops import resampling_matrix
-from trainspeed.workloads.stylegan3.triton_lrelu import SIGNS_PER_BYTE, axis_matrices, plan_axes
+from trainspeed.workloads.stylegan3.triton_lrelu import (
+    SIGNS_PER_BYTE,
+    axis_matrices,
+    plan_axes,
+)
 from trainspeed.workloads.stylegan3.workload import build_trainable
 
 HERE = Path(__file__).resolve().parent
@@ -194,16 +199,18 @@ def _run_checks(marker: str) -> None:
     environment = {**os.environ, "TRITON_INTERPRET": "1"}  # read by triton at import: set before it
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", marker,
                str(HERE / "triton_lrelu_checks.py")]  # fmt: skip
-    result = subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=1200)
+    result = run_child(command, env=environment, timeout=1200)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     assert " passed" in result.stdout and " skipped" not in result.stdout, result.stdout[-3000:]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_the_kernels_match_the_plain_ops_under_the_interpreter():
     _run_checks("not slow")
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_fused_training_step_with_r1_matches_the_plain_one_under_the_interpreter():
     _run_checks("slow")
