@@ -292,6 +292,17 @@ def _machine(peer: Peer) -> Machine:
     return machine
 
 
+def check_same_work(peer: Peer, config: PeerConfig) -> None:
+    """The rows carry the identity of trainspeed's Mahjong workload (`workload_sha256`), so a peer
+    whose net is not that workload's (other planes, another width) is refused before it measures:
+    its FLOPs per sample, counted from its own layers, must be the workload's."""
+    expected = MahjongWorkload().flops_per_sample(config.size)
+    if peer.flops_per_sample != expected:
+        raise UsageError(f"{peer.target} counts {peer.flops_per_sample:,} FLOPs per sample at size {config.size}, "
+                         f"trainspeed's Mahjong workload {expected:,.0f}: the peer's net is not today's workload "
+                         "(update its layers to the workload's definition)")
+
+
 def run_sweep(peer: Peer, config: PeerConfig) -> list[ResultRow]:
     """Measure every batch size, appending one row each as it is measured (as trainspeed does:
     an interrupted sweep keeps its rows). An out-of-memory batch size is an `oom` row and the
@@ -345,6 +356,7 @@ def run_main(prog: str, argv: Sequence[str] | None, parser: argparse.ArgumentPar
     try:
         config = parse_config(parser, argv)
         peer = make_peer(config)
+        check_same_work(peer, config)
     except UsageError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2

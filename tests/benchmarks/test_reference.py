@@ -50,6 +50,16 @@ def test_plain_torch_flops_equal_trainspeeds(size):
     assert plain_torch.flops_for_size(size) == MahjongWorkload().flops_per_sample(size)
 
 
+def test_a_peer_whose_net_is_not_the_workloads_is_refused_before_it_writes_a_row(capsys, tmp_path, monkeypatch):
+    """Its rows would carry the workload's definition hash for other work (the 74-plane net's FLOPs)."""
+    out = tmp_path / "rows.jsonl"
+    monkeypatch.setattr(plain_torch, "flops_for_size", lambda size: 22_505_216)
+    assert plain_torch.main(["--batch-sizes", "64", "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "22,505,216 FLOPs per sample at size tiny" in error[0]
+    assert f"{MahjongWorkload().flops_per_sample('tiny'):,.0f}" in error[0] and not out.exists()
+
+
 # --- (d): same network ------------------------------------------------------------------------
 
 
