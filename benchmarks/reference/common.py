@@ -284,12 +284,16 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0] if lines else ''}"[:500]
 
 
-def _machine(peer: Peer) -> Machine:
-    """This machine; a peer that runs no torch (JAX) records no torch threads or version."""
-    machine = Machine.at_start()
+def _without_torch(peer: Peer, machine: Machine) -> Machine:
+    """A peer that runs no torch (JAX) records no torch threads or version."""
     if peer.torch_version is None:
         machine = dataclasses.replace(machine, torch_version=None, torch_threads=None, torch_interop_threads=None)
     return machine
+
+
+def _machine(peer: Peer) -> Machine:
+    """This machine, at the start of a measurement."""
+    return _without_torch(peer, Machine.at_start())
 
 
 def check_same_work(peer: Peer, config: PeerConfig) -> None:
@@ -332,7 +336,7 @@ def run_sweep(peer: Peer, config: PeerConfig) -> list[ResultRow]:
                                               warmup_steps=config.plan.warmup_steps,
                                               peak_memory_bytes=measurement.peak_memory_bytes),
                                  peer.flops_per_sample, None, None)
-        row = dataclasses.replace(row, machine=machine.at_end())
+        row = dataclasses.replace(row, machine=_without_torch(peer, machine.at_end()))
         append_row(config.out, row, {**peer.extra, "threads": peer.threads})
         rows.append(row)
         print(describe(row), flush=True)

@@ -163,6 +163,7 @@ def test_peer_rows_share_a_file_and_a_plot_with_trainspeed_rows(tmp_path, monkey
         assert record["machine"]["cores_usable"] >= 1 and record["machine"]["load_average_end"] is not None
     torch_versions = {r["machine"]["torch_version"] is None for r in peer_records}
     assert torch_versions == ({False, True} if _has_jax() else {False})
+    assert all((r["machine"]["torch_threads"] is None) == (r["machine"]["torch_version"] is None) for r in peer_records)
 
     # `python -m trainspeed plot OUT --baseline cpu:eager:fp32`, run in this process (its imports are warm).
     monkeypatch.setattr(sys, "argv", ["trainspeed", "plot", str(out), "--baseline", "cpu:eager:fp32"])
