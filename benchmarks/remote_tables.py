@@ -8,12 +8,13 @@ Measured: per link, remote over local samples/s (each remote row over the local 
 bench run, `trainspeed.bench.ratios.remote_over_local`), synchronous and host-fed, device-fed, and
 the wire time over the server's step; a wire time that is negative or flagged is left out and
 counted. Model, beside it: per batch size, with `compute` the local host-fed step time and `wire`
-= bytes sent per step / link rate + round trip, synchronous = compute + wire, pipelined =
-max(compute, wire), remote / local = compute / that. Projection (`--project`): the model alone
-for a faster device, its measured device-fed step times and these rows' bytes per sample, at
-several link rates; and at one batch how far the answer moves with the link rate, the bytes per
-sample, the link's efficiency and the device's dtype. It is a model with those free parameters,
-not a measurement of a remote GPU.
+= bytes sent per step / link rate + round trip (the bytes each row sent), synchronous = compute +
+wire, pipelined = max(compute, wire), remote / local = compute / that. Projection (`--project`):
+the model alone for a faster device, its measured device-fed step times and the bytes of one
+sample of today's workload (its synthetic batch, as a host-fed step sends it), at several link
+rates; and at one batch how far the answer moves with the link rate, the bytes per sample (a
+sample as the workload's shards hold it), the link's efficiency and the device's dtype. It is a
+model with those free parameters, not a measurement of a remote GPU.
 """
 
 from __future__ import annotations
@@ -24,15 +25,30 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainspeed.bench.ratios import RemotePair, latest_rows, remote_pairs  # noqa: E402
 from trainspeed.bench.results import ResultRow, read_rows  # noqa: E402
 from trainspeed.wire.pacing import parse_duration, parse_rate  # noqa: E402
+from trainspeed.workloads import get_workload  # noqa: E402
+from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA  # noqa: E402
 
-FP16_SHARD_BYTES_PER_SAMPLE = 5122
-"""A sample as the loader's shards hold it (features in float16; docs/results/loader_bench.md), against
-the float32 features a host-fed bench step sends."""
+SHARD_SCHEMAS = {"mahjong": MAHJONG_SCHEMA}
+"""The shard schema of each workload whose samples the loader reads from shards."""
+
+
+def sample_bytes(workload: str, size: str) -> int:
+    """Bytes of one sample as a host-fed step sends it: the workload's synthetic batch of one,
+    every tensor's bytes (for Mahjong: float32 features, the legal-action mask, the action)."""
+    batch = get_workload(workload).synthetic_batch(size, 1, torch.Generator().manual_seed(0))
+    return sum(tensor.element_size() * tensor.numel() for tensor in batch.values())
+
+
+def shard_sample_bytes(workload: str) -> int:
+    """Bytes of one sample as the workload's shards hold it (for Mahjong: float16 features)."""
+    return SHARD_SCHEMAS[workload].bytes_per_sample()
 
 
 @dataclass(frozen=True)
@@ -121,7 +137,8 @@ def pipelined_table(rows: list[ResultRow]) -> str:
 
 
 def bytes_per_sample(rows: list[ResultRow]) -> float:
-    """Host-fed bytes per step over the batch size (the batch layout does not depend on the model size)."""
+    """Host-fed bytes per step over the batch size, as the rows sent them (the batch layout does not
+    depend on the model size, but it does on the workload's definition when the rows were made)."""
     return statistics.median(row.bytes_sent_per_step / row.batch_size for row in rows
                              if row.is_remote and row.feed == "host" and row.bytes_sent_per_step)
 
@@ -131,10 +148,18 @@ def device_steps(path: Path, target: str) -> dict[int, float]:
             if row.target == target and row.is_measured and (row.feed or "device") == "device"}
 
 
+def projected_workload(path: Path) -> tuple[str, str]:
+    """(workload, size) of the device rows: the projection sends today's sample of that workload."""
+    (workload, size), = {(row.workload, row.size) for row in read_rows(path)}
+    return workload, size
+
+
 def projection(rows: list[ResultRow], device_rows: Path, target: str, rates: list[str]) -> str:
     steps = device_steps(device_rows, target)
-    per_sample = bytes_per_sample(rows)
-    lines = [f"Model only: {target} step times of {device_rows.name}, {per_sample:,.0f} bytes per sample; remote / local "
+    workload, size = projected_workload(device_rows)
+    per_sample = sample_bytes(workload, size)
+    lines = [f"Model only: {target} step times of {device_rows.name}, {per_sample:,.0f} bytes per sample (today's "
+             f"{workload} {size} batch; these rows sent {bytes_per_sample(rows):,.0f}); remote / local "
              "samples/s, synchronous (pipelined); bold: the wire takes longer than the step", "",
              "| batch | step ms | " + " | ".join(rates) + " |", "|---:|---:|" + "---:|" * len(rates)]
     for batch, step in sorted(steps.items()):
@@ -151,21 +176,24 @@ def sensitivity(rows: list[ResultRow], device_rows: Path, target: str, batch: in
     """How far the model's answer at one batch moves with each of its free parameters."""
     steps = device_steps(device_rows, target)
     other = {"cuda:eager:bf16": "cuda:eager:fp32"}.get(target)
-    per_sample = bytes_per_sample(rows)
+    workload, size = projected_workload(device_rows)
+    per_sample, shard = sample_bytes(workload, size), shard_sample_bytes(workload)
     nominal = rate_bits_s(link)
     fitted = fitted_rate_bits_s(_pairs(rows, link, "host", 1), link)
-    cases = [("the model as above", steps[batch], per_sample, nominal),
+    cases = [(f"the model as above ({per_sample:,} bytes per sample)", steps[batch], per_sample, nominal),
              ("10 Gbit/s instead of 1", steps[batch], per_sample, 10 * nominal),
-             (f"{FP16_SHARD_BYTES_PER_SAMPLE:,} bytes per sample (fp16 features, as the shards hold them)", steps[batch],
-              FP16_SHARD_BYTES_PER_SAMPLE, nominal),
+             (f"{shard:,} bytes per sample (fp16 features, as the shards hold them)", steps[batch], shard, nominal),
              (f"the link's measured rate ({fitted / 1e9:.2f} Gbit/s on this CPU)", steps[batch], per_sample, fitted)]
     if other and batch in device_steps(device_rows, other):
         cases.append((f"{other}'s step time", device_steps(device_rows, other)[batch], per_sample, nominal))
     lines = [f"At batch {batch}, {link}: local samples/s over remote (the study's '5x' is this), synchronous", "",
              "| model | step ms | wire ms | local / remote |", "|---|---:|---:|---:|"]
-    for name, step, size, rate in cases:
-        sync, _ = modelled(step, batch * size, rate, 0.0)
-        lines.append(f"| {name} | {step * 1e3:.1f} | {batch * size * 8 / rate * 1e3:.1f} | {1 / sync:.2f}x |")
+    answers = []
+    for name, step, nbytes, rate in cases:
+        sync, _ = modelled(step, batch * nbytes, rate, 0.0)
+        answers.append(1 / sync)
+        lines.append(f"| {name} | {step * 1e3:.1f} | {batch * nbytes * 8 / rate * 1e3:.1f} | {1 / sync:.2f}x |")
+    lines += ["", f"local / remote over these cases: {min(answers):.2f}x - {max(answers):.2f}x"]
     return "\n".join(lines)
 
 

@@ -286,12 +286,27 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0] if lines else ''}"[:500]
 
 
-def _machine(peer: Peer) -> Machine:
-    """This machine; a peer that runs no torch (JAX) records no torch threads or version."""
-    machine = Machine.at_start()
+def _without_torch(peer: Peer, machine: Machine) -> Machine:
+    """A peer that runs no torch (JAX) records no torch threads or version."""
     if peer.torch_version is None:
         machine = dataclasses.replace(machine, torch_version=None, torch_threads=None, torch_interop_threads=None)
     return machine
+
+
+def _machine(peer: Peer) -> Machine:
+    """This machine, at the start of a measurement."""
+    return _without_torch(peer, Machine.at_start())
+
+
+def check_same_work(peer: Peer, config: PeerConfig) -> None:
+    """The rows carry the identity of trainspeed's Mahjong workload (`workload_sha256`), so a peer
+    whose net is not that workload's (other planes, another width) is refused before it measures:
+    its FLOPs per sample, counted from its own layers, must be the workload's."""
+    expected = MahjongWorkload().flops_per_sample(config.size)
+    if peer.flops_per_sample != expected:
+        raise UsageError(f"{peer.target} counts {peer.flops_per_sample:,} FLOPs per sample at size {config.size}, "
+                         f"trainspeed's Mahjong workload {expected:,.0f}: the peer's net is not today's workload "
+                         "(update its layers to the workload's definition)")
 
 
 def run_sweep(peer: Peer, config: PeerConfig) -> list[ResultRow]:
@@ -323,7 +338,7 @@ def run_sweep(peer: Peer, config: PeerConfig) -> list[ResultRow]:
                                               warmup_steps=config.plan.warmup_steps,
                                               peak_memory_bytes=measurement.peak_memory_bytes),
                                  peer.flops_per_sample, None, None)
-        row = dataclasses.replace(row, machine=machine.at_end())
+        row = dataclasses.replace(row, machine=_without_torch(peer, machine.at_end()))
         append_row(config.out, row, {**peer.extra, "threads": peer.threads})
         rows.append(row)
         print(describe(row), flush=True)
@@ -347,6 +362,7 @@ def run_main(prog: str, argv: Sequence[str] | None, parser: argparse.ArgumentPar
     try:
         config = parse_config(parser, argv)
         peer = make_peer(config)
+        check_same_work(peer, config)
     except UsageError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2

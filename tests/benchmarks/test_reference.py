@@ -57,6 +57,16 @@ def test_plain_torch_flops_equal_trainspeeds(size):
     assert plain_torch.flops_for_size(size) == MahjongWorkload().flops_per_sample(size)
 
 
+def test_a_peer_whose_net_is_not_the_workloads_is_refused_before_it_writes_a_row(capsys, tmp_path, monkeypatch):
+    """Its rows would carry the workload's definition hash for other work (the 74-plane net's FLOPs)."""
+    out = tmp_path / "rows.jsonl"
+    monkeypatch.setattr(plain_torch, "flops_for_size", lambda size: 22_505_216)
+    assert plain_torch.main(["--batch-sizes", "64", "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "22,505,216 FLOPs per sample at size tiny" in error[0]
+    assert f"{MahjongWorkload().flops_per_sample('tiny'):,.0f}" in error[0] and not out.exists()
+
+
 # --- (d): same network ------------------------------------------------------------------------
 
 
@@ -161,6 +171,7 @@ def test_peer_rows_share_a_file_and_a_plot_with_trainspeed_rows(tmp_path, monkey
         assert record["machine"]["cores_usable"] >= 1 and record["machine"]["load_average_end"] is not None
     torch_versions = {r["machine"]["torch_version"] is None for r in peer_records}
     assert torch_versions == ({False, True} if _has_jax() else {False})
+    assert all((r["machine"]["torch_threads"] is None) == (r["machine"]["torch_version"] is None) for r in peer_records)
 
     # `python -m trainspeed plot OUT --baseline cpu:eager:fp32`, run in this process (its imports are warm).
     monkeypatch.setattr(sys, "argv", ["trainspeed", "plot", str(out), "--baseline", "cpu:eager:fp32"])

@@ -26,7 +26,7 @@ def add_eval_commands(subparsers: argparse._SubParsersAction) -> None:
     mahjong = eval_subparsers.add_parser(
         "mahjong", help="duplicate 1-vs-3 games of a Mahjong policy against an opponent",
         description="Play a trained Mahjong policy in duplicate 1-vs-3 games (batched inference on a "
-        "target) and append its mean rank, score and rank shares with 95%% intervals to --out.",
+        "target) and append its mean rank and score with 95%% intervals, and its rank shares, to --out.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
 
     flag = flag_adder(mahjong, MahjongEvalConfig)

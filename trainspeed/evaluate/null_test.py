@@ -4,8 +4,21 @@ A policy against three copies of itself is an even match: its expected mean rank
 Played greedily, the four rotations of a deal are then the same game and 2.5 comes out exactly by
 construction, which checks the bookkeeping but not the interval. Sampling its moves (temperature
 above 0) makes every game different while keeping the match even, so over many evaluation seeds
-about 95% of the intervals should contain 2.5. Far fewer would mean the interval is too narrow
-(for example because the games of a deal are correlated and were counted as independent).
+about 95% of the intervals should contain 2.5: far fewer would mean the interval is too narrow,
+nearly all of them (over enough seeds to tell) that it is too wide.
+
+Which way an interval would err that counted the four games of a deal as independent depends on
+the sign of the within-deal correlation r: a deal's mean rank has variance sd^2 x (1 + 3r) / 4,
+against sd^2 / 4 for four independent games. Above 0 (a deal's luck favours the policy in all four
+rotations) such an interval is too narrow and covers less than 95%. Below 0 it is too wide and
+covers more; and below 0 is what a policy against copies of itself gives (about -0.2 to -0.3):
+its four rotations are nearly one game with its seat in each place once, so a good seat in one
+rotation is a bad one in another. The evaluation's interval takes each deal as one observation
+(`trainspeed.evaluate.stats.clustered_mean`), which holds for either sign, so this test checks its
+coverage, not its clustering: at a negative correlation a coverage of about 95% does not show the
+clustering was needed (counting games as independent would have covered more often, not less).
+The summary records every evaluation's within-deal correlation, so the sign a coverage was
+measured under is known.
 """
 
 from __future__ import annotations

@@ -105,3 +105,42 @@ def test_the_planes_carry_what_the_teacher_weighs_but_not_its_choice(decisions):
             ties += sum(planes[ACCEPTANCE_PLANE, k] == best for k in keeping) > 1
             checked += 1
     assert checked > 200 and ties > 10
+
+
+def test_one_score_per_tile_token_over_its_own_planes_gives_the_teachers_building_discard(decisions):
+    """What mahjong_learning.md says the network has to compute for a building discard: with
+    plane 5 (raises the shanten) and plane 6 (acceptance) given, a score per tile type of its own
+    planes plus a fixed bias per type (honour, terminal, middle tile, then the lowest type) and the
+    largest legal score is the teacher's tile, every time."""
+    from trainspeed.workloads.mahjong.agents import _isolation
+    from trainspeed.workloads.mahjong.tiles import shanten_after_discards
+
+    def score(planes: np.ndarray, kind: int) -> float:
+        order = 0.1 * _isolation(kind * 4) - 0.001 * kind  # spans less than one tile of acceptance
+        return -1000.0 * planes[RAISES_PLANE, kind] + ACCEPTANCE_SCALE * planes[ACCEPTANCE_PLANE, kind] + order
+
+    checked = 0
+    for decision in decisions:
+        observation = decision.observation
+        if decision.action.action_type != ActionType.DISCARD:
+            continue
+        planes = fact_planes(observation)
+        legal = {tile_type(a.tile) for a in observation.legal_actions() if a.action_type == ActionType.DISCARD}
+        best_shanten = min(shanten_after_discards(list(observation.hand))[kind] for kind in legal)
+        threats = [seat for seat, declared in enumerate(observation.riichi_declared)
+                   if declared and seat != observation.player_id]
+        if threats and best_shanten >= FOLD_SHANTEN:
+            continue  # folding: the teacher ranks by danger instead
+        assert max(legal, key=lambda kind: score(planes, kind)) == tile_type(decision.action.tile)
+        checked += 1
+    assert checked > 200
+
+
+def test_the_engine_planes_mark_the_round_and_seat_winds_a_value_honour_pon_depends_on(decisions):
+    """Engine planes 35 and 36 are one-hot at the round wind's and the seat wind's tile type."""
+    for decision in decisions[::5]:
+        observation = decision.observation
+        planes = encode_features(observation)
+        seat_wind = 27 + (observation.player_id - observation.oya) % 4
+        assert list(np.flatnonzero(planes[35])) == [27 + int(observation.round_wind)]
+        assert list(np.flatnonzero(planes[36])) == [seat_wind]
