@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trainspeed.errors import UsageError
+from trainspeed.user_files import read_regular
 
 
 def parse_json(text: str, where: str) -> Any:
@@ -28,15 +29,11 @@ def parse_json(text: str, where: str) -> Any:
 
 def read_utf8(path: Path, what: str) -> str:
     """The text of a file the user named; `what` (e.g. "--out results.jsonl") names it in errors.
-    Only a regular file is read: a device such as /dev/zero would never end."""
+    Only a regular file is read (`read_regular`): a FIFO or a device such as /dev/zero would never end."""
     if path.is_dir():
         raise UsageError(f"{what}: is a folder; give a file")
-    if path.exists() and not path.is_file():
-        raise UsageError(f"{what}: not a regular file; give a file")
     try:
-        return path.read_bytes().decode("utf-8")
-    except OSError as error:
-        raise UsageError(f"{what}: cannot read ({error.strerror})") from None
+        return read_regular(path, what).decode("utf-8")
     except UnicodeDecodeError as error:
         raise UsageError(f"{what}: not UTF-8 text (byte {error.start}); give a JSONL file or a new path") from None
 
