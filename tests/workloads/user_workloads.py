@@ -61,3 +61,18 @@ class MisnamedSizes(OwnSizesWorkload):
 
 
 not_a_factory = 3
+
+
+class BeforeFusedTrainable(LinearTrainable):
+    """Written before `setup_optimizers` took `fused` (the protocol's documented change)."""
+
+    def setup_optimizers(self) -> None:  # type: ignore[override]
+        self.optimizers = {"net": torch.optim.SGD(self.networks["net"].parameters(), lr=0.01)}
+
+
+class BeforeFusedWorkload(OwnSizesWorkload):
+    name = "before-fused"
+
+    def build(self, size, seed=0):
+        torch.manual_seed(seed)
+        return BeforeFusedTrainable(WIDTHS[size])
