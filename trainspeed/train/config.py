@@ -15,6 +15,7 @@ from pathlib import Path
 from trainspeed.errors import UsageError
 
 LR_SCALING_RULES = ("none", "linear", "sqrt")
+CONFIG_JSON = "train_config.json"
 RDZV_BACKENDS = ("c10d", "static")
 
 
@@ -111,11 +112,21 @@ class TrainConfig:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "TrainConfig":
-        raw = json.loads(text)
-        raw["lr"] = LRConfig(**raw["lr"])
-        raw["launch"] = LaunchConfig(**raw["launch"])
-        return cls(**raw)
+    def from_json(cls, text: str, where: str = CONFIG_JSON) -> "TrainConfig":
+        """The settings `to_json` wrote, every field of its type; UsageError naming `where` for
+        text that is not JSON, nests too deeply, or holds unknown or mistyped settings."""
+        import dacite
+
+        from trainspeed.user_json import parse_json
+
+        raw = parse_json(text, where)
+        if not isinstance(raw, dict):
+            raise UsageError(f"{where}: not the settings of a training run (a JSON {type(raw).__name__})")
+        typed = dacite.Config(strict=True, check_types=True, type_hooks={float: _int_as_float})
+        try:
+            return dacite.from_dict(cls, raw, config=typed)
+        except (dacite.DaciteError, TypeError, ValueError) as error:
+            raise UsageError(f"{where}: not the settings of a training run ({str(error)[:120]})") from None
 
     # --- validation ----------------------------------------------------------------------------
     def validate(self) -> "TrainConfig":
@@ -176,6 +187,11 @@ def resolve_lr(lr: LRConfig, workload_reference_batch: int | None) -> LRConfig:
         raise UsageError(f"train: --lr-scaling {scaling} needs the batch the LR was tuned at, and the workload "
                          "declares none (reference_batch = None): give --lr-reference-batch N, or drop --lr-scaling")
     return dataclasses.replace(lr, scaling=scaling, reference_batch=reference)
+
+
+def _int_as_float(value: object) -> object:
+    """JSON may write 3.0 as 3: a whole number is a valid float setting (a bool is not)."""
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 def _require_positive(flag: str, value: float | None) -> None:

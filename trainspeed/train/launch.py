@@ -103,19 +103,21 @@ def launch(config: TrainConfig) -> int:
     """Check, take the run directory, record the configuration in it, and run; returns the exit code."""
     config, family, batches_per_epoch = check_runnable(config)
     run_dir = RunDirectory(config.run_dir)
+    run_dir.check_holds_nothing_else()
     run_dir.check_writable()
     with run_dir.lock():
         run_dir.remove_interrupted_writes()
         if not config.resume:
             run_dir.check_fresh()
         else:
-            point = run_dir.resume_point(config)
+            processes = 1 if family.data_parallel == "spmd" else config.world_size
+            plan = run_dir.resume_plan(config, processes)
             total_steps = config.total_steps(batches_per_epoch)
-            if point is not None and point.step >= total_steps:
-                print(f"train: the run in {run_dir.path} already finished step {point.step} of {total_steps}; "
+            if plan.checkpoint is not None and plan.step >= total_steps:
+                print(f"train: the run in {run_dir.path} already finished step {plan.step} of {total_steps}; "
                       "nothing to do (give a larger --steps to train on)")
                 return 0
-            run_dir.continue_from(point)
+            run_dir.continue_from(plan)
         config_path = run_dir.write_config(config)
         if family.data_parallel == "spmd":
             return run_spmd(config, family)
