@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,10 @@ def files(folder: Path) -> dict[Path, bytes]:
 @pytest.mark.parametrize("argv, fragment", [
     (["--temperature", "nan"], "argument --temperature: 'nan' is not a finite number"),
     (["--temperature", "inf"], "argument --temperature: 'inf' is not a finite number"),
-    (["--threads", "99999999999999999999"], "argument --threads: '99999999999999999999' is more than 4096 threads"),
+    (["--threads", "99999999999999999999"], f"argument --threads: '99999999999999999999' is more than {os.cpu_count()} threads, more than this machine's CPUs"),
+    (["--threads", "100000"], f"argument --threads: '100000' is more than {os.cpu_count()} threads"),
+    (["--seed", "-1"], "argument --seed: '-1' must be at least 0"),
+    (["--workers", "100000"], f"argument --workers: '100000' is more than {os.cpu_count()} processes"),
 ])
 def test_impossible_numbers_are_refused_before_any_game(cli_error, policy_run, tmp_path, argv, fragment):
     out = tmp_path / "eval.jsonl"
@@ -60,3 +64,36 @@ def test_a_damaged_progress_file_is_one_line_and_kept(cli_error, policy_run, tmp
                      "--no-progress", "--no-plot")
     assert fragment in line, line
     assert files(tmp_path) == {progress: content}
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--threads", "1e20"], "argument --threads: '1e20' is not a whole number"),
+    (["--threads", "100000000000000000000"], f"is more than {os.cpu_count()} threads"),
+    (["--batch-size", "99999999999"], "argument --batch-size: '99999999999' is more than 1048576"),
+])
+def test_agreement_numbers_are_refused_where_they_are_parsed(cli_error, policy_run, selfplay_data, tmp_path, argv, fragment):
+    line = cli_error("eval", "mahjong-agreement", "--policy", str(policy_run), "--data", str(selfplay_data),
+                     "--out", str(tmp_path / "agreement.jsonl"), *argv)
+    assert fragment in line, line
+    assert files(tmp_path) == {}
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--seeds", "0"], "argument --seeds: '0' must be at least 1"),
+    (["--temperature", "0"], "argument --temperature: '0' must be above 0"),
+    (["--workers", "100000"], "processes, more than this machine's CPUs"),
+])
+def test_null_test_numbers_are_refused_where_they_are_parsed(cli_error, policy_run, tmp_path, argv, fragment):
+    line = cli_error("eval", "mahjong-null", "--policy", str(policy_run), "--out", str(tmp_path / "null.jsonl"), *argv)
+    assert fragment in line, line
+    assert files(tmp_path) == {}
+
+
+def test_the_help_says_95_percent_not_its_escaped_form(capsys):
+    from trainspeed.cli import main
+
+    for command in ("mahjong", "mahjong-null"):
+        with pytest.raises(SystemExit):
+            main(["eval", command, "--help"])
+        text = capsys.readouterr().out
+        assert "95% intervals" in text and "%%" not in text

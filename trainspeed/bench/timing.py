@@ -22,6 +22,7 @@ from typing import Callable, Union
 
 import torch
 
+from trainspeed.flags import ranged
 from trainspeed.targets.base import Target
 from trainspeed.workloads.base import Batch, Trainable
 
@@ -36,7 +37,7 @@ GROWTH_MARGIN = 1.2
 class TimingPlan:
     warmup_steps: int = 3
     windows: int = 5
-    min_window_s: float = 0.5
+    min_window_s: float = ranged(0.5, 0, 3600, low_open=True, why_high=" s")
     """Every timed window lasts at least this long (unless `max_steps_per_window` stops it)."""
     max_steps_per_window: int = 10_000
     """Cap on steps per window, so a step that is mostly a no-op cannot run for ever."""

@@ -15,6 +15,7 @@ from typing import Callable
 from trainspeed.data.dataset import load_arrays, summarize_dataset, verify_dataset, write_dataset
 from trainspeed.data.shards import load_index
 from trainspeed.data.verify import VerifyReport
+from trainspeed.flags import Range, positive_int
 from trainspeed.workloads.mahjong.data.cli import add_data_commands as add_mahjong_data_commands
 from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
 from trainspeed.workloads.mahjong.data.verify import verify_mahjong_shards
@@ -36,9 +37,9 @@ def add_data_commands(subparsers: argparse._SubParsersAction) -> None:
     from_arrays.add_argument("--out", type=Path, required=True, help="a new or empty folder")
     from_arrays.add_argument("--split-by", help="integer column whose equal values stay in one split (e.g. a "
                              "document id); default: each sample on its own")
-    from_arrays.add_argument("--val-fraction", type=float, default=0.05, help="share held out for validation "
+    from_arrays.add_argument("--val-fraction", type=Range(0, 1).parser(float), default=0.05, help="share held out for validation "
                              "(of the --split-by values; per-mille steps; default: 0.05)")
-    from_arrays.add_argument("--samples-per-shard", type=int, help="default: about 64 MiB per shard")
+    from_arrays.add_argument("--samples-per-shard", type=positive_int, help="default: about 64 MiB per shard")
     from_arrays.set_defaults(handler=run_from_arrays_command)
 
     inspect = data_subparsers.add_parser("inspect", help="summarize a shard folder from its index")

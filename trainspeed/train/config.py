@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainspeed.errors import UsageError
+from trainspeed.flags import MAX_BATCH_SIZE, PROCESSES, THREADS, TIMEOUT, machine_cpus, ranged, ranged_as
 
 LR_SCALING_RULES = ("none", "linear", "sqrt")
 CONFIG_JSON = "train_config.json"
+MAX_STEPS = 999_999_999
+"""A checkpoint's file name holds its step in nine digits (`step-000000060.pt`)."""
 RDZV_BACKENDS = ("c10d", "static")
 
 
@@ -23,7 +26,7 @@ RDZV_BACKENDS = ("c10d", "static")
 class LRConfig:
     """How the learning rate is chosen and scheduled (see `trainspeed.train.lr_schedule`)."""
 
-    base_lr: float | None = None
+    base_lr: float | None = ranged(None, 0, 1e6, low_open=True)
     """Peak LR at the reference global batch; None keeps the workload optimizer's own LR."""
     scaling: str | None = None
     """How the peak LR follows the global batch: none, linear (Goyal et al.) or sqrt (common for Adam).
@@ -33,7 +36,7 @@ class LRConfig:
     declares none; a workload that declares None has its LR used as set, at every batch)."""
     warmup_steps: int | None = None
     """Linear warm-up length; None = 5% of the run."""
-    min_lr_ratio: float = 0.1
+    min_lr_ratio: float = ranged(0.1, 0, 1)
     """The cosine decays to this fraction of the peak LR at the last step."""
 
 
@@ -41,13 +44,13 @@ class LRConfig:
 class LaunchConfig:
     """Where the ranks run: processes per node and torchrun's rendezvous for several nodes."""
 
-    nproc: int = 1
+    nproc: int = ranged_as(1, PROCESSES)
     nnodes: int = 1
     node_rank: int = 0
     rdzv_backend: str = "c10d"
     rdzv_endpoint: str | None = None
     rdzv_id: str = "trainspeed"
-    collective_timeout_s: float = 300.0
+    collective_timeout_s: float = ranged_as(300.0, TIMEOUT)
     """A collective that waits longer than this raises instead of hanging (a peer died)."""
 
 
@@ -60,13 +63,13 @@ class TrainConfig:
     target: str = "cpu:eager:fp32"
     data: str | None = None
     synthetic_data: bool = False
-    batch_size_per_device: int = 1024
-    steps: int | None = None
-    epochs: float | None = None
+    batch_size_per_device: int = ranged(1024, 1, MAX_BATCH_SIZE, why_high=" samples (2^40, a TiB even at a byte each)")
+    steps: int | None = ranged(None, 1, MAX_STEPS, why_high=" steps (a checkpoint's name holds its step in 9 digits)")
+    epochs: float | None = ranged(None, 0, 1e6, low_open=True)
     seed: int = 0
-    num_workers: int = 1
+    num_workers: int = ranged(1, 0, machine_cpus, why_high=" loader processes per rank, more than this machine's CPUs")
     """Loader worker processes per rank."""
-    threads: int | None = 1
+    threads: int | None = ranged_as(1, THREADS)
     """torch intra-op threads per rank (None leaves torch's default)."""
     out_dir: str = "runs/train"
     checkpoint_every: int = 0

@@ -31,7 +31,7 @@ from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.targets import check_target_builds, get_target, target_family
 from trainspeed.targets.base import Target
-from trainspeed.train.config import TrainConfig, resolve_lr
+from trainspeed.train.config import MAX_STEPS, TrainConfig, resolve_lr
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.lifecycle import STOP_SIGNALS, StopRequest, die_with_parent, finish
 from trainspeed.train.loop import Layout, RankTrainer
@@ -81,6 +81,9 @@ def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int 
             )
     else:
         _check_synthetic_batches_fit(config, workload)
+    if config.total_steps(batches_per_epoch) > MAX_STEPS:
+        raise UsageError(f"train: --epochs {config.epochs} makes {config.total_steps(batches_per_epoch):,} steps, more than "
+                         f"the {MAX_STEPS:,} a checkpoint's name can hold; give fewer epochs")
     if config.bench_jsonl:
         bench_samples_per_s(config.bench_jsonl, workload.name, config.size, config.target, config.batch_size_per_device)
     return config, family, batches_per_epoch
