@@ -246,8 +246,10 @@ def _check_rng_states(path: Path, where: str, states: dict[str, Any]) -> None:
             raise CheckpointMismatch(path, f"has a {name} RNG state in {where} that its generator refuses "
                                      f"({_first_line(error)})") from None
     device = states.get("device")
-    if device is not None and not isinstance(device, (torch.Tensor, list, tuple, dict)):
-        raise CheckpointMismatch(path, f"holds {_shown(device)} as the device RNG state in {where}")
+    if device is not None and (isinstance(device, (bool, float, str)) or
+                               not isinstance(device, (int, torch.Tensor, list, tuple, dict))):
+        raise CheckpointMismatch(path, f"holds {_shown(device)} as the device RNG state in {where} (a target keeps "
+                                 "a seed or tensors there)")
 
 
 # --- the plan ------------------------------------------------------------------------------------
