@@ -133,3 +133,12 @@ def test_a_parser_error_of_any_command_is_one_line(cli_error, tmp_path, monkeypa
     line = cli_error(*argv)
     assert fragment in line and "--help" in line, line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bench_appends_only_to_a_file_of_bench_rows(cli_error, tmp_path):
+    """A run's metrics.jsonl (or an evaluation's results) is no place for bench rows."""
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"kind": "train", "schema_version": 1, "step": 2}\n')
+    line = cli_error(*QUICK_BENCH, "--out", str(metrics))
+    assert f"--out {metrics}: line 1 is a 'train' row, not a 'bench' row" in line, line
+    assert metrics.read_text() == '{"kind": "train", "schema_version": 1, "step": 2}\n'

@@ -97,3 +97,31 @@ def test_the_help_says_95_percent_not_its_escaped_form(capsys):
             main(["eval", command, "--help"])
         text = capsys.readouterr().out
         assert "95% intervals" in text and "%%" not in text
+
+
+def test_the_evaluated_runs_own_metrics_file_is_never_appended_to(cli_error, policy_run, tmp_path):
+    """`--out RUN/metrics.jsonl` once appended the evaluation's row to the run's metrics, after which
+    `report RUN` refused the run: a file takes rows of its own kind only."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(policy_run, run)
+    before = files(run)
+    metrics = run / "metrics.jsonl"
+    line = cli_error("eval", "mahjong", "--policy", str(run), "--games", "4", "--out", str(metrics), "--no-progress")
+    assert f"--out {metrics}: line 1 is a 'train' row, not a 'mahjong-eval' row" in line, line
+    assert files(run) == before
+
+
+@pytest.mark.parametrize("command, argv", [
+    ("mahjong-agreement", ["--data", "DATA"]),
+    ("mahjong-null", ["--seeds", "2", "--temperature", "1"]),
+])
+def test_agreement_and_null_test_append_only_to_files_of_their_own_rows(
+        cli_error, policy_run, selfplay_data, tmp_path, command, argv):
+    bench_rows = tmp_path / "bench.jsonl"
+    bench_rows.write_text('{"kind": "bench", "schema_version": 3}\n')
+    argv = [str(selfplay_data) if arg == "DATA" else arg for arg in argv]
+    line = cli_error("eval", command, "--policy", str(policy_run), "--out", str(bench_rows), *argv)
+    assert "line 1 is a 'bench' row" in line and "appends only to a file of its own rows" in line, line
+    assert bench_rows.read_text() == '{"kind": "bench", "schema_version": 3}\n'

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from trainspeed.evaluate.config import MahjongAgreementConfig, MahjongEvalConfig
 from trainspeed.flags import Range, config_from_flags, flag_adder, positive_int
-from trainspeed.user_json import check_rows_file
 
 EPILOG = """\
 examples:
@@ -125,7 +124,6 @@ def run_eval_mahjong(args: argparse.Namespace) -> int:
     from trainspeed.report.eval_plot import plot_mahjong_eval
 
     config = config_from_flags(MahjongEvalConfig, args).validate()
-    check_rows_file(Path(config.out), f"--out {config.out}")
     row = run_mahjong_eval(config, args.command_line)
     low, high = row.mean_rank_ci95 or (row.mean_rank, row.mean_rank)
     print(f"{row.policy} (step {row.policy_step}) vs 3x {row.opponent}: mean rank {row.mean_rank:.3f} "

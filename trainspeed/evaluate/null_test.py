@@ -14,6 +14,7 @@ import dataclasses
 import datetime
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from statistics import NormalDist
 from typing import ClassVar
 
@@ -22,6 +23,7 @@ from trainspeed.errors import UsageError
 from trainspeed.evaluate.config import MahjongEvalConfig
 from trainspeed.evaluate.mahjong import MahjongEvalRow, run_mahjong_eval
 from trainspeed.rows import append_row
+from trainspeed.user_json import check_rows_file
 
 EVEN_RANK = 2.5
 
@@ -69,9 +71,10 @@ def run_null_test(config: MahjongEvalConfig, seeds: int, command: str) -> NullTe
     if not config.temperature > 0:
         raise UsageError(f"eval mahjong-null: --temperature {config.temperature}: must be above 0 "
                          "(a greedy self-play is the same game in every seat and ranks exactly 2.5)")
+    check_rows_file(Path(config.out), f"--out {config.out}", kinds=(MahjongEvalRow.KIND, NullTestRow.KIND))
     machine = Machine.at_start()
     rows = [run_mahjong_eval(dataclasses.replace(config, opponent=config.policy, seed=seed),
-                             f"{command} [seed {seed}]") for seed in range(seeds)]
+                             f"{command} [seed {seed}]", shares_file_with=(NullTestRow.KIND,)) for seed in range(seeds)]
     covered = sum(covers_even(row) for row in rows)
     low, high = wilson_interval(covered, len(rows))
     summary = NullTestRow(
