@@ -69,9 +69,13 @@ def test_a_pickle_is_never_loaded(tmp_path: Path, capsys) -> None:
     objects.mkdir()
     np.save(objects / "column.npy", np.array([Payload()], dtype=object), allow_pickle=True)
     marker.unlink(missing_ok=True)  # np.save pickled the payload; unpickling it would touch the marker
-    for source in (disguised, objects, objects / "column.npy"):
+    for source, said in ((disguised, "not a numpy array file (.npy) or an archive of them (.npz)"),
+                         (objects, "an array of dtype |O; columns hold numbers or booleans only (arrays of Python "
+                                   "objects are never unpickled)"),
+                         (objects / "column.npy", "one array, not an .npz")):
         assert main(["data", "from-arrays", str(source), "--out", str(tmp_path / "out")]) == 2
-        assert "cannot read it as numpy arrays" in _one_error_line(capsys)
+        line = _one_error_line(capsys)
+        assert said in line and "unsafe" not in line and "pickled (object) data" not in line, line
     assert not marker.exists() and not (tmp_path / "out").exists()
 
 
@@ -90,7 +94,7 @@ def _source(path: Path, kind: str) -> Path:
     ("missing", "no such file or folder"),
     ("folder without arrays", "a folder without .npy files"),
     ("one .npy array", "one array, not an .npz"),
-    ("damaged zip", "cannot read it as numpy arrays"),
+    ("damaged zip", "a damaged .npz archive (BadZipFile"),
 ])
 def test_a_source_that_is_not_arrays_is_one_line(tmp_path: Path, capsys, kind, message) -> None:
     source = _source(tmp_path / "source", kind)
@@ -105,5 +109,6 @@ def test_an_out_in_use_is_never_written_into(tmp_path: Path, capsys) -> None:
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     assert main(["data", "from-arrays", str(tmp_path / "arrays.npz"), "--out", str(out)]) == 2
-    assert "already exists and is not an empty folder" in _one_error_line(capsys)
+    assert "holds files of something else (notes.txt), not a dataset of `trainspeed data from-arrays`" \
+        in _one_error_line(capsys)
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
