@@ -112,3 +112,91 @@ def test_an_out_in_use_is_never_written_into(tmp_path: Path, capsys) -> None:
     assert "holds files of something else (notes.txt), not a dataset of `trainspeed data from-arrays`" \
         in _one_error_line(capsys)
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def _trainspeed(*argv: str, timeout: float = 120):
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "trainspeed", *argv], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink-to-dev-zero"])
+def test_an_npy_that_is_no_regular_file_is_one_line_never_a_hang(tmp_path: Path, kind: str) -> None:
+    """A FIFO named x.npy once hung the command for ever (a subprocess with a deadline)."""
+    import os
+
+    folder = tmp_path / "arrays"
+    folder.mkdir()
+    np.save(folder / "a.npy", np.arange(4))
+    if kind == "fifo":
+        os.mkfifo(folder / "x.npy")
+    else:
+        (folder / "x.npy").symlink_to("/dev/zero")
+    result = _trainspeed("data", "from-arrays", str(folder), "--out", str(tmp_path / "out"), timeout=60)
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    assert result.returncode == 2 and result.stderr == f"trainspeed: error: {folder / 'x.npy'}: is {what}, not a regular file\n"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("content", [b"just some text\nof a file\n", bytes(range(256)) * 8], ids=["text", "random"])
+def test_a_file_that_is_no_array_file_is_named_as_such_with_no_advice_to_unpickle(
+        tmp_path: Path, capsys, content: bytes) -> None:
+    source = tmp_path / "arrays.npz"
+    source.write_bytes(content)
+    assert main(["data", "from-arrays", str(source), "--out", str(tmp_path / "out")]) == 2
+    line = _one_error_line(capsys)
+    assert line == f"trainspeed: error: {source}: not a numpy array file (.npy) or an archive of them (.npz); save " \
+                   "arrays with np.save or np.savez"
+
+
+def test_a_header_that_declares_more_than_its_member_holds_is_refused_before_reading(tmp_path: Path, capsys) -> None:
+    """An .npz member whose header says 2^40 float64 values in a few bytes: refused from the
+    header and the zip directory, before anything is decompressed."""
+    import zipfile
+
+    header = np.lib.format.header_data_from_array_1_0(np.zeros(3))
+    header["shape"] = (2**40,)
+    member = __import__("io").BytesIO()
+    np.lib.format.write_array_header_1_0(member, header)
+    member.write(np.zeros(3).tobytes())
+    source = tmp_path / "lies.npz"
+    with zipfile.ZipFile(source, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("x.npy", member.getvalue())
+    assert main(["data", "from-arrays", str(source), "--out", str(tmp_path / "out")]) == 2
+    line = _one_error_line(capsys)
+    assert "member 'x.npy': declares an array of <f8 [1099511627776] (8,796,093,022,208 bytes) but holds 24 bytes" in line
+    assert not (tmp_path / "out").exists()
+
+
+def _peak_allocated_mib(*argv: str) -> float:
+    """The most memory `trainspeed ARGV` held allocated at once (Python objects and numpy arrays,
+    traced from after the imports), run in a process of its own."""
+    code = ("import sys, tracemalloc\nimport trainspeed.data.dataset\nfrom trainspeed.cli import main\n"
+            "tracemalloc.start()\ncode = main(sys.argv[1:])\nprint(tracemalloc.get_traced_memory()[1])\nsys.exit(code)")
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, "-c", code, *argv], cwd=root, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    return int(result.stdout.strip().splitlines()[-1]) / 2**20
+
+
+def test_a_highly_compressed_member_is_streamed_into_shards_never_decompressed_whole(tmp_path: Path) -> None:
+    """256 MiB of zeros deflate to a few hundred KB; reading the member whole holds 256 MiB,
+    streaming it a shard at a time about a shard's size (here 8 MiB)."""
+    source = tmp_path / "large.npz"
+    np.savez_compressed(source, x=np.zeros((32768, 1024), dtype=np.float64))
+    assert source.stat().st_size < 2**20
+    peak = _peak_allocated_mib("data", "from-arrays", str(source), "--out", str(tmp_path / "large"),
+                               "--samples-per-shard", "1024")
+    assert peak < 64, f"{peak:.0f} MiB held at once: the member was read whole"
+    assert main(["data", "verify", str(tmp_path / "large")]) == 0
