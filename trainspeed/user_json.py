@@ -27,6 +27,13 @@ def parse_json(text: str, where: str) -> Any:
                          "no file this tool writes or reads nests like that") from None
 
 
+def printable(text: str) -> str:
+    """Text from a user's file, safe to print on a terminal: control characters (ESC and the
+    rest, which could recolour, retitle or clear the terminal, or hide a line) are shown escaped,
+    as repr shows them; everything printable stays as it is."""
+    return "".join(char if char.isprintable() or char == " " else repr(char)[1:-1] for char in text)
+
+
 def read_utf8(path: Path, what: str) -> str:
     """The text of a file the user named; `what` (e.g. "--out results.jsonl") names it in errors.
     Only a regular file is read (`read_regular`): a FIFO or a device such as /dev/zero would never end."""

@@ -200,3 +200,26 @@ def test_a_highly_compressed_member_is_streamed_into_shards_never_decompressed_w
                                "--samples-per-shard", "1024")
     assert peak < 64, f"{peak:.0f} MiB held at once: the member was read whole"
     assert main(["data", "verify", str(tmp_path / "large")]) == 0
+
+
+def test_inspect_shows_terminal_escape_codes_in_an_index_escaped_never_raw(tmp_path: Path, capsys) -> None:
+    """Column names (and any other text) of an index are someone else's: ESC [2J would clear the
+    terminal, ESC ]0; retitle it."""
+    out = tmp_path / "data"
+    assert main(["data", "from-arrays", str(_npz(tmp_path)), "--out", str(out)]) == 0
+    index = json.loads((out / "index.json").read_text())
+    index["columns"] = {"\x1b[2Jtokens": index["columns"]["tokens"], **{k: v for k, v in index["columns"].items()
+                                                                        if k != "tokens"}}
+    index["note\x1b]0;owned\x07"] = "\x1b[31mred"
+    (out / "index.json").write_text(json.dumps(index))
+    capsys.readouterr()
+    assert main(["data", "inspect", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "\x1b" not in printed and "\x07" not in printed
+    assert "\\x1b[2Jtokens" in printed and "note\\x1b]0;owned\\x07" in printed
+
+
+def _npz(folder: Path) -> Path:
+    path = folder / "arrays.npz"
+    np.savez(path, **_arrays())
+    return path

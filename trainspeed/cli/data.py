@@ -16,6 +16,7 @@ from trainspeed.data.dataset import load_arrays, summarize_dataset, verify_datas
 from trainspeed.data.shards import load_index
 from trainspeed.data.verify import VerifyReport
 from trainspeed.flags import Range, positive_int
+from trainspeed.user_json import printable
 from trainspeed.workloads.mahjong.data.cli import add_data_commands as add_mahjong_data_commands
 from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
 from trainspeed.workloads.mahjong.data.verify import verify_mahjong_shards
@@ -71,14 +72,12 @@ def run_inspect_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=1))
         return 0
-    print(f"{args.folder}: {summary['format']} version {summary['format_version']}, {summary['shards']} shards, "
-          f"{summary['samples']} samples, {summary['total_bytes'] / 2**20:.1f} MiB")
-    for name, column in summary["columns"].items():
-        print(f"  {name:12s} {column['dtype']:5s} {tuple(column['shape'])}")
+    lines = [f"{args.folder}: {summary['format']} version {summary['format_version']}, {summary['shards']} shards, "
+             f"{summary['samples']} samples, {summary['total_bytes'] / 2**20:.1f} MiB"]
+    lines += [f"  {name:12s} {column['dtype']:5s} {tuple(column['shape'])}" for name, column in summary["columns"].items()]
     shown = ("format", "format_version", "shards", "samples", "total_bytes", "columns")
-    for key, value in summary.items():
-        if key not in shown:
-            print(f"  {key}: {json.dumps(value)}")
+    lines += [f"  {key}: {json.dumps(value)}" for key, value in summary.items() if key not in shown]
+    print("\n".join(printable(line) for line in lines))  # names in an index are anyone's text
     return 0
 
 
@@ -86,7 +85,7 @@ def run_verify_command(args: argparse.Namespace) -> int:
     check = FORMAT_CHECKS.get(load_index(args.folder)["format"], verify_dataset)
     report = check(args.folder)
     for problem in report.problems:
-        print(f"FAIL {problem}")
+        print(printable(f"FAIL {problem}"))
     if report.is_ok:
         print(f"{args.folder}: OK, {report.shards} shards, {report.samples} samples")
         return 0
