@@ -17,21 +17,21 @@ from serve_runs import WORKLOAD, batches, local_losses, remote_losses, wait_unti
 
 SAMPLE_BYTES = sum(tensor.element_size() * tensor[0].numel()
                    for tensor in WORKLOAD.synthetic_batch("tiny", 1, torch.Generator()).values())
-"""Bytes of one Mahjong sample on the wire (its batch tensors' bytes per sample: 11,786 for 86 planes)."""
+"""Bytes of one Mahjong sample on the wire (its batch tensors' bytes per sample: 5,938 for 86 float16 planes)."""
 
 
 def test_sessions_share_the_servers_budget_and_get_it_back_when_they_end(serve):
     budget_bytes = 1 << 20
     server = serve(memory_budget_gib=budget_bytes / 2**30)
     assert get_target(server.remote_name).info.memory_budget_bytes == budget_bytes
-    held_batch = batches(1, batch_size=60)[0]  # 609 KB: one fits the budget, two do not
-    assert budget_bytes / 2 < 60 * SAMPLE_BYTES < budget_bytes
+    held_batch = batches(1, batch_size=120)[0]  # 713 KB: one fits the budget, two do not
+    assert budget_bytes / 2 < 120 * SAMPLE_BYTES < budget_bytes
 
     first_target, second_target = get_target(server.remote_name), get_target(server.remote_name)
     first = first_target.build(WORKLOAD, "tiny", 0)
     first_batch = first_target.move_batch(held_batch)
     first_target.run_step(first, first_batch)
-    assert server.host.memory.held_bytes == 60 * SAMPLE_BYTES
+    assert server.host.memory.held_bytes == 120 * SAMPLE_BYTES
 
     second = second_target.build(WORKLOAD, "tiny", 0)
     with pytest.raises(RemoteError, match=r"RESOURCE_EXHAUSTED: batch \d+ tensor '\w+' \(.* MiB\) does not fit the "
@@ -40,7 +40,7 @@ def test_sessions_share_the_servers_budget_and_get_it_back_when_they_end(serve):
 
     del first, first_batch, second
     assert wait_until(lambda: server.host.live_sessions == 0 and server.host.memory.held_bytes == 0)
-    host_batches = batches(2, batch_size=60)
+    host_batches = batches(2, batch_size=120)
     assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
 
 

@@ -29,3 +29,23 @@ def test_a_workload_written_before_setup_optimizers_took_fused_benches_and_train
     assert main(["train", "--workload", workload, "--synthetic-data", "--steps", "2", "--batch-size-per-device", "4",
                  "--num-workers", "0", "--out", str(run), "--no-progress"]) == 0, capsys.readouterr().err
     assert (run / "summary.json").is_file()
+
+
+def test_a_loader_whose_dtypes_differ_from_the_synthetic_batch_is_refused_before_any_rank(
+        user_workloads_on_path, tmp_path: Path, cli_error) -> None:
+    """Such a loader once trained locally and was refused by a server only after its model was
+    built there: the trainer now checks its first batch by the server's own check, up front."""
+    from trainspeed.workloads import get_workload
+    from trainspeed.workloads.batches import batch_layout, tensor_problem
+
+    run = tmp_path / "run"
+    line = cli_error("train", "--workload", "user_workloads:WideDataWorkload", "--data", str(tmp_path),
+                     "--steps", "2", "--batch-size-per-device", "4", "--num-workers", "0", "--out", str(run),
+                     "--no-progress")
+    said = "batch tensor 'x': float64 of shape [4, 4], expected float32 of shape (B, 4)"
+    assert f"do not have 'wide-data''s batch layout: {said}" in line, line
+    assert not run.exists()
+    layout = batch_layout(get_workload("user_workloads:WideDataWorkload"), "narrow")
+    import torch
+
+    assert tensor_problem(layout, "x", torch.float64, (4, 4)) == said  # what a server answers such a header

@@ -27,7 +27,7 @@ from types import FrameType
 
 import psutil
 
-from trainspeed.data.base import LoaderConfig
+from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.targets import check_target_builds, get_target, target_family
 from trainspeed.targets.base import Target
@@ -39,6 +39,7 @@ from trainspeed.train.run_dir import RunDirectory
 from trainspeed.train.summary import bench_samples_per_s
 from trainspeed.train.synthetic import held_bytes_per_rank
 from trainspeed.workloads import Workload, get_workload, reference_batch, resolve_size
+from trainspeed.workloads.batches import batch_layout, batch_problem
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,6 +80,7 @@ def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int 
                 f"one global batch of {config.global_batch} ({config.batch_size_per_device} per device x "
                 f"{config.world_size}); choose a smaller --batch-size-per-device or give more data"
             )
+        _check_loader_batches(config, workload, loader)
     else:
         _check_synthetic_batches_fit(config, workload)
     if config.total_steps(batches_per_epoch) > MAX_STEPS:
@@ -87,6 +89,21 @@ def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int 
     if config.bench_jsonl:
         bench_samples_per_s(config.bench_jsonl, workload.name, config.size, config.target, config.batch_size_per_device)
     return config, family, batches_per_epoch
+
+
+def _check_loader_batches(config: TrainConfig, workload: Workload, loader: BatchLoader) -> None:
+    """The loader's first batch has the workload's batch layout (its synthetic batch's keys, dtypes
+    and per-sample shapes), checked by the function a remote server checks every batch with, so
+    a loader that does not is refused here, for a local target as for a remote one."""
+    try:
+        first = next(iter(loader))
+    except StopIteration:
+        return
+    problem = batch_problem(batch_layout(workload, config.size), first)
+    if problem is not None:
+        raise UsageError(f"train: the batches of --data {config.data} do not have {workload.name!r}'s batch layout: "
+                         f"{problem}; the workload's open_dataset must give the keys, dtypes and shapes of its "
+                         "synthetic_batch")
 
 
 def _check_synthetic_batches_fit(config: TrainConfig, workload: Workload) -> None:
