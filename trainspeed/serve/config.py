@@ -41,8 +41,9 @@ class ServeConfig:
     slot freed, so clients that connect and wait cannot hold every slot."""
     memory_budget_gib: float | None = ranged(None, 0, machine_memory_gib, low_open=True,
                                              why_high=" GiB, more than this machine's memory")
-    """GiB of client tensors (batches, states being received) all sessions together may hold;
-    None: half of this machine's memory."""
+    """GiB all sessions together may hold: client tensors (batches, states being received), each
+    model with its largest optimizer state, and activations where the device measures its memory
+    (`serve/memory.py`); None: half of this machine's memory."""
 
     @property
     def address(self) -> Address:

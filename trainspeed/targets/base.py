@@ -166,6 +166,11 @@ class Target(ABC):
         """Peak device memory since the last reset, or None where the device does not say."""
         return None
 
+    def memory_in_use_bytes(self) -> int | None:
+        """Device memory held by tensors now, or None where the device does not say (a server
+        counts a step's activations as its peak above this)."""
+        return None
+
     def free_memory(self) -> None:
         """Release cached memory after a configuration (especially after an OOM)."""
         import gc
