@@ -208,4 +208,4 @@ def test_a_run_is_never_mixed_into_a_folder_that_holds_a_dataset(
     line = _one_error_line(err)
     assert code == 2 and f"train: --out {dataset} holds a dataset (index.json, shard-000000.bin" in line, line
     assert _snapshot(dataset) == before and sorted(p.name for p in dataset.iterdir()) == [
-        "index.json", "shard-000000.bin", "shard-000000.json"]
+        "index.json", "shard-000000.bin", "shard-000000.json", "writer.json"]

@@ -4,16 +4,15 @@ Everything here happens in the launcher, before any rank starts, so a refusal is
 leaves the directory as it was:
 - `--out` must be writable (checked by writing and removing a probe file);
 - a lock file held for the whole run keeps a second run out (its message names the holder);
-- a fresh run refuses a directory that already holds a run (`--resume` continues it);
+- a fresh run refuses a directory that already holds a run (`--resume` continues it), and no run
+  goes into a folder that holds a dataset or other files (checked before the lock file is made);
 - temporary files of a write a kill interrupted (`.step-*.pt.*.tmp`, `.latest.*.tmp`, ...) are
   removed once the lock is held, when no writer of this run can be alive;
-- a resume continues from the checkpoint `latest` names, or, when that pointer or its file is not
-  valid, from the newest valid checkpoint (saying so in one line, and pointing `latest` at it);
-  checkpoints of later steps are moved aside, never overwritten; a run that has checkpoints but
-  no valid one is refused, never restarted from step 0;
-- a resume compares the new settings with the checkpoint's: settings that shape the trajectory
-  (model, data, seed, batch, world size, learning-rate schedule) must be equal; the others may
-  change and each change is appended to `resumes.jsonl`;
+- a resume follows the plan of `trainspeed.train.resume` (the checkpoint `latest` names, or the
+  newest valid one, checked against what the run builds; settings that shape the trajectory must
+  be equal, the others may change and each change is appended to `resumes.jsonl`): it says what
+  was passed over, points `latest` at the chosen checkpoint, moves checkpoints of later steps aside
+  (never overwritten) and writes the plan the ranks load;
 - rows that a killed run logged after the checkpoint the resume continues from are dropped from
   `metrics.jsonl`, so every step appears once (TensorBoard hides them itself: the writer purges
   from the resume step); every other row stays.
@@ -27,13 +26,11 @@ import datetime
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory
-from trainspeed.errors import UsageError
 from trainspeed.data.shards import INDEX_NAME
+from trainspeed.errors import UsageError
 from trainspeed.train.checkpoint import CHECKPOINT_DIR, CHECKPOINT_NAME, LATEST_POINTER, set_aside_after
 from trainspeed.train.config import CONFIG_JSON, TrainConfig
 from trainspeed.train.metrics import METRICS_FILE, TENSORBOARD_DIR
