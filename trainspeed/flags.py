@@ -5,9 +5,11 @@ text from the dataclass field; `config_from_flags` builds the (nested) dataclass
 parsed namespace by field name. A flag's `dest` is the field's dotted path (`lr.base_lr`).
 
 Bad flags are refused while parsing, in one line: `OneLineParser` turns argparse's usage block
-into a UsageError, and every float flag is read by `finite_float`, so no command sees a nan or an
-infinity (they pass every `x <= 0` check and then break the arithmetic that uses them). Range checks
-that know what a value means stay with the config that holds it.
+into a UsageError, and every number flag has a range checked there (`Range`): a float is finite
+(nan and the infinities pass every `x <= 0` check and then break the arithmetic that uses them),
+a whole number fits the C int it is handed down as, and a count of threads or processes is at most
+this machine's CPUs. A config field declares its range beside its default (`ranged`); checks that
+relate several values stay with the config that holds them.
 """
 
 from __future__ import annotations
@@ -15,17 +17,94 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import types
 import typing
+from dataclasses import dataclass
 from typing import Any, Callable, NoReturn, TypeVar
 
 from trainspeed.errors import UsageError
 
 Config = TypeVar("Config")
 
-MAX_THREADS = 4096
-"""More torch threads than any machine has hardware threads; torch would try to start them all,
-and a number past 2^31 overflows its thread count."""
+INT_FLAG_MAX = 2**31 - 1
+"""The largest whole number any flag takes unless its field says otherwise: what torch, numpy
+and the OS take as a C int (a larger one overflows on its way down)."""
+MAX_BATCH_POWER = 40
+MAX_BATCH_SIZE = 2**MAX_BATCH_POWER
+"""The largest batch a sweep or a run accepts. Even at one byte per sample, 2^40 samples are a TiB
+of input before the first activation, more than any device holds; a larger number is a typo, and
+one past 2^63 does not even fit the integers torch sizes tensors with."""
+MAX_TIMEOUT_S = (2**31 - 1) // 1000
+"""The longest timeout a flag takes, about 24.8 days: gRPC counts its timeouts in milliseconds as
+a C int, and one rule for every timeout is easier to know than one per library."""
+
+
+def machine_cpus() -> int:
+    """The CPUs (hardware threads) of this machine: the most threads or processes a flag may ask
+    for; more only make the kernel switch between them (and 100,000 threads stall the machine)."""
+    return os.cpu_count() or 1
+
+
+def machine_memory_gib() -> float:
+    """This machine's physical memory in GiB: the most memory a flag may budget."""
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric flag takes, checked where it is parsed (`add_flag` reads it from a
+    config field's metadata, `ranged`). `high` may be a function of the machine (its CPU count);
+    `why_high` says in the error line where the bound comes from."""
+
+    low: float
+    high: float | Callable[[], float]
+    low_open: bool = False
+    """True: `low` itself is refused (a timeout above 0 s)."""
+    why_high: str = ""
+
+    @property
+    def top(self) -> float:
+        return self.high() if callable(self.high) else self.high
+
+    def check(self, text: str, value: float) -> None:
+        if value < self.low or (self.low_open and value == self.low):
+            low = _plain(self.low)
+            raise argparse.ArgumentTypeError(f"{text!r} must be above {low}" if self.low_open
+                                             else f"{text!r} must be at least {low}")
+        if value > self.top:
+            raise argparse.ArgumentTypeError(f"{text!r} is more than {_plain(self.top)}{self.why_high}")
+
+    def parser(self, scalar: type) -> Callable[[str], Any]:
+        """The argparse type of a flag of this range: whole numbers for int, finite floats for float."""
+        def parse(text: str) -> Any:
+            value = _whole_number(text) if scalar is int else finite_float(text)
+            self.check(text, value)
+            return value
+        parse.__name__ = "int" if scalar is int else "float"
+        return parse
+
+
+def _plain(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+DEFAULT_INT_RANGE = Range(0, INT_FLAG_MAX, why_high=" (flags take whole numbers up to 2^31-1)")
+THREADS = Range(1, machine_cpus, why_high=" threads, more than this machine's CPUs")
+PROCESSES = Range(1, machine_cpus, why_high=" processes, more than this machine's CPUs")
+TIMEOUT = Range(0, MAX_TIMEOUT_S, low_open=True, why_high=" s (about 24.8 days, the longest timeout a flag takes: "
+                "gRPC counts its timeouts in milliseconds in a C int)")
+
+
+def ranged(default: Any, low: float, high: float | Callable[[], float], *, low_open: bool = False,
+           why_high: str = "") -> Any:
+    """A dataclass field with its default and the range its flag accepts."""
+    return dataclasses.field(default=default, metadata={"range": Range(low, high, low_open, why_high)})
+
+
+def ranged_as(default: Any, value_range: Range) -> Any:
+    """A dataclass field of a named range (`THREADS`, `TIMEOUT` ...)."""
+    return dataclasses.field(default=default, metadata={"range": value_range})
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -47,24 +126,33 @@ def finite_float(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """A count flag's value (games, workers, samples per file): a whole number >= 1."""
+def _whole_number(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+
+
+def positive_int(text: str) -> int:
+    """A count flag's value (games, samples per file): a whole number from 1 to 2^31-1."""
+    value = _whole_number(text)
+    Range(1, INT_FLAG_MAX, why_high=DEFAULT_INT_RANGE.why_high).check(text, value)
     return value
 
 
 def thread_count(text: str) -> int:
-    """A `--threads` value: 1 to MAX_THREADS."""
-    value = positive_int(text)
-    if value > MAX_THREADS:
-        raise argparse.ArgumentTypeError(f"{text!r} is more than {MAX_THREADS} threads, more than any machine "
-                                         "runs at once")
-    return value
+    """A `--threads` value: 1 to this machine's CPU count."""
+    return THREADS.parser(int)(text)
+
+
+def process_count(text: str) -> int:
+    """A flag that starts processes (`--workers`, `--num-workers`, `--nproc`): 1 to this machine's CPUs."""
+    return PROCESSES.parser(int)(text)
+
+
+def seed_value(text: str) -> int:
+    """A `--seed`: a whole number from 0 to 2^31-1 (numpy refuses negative seeds)."""
+    return DEFAULT_INT_RANGE.parser(int)(text)
 
 
 def _field(config_type: type, path: str) -> tuple[dataclasses.Field, Any]:
@@ -107,16 +195,27 @@ def add_flag(
     """Add `flag` for the field at `path` of `config_type` (default, type and dest from the field).
 
     A bool field becomes a switch that flips its default (`--resume` for False, `--no-progress`
-    for True); a float field is read by `finite_float` unless `type` says otherwise."""
+    for True); a number field is read within the range in its metadata (`ranged`), an int field
+    without one as a whole number from 0 to 2^31-1, unless `type` says otherwise."""
     default = field_default(config_type, path)
-    _, annotation = _field(config_type, path)
+    field, annotation = _field(config_type, path)
     scalar = _scalar_type(annotation)
     if scalar is bool:
         group.add_argument(flag, dest=path, default=default, action="store_false" if default else "store_true", help=help, **kwargs)
         return
     shown = "" if default is None else f" (default: {_shown(default)})"
-    converter = type or (finite_float if scalar is float else scalar)
+    converter = type or _converter(scalar, field.metadata.get("range"))
     group.add_argument(flag, dest=path, default=default, type=converter, help=help + shown, **kwargs)
+
+
+def _converter(scalar: Any, value_range: Range | None) -> Callable[[str], Any]:
+    """How a field's flag parses its text: numbers within their range (the field's, or every whole
+    number flag's default), any other type by its own constructor."""
+    if scalar is int:
+        return (value_range or DEFAULT_INT_RANGE).parser(int)
+    if scalar is float:
+        return value_range.parser(float) if value_range is not None else finite_float
+    return scalar
 
 
 def flag_adder(group: argparse._ActionsContainer, config_type: type) -> Callable[..., None]:

@@ -24,6 +24,7 @@ import dacite
 
 from trainspeed.atomic import append_line
 from trainspeed.errors import UsageError
+from trainspeed.user_files import read_regular
 
 KIND = "kind"
 VERSION = "schema_version"
@@ -71,15 +72,32 @@ def append_row(path: str | os.PathLike, row: Row, extra: dict[str, Any] | None =
 
 
 def record_kind(record: Any, source: Source) -> tuple[str, int]:
-    """The kind and schema version a JSON object says it is; UsageError when it says neither."""
+    """The kind and schema version a JSON object says it is; UsageError when it says neither, or
+    says one of them in the wrong type (each case named as what it is)."""
     if not isinstance(record, dict):
         raise UsageError(f"{source}: not a JSON object but {type(record).__name__}")
-    kind, version = record.get(KIND), record.get(VERSION)
-    if not isinstance(kind, str) or not isinstance(version, int) or isinstance(version, bool):
+    if KIND not in record and VERSION not in record:
         raise UsageError(
             f"{source}: a row without a kind and schema_version (written before rows carried them, or by "
             "another program); convert old trainspeed files with `python benchmarks/convert_results.py FILE`")
+    kind, version = record.get(KIND), record.get(VERSION)
+    for name, value, ok, wanted in ((KIND, kind, isinstance(kind, str), "a name"),
+                                    (VERSION, version, isinstance(version, int) and not isinstance(version, bool),
+                                     "a whole number")):
+        if name not in record:
+            raise UsageError(f"{source}: a row without its {name} (the file was edited or written by another program)")
+        if not ok:
+            raise UsageError(f"{source}: a row whose {name} is {_shown_json(value)}, not {wanted} (the file was "
+                             "edited or written by another program)")
     return kind, version
+
+
+def _shown_json(value: Any) -> str:
+    """A value as JSON, cut to 40 characters, non-ASCII escaped (it came from someone else's file)."""
+    try:
+        return json.dumps(value)[:40]
+    except RecursionError:
+        return "a deeply nested value"
 
 
 def _float_hook(value: Any) -> Any:
@@ -147,11 +165,9 @@ def read_records(path: str | os.PathLike) -> list[tuple[Any, Source]]:
     each one UsageError naming the file (and the line)."""
     file = Path(path)
     try:
-        text = file.read_bytes().decode("utf-8")
+        text = read_regular(file).decode("utf-8")  # a FIFO or a device would never end
     except UnicodeDecodeError:
         raise UsageError(f"{file}: not a text file of JSON rows (it is not UTF-8)") from None
-    except OSError as error:
-        raise UsageError(f"{file}: cannot read it ({error.strerror})") from None
     if "\x00" in text:
         raise UsageError(f"{file}: not a text file of JSON rows (it holds NUL bytes)")
     records: list[tuple[Any, Source]] = []

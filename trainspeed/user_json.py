@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from trainspeed.errors import UsageError
+from trainspeed.user_files import read_regular
 
 
 def parse_json(text: str, where: str) -> Any:
@@ -26,28 +27,41 @@ def parse_json(text: str, where: str) -> Any:
                          "no file this tool writes or reads nests like that") from None
 
 
+def printable(text: str) -> str:
+    """Text from a user's file, safe to print on a terminal: control characters (ESC and the
+    rest, which could recolour, retitle or clear the terminal, or hide a line) are shown escaped,
+    as repr shows them; everything printable stays as it is."""
+    return "".join(char if char.isprintable() or char == " " else repr(char)[1:-1] for char in text)
+
+
 def read_utf8(path: Path, what: str) -> str:
     """The text of a file the user named; `what` (e.g. "--out results.jsonl") names it in errors.
-    Only a regular file is read: a device such as /dev/zero would never end."""
+    Only a regular file is read (`read_regular`): a FIFO or a device such as /dev/zero would never end."""
     if path.is_dir():
         raise UsageError(f"{what}: is a folder; give a file")
-    if path.exists() and not path.is_file():
-        raise UsageError(f"{what}: not a regular file; give a file")
     try:
-        return path.read_bytes().decode("utf-8")
-    except OSError as error:
-        raise UsageError(f"{what}: cannot read ({error.strerror})") from None
+        return read_regular(path, what).decode("utf-8")
     except UnicodeDecodeError as error:
         raise UsageError(f"{what}: not UTF-8 text (byte {error.start}); give a JSONL file or a new path") from None
 
 
-def check_rows_file(path: Path, what: str) -> None:
+def check_rows_file(path: Path, what: str, kinds: Collection[str] | None = None) -> None:
     """Before a command works and then appends rows to `path`: an existing file must hold JSON
     objects only, one per line, so the rows are not glued onto someone else's file and the file
-    can be read back when the work is done."""
-    if not path.exists():
+    can be read back when the work is done. With `kinds` (the row kinds the command writes), every
+    row there must be of one of them: a file is appended to only by its own kind, so an
+    evaluation's row never lands in a run's metrics.jsonl or a bench file."""
+    if not path.exists() and not path.is_symlink():
         return
     for number, line in enumerate(read_utf8(path, what).splitlines(), start=1):
-        if line.strip() and not isinstance(parse_json(line, f"{what}: line {number}"), dict):
+        if not line.strip():
+            continue
+        row = parse_json(line, f"{what}: line {number}")
+        if not isinstance(row, dict):
             raise UsageError(f"{what}: line {number} is not a JSON object; rows are appended only to "
                              "a JSONL file of rows (give a new path)")
+        if kinds is not None and row.get("kind") not in kinds:
+            found = row.get("kind")
+            held = f"a {found[:40]!r} row" if isinstance(found, str) else "a row without a kind"
+            raise UsageError(f"{what}: line {number} is {held}, not a {' or '.join(map(repr, kinds))} row: this "
+                             "command appends only to a file of its own rows (give a new path)")

@@ -119,8 +119,9 @@ class PolicyNet(nn.Module):
     def forward(
         self, features: torch.Tensor, mask: torch.Tensor, action: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """features (B, 86, 34), legal mask (B, 82) bool, action (B,) -> float32 logits, mean loss."""
-        x = self.tile_embed(features.transpose(1, 2)) + self.pos_embed
+        """features (B, 86, 34) of any float dtype (taken in the weights' dtype, as trainspeed's
+        net takes its float16 batches), legal mask (B, 82) bool, action (B,) -> float32 logits, mean loss."""
+        x = self.tile_embed(features.to(self.tile_embed.weight.dtype).transpose(1, 2)) + self.pos_embed
         for layer in self.layers:
             x = layer(x)
         x = self.norm_out(x)

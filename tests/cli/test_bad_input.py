@@ -3,6 +3,7 @@ exit code 2, before any work, and the results file already there is left as it w
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -34,10 +35,11 @@ def results(earlier_results, tmp_path) -> Path:
     [
         (["--peak-tflops", "nan"], "argument --peak-tflops: 'nan' is not a finite number"),
         (["--peak-tflops", "inf"], "argument --peak-tflops: 'inf' is not a finite number"),
-        (["--peak-tflops", "-3"], "--peak-tflops must be a positive number"),
+        (["--peak-tflops", "-3"], "argument --peak-tflops: '-3' must be above 0"),
         (["--min-window-s", "nan"], "argument --min-window-s: 'nan' is not a finite number"),
         (["--min-window-s", "1e999"], "argument --min-window-s: '1e999' is not a finite number"),
-        (["--min-window-s", "-0.5"], "--min-window-s must be a positive number of seconds"),
+        (["--min-window-s", "-0.5"], "argument --min-window-s: '-0.5' must be above 0"),
+        (["--min-window-s", "1e9"], "argument --min-window-s: '1e9' is more than 3600 s"),
         (["--batch-sizes", "2^1..2^100000"], "batch size 2^100000 is over the limit of 2^40"),
         (["--batch-sizes", "2^99"], "batch size 2^99 is over the limit of 2^40"),
         (["--batch-sizes", "99999999999999999999999"], "batch size 99999999999999999999999 is over the limit"),
@@ -45,9 +47,9 @@ def results(earlier_results, tmp_path) -> Path:
         (["--batch-sizes", "2^" + "9" * 5000], "is over the limit of 2^40"),
         (["--batch-sizes", "-99999999999999999999999"], "must be a positive integer"),
         (["--batch-sizes", "2^41"], "a TiB, more than any device holds"),
-        (["--threads", "99999999999999999999"], "argument --threads: '99999999999999999999' is more than 4096 threads"),
+        (["--threads", "99999999999999999999"], f"argument --threads: '99999999999999999999' is more than {os.cpu_count()} threads, more than this machine's CPUs"),
         (["--threads", "0"], "argument --threads: '0' must be at least 1"),
-        (["--windows", "many"], "argument --windows: invalid int value: 'many'"),
+        (["--windows", "many"], "argument --windows: 'many' is not a whole number"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     ],
 )
@@ -61,7 +63,7 @@ def test_impossible_bench_flags_are_one_line_before_any_work(cli_error, results,
 
 def test_a_bench_out_that_never_ends_is_not_read(cli_error):
     line = cli_error(*QUICK_BENCH, "--out", "/dev/zero")
-    assert "--out /dev/zero: not a regular file" in line, line
+    assert "--out /dev/zero: is a character device, not a regular file" in line, line
 
 
 def test_the_largest_batch_size_is_accepted_and_the_next_is_not(cli_error, tmp_results):
@@ -121,8 +123,8 @@ def test_a_bench_out_that_is_no_results_file_is_refused_and_kept(cli_error, tmp_
         (["data", "from-mjai", "log.jsonl", "--games-per-shard", "0", "--out", "o"],
          "argument --games-per-shard: '0' must be at least 1"),
         (["data", "images", "src", "--out", "d.zip", "--resolution", "big"],
-         "argument --resolution: invalid int value"),
-        (["train", "--steps", "lots"], "argument --steps: invalid int value: 'lots'"),
+         "argument --resolution: 'big' is not a whole number"),
+        (["train", "--steps", "lots"], "argument --steps: 'lots' is not a whole number"),
         (["nosuch"], "argument COMMAND: invalid choice: 'nosuch'"),
     ],
 )
@@ -131,3 +133,12 @@ def test_a_parser_error_of_any_command_is_one_line(cli_error, tmp_path, monkeypa
     line = cli_error(*argv)
     assert fragment in line and "--help" in line, line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_bench_appends_only_to_a_file_of_bench_rows(cli_error, tmp_path):
+    """A run's metrics.jsonl (or an evaluation's results) is no place for bench rows."""
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"kind": "train", "schema_version": 1, "step": 2}\n')
+    line = cli_error(*QUICK_BENCH, "--out", str(metrics))
+    assert f"--out {metrics}: line 1 is a 'train' row, not a 'bench' row" in line, line
+    assert metrics.read_text() == '{"kind": "train", "schema_version": 1, "step": 2}\n'

@@ -83,8 +83,10 @@ def test_a_folder_that_holds_anything_is_never_written_into(tmp_path: Path) -> N
     folder = tmp_path / "data"
     write_dataset(_columns(), folder)
     before = {path.name: path.read_bytes() for path in folder.iterdir()}
-    with pytest.raises(UsageError, match="already exists and is not an empty folder"):
+    with pytest.raises(UsageError, match="holds a dataset of `trainspeed data from-arrays` made with other settings"):
         write_dataset({"other": np.ones(5)}, folder)
+    with pytest.raises(UsageError, match="already holds this dataset, finished"):
+        write_dataset(_columns(), folder)
     assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
 
 

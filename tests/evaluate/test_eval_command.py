@@ -56,8 +56,8 @@ def test_a_policy_against_three_copies_of_itself_ranks_exactly_2_5(capsys, tiny_
     (["--games", "10"], "--games 10 must be a positive multiple of 4"),
     (["--games", "0"], "--games 0 must be a positive multiple of 4"),
     (["--opponent", "chess"], "--opponent 'chess': choose rule-based, random or the run directory"),
-    (["--temperature", "-1"], "--temperature must be >= 0"),
-    (["--batch-games", "0"], "--batch-games must be >= 1"),
+    (["--temperature", "-1"], "argument --temperature: '-1' must be at least 0"),
+    (["--batch-games", "0"], "argument --batch-games: '0' must be at least 1"),
     (["--target", "gpu:eager:fp32"], "unknown device 'gpu'"),
 ])
 @pytest.mark.e2e

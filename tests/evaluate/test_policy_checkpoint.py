@@ -63,3 +63,32 @@ def test_step_evaluates_that_checkpoint_and_a_step_not_kept_is_one_line(
     code, _, err = _eval(capsys, "--policy", str(tiny_run), "--step", "7", "--out", str(tmp_path / "f.jsonl"))
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "--step 7: no checkpoint of that step (kept: 1, 2, 3, 4, 5, 6" in lines[0]
+
+
+@pytest.mark.parametrize("flag", ["--policy", "--opponent"])
+@pytest.mark.parametrize("kind", ["fifo", "symlink-to-dev-zero"])
+def test_a_checkpoint_that_is_no_regular_file_is_one_line_never_a_hang(
+    flag: str, kind: str, untrained_run: Path, tmp_path: Path
+) -> None:
+    """The run's only checkpoint replaced by a FIFO or a link to /dev/zero, its sha256 line kept:
+    refused without opening it for reading (a subprocess with a deadline, since the danger is a hang)."""
+    import os
+
+    from child_commands import run_trainspeed
+
+    run, out = tmp_path / "run", tmp_path / "eval.jsonl"
+    shutil.copytree(untrained_run, run)
+    checkpoint = run / "checkpoints" / "step-000000001.pt"
+    checkpoint.unlink()
+    if kind == "fifo":
+        os.mkfifo(checkpoint)
+    else:
+        checkpoint.symlink_to("/dev/zero")
+    other = ["--opponent", "rule-based"] if flag == "--policy" else ["--policy", str(untrained_run)]
+    result = run_trainspeed("eval", "mahjong", flag, str(run), *other, "--games", "4", "--no-progress", "--no-plot",
+                            "--out", str(out), timeout=120)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    assert lines[0].startswith(f"trainspeed: error: {flag} {run}: ") and f"is {what}, not a regular file" in lines[0]
+    assert not out.exists()

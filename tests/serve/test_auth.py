@@ -3,6 +3,7 @@ metadata entry) and TLS unless --insecure says otherwise."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 
@@ -173,10 +174,14 @@ def test_tls_with_the_servers_certificate_works_and_without_it_is_one_line(serve
         (["--listen", "0.0.0.0:0"], "not a loopback address: give --token-file"),
         (["--target", "gpu:eager:fp32"], "unknown device 'gpu'"),
         (["--target", "cpu:lazy:fp32"], "mode 'lazy' is not available on cpu"),
-        (["--threads", "0"], "--threads must be positive"),
-        (["--idle-timeout-s", "0"], "--idle-timeout-s must be a positive number of seconds, got 0.0"),
+        (["--threads", "0"], "argument --threads: '0' must be at least 1"),
+        (["--threads", "100000"], f"argument --threads: '100000' is more than {os.cpu_count()} threads, more than this machine's CPUs"),
+        (["--idle-timeout-s", "0"], "argument --idle-timeout-s: '0' must be above 0"),
+        (["--idle-timeout-s", "3000000"], "argument --idle-timeout-s: '3000000' is more than 2147483 s (about 24.8 days"),
+        (["--idle-timeout-s", "1e12"], "argument --idle-timeout-s: '1e12' is more than 2147483 s"),
         (["--idle-timeout-s", "nan"], "argument --idle-timeout-s: 'nan' is not a finite number"),
-        (["--memory-budget-gib", "-1"], "--memory-budget-gib must be a positive number, got -1.0"),
+        (["--memory-budget-gib", "-1"], "argument --memory-budget-gib: '-1' must be above 0"),
+        (["--memory-budget-gib", "1e300"], "GiB, more than this machine's memory"),
         (["--workload", "charlm"], "--workload 'charlm': write package.module:factory"),
         (["--workload", "no_such_module_anywhere:factory"], "--workload no_such_module_anywhere:factory: cannot import 'no_such_module_anywhere'"),
     ],

@@ -80,7 +80,8 @@ def test_idle_streams_are_ended_and_a_working_client_is_then_served(serve):
         for stream in streams:
             status = stream.status()
             assert status.code() == grpc.StatusCode.DEADLINE_EXCEEDED, (status.code(), status.details())
-            assert f"sent nothing for {IDLE_TIMEOUT_S:g} s (this server's --idle-timeout-s)" in status.details()
+            assert f"sent nothing to compute for {IDLE_TIMEOUT_S:g} s (no step, batch or state; this server's " \
+                   "--idle-timeout-s)" in status.details()
     finally:
         for stream in streams:
             stream.close()
@@ -121,3 +122,47 @@ def test_a_step_that_computes_longer_than_the_idle_timeout_is_not_idleness(serve
 def test_the_server_describes_its_idle_timeout(serve):
     server = serve(idle_timeout_s=7.5)
     assert get_target(server.remote_name).info.idle_timeout_s == 7.5
+
+
+class BarrierStream:
+    """A real gRPC client that opens a session and then only sends a barrier every `every_s`: it
+    asks the device for nothing, yet never falls silent."""
+
+    def __init__(self, server, every_s: float) -> None:
+        self._stop = threading.Event()
+        self.channel = grpc.insecure_channel(str(server.address), options=CLIENT_OPTIONS)
+
+        def requests():
+            yield opened(server)
+            seq = 1
+            while not self._stop.wait(every_s):
+                seq += 1
+                yield pb.ClientMessage(barrier=pb.Barrier(seq=seq))
+
+        self.call = pb_grpc.TrainerStub(self.channel).Session(requests(), timeout=IDLE_TIMEOUT_S + MARGIN_S)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.channel.close()
+
+
+def test_clients_that_only_send_barriers_cannot_hold_every_slot(serve):
+    """Barriers every half idle timeout once kept four sessions, every slot, for ever."""
+    server = serve(max_sessions=2, idle_timeout_s=IDLE_TIMEOUT_S)
+    streams = [BarrierStream(server, IDLE_TIMEOUT_S / 4) for _ in range(2)]
+    try:
+        assert wait_until(lambda: server.host.live_sessions == 2 or any(s.call.done() for s in streams),
+                          timeout_s=MARGIN_S)
+        target = get_target(server.remote_name)
+        trainable = build_when_a_slot_frees(target, IDLE_TIMEOUT_S + MARGIN_S)
+        host_batches = batches(2)
+        assert [float(target.run_step(trainable, target.move_batch(b))) for b in host_batches] == local_losses(host_batches)
+        for stream in streams:
+            with pytest.raises(grpc.RpcError) as ended:
+                for _ in stream.call:
+                    pass
+            assert ended.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert "sent nothing to compute for" in ended.value.details()
+    finally:
+        for stream in streams:
+            stream.close()

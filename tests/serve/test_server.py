@@ -112,8 +112,8 @@ def a_batch(**changes) -> dict[str, torch.Tensor]:
     [
         ("oversize", grpc.StatusCode.RESOURCE_EXHAUSTED, "larger than max"),
         ("bad dtype", grpc.StatusCode.INVALID_ARGUMENT, "dtype 'float64' is not allowed"),
-        ("other dtype", grpc.StatusCode.INVALID_ARGUMENT, "expected float32"),
-        ("wrong shape", grpc.StatusCode.INVALID_ARGUMENT, f"expected float32 of shape (16, {PLANES}, 34)"),
+        ("other dtype", grpc.StatusCode.INVALID_ARGUMENT, "expected float16"),
+        ("wrong shape", grpc.StatusCode.INVALID_ARGUMENT, f"expected float16 of shape (16, {PLANES}, 34)"),
         ("bytes and shape disagree", grpc.StatusCode.INVALID_ARGUMENT, "the header says"),
         ("unknown key", grpc.StatusCode.INVALID_ARGUMENT, "not part of this workload's batch"),
         ("missing key", grpc.StatusCode.INVALID_ARGUMENT, "ended without action"),
@@ -350,7 +350,7 @@ def test_a_failed_step_is_one_error_naming_it(server, monkeypatch):
 def test_the_client_side_link_emulation_holds_steps_back(server):
     fast, slow = get_target(server.remote_name), get_target(server.remote_name + "/rate=10mbit+rtt=50ms")
     assert slow.link() == "client-side limit rate=10mbit rtt=50ms"
-    batch = batches(1, batch_size=32)[0]  # 325 KB: 0.26 s at 10 Mbit/s
+    batch = batches(1, batch_size=56)[0]  # 333 KB: 0.26 s at 10 Mbit/s
     times = []
     for target in (fast, slow):
         trainable = target.build(WORKLOAD, "tiny", 0)

@@ -288,3 +288,25 @@ def test_a_user_workload_served_with_serve_workload_benches_and_trains_through_t
         assert not (tmp_path / "edited.jsonl").exists()
     finally:
         server.stop()
+
+
+def test_remote_training_with_loader_workers_prints_no_grpc_fork_lines(server, tmp_path):
+    """Forking loader workers in a process that talks gRPC made gRPC's core print "Other threads
+    are currently calling into gRPC, skipping fork() handlers" on the user's terminal. The run is a
+    subprocess with the environment a user's shell has (no gRPC variables of the test session)."""
+    import os
+    import subprocess
+    import sys
+
+    data, run_dir = tmp_path / "selfplay", tmp_path / "run"
+    assert main(["data", "mahjong-selfplay", "--games", "4", "--out", str(data), "--no-progress"]) == 0
+    root = Path(__file__).resolve().parents[2]
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GRPC_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    result = subprocess.run(
+        [sys.executable, "-m", "trainspeed", "train", "--target", server.remote_name, "--data", str(data),
+         "--size", "tiny", "--batch-size-per-device", "16", "--steps", "4", "--num-workers", "2", "--threads", "1",
+         "--no-progress", "--out", str(run_dir)],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "fork" not in result.stderr and result.stderr == "", result.stderr

@@ -106,5 +106,5 @@ def test_two_ranks_refuse_damaged_data_with_one_line_too(shards: Path) -> None:
     path, _ = _first_shard(shards)
     with open(path, "r+b") as handle:
         handle.write(b"\xff\x7f" * 64)
-    line = _refused(shards, "--nproc", "2")
-    assert line.startswith("trainspeed: error: rank ") and "checksum mismatch" in line
+    line = _refused(shards, "--nproc", "2")  # the launcher reads a first batch, or a rank meets the shard
+    assert line.startswith("trainspeed: error: ") and "checksum mismatch" in line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import json
 import math
 from pathlib import Path
@@ -76,7 +77,7 @@ def test_io_efficiency_is_per_device_throughput_over_the_bench_row(tmp_path: Pat
         (["--synthetic-data"], "exactly one of --steps N or --epochs E"),
         (["--synthetic-data", "--steps", "1", "--nnodes", "2"], "--rdzv-endpoint"),
         (["--synthetic-data", "--steps", "1", "--batch-size-per-device", "0"],
-         "--batch-size-per-device must be a finite number > 0"),
+         "argument --batch-size-per-device: '0' must be at least 1"),
         (["--data", "/nonexistent/shards", "--steps", "1"], "no such file or directory"),
         (["--data", ".", "--epochs", "inf"], "argument --epochs: 'inf' is not a finite number"),
     ],
@@ -101,6 +102,13 @@ def test_bad_flags_fail_with_one_line_naming_the_flag(
         (["--lr", "nan"], "argument --lr: 'nan' is not a finite number"),
         (["--lr", "inf"], "argument --lr: 'inf' is not a finite number"),
         (["--batch-size-per-device", "100000000000"], "the synthetic batches of 2 rank(s) alone would take"),
+        (["--threads", "100000"], f"argument --threads: '100000' is more than {os.cpu_count()} threads, more than "
+                                  "this machine's CPUs"),
+        (["--num-workers", "100000"], "loader processes per rank, more than this machine's CPUs"),
+        (["--nproc", "100000"], "processes, more than this machine's CPUs"),
+        (["--steps", "1000000000"], "more than 999999999 steps (a checkpoint's name holds its step in 9 digits)"),
+        (["--collective-timeout-s", "1e300"], "argument --collective-timeout-s: '1e300' is more than 2147483 s"),
+        (["--seed", "-1"], "argument --seed: '-1' must be at least 0"),
     ],
 )
 def test_every_flag_and_file_is_checked_before_any_rank_starts(

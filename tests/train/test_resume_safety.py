@@ -184,3 +184,40 @@ def test_rows_without_a_step_survive_a_resume_and_a_summary_row_of_the_steps_kep
     assert any(json.loads(row)["kind"] == "train-summary" for row in rows_before)
     assert _train(capsys, run_dir, "--steps", "8", "--resume")[0] == 0
     assert _rows(run_dir)[: len(rows_before)] == rows_before
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink-to-dev-zero"])
+def test_a_checkpoint_that_is_no_regular_file_is_never_read_the_resume_continues_from_the_one_before(
+    kind: str, run_dir: Path
+) -> None:
+    """A FIFO would block its reader for ever, /dev/zero never ends: neither is opened for hashing
+    or loading (a subprocess with a deadline, since a hang is what this guards against)."""
+    import os
+
+    from train_runs import run_train
+
+    newest = run_dir / "checkpoints" / STEP_6
+    newest.unlink()
+    if kind == "fifo":
+        os.mkfifo(newest)
+    else:
+        newest.symlink_to("/dev/zero")
+    result = run_train(*RUN[len(["train", *TINY_RUN]):], "--steps", "8", "--out", str(run_dir), "--resume", timeout=120)
+    assert result.returncode == 0, result.stderr
+    what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    assert f"train: {STEP_6} is {what}, not a regular file; resuming from {STEP_3}, the newest valid checkpoint" \
+        in result.stdout
+    assert "at step 3" in result.stdout
+
+
+def test_a_symlinked_latest_pointer_is_not_followed_and_its_target_never_quoted(
+    run_dir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    pointer = run_dir / "checkpoints" / "latest"
+    pointer.unlink()
+    pointer.symlink_to("/etc/passwd")
+    code, out, err = _train(capsys, run_dir, "--steps", "8", "--resume")
+    assert code == 0, err
+    assert "checkpoints/latest is a symbolic link, not the file the trainer writes (it is not followed); resuming " \
+           f"from {STEP_6}" in out
+    assert "root:" not in out + err and "/bin/" not in out + err

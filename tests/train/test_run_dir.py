@@ -194,3 +194,20 @@ def test_after_kill_9_of_the_launcher_its_orphaned_loader_workers_do_not_hold_th
         keeper.communicate("done\n", timeout=60)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"resumed from {run}/checkpoints/step-{step:09d}.pt at step {step}" in resumed.stdout
+
+
+@pytest.mark.parametrize("resume", [False, True], ids=["fresh", "resume"])
+def test_a_run_is_never_mixed_into_a_folder_that_holds_a_dataset(
+    resume: bool, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from trainspeed.data.dataset import write_dataset
+    import numpy as np
+
+    dataset = tmp_path / "dataset"
+    write_dataset({"x": np.arange(10, dtype=np.int64)}, dataset)
+    before = _snapshot(dataset)
+    code, out, err = _train(capsys, dataset, "--steps", "2", *(["--resume"] if resume else []))
+    line = _one_error_line(err)
+    assert code == 2 and f"train: --out {dataset} holds a dataset (index.json, shard-000000.bin" in line, line
+    assert _snapshot(dataset) == before and sorted(p.name for p in dataset.iterdir()) == [
+        "index.json", "shard-000000.bin", "shard-000000.json", "writer.json"]

@@ -61,3 +61,54 @@ class MisnamedSizes(OwnSizesWorkload):
 
 
 not_a_factory = 3
+
+
+class BeforeFusedTrainable(LinearTrainable):
+    """Written before `setup_optimizers` took `fused` (the protocol's documented change)."""
+
+    def setup_optimizers(self) -> None:  # type: ignore[override]
+        self.optimizers = {"net": torch.optim.SGD(self.networks["net"].parameters(), lr=0.01)}
+
+
+class BeforeFusedWorkload(OwnSizesWorkload):
+    name = "before-fused"
+
+    def build(self, size, seed=0):
+        torch.manual_seed(seed)
+        return BeforeFusedTrainable(WIDTHS[size])
+
+
+class WideLoader:
+    """A loader of the own-sizes workload's data whose inputs are float64, where its synthetic
+    batch (and so a server) has float32."""
+
+    def __init__(self, width: int, config) -> None:
+        self.width, self.config, self.epoch = width, config, 0
+
+    def __iter__(self):
+        generator = torch.Generator().manual_seed(self.epoch)
+        for _ in range(len(self)):
+            yield {"x": torch.randn(self.config.batch_size, self.width, generator=generator, dtype=torch.float64)}
+
+    def __len__(self) -> int:
+        return 4
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "position": 0}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch = state["epoch"]
+
+    @property
+    def num_samples(self) -> int:
+        return 4 * self.config.batch_size * self.config.world_size
+
+
+class WideDataWorkload(OwnSizesWorkload):
+    name = "wide-data"
+
+    def open_dataset(self, path, size, config):
+        return WideLoader(WIDTHS[size], config)

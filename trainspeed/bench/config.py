@@ -11,18 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainspeed.errors import UsageError
-from trainspeed.flags import MAX_THREADS
+from trainspeed.flags import MAX_BATCH_POWER, MAX_BATCH_SIZE, THREADS, machine_cpus, ranged, ranged_as
 
 POWER_RANGE = re.compile(r"2\^(\d+)\.\.2\^(\d+)", re.ASCII)
 POWER = re.compile(r"2\^(\d+)", re.ASCII)
 FEEDS = ("device", "host")
 INTEGER = re.compile(r"-?\d+", re.ASCII)
 BATCH_SIZES_HINT = "write a range like 2^6..2^14 or a list like 64,256,1024"
-MAX_BATCH_POWER = 40
-MAX_BATCH_SIZE = 2**MAX_BATCH_POWER
-"""The largest batch a sweep accepts. Even at one byte per sample, 2^40 samples are a TiB of input
-before the first activation, more than any device holds; a larger number is a typo, and one past
-2^63 does not even fit the integers torch sizes tensors with."""
 
 
 def _too_large(text: str, size: str) -> UsageError:
@@ -85,7 +80,7 @@ def parse_targets(text: str) -> list[str]:
 class TimingPlan:
     warmup_steps: int = 3
     windows: int = 5
-    min_window_s: float = 0.5
+    min_window_s: float = ranged(0.5, 0, 3600, low_open=True, why_high=" s")
     """Every timed window lasts at least this long (unless `max_steps_per_window` stops it)."""
     max_steps_per_window: int = 10_000
     """Cap on steps per window, so a step that is mostly a no-op cannot run for ever."""
@@ -110,9 +105,9 @@ class BenchConfig:
     """"device": one batch kept on the device; "host": each step copies a host batch to the device.
     With both, each (target, batch size) runs with each feed back to back, so the two are compared
     side by side."""
-    peak_tflops: float | None = None
+    peak_tflops: float | None = ranged(None, 0, 1e6, low_open=True)
     """Peak for MFU; None measures it on the device."""
-    threads: int | None = None
+    threads: int | None = ranged_as(None, THREADS)
     """torch CPU threads (None leaves torch's default); recorded in every row."""
     seed: int = 0
     run_id: str | None = None
@@ -131,8 +126,8 @@ class BenchConfig:
                              "e.g. --batch-sizes 2^6..2^10")
         if self.peak_tflops is not None and not 0 < self.peak_tflops < math.inf:
             raise UsageError(f"--peak-tflops must be a positive number of TFLOP/s, got {self.peak_tflops}")
-        if self.threads is not None and not 1 <= self.threads <= MAX_THREADS:
-            raise UsageError(f"--threads must be between 1 and {MAX_THREADS}, got {self.threads}")
+        if self.threads is not None and not 1 <= self.threads <= machine_cpus():
+            raise UsageError(f"--threads must be between 1 and {machine_cpus()} (this machine's CPUs), got {self.threads}")
         if self.plan.windows < 1 or self.plan.warmup_steps < 0:
             raise UsageError("--windows must be >= 1 and --warmup-steps >= 0")
         if not self.feeds or set(self.feeds) - set(FEEDS) or len(set(self.feeds)) != len(self.feeds):

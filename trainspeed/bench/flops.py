@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from trainspeed.workloads.base import Workload
+from trainspeed.workloads.base import Workload, setup_optimizers
 from trainspeed.workloads.flops import FlopSum
 
 TOLERANCE = 0.05
@@ -91,7 +91,7 @@ def counted_flops_per_sample(workload: Workload, size: str, device: str, seed: i
     The global RNG is left as it was (building and stepping draw from it)."""
     with torch.random.fork_rng(devices=[]):
         trainable = workload.build(size, seed).to(torch.device(device))
-        trainable.setup_optimizers(fused=False)
+        setup_optimizers(trainable, fused=False)
         host_batch = workload.synthetic_batch(size, COUNT_BATCH, torch.Generator().manual_seed(seed))
         batch = {key: tensor.to(device) for key, tensor in host_batch.items()}
         with sdpa_kernel(SDPBackend.MATH):

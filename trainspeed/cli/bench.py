@@ -56,11 +56,11 @@ def run_bench(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from trainspeed.bench.ratios import format_table, ratio_table
-    from trainspeed.bench.results import read_rows, write_csv
+    from trainspeed.bench.results import ResultRow, read_rows, write_csv
     from trainspeed.bench.sweep import run_sweep
 
     config = dataclasses.replace(config_from_flags(BenchConfig, args), command=args.command_line)
-    check_rows_file(config.out, f"--out {config.out}")
+    check_rows_file(config.out, f"--out {config.out}", kinds=(ResultRow.KIND,))
     total = len(config.targets) * len(config.batch_sizes) * len(config.feeds)
     with tqdm(total=total, disable=args.no_progress, unit="config", file=sys.stderr) as bar:
 

@@ -12,12 +12,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from trainspeed.workloads.mahjong.data.cli import (
-    add_data_commands as add_mahjong_data_commands,
-)
-from trainspeed.workloads.stylegan3.cli import (
-    add_images_command as add_image_data_command,
-)
+from trainspeed.flags import Range, positive_int
+from trainspeed.user_json import printable
+from trainspeed.workloads.mahjong.data.cli import add_data_commands as add_mahjong_data_commands
+from trainspeed.workloads.stylegan3.cli import add_images_command as add_image_data_command
 
 if TYPE_CHECKING:
     from trainspeed.data.verify import VerifyReport
@@ -43,9 +41,9 @@ def add_data_commands(subparsers: argparse._SubParsersAction) -> None:
     from_arrays.add_argument("--out", type=Path, required=True, help="a new or empty folder")
     from_arrays.add_argument("--split-by", help="integer column whose equal values stay in one split (e.g. a "
                              "document id); default: each sample on its own")
-    from_arrays.add_argument("--val-fraction", type=float, default=0.05, help="share held out for validation "
+    from_arrays.add_argument("--val-fraction", type=Range(0, 1).parser(float), default=0.05, help="share held out for validation "
                              "(of the --split-by values; per-mille steps; default: 0.05)")
-    from_arrays.add_argument("--samples-per-shard", type=int, help="default: about 64 MiB per shard")
+    from_arrays.add_argument("--samples-per-shard", type=positive_int, help="default: about 64 MiB per shard")
     from_arrays.set_defaults(handler=run_from_arrays_command)
 
     inspect = data_subparsers.add_parser("inspect", help="summarize a shard folder from its index")
@@ -81,14 +79,12 @@ def run_inspect_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=1))
         return 0
-    print(f"{args.folder}: {summary['format']} version {summary['format_version']}, {summary['shards']} shards, "
-          f"{summary['samples']} samples, {summary['total_bytes'] / 2**20:.1f} MiB")
-    for name, column in summary["columns"].items():
-        print(f"  {name:12s} {column['dtype']:5s} {tuple(column['shape'])}")
+    lines = [f"{args.folder}: {summary['format']} version {summary['format_version']}, {summary['shards']} shards, "
+             f"{summary['samples']} samples, {summary['total_bytes'] / 2**20:.1f} MiB"]
+    lines += [f"  {name:12s} {column['dtype']:5s} {tuple(column['shape'])}" for name, column in summary["columns"].items()]
     shown = ("format", "format_version", "shards", "samples", "total_bytes", "columns")
-    for key, value in summary.items():
-        if key not in shown:
-            print(f"  {key}: {json.dumps(value)}")
+    lines += [f"  {key}: {json.dumps(value)}" for key, value in summary.items() if key not in shown]
+    print("\n".join(printable(line) for line in lines))  # names in an index are anyone's text
     return 0
 
 
@@ -99,7 +95,7 @@ def run_verify_command(args: argparse.Namespace) -> int:
     check = format_checks().get(load_index(args.folder)["format"], verify_dataset)
     report = check(args.folder)
     for problem in report.problems:
-        print(f"FAIL {problem}")
+        print(printable(f"FAIL {problem}"))
     if report.is_ok:
         print(f"{args.folder}: OK, {report.shards} shards, {report.samples} samples")
         return 0

@@ -6,8 +6,7 @@ import argparse
 from pathlib import Path
 
 from trainspeed.evaluate.config import MahjongAgreementConfig, MahjongEvalConfig
-from trainspeed.flags import config_from_flags, flag_adder, positive_int, thread_count
-from trainspeed.user_json import check_rows_file
+from trainspeed.flags import Range, config_from_flags, flag_adder, positive_int
 
 EPILOG = """\
 examples:
@@ -26,7 +25,7 @@ def add_eval_commands(subparsers: argparse._SubParsersAction) -> None:
     mahjong = eval_subparsers.add_parser(
         "mahjong", help="duplicate 1-vs-3 games of a Mahjong policy against an opponent",
         description="Play a trained Mahjong policy in duplicate 1-vs-3 games (batched inference on a "
-        "target) and append its mean rank and score with 95%% intervals, and its rank shares, to --out.",
+        "target) and append its mean rank and score with 95% intervals, and its rank shares, to --out.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
 
     flag = flag_adder(mahjong, MahjongEvalConfig)
@@ -39,9 +38,8 @@ def add_eval_commands(subparsers: argparse._SubParsersAction) -> None:
     flag("--target", "target", "device:mode:precision the networks run on")
     flag("--temperature", "temperature", "0: best legal action; > 0: sample softmax(logits / T), seeded")
     flag("--batch-games", "batch_games", "games played at once per worker (their decisions share a forward pass)")
-    flag("--workers", "workers", "processes playing deals side by side (same results for any number)",
-         type=positive_int)
-    flag("--threads", "threads", "torch threads per worker", type=thread_count)
+    flag("--workers", "workers", "processes playing deals side by side (same results for any number)")
+    flag("--threads", "threads", "torch threads per worker")
     flag("--out", "out", "results JSONL the row is appended to (progress in OUT.progress)")
     flag("--no-progress", "progress", "no progress bar")
     mahjong.add_argument("--no-plot", action="store_true", help="do not redraw OUT's figure")
@@ -55,14 +53,15 @@ def add_null_test_command(eval_subparsers: argparse._SubParsersAction) -> None:
         "mahjong-null", help="check the evaluation's interval: a policy sampling against itself, many seeds",
         description="Play a Mahjong policy against three copies of itself with sampled moves (an even match: "
         "mean rank 2.5 in expectation) once per evaluation seed, and append each evaluation's row and a "
-        "summary with the share of 95%% intervals that contain 2.5 to --out.")
+        "summary with the share of 95% intervals that contain 2.5 to --out.")
 
     flag = flag_adder(null, MahjongEvalConfig)
 
     flag("--policy", "policy", "run directory of the policy (its latest checkpoint)", required=True, metavar="RUN_DIR")
-    null.add_argument("--seeds", type=int, default=20, help="evaluations, with seeds 0..N-1 (default: 20)")
+    null.add_argument("--seeds", type=positive_int, default=20, help="evaluations, with seeds 0..N-1 (default: 20)")
     flag("--games", "games", "games per evaluation, a multiple of 4")
-    null.add_argument("--temperature", type=float, default=1.0, help="sampling temperature, above 0 (default: 1.0)")
+    null.add_argument("--temperature", type=Range(0, 1e6, low_open=True).parser(float), default=1.0,
+                      help="sampling temperature, above 0 (default: 1.0)")
     flag("--target", "target", "device:mode:precision the network runs on")
     flag("--batch-games", "batch_games", "games played at once per worker")
     flag("--workers", "workers", "processes playing deals side by side")
@@ -126,7 +125,6 @@ def run_eval_mahjong(args: argparse.Namespace) -> int:
     from trainspeed.evaluate.rows import read_eval_rows
 
     config = config_from_flags(MahjongEvalConfig, args).validate()
-    check_rows_file(Path(config.out), f"--out {config.out}")
     row = run_mahjong_eval(config, args.command_line)
     low, high = row.mean_rank_ci95 or (row.mean_rank, row.mean_rank)
     print(f"{row.policy} (step {row.policy_step}) vs 3x {row.opponent}: mean rank {row.mean_rank:.3f} "

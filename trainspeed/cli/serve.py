@@ -49,7 +49,8 @@ def add_serve_command(subparsers: argparse._SubParsersAction) -> None:
                         "clients name it and must run the same definition")
     flag("--idle-timeout-s", "idle_timeout_s", "end a session (and free its slot) that sends nothing for this long")
     flag("--memory-budget-gib", "memory_budget_gib",
-         "GiB of client tensors (batches, states) all sessions may hold (default: half this machine's memory)")
+         "GiB all sessions may hold: client tensors, models with their optimizer state, activations "
+         "(default: half this machine's memory)")
     parser.set_defaults(handler=run_serve)
 
 

@@ -17,11 +17,13 @@ count. Without `split_by`, each sample is held out on its own.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
+from trainspeed.data.arrays import ArrayColumn, ArrayInMemory, ZipMemberColumn, load_arrays
 from trainspeed.data.base import LoaderConfig
 from trainspeed.data.order import SAMPLE_ID_KEY, in_validation_split
 from trainspeed.data.shards import (
@@ -35,16 +37,17 @@ from trainspeed.data.shards import (
     write_shard,
 )
 from trainspeed.data.verify import VerifyReport, verify_shards
+from trainspeed.data.writer import claim_folder, clear_own_files
 from trainspeed.errors import UsageError
 
 if TYPE_CHECKING:  # writing, checking and summarizing a dataset need no torch; reading it does
-    from trainspeed.data.loader import (
-        OutputColumn,
-        RowCheck,
-        ShardBatchSpec,
-        ShardLoader,
-    )
+    from trainspeed.data.loader import OutputColumn, RowCheck, ShardBatchSpec, ShardLoader
 
+__all__ = ["ArrayColumn", "dataset_batches", "load_arrays", "open_dataset", "summarize_dataset", "verify_dataset",
+           "write_dataset"]
+
+WRITER_NAME = "from-arrays"
+"""The writer a folder of `write_dataset` records (`trainspeed data from-arrays` is its command)."""
 FORMAT_NAME = "trainspeed-arrays"
 FORMAT_VERSION = 1
 SHARD_BYTES = 64 * 2**20
@@ -52,27 +55,35 @@ SHARD_BYTES = 64 * 2**20
 HOW_TO_MAKE = "write one with trainspeed.data.write_dataset or `trainspeed data from-arrays`"
 
 
-def _checked_arrays(columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The columns as arrays of one length and storable dtypes; UsageError naming the first that is not."""
+def _column(name: object, column: np.ndarray | ArrayColumn) -> ArrayColumn:
+    """A column argument as an `ArrayColumn` (arrays and array-likes are taken as they are)."""
+    if not isinstance(name, str) or not name or name == SAMPLE_ID_KEY:
+        raise UsageError(f"column name {name!r}: use a non-empty name other than {SAMPLE_ID_KEY} (the loader's own key)")
+    if isinstance(column, (ArrayInMemory, ZipMemberColumn)):
+        return column
+    return ArrayInMemory(np.asarray(column))
+
+
+def _checked_columns(columns: Mapping[str, np.ndarray | ArrayColumn]) -> dict[str, ArrayColumn]:
+    """The columns, of one length and storable dtypes, known from their dtypes and shapes alone
+    (nothing is read yet); UsageError naming the first that is not."""
     if not columns:
         raise UsageError("no columns given: pass at least one array, e.g. {'tokens': array}")
-    arrays = {}
-    for name, column in columns.items():
-        if not isinstance(name, str) or not name or name == SAMPLE_ID_KEY:
-            raise UsageError(f"column name {name!r}: use a non-empty name other than {SAMPLE_ID_KEY} (the loader's own key)")
-        array = np.asarray(column)
-        if array.ndim == 0:
+    checked = {}
+    for name, given in columns.items():
+        column = _column(name, given)
+        if len(column.shape) == 0:
             raise UsageError(f"column {name!r} is a scalar; a column holds one entry per sample (first dimension)")
-        if array.dtype.kind not in STORABLE_KINDS or array.dtype.fields is not None:
-            raise UsageError(f"column {name!r} has dtype {array.dtype}; store booleans or numbers only")
-        arrays[name] = array
-    lengths = {name: len(array) for name, array in arrays.items()}
+        if column.dtype.kind not in STORABLE_KINDS or column.dtype.fields is not None:
+            raise UsageError(f"column {name!r} has dtype {column.dtype}; store booleans or numbers only")
+        checked[name] = column
+    lengths = {name: column.shape[0] for name, column in checked.items()}
     if len(set(lengths.values())) != 1:
         raise UsageError(f"columns have different lengths ({', '.join(f'{k} {v}' for k, v in lengths.items())}); "
                          "every column holds one entry per sample")
     if not next(iter(lengths.values())):
         raise UsageError("the columns hold no samples")
-    return arrays
+    return checked
 
 
 def _val_per_mille(val_fraction: float) -> int:
@@ -84,60 +95,73 @@ def _val_per_mille(val_fraction: float) -> int:
     return per_mille
 
 
-def _split_keys(arrays: Mapping[str, np.ndarray], split_by: str | None) -> np.ndarray:
+def _check_split_by(columns: Mapping[str, ArrayColumn], split_by: str | None) -> None:
     if split_by is None:
-        return np.arange(len(next(iter(arrays.values()))), dtype=np.int64)
-    if split_by not in arrays:
-        raise UsageError(f"split_by {split_by!r} is not a column; the columns are {', '.join(arrays)}")
-    keys = arrays[split_by]
-    if keys.dtype.kind not in "iu" or keys.ndim != 1:
+        return
+    if split_by not in columns:
+        raise UsageError(f"split_by {split_by!r} is not a column; the columns are {', '.join(columns)}")
+    keys = columns[split_by]
+    if keys.dtype.kind not in "iu" or len(keys.shape) != 1:
         raise UsageError(f"split_by {split_by!r} is {keys.dtype} {keys.shape[1:]}; it must be one integer per sample "
                          "(a document or group id)")
-    return keys
 
 
-def _check_empty_out(out: Path) -> None:
-    """A dataset goes into a new or empty folder: nothing already there is overwritten or mixed in."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out {out}: already exists and is not an empty folder; choose a new one "
-                         "(nothing there is overwritten)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UsageError(f"--out {out}: cannot create it ({error.strerror})") from None
+def _check_disk_space(out: Path, needed: int) -> None:
+    """The shards must fit where they go: an array's declared size is checked against the free
+    space before a byte is written, so a small file that declares terabytes is one line."""
+    free = shutil.disk_usage(out).free
+    if needed > free:
+        raise UsageError(f"--out {out}: the dataset takes {needed / 2**30:,.2f} GiB, and only {free / 2**30:,.2f} GiB "
+                         "are free there; free space or choose another --out")
 
 
-def write_dataset(columns: Mapping[str, np.ndarray], out: str | os.PathLike, *, split_by: str | None = None,
-                  val_fraction: float = 0.05, samples_per_shard: int | None = None,
+def write_dataset(columns: Mapping[str, np.ndarray | ArrayColumn], out: str | os.PathLike, *,
+                  split_by: str | None = None, val_fraction: float = 0.05, samples_per_shard: int | None = None,
                   source: Mapping | None = None) -> dict:
-    """Write `columns` (name -> array, one entry per sample along the first dimension) as a shard set
-    in the new or empty folder `out`; returns its index (also written as `out/index.json`, last, so a
-    folder without it is unfinished).
+    """Write `columns` (name -> array, or an `ArrayColumn` such as `load_arrays` gives, one entry
+    per sample along the first dimension) as a shard set in the new or empty folder `out`; returns
+    its index (also written as `out/index.json`, last, so a folder without it is unfinished).
 
     `split_by` names an integer column whose equal values stay on one side of the train/val split;
     about `val_fraction` (per-mille steps) of its distinct values go to "val". `samples_per_shard`
-    defaults to about 64 MiB per shard. `source` is free-form JSON recorded in the index (where the
-    data came from). Arrays are stored in their own dtype and byte order; booleans and numbers only.
-    Bad input is a UsageError that says what to change, before anything is written.
+    defaults to about 64 MiB per shard; the rows of one shard are all that is held in memory at a
+    time. `source` is free-form JSON recorded in the index (where the data came from). Arrays are
+    stored in their own dtype and byte order; booleans and numbers only. The folder is claimed
+    first (`trainspeed.data.writer`): a rerun after an interrupted write writes the set again, any
+    other folder that is not empty is refused. Bad input is a UsageError that says what to change,
+    before anything is written.
     """
-    arrays = _checked_arrays(columns)
+    checked = _checked_columns(columns)
     per_mille = _val_per_mille(val_fraction)
-    keys = _split_keys(arrays, split_by)
-    schema = ShardSchema(FORMAT_NAME, FORMAT_VERSION, {name: (a.dtype, a.shape[1:]) for name, a in arrays.items()},
+    _check_split_by(checked, split_by)
+    schema = ShardSchema(FORMAT_NAME, FORMAT_VERSION, {name: (c.dtype, c.shape[1:]) for name, c in checked.items()},
                          how_to_make=HOW_TO_MAKE)
-    samples = len(keys)
+    samples = next(iter(checked.values())).shape[0]
     if samples_per_shard is not None and samples_per_shard < 1:
         raise UsageError(f"samples_per_shard {samples_per_shard}: must be at least 1")
     per_shard = samples_per_shard or max(1, SHARD_BYTES // max(1, schema.bytes_per_sample()))
     out = Path(out)
-    _check_empty_out(out)
-    for number, start in enumerate(range(0, samples, per_shard)):
-        part = {name: array[start:start + per_shard] for name, array in arrays.items()}
-        write_shard(out, f"{SHARD_PREFIX}{number:06d}", schema, part)
-    val_samples = int(in_validation_split(keys, per_mille).sum())
-    split = {"by": split_by, "val_per_mille": per_mille, "train_samples": samples - val_samples,
-             "val_samples": val_samples}
-    return write_index(out, schema, extra={"split": split, **({"source": dict(source)} if source else {})})
+    settings = {"columns": schema.columns_json(), "samples": samples, "split_by": split_by, "val_per_mille": per_mille,
+                "samples_per_shard": samples_per_shard, "source": dict(source) if source else None}
+    claim = claim_folder(out, WRITER_NAME, settings)
+    clear_own_files(claim)
+    _check_disk_space(out, sum(schema.section_offsets(min(per_shard, samples - start))["end"]
+                               for start in range(0, samples, per_shard)))
+    try:
+        val_samples = 0
+        for number, start in enumerate(range(0, samples, per_shard)):
+            part = {name: column.rows(start, start + per_shard) for name, column in checked.items()}
+            keys = part[split_by] if split_by is not None else np.arange(start, start + len(next(iter(part.values()))))
+            val_samples += int(in_validation_split(keys, per_mille).sum())
+            write_shard(out, f"{SHARD_PREFIX}{number:06d}", schema, part)
+        split = {"by": split_by, "val_per_mille": per_mille, "train_samples": samples - val_samples,
+                 "val_samples": val_samples}
+        index = write_index(out, schema, extra={"split": split, **({"source": dict(source)} if source else {})})
+    except Exception:
+        claim.abandon()  # a member that turns out damaged half way leaves the folder as it was found
+        raise
+    claim.finish()
+    return index
 
 
 def _split_entry(folder: Path, index: dict) -> dict:
@@ -206,31 +230,3 @@ def summarize_dataset(folder: str | os.PathLike) -> dict:
     summary["shards"] = len(index["shards"])
     summary["total_bytes"] = sum(info["nbytes"] for info in index["shards"])
     return summary
-
-
-def load_arrays(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """The named arrays of an `.npz` file, or of a folder of `.npy` files (each file one column,
-    named after it; memory-mapped, so large ones are not read into memory first). Never unpickles:
-    an object array is a UsageError."""
-    path = Path(path)
-    if path.is_dir():
-        files = sorted(path.glob("*.npy"))
-        if not files:
-            raise UsageError(f"{path}: a folder without .npy files; give an .npz file or a folder of .npy files")
-        return {file.stem: _read(file, lambda: np.load(file, mmap_mode="r", allow_pickle=False)) for file in files}
-    if not path.is_file():
-        raise UsageError(f"{path}: no such file or folder")
-    loaded = _read(path, lambda: np.load(path, allow_pickle=False))
-    if not isinstance(loaded, np.lib.npyio.NpzFile):
-        raise UsageError(f"{path}: one array, not an .npz of named columns; save it with np.savez(path, name=array)")
-    with loaded:
-        return {name: _read(path, lambda: loaded[name]) for name in loaded.files}
-
-
-def _read(path: Path, read):
-    """`read()`, with whatever numpy or zipfile raises on a damaged, foreign or pickled file as one
-    UsageError naming `path`."""
-    try:
-        return read()
-    except Exception as error:  # noqa: BLE001 - not numpy's format, truncated, a bad zip, pickled objects
-        raise UsageError(f"{path}: cannot read it as numpy arrays ({type(error).__name__}: {error})") from None

@@ -30,7 +30,9 @@ from typing import Callable, Mapping
 import numpy as np
 
 from trainspeed.atomic import atomic_path, atomic_write_text
+from trainspeed.data.writer import unfinished_problem
 from trainspeed.errors import UsageError
+from trainspeed.user_files import read_regular
 
 INDEX_NAME = "index.json"
 SECTION_ALIGN = 64
@@ -138,7 +140,7 @@ def write_shard(folder: Path, name: str, schema: ShardSchema, columns: Mapping[s
         with open(tmp, "wb") as handle:
             for column_name in schema.columns:
                 handle.seek(offsets[column_name])
-                handle.write(np.ascontiguousarray(columns[column_name]).tobytes())
+                handle.write(memoryview(np.ascontiguousarray(columns[column_name]).reshape(-1).view(np.uint8)))
             handle.truncate(offsets["end"])
     info = ShardInfo(file=bin_path.name, samples=samples, nbytes=offsets["end"], sha256=file_sha256(bin_path),
                      stats=dict(stats or {}), ctime_ns=bin_path.stat().st_ctime_ns)
@@ -182,20 +184,22 @@ def write_index(folder: Path, schema: ShardSchema, extra: dict | None = None,
 
 def load_index(folder: str | os.PathLike, how_to_make: str = "") -> dict:
     """The folder's index, checked for form whatever its format: every field the readers use has
-    its type, and every shard file lies inside the folder. UsageError names what is wrong."""
+    its type, and every shard file lies inside the folder; never the index of a set whose writer has
+    not finished (`trainspeed.data.writer`). UsageError names what is wrong."""
     path = Path(folder)
     if not path.is_dir():
         hint = f" ({how_to_make})" if how_to_make else ""
         raise UsageError(f"{path}: no such folder{hint}")
+    unfinished = unfinished_problem(path)
+    if unfinished is not None:
+        raise UsageError(f"{path}: {unfinished}")
     index_path = path / INDEX_NAME
-    if not index_path.is_file():
+    if not index_path.exists() and not index_path.is_symlink():
         raise UsageError(f"{index_path}: missing; this folder holds no finished shard set")
     try:
-        document = json.loads(index_path.read_text(encoding="utf-8"))
+        document = json.loads(read_regular(index_path).decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise UsageError(f"{index_path}: not valid JSON ({error})") from None
-    except OSError as error:
-        raise UsageError(f"{index_path}: cannot read ({error.strerror})") from None
     problem = _form_problem(document) or _outside_problem(path, document["shards"])
     if problem is not None:
         raise UsageError(f"{index_path}: {problem}")

@@ -20,6 +20,7 @@ from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.config import MahjongAgreementConfig
 from trainspeed.evaluate.mahjong_network import WORKLOAD, network_player
+from trainspeed.user_json import check_rows_file
 from trainspeed.evaluate.policy import read_run_checkpoint
 from trainspeed.evaluate.rows import MahjongAgreementRow
 from trainspeed.machine import Machine
@@ -36,6 +37,7 @@ def _chosen_actions(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 def run_agreement(config: MahjongAgreementConfig, command: str) -> MahjongAgreementRow:
     config.validate()
+    check_rows_file(Path(config.out), f"--out {config.out}", kinds=(MahjongAgreementRow.KIND,))
     if config.threads is not None:
         torch.set_num_threads(config.threads)
     policy = read_run_checkpoint(config.policy, WORKLOAD, "--policy", config.policy_step)

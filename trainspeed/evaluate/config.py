@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainspeed.errors import UsageError
+from trainspeed.flags import PROCESSES, THREADS, ranged, ranged_as
 
 OPPONENT_NAMES = ("rule-based", "random")
 """Built-in opponents (`trainspeed.workloads.mahjong.duplicate.BUILTIN_OPPONENTS` builds them)."""
@@ -29,14 +30,14 @@ class MahjongEvalConfig:
     seed: int = 0
     """Chooses the deals: deal d has engine seed deal_seed(seed, d)."""
     target: str = "cpu:eager:fp32"
-    temperature: float = 0.0
+    temperature: float = ranged(0.0, 0, 1e6)
     """0: the legal action with the largest logit; above 0: sample softmax(logits / temperature)."""
-    batch_games: int = 64
+    batch_games: int = ranged(64, 1, 65536)
     """Games played at once per worker; their pending decisions share one forward pass."""
-    workers: int = 1
+    workers: int = ranged_as(1, PROCESSES)
     """Processes that play deals side by side, each with its own copy of the networks; the deals
     are split between them, so results are the same for any number of workers."""
-    threads: int | None = 1
+    threads: int | None = ranged_as(1, THREADS)
     """torch intra-op threads per worker (None leaves torch's default)."""
     out: str = "results/mahjong_eval.jsonl"
     progress: bool = True
@@ -86,8 +87,8 @@ class MahjongAgreementConfig:
     """A Mahjong shard folder; its validation split (held-out games) is read."""
     split: str = "val"
     target: str = "cpu:eager:fp32"
-    batch_size: int = 1024
-    threads: int | None = 1
+    batch_size: int = ranged(1024, 1, 2**20)
+    threads: int | None = ranged_as(1, THREADS)
     out: str = "results/mahjong_agreement.jsonl"
 
     def validate(self) -> "MahjongAgreementConfig":

@@ -38,7 +38,7 @@ from trainspeed.evaluate.stats import clustered_mean, within_cluster_correlation
 from trainspeed.machine import Machine
 from trainspeed.rows import append_row
 from trainspeed.targets import target_family
-from trainspeed.user_json import read_utf8
+from trainspeed.user_json import check_rows_file, read_utf8
 from trainspeed.workloads import get_workload
 from trainspeed.workloads.identity import identify
 from trainspeed.workloads.mahjong.duplicate import (
@@ -213,11 +213,15 @@ def _cpu_seconds() -> float:
 
 
 def run_mahjong_eval(config: MahjongEvalConfig, command: str,
-                     on_deal: Callable[[DealResult], None] | None = None) -> MahjongEvalRow:
+                     on_deal: Callable[[DealResult], None] | None = None,
+                     shares_file_with: tuple[str, ...] = ()) -> MahjongEvalRow:
     """Play the evaluation (or its unfinished rest), append its row to `config.out`, return it.
 
-    `on_deal` is called after each deal is saved (tests stop an evaluation there)."""
+    `config.out` must be new or a file of evaluation rows (and of the `shares_file_with` kinds a
+    caller writes beside them), checked before anything is read or played. `on_deal` is called
+    after each deal is saved (tests stop an evaluation there)."""
     config.validate()
+    check_rows_file(Path(config.out), f"--out {config.out}", kinds=(MahjongEvalRow.KIND, *shares_file_with))
     if config.threads is not None:
         torch.set_num_threads(config.threads)
     policy = read_run_checkpoint(config.policy, WORKLOAD, "--policy", config.policy_step)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
+from pathlib import Path
 from statistics import NormalDist
 
 from trainspeed.errors import UsageError
@@ -34,6 +35,7 @@ from trainspeed.evaluate.mahjong import run_mahjong_eval
 from trainspeed.evaluate.rows import MahjongEvalRow, NullTestRow
 from trainspeed.machine import Machine
 from trainspeed.rows import append_row
+from trainspeed.user_json import check_rows_file
 
 EVEN_RANK = 2.5
 
@@ -58,9 +60,10 @@ def run_null_test(config: MahjongEvalConfig, seeds: int, command: str) -> NullTe
     if not config.temperature > 0:
         raise UsageError(f"eval mahjong-null: --temperature {config.temperature}: must be above 0 "
                          "(a greedy self-play is the same game in every seat and ranks exactly 2.5)")
+    check_rows_file(Path(config.out), f"--out {config.out}", kinds=(MahjongEvalRow.KIND, NullTestRow.KIND))
     machine = Machine.at_start()
     rows = [run_mahjong_eval(dataclasses.replace(config, opponent=config.policy, seed=seed),
-                             f"{command} [seed {seed}]") for seed in range(seeds)]
+                             f"{command} [seed {seed}]", shares_file_with=(NullTestRow.KIND,)) for seed in range(seeds)]
     covered = sum(covers_even(row) for row in rows)
     low, high = wilson_interval(covered, len(rows))
     summary = NullTestRow(

@@ -21,8 +21,16 @@ from torch import nn
 
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target
-from trainspeed.train.checkpoint import checkpoint_dir, checkpoint_name, find_checkpoint, load_checkpoint, step_files
+from trainspeed.train.checkpoint import (
+    PayloadCheck,
+    checkpoint_dir,
+    checkpoint_name,
+    find_checkpoint,
+    load_checkpoint,
+    step_files,
+)
 from trainspeed.train.config import TrainConfig
+from trainspeed.train.resume import check_checkpoint, checkpoint_config
 from trainspeed.workloads import get_workload
 
 HostBatch = dict[str, np.ndarray]
@@ -49,42 +57,42 @@ class RunCheckpoint:
 
 def read_run_checkpoint(run_dir: str | Path, workload: str, flag: str, step: int | None = None) -> RunCheckpoint:
     """The checkpoint of `run_dir` a resume would continue from (the one `latest` names, else the
-    newest valid one, saying so), or that of `step`; UsageError naming `flag` when there is none or
-    when it was trained on another workload. Checkpoints are read as data only (`load_checkpoint`)."""
+    newest valid one, saying so), or that of `step`; UsageError naming `flag` when there is none,
+    when it was trained on another workload, or when it does not fit what its own settings build
+    (`trainspeed.train.resume.check_checkpoint`: its step against its name, every network tensor).
+    Checkpoints are read as data only (`load_checkpoint`), and only from regular files."""
     path = Path(run_dir)
     if not path.is_dir():
         raise UsageError(f"{flag} {run_dir}: no such run directory")
-    if step is not None:
-        checkpoint = checkpoint_dir(path) / checkpoint_name(step)
-        if not checkpoint.exists():
-            kept = ", ".join(str(found) for found, _ in sorted(step_files(path))) or "none"
-            raise UsageError(f"{flag} {run_dir} --step {step}: no checkpoint of that step (kept: {kept}; "
-                             "train with --keep-checkpoints 0 to keep every one)")
-        try:
+
+    def check(checkpoint: Path, payload: dict[str, Any]) -> TrainConfig:
+        config = checkpoint_config(checkpoint, payload)
+        if config.workload != workload:
+            raise UsageError(f"{flag} {run_dir}: its checkpoint is a {config.workload!r} run, not {workload!r}")
+        return check_checkpoint(checkpoint, payload)
+
+    try:
+        if step is not None:
+            checkpoint = checkpoint_dir(path) / checkpoint_name(step)
+            if not checkpoint.exists() and not checkpoint.is_symlink():
+                kept = ", ".join(str(found) for found, _ in sorted(step_files(path))) or "none"
+                raise UsageError(f"{flag} {run_dir} --step {step}: no checkpoint of that step (kept: {kept}; "
+                                 "train with --keep-checkpoints 0 to keep every one)")
             payload = load_checkpoint(checkpoint)
-        except UsageError as error:
-            raise UsageError(f"{flag} {run_dir}: {error}") from None
-    else:
-        checkpoint, payload = _latest_valid(path, flag, run_dir)
-    try:
-        config = TrainConfig.from_json(payload["config"])
-        networks = payload["trainable"]["networks"]
-        step = int(payload["step"])
-    except (KeyError, TypeError, ValueError) as error:
-        raise UsageError(f"{flag} {run_dir}: {checkpoint.name} is not a trainspeed training checkpoint "
-                         f"(missing {error})") from None
-    if config.workload != workload:
-        raise UsageError(f"{flag} {run_dir}: its checkpoint is a {config.workload!r} run, not {workload!r}")
-    return RunCheckpoint(run_dir=path, checkpoint=checkpoint, workload=config.workload, size=config.size,
-                         step=step, seed=config.seed, global_batch=config.global_batch,
-                         networks=networks)
-
-
-def _latest_valid(path: Path, flag: str, run_dir: str | Path) -> tuple[Path, dict[str, Any]]:
-    try:
-        found = find_checkpoint(path)
+            config = check(checkpoint, payload)
+        else:
+            checkpoint, payload = _latest_valid(path, flag, run_dir, check)
+            config = checkpoint_config(checkpoint, payload)
     except UsageError as error:
-        raise UsageError(f"{flag} {run_dir}: {error}") from None
+        message = str(error)
+        raise UsageError(message if message.startswith(flag) else f"{flag} {run_dir}: {message}") from None
+    return RunCheckpoint(run_dir=path, checkpoint=checkpoint, workload=config.workload, size=config.size,
+                         step=payload["step"], seed=config.seed, global_batch=config.global_batch,
+                         networks=payload["trainable"]["networks"])
+
+
+def _latest_valid(path: Path, flag: str, run_dir: str | Path, check: PayloadCheck) -> tuple[Path, dict[str, Any]]:
+    found = find_checkpoint(path, check)
     if found is None:
         raise UsageError(f"{flag} {run_dir}: holds no checkpoint (checkpoints/latest); "
                          "give the --out directory of a finished `trainspeed train` run")

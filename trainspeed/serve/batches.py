@@ -1,7 +1,8 @@
 """What a batch of a session's workload must look like, checked tensor by tensor as it arrives.
 
 The server knows the layout from the workload itself: the keys, dtypes and per-sample shapes of a
-one-sample synthetic batch (real data has the same layout, by the workload protocol). A header
+one-sample synthetic batch (real data has the same layout, by the workload protocol, and the
+trainer checks its loader's first batch by the same function, `workloads.batches`). A header
 naming another key, dtype or shape is refused before its bytes are accepted; the first batch fixes
 the session's batch size (unless `open` named it), and every tensor of every batch must have it.
 """
@@ -14,8 +15,9 @@ import torch
 
 from trainspeed.serve.memory import SessionMemory
 from trainspeed.wire import remote_pb2 as pb
-from trainspeed.wire.tensors import DTYPE_NAMES, TensorAssembler, WireError, check_header
+from trainspeed.wire.tensors import DTYPES, TensorAssembler, WireError, check_header
 from trainspeed.workloads.base import Workload
+from trainspeed.workloads.batches import SampleLayout, batch_layout, tensor_problem
 
 MAX_RESIDENT_BATCHES = 64
 """Batches a session may hold at once (uploaded, not yet released): enough for any number of steps
@@ -24,29 +26,21 @@ in flight; their bytes also count against the server's memory budget (`memory.py
 
 @dataclass
 class BatchLayout:
-    fields: dict[str, tuple[str, tuple[int, ...]]]
-    """Key -> (dtype name, shape of one sample)."""
+    fields: SampleLayout
+    """Key -> (dtype, shape of one sample): the workload's `batch_layout`."""
     batch_size: int | None = None
 
     @classmethod
     def of(cls, workload: Workload, size: str, batch_size: int | None) -> "BatchLayout":
-        sample = workload.synthetic_batch(size, 1, torch.Generator().manual_seed(0))
-        return cls({key: (DTYPE_NAMES.get(t.dtype, str(t.dtype)), tuple(t.shape[1:])) for key, t in sample.items()},
-                   batch_size)
-
-    def describe(self, key: str) -> str:
-        dtype, shape = self.fields[key]
-        return f"{dtype} of shape ({self.batch_size or 'B'}, {', '.join(map(str, shape))})"
+        return cls(batch_layout(workload, size), batch_size)
 
     def check_header(self, header: pb.TensorHeader) -> None:
-        if header.name not in self.fields:
-            raise WireError(f"batch tensor {header.name!r} is not part of this workload's batch "
-                            f"(it has {', '.join(self.fields)})")
-        dtype, sample_shape = self.fields[header.name]
+        """The header against the workload's layout, by the check the trainer runs on its loader's
+        first batch (`workloads.batches.tensor_problem`); then the session's batch size."""
         shape = tuple(header.shape)
-        if header.dtype != dtype or len(shape) != len(sample_shape) + 1 or shape[1:] != sample_shape:
-            raise WireError(f"batch tensor {header.name!r}: {header.dtype} of shape {list(shape)}, "
-                            f"expected {self.describe(header.name)}")
+        problem = tensor_problem(self.fields, header.name, DTYPES[header.dtype], shape, self.batch_size)
+        if problem is not None:
+            raise WireError(problem)
         if self.batch_size is None:
             self.batch_size = shape[0]
         if shape[0] != self.batch_size or shape[0] == 0:

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from trainspeed.errors import UsageError
+from trainspeed.flags import THREADS, TIMEOUT, machine_memory_gib, ranged, ranged_as
 from trainspeed.wire.address import Address
 from trainspeed.wire.credentials import check_key_pair, read_pem, read_token
 
@@ -28,19 +29,21 @@ class ServeConfig:
     tls_key: str | None = None
     insecure: bool = False
     """Allow a non-loopback address without TLS (the token and tensors cross in clear text)."""
-    threads: int | None = None
+    threads: int | None = ranged_as(None, THREADS)
     """torch threads of the server (None leaves torch's default); device_name reports them."""
-    max_sessions: int = 4
+    max_sessions: int = ranged(4, 1, 1024)
     """Sessions (models) held at once; a client beyond them is refused with RESOURCE_EXHAUSTED."""
     workloads: tuple[str, ...] = ()
     """Workloads this server builds besides the built-in ones, as `package.module:factory`: the
     operator's list, imported at start. A client names one of them; it never names a module."""
-    idle_timeout_s: float = 60.0
+    idle_timeout_s: float = ranged_as(60.0, TIMEOUT)
     """A session that sends nothing for this long (one that never opens included) is ended and its
     slot freed, so clients that connect and wait cannot hold every slot."""
-    memory_budget_gib: float | None = None
-    """GiB of client tensors (batches, states being received) all sessions together may hold;
-    None: half of this machine's memory."""
+    memory_budget_gib: float | None = ranged(None, 0, machine_memory_gib, low_open=True,
+                                             why_high=" GiB, more than this machine's memory")
+    """GiB all sessions together may hold: client tensors (batches, states being received), each
+    model with its largest optimizer state, and activations where the device measures its memory
+    (`serve/memory.py`); None: half of this machine's memory."""
 
     @property
     def address(self) -> Address:

@@ -9,8 +9,10 @@ it accepts a byte of it:
   have: the model's state when it was built, plus `OPTIMIZER_STATE_FACTOR` times the bytes of the
   parameters its optimizers update (Adam with amsgrad, the largest of torch's, keeps three tensors
   per parameter), plus a margin; and it has at most as many tensors, counted the same way;
-- everything every session holds (batches, states being received) stays within the server's
-  budget, `--memory-budget-gib`.
+- everything every session holds stays within the server's budget, `--memory-budget-gib`: its
+  batches and the states being received, its model with the largest optimizer state it can have
+  (`model_bytes`, taken when the model is built, before the client learns it was), and its
+  activations where the device measures its memory (taken after the session's first step).
 
 Beyond a limit the client's session ends with RESOURCE_EXHAUSTED naming it; the server serves on.
 """
@@ -52,17 +54,26 @@ class StateLimit:
     @classmethod
     def of(cls, trainable: Trainable) -> "StateLimit":
         built = list(nested_tensors(trainable.state_dict()))
-        updated = {id(p): p for optimizer in trainable.optimizers.values()
-                   for group in optimizer.param_groups for p in group["params"]}
-        return cls(
-            nbytes=sum(map(_nbytes, built)) + OPTIMIZER_STATE_FACTOR * sum(map(_nbytes, updated.values()))
-            + STATE_MARGIN_BYTES,
-            tensors=len(built) + OPTIMIZER_TENSORS_PER_PARAMETER * len(updated) + STATE_MARGIN_TENSORS,
-        )
+        return cls(nbytes=model_bytes(trainable) + STATE_MARGIN_BYTES,
+                   tensors=len(built) + OPTIMIZER_TENSORS_PER_PARAMETER * len(_updated(trainable)) + STATE_MARGIN_TENSORS)
+
+
+def _updated(trainable: Trainable) -> list[torch.Tensor]:
+    return list({id(p): p for optimizer in trainable.optimizers.values()
+                 for group in optimizer.param_groups for p in group["params"]}.values())
+
+
+def model_bytes(trainable: Trainable) -> int:
+    """The memory a session's model holds at most: its state when built (weights, buffers) and the
+    largest optimizer state torch keeps for the parameters it updates. It counts against the
+    server's budget from the moment the model is built, as the client's tensors do."""
+    built = sum(map(_nbytes, nested_tensors(trainable.state_dict())))
+    return built + OPTIMIZER_STATE_FACTOR * sum(map(_nbytes, _updated(trainable)))
 
 
 class MemoryBudget:
-    """Bytes of client tensors the whole server holds; shared by every session's reader and handler."""
+    """Bytes the whole server holds for its clients (their tensors, models and activations);
+    shared by every session's reader and handler."""
 
     def __init__(self, limit_bytes: int) -> None:
         self.limit_bytes = limit_bytes
@@ -73,7 +84,7 @@ class MemoryBudget:
         with self._lock:
             if self.held_bytes + nbytes > self.limit_bytes:
                 raise WireError(f"{what} ({_mib(nbytes)}) does not fit the server's memory budget for client tensors "
-                                f"({_mib(self.limit_bytes)}, its --memory-budget-gib): its sessions hold "
+                                f"and models ({_mib(self.limit_bytes)}, its --memory-budget-gib): its sessions hold "
                                 f"{_mib(self.held_bytes)}", too_large=True)
             self.held_bytes += nbytes
 

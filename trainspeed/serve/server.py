@@ -92,5 +92,5 @@ def start_server(config: ServeConfig) -> RunningServer:
     log(f"{running.remote_name} ready ({'TLS' if config.uses_tls else 'no TLS'}, "
         f"{'token required' if config.token_file else 'no token'}, {host.target.device_name()}; builds "
         f"{', '.join(host.workloads.names)}; sessions idle for {config.idle_timeout_s:g} s end; client tensors "
-        f"within {host.memory.limit_bytes / 2**30:.1f} GiB)")
+        f"and models within {host.memory.limit_bytes / 2**30:.1f} GiB)")
     return running

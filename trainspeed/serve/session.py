@@ -14,8 +14,11 @@ of another shape, an unknown workload or batch, more bytes than its memory limit
 own session with a gRPC status that says what; so does a failure of the reader itself, which
 would otherwise end the stream with an OK that says nothing. The server and the other sessions go
 on. A client that disconnects, or whose connection dies, ends its session the same way, and the
-model and batches are freed; so does a client that sends nothing for `--idle-timeout-s`, which
-ends with DEADLINE_EXCEEDED and frees its slot, and one that reads no reply for as long.
+model and batches are freed; so does a client that asks for no work for `--idle-timeout-s` (no
+step, no batch or state arriving or moving: barriers and releases alone do not keep a slot), which
+ends with DEADLINE_EXCEEDED and frees its slot, and one that reads no reply for as long. Its model
+(with the largest optimizer state) counts against the server's memory budget once built, and its
+activations after its first step where the device measures memory (`memory.py`).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import torch
 from trainspeed.errors import UsageError
 from trainspeed.serve.batches import MAX_RESIDENT_BATCHES, BatchAssembly, BatchLayout
 from trainspeed.serve.host import DeviceHost
-from trainspeed.serve.memory import SessionMemory, StateLimit
+from trainspeed.serve.memory import SessionMemory, StateLimit, model_bytes
 from trainspeed.serve.refusal import Refusal
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire.client import OUT_OF_MEMORY_PREFIX
@@ -58,8 +61,17 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0] if lines else ''}"[:300]
 
 
+WORK_MESSAGES = frozenset({"open", "batch_tensor", "state_tensor"})
+"""Messages whose arrival restarts a session's idle clock: the bytes of a model's inputs or state."""
+WORK_COMMANDS = frozenset({"open", "batch", "step", "set_state", "get_state"})
+"""Commands whose end restarts it: the device built, stepped or moved the session's model. A
+barrier or a release does neither, so a client that only sends those (a barrier every few seconds)
+holds its slot for no more than the idle timeout."""
+
+
 class Activity:
-    """When the session last did something: a message arrived, or a command finished on the device.
+    """When the session last did work: its model was built, stepped or its state moved, or bytes of
+    a batch or a state arrived. Messages that ask for nothing (barriers, releases) do not count.
 
     A step that computes for minutes is not idleness: the clock restarts when it finishes."""
 
@@ -196,7 +208,8 @@ def read_requests(requests: Iterable[pb.ClientMessage], commands: "queue.Queue[C
     """The reader thread: commands in order, then `end`, or a refusal that ends the session."""
     try:
         for message in requests:
-            activity.touch()
+            if message.WhichOneof("kind") in WORK_MESSAGES:
+                activity.touch()
             for command in reader.handle(message):
                 commands.put(command)
     except grpc.RpcError:
@@ -239,7 +252,9 @@ class DeviceSession:
                 self.trainable = target.build(workload, request.size, request.seed)
             except Exception as error:  # noqa: BLE001 - a build that fails ends only the client's own session
                 raise self._step_failure(error, "building the model") from None
-            self.memory.set_state_limit(StateLimit.of(self.trainable))
+        self.memory.take(model_bytes(self.trainable), f"the {request.workload} {request.size} model with its "
+                         "optimizer state")
+        self.memory.set_state_limit(StateLimit.of(self.trainable))
         optimizers = [pb.OptimizerGroups(optimizer=name, lr=[float(g["lr"]) for g in optimizer.param_groups])
                       for name, optimizer in self.trainable.optimizers.items()]
         log(f"session {self.peer}: {request.workload} {request.size} seed {request.seed} built on {target}")
@@ -273,6 +288,9 @@ class DeviceSession:
         self._set_learning_rates(step.learning_rates)
         target = self.host.target
         with self.host.lock:
+            in_use = target.memory_in_use_bytes() if self.steps == 0 else None
+            if in_use is not None:
+                target.reset_peak_memory()  # this step's own peak, read below
             try:
                 target.sync()
                 started = time.perf_counter()
@@ -283,6 +301,9 @@ class DeviceSession:
             except Exception as error:  # noqa: BLE001 - a failed step ends only the client's own session
                 raise self._step_failure(error, f"step {self.steps + 1}") from None
             compiles, peak = target.compile_count(), target.peak_memory_bytes()
+        if in_use is not None and peak is not None:
+            self.memory.take(max(0, peak - in_use), "the activations of the client's step (its peak above the memory "
+                             "in use before it)")
         self.steps += 1
         yield pb.ServerMessage(step_done=pb.StepDone(
             seq=step.seq, loss=single_chunk("loss", loss), server_step_s=step_s, compile_count=compiles,
@@ -354,8 +375,8 @@ def _next_command(commands: "queue.Queue[Command]", activity: Activity, timeout_
         left_s = activity.idle_left_s(timeout_s)
         if left_s <= 0:
             raise Refusal(grpc.StatusCode.DEADLINE_EXCEEDED,
-                          f"the client's session sent nothing for {timeout_s:g} s (this server's --idle-timeout-s); "
-                          "the server ended it and freed its slot")
+                          f"the client's session sent nothing to compute for {timeout_s:g} s (no step, batch or state; "
+                          "this server's --idle-timeout-s); the server ended it and freed its slot")
         try:
             return commands.get(timeout=left_s)
         except queue.Empty:
@@ -390,7 +411,8 @@ def serve_session(host: DeviceHost, requests: Iterable[pb.ClientMessage], contex
                         replies.sending()
                         yield reply  # gRPC sends it before it asks for the next
                         replies.sent()
-                    activity.touch()
+                    if command.kind in WORK_COMMANDS:
+                        activity.touch()
             finally:
                 replies.end()
                 session.free()

@@ -25,7 +25,7 @@ from typing import Any, Callable, ContextManager
 import torch
 
 from trainspeed.errors import UsageError
-from trainspeed.workloads.base import Batch, Trainable, Workload
+from trainspeed.workloads.base import Batch, Trainable, Workload, setup_optimizers
 
 BatchPlacer = Callable[[Batch], Batch]
 """Copies a host batch to the device(s) a step runs on."""
@@ -166,6 +166,11 @@ class Target(ABC):
         """Peak device memory since the last reset, or None where the device does not say."""
         return None
 
+    def memory_in_use_bytes(self) -> int | None:
+        """Device memory held by tensors now, or None where the device does not say (a server
+        counts a step's activations as its peak above this)."""
+        return None
+
     def free_memory(self) -> None:
         """Release cached memory after a configuration (especially after an OOM)."""
         import gc
@@ -222,7 +227,7 @@ class Target(ABC):
         """Move to the device, create optimizers, wrap for the execution mode."""
         self.configure_precision()
         trainable.to(self.device)
-        trainable.setup_optimizers(fused=self.fused_optimizers)
+        setup_optimizers(trainable, self.fused_optimizers)
         trainable.use_activation_checkpoint(self.activation_checkpoint)
         trainable.wrap(self.wrap_network)
         return trainable

@@ -57,6 +57,9 @@ class CudaTarget(Target):
     def peak_memory_bytes(self) -> int | None:
         return int(torch.cuda.max_memory_allocated(self.device))
 
+    def memory_in_use_bytes(self) -> int | None:
+        return int(torch.cuda.memory_allocated(self.device))
+
     def free_memory(self) -> None:
         super().free_memory()
         torch.cuda.empty_cache()

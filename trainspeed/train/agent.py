@@ -31,8 +31,7 @@ from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.lifecycle import STOPPED_EXIT_CODES, die_with_parent
-
-LOG_DIR = "logs"
+from trainspeed.train.run_dir import LOG_DIR
 EXIT_ERROR, EXIT_USAGE = 1, 2
 CONSEQUENTIAL_ERRORS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "gloo", "NCCL",
                         "Timed out", "timed out", "DistNetworkError", "DistBackendError")

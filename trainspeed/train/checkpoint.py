@@ -27,7 +27,7 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Callable
 
 import numpy as np
 import torch
@@ -35,6 +35,7 @@ import torch
 from trainspeed.atomic import atomic_path, atomic_write_text
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target
+from trainspeed.user_files import FileRefused, open_regular, read_regular
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST_POINTER = "latest"
@@ -184,13 +185,18 @@ def set_aside_after(run_dir: Path, step: int) -> Path | None:
 
 def read_latest(run_dir: Path) -> tuple[Path | None, str | None]:
     """The checkpoint `checkpoints/latest` names, or None and why not (None when there is no pointer
-    and no checkpoint either: a run that never checkpointed). Only a bare checkpoint name counts: a
-    pointer cannot lead outside its run."""
+    and no checkpoint either: a run that never checkpointed). Only a bare checkpoint name in a
+    regular file counts: a pointer cannot lead outside its run, and a symlink or a FIFO in its place
+    is neither followed nor read (its target's bytes are never quoted)."""
     pointer = checkpoint_dir(run_dir) / LATEST_POINTER
-    if not pointer.is_file():
-        return None, "checkpoints/latest is missing" if step_files(run_dir) or pointer.exists() else None
-    with open(pointer, "rb") as handle:
-        raw = handle.read(POINTER_MAX_BYTES + 1)
+    if pointer.is_symlink():
+        return None, "checkpoints/latest is a symbolic link, not the file the trainer writes (it is not followed)"
+    if not pointer.exists():
+        return None, "checkpoints/latest is missing" if step_files(run_dir) else None
+    try:
+        raw = read_regular(pointer, "checkpoints/latest", POINTER_MAX_BYTES)
+    except FileRefused as error:
+        return None, f"checkpoints/latest {error.reason}"
     try:
         name = raw.decode("utf-8").strip()
     except UnicodeDecodeError:
@@ -199,7 +205,7 @@ def read_latest(run_dir: Path) -> tuple[Path | None, str | None]:
         shown = repr(name[:60]) if name is not None else "binary data"
         return None, f"checkpoints/latest holds {shown}, not the name of a checkpoint of this run"
     path = pointer.parent / name
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None, f"checkpoints/latest names {name}, which does not exist"
     return path, None
 
@@ -219,35 +225,49 @@ class CheckpointRefused(UsageError):
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
     """The payload, on the host, after its checksum matched; CheckpointRefused otherwise.
-    Nothing in the file runs: it is read with torch's weights_only unpickler."""
+    Only a regular file is read (a FIFO or a device would never end), and the bytes loaded are the
+    bytes hashed: one open file, rewound. Nothing in the file runs: it is read with torch's
+    weights_only unpickler."""
     expected = _recorded_checksum(path)
     try:
-        digest = sha256_of(path)
-    except OSError as error:
-        raise CheckpointRefused(path, f"cannot be read ({error.strerror})") from None
-    if digest != expected:
-        raise CheckpointRefused(path, "fails its sha256 check (it changed after it was written)")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        raise CheckpointRefused(path, "holds objects other than tensors and plain data, so it was not "
-                                "loaded (a checkpoint is data, never code)") from None
-    except Exception as error:  # a damaged zip, a truncated tensor: torch raises many kinds
-        raise CheckpointRefused(path, f"is not a readable checkpoint ({type(error).__name__})") from None
+        handle = open_regular(path)
+    except FileRefused as error:
+        raise CheckpointRefused(path, error.reason) from None
+    with handle:
+        try:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        except OSError as error:
+            raise CheckpointRefused(path, f"cannot be read ({error.strerror})") from None
+        if digest != expected:
+            raise CheckpointRefused(path, "fails its sha256 check (it changed after it was written)")
+        handle.seek(0)
+        payload = _unpickle_data(path, handle)
     if not isinstance(payload, dict):
         raise CheckpointRefused(path, f"is not a trainspeed checkpoint (it holds a {type(payload).__name__})")
     return payload
 
 
+def _unpickle_data(path: Path, handle: BinaryIO) -> Any:
+    """torch's weights_only load of an open checkpoint; CheckpointRefused for anything it refuses."""
+    try:
+        return torch.load(handle, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise CheckpointRefused(path, "holds objects other than tensors and plain data, so it was not "
+                                "loaded (a checkpoint is data, never code)") from None
+    except Exception as error:  # a damaged zip, a truncated tensor: torch raises many kinds
+        raise CheckpointRefused(path, f"is not a readable checkpoint ({type(error).__name__})") from None
+
+
 def _recorded_checksum(path: Path) -> str:
     sidecar = checksum_path(path)
+    if not sidecar.exists() and not sidecar.is_symlink():
+        raise CheckpointRefused(path, f"has no checksum file ({sidecar.name} is missing)")
     try:
-        with open(sidecar, "rb") as handle:
-            fields = handle.read(POINTER_MAX_BYTES).decode("ascii").split()
-    except FileNotFoundError:
-        raise CheckpointRefused(path, f"has no checksum file ({sidecar.name} is missing)") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise CheckpointRefused(path, f"has an unreadable checksum file {sidecar.name} ({error})") from None
+        fields = read_regular(sidecar, sidecar.name, POINTER_MAX_BYTES)[:POINTER_MAX_BYTES].decode("ascii").split()
+    except FileRefused as error:
+        raise CheckpointRefused(path, f"has an unreadable checksum file ({sidecar.name} {error.reason})") from None
+    except UnicodeDecodeError:
+        raise CheckpointRefused(path, f"has a checksum file {sidecar.name} that is not a sha256 line for it") from None
     if len(fields) != 2 or fields[1] != path.name or not re.fullmatch(r"[0-9a-f]{64}", fields[0]):
         raise CheckpointRefused(path, f"has a checksum file {sidecar.name} that is not a sha256 line for it")
     return fields[0]
@@ -262,18 +282,28 @@ class FoundCheckpoint:
     the checkpoint `latest` names."""
 
 
-def find_checkpoint(run_dir: Path) -> FoundCheckpoint | None:
+PayloadCheck = Callable[[Path, dict[str, Any]], Any]
+"""Checks a loaded payload against what it must hold; raises a UsageError (not CheckpointRefused)
+for one that does not fit, which stops the search: such a file is refused, never passed over."""
+
+
+def find_checkpoint(run_dir: Path, check: PayloadCheck | None = None) -> FoundCheckpoint | None:
     """The checkpoint to continue from: the one `latest` names when it is valid, otherwise the newest
     valid one. None when the run has no checkpoint at all; UsageError (listing each problem) when it
-    has some but none is valid, so nothing restarts a run from step 0 over its checkpoints."""
+    has some but none is valid, so nothing restarts a run from step 0 over its checkpoints. `check`
+    runs on the payload that loads first."""
     latest, problem = read_latest(run_dir)
     problems = [problem] if problem else []
     candidates = ([latest] if latest else []) + [path for _, path in step_files(run_dir) if path != latest]
     for path in candidates:
         try:
-            return FoundCheckpoint(path, load_checkpoint(path), tuple(problems))
+            payload = load_checkpoint(path)
         except CheckpointRefused as error:
             problems.append(f"{path.name} {error.reason}")
+            continue
+        if check is not None:
+            check(path, payload)
+        return FoundCheckpoint(path, payload, tuple(problems))
     if problems:
         raise UsageError("; ".join(problems) + f"; no valid checkpoint is left in {checkpoint_dir(run_dir)}")
     return None

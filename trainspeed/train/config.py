@@ -13,8 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainspeed.errors import UsageError
+from trainspeed.flags import MAX_BATCH_SIZE, PROCESSES, THREADS, TIMEOUT, machine_cpus, ranged, ranged_as
+from trainspeed.train.rows import CONFIG_FILE
 
 LR_SCALING_RULES = ("none", "linear", "sqrt")
+MAX_STEPS = 999_999_999
+"""A checkpoint's file name holds its step in nine digits (`step-000000060.pt`)."""
 RDZV_BACKENDS = ("c10d", "static")
 
 
@@ -22,7 +26,7 @@ RDZV_BACKENDS = ("c10d", "static")
 class LRConfig:
     """How the learning rate is chosen and scheduled (see `trainspeed.train.lr_schedule`)."""
 
-    base_lr: float | None = None
+    base_lr: float | None = ranged(None, 0, 1e6, low_open=True)
     """Peak LR at the reference global batch; None keeps the workload optimizer's own LR."""
     scaling: str | None = None
     """How the peak LR follows the global batch: none, linear (Goyal et al.) or sqrt (common for Adam).
@@ -32,7 +36,7 @@ class LRConfig:
     declares none; a workload that declares None has its LR used as set, at every batch)."""
     warmup_steps: int | None = None
     """Linear warm-up length; None = 5% of the run."""
-    min_lr_ratio: float = 0.1
+    min_lr_ratio: float = ranged(0.1, 0, 1)
     """The cosine decays to this fraction of the peak LR at the last step."""
 
 
@@ -40,13 +44,13 @@ class LRConfig:
 class LaunchConfig:
     """Where the ranks run: processes per node and torchrun's rendezvous for several nodes."""
 
-    nproc: int = 1
+    nproc: int = ranged_as(1, PROCESSES)
     nnodes: int = 1
     node_rank: int = 0
     rdzv_backend: str = "c10d"
     rdzv_endpoint: str | None = None
     rdzv_id: str = "trainspeed"
-    collective_timeout_s: float = 300.0
+    collective_timeout_s: float = ranged_as(300.0, TIMEOUT)
     """A collective that waits longer than this raises instead of hanging (a peer died)."""
 
 
@@ -59,13 +63,13 @@ class TrainConfig:
     target: str = "cpu:eager:fp32"
     data: str | None = None
     synthetic_data: bool = False
-    batch_size_per_device: int = 1024
-    steps: int | None = None
-    epochs: float | None = None
+    batch_size_per_device: int = ranged(1024, 1, MAX_BATCH_SIZE, why_high=" samples (2^40, a TiB even at a byte each)")
+    steps: int | None = ranged(None, 1, MAX_STEPS, why_high=" steps (a checkpoint's name holds its step in 9 digits)")
+    epochs: float | None = ranged(None, 0, 1e6, low_open=True)
     seed: int = 0
-    num_workers: int = 1
+    num_workers: int = ranged(1, 0, machine_cpus, why_high=" loader processes per rank, more than this machine's CPUs")
     """Loader worker processes per rank."""
-    threads: int | None = 1
+    threads: int | None = ranged_as(1, THREADS)
     """torch intra-op threads per rank (None leaves torch's default)."""
     out_dir: str = "runs/train"
     checkpoint_every: int = 0
@@ -111,11 +115,21 @@ class TrainConfig:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "TrainConfig":
-        raw = json.loads(text)
-        raw["lr"] = LRConfig(**raw["lr"])
-        raw["launch"] = LaunchConfig(**raw["launch"])
-        return cls(**raw)
+    def from_json(cls, text: str, where: str = CONFIG_FILE) -> "TrainConfig":
+        """The settings `to_json` wrote, every field of its type; UsageError naming `where` for
+        text that is not JSON, nests too deeply, or holds unknown or mistyped settings."""
+        import dacite
+
+        from trainspeed.user_json import parse_json
+
+        raw = parse_json(text, where)
+        if not isinstance(raw, dict):
+            raise UsageError(f"{where}: not the settings of a training run (a JSON {type(raw).__name__})")
+        typed = dacite.Config(strict=True, check_types=True, type_hooks={float: _int_as_float})
+        try:
+            return dacite.from_dict(cls, raw, config=typed)
+        except (dacite.DaciteError, TypeError, ValueError) as error:
+            raise UsageError(f"{where}: not the settings of a training run ({str(error)[:120]})") from None
 
     # --- validation ----------------------------------------------------------------------------
     def validate(self) -> "TrainConfig":
@@ -176,6 +190,11 @@ def resolve_lr(lr: LRConfig, workload_reference_batch: int | None) -> LRConfig:
         raise UsageError(f"train: --lr-scaling {scaling} needs the batch the LR was tuned at, and the workload "
                          "declares none (reference_batch = None): give --lr-reference-batch N, or drop --lr-scaling")
     return dataclasses.replace(lr, scaling=scaling, reference_batch=reference)
+
+
+def _int_as_float(value: object) -> object:
+    """JSON may write 3.0 as 3: a whole number is a valid float setting (a bool is not)."""
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 def _require_positive(flag: str, value: float | None) -> None:

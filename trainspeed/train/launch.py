@@ -27,11 +27,11 @@ from types import FrameType
 
 import psutil
 
-from trainspeed.data.base import LoaderConfig
+from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.targets import check_target_builds, get_target, target_family
 from trainspeed.targets.base import Target
-from trainspeed.train.config import TrainConfig, resolve_lr
+from trainspeed.train.config import MAX_STEPS, TrainConfig, resolve_lr
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.lifecycle import (
     STOP_SIGNALS,
@@ -45,6 +45,7 @@ from trainspeed.train.summary import bench_samples_per_s
 from trainspeed.train.synthetic import held_bytes_per_rank
 from trainspeed.workloads import get_workload, reference_batch, resolve_size
 from trainspeed.workloads.base import Workload
+from trainspeed.workloads.batches import batch_layout, batch_problem
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,11 +86,30 @@ def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int 
                 f"one global batch of {config.global_batch} ({config.batch_size_per_device} per device x "
                 f"{config.world_size}); choose a smaller --batch-size-per-device or give more data"
             )
+        _check_loader_batches(config, workload, loader)
     else:
         _check_synthetic_batches_fit(config, workload)
+    if config.total_steps(batches_per_epoch) > MAX_STEPS:
+        raise UsageError(f"train: --epochs {config.epochs} makes {config.total_steps(batches_per_epoch):,} steps, more than "
+                         f"the {MAX_STEPS:,} a checkpoint's name can hold; give fewer epochs")
     if config.bench_jsonl:
         bench_samples_per_s(config.bench_jsonl, workload.name, config.size, config.target, config.batch_size_per_device)
     return config, family, batches_per_epoch
+
+
+def _check_loader_batches(config: TrainConfig, workload: Workload, loader: BatchLoader) -> None:
+    """The loader's first batch has the workload's batch layout (its synthetic batch's keys, dtypes
+    and per-sample shapes), checked by the function a remote server checks every batch with, so
+    a loader that does not is refused here, for a local target as for a remote one."""
+    try:
+        first = next(iter(loader))
+    except StopIteration:
+        return
+    problem = batch_problem(batch_layout(workload, config.size), first)
+    if problem is not None:
+        raise UsageError(f"train: the batches of --data {config.data} do not have {workload.name!r}'s batch layout: "
+                         f"{problem}; the workload's open_dataset must give the keys, dtypes and shapes of its "
+                         "synthetic_batch")
 
 
 def _check_synthetic_batches_fit(config: TrainConfig, workload: Workload) -> None:
@@ -109,19 +129,21 @@ def launch(config: TrainConfig) -> int:
     """Check, take the run directory, record the configuration in it, and run; returns the exit code."""
     config, family, batches_per_epoch = check_runnable(config)
     run_dir = RunDirectory(config.run_dir)
+    run_dir.check_holds_nothing_else()
     run_dir.check_writable()
     with run_dir.lock():
         run_dir.remove_interrupted_writes()
         if not config.resume:
             run_dir.check_fresh()
         else:
-            point = run_dir.resume_point(config)
+            processes = 1 if family.data_parallel == "spmd" else config.world_size
+            plan = run_dir.resume_plan(config, processes)
             total_steps = config.total_steps(batches_per_epoch)
-            if point is not None and point.step >= total_steps:
-                print(f"train: the run in {run_dir.path} already finished step {point.step} of {total_steps}; "
+            if plan.checkpoint is not None and plan.step >= total_steps:
+                print(f"train: the run in {run_dir.path} already finished step {plan.step} of {total_steps}; "
                       "nothing to do (give a larger --steps to train on)")
                 return 0
-            run_dir.continue_from(point)
+            run_dir.continue_from(plan)
         config_path = run_dir.write_config(config)
         if family.data_parallel == "spmd":
             return run_spmd(config, family)

@@ -26,13 +26,7 @@ from trainspeed.errors import UsageError
 from trainspeed.machine import Machine
 from trainspeed.targets.base import BatchPlacer, Target
 from trainspeed.targets.threads import configure_threads
-from trainspeed.train.checkpoint import (
-    capture_rng_states,
-    latest_checkpoint,
-    load_checkpoint,
-    restore_rng_states,
-    save_checkpoint,
-)
+from trainspeed.train.checkpoint import capture_rng_states, restore_rng_states, save_checkpoint
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.evaluation import can_evaluate, evaluate
@@ -46,6 +40,7 @@ from trainspeed.train.lr_schedule import (
 from trainspeed.train.metrics import MetricsLog, StepWindow, reduce_window
 from trainspeed.train.parallel import make_data_parallel
 from trainspeed.train.progress import ProgressBar
+from trainspeed.train.resume import load_planned, read_plan
 from trainspeed.train.rows import EvalRecord, RunSummary, WindowRecord
 from trainspeed.train.summary import bench_samples_per_s
 from trainspeed.train.synthetic import SyntheticLoader
@@ -250,20 +245,33 @@ class RankTrainer:
         return open_loader(self.workload, self.config, self.layout, self.target, "val")
 
     def _resume(self) -> int | None:
-        """Continue from the checkpoint `latest` names: the launcher chose it (and said so) and
-        pointed `latest` at it, so every rank reads the same one."""
-        path = latest_checkpoint(self.config.run_dir)
-        if path is None:
-            return None
+        """Continue from the checkpoint the launcher's plan names (`trainspeed.train.resume`): it
+        chose and checked it once, so every rank loads the same one and none searches again."""
+        plan = read_plan(self.config.run_dir)
         try:
-            payload = load_checkpoint(path)
+            payload = load_planned(self.config.run_dir, plan)
         except UsageError as error:
-            raise UsageError(f"train: {error}") from None
+            message = str(error)
+            raise UsageError(message if message.startswith("train: ") else f"train: {message}") from None
+        if payload is None:
+            return None
+        path = plan.path(self.config.run_dir)
         if payload["world_size"] != self.context.world_size or payload["global_batch"] != self.global_batch:
             raise UsageError(
                 f"train: checkpoint {path} was written by {payload['world_size']} ranks at global batch "
                 f"{payload['global_batch']}; resume with the same --nproc/--nnodes and --batch-size-per-device"
             )
+        try:
+            self._load(payload)
+        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
+            raise UsageError(f"train: {path} does not fit this rank ({type(error).__name__}: "
+                             f"{str(error).splitlines()[0][:160] if str(error) else ''}); restore it or start a new "
+                             "run in another --out") from None
+        if self.context.is_main:
+            print(f"train: resumed from {path} at step {self.state.step}", flush=True)
+        return self.state.step
+
+    def _load(self, payload: dict[str, Any]) -> None:
         self.trainable.load_state_dict(payload["trainable"])
         for name, scheduler in self.schedulers.items():
             scheduler.load_state_dict(payload["schedulers"][name])
@@ -272,9 +280,6 @@ class RankTrainer:
         self.train_loader.load_state_dict(own["loader"])
         restore_rng_states(own["rng"], self.target)
         self.state = LoopState(step=payload["step"], epoch=payload["epoch"])
-        if self.context.is_main:
-            print(f"train: resumed from {path} at step {self.state.step}", flush=True)
-        return self.state.step
 
     # --- periodic work -------------------------------------------------------------------------
     def save(self) -> None:

@@ -4,16 +4,15 @@ Everything here happens in the launcher, before any rank starts, so a refusal is
 leaves the directory as it was:
 - `--out` must be writable (checked by writing and removing a probe file);
 - a lock file held for the whole run keeps a second run out (its message names the holder);
-- a fresh run refuses a directory that already holds a run (`--resume` continues it);
+- a fresh run refuses a directory that already holds a run (`--resume` continues it), and no run
+  goes into a folder that holds a dataset or other files (checked before the lock file is made);
 - temporary files of a write a kill interrupted (`.step-*.pt.*.tmp`, `.latest.*.tmp`, ...) are
   removed once the lock is held, when no writer of this run can be alive;
-- a resume continues from the checkpoint `latest` names, or, when that pointer or its file is not
-  valid, from the newest valid checkpoint (saying so in one line, and pointing `latest` at it);
-  checkpoints of later steps are moved aside, never overwritten; a run that has checkpoints but
-  no valid one is refused, never restarted from step 0;
-- a resume compares the new settings with the checkpoint's: settings that shape the trajectory
-  (model, data, seed, batch, world size, learning-rate schedule) must be equal; the others may
-  change and each change is appended to `resumes.jsonl`;
+- a resume follows the plan of `trainspeed.train.resume` (the checkpoint `latest` names, or the
+  newest valid one, checked against what the run builds; settings that shape the trajectory must
+  be equal, the others may change and each change is appended to `resumes.jsonl`): it says what
+  was passed over, points `latest` at the chosen checkpoint, moves checkpoints of later steps aside
+  (never overwritten) and writes the plan the ranks load;
 - rows that a killed run logged after the checkpoint the resume continues from are dropped from
   `metrics.jsonl`, so every step appears once (TensorBoard hides them itself: the writer purges
   from the resume step); every other row stays.
@@ -27,55 +26,29 @@ import datetime
 import json
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory
+from trainspeed.data.shards import INDEX_NAME
 from trainspeed.errors import UsageError
-from trainspeed.train.checkpoint import (
-    CHECKPOINT_DIR,
-    CHECKPOINT_NAME,
-    LATEST_POINTER,
-    find_checkpoint,
-    set_aside_after,
-)
+from trainspeed.train.checkpoint import CHECKPOINT_DIR, CHECKPOINT_NAME, LATEST_POINTER, set_aside_after
 from trainspeed.train.config import TrainConfig
+from trainspeed.train.metrics import TENSORBOARD_DIR
+from trainspeed.train.resume import RESUME_PLAN_FILE, ResumePlan, plan_resume, write_plan
 from trainspeed.train.rows import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
-from trainspeed.train.run_lock import hold_run_lock
+from trainspeed.train.run_lock import LOCK_FILE, hold_run_lock
 
+LOG_DIR = "logs"
 RESUMES_FILE = "resumes.jsonl"
 INTERRUPTED_WRITES = (
-    (".", [re.escape(name) for name in (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE)]),
+    (".", [re.escape(name) for name in (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESUME_PLAN_FILE)]),
     (CHECKPOINT_DIR, [CHECKPOINT_NAME.pattern, CHECKPOINT_NAME.pattern + r"\.sha256", re.escape(LATEST_POINTER)]),
 )
 """(folder, file-name patterns) of the files written through a temporary file (`atomic_path`)."""
-MUST_MATCH_ON_RESUME = (
-    "workload", "size", "seed", "data", "synthetic_data", "batch_size_per_device", "world_size",
-    "lr.base_lr", "lr.scaling", "lr.reference_batch", "lr.warmup_steps", "lr.min_lr_ratio",
-)
-"""Settings a checkpoint cannot continue under: they change the model, the sample order or the
-LR schedule that the saved optimizer and scheduler states belong to."""
-
-
-@dataclass(frozen=True)
-class ResumePoint:
-    checkpoint: Path
-    step: int
-    changed: dict[str, tuple[Any, Any]]
-    """Setting -> (value in the checkpoint's run, value now) for settings allowed to change."""
-    skipped: tuple[str, ...] = ()
-    """Why `latest` or newer checkpoints were passed over (empty: it is the one `latest` names)."""
-
-
-def _flatten(config: TrainConfig) -> dict[str, Any]:
-    flat: dict[str, Any] = {"world_size": config.world_size}
-    for key, value in dataclasses.asdict(config).items():
-        if isinstance(value, dict):
-            flat.update({f"{key}.{inner}": item for inner, item in value.items()})
-        else:
-            flat[key] = value
-    return flat
+RUN_FILES = (CONFIG_FILE, CHECKPOINT_DIR, METRICS_FILE, SUMMARY_FILE, RESUMES_FILE, RESUME_PLAN_FILE, LOCK_FILE,
+             LOG_DIR, TENSORBOARD_DIR)
+"""What a run directory may hold: a fresh run goes into a new or empty folder, a resume continues
+only a folder that holds a run and nothing of another writer."""
 
 
 class RunDirectory:
@@ -110,54 +83,58 @@ class RunDirectory:
         if self.holds_a_run():
             raise UsageError(f"train: {self.path} already holds a run; continue it with --resume "
                              "or choose another --out")
+        self._refuse_foreign_files()
 
-    def resume_point(self, config: TrainConfig) -> ResumePoint | None:
-        """The checkpoint to continue from, checked against `config`; None when the run has none.
-        Changes nothing: `continue_from` does, once the caller decided to go on."""
-        try:
-            found = find_checkpoint(self.path)
-        except UsageError as error:
-            raise UsageError(f"train: cannot resume: {error}; restore a valid checkpoint or start a new "
-                             "run in another --out") from None
-        if found is None:
-            return None
-        path, payload = found.path, found.payload
-        try:
-            before, step = _flatten(TrainConfig.from_json(payload["config"])), int(payload["step"])
-        except (KeyError, TypeError, ValueError) as error:
-            raise UsageError(f"train: {path} is not a trainspeed training checkpoint ({error!r})") from None
-        now = _flatten(config)
-        mismatched = [key for key in MUST_MATCH_ON_RESUME if before.get(key) != now.get(key)]
-        if mismatched:
-            details = ", ".join(f"{key} {before.get(key)!r} -> {now.get(key)!r}" for key in mismatched)
-            raise UsageError(f"train: cannot resume {path} with other settings ({details}); "
-                             "resume with the run's settings or start a new run in another --out")
-        ignored = {"resume", "out_dir", "progress"}
-        changed = {key: (before[key], value) for key, value in now.items()
-                   if key in before and before[key] != value and key not in ignored}
-        return ResumePoint(checkpoint=path, step=step, changed=changed, skipped=found.skipped)
+    def check_holds_nothing_else(self) -> None:
+        """Before anything is written (the lock file included): a folder that exists must be empty
+        or hold a run, never a dataset or another tool's files, which a run would be mixed into."""
+        if self.path.is_dir() and not self.holds_a_run():
+            self._refuse_foreign_files()
 
-    def continue_from(self, point: ResumePoint | None) -> None:
-        """Make the directory continue from `point` (None: from step 0, the run never checkpointed):
-        say what was passed over, point `latest` at it, record the resume, drop the rows logged after it."""
-        if point is None:
+    def _refuse_foreign_files(self) -> None:
+        """UsageError when the folder holds files no run writes (a dataset, another tool's output):
+        a run is never mixed into them, and nothing there is touched."""
+        foreign = sorted(entry.name for entry in self.path.iterdir()
+                         if entry.name not in RUN_FILES and not entry.name.startswith(".write-probe-"))
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            what = "a dataset" if INDEX_NAME in foreign else "files of something else"
+            raise UsageError(f"train: --out {self.path} holds {what} ({shown}), not a run; give a new or empty "
+                             "folder, or one that holds a run (nothing there is changed)")
+
+    def resume_plan(self, config: TrainConfig, processes: int) -> ResumePlan:
+        """The checkpoint to continue from, checked against `config` (`resume.plan_resume`); changes
+        nothing: `continue_from` does, once the caller decided to go on."""
+        if not self.holds_a_run():
+            self._refuse_foreign_files()
+        return plan_resume(self.path, config, processes)
+
+    def continue_from(self, plan: ResumePlan) -> ResumePlan:
+        """Make the directory continue from `plan` (from step 0 when the run never checkpointed):
+        say what was passed over, point `latest` at it, move later checkpoints aside, record the
+        resume, drop the rows logged after it, and write the plan the ranks follow."""
+        path = plan.path(self.path)
+        if path is None:
             print(f"train: no checkpoint under {self.path}; starting from step 0", flush=True)
         else:
-            if point.skipped:
-                print(f"train: {'; '.join(point.skipped)}; resuming from {point.checkpoint.name}, the "
+            if plan.skipped:
+                print(f"train: {'; '.join(plan.skipped)}; resuming from {path.name}, the "
                       "newest valid checkpoint", flush=True)
-                atomic_write_text(point.checkpoint.parent / LATEST_POINTER, point.checkpoint.name + "\n")
-            kept = set_aside_after(self.path, point.step)
+                atomic_write_text(path.parent / LATEST_POINTER, path.name + "\n")
+            kept = set_aside_after(self.path, plan.step)
             if kept is not None:
                 names = ", ".join(sorted(p.name for p in kept.glob("step-*.pt")))
-                print(f"train: moved the checkpoints after step {point.step} ({names}) to {kept}, where the "
+                print(f"train: moved the checkpoints after step {plan.step} ({names}) to {kept}, where the "
                       "resumed run cannot overwrite them", flush=True)
-            self.record_resume(point)
-        self.forget_steps_after(0 if point is None else point.step)
+                plan = dataclasses.replace(plan, set_aside=str(kept.relative_to(self.path)))
+            self.record_resume(plan)
+        self.forget_steps_after(plan.step)
+        write_plan(self.path, plan)
+        return plan
 
-    def record_resume(self, point: ResumePoint) -> None:
-        row = {"time": datetime.datetime.now().isoformat(timespec="seconds"), "checkpoint": point.checkpoint.name,
-               "step": point.step, "changed": {key: list(values) for key, values in point.changed.items()}}
+    def record_resume(self, plan: ResumePlan) -> None:
+        row = {"time": datetime.datetime.now().isoformat(timespec="seconds"), "checkpoint": plan.checkpoint,
+               "step": plan.step, "changed": {key: list(values) for key, values in plan.changed.items()}}
         append_line(self.path / RESUMES_FILE, json.dumps(row, sort_keys=True))
 
     def forget_steps_after(self, step: int) -> None:

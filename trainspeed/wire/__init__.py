@@ -9,3 +9,12 @@ This package sits below the targets (the remote family uses the client) and abov
 the server (`trainspeed.serve`) sits above the targets, because it builds models on one. Nothing
 here unpickles or evaluates what a peer sends.
 """
+
+import os
+
+# A process that talks gRPC and then forks (a trainer starting its loader workers, a command
+# starting another) makes gRPC's core print "Other threads are currently calling into gRPC,
+# skipping fork() handlers" on the user's terminal at every fork. Its fork handlers exist for
+# children that use gRPC themselves, which no child of trainspeed does, so they are switched off
+# here, before any module of this package imports grpc (a user's own setting is kept).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")

@@ -11,6 +11,7 @@ Trainable: `wrap` (compile or DDP-wrap each network) and the autocast context ar
 
 from __future__ import annotations
 
+import inspect
 import os
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol, runtime_checkable
@@ -101,6 +102,21 @@ class Trainable(ABC):
             net.load_state_dict(state["networks"][name])
         for name, opt in self.optimizers.items():
             opt.load_state_dict(state["optimizers"][name])
+
+
+def setup_optimizers(trainable: Trainable, fused: bool) -> None:
+    """`trainable.setup_optimizers(fused)`, also for a workload written before the method took
+    `fused` (`def setup_optimizers(self)`): it gets the call it declares, and unfused optimizers.
+    Every caller (the targets, the FLOP count, the server, a resume's checks) goes through here."""
+    try:
+        parameters = inspect.signature(trainable.setup_optimizers).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: call it the documented way
+        parameters = {"fused": None}
+    takes_fused = "fused" in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    if takes_fused:
+        trainable.setup_optimizers(fused=fused)
+    else:
+        trainable.setup_optimizers()
 
 
 @runtime_checkable

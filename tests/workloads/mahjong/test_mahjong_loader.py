@@ -13,6 +13,7 @@ from trainspeed.data.shards import open_shard, read_index
 from trainspeed.errors import UsageError
 from trainspeed.workloads.mahjong.data.loader import is_validation_game, open_mahjong_shards
 from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA
+from trainspeed.workloads.batches import batch_layout, batch_problem
 from trainspeed.workloads.mahjong.workload import MahjongWorkload
 
 
@@ -28,6 +29,7 @@ def test_batches_have_the_contract_keys_and_dtypes(mahjong_shards):
     assert batch["mask"][torch.arange(64), batch["action"]].all()
     synthetic = MahjongWorkload().synthetic_batch("tiny", 2, torch.Generator().manual_seed(0))
     assert set(synthetic) == {key for key in batch if not key.startswith("meta_")}
+    assert batch_problem(batch_layout(MahjongWorkload(), "tiny"), batch) is None  # the protocol's own check
 
 
 def test_in_process_and_worker_loading_give_the_same_batches(mahjong_shards):

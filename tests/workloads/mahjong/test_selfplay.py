@@ -73,7 +73,7 @@ def test_rerun_with_another_seed_is_refused(selfplay_run, selfplay_config, tmp_p
     out, _ = selfplay_run
     folder = tmp_path / "other"
     shutil.copytree(out, folder)
-    with pytest.raises(UsageError, match="new --out"):
+    with pytest.raises(UsageError, match=r"made with other settings \(seed 7 -> 8\)"):
         run_selfplay(dataclasses.replace(selfplay_config, out=folder, seed=8))
 
 

@@ -115,14 +115,16 @@ class MahjongWorkload:
         return PolicyTrainable(MahjongPolicy(config))
 
     def synthetic_batch(self, size: str, batch_size: int, generator: torch.Generator) -> Batch:
-        """Sparse quarter-valued features, ~15% legal actions, a legal action chosen at random."""
+        """Sparse quarter-valued features, ~15% legal actions, a legal action chosen at random; in
+        the dtypes of the real data's batches (float16 features, as the shards store them, which
+        hold quarters exactly), as the workload protocol asks and the trainer and servers check."""
         self._config(size)
         features = torch.randint(0, 5, (batch_size, NUM_FEATURES, NUM_TILE_TYPES), generator=generator) / 4
         features = features * (torch.rand(features.shape, generator=generator) < 0.2)
         mask = torch.rand(batch_size, NUM_ACTIONS, generator=generator) < 0.15
         mask[torch.arange(batch_size), torch.randint(0, NUM_ACTIONS, (batch_size,), generator=generator)] = True
         action = (torch.rand(batch_size, NUM_ACTIONS, generator=generator) * mask).argmax(dim=1)
-        return {"features": features.float(), "mask": mask, "action": action}
+        return {"features": features.half(), "mask": mask, "action": action}
 
     def flops_per_sample(self, size: str) -> float:
         return float(training_flops_per_sample(self._config(size)))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from trainspeed.flags import positive_int
+
 
 def add_images_command(data_subparsers) -> None:
     parser = data_subparsers.add_parser(
@@ -14,7 +16,7 @@ def add_images_command(data_subparsers) -> None:
     )
     parser.add_argument("source", type=Path, metavar="SRC", help="folder of images (searched recursively)")
     parser.add_argument("--out", type=Path, required=True, metavar="DATASET.zip", help="zip file to write")
-    parser.add_argument("--resolution", type=int, default=None, help="side length (power of two); default: keep")
+    parser.add_argument("--resolution", type=positive_int, default=None, help="side length (power of two); default: keep")
     parser.set_defaults(handler=run_images_command)
 
 

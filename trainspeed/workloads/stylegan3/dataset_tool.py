@@ -16,6 +16,7 @@ from PIL import Image
 
 from trainspeed.atomic import atomic_path
 from trainspeed.errors import UsageError
+from trainspeed.user_files import open_regular
 from trainspeed.workloads.stylegan3.dataset import (DATASET_JSON, MIN_RESOLUTION, READ_ERRORS, check_dataset_image,
                                                     is_power_of_two, open_image, rgb8)
 
@@ -59,12 +60,28 @@ def member_name(index: int) -> str:
     return f"{index // 1000:05d}/img{index:08d}.png"
 
 
+def _check_replaceable(out: Path) -> None:
+    """An existing `out` is replaced only when it is an image dataset this command wrote (a zip
+    holding its dataset.json): another file at that path is refused, never overwritten."""
+    if not out.exists() and not out.is_symlink():
+        return
+    try:
+        with open_regular(out, f"--out {out}") as handle, zipfile.ZipFile(handle) as archive:
+            ours = DATASET_JSON in archive.namelist()
+    except zipfile.BadZipFile:
+        ours = False
+    if not ours:
+        raise UsageError(f"--out {out}: exists and is not an image dataset of `trainspeed data images`; give a new "
+                         "path (nothing there is replaced)")
+
+
 def build_image_dataset(source: Path, out: Path, resolution: int | None) -> int:
     """Write `out` (.zip) from the images under `source`; returns the image count."""
     if out.suffix.lower() != ".zip":
         raise UsageError(f"--out {out}: the dataset is written as a zip; give a path ending in .zip")
     if resolution is not None and (not is_power_of_two(resolution) or resolution < MIN_RESOLUTION):
         raise UsageError(f"--resolution {resolution}: must be a power of two >= {MIN_RESOLUTION}, e.g. 256")
+    _check_replaceable(out)
     sources = list_source_images(source)
     hint = "; pass --resolution R to center-crop and resize every image" if resolution is None else ""
     expected = resolution

@@ -9,16 +9,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trainspeed.flags import positive_int
+from trainspeed.flags import positive_int, process_count, seed_value
 
 
 def add_data_commands(data_subparsers: argparse._SubParsersAction) -> None:
     selfplay = data_subparsers.add_parser(
         "mahjong-selfplay", help="play rule-based games; write mjai logs and training shards")
     selfplay.add_argument("--games", type=positive_int, required=True, help="number of games")
-    selfplay.add_argument("--workers", type=positive_int, default=1, help="parallel processes")
+    selfplay.add_argument("--workers", type=process_count, default=1, help="parallel processes")
     selfplay.add_argument("--out", type=Path, required=True, help="output folder (rerun to resume)")
-    selfplay.add_argument("--seed", type=int, default=0)
+    selfplay.add_argument("--seed", type=seed_value, default=0)
     selfplay.add_argument("--games-per-shard", type=positive_int, default=16)
     selfplay.add_argument("--no-progress", action="store_true", help="no progress bar")
     selfplay.set_defaults(handler=run_selfplay_command)

@@ -1,7 +1,9 @@
 """Encode existing mjai logs (other engines, human games) into a shard folder.
 
 All or nothing: shards are written into a staging folder inside `out` and moved into place with the
-index only when every log encoded, so a bad log leaves no shard behind. Game ids are given in input
+index only when every log encoded, so a bad log leaves no shard behind. The folder is claimed first
+(`trainspeed.data.writer`): a new or empty one, or one a killed import of the same logs left, which
+the rerun writes again; the set is marked finished after its index. Game ids are given in input
 order (files sorted within a folder argument); `games.json` maps each id back to its file.
 """
 
@@ -15,14 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from trainspeed.atomic import atomic_write_text, check_writable_directory
-from trainspeed.data.shards import INDEX_NAME, SHARD_PREFIX
+from trainspeed.atomic import atomic_write_text
+from trainspeed.data.shards import SHARD_PREFIX
+from trainspeed.data.writer import claim_folder, clear_own_files
 from trainspeed.errors import UsageError
+from trainspeed.user_files import regular_file_problem
 from trainspeed.workloads.mahjong.data.mjai_logs import LoggedEvent, read_games
 from trainspeed.workloads.mahjong.data.shards import write_mahjong_index, write_mahjong_shard
 from trainspeed.workloads.mahjong.encoding import EncodedSamples, IllegalAction, encode_decisions
 from trainspeed.workloads.mahjong.engine import IllegalLogEvent, replay_events
 
+WRITER_NAME = "from-mjai"
 LOG_SUFFIXES = (".json", ".jsonl", ".mjson", ".log", ".gz")
 GAMES_NAME = "games.json"
 
@@ -47,6 +52,8 @@ def expand_inputs(inputs: Iterable[str | os.PathLike]) -> list[Path]:
             files.extend(found)
         elif path.is_file():
             files.append(path)
+        elif path.exists():
+            raise UsageError(f"{path}: {regular_file_problem(path)}; give mjai log files or folders of them")
         else:
             raise UsageError(f"{path}: no such file or folder")
     if not files:
@@ -74,9 +81,9 @@ def import_mjai(inputs: Iterable[str | os.PathLike], out: str | os.PathLike,
                 games_per_shard: int = 16) -> ImportResult:
     files = expand_inputs(inputs)
     out = Path(out)
-    if (out / INDEX_NAME).exists() or any(out.glob(f"{SHARD_PREFIX}*")):
-        raise UsageError(f"{out}: already holds shards; choose an empty or new --out folder")
-    check_writable_directory(out, f"--out {out}")
+    settings = {"logs": [str(path.resolve()) for path in files], "games_per_shard": games_per_shard}
+    claim = claim_folder(out, WRITER_NAME, settings)
+    clear_own_files(claim)  # what a killed import of these logs left: it starts over
     staging = Path(tempfile.mkdtemp(prefix=".import-", dir=out))
     try:
         sources, pending, shards = [], [], 0
@@ -93,6 +100,10 @@ def import_mjai(inputs: Iterable[str | os.PathLike], out: str | os.PathLike,
             os.replace(produced, out / produced.name)
         atomic_write_text(out / GAMES_NAME, json.dumps(sources, indent=0))
         index = write_mahjong_index(out, extra={"source": {"source": "mjai", "files": len(files)}})
+        claim.finish()
+    except BaseException:
+        claim.abandon()
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return ImportResult(files=len(files), games=index["games"], samples=index["samples"], shards=shards)

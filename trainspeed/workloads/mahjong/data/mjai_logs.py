@@ -29,6 +29,7 @@ from typing import Iterable
 
 from trainspeed.atomic import atomic_path
 from trainspeed.errors import UsageError
+from trainspeed.user_files import read_regular
 from trainspeed.user_json import parse_json
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -59,10 +60,7 @@ LoggedEvent = tuple[int, dict]
 
 
 def _read_text(path: Path) -> str:
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise UsageError(f"{path}: cannot read ({error.strerror})") from None
+    raw = read_regular(path)  # a FIFO or a device among the logs would never end
     if raw.startswith(GZIP_MAGIC):
         try:
             raw = gzip.decompress(raw)

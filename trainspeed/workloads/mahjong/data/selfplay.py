@@ -5,6 +5,11 @@ shard. Each game also leaves its own mjai log (`mjai/game-<id>.jsonl.gz`). A rer
 whose shard is complete, and inside an unfinished chunk it re-encodes games that already have a log
 from that log instead of playing them again (the two give equal samples), so only missing games
 are played. Game `g` of seed `s` always uses the same wall and agents, whatever the worker count.
+
+The folder is claimed first (`trainspeed.data.writer`): only a new or empty folder, or self-play's
+own set of the same seed and shard size, is written into, and a rerun with more games extends it.
+The set is marked finished once its index is written, so a kill -9 at any moment leaves a folder
+that a rerun completes and that `verify` refuses until then.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from trainspeed.atomic import atomic_write_text, check_writable_directory
-from trainspeed.data.shards import SHARD_PREFIX, ShardInfo
+from trainspeed.data.shards import INDEX_NAME, SHARD_PREFIX, ShardInfo
+from trainspeed.data.writer import check_folder, claim_folder
 from trainspeed.errors import UsageError
+from trainspeed.user_files import read_regular
 from trainspeed.parent_death import die_with_parent
 from trainspeed.workloads.mahjong.agents import RuleBasedAgent
 from trainspeed.workloads.mahjong.data.mjai_logs import read_games, write_log
@@ -30,6 +36,8 @@ from trainspeed.workloads.mahjong.encoding import EncodedSamples, encode_decisio
 from trainspeed.workloads.mahjong.engine import play_game, replay_events
 
 MANIFEST_NAME = "selfplay.json"
+"""Where folders of earlier versions kept the settings (now in the folder's `writer.json`)."""
+WRITER_NAME = "mahjong-selfplay"
 LOG_FOLDER = "mjai"
 
 
@@ -107,16 +115,24 @@ def run_chunk(config: SelfPlayConfig, chunk: int) -> ChunkResult:
     return ChunkResult(info, played, replayed)
 
 
-def _check_manifest(config: SelfPlayConfig) -> None:
-    path = config.out / MANIFEST_NAME
-    wanted = config.manifest()
-    if path.exists():
-        found = json.loads(path.read_text())
-        if found != wanted:
-            raise UsageError(f"{path}: this folder was made with {found}, not {wanted}; "
-                             "use a new --out folder or the same settings")
-    else:
-        atomic_write_text(path, json.dumps(wanted, indent=1))
+def legacy_settings(folder: Path) -> dict | None:
+    """The settings of a self-play folder made before folders recorded their writer (its
+    `selfplay.json`), or None when it has none."""
+    path = folder / MANIFEST_NAME
+    if not path.is_file() or not (folder / INDEX_NAME).is_file():
+        return None
+    try:
+        found = json.loads(read_regular(path, str(path), 1 << 16).decode("utf-8"))
+    except (UsageError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None
+    return found if isinstance(found, dict) and found.get("source") == "selfplay" else None
+
+
+def check_out(config: SelfPlayConfig) -> None:
+    """UsageError, reading only, when `config.out` is not a folder self-play may write into: new,
+    empty, or its own set of the same seed and shard size (`trainspeed.data.writer.check_folder`).
+    Call it before work that ends in making self-play data there (a study checks its --data)."""
+    check_folder(config.out, WRITER_NAME, config.manifest(), legacy=legacy_settings)
 
 
 def _remove_stale_temporaries(out: Path) -> None:
@@ -135,19 +151,31 @@ def _is_complete(config: SelfPlayConfig, chunk: int) -> bool:
     return info["games"] == len(games) and info["last_game_id"] == games[-1]
 
 
+def _refuse_fewer_games(config: SelfPlayConfig) -> None:
+    """A rerun extends a set, never shrinks it: a shard holding a game at or past `--games` (an
+    earlier run made more) would be overwritten by one with fewer games."""
+    for sidecar in sorted(config.out.glob(f"{SHARD_PREFIX}*.json")):
+        try:
+            last = json.loads(read_regular(sidecar, str(sidecar), 1 << 20).decode("utf-8"))["last_game_id"]
+        except (UsageError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, KeyError, TypeError):
+            raise UsageError(f"{sidecar}: not a shard record of self-play; the folder is damaged (choose a new "
+                             "--out)") from None
+        if isinstance(last, int) and last >= config.games:
+            raise UsageError(f"--games {config.games}: {config.out} already holds games up to id {last}; use "
+                             f"--games {last + 1} or more to extend it (a set is never shrunk)")
+
+
 def run_selfplay(config: SelfPlayConfig) -> SelfPlayResult:
     if config.games < 1:
         raise UsageError(f"--games {config.games}: must be at least 1")
     if config.workers < 1:
         raise UsageError(f"--workers {config.workers}: must be at least 1")
-    check_writable_directory(config.out, f"--out {config.out}")
-    _check_manifest(config)
+    if check_folder(config.out, WRITER_NAME, config.manifest(), legacy=legacy_settings) is not None:
+        _refuse_fewer_games(config)
+    claim = claim_folder(config.out, WRITER_NAME, config.manifest(), legacy=legacy_settings, extends=True)
     _remove_stale_temporaries(config.out)
     chunks = -(-config.games // config.games_per_shard)
     todo = [c for c in range(chunks) if not _is_complete(config, c)]
-    for stale in config.out.glob(f"{SHARD_PREFIX}*.json"):
-        if int(stale.stem.split("-")[1]) >= chunks:
-            raise UsageError(f"{stale}: belongs to a run with more games; use --games >= the earlier run's")
     started = time.perf_counter()
     played = replayed = 0
     bar = tqdm(total=config.games, initial=config.games - sum(len(chunk_games(config, c)) for c in todo),
@@ -163,6 +191,7 @@ def run_selfplay(config: SelfPlayConfig) -> SelfPlayResult:
             bar.update(result.info.stats["games"])
     bar.close()
     index = write_mahjong_index(config.out, extra={"source": config.manifest()})
+    claim.finish()
     return SelfPlayResult(games=index["games"], samples=index["samples"], shards=len(index["shards"]),
                           games_played=played, games_replayed=replayed,
                           seconds=time.perf_counter() - started)

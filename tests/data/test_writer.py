@@ -1,0 +1,187 @@
+"""Folders the dataset writers are pointed at: a folder is extended only by the writer that made it,
+with the same settings; anything else is one line before anything is written. And a writer killed
+at any moment leaves a folder that a rerun completes and that `verify` refuses until then."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from trainspeed.cli import main
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _trainspeed(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "trainspeed", *argv], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def selfplay_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("writers") / "selfplay"
+    assert main(["data", "mahjong-selfplay", "--games", "2", "--games-per-shard", "1", "--seed", "3",
+                 "--out", str(out), "--no-progress"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def mjai_set(selfplay_set: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("writers") / "mjai"
+    assert main(["data", "from-mjai", str(selfplay_set / "mjai"), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def arrays_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("writers")
+    np.savez(folder / "arrays.npz", x=np.arange(40, dtype=np.int64))
+    out = folder / "arrays"
+    assert main(["data", "from-arrays", str(folder / "arrays.npz"), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("writers") / "run"
+    assert main(["train", "--workload", "mahjong", "--size", "tiny", "--synthetic-data", "--steps", "1",
+                 "--batch-size-per-device", "4", "--num-workers", "0", "--out", str(out), "--no-progress"]) == 0
+    return out
+
+
+FOLDERS = {"from-mjai set": ("mjai_set", "holds a dataset of `trainspeed data from-mjai`"),
+           "from-arrays set": ("arrays_set", "holds a dataset of `trainspeed data from-arrays`"),
+           "run directory": ("run_dir", "holds a training run ("),
+           "selfplay set": ("selfplay_set", "holds a dataset of `trainspeed data mahjong-selfplay`")}
+
+WRITERS = {
+    "mahjong-selfplay": lambda out, inputs: ["data", "mahjong-selfplay", "--games", "4", "--seed", "3",
+                                             "--games-per-shard", "1", "--out", str(out), "--no-progress"],
+    "from-mjai": lambda out, inputs: ["data", "from-mjai", str(inputs["logs"]), "--out", str(out)],
+    "from-arrays": lambda out, inputs: ["data", "from-arrays", str(inputs["npz"]), "--out", str(out)],
+}
+
+
+@pytest.mark.parametrize("writer", list(WRITERS))
+@pytest.mark.parametrize("folder", list(FOLDERS))
+def test_a_writer_never_writes_into_a_folder_of_another_writer_or_a_run(
+        writer: str, folder: str, request: pytest.FixtureRequest, selfplay_set: Path, tmp_path: Path,
+        cli_error, capsys: pytest.CaptureFixture) -> None:
+    fixture, said = FOLDERS[folder]
+    if (writer, folder) in {("mahjong-selfplay", "selfplay set"), ("from-mjai", "from-mjai set"),
+                            ("from-arrays", "from-arrays set")}:
+        pytest.skip("a writer's own folder: see the tests of extending and completing it")
+    target = request.getfixturevalue(fixture)
+    np.savez(tmp_path / "other.npz", y=np.arange(8, dtype=np.int32))
+    inputs = {"logs": selfplay_set / "mjai", "npz": tmp_path / "other.npz"}
+    before = _snapshot(target)
+    line = cli_error(*WRITERS[writer](target, inputs))
+    assert f"--out {target}: {said}" in line and "nothing there is changed" in line, line
+    assert _snapshot(target) == before, "a refused writer changed the folder"
+
+
+def test_selfplay_into_an_imported_set_keeps_every_imported_game(mjai_set: Path, cli_error) -> None:
+    """16 imported games once became 4 self-play games, and `verify` said OK."""
+    index = json.loads((mjai_set / "index.json").read_text())
+    cli_error("data", "mahjong-selfplay", "--games", "1", "--out", str(mjai_set), "--no-progress")
+    assert json.loads((mjai_set / "index.json").read_text()) == index
+    assert main(["data", "verify", str(mjai_set)]) == 0
+
+
+def test_a_folder_with_files_of_someone_else_is_refused_by_every_writer(tmp_path: Path, selfplay_set: Path,
+                                                                         cli_error) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("kept")
+    np.savez(tmp_path / "a.npz", y=np.arange(8, dtype=np.int32))
+    for writer, argv in WRITERS.items():
+        line = cli_error(*argv(folder, {"logs": selfplay_set / "mjai", "npz": tmp_path / "a.npz"}))
+        assert f"holds files of something else (notes.txt), not a dataset of `trainspeed data {writer}`" in line
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+
+def test_selfplay_extends_its_own_set_of_the_same_seed_and_never_shrinks_it(selfplay_set: Path, tmp_path: Path,
+                                                                            cli_error) -> None:
+    import shutil
+
+    folder = tmp_path / "grown"
+    shutil.copytree(selfplay_set, folder)
+    assert main(["data", "mahjong-selfplay", "--games", "3", "--games-per-shard", "1", "--seed", "3",
+                 "--out", str(folder), "--no-progress"]) == 0
+    assert json.loads((folder / "index.json").read_text())["games"] == 3
+    before = _snapshot(folder)
+    line = cli_error("data", "mahjong-selfplay", "--games", "2", "--games-per-shard", "1", "--seed", "3",
+                     "--out", str(folder), "--no-progress")
+    assert "already holds games up to id 2; use --games 3 or more to extend it" in line
+    assert _snapshot(folder) == before
+
+
+def _kill_when(command: list[str], appears: Path, timeout_s: float = 120) -> None:
+    """Start a writer and kill -9 it as soon as `appears` exists: in the middle of its work."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen([sys.executable, "-m", "trainspeed", *command], cwd=REPO_ROOT, env=env,
+                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout_s
+    while not appears.exists():
+        assert process.poll() is None, f"the writer ended (exit code {process.returncode}) before {appears.name}"
+        assert time.monotonic() < deadline, f"{appears} did not appear"
+        time.sleep(0.005)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+
+
+def _verify_refuses_in_one_line(folder: Path) -> str:
+    result = _trainspeed("data", "verify", str(folder))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("trainspeed: error: "), result
+    assert result.stdout == "", "a partial set was reported"
+    return lines[0]
+
+
+def _verify_ok(folder: Path, shards: int) -> None:
+    result = _trainspeed("data", "verify", str(folder))
+    assert result.returncode == 0 and f"OK, {shards} shards" in result.stdout, result
+
+
+@pytest.mark.parametrize("extending", [False, True], ids=["fresh", "extending-a-finished-set"])
+def test_selfplay_killed_mid_write_is_refused_by_verify_and_completed_by_a_rerun(
+        extending: bool, selfplay_set: Path, tmp_path: Path) -> None:
+    import shutil
+
+    folder = tmp_path / "set"
+    if extending:
+        shutil.copytree(selfplay_set, folder)  # 2 finished games
+    command = ["data", "mahjong-selfplay", "--games", "6", "--games-per-shard", "1", "--seed", "3",
+               "--out", str(folder), "--no-progress"]
+    _kill_when(command, folder / "shard-000003.json")
+    line = _verify_refuses_in_one_line(folder)
+    assert "an unfinished write of `trainspeed data mahjong-selfplay`" in line, line
+    assert main(["data", "inspect", str(folder)]) == 2, "inspect showed a partial set"
+    assert _trainspeed(*command).returncode == 0
+    _verify_ok(folder, 6)
+    assert json.loads((folder / "index.json").read_text())["games"] == 6
+
+
+def test_from_arrays_killed_mid_write_is_refused_by_verify_and_written_whole_by_a_rerun(tmp_path: Path) -> None:
+    source = tmp_path / "arrays.npz"
+    np.savez_compressed(source, x=np.arange(4000, dtype=np.int64), y=np.zeros((4000, 3), dtype=np.float32))
+    out = tmp_path / "data"
+    command = ["data", "from-arrays", str(source), "--out", str(out), "--samples-per-shard", "10"]
+    _kill_when(command, out / "shard-000005.json")
+    line = _verify_refuses_in_one_line(out)
+    assert "an unfinished write of `trainspeed data from-arrays`" in line, line
+    assert _trainspeed(*command).returncode == 0
+    _verify_ok(out, 400)

@@ -1,0 +1,363 @@
+"""Resuming a run: the launcher finds and checks the checkpoint once; the ranks load what it chose.
+
+`plan_resume` runs in the launcher with the run's lock held, before anything in the run
+directory changes. It takes the checkpoint `checkpoints/latest` names, or the newest one that
+loads when that one does not (saying so), and checks it against what the run's settings build
+(`check_checkpoint`): its step against its file name, its scalars' types, the settings it was
+written under, every network tensor's name, shape and dtype, the optimizer and scheduler states,
+one part per rank with a loader position, RNG states of the right form and the networks' buffers.
+A checkpoint that loads but does not fit is refused in one line: it is neither passed over for an
+older one nor a reason to start over, so a `--resume` on a directory that holds checkpoints never
+trains from step 0.
+
+`carry_out` (still in the launcher) then moves later checkpoints aside, points `latest` at the
+chosen one, records the resume and writes the plan (`resume_plan.json`), which each rank reads
+(`read_plan`) and follows: it loads the checkpoint the plan names and searches nothing itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from trainspeed.atomic import atomic_write_text
+from trainspeed.errors import UsageError
+from trainspeed.train.checkpoint import (
+    CHECKPOINT_NAME,
+    FoundCheckpoint,
+    checkpoint_dir,
+    find_checkpoint,
+    load_checkpoint,
+)
+from trainspeed.train.config import TrainConfig
+from trainspeed.user_files import FileRefused, read_regular
+from trainspeed.user_json import parse_json
+from trainspeed.workloads import get_workload
+from trainspeed.workloads.base import Trainable, setup_optimizers
+
+RESUME_PLAN_FILE = "resume_plan.json"
+PLAN_MAX_BYTES = 1 << 20
+SHOWN_NAMES = 3
+"""Names listed when keys are missing or extra (the count says how many more)."""
+
+
+class CheckpointMismatch(UsageError):
+    """A checkpoint that loads (its checksum matches, it is plain data) but does not fit the run
+    that would continue from it: refused, never passed over."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path} {reason}")
+        self.path = path
+        self.reason = reason
+
+
+# --- what a checkpoint must hold --------------------------------------------------------------------
+
+def _whole(payload: dict[str, Any], key: str, path: Path, least: int = 0) -> int:
+    value = payload.get(key)
+    if key not in payload:
+        raise CheckpointMismatch(path, f"has no {key!r}: it is not a checkpoint of `trainspeed train`")
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise CheckpointMismatch(path, f"records {key} {_shown(value)}, not a whole number >= {least}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    """A value from someone else's file, short and on one line."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {list(value.shape)}"
+    text = repr(value) if isinstance(value, (str, int, float, bool, type(None))) else f"a {type(value).__name__}"
+    return text[:60]
+
+
+def name_step(path: Path) -> int | None:
+    """The step a checkpoint's file name says (`step-000000060.pt` -> 60), or None."""
+    match = CHECKPOINT_NAME.fullmatch(path.name)
+    return int(match.group(1)) if match else None
+
+
+def checkpoint_config(path: Path, payload: dict[str, Any]) -> TrainConfig:
+    """The settings a checkpoint was written under, after its scalars are checked: a step equal to
+    the one its name says, an epoch, the processes and global batch; CheckpointMismatch otherwise."""
+    step = _whole(payload, "step", path)
+    named = name_step(path)
+    if named is not None and step != named:
+        raise CheckpointMismatch(path, f"records step {step}, but its name says step {named}: its contents are "
+                                 "another step's (restore the file or move it out of checkpoints/)")
+    _whole(payload, "epoch", path)
+    _whole(payload, "world_size", path, least=1)
+    _whole(payload, "global_batch", path, least=1)
+    text = payload.get("config")
+    if not isinstance(text, str):
+        raise CheckpointMismatch(path, f"records its settings as {_shown(text)}, not as the JSON text the trainer writes")
+    try:
+        return TrainConfig.from_json(text, where="its settings")
+    except UsageError as error:
+        raise CheckpointMismatch(path, f"has settings that cannot be read ({error})") from None
+
+
+def built_for_checking(config: TrainConfig) -> Trainable:
+    """What the run's settings build, on the host, with its optimizers: the shape every checkpoint
+    of the run must have."""
+    trainable = get_workload(config.workload).build(config.size, seed=config.seed)
+    setup_optimizers(trainable, fused=False)
+    return trainable
+
+
+def check_checkpoint(path: Path, payload: dict[str, Any]) -> TrainConfig:
+    """The checkpoint's settings once everything a resume or an evaluation uses is checked against
+    what those settings build; CheckpointMismatch naming the first part that does not fit."""
+    config = checkpoint_config(path, payload)
+    step = payload["step"]
+    trainable = built_for_checking(config)
+    state = _part(payload, "trainable", dict, path)
+    networks = _part(state, "networks", dict, path, "trainable")
+    _same_names(path, "it", "network", networks, trainable.networks)
+    for name, network in trainable.networks.items():
+        _check_tensors(path, f"network {name!r}", _part(networks, name, dict, path, "networks"), network.state_dict())
+    optimizers = _part(state, "optimizers", dict, path, "trainable")
+    _same_names(path, "it", "optimizer", optimizers, trainable.optimizers)
+    for name, optimizer in trainable.optimizers.items():
+        _check_optimizer(path, name, optimizers[name], optimizer)
+    schedulers = _part(payload, "schedulers", dict, path)
+    _same_names(path, "it", "learning-rate schedule", schedulers, trainable.optimizers)
+    for name, scheduler in schedulers.items():
+        if not isinstance(scheduler, dict) or scheduler.get("last_epoch") != step:
+            shown = scheduler.get("last_epoch") if isinstance(scheduler, dict) else scheduler
+            raise CheckpointMismatch(path, f"has a learning-rate schedule {name!r} at step {_shown(shown)}, not at "
+                                     f"its step {step}")
+    ranks = _part(payload, "ranks", list, path)
+    if len(ranks) != payload["world_size"]:
+        raise CheckpointMismatch(path, f"holds {len(ranks)} rank parts for {payload['world_size']} ranks")
+    buffers = {name: dict(network.named_buffers()) for name, network in trainable.networks.items()}
+    for rank, part in enumerate(ranks):
+        _check_rank_part(path, rank, part, buffers)
+    return config
+
+
+def _part(container: dict[str, Any] | list[Any], key: str, kind: type, path: Path, inside: str = "") -> Any:
+    where = f"{inside}[{key!r}]" if inside else repr(key)
+    if not isinstance(container, dict) or key not in container:
+        raise CheckpointMismatch(path, f"has no {where}: it is not a checkpoint of `trainspeed train`")
+    value = container[key]
+    if type(value) is not kind:
+        raise CheckpointMismatch(path, f"holds {_shown(value)} as {where}, not a {kind.__name__}")
+    return value
+
+
+def _names(names: list[Any]) -> str:
+    shown = ", ".join(repr(name)[:40] for name in names[:SHOWN_NAMES])
+    return shown + (f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
+
+
+def _same_names(path: Path, owner: str, noun: str, given: dict[Any, Any], expected: dict[Any, Any]) -> None:
+    """`owner` ("network 'policy'") holds the `noun`s ("tensor") the run's model has, no more, no fewer."""
+    missing = [name for name in expected if name not in given]
+    extra = [name for name in given if name not in expected]
+    if missing or extra:
+        parts = ([f"lacks {noun} {_names(missing)}"] if missing else []) + \
+                ([f"has extra {noun} {_names(extra)}"] if extra else [])
+        raise CheckpointMismatch(path, f"does not fit the run's model: {owner} {' and '.join(parts)}")
+
+
+def _check_tensors(path: Path, what: str, given: dict[Any, Any], expected: dict[str, torch.Tensor]) -> None:
+    """Same names, and each a tensor of the expected shape and dtype."""
+    _same_names(path, what, "tensor", given, expected)
+    for key, reference in expected.items():
+        tensor = given[key]
+        if not isinstance(tensor, torch.Tensor):
+            raise CheckpointMismatch(path, f"holds {_shown(tensor)} as {what} {key!r}, not a tensor")
+        if tensor.shape != reference.shape or tensor.dtype != reference.dtype:
+            raise CheckpointMismatch(path, f"does not fit the run's model: {what} {key!r} is {tensor.dtype} "
+                                     f"{list(tensor.shape)}, the model's is {reference.dtype} {list(reference.shape)}")
+
+
+def _check_optimizer(path: Path, name: str, given: Any, optimizer: torch.optim.Optimizer) -> None:
+    """The state loads into the run's optimizer (groups of the same sizes), and every per-parameter
+    tensor is a scalar or has its parameter's shape (what every torch.optim optimizer keeps)."""
+    parameters = [p for group in optimizer.param_groups for p in group["params"]]
+    if not isinstance(given, dict) or not isinstance(given.get("state"), dict) or not isinstance(given.get("param_groups"), list):
+        raise CheckpointMismatch(path, f"holds {_shown(given)} as the state of optimizer {name!r}, not an optimizer's state")
+    for index, entry in given["state"].items():
+        if not isinstance(index, int) or not 0 <= index < len(parameters) or not isinstance(entry, dict):
+            raise CheckpointMismatch(path, f"has a state of optimizer {name!r} for parameter {_shown(index)}, which "
+                                     f"the model's {len(parameters)} parameters do not have")
+        for key, value in entry.items():
+            shape = parameters[index].shape
+            if isinstance(value, torch.Tensor) and value.numel() > 1 and value.shape != shape:
+                raise CheckpointMismatch(path, f"does not fit the run's model: optimizer {name!r} keeps {key!r} of "
+                                         f"parameter {index} as {list(value.shape)}, the parameter is {list(shape)}")
+    try:
+        optimizer.load_state_dict(given)
+    except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
+        raise CheckpointMismatch(path, f"has a state of optimizer {name!r} that does not fit the run's model "
+                                 f"({_first_line(error)})") from None
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:160]
+
+
+def _check_rank_part(path: Path, rank: int, part: Any, buffers: dict[str, dict[str, torch.Tensor]]) -> None:
+    where = f"rank {rank}'s part"
+    if not isinstance(part, dict):
+        raise CheckpointMismatch(path, f"holds {_shown(part)} as {where}, not a dict")
+    loader = _part(part, "loader", dict, path, where)
+    epoch = loader.get("epoch")
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:  # every loader keeps its epoch
+        raise CheckpointMismatch(path, f"records {where}'s loader epoch as {_shown(epoch)}, not a whole number >= 0")
+    _check_rng_states(path, where, _part(part, "rng", dict, path, where))
+    given = _part(part, "buffers", dict, path, where)
+    if not given:
+        return  # a target whose model lives elsewhere (a remote server) keeps no buffers on the rank
+    _same_names(path, f"{where}'s buffers", "network", given, buffers)
+    for name, expected in buffers.items():
+        _check_tensors(path, f"{where}'s buffers of network {name!r}", _part(given, name, dict, path, where), expected)
+
+
+RNG_CHECKS: dict[str, Callable[[Any], None]] = {
+    "python": lambda state: random.Random().setstate(state),
+    "numpy": lambda state: np.random.RandomState().set_state({
+        "bit_generator": state["bit_generator"],
+        "state": {"key": np.asarray(state["key"], dtype=np.uint32), "pos": state["pos"]},
+        "has_gauss": state["has_gauss"], "gauss": state["gauss"]}),
+    "torch": lambda state: torch.Generator().set_state(state),
+}
+"""Each host RNG state, restored into a generator of its own: what the rank restores, checked
+without touching this process's generators."""
+
+
+def _check_rng_states(path: Path, where: str, states: dict[str, Any]) -> None:
+    for name, check in RNG_CHECKS.items():
+        if name not in states:
+            raise CheckpointMismatch(path, f"has no {name} RNG state in {where}")
+        try:
+            if name == "numpy" and (not isinstance(states[name], dict) or len(states[name].get("key", ())) != 624):
+                raise ValueError("not 624 words of MT19937 state")
+            check(states[name])
+        except Exception as error:  # noqa: BLE001 - each generator refuses a bad state its own way
+            raise CheckpointMismatch(path, f"has a {name} RNG state in {where} that its generator refuses "
+                                     f"({_first_line(error)})") from None
+    device = states.get("device")
+    if device is not None and (isinstance(device, (bool, float, str)) or
+                               not isinstance(device, (int, torch.Tensor, list, tuple, dict))):
+        raise CheckpointMismatch(path, f"holds {_shown(device)} as the device RNG state in {where} (a target keeps "
+                                 "a seed or tensors there)")
+
+
+# --- the plan ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What the launcher decided: the ranks continue from `checkpoint` (a file name in
+    `checkpoints/`) at `step`, or from step 0 when the run never checkpointed (`checkpoint` None)."""
+
+    step: int
+    checkpoint: str | None
+    changed: dict[str, tuple[Any, Any]] = dataclasses.field(default_factory=dict)
+    """Setting -> (value in the checkpoint's run, value now) for settings allowed to change."""
+    skipped: tuple[str, ...] = ()
+    """Why `latest` or newer checkpoints were passed over (empty: it is the one `latest` names)."""
+    set_aside: str | None = None
+    """The folder the checkpoints of later steps were moved to, once `carry_out` moved them."""
+
+    def path(self, run_dir: Path) -> Path | None:
+        return None if self.checkpoint is None else checkpoint_dir(run_dir) / self.checkpoint
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True)
+
+
+MUST_MATCH_ON_RESUME = (
+    "workload", "size", "seed", "data", "synthetic_data", "batch_size_per_device", "world_size",
+    "lr.base_lr", "lr.scaling", "lr.reference_batch", "lr.warmup_steps", "lr.min_lr_ratio",
+)
+"""Settings a checkpoint cannot continue under: they change the model, the sample order or the
+LR schedule that the saved optimizer and scheduler states belong to."""
+CHANGES_NOT_RECORDED = ("resume", "out_dir", "progress")
+
+
+def flat_settings(config: TrainConfig) -> dict[str, Any]:
+    flat: dict[str, Any] = {"world_size": config.world_size}
+    for key, value in dataclasses.asdict(config).items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{inner}": item for inner, item in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def plan_resume(run_dir: Path, config: TrainConfig, processes: int) -> ResumePlan:
+    """The plan of `--resume` in `run_dir` under `config` (run by `processes` rank processes):
+    the checkpoint to continue from, checked; changes nothing. UsageError when the run has
+    checkpoints but none that loads, or when the one chosen does not fit."""
+    try:
+        found = find_checkpoint(run_dir, check=check_checkpoint)
+    except CheckpointMismatch as error:
+        raise UsageError(f"train: cannot resume: {error}; restore it, or start a new run in another --out") from None
+    except UsageError as error:
+        raise UsageError(f"train: cannot resume: {error}; restore a valid checkpoint or start a new "
+                         "run in another --out") from None
+    if found is None:
+        return ResumePlan(step=0, checkpoint=None)
+    return _plan_for(found, config, processes)
+
+
+def _plan_for(found: FoundCheckpoint, config: TrainConfig, processes: int) -> ResumePlan:
+    before = flat_settings(TrainConfig.from_json(found.payload["config"]))
+    now = flat_settings(config)
+    mismatched = [key for key in MUST_MATCH_ON_RESUME if before.get(key) != now.get(key)]
+    if mismatched:
+        details = ", ".join(f"{key} {before.get(key)!r} -> {now.get(key)!r}" for key in mismatched)
+        raise UsageError(f"train: cannot resume {found.path} with other settings ({details}); "
+                         "resume with the run's settings or start a new run in another --out")
+    if found.payload["world_size"] != processes:
+        raise UsageError(f"train: cannot resume {found.path}: it was written by {found.payload['world_size']} rank "
+                         f"processes, this run has {processes}; resume with the same --nproc/--nnodes and target")
+    changed = {key: (before[key], value) for key, value in now.items()
+               if key in before and before[key] != value and key not in CHANGES_NOT_RECORDED}
+    return ResumePlan(step=found.payload["step"], checkpoint=found.path.name, changed=changed, skipped=found.skipped)
+
+
+def write_plan(run_dir: Path, plan: ResumePlan) -> Path:
+    path = Path(run_dir) / RESUME_PLAN_FILE
+    atomic_write_text(path, plan.to_json() + "\n")
+    return path
+
+
+def read_plan(run_dir: Path) -> ResumePlan:
+    """The plan the launcher wrote for this resume (in a rank); UsageError if it is not there."""
+    path = Path(run_dir) / RESUME_PLAN_FILE
+    try:
+        raw = parse_json(read_regular(path, str(path), PLAN_MAX_BYTES).decode("utf-8"), str(path))
+        plan = ResumePlan(step=raw["step"], checkpoint=raw["checkpoint"],
+                          changed={key: tuple(value) for key, value in raw["changed"].items()},
+                          skipped=tuple(raw["skipped"]), set_aside=raw["set_aside"])
+    except (FileRefused, UnicodeDecodeError, KeyError, TypeError, AttributeError) as error:
+        raise UsageError(f"train: {path}: not the resume plan the launcher writes ({_first_line(error)}); "
+                         "start the resume with `trainspeed train ... --resume`") from None
+    if not isinstance(plan.step, int) or (plan.checkpoint is not None and name_step(Path(plan.checkpoint)) != plan.step):
+        raise UsageError(f"train: {path}: a resume plan of step {plan.step!r} from {plan.checkpoint!r} does not "
+                         "name a checkpoint of that step; start the resume with `trainspeed train ... --resume`")
+    return plan
+
+
+def load_planned(run_dir: Path, plan: ResumePlan) -> dict[str, Any] | None:
+    """The payload of the checkpoint the plan names (read as data again, and of the plan's step),
+    or None for a plan from step 0."""
+    path = plan.path(run_dir)
+    if path is None:
+        return None
+    payload = load_checkpoint(path)
+    if payload.get("step") != plan.step:
+        raise UsageError(f"train: {path} changed after the launcher checked it (it records step "
+                         f"{_shown(payload.get('step'))}, the plan step {plan.step}); resume again")
+    return payload
