@@ -12,8 +12,8 @@ counted. Model, beside it: per batch size, with `compute` the local host-fed ste
 wire, pipelined = max(compute, wire), remote / local = compute / that. Projection (`--project`):
 the model alone for a faster device, its measured device-fed step times and the bytes of one
 sample of today's workload (its synthetic batch, as a host-fed step sends it), at several link
-rates; and at one batch how far the answer moves with the link rate, the bytes per sample (a
-sample as the workload's shards hold it), the link's efficiency and the device's dtype. It is a
+rates; and at one batch how far the answer moves with the link rate, the bytes per sample (the
+features in float32 instead of the float16 its data holds), the link's efficiency and the device's dtype. It is a
 model with those free parameters, not a measurement of a remote GPU.
 """
 
@@ -39,11 +39,13 @@ SHARD_SCHEMAS = {"mahjong": MAHJONG_SCHEMA}
 """The shard schema of each workload whose samples the loader reads from shards."""
 
 
-def sample_bytes(workload: str, size: str) -> int:
+def sample_bytes(workload: str, size: str, widen_floats: bool = False) -> int:
     """Bytes of one sample as a host-fed step sends it: the workload's synthetic batch of one,
-    every tensor's bytes (for Mahjong: float32 features, the legal-action mask, the action)."""
+    every tensor's bytes (for Mahjong: float16 features as its data holds them, the legal-action
+    mask, the action); `widen_floats`: with every floating tensor in float32 instead."""
     batch = get_workload(workload).synthetic_batch(size, 1, torch.Generator().manual_seed(0))
-    return sum(tensor.element_size() * tensor.numel() for tensor in batch.values())
+    return sum((4 if widen_floats and tensor.is_floating_point() else tensor.element_size()) * tensor.numel()
+               for tensor in batch.values())
 
 
 def shard_sample_bytes(workload: str) -> int:
@@ -177,12 +179,12 @@ def sensitivity(rows: list[ResultRow], device_rows: Path, target: str, batch: in
     steps = device_steps(device_rows, target)
     other = {"cuda:eager:bf16": "cuda:eager:fp32"}.get(target)
     workload, size = projected_workload(device_rows)
-    per_sample, shard = sample_bytes(workload, size), shard_sample_bytes(workload)
+    per_sample, widened = sample_bytes(workload, size), sample_bytes(workload, size, widen_floats=True)
     nominal = rate_bits_s(link)
     fitted = fitted_rate_bits_s(_pairs(rows, link, "host", 1), link)
     cases = [(f"the model as above ({per_sample:,} bytes per sample)", steps[batch], per_sample, nominal),
              ("10 Gbit/s instead of 1", steps[batch], per_sample, 10 * nominal),
-             (f"{shard:,} bytes per sample (fp16 features, as the shards hold them)", steps[batch], shard, nominal),
+             (f"{widened:,} bytes per sample (the features in float32)", steps[batch], widened, nominal),
              (f"the link's measured rate ({fitted / 1e9:.2f} Gbit/s on this CPU)", steps[batch], per_sample, fitted)]
     if other and batch in device_steps(device_rows, other):
         cases.append((f"{other}'s step time", device_steps(device_rows, other)[batch], per_sample, nominal))

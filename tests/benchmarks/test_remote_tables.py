@@ -20,9 +20,11 @@ def test_the_model_is_compute_over_compute_plus_wire_and_pipelining_hides_a_wire
 
 
 def test_the_projection_sends_todays_sample_not_the_one_the_cpu_rows_sent():
-    """86 planes x 34 tiles of float32, the 82-byte mask and an int64 action; the shards hold the
-    features in float16 beside the mask, action and ids; the CPU rows were of the 74-plane input."""
-    assert sample_bytes("mahjong", "base") == sample_bytes("mahjong", "tiny") == 86 * 34 * 4 + 82 + 8 == 11786
+    """86 planes x 34 tiles of float16 (as the shards hold them and the loader gives them), the
+    82-byte mask and an int64 action; in float32 the features take twice the bytes; the shards hold
+    the same features beside the mask, action and ids; the CPU rows were of the 74-plane input."""
+    assert sample_bytes("mahjong", "base") == sample_bytes("mahjong", "tiny") == 86 * 34 * 2 + 82 + 8 == 5938
+    assert sample_bytes("mahjong", "base", widen_floats=True) == 86 * 34 * 4 + 82 + 8 == 11786
     assert shard_sample_bytes("mahjong") == 86 * 34 * 2 + 82 + 1 + 4 + 1 + 2 == 5938
     sent = bytes_per_sample(read_rows(RESULTS / "remote_cpu_mahjong_tiny.jsonl"))  # the tensors and a little framing
     assert 74 * 34 * 4 + 82 + 8 == 10154 <= sent < 10155
@@ -36,11 +38,11 @@ def test_the_pages_tables_come_from_the_committed_rows(capsys):
     assert "| netns-tbf-1gbit-client-rtt-0.2ms | 0.777 Gbit/s | 0.77 - 0.91 (8 batch sizes) |" in printed
     assert "(wire time negative)" in printed
     assert "- netns-tbf-1gbit-client-rtt-0.2ms, pipelined: 0.89 - 1.15" in printed
-    assert "11,786 bytes per sample (today's mahjong base batch; these rows sent 10,154)" in printed
-    assert "| 2048 | 43.1 | **0.18 (0.22)** | 0.69 (1.00) | 0.96 (1.00) |" in printed
-    assert "| the model as above (11,786 bytes per sample) | 43.1 | 193.1 | 5.48x |" in printed
-    assert "| 10 Gbit/s instead of 1 | 43.1 | 19.3 | 1.45x |" in printed
-    assert "| 5,938 bytes per sample (fp16 features, as the shards hold them) | 43.1 | 97.3 | 3.26x |" in printed
-    assert "| the link's measured rate (0.78 Gbit/s on this CPU) | 43.1 | 248.4 | 6.77x |" in printed
-    assert "| cuda:eager:fp32's step time | 247.5 | 193.1 | 1.78x |" in printed
-    assert "local / remote over these cases: 1.45x - 6.77x" in printed
+    assert "5,938 bytes per sample (today's mahjong base batch; these rows sent 10,154)" in printed
+    assert "| 2048 | 43.1 | **0.31 (0.44)** | 0.82 (1.00) | 0.98 (1.00) |" in printed
+    assert "| the model as above (5,938 bytes per sample) | 43.1 | 97.3 | 3.26x |" in printed
+    assert "| 10 Gbit/s instead of 1 | 43.1 | 9.7 | 1.23x |" in printed
+    assert "| 11,786 bytes per sample (the features in float32) | 43.1 | 193.1 | 5.48x |" in printed
+    assert "| the link's measured rate (0.78 Gbit/s on this CPU) | 43.1 | 125.1 | 3.90x |" in printed
+    assert "| cuda:eager:fp32's step time | 247.5 | 97.3 | 1.39x |" in printed
+    assert "local / remote over these cases: 1.23x - 5.48x" in printed
