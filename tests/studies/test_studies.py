@@ -59,12 +59,40 @@ def test_study_help_lists_every_study(capsys):
     (["remote", "--emulation", "magic"], "--emulation 'magic'"),
     (["scaling", "--ranks", "2,4"], "must include 1"),
     (["all", "--preset", "huge"], "--preset 'huge': choose one of smoke, quick, full"),
+    # every setting is checked as the study's own commands check it, before anything is written
+    (["scaling", "--size", "huge"], "scaling study: --size 'huge' is not a size of workload mahjong"),
+    (["batch-size", "--target", "gpu:eager:fp32"], "batch-size study: bad target 'gpu:eager:fp32': unknown device 'gpu'"),
+    (["remote", "--target", "remote:127.0.0.1:1/cpu:eager:fp32"], "must be a local target"),
+    (["throughput", "--size", "huge"], "--size 'huge' is not a size of workload mahjong"),
+    (["batch-size", "--threads", "100000"], "'100000' is more than"),
+    (["scaling", "--num-workers", "100000"], "'100000' is more than"),
+    (["batch-size", "--base-lr", "1e300"], "'1e300' is more than 10"),
+    (["batch-size", "--lr-factors", "1,1e300"], "give positive numbers up to 1000"),
+    (["batch-size", "--assumed-within-deal-correlation", "-1"], "'-1' must be at least -0.333333"),
+    (["batch-size", "--assumed-seed-sd", "1e300"], "'1e300' is more than 3"),
+    (["batch-size", "--batches", "256,1024", "--samples", "2147483648"], "is more than 2147483647"),
+    (["batch-size", "--batches", "256,1024", "--samples", "2147221504"], "longer than --max-hours 48"),
 ])
 def test_bad_flags_are_one_line_and_exit_2_before_anything_runs(argv, message, tmp_path, capsys):
+    """A flag the study refuses is one line, exit 2, and no file written (nor its data made)."""
     out = tmp_path / "out"
     assert main(["study", *argv, "--out", str(out)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("trainspeed: error: ") and message in line, line
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("study", ["scaling", "batch-size"])
+def test_a_data_folder_of_another_kind_is_refused_before_anything_runs(study, tmp_path, capsys):
+    """A run directory named as --data: the study would have made its self-play set inside it."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train_config.json").write_text("{}\n")
+    out = tmp_path / "out"
+    assert main(["study", study, "--preset", "smoke", "--data", str(run), "--out", str(out)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"trainspeed: error: {study} study: --data {run}: holds a training run"), line
+    assert sorted(path.name for path in run.iterdir()) == ["train_config.json"]
     assert not out.exists() or not any(out.iterdir())
 
 

@@ -10,12 +10,19 @@ from types import ModuleType
 from typing import Any
 
 from trainspeed.errors import UsageError
+from trainspeed.flags import Range
+
+DEFAULT_MAX_HOURS = 48.0
+"""The longest estimate a study starts with unless told otherwise: beyond it, a setting is more
+likely a typo than a plan."""
 
 EPILOG = """\
 every study writes typed rows under --out; read them all with
   trainspeed report DIR --out DIR/report.html
 presets: smoke (minutes in all on a 2-core CPU, the test suite's), quick (the default), full (the
 settings of the committed measurements in docs/results)
+every setting is checked as the study's own commands check it before anything is written, and a
+study whose estimate is longer than --max-hours (48 by default) does not start
 """
 
 
@@ -34,6 +41,10 @@ def add_study_command(subparsers: argparse._SubParsersAction) -> None:
         study.add_argument("--preset", default="quick", type=check_preset,
                            help=f"how much to measure: {', '.join(PRESETS)} (default: quick)")
         study.add_argument("--no-progress", action="store_true", help="no progress bar")
+        study.add_argument("--max-hours", type=Range(0, 10_000, low_open=True, why_high=" h").parser(float),
+                           default=DEFAULT_MAX_HOURS,
+                           help=f"refuse to start when the estimate is longer (default {DEFAULT_MAX_HOURS:g} h; give a "
+                           "larger one to run a longer study)")
         face.add_arguments(study)
         study.set_defaults(handler=run_study, face=face)
 
@@ -57,6 +68,10 @@ def run_study(args: argparse.Namespace) -> int:
     check_writable_directory(args.out, f"--out {args.out}")
     config: Any = module.config_from_args(args, args.out)
     estimate = module.estimate_s(config)
+    if estimate > args.max_hours * 3600:
+        raise UsageError(f"study {face.NAME}: the estimate is {_minutes(estimate)} ({estimate / 3600:,.1f} h) on a "
+                         f"2-core CPU, longer than --max-hours {args.max_hours:g}; check the settings, or give a larger "
+                         "--max-hours to run it")
     print(f"study {face.NAME} ({args.preset}): about {_minutes(estimate)} on a 2-core CPU; rows go to {args.out}",
           flush=True)
     for line in getattr(module, "plan_lines", lambda _: [])(config):

@@ -56,11 +56,15 @@ from trainspeed.studies.common import (
     COMMAND_START_S,
     Progress,
     StudyFailed,
+    check_mahjong_settings,
+    check_study_data,
+    data_ready,
     no_progress,
     non_negative_ints,
     positive_floats,
     positive_ints,
     run_trainspeed,
+    selfplay_workers,
     shown,
 )
 from trainspeed.train.rows import (
@@ -263,9 +267,9 @@ def evaluate(config: BatchSizeConfig, evaluation: Evaluation) -> MahjongEvalRow:
 
 
 def make_data(config: BatchSizeConfig) -> None:
-    if (Path(config.data) / "index.json").exists():
+    if data_ready(config.data):
         return
-    args = ["data", "mahjong-selfplay", "--games", str(config.make_data_games), "--workers", "2",
+    args = ["data", "mahjong-selfplay", "--games", str(config.make_data_games), "--workers", selfplay_workers(),
             "--out", config.data, "--seed", str(config.data_seed), "--no-progress"]
     print(shown(*args), flush=True)
     run_trainspeed(*args)
@@ -299,7 +303,7 @@ def estimate_s(config: BatchSizeConfig) -> float:
     policies = len(config.batches) * len(config.seeds)
     games = 3 * policies * config.eval_games + len(config.seeds) * config.head_to_head_games * 3
     evaluation = (3 * policies + len(config.seeds)) * COMMAND_START_S + games / (4 * config.eval_workers)
-    data = 0 if (Path(config.data) / "index.json").exists() else COMMAND_START_S + config.make_data_games
+    data = 0 if data_ready(config.data) else COMMAND_START_S + config.make_data_games
     return data + 60 + training + evaluation
 
 
@@ -401,6 +405,13 @@ def config_from_args(args: argparse.Namespace, out: Path) -> BatchSizeConfig:
     if args.lr_factors is not None:
         values["lr_factors"] = positive_floats(args.lr_factors, "--lr-factors")
     config = BatchSizeConfig(data=args.data or str(out / "batch_size_data"), out=str(out), **values)  # type: ignore[arg-type]
-    config.check()
+    check(config)
     return config
+
+
+def check(config: BatchSizeConfig) -> None:
+    """Every setting, and the size, target and data its commands get, before anything is written."""
+    config.check()
+    check_mahjong_settings("batch-size", config.size, (config.target,))
+    check_study_data("batch-size", config.data, config.make_data_games, config.data_seed)
 

@@ -53,8 +53,7 @@ def config_from_args(args: argparse.Namespace, out: Path) -> AllConfig:
         module = face.runner()
         try:
             config = module.preset_config(args.preset, out)
-            if hasattr(config, "check"):
-                config.check()
+            module.check(config)
             configs[face.NAME] = config
         except UsageError as error:
             left_out[face.NAME] = str(error)

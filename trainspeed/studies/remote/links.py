@@ -142,9 +142,12 @@ class Server:
                                         text=True)
         self.name = self.process.stdout.readline().strip()
         if not self.name.startswith("remote:"):
+            self.process.wait(30)  # it printed no name: it is ending, and its log says why
             self.log.seek(0)
+            lines = self.log.read().strip().splitlines()
             self.stop()
-            raise StudyFailed(f"the server did not start: {self.log.read().strip()[-500:]}")
+            reason = lines[-1].removeprefix("trainspeed: error: ") if lines else "it printed nothing"
+            raise StudyFailed(f"the server did not start: {reason}")
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -33,6 +33,7 @@ from trainspeed.errors import UsageError
 from trainspeed.studies.common import (
     COMMAND_START_S,
     Progress,
+    check_mahjong_settings,
     child_environment,
     no_progress,
     run_trainspeed,
@@ -222,5 +223,11 @@ def config_from_args(args: argparse.Namespace, out: Path) -> RemoteConfig:
     if args.batch_sizes is not None:
         values["batch_sizes"] = tuple(parse_batch_sizes(args.batch_sizes))
     config = RemoteConfig(out=str(out), **values)  # type: ignore[arg-type]
-    config.check()
+    check(config)
     return config
+
+
+def check(config: RemoteConfig) -> None:
+    """Every setting, and the size and target its servers and benches get, before anything starts."""
+    config.check()
+    check_mahjong_settings("remote", config.size, (config.target,), served=True)

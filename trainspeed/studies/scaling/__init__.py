@@ -10,6 +10,14 @@ import argparse
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from trainspeed.flags import (
+    DEFAULT_INT_RANGE,
+    Range,
+    machine_cpus,
+    positive_int,
+    thread_count,
+)
+
 if TYPE_CHECKING:
     from trainspeed.report.part import ReportPart
 
@@ -23,11 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default=None, help="target of every rank (default cpu:eager:fp32)")
     parser.add_argument("--ranks", default=None, help="rank counts, 1 among them (default 1,2)")
     parser.add_argument("--batch-sizes", default=None, help="per-device batch sizes, e.g. 256,1024,4096")
-    parser.add_argument("--steps", type=int, default=None, help="steps per run")
-    parser.add_argument("--repeats", type=int, default=None, help="repeats of every configuration")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads per rank (default 1)")
-    parser.add_argument("--num-workers", type=int, default=None, help="loader workers per rank (default 1)")
-    parser.add_argument("--timing-warmup-steps", type=int, default=None,
+    parser.add_argument("--steps", type=positive_int, default=None, help="steps per run")
+    parser.add_argument("--repeats", type=positive_int, default=None, help="repeats of every configuration")
+    parser.add_argument("--threads", type=thread_count, default=None, help="torch threads per rank (default 1)")
+    parser.add_argument("--num-workers", type=Range(0, machine_cpus, why_high=" processes, more than this machine's CPUs").parser(int), default=None, help="loader workers per rank (default 1)")
+    parser.add_argument("--timing-warmup-steps", type=DEFAULT_INT_RANGE.parser(int), default=None,
                         help="steps left out of the steady-state samples/s (default 5)")
 
 

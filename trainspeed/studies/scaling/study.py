@@ -21,13 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainspeed.errors import UsageError
+from trainspeed.flags import machine_cpus
 from trainspeed.rows import append_row
 from trainspeed.studies.common import (
     COMMAND_START_S,
     Progress,
+    check_mahjong_settings,
+    check_study_data,
+    data_ready,
     no_progress,
     positive_ints,
     run_trainspeed,
+    selfplay_workers,
 )
 from trainspeed.studies.scaling.rows import (
     DATA_KINDS,
@@ -38,6 +43,8 @@ from trainspeed.studies.scaling.rows import (
 from trainspeed.train.rows import SUMMARY_FILE, read_summary
 
 BENCH_FILE = "scaling_bench.jsonl"
+DATA_SEED = 0
+"""The seed of the self-play data the study makes when its --data has none."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,9 @@ class ScalingConfig:
                                    ("--num-workers", self.num_workers, 0), ("--timing-warmup-steps", self.timing_warmup_steps, 0)):
             if value < least:
                 raise UsageError(f"scaling study: {flag} must be at least {least}, got {value}")
+        if max(self.ranks) > machine_cpus():
+            raise UsageError(f"scaling study: --ranks {max(self.ranks)} is more processes than this machine's "
+                             f"{machine_cpus()} CPUs")
 
 
 PRESETS = {
@@ -86,15 +96,15 @@ def estimate_s(config: ScalingConfig) -> float:
     ~1,500 samples/s per rank, ~15 s per bench, ~1 game/s of self-play data."""
     runs = sum(COMMAND_START_S + 10 * (ranks > 1) + config.steps * batch * ranks / 1500
                for batch in config.batch_sizes for ranks in config.ranks)
-    data = 0 if (Path(config.data) / "index.json").exists() else COMMAND_START_S + config.make_data_games
+    data = 0 if data_ready(config.data) else COMMAND_START_S + config.make_data_games
     return data + (COMMAND_START_S + 15) * len(config.batch_sizes) + config.repeats * len(DATA_KINDS) * runs
 
 
 def _make_data(config: ScalingConfig) -> None:
-    if (Path(config.data) / "index.json").exists():
+    if data_ready(config.data):
         return
-    run_trainspeed("data", "mahjong-selfplay", "--games", str(config.make_data_games), "--workers", "2",
-                   "--out", config.data, "--seed", "0", "--no-progress")
+    run_trainspeed("data", "mahjong-selfplay", "--games", str(config.make_data_games), "--workers", selfplay_workers(),
+                   "--out", config.data, "--seed", str(DATA_SEED), "--no-progress")
 
 
 def _train_args(config: ScalingConfig, batch: int, ranks: int, data: str, run_dir: Path, bench: Path) -> list[str]:
@@ -153,5 +163,12 @@ def config_from_args(args: argparse.Namespace, out: Path) -> ScalingConfig:
     if args.batch_sizes is not None:
         values["batch_sizes"] = positive_ints(args.batch_sizes, "--batch-sizes")
     config = ScalingConfig(out=str(out), data=args.data or str(out / "scaling_data"), **values)  # type: ignore[arg-type]
-    config.check()
+    check(config)
     return config
+
+
+def check(config: ScalingConfig) -> None:
+    """Every setting, and the size, target and data its commands get, before anything is written."""
+    config.check()
+    check_mahjong_settings("scaling", config.size, (config.target,))
+    check_study_data("scaling", config.data, config.make_data_games, DATA_SEED)

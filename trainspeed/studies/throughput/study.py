@@ -28,7 +28,7 @@ from trainspeed.bench.sweep import run_sweep
 from trainspeed.errors import UsageError
 from trainspeed.studies.common import COMMAND_START_S, Progress, no_progress
 from trainspeed.targets import available_targets, target_family
-from trainspeed.workloads import get_workload
+from trainspeed.workloads import get_workload, resolve_size
 
 ROWS_FILE = "throughput.jsonl"
 PREFERRED = {
@@ -118,11 +118,16 @@ def config_from_args(args: argparse.Namespace, out: Path) -> ThroughputConfig:
     if args.feed is not None:
         values["feeds"] = tuple(parse_feeds(args.feed))
     config = ThroughputConfig(out=str(out), **values)  # type: ignore[arg-type]
+    check(config)
+    return config
+
+
+def check(config: ThroughputConfig) -> None:
+    """Every setting checked as `trainspeed bench` checks its flags, before anything runs."""
     if not config.targets:
         raise UsageError("throughput study: no target is available here; see `trainspeed info`")
-    bench = config.bench_config("check")  # every flag checked as the bench checks it, before anything runs
-    get_workload(bench.workload)
+    bench = config.bench_config("check")
+    resolve_size(get_workload(bench.workload), bench.size)
     for target in bench.targets:
         target_family(target)
     check_results_file(bench.out)
-    return config

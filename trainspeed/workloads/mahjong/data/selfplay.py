@@ -128,11 +128,12 @@ def legacy_settings(folder: Path) -> dict | None:
     return found if isinstance(found, dict) and found.get("source") == "selfplay" else None
 
 
-def check_out(config: SelfPlayConfig) -> None:
+def check_out(config: SelfPlayConfig, what: str = "--out") -> None:
     """UsageError, reading only, when `config.out` is not a folder self-play may write into: new,
     empty, or its own set of the same seed and shard size (`trainspeed.data.writer.check_folder`).
-    Call it before work that ends in making self-play data there (a study checks its --data)."""
-    check_folder(config.out, WRITER_NAME, config.manifest(), legacy=legacy_settings)
+    Call it before work that ends in making self-play data there (a study checks its --data, and
+    names it `what`)."""
+    check_folder(config.out, WRITER_NAME, config.manifest(), what=what, legacy=legacy_settings)
 
 
 def _remove_stale_temporaries(out: Path) -> None:
