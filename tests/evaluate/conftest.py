@@ -24,7 +24,7 @@ def foreign_run(tiny_run, tmp_path_factory) -> Path:
     config = json.loads(payload["config"])
     config["workload"] = "stylegan3"
     payload["config"] = json.dumps(config)
-    save_checkpoint(out, 1, payload)
+    save_checkpoint(out, int(payload["step"]), payload)
     return out
 
 

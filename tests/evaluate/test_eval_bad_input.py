@@ -72,8 +72,8 @@ def test_a_damaged_progress_file_is_one_line_and_kept(cli_error, tiny_run, tmp_p
     (["--threads", "100000000000000000000"], f"is more than {os.cpu_count()} threads"),
     (["--batch-size", "99999999999"], "argument --batch-size: '99999999999' is more than 1048576"),
 ])
-def test_agreement_numbers_are_refused_where_they_are_parsed(cli_error, policy_run, selfplay_data, tmp_path, argv, fragment):
-    line = cli_error("eval", "mahjong-agreement", "--policy", str(policy_run), "--data", str(selfplay_data),
+def test_agreement_numbers_are_refused_where_they_are_parsed(cli_error, tiny_run, selfplay_data, tmp_path, argv, fragment):
+    line = cli_error("eval", "mahjong-agreement", "--policy", str(tiny_run), "--data", str(selfplay_data),
                      "--out", str(tmp_path / "agreement.jsonl"), *argv)
     assert fragment in line, line
     assert files(tmp_path) == {}
@@ -84,8 +84,8 @@ def test_agreement_numbers_are_refused_where_they_are_parsed(cli_error, policy_r
     (["--temperature", "0"], "argument --temperature: '0' must be above 0"),
     (["--workers", "100000"], "processes, more than this machine's CPUs"),
 ])
-def test_null_test_numbers_are_refused_where_they_are_parsed(cli_error, policy_run, tmp_path, argv, fragment):
-    line = cli_error("eval", "mahjong-null", "--policy", str(policy_run), "--out", str(tmp_path / "null.jsonl"), *argv)
+def test_null_test_numbers_are_refused_where_they_are_parsed(cli_error, tiny_run, tmp_path, argv, fragment):
+    line = cli_error("eval", "mahjong-null", "--policy", str(tiny_run), "--out", str(tmp_path / "null.jsonl"), *argv)
     assert fragment in line, line
     assert files(tmp_path) == {}
 
@@ -100,13 +100,13 @@ def test_the_help_says_95_percent_not_its_escaped_form(capsys):
         assert "95% intervals" in text and "%%" not in text
 
 
-def test_the_evaluated_runs_own_metrics_file_is_never_appended_to(cli_error, policy_run, tmp_path):
+def test_the_evaluated_runs_own_metrics_file_is_never_appended_to(cli_error, tiny_run, tmp_path):
     """`--out RUN/metrics.jsonl` once appended the evaluation's row to the run's metrics, after which
     `report RUN` refused the run: a file takes rows of its own kind only."""
     import shutil
 
     run = tmp_path / "run"
-    shutil.copytree(policy_run, run)
+    shutil.copytree(tiny_run, run)
     before = files(run)
     metrics = run / "metrics.jsonl"
     line = cli_error("eval", "mahjong", "--policy", str(run), "--games", "4", "--out", str(metrics), "--no-progress")
@@ -119,10 +119,10 @@ def test_the_evaluated_runs_own_metrics_file_is_never_appended_to(cli_error, pol
     ("mahjong-null", ["--seeds", "2", "--temperature", "1"]),
 ])
 def test_agreement_and_null_test_append_only_to_files_of_their_own_rows(
-        cli_error, policy_run, selfplay_data, tmp_path, command, argv):
+        cli_error, tiny_run, selfplay_data, tmp_path, command, argv):
     bench_rows = tmp_path / "bench.jsonl"
     bench_rows.write_text('{"kind": "bench", "schema_version": 3}\n')
     argv = [str(selfplay_data) if arg == "DATA" else arg for arg in argv]
-    line = cli_error("eval", command, "--policy", str(policy_run), "--out", str(bench_rows), *argv)
+    line = cli_error("eval", command, "--policy", str(tiny_run), "--out", str(bench_rows), *argv)
     assert "line 1 is a 'bench' row" in line and "appends only to a file of its own rows" in line, line
     assert bench_rows.read_text() == '{"kind": "bench", "schema_version": 3}\n'

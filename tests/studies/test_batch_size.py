@@ -5,6 +5,7 @@ before anything runs."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -12,6 +13,7 @@ from tests.report.report_rows import eval_row
 from trainspeed.cli import main
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.rows import MahjongEvalRow
+from trainspeed.evaluate.stats import DETECTABLE
 from trainspeed.rows import Source, parse_row
 from trainspeed.studies.batch_size.comparisons import (
     batch_row,
@@ -62,10 +64,10 @@ def test_each_framing_reads_a_kept_checkpoint():
 @pytest.mark.parametrize(("flags", "message"), [
     (["--batches", "256,768"], "global batch 768 must divide --samples 16384"),
     (["--batches", "256"], "at least two global batches"),
-    (["--nproc", "0"], "--nproc must be at least 1"),
+    (["--nproc", "0"], "argument --nproc: '0' must be at least 1"),
     (["--eval-games", "6"], "--eval-games 6 must be a multiple of 4"),
     (["--lr-factors", "1,nan"], "--lr-factors '1,nan': give positive numbers"),
-    (["--seeds", "-1"], "--seeds '-1': give integers >= 0"),
+    (["--seeds", "-1"], "--seeds '-1': give integers from 0 to 2^31-1"),
     (["--seeds", "1,2"], "the tuning seed 0 must be one of --seeds"),
     (["--checkpoints", "3"], "misses the equal-steps step"),
 ])
@@ -126,7 +128,11 @@ def test_head_to_head_compares_the_larger_batchs_mean_rank_with_an_even_2_5():
 
 def test_the_power_plan_uses_the_planned_seeds_and_games():
     plan = power_plan(BatchSizeConfig(data="d", out="o", seeds=(0, 1, 2, 3, 4), eval_games=600))
-    assert (plan.seeds, plan.deals) == (5, 150) and 0.05 < plan.minimum_detectable_difference < 0.2
+    assert (plan.seeds, plan.deals) == (5, 150)
+    # every seed plays the same 150 deals: the deals' variance divides by the deals alone
+    deal_variance = 1.12**2 * (1 + 3 * 0.2) / 4
+    expected = DETECTABLE * math.sqrt(2 * (0.03**2 / 5 + deal_variance / 150))
+    assert plan.minimum_detectable_difference == pytest.approx(expected) and 0.2 < expected < 0.25
 
 
 def test_settings_and_a_bad_setting_in_the_config_itself():

@@ -186,6 +186,7 @@ def test_rows_without_a_step_survive_a_resume_and_a_summary_row_of_the_steps_kep
     assert _rows(run_dir)[: len(rows_before)] == rows_before
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("kind", ["fifo", "symlink-to-dev-zero"])
 def test_a_checkpoint_that_is_no_regular_file_is_never_read_the_resume_continues_from_the_one_before(
     kind: str, run_dir: Path
