@@ -52,19 +52,21 @@ from trainspeed.studies.batch_size.rows import (
     BatchSizeSettingsRow,
     BatchSizeStrengthRow,
 )
+from trainspeed.studies.checks import (
+    check_mahjong_settings,
+    check_study_data,
+    data_ready,
+    selfplay_workers,
+)
 from trainspeed.studies.common import (
     COMMAND_START_S,
     Progress,
     StudyFailed,
-    check_mahjong_settings,
-    check_study_data,
-    data_ready,
     no_progress,
     non_negative_ints,
     positive_floats,
     positive_ints,
     run_trainspeed,
-    selfplay_workers,
     shown,
 )
 from trainspeed.train.rows import (

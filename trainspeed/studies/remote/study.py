@@ -30,10 +30,10 @@ from typing import Iterator
 
 from trainspeed.bench.config import parse_batch_sizes, parse_feeds
 from trainspeed.errors import UsageError
+from trainspeed.studies.checks import check_mahjong_settings
 from trainspeed.studies.common import (
     COMMAND_START_S,
     Progress,
-    check_mahjong_settings,
     child_environment,
     no_progress,
     run_trainspeed,

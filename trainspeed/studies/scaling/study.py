@@ -23,16 +23,18 @@ from pathlib import Path
 from trainspeed.errors import UsageError
 from trainspeed.flags import machine_cpus
 from trainspeed.rows import append_row
-from trainspeed.studies.common import (
-    COMMAND_START_S,
-    Progress,
+from trainspeed.studies.checks import (
     check_mahjong_settings,
     check_study_data,
     data_ready,
+    selfplay_workers,
+)
+from trainspeed.studies.common import (
+    COMMAND_START_S,
+    Progress,
     no_progress,
     positive_ints,
     run_trainspeed,
-    selfplay_workers,
 )
 from trainspeed.studies.scaling.rows import (
     DATA_KINDS,
