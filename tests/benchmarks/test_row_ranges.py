@@ -13,9 +13,9 @@ def test_the_ranges_of_the_cpu_sweep_and_the_peers_come_from_their_rows(capsys):
     printed = capsys.readouterr().out
     assert "cpu:eager:bf16: ratio 0.73 - 1.08 over 7 batch sizes" in printed
     assert "xla:lazy:fp32: ratio 0.80 - 1.76 over 7 batch sizes; CPU s per wall s 1.34 - 1.74" in printed
-    assert ("reference-torch:cpu:eager:fp32: ratio 0.74 - 0.84 over 2 batch sizes; CPU s per wall s 0.64 - 0.76; "
-            "windows 1,164 - 1,754 samples/s") in printed
-    assert "reference-jax:cpu:jit:fp32: ratio 0.52 - 0.65 over 2 batch sizes; CPU s per wall s 0.59 - 0.90" in printed
+    assert ("reference-torch:cpu:eager:fp32: ratio 0.96 - 0.97 over 2 batch sizes; CPU s per wall s 1.00; "
+            "windows 2,035 - 2,362 samples/s") in printed
+    assert "reference-jax:cpu:jit:fp32: ratio 0.63 - 0.66 over 2 batch sizes; CPU s per wall s 1.01 - 1.03" in printed
     assert main([str(RESULTS / "bench_h200_mahjong_base.jsonl")]) == 0
     assert "cuda:compile:bf16: ratio - over 0 batch sizes (3 without a baseline in their run)" in capsys.readouterr().out
 
