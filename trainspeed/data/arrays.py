@@ -14,8 +14,10 @@ regular file (`trainspeed.user_files`), its header is parsed first, and the arra
 from __future__ import annotations
 
 import ast
+import lzma
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, BinaryIO, Protocol
@@ -30,6 +32,9 @@ NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK\x03\x04"
 EMPTY_ZIP_MAGIC = b"PK\x05\x06"
 MAX_HEADER_BYTES = 65536
+DECOMPRESSION_ERRORS = (zlib.error, lzma.LZMAError)
+"""What a damaged deflated (np.savez_compressed) or LZMA member raises while it is read: neither
+is an OSError, unlike a damaged bzip2 member's."""
 
 
 class ArrayColumn(Protocol):
@@ -173,7 +178,7 @@ class ZipMemberColumn:
         wanted = count * self.row_bytes
         try:
             data = self._stream.read(wanted)
-        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError, *DECOMPRESSION_ERRORS) as error:
             raise UsageError(f"{self.where}: damaged ({type(error).__name__}: {str(error)[:80]})") from None
         if len(data) != wanted:
             raise UsageError(f"{self.where}: ends before the array its header declares (truncated)")
@@ -200,7 +205,7 @@ def _open_npz(path: Path, handle: BinaryIO) -> dict[str, ArrayColumn]:
         try:
             with archive.open(info) as member:
                 header = read_header(member, where)
-        except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, RuntimeError) as error:
+        except (zipfile.BadZipFile, EOFError, OSError, NotImplementedError, RuntimeError, *DECOMPRESSION_ERRORS) as error:
             raise UsageError(f"{where}: damaged ({type(error).__name__}: {str(error)[:80]})") from None
         _check_size(where, header, info.file_size)
         if header.fortran_order and len(header.shape) > 1:
