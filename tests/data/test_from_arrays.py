@@ -223,3 +223,135 @@ def _npz(folder: Path) -> Path:
     path = folder / "arrays.npz"
     np.savez(path, **_arrays())
     return path
+
+
+def _npy_bytes(header: str, version: int = 1) -> bytes:
+    """An .npy file's magic, version and header as written by hand: what a damaged or foreign file
+    holds where numpy's header would be."""
+    text = header.encode("latin1")
+    return b"\x93NUMPY" + bytes([version, 0]) + len(text).to_bytes(2 if version == 1 else 4, "little") + text
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (b"plain text, no array", "not a numpy array file (.npy) or an archive of them (.npz)"),
+    (_npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", version=4),
+     "numpy array format version 4, which this trainspeed does not read"),
+    (b"\x93NUMPY\x02\x00" + (1 << 30).to_bytes(4, "little"),
+     "an array header of 1073741824 bytes, far more than numpy writes; not an array file"),
+    (_npy_bytes("{'descr': '<f8', 'fortran_order'"), "a damaged array header (not the dictionary numpy writes)"),
+    (_npy_bytes("[1, 2, 3]"), "a damaged array header (not the dictionary numpy writes)"),
+    (_npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (-1,), }"), "a damaged array header (shape (-1,))"),
+    (_npy_bytes("{'descr': 'no-such-type', 'fortran_order': False, 'shape': (3,), }"),
+     "an array of dtype no-such-type; columns hold numbers or booleans only"),
+], ids=["no-magic", "version-4", "huge-header", "unparsable-header", "not-a-dict", "negative-shape", "unknown-dtype"])
+def test_a_damaged_npy_header_is_one_line_naming_the_file(tmp_path: Path, capsys, content: bytes, said: str) -> None:
+    """The header is parsed by hand (numpy's loader would suggest unpickling): every way it can be
+    wrong is refused before a byte of data is read."""
+    folder = tmp_path / "arrays"
+    folder.mkdir()
+    (folder / "x.npy").write_bytes(content)
+    assert main(["data", "from-arrays", str(folder), "--out", str(tmp_path / "out")]) == 2
+    assert _one_error_line(capsys).startswith(f"trainspeed: error: {folder / 'x.npy'}: {said}")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_column_of_empty_rows_is_written_and_verifies(tmp_path: Path, capsys) -> None:
+    """A (5, 0) array holds no bytes, which cannot be memory-mapped: it is read as zeros of its shape."""
+    folder = tmp_path / "arrays"
+    folder.mkdir()
+    np.save(folder / "a.npy", np.arange(5))
+    np.save(folder / "nothing.npy", np.zeros((5, 0)))
+    out = tmp_path / "data"
+    assert main(["data", "from-arrays", str(folder), "--out", str(out)]) == 0
+    assert main(["data", "verify", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["data", "inspect", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["samples"] == 5 and summary["columns"]["nothing"] == {"dtype": "<f8", "shape": [0]}
+
+
+def test_npz_rows_read_in_any_order_are_the_arrays_rows(tmp_path: Path) -> None:
+    """A member is a stream: rows after the ones read are reached by reading on, earlier ones by
+    opening the member again."""
+    from trainspeed.data.arrays import load_arrays
+
+    array = np.arange(3000 * 4, dtype=np.int32).reshape(3000, 4)
+    np.savez_compressed(tmp_path / "arrays.npz", x=array)
+    column = load_arrays(tmp_path / "arrays.npz")["x"]
+    for start, stop in ((2000, 2010), (10, 20), (2990, 3100), (0, 1)):
+        assert np.array_equal(column.rows(start, stop), array[start:stop]), (start, stop)
+
+
+def _zip_directory_entry(data: bytes) -> int:
+    """Where the (only) central directory entry of a zip file starts."""
+    return data.index(b"PK\x01\x02")
+
+
+def _damaged_npz(path: Path, damage: str) -> Path:
+    import io
+    import struct
+    import zipfile
+
+    array = np.arange(4096, dtype=np.int64)
+    if damage == "a changed byte":  # a stored member whose CRC fails once it is read to its end
+        np.savez(path, x=array)
+        data = bytearray(path.read_bytes())
+        data[data.index(array[100:108].tobytes())] ^= 1
+    elif damage in ("a damaged deflate stream", "a damaged lzma stream"):
+        member = io.BytesIO()
+        np.save(member, array)
+        method = zipfile.ZIP_DEFLATED if damage == "a damaged deflate stream" else zipfile.ZIP_LZMA
+        with zipfile.ZipFile(path, "w", compression=method) as archive:
+            archive.writestr("x.npy", member.getvalue())
+        data = bytearray(path.read_bytes())
+        start = data.index(b"x.npy") + len("x.npy")  # the compressed bytes follow the local header's name
+        for offset in range(start + 8, start + 48):
+            data[offset] ^= 0x55
+    elif damage == "a short member":  # the zip directory says the member is longer than its data
+        member = io.BytesIO()
+        np.save(member, np.arange(100, dtype=np.int64))
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("x.npy", member.getvalue()[:-400])
+        data = bytearray(path.read_bytes())
+        struct.pack_into("<I", data, _zip_directory_entry(data) + 24, len(member.getvalue()))
+    else:  # "an encrypted member": the directory's flag says a password is needed
+        np.savez(path, x=array)
+        data = bytearray(path.read_bytes())
+        data[_zip_directory_entry(data) + 8] |= 1
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize(("damage", "said"), [
+    ("a changed byte", "damaged (BadZipFile: Bad CRC-32 for file 'x.npy')"),
+    ("a damaged deflate stream", "damaged (error: Error -3 while decompressing data"),
+    ("a damaged lzma stream", "damaged (LZMAError: "),
+    ("a short member", "ends before the array its header declares (truncated)"),
+    ("an encrypted member", "damaged (RuntimeError: "),
+])
+def test_a_damaged_npz_member_is_one_line_and_leaves_out_as_it_was(tmp_path: Path, capsys, damage: str,
+                                                                   said: str) -> None:
+    """Damage found while a member's header or rows are read (zlib's and lzma's errors are no
+    OSError, and once escaped as tracebacks): one line, and --out holds nothing of the set."""
+    source = _damaged_npz(tmp_path / "arrays.npz", damage)
+    out = tmp_path / "out"
+    assert main(["data", "from-arrays", str(source), "--out", str(out)]) == 2
+    line = _one_error_line(capsys)
+    assert line.startswith(f"trainspeed: error: {source}: member 'x.npy': {said}"), line
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_an_npz_member_that_is_no_array_or_in_fortran_order_is_refused(tmp_path: Path, capsys) -> None:
+    import zipfile
+
+    notes = tmp_path / "notes.npz"
+    with zipfile.ZipFile(notes, "w") as archive:
+        archive.writestr("notes.txt", "not an array")
+    fortran = tmp_path / "fortran.npz"
+    np.savez(fortran, x=np.asfortranarray(np.arange(12.0).reshape(4, 3)))
+    for source, said in ((notes, "member 'notes.txt' is not an array (an .npz holds only NAME.npy members"),
+                         (fortran, "member 'x.npy': stored in Fortran order, which cannot be read row by row; "
+                                   "save it with np.savez(path, name=np.ascontiguousarray(array))")):
+        assert main(["data", "from-arrays", str(source), "--out", str(tmp_path / "out")]) == 2
+        assert _one_error_line(capsys).startswith(f"trainspeed: error: {source}: {said}")
+    assert not (tmp_path / "out").exists()
