@@ -61,6 +61,14 @@ def _config(payload: dict[str, Any]) -> dict[str, Any]:
     return json.loads(payload["config"])
 
 
+def _adam(payload: dict[str, Any]) -> dict[str, Any]:
+    return payload["trainable"]["optimizers"]["policy"]
+
+
+def _rng(payload: dict[str, Any]) -> dict[str, Any]:
+    return payload["ranks"][0]["rng"]
+
+
 CHANGES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "step-below-its-name": (lambda p: p.update(step=0), "records step 0, but its name says step 6"),
     "extra-network-key": (lambda p: _policy(p).update({"extra.weight": torch.zeros(2)}), "network 'policy' has extra tensor 'extra.weight'"),
@@ -74,6 +82,38 @@ CHANGES: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
                              "nested too deeply"),
     "mistyped-setting": (lambda p: p.update(config=json.dumps({**_config(p), "seed": "zero"})),
                          "has settings that cannot be read"),
+    "tensor-step": (lambda p: p.update(step=torch.tensor(6)),
+                    "records step a tensor of shape [], not a whole number >= 0"),
+    "settings-not-text": (lambda p: p.update(config=None), "records its settings as None, not as the JSON text"),
+    "settings-a-list": (lambda p: p.update(config="[6]"),
+                        "has settings that cannot be read (its settings: not the settings of a training run "
+                        "(a JSON list))"),
+    "no-trainable": (lambda p: p.pop("trainable"), "has no 'trainable': it is not a checkpoint of `trainspeed train`"),
+    "networks-a-list": (lambda p: p["trainable"].update(networks=[]),
+                        "holds a list as trainable['networks'], not a dict"),
+    "tensor-a-list": (lambda p: _policy(p).update(position=[0.5]),
+                      "holds a list as network 'policy' 'position', not a tensor"),
+    "optimizer-not-a-state": (lambda p: p["trainable"]["optimizers"].update(policy="adam"),
+                              "holds 'adam' as the state of optimizer 'policy', not an optimizer's state"),
+    "state-of-a-parameter-it-lacks": (lambda p: _adam(p)["state"].update({999: _adam(p)["state"][0]}),
+                                      "has a state of optimizer 'policy' for parameter 999, which the model's 33"),
+    "moment-of-another-shape": (lambda p: _adam(p)["state"][0].update(exp_avg=torch.zeros(3, 3)),
+                                "optimizer 'policy' keeps 'exp_avg' of parameter 0 as [3, 3], the parameter is "
+                                "[1, 34, 64]"),
+    "groups-of-another-size": (lambda p: _adam(p)["param_groups"][0].update(params=[0]),
+                               "has a state of optimizer 'policy' that does not fit the run's model (ValueError: "),
+    "schedule-at-another-step": (lambda p: p["schedulers"]["policy"].update(last_epoch=2),
+                                 "has a learning-rate schedule 'policy' at step 2, not at its step 6"),
+    "two-rank-parts": (lambda p: p["ranks"].append(p["ranks"][0]), "holds 2 rank parts for 1 ranks"),
+    "rank-part-a-string": (lambda p: p["ranks"].__setitem__(0, "rank"), "holds 'rank' as rank 0's part, not a dict"),
+    "negative-loader-epoch": (lambda p: p["ranks"][0]["loader"].update(epoch=-1),
+                              "records rank 0's part's loader epoch as -1, not a whole number >= 0"),
+    "no-python-rng": (lambda p: _rng(p).pop("python"), "has no python RNG state in rank 0's part"),
+    "numpy-rng-cut-short": (lambda p: _rng(p)["numpy"].update(key=_rng(p)["numpy"]["key"][:10]),
+                            "has a numpy RNG state in rank 0's part that its generator refuses (ValueError: not 624 "
+                            "words of MT19937 state)"),
+    "device-rng-a-string": (lambda p: _rng(p).update(device="seed"),
+                            "holds 'seed' as the device RNG state in rank 0's part (a target keeps a seed or tensors"),
 }
 
 
@@ -148,3 +188,51 @@ def test_a_rank_refuses_a_plan_whose_checkpoint_changed_after_the_launcher_check
     config = TrainConfig.from_json((run_dir / "train_config.json").read_text())
     with pytest.raises(UsageError, match="changed after the launcher checked it"):
         RankTrainer(config, Layout(RankContext()), Collectives(RankContext()), get_target(config.target))
+
+
+def _run_config(run_dir: Path):
+    from trainspeed.train.config import TrainConfig
+
+    return TrainConfig.from_json((run_dir / "train_config.json").read_text())
+
+
+def test_a_resume_where_no_checkpoint_was_written_plans_step_zero_and_loads_nothing(tmp_path: Path,
+                                                                                    six_steps: Path) -> None:
+    from trainspeed.train.resume import ResumePlan, load_planned, plan_resume
+
+    plan = plan_resume(tmp_path, _run_config(six_steps), processes=1)
+    assert plan == ResumePlan(step=0, checkpoint=None)
+    assert load_planned(tmp_path, plan) is None
+
+
+def test_a_resume_by_another_number_of_rank_processes_is_refused(run_dir: Path) -> None:
+    """The same settings run as one SPMD process instead of one process per rank: the checkpoint
+    holds a part per rank process, so it cannot continue there."""
+    from trainspeed.errors import UsageError
+    from trainspeed.train.resume import plan_resume
+
+    with pytest.raises(UsageError) as refused:
+        plan_resume(run_dir, _run_config(run_dir), processes=2)
+    assert str(refused.value) == (f"train: cannot resume {run_dir / 'checkpoints' / STEP_6}: it was written by 1 rank "
+                                  "processes, this run has 2; resume with the same --nproc/--nnodes and target")
+
+
+@pytest.mark.parametrize(("plan", "said"), [
+    (None, "not the resume plan the launcher writes (FileRefused: "),
+    ('{"step": 6}', "not the resume plan the launcher writes (KeyError: 'checkpoint')"),
+    ('{"step": 3, "checkpoint": "step-000000006.pt", "changed": {}, "skipped": [], "set_aside": null}',
+     "a resume plan of step 3 from 'step-000000006.pt' does not name a checkpoint of that step"),
+    ('{"step": "6", "checkpoint": null, "changed": {}, "skipped": [], "set_aside": null}',
+     "a resume plan of step '6' from None does not name a checkpoint of that step"),
+], ids=["missing", "incomplete", "another-step", "step-a-string"])
+def test_a_rank_refuses_a_resume_plan_the_launcher_did_not_write(run_dir: Path, plan: str | None, said: str) -> None:
+    from trainspeed.errors import UsageError
+    from trainspeed.train.resume import read_plan
+
+    path = run_dir / "resume_plan.json"
+    if plan is not None:
+        path.write_text(plan)
+    with pytest.raises(UsageError) as refused:
+        read_plan(run_dir)
+    assert str(refused.value).startswith(f"train: {path}: {said}"), refused.value
+    assert str(refused.value).endswith("start the resume with `trainspeed train ... --resume`")
