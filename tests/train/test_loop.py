@@ -80,6 +80,13 @@ def test_io_efficiency_is_per_device_throughput_over_the_bench_row(tmp_path: Pat
          "argument --batch-size-per-device: '0' must be at least 1"),
         (["--data", "/nonexistent/shards", "--steps", "1"], "no such file or directory"),
         (["--data", ".", "--epochs", "inf"], "argument --epochs: 'inf' is not a finite number"),
+        (["--synthetic-data", "--epochs", "2"], "train: --synthetic-data has no epochs; use --steps N"),
+        (["--synthetic-data", "--steps", "1", "--eval-batches", "0"], "train: --eval-batches must be >= 1, got 0"),
+        (["--synthetic-data", "--steps", "1", "--log-every", "0"],
+         "train: --log-every must be a finite number > 0, got 0"),
+        (["--synthetic-data", "--steps", "1", "--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:29400",
+          "--node-rank", "2"],
+         "train: --node-rank 2 must be in [0, --nnodes)"),
     ],
 )
 def test_bad_flags_fail_with_one_line_naming_the_flag(
@@ -88,6 +95,31 @@ def test_bad_flags_fail_with_one_line_naming_the_flag(
     assert main(["train", *flags, "--out", str(tmp_path)]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert len(error) == 1 and error[0].startswith("trainspeed: error: ") and message in error[0]
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"keep_checkpoints": -1}, "train: --keep-checkpoints -1: give 0 (keep all) or more"),
+    ({"eval_every": -3}, "train: --eval-every must be >= 0, got -3"),
+    ({"lr": {"min_lr_ratio": 1.5}}, "train: --min-lr-ratio must be in [0, 1], got 1.5"),
+    ({"lr": {"scaling": "cube"}}, "train: --lr-scaling 'cube': choose one of none, linear, sqrt"),
+    ({"launch": {"rdzv_backend": "etcd"}}, "train: --rdzv-backend 'etcd': choose one of c10d, static"),
+], ids=["keep-checkpoints", "eval-every", "min-lr-ratio", "lr-scaling", "rdzv-backend"])
+def test_settings_the_parser_never_passes_are_refused_when_a_config_is_built_in_python(
+    settings: dict, message: str
+) -> None:
+    """The CLI's parser refuses these values first; a TrainConfig made in Python (a study, a test,
+    a script) goes through the same checks before it runs."""
+    import dataclasses
+
+    from trainspeed.errors import UsageError
+    from trainspeed.train.config import LaunchConfig, LRConfig, TrainConfig
+
+    nested = {"lr": LRConfig, "launch": LaunchConfig}
+    fields = {key: dataclasses.replace(nested[key](), **value) if key in nested else value
+              for key, value in settings.items()}
+    with pytest.raises(UsageError) as refused:
+        TrainConfig(synthetic_data=True, steps=1, **fields).validate()
+    assert str(refused.value) == message
 
 
 @pytest.mark.parametrize(
