@@ -102,3 +102,84 @@ def test_a_state_that_is_not_plain_data_is_refused_when_written_naming_where(tmp
     with pytest.raises(TypeError, match=r"checkpoint\['ranks'\]\[0\]\['loader'\] is a numpy.ndarray"):
         save_checkpoint(tmp_path, 1, {"step": 1, "ranks": [{"loader": np.zeros(3)}]})
     assert latest_checkpoint(tmp_path) is None
+
+
+def test_a_dict_key_that_is_neither_text_nor_a_number_is_refused_when_written(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"checkpoint\['ranks'\] has a key of type tuple"):
+        save_checkpoint(tmp_path, 1, {"step": 1, "ranks": {(0, 1): "rank"}})
+    assert latest_checkpoint(tmp_path) is None
+
+
+def _with_checksum(path: Path, content: bytes) -> Path:
+    """`content` as a checkpoint file whose checksum file matches it: only the load can refuse it."""
+    import hashlib
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    path.with_name(path.name + ".sha256").write_text(f"{hashlib.sha256(content).hexdigest()}  {path.name}\n")
+    return path
+
+
+def test_a_checkpoint_that_is_no_dict_or_a_cut_torch_file_is_refused_naming_the_file(tmp_path: Path) -> None:
+    import io
+
+    saved = io.BytesIO()
+    torch.save([1, 2, 3], saved)
+    a_list = _with_checksum(tmp_path / "list" / "step-000000001.pt", saved.getvalue())
+    with pytest.raises(UsageError) as refused:
+        load_checkpoint(a_list)
+    assert str(refused.value) == f"{a_list} is not a trainspeed checkpoint (it holds a list)"
+    saved = io.BytesIO()
+    torch.save({"step": 1, "weight": torch.zeros(1000)}, saved)
+    cut = _with_checksum(tmp_path / "cut" / "step-000000001.pt", saved.getvalue()[:2000])  # a copy cut short
+    with pytest.raises(UsageError) as refused:
+        load_checkpoint(cut)
+    assert str(refused.value) == f"{cut} is not a readable checkpoint (RuntimeError)"
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux's /proc")
+def test_a_checkpoint_whose_read_fails_is_refused_naming_the_kernels_reason(tmp_path: Path) -> None:
+    """A regular file that the kernel refuses to read (EIO: /proc/self/mem at offset 0), as a
+    failing disk would: a refusal, never an OSError."""
+    path = _with_checksum(tmp_path / "step-000000001.pt", b"")
+    path.unlink()
+    path.symlink_to("/proc/self/mem")
+    with pytest.raises(UsageError) as refused:
+        load_checkpoint(path)
+    assert str(refused.value) == f"{path} cannot be read (Input/output error)"
+
+
+@pytest.mark.parametrize(("sidecar", "said"), [
+    ("folder", "has an unreadable checksum file (step-000000001.pt.sha256 is a folder, not a regular file)"),
+    (b"\xff\xfe not ascii", "has a checksum file step-000000001.pt.sha256 that is not a sha256 line for it"),
+    ("0" * 64 + "  step-000000002.pt\n", "has a checksum file step-000000001.pt.sha256 that is not a sha256 line for it"),
+], ids=["a-folder", "not-ascii", "another-files-line"])
+def test_a_checksum_file_that_is_no_sha256_line_for_its_checkpoint_is_refused(
+    tmp_path: Path, sidecar: str | bytes, said: str
+) -> None:
+    path = save_checkpoint(tmp_path, 1, {"step": 1})
+    checksum = path.with_name(path.name + ".sha256")
+    checksum.unlink()
+    if sidecar == "folder":
+        checksum.mkdir()
+    elif isinstance(sidecar, bytes):
+        checksum.write_bytes(sidecar)
+    else:
+        checksum.write_text(sidecar)
+    with pytest.raises(UsageError) as refused:
+        load_checkpoint(path)
+    assert str(refused.value) == f"{path} {said}"
+
+
+def test_a_latest_pointer_that_is_a_fifo_is_passed_over_never_read(tmp_path: Path) -> None:
+    """Reading a FIFO waits for a writer that never comes: it is named and the newest checkpoint is used."""
+    import os
+
+    for step in (1, 2):
+        save_checkpoint(tmp_path, step, {"step": step})
+    pointer = tmp_path / "checkpoints" / "latest"
+    pointer.unlink()
+    os.mkfifo(pointer)
+    found = find_checkpoint(tmp_path)
+    assert found is not None and found.path.name == "step-000000002.pt"
+    assert found.skipped == ("checkpoints/latest is a FIFO (named pipe), not a regular file",)
