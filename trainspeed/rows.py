@@ -92,10 +92,10 @@ def record_kind(record: Any, source: Source) -> tuple[str, int]:
     return kind, version
 
 
-def _shown_json(value: Any) -> str:
-    """A value as JSON, cut to 40 characters, non-ASCII escaped (it came from someone else's file)."""
+def _shown_json(value: Any, length: int = 40) -> str:
+    """A value as JSON, cut to `length` characters, non-ASCII escaped (it came from someone else's file)."""
     try:
-        return json.dumps(value)[:40]
+        return json.dumps(value)[:length]
     except RecursionError:
         return "a deeply nested value"
 
@@ -123,7 +123,8 @@ def parse_row(row_type: type[RowT], record: dict[str, Any], source: Source) -> t
     try:
         row = dacite.from_dict(row_type, known, config=_CONFIG)
     except dacite.WrongTypeError as error:
-        shown = json.dumps(_raw(known, error.field_path))[:60]
+        # A value nested nearly as deep as JSON reads, dumped from deeper in the stack, recurses too far.
+        shown = _shown_json(_raw(known, error.field_path), 60)
         raise UsageError(f"{source}: {kind} row: field {error.field_path} must be "
                          f"{_type_name(_annotation(row_type, error.field_path) or error.field_type)}, not {shown}") from None
     except dacite.MissingValueError as error:
