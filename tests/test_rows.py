@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from trainspeed.errors import UsageError
-from trainspeed.rows import Source, record_kind
+from trainspeed.rows import Source, parse_row, read_records, record_kind, row_record
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,3 +39,82 @@ def test_a_rows_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> 
             f"try:\n    read_records({str(fifo)!r})\nexcept UsageError as error:\n    sys.exit(str(error))")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and result.stderr == f"{fifo}: is a FIFO (named pipe), not a regular file\n"
+
+
+def _nested(depth: int) -> list:
+    """A list nested `depth` deep, built without recursion (JSON's reader and writer recurse)."""
+    outer = inner = []
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]
+    return outer
+
+
+@pytest.mark.parametrize("record, said", [
+    ([{"kind": "bench"}], "not a JSON object but list"),
+    ({"kind": _nested(100_000), "schema_version": 1}, "a row whose kind is a deeply nested value, not a name"),
+], ids=["a-list", "kind-nested-too-deeply"])
+def test_a_value_that_is_no_row_is_told_what_it_is(record, said: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        record_kind(record, Source("rows.jsonl", 3))
+    assert str(refused.value).startswith(f"rows.jsonl:3: {said}"), refused.value
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A row kind of the tests' own (every reader of rows parses its kind the same way)."""
+
+    KIND: ClassVar[str] = "reading"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    sensor: str
+    values: list[float] | None = None
+
+
+def test_extra_fields_never_shadow_a_rows_own() -> None:
+    with pytest.raises(ValueError, match=r"extra fields \['sensor'\] would shadow the reading row's own fields"):
+        row_record(Reading("a"), extra={"sensor": "b", "note": "kept"})
+    assert row_record(Reading("a"), extra={"note": "kept"}) == {
+        "kind": "reading", "schema_version": 1, "sensor": "a", "values": None, "note": "kept"}
+
+
+@pytest.mark.parametrize("record, said", [
+    ({"kind": "bench", "schema_version": 1, "sensor": "a"}, "a 'bench' row where a 'reading' row belongs"),
+    ({"kind": "reading", "schema_version": 1, "values": [1.5]}, "reading row without its field sensor"),
+    ({"kind": "reading", "schema_version": 1, "sensor": "a", "values": "many"},
+     'reading row: field values must be list[float] | None, not "many"'),
+    ({"kind": "reading", "schema_version": 1, "sensor": "a", "values": _nested(100_000)},
+     "reading row: field values must be list[float] | None, not a deeply nested value"),
+], ids=["another-kind", "missing-field", "mistyped-field", "field-nested-too-deeply"])
+def test_a_record_that_does_not_fit_its_row_kind_is_one_line(record: dict, said: str) -> None:
+    """A value nested too deeply to write back as JSON once escaped as a RecursionError."""
+    with pytest.raises(UsageError) as refused:
+        parse_row(Reading, record, Source("rows.jsonl", 3))
+    assert str(refused.value) == f"rows.jsonl:3: {said}"
+
+
+@pytest.mark.parametrize("text, said", [
+    ('{"kind": "bench"}\n\x00\n', "rows.jsonl: not a text file of JSON rows (it holds NUL bytes)"),
+    ("{\n" + '"values": ' + "[" * 100_000 + "]" * 100_000 + "\n}\n", "rows.jsonl: JSON nested too deeply to be a row"),
+    ("rows of a spreadsheet\n1,2,3\n",
+     "rows.jsonl:1: not a trainspeed result row (not JSON: Expecting value at column 1)"),
+], ids=["nul-bytes", "a-document-nested-too-deeply", "neither-rows-nor-a-document"])
+def test_a_file_that_holds_no_rows_is_one_line_naming_it(tmp_path: Path, monkeypatch, text: str, said: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("rows.jsonl").write_text(text)
+    with pytest.raises(UsageError) as refused:
+        read_records("rows.jsonl")
+    assert str(refused.value) == said
+
+
+def test_blank_lines_between_rows_are_no_rows(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"kind": "reading"}\n\n   \n{"kind": "bench"}\n')
+    assert read_records(path) == [({"kind": "reading"}, Source(str(path), 1)),
+                                  ({"kind": "bench"}, Source(str(path), 4))]
+
+
+def test_a_pretty_printed_document_is_one_record(tmp_path: Path) -> None:
+    path = tmp_path / "summary.json"
+    path.write_text('{\n  "kind": "train-summary",\n  "schema_version": 1\n}\n')
+    assert read_records(path) == [({"kind": "train-summary", "schema_version": 1}, Source(str(path)))]
