@@ -185,3 +185,79 @@ def test_from_arrays_killed_mid_write_is_refused_by_verify_and_written_whole_by_
     assert "an unfinished write of `trainspeed data from-arrays`" in line, line
     assert _trainspeed(*command).returncode == 0
     _verify_ok(out, 400)
+
+
+def _npz(folder: Path) -> Path:
+    path = folder / "arrays.npz"
+    np.savez(path, x=np.arange(40, dtype=np.int64))
+    return path
+
+
+@pytest.mark.parametrize(("record", "said"), [
+    ("fifo", "writer.json: is a FIFO (named pipe), not a regular file"),
+    (b"\xff\xfe not text", "writer.json: not the record a trainspeed writer keeps (writer, settings, finished)"),
+    ('{"writer": "from-arrays", "settings": {}}', "writer.json: not the record a trainspeed writer keeps"),
+    ('["from-arrays"]', "writer.json: not the record a trainspeed writer keeps"),
+], ids=["a-fifo", "not-text", "no-finished", "a-list"])
+def test_a_folder_whose_writer_record_is_no_record_is_refused_and_kept(
+        tmp_path: Path, cli_error, record: str | bytes, said: str) -> None:
+    """The record comes with the folder, from wherever it came from: a FIFO in its place is never
+    waited on, and nothing there is written over."""
+    out = tmp_path / "data"
+    out.mkdir()
+    if record == "fifo":
+        os.mkfifo(out / "writer.json")
+    elif isinstance(record, bytes):
+        (out / "writer.json").write_bytes(record)
+    else:
+        (out / "writer.json").write_text(record)
+    line = cli_error("data", "from-arrays", str(_npz(tmp_path)), "--out", str(out))
+    assert line.startswith(f"trainspeed: error: {out / said}"), line
+    assert [p.name for p in out.iterdir()] == ["writer.json"]
+
+
+def test_a_shard_set_that_records_no_writer_or_a_file_as_out_is_refused(tmp_path: Path, cli_error) -> None:
+    unclaimed = tmp_path / "unclaimed"
+    unclaimed.mkdir()
+    (unclaimed / "index.json").write_text("{}\n")
+    line = cli_error("data", "from-arrays", str(_npz(tmp_path)), "--out", str(unclaimed))
+    assert f"--out {unclaimed}: holds a shard set that records no writer (index.json), not a dataset of " \
+           "`trainspeed data from-arrays`" in line, line
+    assert (unclaimed / "index.json").read_text() == "{}\n"
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine")
+    line = cli_error("data", "from-arrays", str(_npz(tmp_path)), "--out", str(a_file))
+    assert line == f"trainspeed: error: --out {a_file}: is not a folder; give a new or empty folder"
+    assert a_file.read_text() == "mine"
+
+
+def test_selfplay_extends_a_set_it_made_before_folders_recorded_their_writer(selfplay_set: Path,
+                                                                            tmp_path: Path) -> None:
+    """Such a set said its settings in selfplay.json alone: the same settings are its own."""
+    import shutil
+
+    folder = tmp_path / "older"
+    shutil.copytree(selfplay_set, folder)
+    settings = json.loads((folder / "writer.json").read_text())["settings"]
+    (folder / "writer.json").unlink()
+    (folder / "selfplay.json").write_text(json.dumps(settings))
+    assert main(["data", "mahjong-selfplay", "--games", "3", "--games-per-shard", "1", "--seed", "3",
+                 "--out", str(folder), "--no-progress"]) == 0
+    assert json.loads((folder / "index.json").read_text())["games"] == 3
+    assert json.loads((folder / "writer.json").read_text())["finished"] is True
+
+
+def test_a_rerun_of_an_unfinished_from_arrays_write_clears_what_it_left_first(tmp_path: Path) -> None:
+    """An unfinished set is the writer's own: everything in it but the record goes, folders too,
+    and the set is written whole again."""
+    source = _npz(tmp_path)
+    out = tmp_path / "data"
+    assert main(["data", "from-arrays", str(source), "--out", str(out)]) == 0
+    record = json.loads((out / "writer.json").read_text())
+    (out / "writer.json").write_text(json.dumps({**record, "finished": False}))  # as a kill -9 leaves it
+    (out / "index.json").unlink()
+    (out / "left-behind").mkdir()
+    (out / "left-behind" / "part").write_text("x")
+    assert main(["data", "from-arrays", str(source), "--out", str(out)]) == 0
+    assert not (out / "left-behind").exists()
+    assert main(["data", "verify", str(out)]) == 0
