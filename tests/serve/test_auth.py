@@ -34,6 +34,11 @@ from serve_runs import TOKEN
         ({"token_file": "/no/such/file"}, "cannot read a token"),
         ({"listen": "nohost"}, "bad --listen 'nohost'"),
         ({"target": "remote:127.0.0.1:1/cpu:eager:fp32"}, "must be a local target"),
+        # values the CLI's parser refuses first, in a ServeConfig made in Python
+        ({"threads": 0}, "serve: --threads must be positive, got 0"),
+        ({"max_sessions": 0}, "serve: --max-sessions must be >= 1, got 0"),
+        ({"idle_timeout_s": float("nan")}, "serve: --idle-timeout-s must be a positive number of seconds, got nan"),
+        ({"memory_budget_gib": -1.0}, "serve: --memory-budget-gib must be a positive number, got -1.0"),
     ],
 )
 def test_exposed_or_odd_settings_are_refused_before_listening(settings, fragment, token_file, tmp_path):
