@@ -130,3 +130,20 @@ def test_a_row_faster_than_its_peak_gets_no_mfu_and_says_why(tmp_results):
                                  out=tmp_results, plan=QUICK, peak_tflops=1e-9))
     assert [(r.status, r.mfu) for r in rows] == [("ok", None)]
     assert rows[0].peak_refused.startswith("given peak 1e-09 TFLOP/s below achieved")
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"batch_sizes": []}, "batch sizes must be positive integers up to 2^40, e.g. --batch-sizes 2^6..2^10"),
+    ({"batch_sizes": [0, 8]}, "batch sizes must be positive integers up to 2^40"),
+    ({"peak_tflops": float("inf")}, "--peak-tflops must be a positive number of TFLOP/s, got inf"),
+    ({"threads": 0}, "--threads must be between 1 and "),
+    ({"feeds": ["device", "device"]}, "bad feeds device,device: choose device, host or device,host"),
+    ({"plan": TimingPlan(min_window_s=float("nan"))}, "--min-window-s must be a positive number of seconds, got nan"),
+], ids=["no-batch-sizes", "batch-size-0", "infinite-peak", "no-threads", "a-feed-twice", "nan-window"])
+def test_a_bench_config_made_in_python_is_checked_as_the_flags_are(settings: dict, message: str) -> None:
+    """The CLI's parser refuses these values first; a study builds its BenchConfig in Python."""
+    from trainspeed.errors import UsageError
+
+    with pytest.raises(UsageError) as refused:
+        BenchConfig(targets=["cpu:eager:fp32"], **settings)
+    assert str(refused.value).startswith(message), refused.value

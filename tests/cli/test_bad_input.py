@@ -51,6 +51,10 @@ def results(earlier_results, tmp_path) -> Path:
         (["--threads", "0"], "argument --threads: '0' must be at least 1"),
         (["--windows", "many"], "argument --windows: 'many' is not a whole number"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["--batch-sizes", "2^10..2^6"], "bad --batch-sizes '2^10..2^6': the range must go up, e.g. 2^6..2^14"),
+        (["--targets", ","], "no targets given: pass --targets, e.g. cpu:eager:fp32,xla:lazy:fp32"),
+        (["--windows", "0"], "--windows must be >= 1 and --warmup-steps >= 0"),
+        (["--max-steps-per-window", "0"], "--max-steps-per-window must be >= 1, got 0"),
     ],
 )
 def test_impossible_bench_flags_are_one_line_before_any_work(cli_error, results, argv, fragment):
