@@ -155,3 +155,31 @@ def test_the_light_config_names_what_the_games_build():
     from trainspeed.workloads.mahjong.duplicate import BUILTIN_OPPONENTS, ROTATIONS
 
     assert OPPONENT_NAMES == tuple(BUILTIN_OPPONENTS) and GAMES_PER_DEAL == ROTATIONS
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    (MahjongEvalConfig(), "eval mahjong: give --policy RUN_DIR"),
+    (MahjongEvalConfig(policy="run", temperature=float("nan")), "eval mahjong: --temperature must be >= 0, got nan"),
+    (MahjongEvalConfig(policy="run", batch_games=0), "eval mahjong: --batch-games must be >= 1, got 0"),
+    (MahjongEvalConfig(policy="run", workers=0), "eval mahjong: --workers must be >= 1, got 0"),
+    (MahjongEvalConfig(policy="run", threads=0), "eval mahjong: --threads must be >= 1, got 0"),
+], ids=["no-policy", "nan-temperature", "no-batch-games", "no-workers", "no-threads"])
+def test_an_eval_config_made_in_python_is_checked_as_the_flags_are(config, message):
+    """The CLI's parser refuses these values first; `run_mahjong_eval` takes a config built in Python."""
+    with pytest.raises(UsageError) as refused:
+        config.validate()
+    assert str(refused.value) == message
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({}, "eval mahjong-agreement: give --policy RUN_DIR"),
+    ({"policy": "run"}, "eval mahjong-agreement: give --data DIR (a Mahjong shard folder)"),
+    ({"policy": "run", "data": "shards", "batch_size": 0}, "eval mahjong-agreement: --batch-size must be >= 1, got 0"),
+    ({"policy": "run", "data": "shards", "threads": 0}, "eval mahjong-agreement: --threads must be >= 1, got 0"),
+], ids=["no-policy", "no-data", "no-batch-size", "no-threads"])
+def test_an_agreement_config_made_in_python_is_checked_as_the_flags_are(settings, message):
+    from trainspeed.evaluate.config import MahjongAgreementConfig
+
+    with pytest.raises(UsageError) as refused:
+        MahjongAgreementConfig(**settings).validate()
+    assert str(refused.value) == message
