@@ -211,3 +211,46 @@ def test_a_run_is_never_mixed_into_a_folder_that_holds_a_dataset(
     assert code == 2 and f"train: --out {dataset} holds a dataset (index.json, shard-000000.bin" in line, line
     assert _snapshot(dataset) == before and sorted(p.name for p in dataset.iterdir()) == [
         "index.json", "shard-000000.bin", "shard-000000.json", "writer.json"]
+
+
+def test_a_lock_record_that_is_garbage_or_of_a_dead_process_names_no_holder() -> None:
+    """A record is believed only while it describes a live process (one elsewhere cannot be seen)."""
+    import socket
+
+    from trainspeed.train.run_lock import LockHolder
+
+    assert LockHolder.parse("not json") is None
+    assert LockHolder.parse('{"pid": "one", "start_time": 0, "host": "h", "since": "s"}') is None
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    assert not LockHolder(pid=pid_max + 1, start_time=0.0, host=socket.gethostname(), since="s").is_running()
+    assert LockHolder(pid=pid_max + 1, start_time=0.0, host=socket.gethostname() + "-elsewhere",
+                      since="s").is_running()
+    assert LockHolder.this_process().is_running()
+
+
+@pytest.mark.e2e
+def test_a_run_lock_held_without_a_record_is_refused_naming_no_holder(tmp_path: Path) -> None:
+    """A process that took the lock but wrote no record yet (or a stale one): the run is refused all
+    the same, without believing a record."""
+    from child_commands import python_argv
+
+    from trainspeed.errors import UsageError
+    from trainspeed.train.run_lock import LOCK_FILE, hold_run_lock
+
+    (tmp_path / LOCK_FILE).write_text('{"pid": 1, "start_time": 0, "host": "gone", "since": "then"}\n{')
+    code = ("import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR)\nfcntl.lockf(fd, fcntl.LOCK_EX)\n"
+            "print('locked', flush=True)\nsys.stdin.read()")
+    holder = start_child(python_argv("-c", code, str(tmp_path / LOCK_FILE)), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        with pytest.raises(UsageError) as refused:
+            with hold_run_lock(tmp_path):
+                pass
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert str(refused.value) == (f"train: run directory {tmp_path} is in use by another process (its record is stale "
+                                  "or not written yet); wait for that run or choose another --out")
+    with hold_run_lock(tmp_path):  # its holder gone, the lock is free
+        pass
