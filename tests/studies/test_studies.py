@@ -176,3 +176,31 @@ def test_the_report_reads_the_whole_study_folder(study, tmp_path):
     html = page.read_text()
     for section in ("ratio", "scaling", "remote", "selfplay", "batch-size-study", "studies"):
         assert f'<section id="{section}">' in html, section
+
+
+@pytest.mark.parametrize("study", ["scaling", "batch-size"])
+def test_a_finished_dataset_of_another_format_is_refused_as_data(study, tmp_path, capsys):
+    """A whole shard set, but not of Mahjong: the study would train its model on columns it lacks."""
+    import numpy as np
+
+    from trainspeed.data.dataset import write_dataset
+
+    data = tmp_path / "arrays"
+    write_dataset({"x": np.arange(40)}, data)
+    before = sorted(path.name for path in data.iterdir())
+    out = tmp_path / "out"
+    assert main(["study", study, "--preset", "smoke", "--data", str(data), "--out", str(out)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (f"trainspeed: error: {study} study: --data {data} holds a 'trainspeed-arrays' dataset, not "
+                    "Mahjong shards; give a folder of Mahjong shards or a new one for the study to make"), line
+    assert sorted(path.name for path in data.iterdir()) == before
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.e2e
+def test_a_finished_set_of_mahjong_shards_is_taken_as_data_unchanged(selfplay_data):
+    from trainspeed.studies.checks import check_study_data
+
+    before = {path: path.stat().st_mtime_ns for path in selfplay_data.rglob("*")}
+    assert check_study_data("scaling", str(selfplay_data), games=22, seed=0) is None
+    assert {path: path.stat().st_mtime_ns for path in selfplay_data.rglob("*")} == before
