@@ -3,6 +3,8 @@ determinism, resume, split."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -166,3 +168,27 @@ def test_workers_persist_across_epochs_and_a_stopped_epoch(point_shards, child_p
     again = [b["meta_sample_id"].numpy() for b in loader]
     assert child_pids() - before == workers
     assert all(np.array_equal(a, b) for a, b in zip(first_epoch, again, strict=True))
+
+
+def _sample_800_is_damaged(path, rows, columns) -> list[str]:
+    """A workload's row check, as Mahjong's checks its action ids: sample 800 stands for a bad row."""
+    return [f"{path}: row {row}: a bad point" for row in rows[columns["point"][:, 0] == 800]]
+
+
+def test_a_batch_a_row_check_refuses_is_one_line_naming_the_shard_and_row(point_shards):
+    """The check runs on the whole batch at once; only a refused batch is checked again per shard,
+    so the line names the file the row is in: sample 800 is row 100 of the second shard, in a first
+    batch that begins in the first."""
+    spec = dataclasses.replace(POINT_BATCHES, check_rows=_sample_800_is_damaged)
+    loader = ShardLoader(point_shards, LoaderConfig(batch_size=1024, shuffle=False, num_workers=0), spec)
+    with pytest.raises(UsageError) as refused:
+        next(iter(loader))
+    assert str(refused.value) == f"{point_shards / 'shard-000001.bin'}: row 100: a bad point"
+
+
+def test_a_finished_epoch_yields_nothing_again_until_the_next_one_is_set(point_shards):
+    loader = open_points(point_shards, batch_size=512, num_workers=0)
+    first = [b["meta_sample_id"].numpy() for b in loader]
+    assert first and list(loader) == []
+    loader.set_epoch(0)
+    assert all(np.array_equal(a, b) for a, b in zip(first, (b["meta_sample_id"].numpy() for b in loader), strict=True))
