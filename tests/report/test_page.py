@@ -21,7 +21,7 @@ from trainspeed.bench.results import ResultRow
 from trainspeed.kinds import read_inputs, render
 from trainspeed.report.page import NOT_RECORDED
 
-ALL_SECTIONS = ["ratio", "throughput", "memory", "first-step", "remote", "training", "selfplay", "agreement", "null-test",
+ALL_SECTIONS = ["ratio", "throughput", "memory", "first-step", "remote", "training", "time-to-quality", "selfplay", "agreement", "null-test",
                 "scaling", "batch-size-study", "measurements"]
 
 

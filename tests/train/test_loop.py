@@ -30,7 +30,7 @@ def test_a_run_on_real_data_logs_train_and_val_rows_tensorboard_and_a_summary(
     assert code == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     rows = _rows(tmp_path)
-    assert {row["kind"] for row in rows} == {"train", "val", "train-summary"}
+    assert {row["kind"] for row in rows} == {"train", "val", "noise-scale", "train-summary"}
     train_rows = [row for row in rows if row["kind"] == "train"]
     last = summary["last_step"]
     batches_per_epoch = len(open_mahjong_shards(data_args[1], LoaderConfig(batch_size=64)))

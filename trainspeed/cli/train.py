@@ -13,6 +13,7 @@ examples:
       --batch-size-per-device 1024 --steps 500
   trainspeed train --synthetic-data --nproc 2 --steps 200      # the same loop without data IO
   trainspeed train ... --checkpoint-every 100 --resume         # continue from the latest checkpoint
+  trainspeed train ... --until 'val/accuracy>=0.9' --eval-every-samples 65536 --stop-at-target
 multi-node (run on every node): --nnodes 2 --rdzv-endpoint node0:29500 [--rdzv-id job42]
   or with fixed node ranks:       --nnodes 2 --rdzv-backend static --node-rank R --rdzv-endpoint node0:29500
 """
@@ -71,11 +72,22 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> argparse.Argume
     flag(output, "--keep-checkpoints", "keep_checkpoints", "newest checkpoints kept (0: every one)")
     flag(output, "--resume", "resume", "continue from the run directory's latest checkpoint")
     flag(output, "--eval-every", "eval_every", "steps between validations (0: end only)")
+    flag(output, "--eval-every-samples", "eval_every_samples",
+         "samples between validations (runs at different batches validate at the same samples)")
     flag(output, "--eval-batches", "eval_batches", "cap on validation batches per rank")
     flag(output, "--log-every", "log_every", "steps per logged window")
     flag(output, "--timing-warmup-steps", "timing_warmup_steps", "steps left out of steady samples/s")
     flag(output, "--bench-jsonl", "bench_jsonl", "bench results to compute the IO efficiency against")
     flag(output, "--no-progress", "progress", "no progress bar")
+    quality = parser.add_argument_group("time to target and gradient noise scale")
+    flag(quality, "--until", "until", "quality goal, e.g. 'val/accuracy>=0.95' or 'val/loss<=0.3': record the "
+         "first validation that meets it")
+    flag(quality, "--stop-at-target", "stop_at_target", "stop (with a checkpoint) when --until is met")
+    flag(quality, "--noise-scale", "noise_scale", "measure the gradient noise scale B_simple", choices=("on", "off"))
+    flag(quality, "--noise-scale-micro-batches", "noise_scale_micro_batches",
+         "one rank: split each backward into k slices to measure it unbiased (default: the previous step's gradient)")
+    flag(quality, "--noise-scale-smoothing", "noise_scale_smoothing",
+         "weight of the old value in the moving averages of |G|^2 and tr(Sigma)")
     parser.set_defaults(handler=run_train_command)
     return parser
 

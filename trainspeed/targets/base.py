@@ -92,6 +92,9 @@ class Target(ABC):
     """Whether loaders should return page-locked host batches (fast asynchronous copies)."""
     fused_optimizers: bool = False
     """Whether optimizers should use their fused single-kernel implementation on this device."""
+    gradients_here: bool = True
+    """Whether the gradients live in this process (the trainer measures their noise scale); False
+    where the model is trained elsewhere (a remote server)."""
     peak_probe_max_size: int = 2048
     """Largest square matrix of the peak matmul probe: large enough to saturate the device."""
 

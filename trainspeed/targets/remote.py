@@ -103,6 +103,7 @@ class RemoteTarget(Target):
     """Batches and losses live in this process's host memory; the device is the server's."""
     data_parallel = "single"
     supports_multi_node = False
+    gradients_here = False
 
     # --- the name ---------------------------------------------------------------------------------
     @classmethod

@@ -79,8 +79,22 @@ class TrainConfig:
     resume: bool = False
     eval_every: int = 0
     """Steps between validations; 0 = only at the end."""
+    eval_every_samples: int = 0
+    """Samples between validations (a validation after the first step that passes each multiple), so
+    runs at different batches are validated at the same samples; 0 = --eval-every decides."""
     eval_batches: int | None = None
     """Cap on validation batches per rank (None = the whole validation split)."""
+    until: str | None = None
+    """A quality goal, `val/METRIC>=X` or `val/METRIC<=X`: the run records when validation first meets
+    it (`trainspeed.train.time_to_target`)."""
+    stop_at_target: bool = False
+    """Stop (with a checkpoint) at the first validation that meets --until."""
+    noise_scale: str = "on"
+    """Measure the gradient noise scale B_simple (`trainspeed.gradients.noise_scale`): on or off."""
+    noise_scale_micro_batches: int = ranged(1, 1, 4096)
+    """On one rank, k > 1 runs each step's backward over k slices of the batch to measure it unbiased."""
+    noise_scale_smoothing: float = 0.99
+    """Weight of the old value in the moving averages of |G|^2 and tr(Sigma)."""
     log_every: int = 10
     timing_warmup_steps: int = 5
     """Steps left out of the steady-state samples/s (compilation, caches, loader start-up)."""
@@ -163,6 +177,12 @@ class TrainConfig:
         ):
             if value is not None and value < 0:
                 raise UsageError(f"train: {flag} must be >= 0, got {value}")
+        if self.eval_every_samples < 0:
+            raise UsageError(f"train: --eval-every-samples must be >= 0, got {self.eval_every_samples}")
+        if self.eval_every and self.eval_every_samples:
+            raise UsageError("train: give one of --eval-every STEPS or --eval-every-samples SAMPLES, not both")
+        self._validate_goal()
+        self._validate_noise_scale()
         if self.eval_batches is not None and self.eval_batches < 1:
             raise UsageError(f"train: --eval-batches must be >= 1, got {self.eval_batches}")
         if not 0.0 <= self.lr.min_lr_ratio <= 1.0:
@@ -178,6 +198,43 @@ class TrainConfig:
         if not 0 <= self.launch.node_rank < self.launch.nnodes:
             raise UsageError(f"train: --node-rank {self.launch.node_rank} must be in [0, --nnodes)")
         return self
+
+
+    def _validate_goal(self) -> None:
+        from trainspeed.train.time_to_target import parse_goal
+
+        if self.until is not None:
+            parse_goal(self.until)
+            if self.synthetic_data:
+                raise UsageError("train: --until needs validation, and --synthetic-data has none; give --data DIR")
+        elif self.stop_at_target:
+            raise UsageError("train: --stop-at-target stops at the goal --until names; give --until too")
+
+    def _validate_noise_scale(self) -> None:
+        from trainspeed.gradients.noise_scale import NOISE_SCALE_MODES
+
+        if self.noise_scale not in NOISE_SCALE_MODES:
+            raise UsageError(f"train: --noise-scale {self.noise_scale!r}: choose one of {', '.join(NOISE_SCALE_MODES)}")
+        micro = self.noise_scale_micro_batches
+        if micro < 1:
+            raise UsageError(f"train: --noise-scale-micro-batches must be >= 1, got {micro}")
+        if micro > 1 and self.noise_scale == "off":
+            raise UsageError("train: --noise-scale-micro-batches splits the step to measure the noise scale; "
+                             "drop it or --noise-scale off")
+        if micro > 1 and self.world_size > 1:
+            raise UsageError(f"train: --noise-scale-micro-batches is for one rank ({self.world_size} ranks measure "
+                             "the noise scale from each rank's gradient); drop it")
+        if micro > 1 and self.batch_size_per_device % micro:
+            raise UsageError(f"train: --noise-scale-micro-batches {micro} must divide --batch-size-per-device "
+                             f"{self.batch_size_per_device}")
+        if not 0.0 <= self.noise_scale_smoothing < 1.0:
+            raise UsageError(f"train: --noise-scale-smoothing must be in [0, 1), got {self.noise_scale_smoothing}")
+
+    def is_eval_due(self, step: int, global_batch: int) -> bool:
+        """A validation after `step` (not the last: the run validates at its end anyway)?"""
+        if self.eval_every_samples:
+            return step * global_batch // self.eval_every_samples > (step - 1) * global_batch // self.eval_every_samples
+        return self.eval_every > 0 and step % self.eval_every == 0
 
 
 def resolve_lr(lr: LRConfig, workload_reference_batch: int | None) -> LRConfig:

@@ -12,14 +12,30 @@ from __future__ import annotations
 import torch
 
 from trainspeed.data.base import BatchLoader
+from trainspeed.errors import UsageError
 from trainspeed.targets.base import BatchPlacer, Target
 from trainspeed.train.distributed import Collectives
 from trainspeed.train.rows import EvalRecord
-from trainspeed.workloads.base import Trainable
+from trainspeed.workloads.base import Trainable, Workload
 
 
 def can_evaluate(trainable: Trainable) -> bool:
     return type(trainable).eval_metrics is not Trainable.eval_metrics
+
+
+def metric_names(workload: Workload, size: str) -> list[str]:
+    """The validation metrics the workload reports, from one pass over a synthetic batch of two on
+    the host (before a run starts, to check what `--until` names); UsageError when it has none."""
+    trainable = workload.build(size, seed=0)
+    if not can_evaluate(trainable):
+        raise UsageError(f"train: workload {workload.name!r} has no validation metrics (its Trainable defines no "
+                         "eval_metrics), so it has no quality to reach; drop --until")
+    batch = workload.synthetic_batch(size, 2, torch.Generator().manual_seed(0))
+    for network in trainable.networks.values():
+        network.eval()
+    with torch.no_grad():
+        sums = trainable.eval_metrics(batch) or {}
+    return list(trainable.summarize_eval({name: value.detach().to(torch.float64) for name, value in sums.items()}))
 
 
 def _add(totals: dict[str, torch.Tensor], sums: dict[str, torch.Tensor]) -> None:

@@ -1,5 +1,6 @@
 """The trainer's figures: end-to-end samples/s per configuration with where its ranks waited for
-data (a scaling study draws its runs with them too), and each run's training and validation curves."""
+data (a scaling study draws its runs with them too), each run's training and validation curves, and
+its gradient noise scale against samples."""
 
 from __future__ import annotations
 
@@ -109,4 +110,35 @@ def curves_figure(runs: Sequence["TrainRun"]) -> Figure:
             axes.legend(fontsize=7)
     for axes in axes_list[len(names):]:
         axes.set_visible(False)
+    return figure
+
+
+def noise_scale_figure(runs: Sequence["TrainRun"]) -> Figure:
+    """Training loss (left) and B_simple's moving average per network (right), against samples: the
+    noise scale grows as the loss falls."""
+    figure, (loss_axes, noise_axes) = plt.subplots(1, 2, figsize=(13, 4.2), constrained_layout=True)
+    for index, run in enumerate(runs):
+        colour = COLOURS[index % len(COLOURS)]
+        batch = run.row.global_batch
+        if run.train_curve:
+            loss_axes.plot([record.step * batch for record in run.train_curve],
+                           [record.loss for record in run.train_curve], color=colour, label=run.label)
+        networks = list(dict.fromkeys(record.network for record in run.noise_curve))
+        for network, style in zip(networks, ("-", "--", ":", "-.")):
+            points = [(record.samples, record.b_simple_avg) for record in run.noise_curve
+                      if record.network == network and record.b_simple_avg is not None and record.b_simple_avg > 0]
+            if points:
+                method = next(record.method for record in run.noise_curve if record.network == network)
+                noise_axes.plot(*zip(*points), color=colour, linestyle=style,
+                                label=f"{run.label}: {network} ({method})")
+    loss_axes.set(xlabel="samples", ylabel="training loss", title="Training loss")
+    noise_axes.set(xlabel="samples", ylabel="B_simple = tr(Sigma) / |G|^2 (moving average)",
+                   title="Gradient noise scale")
+    if noise_axes.get_lines():
+        noise_axes.set_yscale("log")
+    for axes in (loss_axes, noise_axes):
+        axes.xaxis.set_major_formatter(FuncFormatter(compact_number))
+        axes.grid(True, alpha=0.3)
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(fontsize=7)
     return figure

@@ -33,6 +33,7 @@ from trainspeed.targets import check_target_builds, get_target, target_family
 from trainspeed.targets.base import Target
 from trainspeed.train.config import MAX_STEPS, TrainConfig, resolve_lr
 from trainspeed.train.distributed import Collectives, RankContext
+from trainspeed.train.evaluation import metric_names
 from trainspeed.train.lifecycle import (
     STOP_SIGNALS,
     StopRequest,
@@ -43,6 +44,7 @@ from trainspeed.train.loop import Layout, RankTrainer
 from trainspeed.train.run_dir import RunDirectory
 from trainspeed.train.summary import bench_samples_per_s
 from trainspeed.train.synthetic import held_bytes_per_rank
+from trainspeed.train.time_to_target import check_goal_metric, parse_goal
 from trainspeed.workloads import get_workload, reference_batch, resolve_size
 from trainspeed.workloads.base import Workload
 from trainspeed.workloads.batches import batch_layout, batch_problem
@@ -73,6 +75,7 @@ def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int 
     workload = get_workload(config.workload)
     config = resolve_workload_settings(config, workload)
     check_target_builds(config.target, workload)
+    _check_quality_settings(config, workload, family)
     batches_per_epoch = None
     if config.data is not None:
         if not hasattr(workload, "open_dataset"):
@@ -95,6 +98,22 @@ def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int 
     if config.bench_jsonl:
         bench_samples_per_s(config.bench_jsonl, workload.name, config.size, config.target, config.batch_size_per_device)
     return config, family, batches_per_epoch
+
+
+def _check_quality_settings(config: TrainConfig, workload: Workload, family: type[Target]) -> None:
+    """What --until names is a validation metric of the workload; micro-batches split a step that
+    trains one network, here."""
+    if config.until is not None:
+        check_goal_metric(parse_goal(config.until), metric_names(workload, config.size), workload.name)
+    if config.noise_scale_micro_batches > 1:
+        if not family.gradients_here:
+            raise UsageError(f"train: --noise-scale-micro-batches: {config.target} keeps its gradients on the server, "
+                             "where they are not measured; drop it")
+        trained = workload.build(config.size, seed=0).trained_network_names()
+        if len(trained) > 1:
+            raise UsageError(f"train: --noise-scale-micro-batches splits a step that trains one network, and "
+                             f"{workload.name!r} trains {len(trained)} ({', '.join(trained)}) in phases; drop it (the "
+                             "noise scale is then measured from the previous step, or from each rank on --nproc > 1)")
 
 
 def _check_loader_batches(config: TrainConfig, workload: Workload, loader: BatchLoader) -> None:

@@ -24,6 +24,7 @@ import torch
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.machine import Machine
+from trainspeed.targets import get_target
 from trainspeed.targets.base import BatchPlacer, Target
 from trainspeed.targets.threads import configure_threads
 from trainspeed.train.checkpoint import capture_rng_states, restore_rng_states, save_checkpoint
@@ -38,15 +39,21 @@ from trainspeed.train.lr_schedule import (
     first_group_lrs,
 )
 from trainspeed.train.metrics import MetricsLog, StepWindow, reduce_window
+from trainspeed.gradients.noise_scale import NoiseScaleMeter
 from trainspeed.train.parallel import make_data_parallel
 from trainspeed.train.progress import ProgressBar
-from trainspeed.train.resume import load_planned, read_plan
-from trainspeed.train.rows import EvalRecord, RunSummary, WindowRecord
+from trainspeed.train.resume import ResumePlan, load_planned, read_plan
+from trainspeed.train.rows import EvalRecord, NoiseScaleRecord, RunSummary, TimeToTargetRecord, WindowRecord
 from trainspeed.train.summary import bench_samples_per_s
 from trainspeed.train.synthetic import SyntheticLoader
+from trainspeed.train.time_to_target import RunTotals, TargetTracker, parse_goal
 from trainspeed.workloads import get_workload
 from trainspeed.workloads.base import Batch, Trainable, Workload
 from trainspeed.workloads.identity import identify
+
+
+HOST_EVALUATION_TARGET = "cpu:eager:fp32"
+"""Where a remote target's validation runs, on a host copy of the server's weights."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,17 @@ class RunClock:
     data_wait_s: float = 0.0
     steady_data_wait_s: float = 0.0
     h2d_samples: list[float] = field(default_factory=list)
+    totals_before: RunTotals = field(default_factory=RunTotals)
+    """The run's seconds before this invocation (from the checkpoint it resumed from)."""
+
+    def run_train_s(self, now: float) -> float:
+        return self.totals_before.train_s + now - self.started_at - self.paused_s
+
+    def run_wall_s(self, now: float) -> float:
+        return self.totals_before.wall_s + now - self.started_at
+
+    def totals(self, now: float) -> RunTotals:
+        return dataclasses.replace(self.totals_before, train_s=self.run_train_s(now), wall_s=self.run_wall_s(now))
 
     def add_pause(self, seconds: float) -> None:
         self.paused_s += seconds
@@ -179,8 +197,12 @@ def checkpoint_payload(
     trainable: Trainable,
     schedulers: dict[str, Any],
     rank_parts: list[dict[str, Any]],
+    totals: RunTotals,
+    tracker: TargetTracker | None,
 ) -> dict[str, Any]:
     return {
+        "run_clock": totals.as_state(),
+        "time_to_target": tracker.as_state() if tracker is not None else None,
         "step": state.step,
         "epoch": state.epoch,
         "world_size": len(rank_parts),
@@ -214,9 +236,14 @@ class RankTrainer:
         self.target = target
         self.workload = get_workload(config.workload)
         self.trainable = self.target.build(self.workload, config.size, config.seed)
-        self.gradient_sync = make_data_parallel(self.trainable, self.target, self.context)
+        self.meter = self._noise_scale_meter()
+        self.gradient_sync = make_data_parallel(self.trainable, self.target, self.context, self.meter)
+        self.tracker = TargetTracker(parse_goal(config.until), config.until) if config.until else None
+        self.totals_before = RunTotals()
+        self.reached_now = False
         self.place: BatchPlacer = place or self.target.move_batch
         self.train_loader = open_loader(self.workload, config, layout, self.target, "train")
+        self.evaluated = self._evaluated_trainable()
         self.val_loader = self._open_val_loader()
         self.total_steps = config.total_steps(None if config.synthetic_data else len(self.train_loader))
         workload_lrs = first_group_lrs(self.trainable.optimizers)
@@ -238,11 +265,39 @@ class RankTrainer:
     def global_batch(self) -> int:
         return self.config.batch_size_per_device * self.layout.devices
 
+    @property
+    def samples(self) -> int:
+        """Samples of the run so far (every invocation)."""
+        return self.state.step * self.global_batch
+
     # --- set-up ----------------------------------------------------------------------------------
+    def _noise_scale_meter(self) -> NoiseScaleMeter | None:
+        if self.config.noise_scale == "off":
+            return None
+        if not self.target.gradients_here:
+            if self.context.is_main:
+                print(f"train: the gradient noise scale is not measured on {self.config.target}: its gradients "
+                      "stay on the server", flush=True)
+            return None
+        return NoiseScaleMeter(self.trainable, world_size=self.context.world_size,
+                               samples_per_rank=self.config.batch_size_per_device * self.layout.devices_per_process,
+                               micro_batches=self.config.noise_scale_micro_batches,
+                               smoothing=self.config.noise_scale_smoothing)
+
     def _open_val_loader(self) -> BatchLoader | None:
-        if self.config.synthetic_data or not can_evaluate(self.trainable):
+        if self.config.synthetic_data or self.evaluated is None:
             return None
         return open_loader(self.workload, self.config, self.layout, self.target, "val")
+
+    def _evaluated_trainable(self) -> Trainable | None:
+        """What validation runs on: the trained networks; or, where they live on a remote server,
+        a host copy of the workload that each validation loads the server's weights into."""
+        if can_evaluate(self.trainable):
+            return self.trainable
+        if self.target.gradients_here:
+            return None
+        copy = self.workload.build(self.config.size, self.config.seed)
+        return copy if can_evaluate(copy) else None
 
     def _resume(self) -> int | None:
         """Continue from the checkpoint the launcher's plan names (`trainspeed.train.resume`): it
@@ -267,9 +322,19 @@ class RankTrainer:
             raise UsageError(f"train: {path} does not fit this rank ({type(error).__name__}: "
                              f"{str(error).splitlines()[0][:160] if str(error) else ''}); restore it or start a new "
                              "run in another --out") from None
+        self._continue_clock(plan)
         if self.context.is_main:
             print(f"train: resumed from {path} at step {self.state.step}", flush=True)
         return self.state.step
+
+    def _continue_clock(self, plan: ResumePlan) -> None:
+        """Count this resume, and the seconds the killed invocation logged after its checkpoint."""
+        totals = self.totals_before
+        lost_train = max(0.0, (plan.logged_train_s or 0.0) - totals.train_s)
+        lost_wall = max(0.0, (plan.logged_wall_s or 0.0) - totals.wall_s)
+        self.totals_before = dataclasses.replace(
+            totals, resumes=totals.resumes + 1, train_s=totals.train_s + lost_train, wall_s=totals.wall_s + lost_wall,
+            lost_train_s=totals.lost_train_s + lost_train, lost_wall_s=totals.lost_wall_s + lost_wall)
 
     def _load(self, payload: dict[str, Any]) -> None:
         self.trainable.load_state_dict(payload["trainable"])
@@ -280,25 +345,57 @@ class RankTrainer:
         self.train_loader.load_state_dict(own["loader"])
         restore_rng_states(own["rng"], self.target)
         self.state = LoopState(step=payload["step"], epoch=payload["epoch"])
+        self.totals_before = RunTotals.from_state(payload.get("run_clock"))
+        if self.tracker is not None:
+            self.tracker.load_state(payload.get("time_to_target"))
+        if self.meter is not None:
+            self.meter.load_state(own.get("noise_scale"))
 
     # --- periodic work -------------------------------------------------------------------------
-    def save(self) -> None:
+    def save(self, clock: RunClock) -> None:
         rank_part = {"loader": self.train_loader.state_dict(), "rng": capture_rng_states(self.target),
                      "buffers": network_buffers(self.trainable)}
+        if self.meter is not None:
+            rank_part["noise_scale"] = self.meter.state()
         parts = self.collectives.gather_objects(rank_part)
         if self.context.is_main:
-            payload = checkpoint_payload(self.config, self.state, self.trainable, self.schedulers, parts)
+            payload = checkpoint_payload(self.config, self.state, self.trainable, self.schedulers, parts,
+                                         clock.totals(time.perf_counter()), self.tracker)
             save_checkpoint(self.config.run_dir, self.state.step, payload, keep=self.config.keep_checkpoints)
         self.collectives.barrier()
 
-    def validate(self) -> EvalRecord | None:
-        if self.val_loader is None:
+    def validate(self, clock: RunClock) -> EvalRecord | None:
+        """Validate, and watch the record for the --until goal (`reached_now` turns True at the
+        validation that first meets it, which writes its time-to-target row)."""
+        train_s = clock.run_train_s(time.perf_counter())
+        record = self._validate()
+        if record is not None and self.tracker is not None:
+            if self.tracker.observe(record, self.samples, train_s, clock.run_wall_s(time.perf_counter())):
+                self.metrics.write(self._target_record(clock), self.state.step)
+                self.reached_now = True
+        return record
+
+    def _target_record(self, clock: RunClock) -> TimeToTargetRecord:
+        assert self.tracker is not None
+        return self.tracker.record(clock.totals(time.perf_counter()), step=self.state.step, samples=self.samples,
+                                   global_batch=self.global_batch, world_size=self.layout.devices,
+                                   target=self.config.target)
+
+    def _validate(self) -> EvalRecord | None:
+        if self.val_loader is None or self.evaluated is None:
             return None
+        target, place = self.target, self.place
+        if self.evaluated is not self.trainable:
+            networks = self.trainable.state_dict()["networks"]
+            for name, network in self.evaluated.networks.items():
+                network.load_state_dict(networks[name])
+            target = get_target(HOST_EVALUATION_TARGET)
+            place = target.move_batch
         record = evaluate(
-            self.trainable,
+            self.evaluated,
             self.val_loader,
-            self.target,
-            self.place,
+            target,
+            place,
             self.collectives,
             step=self.state.step,
             max_batches=self.config.eval_batches,
@@ -314,9 +411,14 @@ class RankTrainer:
     def _is_due(self, every: int) -> bool:
         return every > 0 and self.state.step % every == 0 and self.state.step < self.total_steps
 
+    def _is_eval_due(self) -> bool:
+        return self.state.step < self.total_steps and self.config.is_eval_due(self.state.step, self.global_batch)
+
     # --- the loop --------------------------------------------------------------------------------
     def run(self, stop: StopRequest) -> RunSummary:
         trace = RunTrace(first_step=self.state.step)
+        trace.clock.totals_before = self.totals_before
+        self.reached_now = False
         stream = BatchStream(self.train_loader, self.state)
         progress = ProgressBar(self.total_steps, trace.first_step, enabled=self.config.progress and self.context.is_main)
         self.collectives.barrier()
@@ -335,13 +437,21 @@ class RankTrainer:
                 progress.show(loss=trace.last_record.loss, samples_per_s=trace.last_record.samples_per_s)
             stopped = self.collectives.any(stop.requested)
             self._between_steps(trace, stopped)
+            if self.reached_now and self.config.stop_at_target:
+                break
         self.target.sync()
         self.collectives.barrier()
         ended_at = time.perf_counter()
         progress.close()
+        at_target = self.reached_now and self.config.stop_at_target
+        if at_target and self.context.is_main:
+            print(f"train: {self.config.until} met at step {self.state.step}; stopping (--stop-at-target)", flush=True)
+        if not stopped and not at_target:
+            trace.last_eval = self.validate(trace.clock) or trace.last_eval
         if not stopped:
-            trace.last_eval = self.validate() or trace.last_eval
-            self.save()
+            self.save(trace.clock)
+        if self.tracker is not None and self.tracker.reached is None and self.context.is_main:
+            self.metrics.write(self._target_record(trace.clock), self.state.step)
         summary = self._summarise(trace, ended_at, stopped)
         if self.context.is_main:
             summary.write(self.config.run_dir)
@@ -360,7 +470,10 @@ class RankTrainer:
         host_batch = stream.next()
         data_wait_s = time.perf_counter() - waited_from
         batch, h2d_s = self._place(host_batch, timed=trace.window.wants_h2d_sample)
-        trace.losses.append(self.target.run_step(self.trainable, batch))
+        if self.meter is not None:
+            trace.losses.append(self.meter.run_step(lambda part: self.target.run_step(self.trainable, part), batch))
+        else:
+            trace.losses.append(self.target.run_step(self.trainable, batch))
         for scheduler in self.schedulers.values():
             scheduler.step()
         self.state.step += 1
@@ -394,8 +507,14 @@ class RankTrainer:
             lr=current_lr(self.trainable.optimizers),
             global_batch=self.global_batch,
             elapsed_s=time.perf_counter() - trace.clock.started_at - trace.clock.paused_s,
+            run_train_s=trace.clock.run_train_s(time.perf_counter()),
+            run_wall_s=trace.clock.run_wall_s(time.perf_counter()),
         )
         self.metrics.write(trace.last_record, self.state.step)
+        if self.meter is not None:
+            for reading in self.meter.read_window(self.state.step, self.collectives.sum):
+                record = NoiseScaleRecord(step=self.state.step, samples=self.samples, **dataclasses.asdict(reading))
+                self.metrics.write(record, self.state.step)
         trace.losses.clear()
         trace.window = StepWindow()
 
@@ -403,9 +522,9 @@ class RankTrainer:
         """Checkpoint and validate when due (or checkpoint on a stop), off the training clock."""
         pause_from = time.perf_counter()
         if stopped or self._is_due(self.config.checkpoint_every):
-            self.save()
-        if not stopped and self._is_due(self.config.eval_every):
-            trace.last_eval = self.validate() or trace.last_eval
+            self.save(trace.clock)
+        if not stopped and self._is_eval_due():
+            trace.last_eval = self.validate(trace.clock) or trace.last_eval
         pause_s = time.perf_counter() - pause_from
         trace.clock.add_pause(pause_s)
         trace.window.started_at += pause_s
@@ -465,5 +584,7 @@ class RankTrainer:
             learning_rates=dataclasses.asdict(self.learning_rates),
             cpu_s_per_wall_s=cpu_s_per_wall_s,
             machine=trace.machine.at_end() if trace.machine else None,
+            time_to_target=self._target_record(clock) if self.tracker is not None else None,
+            noise_scale=self.meter.last_quarter(0, self.state.step) if self.meter is not None else None,
             **identify(self.workload).row_fields(),
         )

@@ -60,6 +60,8 @@ def reduce_window(
     lr: float,
     global_batch: int,
     elapsed_s: float,
+    run_train_s: float,
+    run_wall_s: float,
 ) -> WindowRecord:
     """Close a window (call after the device sync) and reduce it over ranks."""
     wall_s = max(time.perf_counter() - window.started_at, 1e-9)
@@ -81,6 +83,8 @@ def reduce_window(
         data_wait_fraction_worst_rank=worst_fraction,
         h2d_s_per_step=h2d_sum / world_size,
         elapsed_s=elapsed_s,
+        run_train_s=run_train_s,
+        run_wall_s=run_wall_s,
     )
 
 
@@ -105,10 +109,11 @@ class MetricsLog:
             return
         row = row_record(record) if dataclasses.is_dataclass(record) else dict(record)
         append_line(self.path, json.dumps(row, sort_keys=True))
-        kind = row[KIND]
+        # Rows of one kind per network (the noise scale of G and of D) get a tag per network.
+        scope = f"{row[KIND]}/{row['network']}" if isinstance(row.get("network"), str) else row[KIND]
         for key, value in row.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in ("step", "epoch"):
-                self._writer.add_scalar(f"{kind}/{key}", value, step)
+                self._writer.add_scalar(f"{scope}/{key}", value, step)
         self._writer.flush()
 
     def close(self) -> None:

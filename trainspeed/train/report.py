@@ -23,13 +23,15 @@ from trainspeed.report.page import (
 from trainspeed.report.part import ReportPart, RowKind
 from trainspeed.report.provenance import provenance
 from trainspeed.rows import KIND, Source, parse_row, read_records, record_kind
-from trainspeed.train.figures import TrainBar, curves_figure, training_figure
+from trainspeed.train.figures import TrainBar, curves_figure, noise_scale_figure, training_figure
 from trainspeed.train.rows import (
     CONFIG_FILE,
     METRICS_FILE,
     SUMMARY_FILE,
     EvalRecord,
+    NoiseScaleRecord,
     RunSummary,
+    TimeToTargetRecord,
     WindowRecord,
 )
 
@@ -41,6 +43,7 @@ class TrainRun(Read[RunSummary]):
 
     train_curve: list[WindowRecord] = field(default_factory=list)
     val_curve: list[EvalRecord] = field(default_factory=list)
+    noise_curve: list[NoiseScaleRecord] = field(default_factory=list)
 
     @property
     def summary(self) -> RunSummary:
@@ -58,20 +61,35 @@ class TrainRun(Read[RunSummary]):
                 f"{s.batch_size_per_device}/device{data}")
 
 
-def _curves(path: Path) -> tuple[list[WindowRecord], list[EvalRecord]]:
-    train: list[WindowRecord] = []
-    val: list[EvalRecord] = []
+@dataclass
+class Curves:
+    """The rows of one metrics.jsonl, by kind."""
+
+    train: list[WindowRecord] = field(default_factory=list)
+    val: list[EvalRecord] = field(default_factory=list)
+    noise: list[NoiseScaleRecord] = field(default_factory=list)
+
+
+METRICS_KINDS = (WindowRecord.KIND, EvalRecord.KIND, NoiseScaleRecord.KIND, TimeToTargetRecord.KIND, RunSummary.KIND)
+
+
+def _curves(path: Path) -> Curves:
+    curves = Curves()
     for record, source in read_records(path):
         kind, _ = record_kind(record, source)
         if kind == WindowRecord.KIND:
-            train.append(parse_row(WindowRecord, record, source)[0])
+            curves.train.append(parse_row(WindowRecord, record, source)[0])
         elif kind == EvalRecord.KIND:
-            val.append(EvalRecord.from_row(record, source))
+            curves.val.append(EvalRecord.from_row(record, source))
+        elif kind == NoiseScaleRecord.KIND:
+            curves.noise.append(parse_row(NoiseScaleRecord, record, source)[0])
+        elif kind == TimeToTargetRecord.KIND:
+            parse_row(TimeToTargetRecord, record, source)  # the summary holds the run's latest
         elif kind == RunSummary.KIND:
             parse_row(RunSummary, record, source)  # the summary.json beside it is the one shown
         else:
-            raise UsageError(f"{source}: a {kind!r} row is no metrics row (train, val, train-summary)")
-    return train, val
+            raise UsageError(f"{source}: a {kind!r} row is no metrics row ({', '.join(METRICS_KINDS)})")
+    return curves
 
 
 def read_run_directory(directory: Path, inputs: ReportInputs, nested: bool) -> bool:
@@ -89,10 +107,11 @@ def read_run_directory(directory: Path, inputs: ReportInputs, nested: bool) -> b
     summary, _ = parse_row(RunSummary, *records[0])
     inputs.read.add(summary_path.resolve())
     metrics = directory / METRICS_FILE
-    train, val = _curves(metrics) if metrics.is_file() else ([], [])
+    curves = _curves(metrics) if metrics.is_file() else Curves()
     if metrics.is_file():
         inputs.read.add(metrics.resolve())
-    inputs.add(TrainRun(summary, Source(str(summary_path)), train_curve=train, val_curve=val))
+    inputs.add(TrainRun(summary, Source(str(summary_path)), train_curve=curves.train, val_curve=curves.val,
+                        noise_curve=curves.noise))
     return True
 
 
@@ -135,14 +154,58 @@ def training_section(runs: Sequence[TrainRun]) -> Section:
     return section
 
 
+def quality_section(runs: Sequence[TrainRun]) -> Section | None:
+    """Time to each run's --until goal, and its gradient noise scale against samples."""
+    with_goal = [run for run in runs if run.row.time_to_target is not None]
+    with_noise = [run for run in runs if run.noise_curve]
+    if not with_goal and not with_noise:
+        return None
+    section = Section(
+        "time-to-quality", "Time to target and gradient noise scale",
+        "Samples/s is not time to a good model: a larger batch is faster per sample but may need more samples. "
+        "Each run with a goal (`--until`) records its first validation that met it: the training seconds (the clock "
+        "of samples/s) and the wall seconds with validation and checkpoints, over every invocation of a resumed run, "
+        "and the validation before it, which brackets the crossing. B_simple = tr(Sigma)/|G|^2 is the gradient noise "
+        "scale (moving averages of the two-batch estimates): roughly the batch above which doubling the batch no "
+        "longer halves the steps; 'previous-step' estimates are biased (the weights moved between the two gradients).",
+    )
+    if with_noise:
+        section.figures.append(figure_block("fig-noise-scale", "Training loss and the gradient noise scale B_simple "
+                                            "per network, against samples", noise_scale_figure(with_noise), with_noise))
+    if with_goal:
+        section.tables.append(Table(
+            "table-time-to-target", "Time to target per run",
+            [("run", False), ("goal", False), ("reached", False), ("step", True), ("samples", True),
+             ("training s", True), ("wall s", True), ("validation before (step: value)", False), ("best", True),
+             ("resumes", True), ("B_simple (last quarter)", False), ("summary", False)],
+            [_target_cells(run) for run in with_goal], provenance(with_goal)))
+    return section
+
+
+def _target_cells(run: TrainRun) -> list[Any]:
+    goal = run.row.time_to_target
+    assert goal is not None
+    before = (f"{goal.previous_step}: {goal.previous_value:.4g}" if goal.previous_value is not None else "none")
+    noise = ", ".join(f"{name} {value:,.4g}" for name, value in (run.row.noise_scale or {}).items())
+    return [text(run.label), text(goal.until), text("yes" if goal.reached else f"no (within {goal.samples:,} samples)"),
+            number(goal.step if goal.reached else None, "{:d}"), number(goal.samples if goal.reached else None, "{:,d}"),
+            number(goal.train_s if goal.reached else None, "{:.1f}"), number(goal.wall_s if goal.reached else None, "{:.1f}"),
+            text(before), number(goal.best_value, "{:.4g}"), number(goal.resumes, "{:d}"), text(noise or "not measured"),
+            text(run.source)]
+
+
 def sections(inputs: ReportInputs, baselines: Sequence[str]) -> list[Section]:
     runs = inputs.of(RunSummary)
-    return [training_section(runs)] if runs else []
+    if not runs:
+        return []
+    quality = quality_section(runs)
+    return [training_section(runs)] + ([quality] if quality is not None else [])
 
 
 PART = ReportPart(
     name="train",
     kinds=(RowKind(RunSummary, wrap=lambda row, source, extra: TrainRun(row, source, extra)),
-           RowKind(WindowRecord, parse=metrics_row), RowKind(EvalRecord, parse=metrics_row)),
+           RowKind(WindowRecord, parse=metrics_row), RowKind(EvalRecord, parse=metrics_row),
+           RowKind(NoiseScaleRecord, parse=metrics_row), RowKind(TimeToTargetRecord, parse=metrics_row)),
     sections=sections, counts=lambda inputs: [("run directories", len(inputs.of(RunSummary)))],
     read_directory=read_run_directory, directory_kind=(SUMMARY_FILE, "run directories"))

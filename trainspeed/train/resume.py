@@ -268,6 +268,10 @@ class ResumePlan:
     """Why `latest` or newer checkpoints were passed over (empty: it is the one `latest` names)."""
     set_aside: str | None = None
     """The folder the checkpoints of later steps were moved to, once `carry_out` moved them."""
+    logged_train_s: float | None = None
+    """The run's training seconds its last logged window recorded before this resume (a killed
+    invocation's time after its checkpoint, which the resumed run adds to its clock)."""
+    logged_wall_s: float | None = None
 
     def path(self, run_dir: Path) -> Path | None:
         return None if self.checkpoint is None else checkpoint_dir(run_dir) / self.checkpoint
@@ -340,7 +344,9 @@ def read_plan(run_dir: Path) -> ResumePlan:
         raw = parse_json(read_regular(path, str(path), PLAN_MAX_BYTES).decode("utf-8"), str(path))
         plan = ResumePlan(step=raw["step"], checkpoint=raw["checkpoint"],
                           changed={key: tuple(value) for key, value in raw["changed"].items()},
-                          skipped=tuple(raw["skipped"]), set_aside=raw["set_aside"])
+                          skipped=tuple(raw["skipped"]), set_aside=raw["set_aside"],
+                          logged_train_s=_seconds(raw.get("logged_train_s")),
+                          logged_wall_s=_seconds(raw.get("logged_wall_s")))
     except (FileRefused, UnicodeDecodeError, KeyError, TypeError, AttributeError) as error:
         raise UsageError(f"train: {path}: not the resume plan the launcher writes ({_first_line(error)}); "
                          "start the resume with `trainspeed train ... --resume`") from None
@@ -348,6 +354,14 @@ def read_plan(run_dir: Path) -> ResumePlan:
         raise UsageError(f"train: {path}: a resume plan of step {plan.step!r} from {plan.checkpoint!r} does not "
                          "name a checkpoint of that step; start the resume with `trainspeed train ... --resume`")
     return plan
+
+
+def _seconds(value: Any) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(f"seconds recorded as {_shown(value)}")
+    return float(value)
 
 
 def load_planned(run_dir: Path, plan: ResumePlan) -> dict[str, Any] | None:

@@ -83,6 +83,10 @@ class RunSummary:
     workers are processes of their own and not counted)."""
     machine: Machine | None = None
     """Rank 0's machine, with the load average at the first and the last step."""
+    time_to_target: TimeToTargetRecord | None = None
+    """The run's `--until` goal: when it was first met, or the best value while it was not."""
+    noise_scale: dict[str, float] | None = None
+    """Each trained network's gradient noise scale B_simple over the last quarter of the run's steps."""
 
     def write(self, run_dir: Path) -> Path:
         path = Path(run_dir) / SUMMARY_FILE
@@ -104,6 +108,11 @@ class RunSummary:
         ]
         if self.validation:
             text.append("validation: " + ", ".join(f"{name} {value:.4g}" for name, value in self.validation.items()))
+        if self.time_to_target is not None:
+            text.append(self.time_to_target.line())
+        if self.noise_scale:
+            text.append("gradient noise scale B_simple (last quarter): "
+                        + ", ".join(f"{name} {value:,.4g}" for name, value in self.noise_scale.items()))
         if self.io_efficiency is not None:
             text.append(
                 f"IO efficiency {self.io_efficiency:.3f} (per device {self.samples_per_s_per_device:,.1f} "
@@ -139,6 +148,12 @@ class WindowRecord:
     data_wait_fraction_worst_rank: float
     h2d_s_per_step: float
     elapsed_s: float
+    """Training seconds of this invocation up to this row."""
+    run_train_s: float | None = None
+    """Training seconds of the whole run up to this row, every invocation before it included (a
+    resume reads the rows a killed invocation logged after its checkpoint to count what it lost)."""
+    run_wall_s: float | None = None
+    """The same with validation and checkpoint pauses."""
 
 
 @dataclass(frozen=True)
@@ -170,3 +185,86 @@ class EvalRecord:
         if wrong:
             raise UsageError(f"{source}: val row: metric {wrong[0]} must be a number, not {metrics[wrong[0]]!r}")
         return cls(step=step, metrics={name: float(value) for name, value in metrics.items() if value is not None})
+
+
+@dataclass(frozen=True)
+class TimeToTargetRecord:
+    """One `kind: time-to-target` row: the first validation that met `--until`, bracketed by the
+    one before it; or, where the run ended short of it (`reached` false), its end and best value.
+    Seconds are the run's over every invocation (`trainspeed.train.time_to_target`)."""
+
+    KIND: ClassVar[str] = "time-to-target"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    until: str
+    metric: str
+    reached: bool
+    step: int
+    """The crossing's step (not reached: the last step so far)."""
+    samples: int
+    value: float | None
+    """The metric at the crossing (None: not reached)."""
+    train_s: float
+    """Training seconds to the crossing: the clock of samples/s, validation and checkpoints left out."""
+    wall_s: float
+    """The same with validation and checkpoint pauses: the seconds a user waited from the first step."""
+    previous_step: int | None
+    previous_samples: int | None
+    previous_value: float | None
+    previous_train_s: float | None
+    previous_wall_s: float | None
+    best_value: float | None
+    best_step: int | None
+    resumes: int
+    """How often the run was resumed before this row."""
+    lost_train_s: float
+    """Training seconds of invocations killed after their last checkpoint (counted in `train_s`)."""
+    lost_wall_s: float
+    global_batch: int
+    world_size: int
+    target: str
+
+    def line(self) -> str:
+        resumed = f"; resumed {self.resumes}x, {self.lost_wall_s:.1f} s redone" if self.resumes else ""
+        if not self.reached:
+            best = (f"best {self.best_value:.4g} at step {self.best_step}" if self.best_value is not None
+                    else "no validation yet")
+            return f"time to target {self.until}: not reached within {self.samples:,} samples ({best}){resumed}"
+        before = (f"; the validation before, at step {self.previous_step}, had {self.previous_value:.4g}"
+                  if self.previous_value is not None else "")
+        return (f"time to target {self.until}: reached at step {self.step} ({self.samples:,} samples) with "
+                f"{self.value:.4g} after {self.train_s:.1f} s of training, {self.wall_s:.1f} s with validation "
+                f"and checkpoints{before}{resumed}")
+
+
+@dataclass(frozen=True)
+class NoiseScaleRecord:
+    """One `kind: noise-scale` row: a network's gradient noise scale over one logged window.
+
+    |G|^2 and tr(Sigma) come from the squared norms of gradients over a small and a big batch
+    (McCandlish et al. 2018, appendix A); `*_avg` are their exponential moving averages (bias
+    corrected) and `b_simple_avg` their ratio, the figure to read. `trainspeed.gradients.noise_scale`."""
+
+    KIND: ClassVar[str] = "noise-scale"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    step: int
+    samples: int
+    network: str
+    method: str
+    """How the two batches came about: `ranks` (each rank's batch and the all-reduced one),
+    `micro-batches` (k slices of one rank's batch) or `previous-step` (this step's and the last one's)."""
+    biased: bool
+    """True for `previous-step`: the two gradients are at different weights."""
+    small_batch: int
+    big_batch: int
+    grad_sq: float
+    """|G|^2 over this window's steps."""
+    trace_sigma: float
+    """tr(Sigma), the per-sample gradient variance, over this window's steps."""
+    b_simple: float | None
+    """tr(Sigma) / |G|^2 over this window (None where the |G|^2 estimate is not positive)."""
+    grad_sq_avg: float
+    trace_sigma_avg: float
+    b_simple_avg: float | None
+    window_steps: int

@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import datetime
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -128,6 +129,7 @@ class RunDirectory:
                       "resumed run cannot overwrite them", flush=True)
                 plan = dataclasses.replace(plan, set_aside=str(kept.relative_to(self.path)))
             self.record_resume(plan)
+            plan = dataclasses.replace(plan, **self.logged_seconds())
         self.forget_steps_after(plan.step)
         write_plan(self.path, plan)
         return plan
@@ -136,6 +138,26 @@ class RunDirectory:
         row = {"time": datetime.datetime.now().isoformat(timespec="seconds"), "checkpoint": plan.checkpoint,
                "step": plan.step, "changed": {key: list(values) for key, values in plan.changed.items()}}
         append_line(self.path / RESUMES_FILE, json.dumps(row, sort_keys=True))
+
+    def logged_seconds(self) -> dict[str, float | None]:
+        """The run's seconds the latest train row recorded (before the rows after the checkpoint
+        are dropped): what the killed invocation had spent, redone steps included."""
+        latest: dict[str, float | None] = {"logged_train_s": None, "logged_wall_s": None}
+        metrics = self.path / METRICS_FILE
+        if not metrics.exists():
+            return latest
+        for line in metrics.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                continue
+            if not isinstance(row, dict) or row.get("kind") != "train":
+                continue
+            for key, field_name in (("logged_train_s", "run_train_s"), ("logged_wall_s", "run_wall_s")):
+                value = row.get(field_name)
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                    latest[key] = max(float(value), latest[key] or 0.0)
+        return latest
 
     def forget_steps_after(self, step: int) -> None:
         """Drop metrics rows of steps after `step` (logged by a run killed after that checkpoint) and

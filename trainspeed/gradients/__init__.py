@@ -1,0 +1,1 @@
+"""What the trainer and the bench measure of the gradients themselves (the gradient noise scale)."""

@@ -1,0 +1,330 @@
+"""The gradient noise scale B_simple = tr(Sigma) / |G|^2, measured while training.
+
+McCandlish et al. 2018 ("An Empirical Model of Large-Batch Training", appendix A): the squared norm
+of a gradient over a batch of b samples has expectation |G|^2 + tr(Sigma)/b, where G is the true
+gradient and Sigma the per-sample covariance. Two batch sizes b < B give unbiased estimates:
+
+    |G|^2     = (B |G_B|^2 - b |G_b|^2) / (B - b)
+    tr(Sigma) = (|G_b|^2 - |G_B|^2) / (1/b - 1/B)
+
+Both are noisy, so each is smoothed by an exponential moving average (bias corrected) before the
+ratio is taken, as AdaptDL's `GradientNoiseScale` does. Where the two batches come from:
+
+- N ranks (`ranks`): each rank's gradient before the all-reduce (b = B/N) and the averaged one (B).
+  DDP's communication hook sees each bucket before it is averaged; the averaging hook of several
+  networks sees the flat gradient before and after. Each rank keeps its own moving averages on the
+  device; they are linear in the squared norms, so one small all-reduce at the logging interval
+  averages them over ranks and nothing is communicated per step.
+- 1 rank, `--noise-scale-micro-batches k` (`micro-batches`): the step runs its backward over k
+  slices of the batch (b = B/k); their gradients are summed before the one optimizer step, which
+  therefore takes the same update as one backward over the whole batch.
+- 1 rank otherwise (`previous-step`): this step's gradient and the last one's (b = B, B = 2B). The
+  weights moved between the two, so the estimate is biased (the rows say so); it is cheap.
+
+The norms stay on the device (an XLA step stays one graph) and are read at the logging interval
+only. The gradient is the raw one, before the optimizer's preconditioning (Adam's): B_simple is a
+property of the data and the model at these weights, whatever the optimizer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from trainspeed.errors import UsageError
+from trainspeed.workloads.base import Batch, Trainable
+
+SumOverRanks = Callable[[list[float]], list[float]]
+
+NOISE_SCALE_MODES = ("on", "off")
+
+
+def squared_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """sum |t|^2 over tensors, in float32, as a device scalar."""
+    norms = torch._foreach_norm([tensor.float() if tensor.dtype != torch.float32 else tensor for tensor in tensors])
+    return torch.stack(norms).pow(2).sum()
+
+
+def two_batch_estimates(small_sq: float, big_sq: float, small_batch: int, big_batch: int) -> tuple[float, float]:
+    """(|G|^2, tr(Sigma)) from the mean squared norms over batches of `small_batch` and `big_batch`."""
+    grad_sq = (big_batch * big_sq - small_batch * small_sq) / (big_batch - small_batch)
+    trace_sigma = (small_sq - big_sq) / (1.0 / small_batch - 1.0 / big_batch)
+    return grad_sq, trace_sigma
+
+
+def ratio(trace_sigma: float, grad_sq: float) -> float | None:
+    return trace_sigma / grad_sq if grad_sq > 0 and math.isfinite(trace_sigma) else None
+
+
+@dataclass
+class NetworkNorms:
+    """One network's squared norms on the device: the open window's sums and the moving averages."""
+
+    window_small: torch.Tensor | None = None
+    window_big: torch.Tensor | None = None
+    window_count: int = 0
+    average_small: torch.Tensor | None = None
+    average_big: torch.Tensor | None = None
+    count: int = 0
+    """Measurements since the start of the run (the moving averages' bias correction)."""
+    pending_small: list[torch.Tensor] = field(default_factory=list)
+    """This step's per-bucket (ranks) or per-micro-batch squared norms, before the step closes them."""
+    carried_small: float = 0.0
+    """Moving averages restored from a checkpoint (host numbers), until the first measurement."""
+    carried_big: float = 0.0
+
+    def add(self, small: torch.Tensor, big: torch.Tensor, smoothing: float) -> None:
+        if self.window_small is None:
+            self.window_small, self.window_big = torch.zeros_like(small), torch.zeros_like(big)
+            self.average_small = torch.full_like(small, self.carried_small)
+            self.average_big = torch.full_like(big, self.carried_big)
+        self.window_small.add_(small)
+        self.window_big.add_(big)
+        self.average_small.mul_(smoothing).add_(small, alpha=1.0 - smoothing)
+        self.average_big.mul_(smoothing).add_(big, alpha=1.0 - smoothing)
+        self.window_count += 1
+        self.count += 1
+
+
+@dataclass(frozen=True)
+class NoiseScaleReading:
+    """One network's noise scale over one logged window: the fields of a `noise-scale` row
+    (`trainspeed.train.rows.NoiseScaleRecord`) but its step and samples."""
+
+    network: str
+    method: str
+    biased: bool
+    small_batch: int
+    big_batch: int
+    grad_sq: float
+    trace_sigma: float
+    b_simple: float | None
+    grad_sq_avg: float
+    trace_sigma_avg: float
+    b_simple_avg: float | None
+    window_steps: int
+
+
+@dataclass(frozen=True)
+class WindowEstimate:
+    """One network's reading over one logged window (host numbers, averaged over ranks)."""
+
+    network: str
+    steps: int
+    small_sq: float
+    big_sq: float
+    average_small_sq: float
+    average_big_sq: float
+
+
+class NoiseScaleMeter:
+    """Measures each trained network's noise scale; see the module docstring for the methods."""
+
+    def __init__(self, trainable: Trainable, *, world_size: int, samples_per_rank: int, micro_batches: int,
+                 smoothing: float) -> None:
+        self.trainable = trainable
+        self.smoothing = smoothing
+        self.world_size = world_size
+        self.micro_batches = micro_batches
+        self.samples_per_rank = samples_per_rank
+        if world_size > 1:
+            self.method, self.small_batch, self.big_batch = "ranks", samples_per_rank, samples_per_rank * world_size
+        elif micro_batches > 1:
+            self.method = "micro-batches"
+            self.small_batch, self.big_batch = samples_per_rank // micro_batches, samples_per_rank
+        else:
+            self.method, self.small_batch, self.big_batch = "previous-step", samples_per_rank, 2 * samples_per_rank
+        self.networks: dict[str, NetworkNorms] = {name: NetworkNorms() for name in trainable.optimizers}
+        self._previous: dict[str, torch.Tensor] = {}
+        self._accumulated: dict[str, list[torch.Tensor]] = {}
+        self._micro_index = 0
+        self.history: list[tuple[int, WindowEstimate]] = []
+        """(step, estimate) of every window of this invocation, for the summary's last quarter."""
+
+    @property
+    def biased(self) -> bool:
+        return self.method == "previous-step"
+
+    # --- hooks ---------------------------------------------------------------------------------------
+    def attach(self, gradient_sync: str, ddp_modules: dict[str, Any]) -> None:
+        """Register the hooks of this run's gradient averaging (`trainspeed.train.parallel`); the
+        averaging hook of several networks calls `ranks_step` itself."""
+        if gradient_sync == "ddp":
+            for name, module in ddp_modules.items():
+                module.register_comm_hook(name, self._ddp_comm_hook)
+        for name, optimizer in self.trainable.optimizers.items():
+            if gradient_sync == "ddp":
+                optimizer.register_step_pre_hook(self._averaged_hook(name))
+            elif gradient_sync == "single":
+                optimizer.register_step_pre_hook(self._single_rank_hook(name))
+
+    def _ddp_comm_hook(self, name, bucket):  # unannotated: DDP checks a hook's annotations as objects
+        """DDP's own all-reduce of the bucket, after this rank's squared norm of it."""
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        buffer = bucket.buffer()
+        flat = buffer.float() if buffer.dtype != torch.float32 else buffer
+        self.networks[name].pending_small.append(torch.dot(flat, flat))
+        return allreduce_hook(None, bucket)
+
+    def _averaged_hook(self, name: str):
+        def measure(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
+            grads = _gradients(optimizer)
+            norms = self.networks[name]
+            if grads and norms.pending_small:
+                self.ranks_step(name, torch.stack(norms.pending_small).sum(), squared_norm(grads))
+            norms.pending_small.clear()
+
+        return measure
+
+    def ranks_step(self, name: str, local_sq: torch.Tensor, averaged_sq: torch.Tensor) -> None:
+        """One step on N ranks: this rank's squared norm before the all-reduce, and after it."""
+        self.networks[name].add(local_sq, averaged_sq, self.smoothing)
+
+    def _single_rank_hook(self, name: str):
+        def measure(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
+            grads = _gradients(optimizer)
+            if not grads:
+                return
+            if self.method == "micro-batches":
+                self._micro_batch(name, optimizer, grads)
+            else:
+                self._previous_step(name, grads)
+
+        return measure
+
+    def _previous_step(self, name: str, grads: list[torch.Tensor]) -> None:
+        flat = torch.cat([grad.reshape(-1).float() for grad in grads])
+        previous = self._previous.get(name)
+        if previous is not None and previous.shape == flat.shape:
+            current_sq, previous_sq = torch.dot(flat, flat), torch.dot(previous, previous)
+            big = (current_sq + previous_sq + 2 * torch.dot(flat, previous)) / 4
+            self.networks[name].add((current_sq + previous_sq) / 2, big, self.smoothing)
+        self._previous[name] = flat
+
+    def _micro_batch(self, name: str, optimizer: torch.optim.Optimizer, grads: list[torch.Tensor]) -> None:
+        """Micro-batches 1..k-1: keep the gradient and take it away, so the step updates nothing
+        (an optimizer skips parameters without a gradient); micro-batch k: the mean of all k."""
+        norms = self.networks[name]
+        norms.pending_small.append(squared_norm(grads))
+        accumulated = self._accumulated.get(name)
+        if accumulated is None:
+            accumulated = self._accumulated[name] = [torch.zeros_like(grad) for grad in grads]
+        torch._foreach_add_(accumulated, grads)
+        if self._micro_index < self.micro_batches - 1:
+            for group in optimizer.param_groups:
+                for parameter in group["params"]:
+                    parameter.grad = None
+            return
+        torch._foreach_copy_(grads, accumulated)
+        torch._foreach_div_(grads, float(self.micro_batches))
+        for tensor in accumulated:
+            tensor.zero_()
+        small = torch.stack(norms.pending_small).mean()
+        norms.pending_small.clear()
+        norms.add(small, squared_norm(grads), self.smoothing)
+
+    # --- the step ------------------------------------------------------------------------------------
+    def run_step(self, step: Any, batch: Batch) -> torch.Tensor:
+        """Run `step(batch)`; in k micro-batches (the mean loss) when the method is `micro-batches`."""
+        if self.method != "micro-batches":
+            return step(batch)
+        losses = []
+        for index, part in enumerate(split_batch(batch, self.micro_batches)):
+            self._micro_index = index
+            losses.append(step(part))
+        self._micro_index = 0
+        return torch.stack(losses).mean()
+
+    # --- reading -------------------------------------------------------------------------------------
+    def read_window(self, step: int, sum_over_ranks: SumOverRanks) -> list[NoiseScaleReading]:
+        """Close every network's window at `step` (one device read; on N ranks one all-reduce of
+        the small batches' sums, which `sum_over_ranks` makes) and return its readings."""
+        records = []
+        for name, norms in self.networks.items():
+            if norms.window_count == 0:
+                continue
+            window_small, window_big, average_small, average_big = (
+                float(value) for value in torch.stack(
+                    [norms.window_small, norms.window_big, norms.average_small, norms.average_big]).double().cpu())
+            if self.world_size > 1:
+                window_small, average_small = (total / self.world_size for total in
+                                               sum_over_ranks([window_small, average_small]))
+            correction = 1.0 - self.smoothing ** norms.count
+            estimate = WindowEstimate(name, norms.window_count, window_small / norms.window_count,
+                                      window_big / norms.window_count, average_small / correction,
+                                      average_big / correction)
+            norms.window_small.zero_()
+            norms.window_big.zero_()
+            norms.window_count = 0
+            self.history.append((step, estimate))
+            records.append(self._reading(estimate))
+        return records
+
+    def _reading(self, estimate: WindowEstimate) -> NoiseScaleReading:
+        grad_sq, trace_sigma = two_batch_estimates(estimate.small_sq, estimate.big_sq, self.small_batch, self.big_batch)
+        grad_sq_avg, trace_sigma_avg = two_batch_estimates(estimate.average_small_sq, estimate.average_big_sq,
+                                                           self.small_batch, self.big_batch)
+        return NoiseScaleReading(
+            network=estimate.network, method=self.method, biased=self.biased,
+            small_batch=self.small_batch, big_batch=self.big_batch, grad_sq=grad_sq, trace_sigma=trace_sigma,
+            b_simple=ratio(trace_sigma, grad_sq), grad_sq_avg=grad_sq_avg, trace_sigma_avg=trace_sigma_avg,
+            b_simple_avg=ratio(trace_sigma_avg, grad_sq_avg), window_steps=estimate.steps)
+
+    def last_quarter(self, first_step: int, last_step: int) -> dict[str, float] | None:
+        """Each network's B_simple from the windows in the last quarter of the steps up to
+        `last_step` (the sums of the window means, weighted by their steps, then the ratio)."""
+        start = last_step - (last_step - min(first_step, last_step)) / 4
+        values: dict[str, float] = {}
+        for name in self.networks:
+            windows = [estimate for step, estimate in self.history if estimate.network == name and step >= start]
+            steps = sum(estimate.steps for estimate in windows)
+            if not steps:
+                continue
+            small = sum(estimate.small_sq * estimate.steps for estimate in windows) / steps
+            big = sum(estimate.big_sq * estimate.steps for estimate in windows) / steps
+            grad_sq, trace_sigma = two_batch_estimates(small, big, self.small_batch, self.big_batch)
+            value = ratio(trace_sigma, grad_sq)
+            if value is not None:
+                values[name] = value
+        return values or None
+
+    # --- checkpoint ----------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """This rank's moving averages, as plain numbers (a checkpoint's rank part)."""
+        state = {}
+        for name, norms in self.networks.items():
+            if norms.average_small is None:
+                state[name] = {"small": norms.carried_small, "big": norms.carried_big, "count": norms.count}
+            else:
+                small, big = (float(value) for value in torch.stack([norms.average_small, norms.average_big]).cpu())
+                state[name] = {"small": small, "big": big, "count": norms.count}
+        return {"method": self.method, "smoothing": self.smoothing, "networks": state}
+
+    def load_state(self, state: Any) -> None:
+        """Continue the moving averages a checkpoint of the same method carries (else start anew)."""
+        if not isinstance(state, dict) or state.get("method") != self.method or state.get("smoothing") != self.smoothing:
+            return
+        for name, saved in (state.get("networks") or {}).items():
+            if name in self.networks and isinstance(saved, dict):
+                norms = self.networks[name]
+                norms.carried_small, norms.carried_big = float(saved["small"]), float(saved["big"])
+                norms.count = int(saved["count"])
+
+
+def _gradients(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [parameter.grad for group in optimizer.param_groups for parameter in group["params"]
+            if parameter.grad is not None]
+
+
+def split_batch(batch: Batch, parts: int) -> list[Batch]:
+    """The batch as `parts` equal slices along its first dimension."""
+    sizes = {tensor.shape[0] for tensor in batch.values()}
+    if len(sizes) != 1 or next(iter(sizes)) % parts:
+        raise UsageError(f"train: --noise-scale-micro-batches {parts} needs a batch whose every tensor has a "
+                         f"first dimension divisible by {parts}, got {sorted(sizes)}")
+    chunks = {key: tensor.chunk(parts) for key, tensor in batch.items()}
+    return [{key: chunk[index] for key, chunk in chunks.items()} for index in range(parts)]
