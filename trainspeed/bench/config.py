@@ -72,6 +72,18 @@ def parse_feeds(text: str) -> list[str]:
     return feeds
 
 
+NOISE_SCALE_VARIANTS = ("off", "on")
+
+
+def parse_noise_scale(text: str) -> list[str]:
+    """`off`, `on`, or `off,on` (each configuration then runs without and with, back to back)."""
+    variants = [name.strip() for name in text.split(",")]
+    if not variants or set(variants) - set(NOISE_SCALE_VARIANTS) or len(set(variants)) != len(variants):
+        raise UsageError(f"bad --noise-scale {text!r}: choose off, on (the one-rank gradient noise scale meter "
+                         "of `trainspeed train`) or off,on (both, back to back)")
+    return variants
+
+
 def parse_targets(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
 
@@ -105,6 +117,10 @@ class BenchConfig:
     """"device": one batch kept on the device; "host": each step copies a host batch to the device.
     With both, each (target, batch size) runs with each feed back to back, so the two are compared
     side by side."""
+    noise_scale: list[str] = field(default_factory=lambda: ["off"])
+    """"on": each step also measures the gradient noise scale as a one-rank `trainspeed train` does
+    (`trainspeed.gradients.noise_scale`, previous-step method); with off,on both run back to back, so
+    the meter's cost is a ratio of one run."""
     peak_tflops: float | None = ranged(None, 0, 1e6, low_open=True)
     """Peak for MFU; None measures it on the device."""
     threads: int | None = ranged_as(None, THREADS)
@@ -130,6 +146,7 @@ class BenchConfig:
             raise UsageError(f"--threads must be between 1 and {machine_cpus()} (this machine's CPUs), got {self.threads}")
         if self.plan.windows < 1 or self.plan.warmup_steps < 0:
             raise UsageError("--windows must be >= 1 and --warmup-steps >= 0")
+        parse_noise_scale(",".join(self.noise_scale))
         if not self.feeds or set(self.feeds) - set(FEEDS) or len(set(self.feeds)) != len(self.feeds):
             raise UsageError(f"bad feeds {','.join(self.feeds)}: choose device, host or device,host")
         if self.plan.max_steps_per_window < 1:

@@ -56,6 +56,8 @@ class ResultRow:
     few host batches to the device inside the timed step."""
     bytes_per_step: int | None = None
     """Host-to-device bytes each timed step copies (0 with the device feed)."""
+    noise_scale: str | None = None
+    """The noise-scale meter's method when the steps also measured it (`previous-step`); None: off."""
     samples_per_s: float | None = None
     """Median over the timed windows."""
     samples_per_s_min: float | None = None
@@ -136,8 +138,9 @@ class ResultRow:
     @property
     def series(self) -> str:
         """The name of this row's line in tables and plots: the target, plus the feed when the
-        steps were host-fed."""
-        return self.target if self.feed in (None, "device") else f"{self.target} {self.feed}-fed"
+        steps were host-fed and the noise-scale meter when they measured it."""
+        name = self.target if self.feed in (None, "device") else f"{self.target} {self.feed}-fed"
+        return name if self.noise_scale is None else f"{name} +noise-scale"
 
     @property
     def wire_s(self) -> float | None:

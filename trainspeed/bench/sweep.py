@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import itertools
 import sys
 import uuid
 from typing import Callable
@@ -30,7 +31,7 @@ from trainspeed.errors import DeviceLost
 from trainspeed.machine import Machine
 from trainspeed.targets import Target, check_target_builds, get_target
 from trainspeed.workloads import get_workload, resolve_size
-from trainspeed.workloads.base import Workload
+from trainspeed.workloads.base import Trainable, Workload
 from trainspeed.workloads.identity import identify
 
 ProgressHook = Callable[[str, int, bool], None]
@@ -55,6 +56,7 @@ def measure_configuration(
     seed: int,
     base: ResultRow,
     feed: str = "device",
+    noise_scale: str = "off",
 ) -> ResultRow:
     """Build, feed and time one (target, batch size); an OOM becomes an `oom` row."""
     target.reset_compilation()
@@ -65,6 +67,8 @@ def measure_configuration(
     trainable = batches = None
     try:
         trainable = target.build(workload, size, seed)
+        if noise_scale == "on":
+            base = dataclasses.replace(base, noise_scale=attach_meter(trainable, target, batch_size))
         batches = make_feed(feed, target, workload, size, batch_size, seed)
         bytes_per_step = batches.bytes_per_step
         timing = time_training(target, trainable, batches.next_batch, plan)
@@ -82,6 +86,18 @@ def measure_configuration(
                      bytes_per_step=bytes_per_step, peak_memory_bytes=target.peak_memory_bytes()),
         machine=machine.at_end(), **target.row_fields(),
     )
+
+
+def attach_meter(trainable: Trainable, target: Target, batch_size: int) -> str | None:
+    """Hook the one-rank noise-scale meter onto the trainable's optimizers; its method, or None
+    where the gradients are not here to measure (a remote target)."""
+    from trainspeed.gradients.noise_scale import NoiseScaleMeter
+
+    if not target.gradients_here:
+        return None
+    meter = NoiseScaleMeter(trainable, world_size=1, samples_per_rank=batch_size, micro_batches=1, smoothing=0.99)
+    meter.attach("single", {})
+    return meter.method
 
 
 def with_flops(row: ResultRow, flops_per_sample: float, peak_tflops: float | None, source: str | None) -> ResultRow:
@@ -124,9 +140,10 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
     rows: list[ResultRow] = []
     for target in targets:
         peak_tflops, source = (config.peak_tflops, "given") if config.peak_tflops else (None, None)
-        out_of_memory_at: dict[str, int] = {}  # per feed: the batch that ran out; larger ones are skipped
+        out_of_memory_at: dict[tuple[str, str], int] = {}  # per variant: the batch that ran out; larger ones are skipped
         for batch_size in config.batch_sizes:
-            for feed in config.feeds:
+            for feed, noise_scale in itertools.product(config.feeds, config.noise_scale):
+                variant = (feed, noise_scale)
                 if on_progress:
                     on_progress(str(target), batch_size, False)
                 base = ResultRow(
@@ -145,14 +162,14 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                     machine=Machine.at_start(),
                     **identity,
                 )
-                if feed in out_of_memory_at:
-                    row = dataclasses.replace(base, error=f"batch {out_of_memory_at[feed]} already ran out of memory")
+                if variant in out_of_memory_at:
+                    row = dataclasses.replace(base, error=f"batch {out_of_memory_at[variant]} already ran out of memory")
                 else:
                     row = measure_configuration(
-                        target, workload, config.size, batch_size, config.plan, config.seed, base, feed
+                        target, workload, config.size, batch_size, config.plan, config.seed, base, feed, noise_scale
                     )
                     if row.status == "oom":
-                        out_of_memory_at[feed] = batch_size
+                        out_of_memory_at[variant] = batch_size
                     if row.is_measured and peak_tflops is None:
                         peak_tflops, source = device_peak_tflops(target), "measured"
                     row = with_flops(row, flops_per_sample, peak_tflops, source)

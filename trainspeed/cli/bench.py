@@ -10,6 +10,7 @@ from trainspeed.bench.config import (
     BenchConfig,
     parse_batch_sizes,
     parse_feeds,
+    parse_noise_scale,
     parse_targets,
 )
 from trainspeed.flags import add_flag, config_from_flags, thread_count
@@ -40,6 +41,9 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
              "device: one batch kept on the device; host: each step copies a host batch to the device; "
              "device,host: both, back to back for each target and batch size",
              type=parse_feeds)
+    add_flag(parser, "--noise-scale", BenchConfig, "noise_scale",
+             "on: each step also measures the gradient noise scale as one rank of `trainspeed train` does; "
+             "off,on: both, back to back, to read the meter's cost as a ratio", type=parse_noise_scale)
     add_flag(parser, "--peak-tflops", BenchConfig, "peak_tflops", "peak for MFU (default: measured)")
     add_flag(parser, "--threads", BenchConfig, "threads", "torch CPU threads (recorded in every row)",
              type=thread_count)
@@ -61,7 +65,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
     config = dataclasses.replace(config_from_flags(BenchConfig, args), command=args.command_line)
     check_rows_file(config.out, f"--out {config.out}", kinds=(ResultRow.KIND,))
-    total = len(config.targets) * len(config.batch_sizes) * len(config.feeds)
+    total = len(config.targets) * len(config.batch_sizes) * len(config.feeds) * len(config.noise_scale)
     with tqdm(total=total, disable=args.no_progress, unit="config", file=sys.stderr) as bar:
 
         def on_progress(target: str, batch_size: int, finished: bool) -> None:
