@@ -21,7 +21,8 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 	$(RESULTS)/remote_cpu_mahjong_tiny.jsonl $(RESULTS)/remote_pipelined_cpu_mahjong_tiny.jsonl \
 	$(RESULTS)/stylegan3_cpu.jsonl $(RESULTS)/stylegan3_cpu_fir.jsonl $(RESULTS)/stylegan3_cpu_targets.jsonl \
 	$(RESULTS)/stylegan3_h200.jsonl $(RESULTS)/stylegan3_h200_compile.jsonl \
-	$(RESULTS)/stylegan3_saved_memory.jsonl $(RESULTS)/startup.jsonl $(RESULTS)/train_cuda.jsonl $(RESULTS)/train_quality \
+	$(RESULTS)/stylegan3_saved_memory.jsonl $(RESULTS)/startup.jsonl $(RESULTS)/time_to_target_one_rank \
+	$(RESULTS)/time_to_target_two_ranks $(RESULTS)/time_to_target_killed_resumed $(RESULTS)/train_cuda.jsonl $(RESULTS)/train_quality \
 	$(RESULTS)/train_quality_tiny $(RESULTS)/train_scaling.jsonl $(RESULTS)/xla_cpu_threads.jsonl
 
 $(BIN)/trainspeed: requirements.txt pyproject.toml

@@ -125,3 +125,11 @@ def test_micro_batches_are_refused_for_a_workload_that_trains_two_networks_in_ph
     message = cli_error("train", "--workload", "stylegan3", "--size", "tiny-t", "--synthetic-data", "--steps", "2",
                         "--batch-size-per-device", "4", "--noise-scale-micro-batches", "2", "--out", str(tmp_path / "r"))
     assert "trains 2" in message and "drop it" in message
+
+
+@pytest.mark.e2e
+def test_plot_of_a_run_directory_draws_its_loss_and_noise_scale_against_samples(tiny_run, tmp_path) -> None:
+    stem = tmp_path / "figure"
+    assert main(["plot", str(tiny_run), "--out", str(stem)]) == 0
+    assert stem.with_suffix(".png").stat().st_size > 0
+    assert "Gradient noise scale" in stem.with_suffix(".svg").read_text()

@@ -136,6 +136,9 @@ def noise_scale_figure(runs: Sequence["TrainRun"]) -> Figure:
                    title="Gradient noise scale")
     if noise_axes.get_lines():
         noise_axes.set_yscale("log")
+        noise_axes.yaxis.set_major_formatter(FuncFormatter(compact_number))
+        noise_axes.yaxis.set_minor_formatter(FuncFormatter(compact_number))
+        noise_axes.tick_params(axis="y", which="minor", labelsize=7)
     for axes in (loss_axes, noise_axes):
         axes.xaxis.set_major_formatter(FuncFormatter(compact_number))
         axes.grid(True, alpha=0.3)

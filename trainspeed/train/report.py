@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trainspeed.errors import UsageError
-from trainspeed.report.figures import figure_block
+from trainspeed.report.figures import caption_machines, figure_block, save_figure
 from trainspeed.report.inputs import Read, ReportInputs
 from trainspeed.report.page import (
     Section,
@@ -20,7 +20,7 @@ from trainspeed.report.page import (
     text,
     workload_label,
 )
-from trainspeed.report.part import ReportPart, RowKind
+from trainspeed.report.part import PlotRequest, ReportPart, RowKind
 from trainspeed.report.provenance import provenance
 from trainspeed.rows import KIND, Source, parse_row, read_records, record_kind
 from trainspeed.train.figures import TrainBar, curves_figure, noise_scale_figure, training_figure
@@ -202,10 +202,25 @@ def sections(inputs: ReportInputs, baselines: Sequence[str]) -> list[Section]:
     return [training_section(runs)] + ([quality] if quality is not None else [])
 
 
+def plot(inputs: ReportInputs, request: PlotRequest) -> list[Path]:
+    """`trainspeed plot RUN_DIR`: the loss and the noise scale against samples where the run measured
+    it, else its training and validation curves."""
+    if request.baseline or request.run_id:
+        raise UsageError(f"{request.results} holds run directories: --baseline and --run-id are for bench rows")
+    runs = inputs.of(RunSummary)
+    with_noise = [run for run in runs if run.noise_curve]
+    with_curves = [run for run in runs if run.train_curve or run.val_curve]
+    if not with_noise and not with_curves:
+        raise UsageError(f"{request.results}: its runs logged no metrics rows to plot")
+    figure = noise_scale_figure(with_noise) if with_noise else curves_figure(with_curves)
+    caption_machines(figure, [run.row for run in (with_noise or with_curves)])
+    return save_figure(figure, request.stem)
+
+
 PART = ReportPart(
     name="train",
     kinds=(RowKind(RunSummary, wrap=lambda row, source, extra: TrainRun(row, source, extra)),
            RowKind(WindowRecord, parse=metrics_row), RowKind(EvalRecord, parse=metrics_row),
            RowKind(NoiseScaleRecord, parse=metrics_row), RowKind(TimeToTargetRecord, parse=metrics_row)),
     sections=sections, counts=lambda inputs: [("run directories", len(inputs.of(RunSummary)))],
-    read_directory=read_run_directory, directory_kind=(SUMMARY_FILE, "run directories"))
+    read_directory=read_run_directory, directory_kind=(SUMMARY_FILE, "run directories"), plot=plot)
