@@ -65,7 +65,12 @@ def test_ranks_split_the_global_batches_of_one_rank(point_shards, world_size):
     lengths = {len(batches) for batches in per_rank}
     assert lengths == {len(one_rank)}, "drop_last must give every rank the same number of batches"
     for t, global_batch in enumerate(one_rank):
-        assert np.array_equal(np.concatenate([batches[t] for batches in per_rank]), global_batch)
+        assert np.array_equal(np.sort(np.concatenate([batches[t] for batches in per_rank])), global_batch)
+    # Each rank's slice is a random share of its global batch, sorted for the reads, not a run of
+    # neighbouring samples: the ranks' gradients then differ as independent batches' do.
+    first = [batches[0] for batches in per_rank]
+    assert all(np.array_equal(ids, np.sort(ids)) for ids in first)
+    assert first[0].max() > first[1].min() and first[1].max() > first[0].min()
 
 
 def test_order_depends_on_seed_and_epoch_only(point_shards):

@@ -60,7 +60,8 @@ def test_ranks_split_the_global_batches_of_one_rank(order, world_size, drop_last
     if drop_last:
         assert {len(batches) for batches in per_rank} == {len(one_rank)}, "every rank gets as many batches"
     for t, global_batch in enumerate(one_rank):
-        assert np.array_equal(np.concatenate([batches[t] for batches in per_rank if t < len(batches)]), global_batch)
+        shares = np.concatenate([batches[t] for batches in per_rank if t < len(batches)])
+        assert np.array_equal(np.sort(shares), np.sort(global_batch))
 
 
 @ORDERS
@@ -76,12 +77,16 @@ def test_without_shuffle_the_order_is_the_storage_order(order):
     assert np.array_equal(order(LoaderConfig(batch_size=64, shuffle=False)), np.arange(NUM_SAMPLES))
 
 
-def test_chunked_global_batches_are_sorted_so_rank_slices_are_forward_sweeps():
+def test_chunked_rank_slices_are_sorted_forward_sweeps_of_random_shares_of_their_global_batch():
     config = LoaderConfig(batch_size=256, world_size=2, seed=4, shuffle_buffer=512)
     order = chunked(config)
     full = (NUM_SAMPLES // 512) * 512
-    assert (np.diff(order[:full].reshape(-1, 512), axis=1) > 0).all()
+    slices = order[:full].reshape(-1, 2, 256)
+    assert (np.diff(slices, axis=2) > 0).all()
     assert (np.diff(order[full:]) > 0).all()
+    # not a low and a high half of the global batch: the ranks' shares interleave
+    assert (slices[:, 0].max(axis=1) > slices[:, 1].min(axis=1)).all()
+    assert (slices[:, 1].max(axis=1) > slices[:, 0].min(axis=1)).all()
 
 
 def test_batches_per_epoch_without_drop_last_gives_the_remainder_to_the_first_ranks():

@@ -83,6 +83,9 @@ def test_a_batch_is_split_into_equal_slices_of_every_tensor_and_a_ragged_one_is_
     assert torch.equal(torch.cat([part["x"] for part in parts]), batch["x"])
     with pytest.raises(Exception, match="divisible by 4"):
         split_batch(batch, 4)
+    permuted = split_batch(batch, 2, torch.tensor([5, 0, 3, 1, 4, 2]))
+    assert [part["y"].tolist() for part in permuted] == [[5, 0, 3], [1, 4, 2]]
+    assert permuted[0]["x"].tolist() == [[10, 11], [0, 1], [6, 7]]
 
 
 def test_a_one_rank_run_writes_noise_scale_rows_of_the_previous_step_marked_biased(tmp_path) -> None:

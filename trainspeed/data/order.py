@@ -14,10 +14,12 @@ Two orders are offered:
          (`chunk_bounds`);
       2. the chunk order is shuffled;
       3. samples are shuffled within consecutive windows of `shuffle_buffer` samples;
-      4. each global batch is sorted by position in the shard set.
-    Sorting within a global batch does not change which samples train together, but it makes each
-    rank's slice a run of neighbouring samples from one or two shards: the ranks read (nearly)
-    disjoint shard ranges and every gather is a forward sweep through a memmap.
+      4. each rank's slice of each global batch is sorted by position in the shard set.
+    Sorting within a slice does not change which samples train together, but it makes every gather a
+    forward sweep through a memmap. The slices themselves stay random subsets of their global batch
+    (sorting the whole global batch before cutting it would give each rank a run of neighbouring
+    samples, often of the same games or documents, and the gradients of the ranks would differ by
+    more than independent batches do, which the gradient noise scale reads as noise).
 
 The split of a dataset into train and val is fixed the same way, by a hash of each sample's split
 value (`in_validation_split`): it never depends on a seed, a rank count or the order of the files.
@@ -95,7 +97,7 @@ def chunked_order(bounds: np.ndarray, num_samples: int, config: LoaderConfig, ep
     order = order[np.argsort(keys, kind="stable")]
     global_batch = config.batch_size * config.world_size
     full = (n // global_batch) * global_batch
-    order[:full].reshape(-1, global_batch).sort(axis=1)
+    order[:full].reshape(-1, config.world_size, config.batch_size).sort(axis=2)
     order[full:].sort()
     return order
 

@@ -17,7 +17,9 @@ ratio is taken, as AdaptDL's `GradientNoiseScale` does. Where the two batches co
   averages them over ranks and nothing is communicated per step.
 - 1 rank, `--noise-scale-micro-batches k` (`micro-batches`): the step runs its backward over k
   slices of the batch (b = B/k); their gradients are summed before the one optimizer step, which
-  therefore takes the same update as one backward over the whole batch.
+  therefore takes the same update as one backward over the whole batch. The slices are a random
+  partition: a loader's batch may hold neighbouring samples next to each other (sorted for its
+  reads), and contiguous slices of it would differ by more than independent batches do.
 - 1 rank otherwise (`previous-step`): this step's gradient and the last one's (b = B, B = 2B). The
   weights moved between the two, so the estimate is biased (the rows say so); it is cheap.
 
@@ -124,8 +126,10 @@ class NoiseScaleMeter:
     """Measures each trained network's noise scale; see the module docstring for the methods."""
 
     def __init__(self, trainable: Trainable, *, world_size: int, samples_per_rank: int, micro_batches: int,
-                 smoothing: float) -> None:
+                 smoothing: float, seed: int = 0) -> None:
         self.trainable = trainable
+        self._partitions = torch.Generator().manual_seed(seed)
+        """Draws each step's random partition into micro-batches (apart from the run's own RNGs)."""
         self.smoothing = smoothing
         self.world_size = world_size
         self.micro_batches = micro_batches
@@ -233,7 +237,9 @@ class NoiseScaleMeter:
         if self.method != "micro-batches":
             return step(batch)
         losses = []
-        for index, part in enumerate(split_batch(batch, self.micro_batches)):
+        size = next(iter(batch.values())).shape[0]
+        permutation = torch.randperm(size, generator=self._partitions)
+        for index, part in enumerate(split_batch(batch, self.micro_batches, permutation)):
             self._micro_index = index
             losses.append(step(part))
         self._micro_index = 0
@@ -320,11 +326,14 @@ def _gradients(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
             if parameter.grad is not None]
 
 
-def split_batch(batch: Batch, parts: int) -> list[Batch]:
-    """The batch as `parts` equal slices along its first dimension."""
+def split_batch(batch: Batch, parts: int, permutation: torch.Tensor | None = None) -> list[Batch]:
+    """The batch as `parts` equal slices along its first dimension, of the samples in the order of
+    `permutation` (host indices) where given."""
     sizes = {tensor.shape[0] for tensor in batch.values()}
     if len(sizes) != 1 or next(iter(sizes)) % parts:
         raise UsageError(f"train: --noise-scale-micro-batches {parts} needs a batch whose every tensor has a "
                          f"first dimension divisible by {parts}, got {sorted(sizes)}")
+    if permutation is not None:
+        batch = {key: tensor.index_select(0, permutation.to(tensor.device)) for key, tensor in batch.items()}
     chunks = {key: tensor.chunk(parts) for key, tensor in batch.items()}
     return [{key: chunk[index] for key, chunk in chunks.items()} for index in range(parts)]

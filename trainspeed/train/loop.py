@@ -282,7 +282,7 @@ class RankTrainer:
         return NoiseScaleMeter(self.trainable, world_size=self.context.world_size,
                                samples_per_rank=self.config.batch_size_per_device * self.layout.devices_per_process,
                                micro_batches=self.config.noise_scale_micro_batches,
-                               smoothing=self.config.noise_scale_smoothing)
+                               smoothing=self.config.noise_scale_smoothing, seed=self.config.seed)
 
     def _open_val_loader(self) -> BatchLoader | None:
         if self.config.synthetic_data or self.evaluated is None:
