@@ -17,7 +17,8 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 	$(RESULTS)/harness_overhead.json $(RESULTS)/loader_bench.jsonl $(RESULTS)/loader_bench_checks.jsonl \
 	$(RESULTS)/loader_bench_h200_cuda.jsonl $(RESULTS)/loader_bench_h200_ranks.jsonl \
 	$(RESULTS)/mahjong_agreement.jsonl $(RESULTS)/mahjong_eval.jsonl $(RESULTS)/mahjong_eval_curve.jsonl \
-	$(RESULTS)/mahjong_final $(RESULTS)/mahjong_null.jsonl $(RESULTS)/reference_cpu_mahjong_tiny.jsonl \
+	$(RESULTS)/mahjong_final $(RESULTS)/mahjong_null.jsonl $(RESULTS)/noise_scale_adaptdl.jsonl \
+	$(RESULTS)/noise_scale_bench_cpu.jsonl $(RESULTS)/noise_scale_bench_cpu_b64.jsonl $(RESULTS)/noise_scale_check.jsonl $(RESULTS)/noise_scale_overhead.jsonl $(RESULTS)/reference_cpu_mahjong_tiny.jsonl \
 	$(RESULTS)/remote_cpu_mahjong_tiny.jsonl $(RESULTS)/remote_pipelined_cpu_mahjong_tiny.jsonl \
 	$(RESULTS)/stylegan3_cpu.jsonl $(RESULTS)/stylegan3_cpu_fir.jsonl $(RESULTS)/stylegan3_cpu_targets.jsonl \
 	$(RESULTS)/stylegan3_h200.jsonl $(RESULTS)/stylegan3_h200_compile.jsonl \
