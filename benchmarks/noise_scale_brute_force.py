@@ -3,7 +3,7 @@
     PYTHONPATH=examples python benchmarks/noise_scale_brute_force.py RUN --step S --out check.jsonl
 
 `trainspeed train` estimates |G|^2 and tr(Sigma) from the squared norms of two batch sizes
-(`trainspeed.train.noise_scale`). This measures them directly at the weights of the checkpoint
+(`trainspeed.gradients.noise_scale`). This measures them directly at the weights of the checkpoint
 RUN/checkpoints/step-S.pt: n training samples (`--samples`, drawn by the run's own loader,
 shuffled with `--seed`), each one's gradient of its own loss (torch.func: functional_call under
 vmap(grad), `--chunk` samples at a time, the networks in train mode as in training), and from

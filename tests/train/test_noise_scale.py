@@ -14,7 +14,9 @@ from child_commands import EXAMPLES, run_child, run_ok
 from train_runs import TINY_RUN
 
 from trainspeed.cli import main
-from trainspeed.gradients.noise_scale import split_batch, two_batch_estimates
+from trainspeed.errors import UsageError
+from trainspeed.gradients.noise_scale import NoiseScaleMeter, split_batch, two_batch_estimates
+from trainspeed.workloads.base import Trainable
 
 LEAST_SQUARES = ["--workload", "least_squares_workload:LeastSquaresWorkload", "--size", "d16", "--threads", "1",
                  "--no-progress", "--noise-scale-smoothing", "0.999", "--log-every", "50"]
@@ -113,7 +115,7 @@ def test_noise_scale_off_writes_no_rows_and_no_summary_value(tmp_path) -> None:
 @pytest.mark.parametrize(("flags", "said"), [
     (["--noise-scale-micro-batches", "3"], "--noise-scale-micro-batches 3 must divide --batch-size-per-device 8"),
     (["--noise-scale-micro-batches", "2", "--nproc", "2"], "is for one rank"),
-    (["--noise-scale-micro-batches", "2", "--noise-scale", "off"], "drop it or --noise-scale off"),
+    (["--noise-scale-micro-batches", "2", "--noise-scale", "off"], "--noise-scale off does not measure"),
     (["--noise-scale-smoothing", "1"], "--noise-scale-smoothing must be in [0, 1)"),
     (["--noise-scale", "maybe"], "invalid choice"),
 ])
@@ -136,3 +138,31 @@ def test_plot_of_a_run_directory_draws_its_loss_and_noise_scale_against_samples(
     assert main(["plot", str(tiny_run), "--out", str(stem)]) == 0
     assert stem.with_suffix(".png").stat().st_size > 0
     assert "Gradient noise scale" in stem.with_suffix(".svg").read_text()
+
+
+class HandWrittenUpdate(Trainable):
+    """A step that updates its weights itself, as a compiled optimizer step may: no step hooks run."""
+
+    def __init__(self) -> None:
+        super().__init__({"model": torch.nn.Linear(2, 1)})
+
+    def setup_optimizers(self, fused: bool = False) -> None:
+        self.optimizers = {"model": torch.optim.SGD(self.networks["model"].parameters(), lr=0.1)}
+
+    def train_step(self, batch):
+        loss = self.networks["model"](batch["x"]).pow(2).mean()
+        loss.backward()
+        with torch.no_grad():
+            for parameter in self.networks["model"].parameters():
+                parameter -= 0.1 * parameter.grad
+                parameter.grad = None
+        return loss.detach()
+
+
+def test_micro_batches_refuse_a_step_that_runs_no_optimizer_step_hooks() -> None:
+    trainable = HandWrittenUpdate()
+    trainable.setup_optimizers()
+    meter = NoiseScaleMeter(trainable, world_size=1, samples_per_rank=8, micro_batches=2, smoothing=0.9)
+    meter.attach("single", {})
+    with pytest.raises(UsageError, match="without its step hooks"):
+        meter.run_step(trainable.train_step, {"x": torch.randn(8, 2)})

@@ -145,6 +145,9 @@ class NoiseScaleMeter:
         self._previous: dict[str, torch.Tensor] = {}
         self._accumulated: dict[str, list[torch.Tensor]] = {}
         self._micro_index = 0
+        self._hook_calls = 0
+        """Step pre-hook calls so far: a step that runs its optimizers without them (a compiled
+        step may) would leave the micro-batches' updates unaccumulated, so it is refused."""
         self.history: list[tuple[int, WindowEstimate]] = []
         """(step, estimate) of every window of this invocation, for the summary's last quarter."""
 
@@ -190,6 +193,7 @@ class NoiseScaleMeter:
 
     def _single_rank_hook(self, name: str):
         def measure(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
+            self._hook_calls += 1
             grads = _gradients(optimizer)
             if not grads:
                 return
@@ -237,12 +241,17 @@ class NoiseScaleMeter:
         if self.method != "micro-batches":
             return step(batch)
         losses = []
+        calls_before = self._hook_calls
         size = next(iter(batch.values())).shape[0]
         permutation = torch.randperm(size, generator=self._partitions)
         for index, part in enumerate(split_batch(batch, self.micro_batches, permutation)):
             self._micro_index = index
             losses.append(step(part))
         self._micro_index = 0
+        if self._hook_calls - calls_before < self.micro_batches:
+            raise UsageError("train: --noise-scale-micro-batches: the workload's step ran its optimizer without "
+                             "its step hooks (a compiled optimizer step does), so the micro-batches cannot be "
+                             "accumulated into one update; drop --noise-scale-micro-batches")
         return torch.stack(losses).mean()
 
     # --- reading -------------------------------------------------------------------------------------

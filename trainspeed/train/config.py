@@ -219,8 +219,8 @@ class TrainConfig:
         if micro < 1:
             raise UsageError(f"train: --noise-scale-micro-batches must be >= 1, got {micro}")
         if micro > 1 and self.noise_scale == "off":
-            raise UsageError("train: --noise-scale-micro-batches splits the step to measure the noise scale; "
-                             "drop it or --noise-scale off")
+            raise UsageError("train: --noise-scale-micro-batches splits the step to measure the noise scale, which "
+                             "--noise-scale off does not measure; drop one of the two")
         if micro > 1 and self.world_size > 1:
             raise UsageError(f"train: --noise-scale-micro-batches is for one rank ({self.world_size} ranks measure "
                              "the noise scale from each rank's gradient); drop it")

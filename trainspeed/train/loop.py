@@ -23,6 +23,7 @@ import torch
 
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
+from trainspeed.gradients.noise_scale import NoiseScaleMeter
 from trainspeed.machine import Machine
 from trainspeed.targets import get_target
 from trainspeed.targets.base import BatchPlacer, Target
@@ -39,7 +40,6 @@ from trainspeed.train.lr_schedule import (
     first_group_lrs,
 )
 from trainspeed.train.metrics import MetricsLog, StepWindow, reduce_window
-from trainspeed.gradients.noise_scale import NoiseScaleMeter
 from trainspeed.train.parallel import make_data_parallel
 from trainspeed.train.progress import ProgressBar
 from trainspeed.train.resume import ResumePlan, load_planned, read_plan
@@ -92,9 +92,13 @@ class RunClock:
     h2d_samples: list[float] = field(default_factory=list)
     totals_before: RunTotals = field(default_factory=RunTotals)
     """The run's seconds before this invocation (from the checkpoint it resumed from)."""
+    pause_started_at: float | None = None
+    """Where the pause under way began (a checkpoint, a validation, the run's end), or None."""
 
     def run_train_s(self, now: float) -> float:
-        return self.totals_before.train_s + now - self.started_at - self.paused_s
+        """Training seconds of the run at `now`; a pause under way is not training."""
+        trained_until = now if self.pause_started_at is None else min(now, self.pause_started_at)
+        return self.totals_before.train_s + trained_until - self.started_at - self.paused_s
 
     def run_wall_s(self, now: float) -> float:
         return self.totals_before.wall_s + now - self.started_at
@@ -442,6 +446,7 @@ class RankTrainer:
         self.target.sync()
         self.collectives.barrier()
         ended_at = time.perf_counter()
+        trace.clock.pause_started_at = ended_at
         progress.close()
         at_target = self.reached_now and self.config.stop_at_target
         if at_target and self.context.is_main:
@@ -521,12 +526,14 @@ class RankTrainer:
     def _between_steps(self, trace: RunTrace, stopped: bool) -> None:
         """Checkpoint and validate when due (or checkpoint on a stop), off the training clock."""
         pause_from = time.perf_counter()
+        trace.clock.pause_started_at = pause_from
         if stopped or self._is_due(self.config.checkpoint_every):
             self.save(trace.clock)
         if not stopped and self._is_eval_due():
             trace.last_eval = self.validate(trace.clock) or trace.last_eval
         pause_s = time.perf_counter() - pause_from
         trace.clock.add_pause(pause_s)
+        trace.clock.pause_started_at = None
         trace.window.started_at += pause_s
 
     def _summarise(self, trace: RunTrace, ended_at: float, stopped: bool) -> RunSummary:
