@@ -166,3 +166,12 @@ def test_a_goal_the_workload_does_not_measure_is_one_line_before_training(tmp_pa
 def test_inconsistent_goal_flags_are_one_line(tmp_path, cli_error, flags, said) -> None:
     message = cli_error("train", *TINY_RUN, "--steps", "2", "--out", str(tmp_path / "run"), *flags)
     assert said in message
+
+
+def test_a_checkpoints_clock_is_read_as_numbers_and_an_older_checkpoint_without_one_starts_at_zero() -> None:
+    from trainspeed.train.time_to_target import RunTotals
+
+    assert RunTotals.from_state({"train_s": 1.5, "resumes": 2, "unknown": "kept out"}) == RunTotals(train_s=1.5, resumes=2)
+    assert RunTotals.from_state(None) == RunTotals()
+    with pytest.raises(TypeError, match="train_s as str"):
+        RunTotals.from_state({"train_s": "1.5"})

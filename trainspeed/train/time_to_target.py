@@ -94,7 +94,11 @@ class RunTotals:
         if not isinstance(state, dict):
             return cls()
         names = {field.name for field in dataclasses.fields(cls)}
-        return cls(**{key: value for key, value in state.items() if key in names})
+        wrong = [key for key in names & set(state)
+                 if not isinstance(state[key], (int, float)) or isinstance(state[key], bool)]
+        if wrong:
+            raise TypeError(f"the run's clock records {wrong[0]} as {type(state[wrong[0]]).__name__}, not a number")
+        return cls(**{key: state[key] for key in names & set(state)})
 
 
 @dataclass(frozen=True)
