@@ -102,6 +102,10 @@ def test_two_ranks_stop_at_the_target_with_a_checkpoint(tmp_path, data_args) -> 
     assert summary["last_step"] == 4 and summary["time_to_target"]["reached"]
     assert (out / "checkpoints" / "step-000000004.pt").is_file()
     assert [row["step"] for row in _rows(out, "val")] == [4]
+    page = tmp_path / "report.html"
+    assert main(["report", str(out), "--out", str(page)]) == 0
+    html = page.read_text()
+    assert 'id="table-time-to-target"' in html and 'id="fig-noise-scale"' in html and "val/loss&lt;=100" in html
 
 
 @pytest.mark.e2e
