@@ -179,3 +179,19 @@ def test_a_checkpoints_clock_is_read_as_numbers_and_an_older_checkpoint_without_
     assert RunTotals.from_state(None) == RunTotals()
     with pytest.raises(TypeError, match="train_s as str"):
         RunTotals.from_state({"train_s": "1.5"})
+
+
+def test_the_crossing_keeps_the_resumes_and_lost_seconds_of_its_own_time_through_a_checkpoint() -> None:
+    from trainspeed.train.rows import EvalRecord
+    from trainspeed.train.time_to_target import RunTotals, TargetTracker
+
+    tracker = TargetTracker(parse_goal("val/accuracy>=0.5"), "val/accuracy>=0.5")
+    assert not tracker.observe(EvalRecord(step=4, metrics={"accuracy": 0.3}), 64, 1.0, 1.2)
+    assert tracker.observe(EvalRecord(step=8, metrics={"accuracy": 0.6}), 128, 2.0, 2.5)
+    fields = dict(step=8, samples=128, global_batch=16, world_size=1, target="cpu:eager:fp32")
+    first = tracker.record(RunTotals(train_s=2.0, wall_s=2.5), **fields)
+    assert (first.step, first.value, first.previous_step, first.previous_value) == (8, 0.6, 4, 0.3)
+    resumed = TargetTracker(parse_goal("val/accuracy>=0.5"), "val/accuracy>=0.5")
+    resumed.load_state(tracker.as_state())
+    later = resumed.record(RunTotals(train_s=9.0, resumes=1, lost_train_s=0.4), **{**fields, "step": 20})
+    assert later == first

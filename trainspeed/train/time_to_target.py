@@ -123,6 +123,8 @@ class TargetTracker:
         """The validation before the crossing."""
         self.last: Validation | None = None
         self.best: Validation | None = None
+        self.reached_clock: RunTotals | None = None
+        """The run's resumes and lost seconds when the goal was met (later ones are not its)."""
 
     def observe(self, record: EvalRecord, samples: int, train_s: float, wall_s: float) -> bool:
         """Take one validation; True when it is the first that meets the goal."""
@@ -141,6 +143,9 @@ class TargetTracker:
                target: str) -> TimeToTargetRecord:
         """The row of the crossing, or (not reached) of the run so far with its best value."""
         hit = self.reached
+        if hit is not None:
+            self.reached_clock = self.reached_clock or clock
+            clock = self.reached_clock
         before = self.previous if hit is not None else self.last
         return TimeToTargetRecord(
             until=str(self.goal), metric=self.goal.metric, reached=hit is not None,
@@ -161,7 +166,8 @@ class TargetTracker:
             return dataclasses.asdict(seen) if seen is not None else None
 
         return {"until": self.until, "reached": plain(self.reached), "previous": plain(self.previous),
-                "last": plain(self.last), "best": plain(self.best)}
+                "last": plain(self.last), "best": plain(self.best),
+                "reached_clock": self.reached_clock.as_state() if self.reached_clock is not None else None}
 
     def load_state(self, state: Any) -> None:
         """Continue from a checkpoint's state when it watched the same goal (a resume may change
@@ -171,6 +177,8 @@ class TargetTracker:
         for name in ("reached", "previous", "last", "best"):
             seen = state.get(name)
             setattr(self, name, Validation(**seen) if isinstance(seen, dict) else None)
+        clock = state.get("reached_clock")
+        self.reached_clock = RunTotals.from_state(clock) if isinstance(clock, dict) else None
 
 
 def _finite(value: float) -> float | None:
