@@ -37,6 +37,7 @@ from typing import Any, Callable
 import torch
 
 from trainspeed.errors import UsageError
+from trainspeed.gradients.rows import NoiseScaleRecord
 from trainspeed.workloads.base import Batch, Trainable
 
 SumOverRanks = Callable[[list[float]], list[float]]
@@ -89,25 +90,6 @@ class NetworkNorms:
         self.average_big.mul_(smoothing).add_(big, alpha=1.0 - smoothing)
         self.window_count += 1
         self.count += 1
-
-
-@dataclass(frozen=True)
-class NoiseScaleReading:
-    """One network's noise scale over one logged window: the fields of a `noise-scale` row
-    (`trainspeed.train.rows.NoiseScaleRecord`) but its step and samples."""
-
-    network: str
-    method: str
-    biased: bool
-    small_batch: int
-    big_batch: int
-    grad_sq: float
-    trace_sigma: float
-    b_simple: float | None
-    grad_sq_avg: float
-    trace_sigma_avg: float
-    b_simple_avg: float | None
-    window_steps: int
 
 
 @dataclass(frozen=True)
@@ -255,9 +237,9 @@ class NoiseScaleMeter:
         return torch.stack(losses).mean()
 
     # --- reading -------------------------------------------------------------------------------------
-    def read_window(self, step: int, sum_over_ranks: SumOverRanks) -> list[NoiseScaleReading]:
+    def read_window(self, step: int, samples: int, sum_over_ranks: SumOverRanks) -> list[NoiseScaleRecord]:
         """Close every network's window at `step` (one device read; on N ranks one all-reduce of
-        the small batches' sums, which `sum_over_ranks` makes) and return its readings."""
+        the small batches' sums, which `sum_over_ranks` makes) and return its rows."""
         records = []
         for name, norms in self.networks.items():
             if norms.window_count == 0:
@@ -276,15 +258,15 @@ class NoiseScaleMeter:
             norms.window_big.zero_()
             norms.window_count = 0
             self.history.append((step, estimate))
-            records.append(self._reading(estimate))
+            records.append(self._record(estimate, step, samples))
         return records
 
-    def _reading(self, estimate: WindowEstimate) -> NoiseScaleReading:
+    def _record(self, estimate: WindowEstimate, step: int, samples: int) -> NoiseScaleRecord:
         grad_sq, trace_sigma = two_batch_estimates(estimate.small_sq, estimate.big_sq, self.small_batch, self.big_batch)
         grad_sq_avg, trace_sigma_avg = two_batch_estimates(estimate.average_small_sq, estimate.average_big_sq,
                                                            self.small_batch, self.big_batch)
-        return NoiseScaleReading(
-            network=estimate.network, method=self.method, biased=self.biased,
+        return NoiseScaleRecord(
+            step=step, samples=samples, network=estimate.network, method=self.method, biased=self.biased,
             small_batch=self.small_batch, big_batch=self.big_batch, grad_sq=grad_sq, trace_sigma=trace_sigma,
             b_simple=ratio(trace_sigma, grad_sq), grad_sq_avg=grad_sq_avg, trace_sigma_avg=trace_sigma_avg,
             b_simple_avg=ratio(trace_sigma_avg, grad_sq_avg), window_steps=estimate.steps)

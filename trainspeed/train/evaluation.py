@@ -23,10 +23,10 @@ def can_evaluate(trainable: Trainable) -> bool:
     return type(trainable).eval_metrics is not Trainable.eval_metrics
 
 
-def metric_names(workload: Workload, size: str) -> list[str]:
-    """The validation metrics the workload reports, from one pass over a synthetic batch of two on
-    the host (before a run starts, to check what `--until` names); UsageError when it has none."""
-    trainable = workload.build(size, seed=0)
+def metric_names(trainable: Trainable, workload: Workload, size: str) -> list[str]:
+    """The validation metrics the workload reports, from one pass of `trainable` (the workload
+    built on the host) over a synthetic batch of two, before a run starts, to check what `--until`
+    names; UsageError when it has none."""
     if not can_evaluate(trainable):
         raise UsageError(f"train: workload {workload.name!r} has no validation metrics (its Trainable defines no "
                          "eval_metrics), so it has no quality to reach; drop --until")

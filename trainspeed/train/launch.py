@@ -103,13 +103,16 @@ def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int 
 def _check_quality_settings(config: TrainConfig, workload: Workload, family: type[Target]) -> None:
     """What --until names is a validation metric of the workload; micro-batches split a step that
     trains one network, here."""
+    if config.until is None and config.noise_scale_micro_batches == 1:
+        return
+    on_host = workload.build(config.size, seed=0)
     if config.until is not None:
-        check_goal_metric(parse_goal(config.until), metric_names(workload, config.size), workload.name)
+        check_goal_metric(parse_goal(config.until), metric_names(on_host, workload, config.size), workload.name)
     if config.noise_scale_micro_batches > 1:
         if not family.gradients_here:
             raise UsageError(f"train: --noise-scale-micro-batches: {config.target} keeps its gradients on the server, "
                              "where they are not measured; drop it")
-        trained = workload.build(config.size, seed=0).trained_network_names()
+        trained = on_host.trained_network_names()
         if len(trained) > 1:
             raise UsageError(f"train: --noise-scale-micro-batches splits a step that trains one network, and "
                              f"{workload.name!r} trains {len(trained)} ({', '.join(trained)}) in phases; drop it (the "

@@ -43,7 +43,7 @@ from trainspeed.train.metrics import MetricsLog, StepWindow, reduce_window
 from trainspeed.train.parallel import make_data_parallel
 from trainspeed.train.progress import ProgressBar
 from trainspeed.train.resume import ResumePlan, load_planned, read_plan
-from trainspeed.train.rows import EvalRecord, NoiseScaleRecord, RunSummary, TimeToTargetRecord, WindowRecord
+from trainspeed.train.rows import EvalRecord, RunSummary, TimeToTargetRecord, WindowRecord
 from trainspeed.train.summary import bench_samples_per_s
 from trainspeed.train.synthetic import SyntheticLoader
 from trainspeed.train.time_to_target import RunTotals, TargetTracker, parse_goal
@@ -517,8 +517,7 @@ class RankTrainer:
         )
         self.metrics.write(trace.last_record, self.state.step)
         if self.meter is not None:
-            for reading in self.meter.read_window(self.state.step, self.collectives.sum):
-                record = NoiseScaleRecord(step=self.state.step, samples=self.samples, **dataclasses.asdict(reading))
+            for record in self.meter.read_window(self.state.step, self.samples, self.collectives.sum):
                 self.metrics.write(record, self.state.step)
         trace.losses.clear()
         trace.window = StepWindow()

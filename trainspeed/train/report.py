@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trainspeed.errors import UsageError
+from trainspeed.gradients.rows import NoiseScaleRecord
 from trainspeed.report.figures import caption_machines, figure_block, save_figure
 from trainspeed.report.inputs import Read, ReportInputs
 from trainspeed.report.page import (
@@ -29,7 +30,6 @@ from trainspeed.train.rows import (
     METRICS_FILE,
     SUMMARY_FILE,
     EvalRecord,
-    NoiseScaleRecord,
     RunSummary,
     TimeToTargetRecord,
     WindowRecord,
