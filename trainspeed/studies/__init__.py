@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from trainspeed.studies import batch_size, everything, remote, scaling, throughput
+from trainspeed.studies import batch_size, everything, remote, scaling, throughput, time_to_target
 
-STUDIES: dict[str, ModuleType] = {face.NAME: face for face in (throughput, remote, scaling, batch_size, everything)}
+STUDIES: dict[str, ModuleType] = {face.NAME: face for face in (throughput, remote, scaling, batch_size, time_to_target, everything)}
 """Every study by its command name, in the order `trainspeed study --help` lists them."""

@@ -224,6 +224,17 @@ class TimeToTargetRecord:
     world_size: int
     target: str
 
+    def crossing_samples(self, threshold: float) -> float | None:
+        """The samples at which the metric met `threshold`, linear between the validation that met
+        it and the one before (that validation's own samples where there is none before); None:
+        not reached. Resolves the crossing finer than the validations' spacing."""
+        if not self.reached or self.value is None:
+            return None
+        if self.previous_samples is None or self.previous_value is None or self.value == self.previous_value:
+            return float(self.samples)
+        share = (threshold - self.previous_value) / (self.value - self.previous_value)
+        return self.previous_samples + min(1.0, max(0.0, share)) * (self.samples - self.previous_samples)
+
     def line(self) -> str:
         resumed = f"; resumed {self.resumes}x, {self.lost_wall_s:.1f} s redone" if self.resumes else ""
         if not self.reached:

@@ -1,0 +1,74 @@
+"""The fit of steps to a goal against the batch, S(B) = S_min (1 + B_crit / B), and its bootstrap."""
+
+import math
+
+import pytest
+
+from trainspeed.studies.time_to_target.fit import StepsFit, bootstrap_fit, fit_steps, mean_interval
+from trainspeed.studies.time_to_target.study import best_factor, next_factor
+from trainspeed.studies.time_to_target.rows import TimeToTargetRunRow
+
+BATCHES = [32, 128, 512, 2048]
+
+
+def curve(s_min: float, b_crit: float) -> list[float]:
+    return [s_min * (1 + b_crit / batch) for batch in BATCHES]
+
+
+def test_the_fit_recovers_a_curve_of_the_model():
+    fit = fit_steps(BATCHES, curve(60.0, 300.0))
+    assert fit.s_min == pytest.approx(60.0, rel=1e-6)
+    assert fit.b_crit == pytest.approx(300.0, rel=1e-6)
+    assert fit.e_min == pytest.approx(18000.0, rel=1e-6)
+    assert fit.steps(300.0) == pytest.approx(120.0)  # twice S_min at B_crit
+    assert fit.statistical_efficiency(300.0) == pytest.approx(0.5)
+
+
+def test_steps_that_halve_with_every_doubling_are_perfect_scaling_without_a_critical_batch():
+    fit = fit_steps(BATCHES, [8192 / batch for batch in BATCHES])
+    assert fit.s_min == 0 and fit.b_crit == math.inf
+    assert fit.e_min == pytest.approx(8192)
+
+
+def test_steps_that_do_not_fall_have_a_critical_batch_of_zero():
+    fit = fit_steps(BATCHES, [48.0, 49.0, 51.0, 52.0])
+    assert fit.e_min == 0 and fit.b_crit == 0
+    assert fit.s_min == pytest.approx(50.0, rel=0.02)
+
+
+def test_a_fit_refuses_what_has_no_curve():
+    with pytest.raises(ValueError):
+        fit_steps([64], [10.0])
+    with pytest.raises(ValueError):
+        fit_steps([64, 128], [10.0, 0.0])
+
+
+def test_the_bootstrap_interval_covers_the_curve_its_noisy_seeds_scatter_around():
+    truth = curve(40.0, 500.0)
+    factors = (0.9, 1.0, 1.1)
+    result = bootstrap_fit({batch: [steps * f for f in factors] for batch, steps in zip(BATCHES, truth)}, draws=300)
+    low, high = result.interval("b_crit")
+    assert low < 500.0 < high
+    low, high = result.interval("s_min")
+    assert low < 40.0 < high
+    assert result.steps_interval(128)[0] < StepsFit(40.0, 20000.0).steps(128) < result.steps_interval(128)[1]
+    assert mean_interval([1.0, 2.0, 3.0], draws=200)[0] >= 1.0
+
+
+def run(factor: float, samples: float | None) -> TimeToTargetRunRow:
+    return TimeToTargetRunRow(
+        study_id="s", run=f"f{factor}", run_dir="r", purpose="lr sweep", target="cpu:eager:fp32", nproc=1,
+        global_batch=64, lr_factor=factor, peak_lr=1e-3 * factor, seed=0, max_samples=4096, reached=samples is not None,
+        outcome="", steps=None if samples is None else samples / 64, samples=samples, validated_step=None, value=None,
+        best_value=None, train_s=1.0, wall_s=1.0, validations=1, command_s=2.0, b_simple=None, noise_scale_method=None,
+        end_to_end_samples_per_s=100.0, command="trainspeed train")
+
+
+def test_the_sweep_goes_past_the_edge_its_best_factor_lies_at_and_stops_inside():
+    tried = [0.5, 1.0, 2.0]
+    assert best_factor([run(0.5, 900.0), run(1.0, 800.0), run(2.0, 700.0)]) == 2.0
+    assert next_factor(tried, 2.0) == 4.0
+    assert next_factor(tried, 0.5) == 0.25
+    assert next_factor(tried, 1.0) is None
+    assert best_factor([run(0.5, None), run(1.0, None)]) is None
+    assert next_factor(tried, None) is None

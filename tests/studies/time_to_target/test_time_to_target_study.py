@@ -1,0 +1,93 @@
+"""`trainspeed study time-to-target` and `trainspeed plan` end to end, at the smoke preset on the
+session's self-play data: the study's rows and fit, a goal no run meets, the plan on the study's
+rows and a bench file, one configuration checked, and the report of it all."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from child_commands import run_ok, run_trainspeed
+
+pytestmark = pytest.mark.e2e
+
+EASY = "val/accuracy>=0.3"
+"""Met at the first validation at either smoke batch."""
+
+
+def rows_of(path: Path, kind: str) -> list[dict]:
+    return [row for row in map(json.loads, path.read_text().splitlines()) if row["kind"] == kind]
+
+
+@pytest.fixture(scope="module")
+def studied(tmp_path_factory, selfplay_data: Path) -> Path:
+    out = tmp_path_factory.mktemp("time_to_target")
+    run_ok("study", "time-to-target", "--preset", "smoke", "--data", str(selfplay_data), "--until", EASY,
+           "--out", str(out / "study"), "--no-progress", timeout=600)
+    run_ok("bench", "--workload", "mahjong", "--size", "tiny", "--targets", "cpu:eager:fp32", "--batch-sizes", "8,16,32",
+           "--threads", "1", "--windows", "2", "--min-window-s", "0.05", "--no-progress", "--no-plot",
+           "--out", str(out / "bench.jsonl"), timeout=600)
+    return out
+
+
+def test_the_study_measures_steps_at_every_batch_and_fits_them(studied: Path):
+    rows = studied / "study" / "time_to_target.jsonl"
+    runs = rows_of(rows, "time-to-target-study-run")
+    assert {(run["global_batch"], run["seed"]) for run in runs} == {(16, 0), (16, 1), (32, 0), (32, 1)}
+    assert all(run["reached"] and run["steps"] * run["global_batch"] == pytest.approx(run["samples"]) for run in runs)
+    assert all(run["command_s"] > run["wall_s"] > 0 and run["b_simple"] is not None for run in runs)
+    batches = rows_of(rows, "time-to-target-study-batch")
+    assert [batch["outcome"] for batch in batches] == ["reached by all 2 seeds"] * 2
+    (fit,) = rows_of(rows, "time-to-target-study-fit")
+    assert fit["batches"] == [16, 32] and fit["e_min"] > 0 and len(fit["draws"]) > 0
+    for run in runs:
+        summary = json.loads((Path(run["run_dir"]) / "summary.json").read_text())
+        assert summary["time_to_target"]["until"] == EASY and summary["time_to_target"]["reached"]
+
+
+def test_a_goal_no_run_meets_says_so_and_fits_nothing(selfplay_data: Path, tmp_path: Path):
+    result = run_ok("study", "time-to-target", "--preset", "smoke", "--data", str(selfplay_data),
+                    "--until", "val/accuracy>=0.999", "--global-batches", "16,32", "--seeds", "1", "--max-samples", "256",
+                    "--out", str(tmp_path), "--no-progress", timeout=600)
+    assert "not reached within 256 samples" in result.stdout
+    assert "no fit of S(B)" in result.stdout
+    rows = tmp_path / "time_to_target.jsonl"
+    assert not rows_of(rows, "time-to-target-study-fit")
+    assert all(not run["reached"] and run["outcome"].startswith("not reached within 256 samples")
+               for run in rows_of(rows, "time-to-target-study-run"))
+    failed = run_trainspeed("plan", str(rows))
+    assert failed.returncode == 2 and "no study fit" in failed.stderr
+
+
+def test_the_plan_ranks_the_configurations_and_checks_the_best(studied: Path):
+    plan = studied / "plan.jsonl"
+    result = run_ok("plan", str(studied / "bench.jsonl"), str(studied / "study"), "--devices", "1,2", "--out", str(plan),
+                    "--check", "best", "--check-dir", str(studied / "checks"), timeout=600)
+    assert "recommended:" in result.stdout and "check " in result.stdout
+    rows = rows_of(plan, "plan")
+    predicted = [row for row in rows if row["status"] == "predicted"]
+    assert [row["rank"] for row in predicted] == list(range(1, len(predicted) + 1))
+    assert sum(row["recommended"] for row in rows) == 1
+    assert {row["config"] for row in rows if row["status"] == "not measured"} == set()  # 8, 16, 32 per device cover all
+    (check,) = rows_of(plan, "plan-check")
+    assert check["recommended"] and check["reached"] and check["measured_s"] > 0
+    assert check["ratio"] == pytest.approx(check["measured_s"] / check["predicted_s"])
+    again = run_trainspeed("plan", str(studied / "bench.jsonl"), str(studied / "study"), "--out", str(plan),
+                           "--check", "best", "--check-dir", str(studied / "checks"))
+    assert again.returncode == 2 and "is not an empty folder; name a new --check-dir" in again.stderr
+    report = studied / "report.html"
+    run_ok("report", str(studied / "study"), str(plan), "--out", str(report))
+    page = report.read_text()
+    for anchor in ("fig-steps-to-target", "table-time-to-target-fit", "table-plan", "fig-plan-check"):
+        assert anchor in page
+
+
+def test_inputs_of_two_workloads_are_one_line(studied: Path, tmp_path: Path):
+    other = tmp_path / "bench.jsonl"
+    lines = (studied / "bench.jsonl").read_text().splitlines()
+    row = json.loads(lines[0])
+    row["size"] = "base"
+    other.write_text(json.dumps(row) + "\n")
+    failed = run_trainspeed("plan", str(other), str(studied / "study"))
+    assert failed.returncode == 2 and len(failed.stderr.strip().splitlines()) == 1
+    assert "size base" in failed.stderr and "give rows of one workload and size" in failed.stderr

@@ -1,0 +1,155 @@
+"""The time-to-target study's rows: its settings, every run, every global batch and the fit of
+S(B) (one JSONL file, one study id). Torch-free: the report and `trainspeed plan` read them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from trainspeed.machine import Machine
+from trainspeed.studies.time_to_target.config import TimeToTargetConfig
+
+ROWS_FILE = "time_to_target.jsonl"
+
+
+@dataclass(frozen=True)
+class TimeToTargetSettingsRow:
+    """The study's settings, the goal, and the learning rate every factor multiplies."""
+
+    KIND: ClassVar[str] = "time-to-target-study-config"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    study_id: str
+    settings: TimeToTargetConfig
+    workload: str
+    size: str
+    """The size the runs trained (the workload's default resolved)."""
+    until: str
+    metric: str
+    base_lr: float
+    """Peak LR at the reference batch; a run at batch B and factor f trains at base_lr x f x sqrt(B / reference)."""
+    base_lr_from: str
+    """"--base-lr", or "workload" (its optimizer's own LR)."""
+    reference_batch: int
+    command: str
+    total_s: float
+    workload_module: str | None = None
+    workload_version: str | None = None
+    workload_sha256: str | None = None
+    machine: Machine | None = None
+
+
+@dataclass(frozen=True)
+class TimeToTargetRunRow:
+    """One run to the goal: where it crossed (interpolated between the validations that bracket
+    the crossing), or that it did not within its budget; its time, and its noise scale near the goal."""
+
+    KIND: ClassVar[str] = "time-to-target-study-run"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    study_id: str
+    run: str
+    run_dir: str
+    purpose: str
+    """"lr sweep" (seed 0, one of the factors tried) or "seed" (another seed at the batch's best factor)."""
+    target: str
+    nproc: int
+    global_batch: int
+    lr_factor: float
+    peak_lr: float
+    seed: int
+    max_samples: int
+    reached: bool
+    outcome: str
+    """"reached at N samples" or "not reached within N samples (best value x)"."""
+    steps: float | None
+    """Steps to the goal, interpolated between the bracketing validations (None: not reached)."""
+    samples: float | None
+    validated_step: int | None
+    """The first validation that met the goal."""
+    value: float | None
+    best_value: float | None
+    train_s: float
+    """Training seconds to the crossing (or the whole run), pauses left out."""
+    wall_s: float
+    """Seconds from the first step to the crossing (or to the end), validations included."""
+    validations: int
+    """Validations up to the crossing (or the end)."""
+    command_s: float
+    """The whole `trainspeed train` command: start-up, the steps, the stop checkpoint and shutdown."""
+    b_simple: float | None
+    """B_simple (moving average) of the last noise-scale window at or before the crossing."""
+    noise_scale_method: str | None
+    end_to_end_samples_per_s: float
+    command: str
+    machine: Machine | None = None
+
+
+@dataclass(frozen=True)
+class TimeToTargetBatchRow:
+    """One global batch: its learning-rate sweep (extended while the best factor lay at an edge)
+    and its seeds' steps to the goal at the best factor."""
+
+    KIND: ClassVar[str] = "time-to-target-study-batch"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    study_id: str
+    global_batch: int
+    best_lr_factor: float | None
+    """None: no factor reached the goal within the budget."""
+    peak_lr: float | None
+    lr_sweep: dict[str, float | None]
+    """Samples to the goal of seed 0 per factor tried (None: not reached)."""
+    best_at_edge: bool
+    """True when the best factor is still the smallest or largest tried (the extensions ran out)."""
+    extensions: int
+    seeds: list[int]
+    reached: int
+    """Seeds that met the goal within the budget."""
+    outcome: str
+    steps_per_seed: list[float | None]
+    steps_mean: float | None
+    steps_ci95: list[float] | None
+    """Bootstrap over seeds (None unless every seed reached the goal)."""
+    samples_mean: float | None
+    samples_ci95: list[float] | None
+    b_simple: float | None
+    """Median over seeds of B_simple near the goal."""
+    wall_s_mean: float | None
+
+
+@dataclass(frozen=True)
+class TimeToTargetFitRow:
+    """S(B) = S_min (1 + B_crit / B) over the batches every seed of which met the goal, with
+    bootstrap intervals over seeds, beside the noise scale measured near the goal."""
+
+    KIND: ClassVar[str] = "time-to-target-study-fit"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    study_id: str
+    workload: str
+    size: str
+    until: str
+    batches: list[int]
+    """The batches fitted."""
+    left_out: list[str]
+    """Each batch not fitted, and why (not every seed reached the goal)."""
+    s_min: float
+    s_min_ci95: list[float]
+    e_min: float
+    e_min_ci95: list[float]
+    b_crit: float | None
+    """E_min / S_min; None (unbounded) where the steps fell as fast as perfect scaling at every batch fitted."""
+    b_crit_ci95: list[float | None]
+    """None for a bound that is unbounded."""
+    draws: list[list[float]]
+    """[S_min, E_min] of some bootstrap refits, for intervals on the steps at other batches."""
+    bootstrap_draws: int
+    b_simple: float | None
+    """Median B_simple near the goal over every fitted batch's seeds."""
+    b_simple_per_batch: dict[str, float | None]
+    relative_rms: float
+    """Root mean square of (fitted - measured) / measured over the fitted batches' means."""
+    workload_module: str | None = None
+    workload_version: str | None = None
+    workload_sha256: str | None = None

@@ -1,0 +1,448 @@
+"""Steps and samples to a quality goal against the global batch, the learning rate tuned per batch.
+
+Shallue et al. (2019) measured, for 35 workloads, the steps to a validation goal at each batch with
+the learning rate tuned per batch: a region of perfect scaling (twice the batch, half the steps),
+then diminishing returns, then a batch past which steps no longer fall. This study measures that
+curve for any workload with validation metrics:
+
+1. at every global batch, seed 0 trains at several multiples of the square-root-scaled learning
+   rate, each run to the goal or its budget (`trainspeed train --until ... --stop-at-target`, the
+   LR constant after warm-up so the steps do not depend on the budget); while the best factor lies
+   at an edge of those tried, the sweep goes on past that edge;
+2. the other seeds train at each batch's best factor;
+3. the steps to the goal (interpolated between the validations that bracket the crossing) are
+   fitted with S(B) = S_min (1 + B_crit / B), with bootstrap intervals over seeds (`fit.py`), and
+   the noise scale B_simple each run measured near the goal is set beside B_crit.
+
+A run that does not meet the goal says "not reached within N samples", and its batch is left out
+of the fit with that reason. Rows go to OUT/time_to_target.jsonl under one study id; a rerun with
+the same settings skips the runs already made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainspeed.atomic import atomic_write_text
+from trainspeed.errors import UsageError
+from trainspeed.gradients.rows import NoiseScaleRecord
+from trainspeed.rows import append_row, read_records
+from trainspeed.studies.common import (
+    COMMAND_START_S,
+    Progress,
+    StudyFailed,
+    no_progress,
+    positive_floats,
+    positive_ints,
+    run_trainspeed,
+    shown,
+)
+from trainspeed.studies.time_to_target import SCALAR_FLAGS
+from trainspeed.studies.time_to_target.config import LR_EDGE_FACTOR, PRESETS, TimeToTargetConfig
+from trainspeed.studies.time_to_target.fit import KEPT_DRAWS, bootstrap_fit, mean_interval
+from trainspeed.studies.time_to_target.rows import (
+    ROWS_FILE,
+    TimeToTargetBatchRow,
+    TimeToTargetFitRow,
+    TimeToTargetRunRow,
+    TimeToTargetSettingsRow,
+)
+from trainspeed.train.rows import METRICS_FILE, SUMMARY_FILE, EvalRecord, RunSummary, read_summary
+from trainspeed.train.time_to_target import QualityGoal, parse_goal
+
+ESTIMATED_SAMPLES_PER_S = 1500.0
+"""The estimate's training speed (tiny Mahjong on one core); the runs stop at the goal, mostly sooner."""
+
+
+@dataclass(frozen=True)
+class StudyRecipe:
+    """What every run shares beyond the settings: the goal and the learning rate factors multiply."""
+
+    config: TimeToTargetConfig
+    size: str
+    goal: QualityGoal
+    base_lr: float
+    base_lr_from: str
+    reference_batch: int
+    identity: dict[str, str | None]
+
+    def peak_lr(self, batch: int, factor: float) -> float:
+        return self.base_lr * factor * math.sqrt(batch / self.reference_batch)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    batch: int
+    lr_factor: float
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"b{self.batch}-lr{self.lr_factor:g}-s{self.seed}"
+
+
+def train_args(recipe: StudyRecipe, spec: RunSpec, out: Path, *, target: str | None = None,
+               nproc: int | None = None, noise_scale_micro_batches: int | None = None) -> list[str]:
+    """`trainspeed train` of one run to the goal (the plan's check runs the same with its own
+    target and ranks: steps to the goal depend on the batch and the recipe, not the device)."""
+    config = recipe.config
+    nproc = nproc or config.nproc
+    steps = config.steps(spec.batch)
+    args = ["train", "--workload", config.workload, "--size", recipe.size, "--data", config.data,
+            "--target", target or config.target, "--nproc", str(nproc), "--threads", str(config.threads),
+            "--num-workers", str(config.num_workers), "--batch-size-per-device", str(spec.batch // nproc),
+            "--steps", str(steps), "--seed", str(spec.seed),
+            "--lr", f"{recipe.peak_lr(spec.batch, spec.lr_factor):.6g}", "--lr-scaling", "none",
+            "--warmup-steps", str(max(1, round(config.warmup_samples / spec.batch))), "--min-lr-ratio", "1",
+            "--until", config.until, "--stop-at-target", "--eval-every-samples", str(config.eval_every_samples),
+            "--log-every", str(max(1, min(50, config.eval_every_samples // spec.batch))),
+            "--checkpoint-every", "0", "--out", str(out), "--no-progress"]
+    if config.val_samples is not None:
+        args += ["--eval-batches", str(max(1, config.val_samples // spec.batch))]
+    micro = noise_scale_micro_batches or config.noise_scale_micro_batches
+    if nproc == 1 and micro > 1:
+        args += ["--noise-scale-micro-batches", str(micro)]
+    return args
+
+
+def run_dir(config: TimeToTargetConfig, spec: RunSpec) -> Path:
+    return config.runs / spec.name
+
+
+def _seconds_file(config: TimeToTargetConfig, spec: RunSpec) -> Path:
+    return config.runs / f"{spec.name}.command.json"
+
+
+def is_done(config: TimeToTargetConfig, spec: RunSpec) -> bool:
+    summary = run_dir(config, spec) / SUMMARY_FILE
+    if not summary.exists() or not _seconds_file(config, spec).exists():
+        return False
+    found = read_summary(summary)
+    return found.time_to_target is not None and (found.time_to_target.reached
+                                                 or found.last_step == config.steps(spec.batch))
+
+
+def train(recipe: StudyRecipe, spec: RunSpec, progress: Progress) -> None:
+    """One run to the goal unless an earlier study made it (an interrupted one starts again)."""
+    config = recipe.config
+    if not is_done(config, spec):
+        out = run_dir(config, spec)
+        if out.exists():
+            _set_aside(out)
+        args = train_args(recipe, spec, out)
+        print(shown(*args), flush=True)
+        started = time.perf_counter()
+        run_trainspeed(*args)
+        atomic_write_text(_seconds_file(config, spec), json.dumps({"command_s": time.perf_counter() - started}) + "\n")
+    progress(1, f"time-to-target: trained {spec.name}")
+
+
+def _set_aside(out: Path) -> None:
+    """An unfinished run's folder is kept, renamed, never deleted: its time would not be the run's."""
+    for number in range(1, 1000):
+        kept = out.with_name(f"{out.name}.unfinished-{number}")
+        if not kept.exists():
+            out.rename(kept)
+            return
+    raise StudyFailed(f"{out}: too many unfinished copies beside it; remove them")
+
+
+def _command_s(config: TimeToTargetConfig, spec: RunSpec) -> float:
+    path = _seconds_file(config, spec)
+    try:
+        value = json.loads(path.read_text())["command_s"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise StudyFailed(f"{path}: unreadable ({error}); remove it and its run to train the run again") from None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
+        raise StudyFailed(f"{path}: command_s is not a number of seconds; remove it and its run to train it again")
+    return float(value)
+
+
+def _metrics_rows(config: TimeToTargetConfig, spec: RunSpec) -> list[dict]:
+    path = run_dir(config, spec) / METRICS_FILE
+    return [record for record, _ in read_records(path) if isinstance(record, dict)] if path.exists() else []
+
+
+def run_row(study_id: str, recipe: StudyRecipe, spec: RunSpec, purpose: str) -> TimeToTargetRunRow:
+    config = recipe.config
+    summary: RunSummary = read_summary(run_dir(config, spec) / SUMMARY_FILE)
+    record = summary.time_to_target
+    if record is None:
+        raise StudyFailed(f"run {run_dir(config, spec)} recorded no time to target; train it again")
+    metrics = _metrics_rows(config, spec)
+    validations = sum(1 for row in metrics if row.get("kind") == EvalRecord.KIND and row.get("step", 0) <= record.step)
+    noise = [row for row in metrics if row.get("kind") == NoiseScaleRecord.KIND and row.get("step", 0) <= record.step]
+    networks = sorted({row.get("network") for row in noise if isinstance(row.get("network"), str)})
+    near = [row for row in noise if networks and row.get("network") == networks[0]]
+    b_simple = near[-1].get("b_simple_avg") if near else None
+    samples = steps = None
+    if record.reached and record.value is not None:
+        samples = record.crossing_samples(recipe.goal.threshold)
+        steps = samples / spec.batch
+        outcome = f"reached at {samples:,.0f} samples ({steps:,.1f} steps)"
+    else:
+        best = "no validation" if record.best_value is None else f"best {record.best_value:.4g}"
+        outcome = f"not reached within {record.samples:,} samples ({best})"
+    return TimeToTargetRunRow(
+        study_id=study_id, run=spec.name, run_dir=str(run_dir(config, spec)), purpose=purpose,
+        target=summary.target, nproc=summary.world_size, global_batch=spec.batch, lr_factor=spec.lr_factor,
+        peak_lr=recipe.peak_lr(spec.batch, spec.lr_factor), seed=spec.seed, max_samples=config.steps(spec.batch) * spec.batch,
+        reached=record.reached, outcome=outcome, steps=steps, samples=samples,
+        validated_step=record.step if record.reached else None, value=record.value, best_value=record.best_value,
+        train_s=record.train_s, wall_s=record.wall_s, validations=validations, command_s=_command_s(config, spec),
+        b_simple=float(b_simple) if isinstance(b_simple, (int, float)) and not isinstance(b_simple, bool) else None,
+        noise_scale_method=near[-1].get("method") if near else None,
+        end_to_end_samples_per_s=summary.end_to_end_samples_per_s, command=shown(*train_args(recipe, spec, run_dir(config, spec))),
+        machine=summary.machine)
+
+
+# --- the learning-rate sweep ----------------------------------------------------------------------
+
+def best_factor(rows: list[TimeToTargetRunRow]) -> float | None:
+    """The factor whose run met the goal in the fewest samples (None: none met it)."""
+    reached = [row for row in rows if row.reached and row.samples is not None]
+    return min(reached, key=lambda row: (row.samples, row.lr_factor)).lr_factor if reached else None
+
+
+def next_factor(tried: list[float], best: float | None) -> float | None:
+    """The factor past the edge the best one lies at; None when it lies inside (or none reached)."""
+    if best is None or len(tried) < 1:
+        return None
+    if best == max(tried):
+        return max(tried) * LR_EDGE_FACTOR
+    if best == min(tried):
+        return min(tried) / LR_EDGE_FACTOR
+    return None
+
+
+def _in_parallel(recipe: StudyRecipe, specs: list[RunSpec], progress: Progress) -> None:
+    with ThreadPoolExecutor(max_workers=recipe.config.parallel_runs) as pool:
+        list(pool.map(lambda spec: train(recipe, spec, progress), specs))
+
+
+def sweep(study_id: str, recipe: StudyRecipe, progress: Progress) -> dict[int, list[TimeToTargetRunRow]]:
+    """Every batch's sweep on seed 0, run batch by batch in parallel, extended while its best factor is at an edge."""
+    config = recipe.config
+    factors = {batch: sorted(config.lr_factors) for batch in config.global_batches}
+    _in_parallel(recipe, [RunSpec(batch, factor, 0) for batch in config.global_batches for factor in factors[batch]],
+                 progress)
+    for _ in range(config.max_lr_extensions):
+        more = {}
+        for batch in config.global_batches:
+            rows = [run_row(study_id, recipe, RunSpec(batch, factor, 0), "lr sweep") for factor in factors[batch]]
+            extra = next_factor(factors[batch], best_factor(rows))
+            if extra is not None:
+                more[batch] = extra
+        if not more:
+            break
+        for batch, extra in more.items():
+            factors[batch] = sorted([*factors[batch], extra])
+            print(f"time-to-target: batch {batch}'s best LR factor is at the edge of those tried; trying {extra:g}",
+                  flush=True)
+        _in_parallel(recipe, [RunSpec(batch, extra, 0) for batch, extra in more.items()], progress)
+    return {batch: [run_row(study_id, recipe, RunSpec(batch, factor, 0), "lr sweep") for factor in factors[batch]]
+            for batch in config.global_batches}
+
+
+# --- batches and the fit ---------------------------------------------------------------------------
+
+def batch_row(study_id: str, recipe: StudyRecipe, batch: int, tuned: list[TimeToTargetRunRow],
+              seeds: list[TimeToTargetRunRow]) -> TimeToTargetBatchRow:
+    config = recipe.config
+    best = best_factor(tuned)
+    tried = sorted(row.lr_factor for row in tuned)
+    extensions = len(tried) - len(config.lr_factors)
+    at_edge = best is not None and len(tried) > 1 and best in (tried[0], tried[-1])
+    steps = [row.steps for row in seeds]
+    reached = [value for value in steps if value is not None]
+    everyone = len(reached) == len(seeds) and bool(seeds)
+    simple = [row.b_simple for row in seeds if row.b_simple is not None]
+    if best is None:
+        outcome = f"not reached within {config.steps(batch) * batch:,} samples at any LR factor tried"
+    elif everyone:
+        outcome = f"reached by all {len(seeds)} seeds"
+    else:
+        missed = [row.seed for row in seeds if row.steps is None]
+        outcome = (f"not reached within {config.steps(batch) * batch:,} samples by seed"
+                   f"{'s' if len(missed) > 1 else ''} {', '.join(map(str, missed))}")
+    return TimeToTargetBatchRow(
+        study_id=study_id, global_batch=batch, best_lr_factor=best,
+        peak_lr=None if best is None else recipe.peak_lr(batch, best),
+        lr_sweep={f"{row.lr_factor:g}": row.samples for row in sorted(tuned, key=lambda r: r.lr_factor)},
+        best_at_edge=at_edge, extensions=extensions, seeds=[row.seed for row in seeds], reached=len(reached),
+        outcome=outcome, steps_per_seed=steps,
+        steps_mean=statistics.fmean(reached) if everyone else None,
+        steps_ci95=mean_interval(reached) if everyone else None,
+        samples_mean=statistics.fmean(reached) * batch if everyone else None,
+        samples_ci95=[value * batch for value in mean_interval(reached)] if everyone else None,
+        b_simple=statistics.median(simple) if simple else None,
+        wall_s_mean=statistics.fmean(row.wall_s for row in seeds) if everyone else None)
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def fit_row(study_id: str, recipe: StudyRecipe, batches: list[TimeToTargetBatchRow],
+            seeds: dict[int, list[TimeToTargetRunRow]]) -> TimeToTargetFitRow | None:
+    fitted = [row for row in batches if row.steps_mean is not None]
+    left_out = [f"batch {row.global_batch}: {row.outcome}" for row in batches if row.steps_mean is None]
+    if len(fitted) < 2:
+        print(f"time-to-target: no fit of S(B): {len(fitted)} batch(es) reached the goal with every seed "
+              f"({'; '.join(left_out)})", flush=True)
+        return None
+    fit = bootstrap_fit({row.global_batch: [v for v in row.steps_per_seed if v is not None] for row in fitted})
+    simple = [run.b_simple for row in fitted for run in seeds[row.global_batch] if run.b_simple is not None]
+    errors = [(fit.fit.steps(row.global_batch) - row.steps_mean) / row.steps_mean for row in fitted]
+    return TimeToTargetFitRow(
+        study_id=study_id, workload=recipe.config.workload, size=recipe.size, until=recipe.config.until,
+        batches=[row.global_batch for row in fitted], left_out=left_out,
+        s_min=fit.fit.s_min, s_min_ci95=fit.interval("s_min"), e_min=fit.fit.e_min, e_min_ci95=fit.interval("e_min"),
+        b_crit=_finite(fit.fit.b_crit), b_crit_ci95=[_finite(value) for value in fit.interval("b_crit")],
+        draws=[[draw.s_min, draw.e_min] for draw in fit.draws[:KEPT_DRAWS]], bootstrap_draws=len(fit.draws),
+        b_simple=statistics.median(simple) if simple else None,
+        b_simple_per_batch={str(row.global_batch): row.b_simple for row in fitted},
+        relative_rms=math.sqrt(statistics.fmean(error * error for error in errors)),
+        workload_module=recipe.identity.get("workload_module"), workload_version=recipe.identity.get("workload_version"),
+        workload_sha256=recipe.identity.get("workload_sha256"))
+
+
+# --- the study ------------------------------------------------------------------------------------
+
+def units(config: TimeToTargetConfig) -> int:
+    return len(config.global_batches) * (len(config.lr_factors) + config.seeds - 1)
+
+
+def estimate_s(config: TimeToTargetConfig) -> float:
+    """Seconds on a 2-core CPU if every run used its whole budget at ESTIMATED_SAMPLES_PER_S (an
+    upper bound: runs stop at the goal), a command's start per run, the first sweep only."""
+    per_batch = [(len(config.lr_factors) + config.seeds - 1)
+                 * (COMMAND_START_S + config.steps(batch) * batch / ESTIMATED_SAMPLES_PER_S)
+                 for batch in config.global_batches]
+    return sum(per_batch) / config.parallel_runs
+
+
+def plan_lines(config: TimeToTargetConfig) -> list[str]:
+    return [f"time-to-target: goal {config.until} at global batches {', '.join(map(str, config.global_batches))}; "
+            f"LR factors {', '.join(f'{f:g}' for f in config.lr_factors)} on seed 0 (extended up to "
+            f"{config.max_lr_extensions} times past an edge), then seeds 1..{config.seeds - 1}; budget "
+            f"{config.max_samples:,} samples per run"]
+
+
+def run(config: TimeToTargetConfig, command: str, progress: Progress = no_progress) -> list[Path]:
+    """The whole study; returns the rows file it wrote."""
+    recipe = resolve_recipe(config)
+    study_id = f"time-to-target-{int(time.time())}"
+    started = time.perf_counter()
+    tuned = sweep(study_id, recipe, progress)
+    best = {batch: best_factor(rows) for batch, rows in tuned.items()}
+    others = [RunSpec(batch, factor, seed) for batch, factor in best.items() if factor is not None
+              for seed in config.seed_list if seed != 0]
+    _in_parallel(recipe, others, progress)
+    seeds: dict[int, list[TimeToTargetRunRow]] = {}
+    for batch in config.global_batches:
+        factor = best[batch]
+        tuning = [row for row in tuned[batch] if row.lr_factor == factor] if factor is not None else []
+        seeds[batch] = tuning + [run_row(study_id, recipe, RunSpec(batch, factor, seed), "seed")
+                                 for seed in config.seed_list if seed != 0 and factor is not None]
+    batches = [batch_row(study_id, recipe, batch, tuned[batch], seeds[batch]) for batch in config.global_batches]
+    fit = fit_row(study_id, recipe, batches, seeds)
+    runs = [row for batch in config.global_batches for row in tuned[batch]]
+    runs += [row for batch in config.global_batches for row in seeds[batch] if row.purpose == "seed"]
+    header = TimeToTargetSettingsRow(
+        study_id=study_id, settings=config, workload=config.workload, size=recipe.size, until=config.until,
+        metric=recipe.goal.metric, base_lr=recipe.base_lr, base_lr_from=recipe.base_lr_from,
+        reference_batch=recipe.reference_batch, command=command, total_s=time.perf_counter() - started,
+        machine=runs[0].machine if runs else None, **recipe.identity)
+    out = Path(config.out) / ROWS_FILE
+    for row in [header, *runs, *batches, *([fit] if fit else [])]:
+        append_row(out, row)
+    print(table(batches, fit))
+    return [out]
+
+
+def table(batches: list[TimeToTargetBatchRow], fit: TimeToTargetFitRow | None) -> str:
+    lines = ["| global batch | best LR factor | steps to goal, mean [95% CI over seeds] | samples | B_simple near goal | outcome |",
+             "|---:|---:|---|---:|---:|---|"]
+    for row in batches:
+        steps = ("–" if row.steps_mean is None else
+                 f"{row.steps_mean:,.1f} [{row.steps_ci95[0]:,.1f}, {row.steps_ci95[1]:,.1f}]")  # type: ignore[index]
+        factor = "–" if row.best_lr_factor is None else f"{row.best_lr_factor:g}" + (" (at an edge)" if row.best_at_edge else "")
+        lines.append(f"| {row.global_batch} | {factor} | {steps} | "
+                     f"{'–' if row.samples_mean is None else f'{row.samples_mean:,.0f}'} | "
+                     f"{'–' if row.b_simple is None else f'{row.b_simple:,.0f}'} | {row.outcome} |")
+    if fit is not None:
+        lines.append(fit_line(fit))
+    return "\n".join(lines)
+
+
+def fit_line(fit: TimeToTargetFitRow) -> str:
+    def bound(value: float | None) -> str:
+        return "no bound" if value is None else f"{value:,.0f}"
+
+    b_crit = "beyond every batch fitted (perfect scaling throughout)" if fit.b_crit is None else f"{fit.b_crit:,.0f}"
+    simple = "" if fit.b_simple is None else f"; B_simple near the goal {fit.b_simple:,.0f}"
+    return (f"S(B) = S_min (1 + B_crit / B): S_min {fit.s_min:,.1f} [{fit.s_min_ci95[0]:,.1f}, {fit.s_min_ci95[1]:,.1f}], "
+            f"E_min {fit.e_min:,.0f} [{fit.e_min_ci95[0]:,.0f}, {fit.e_min_ci95[1]:,.0f}], B_crit {b_crit} "
+            f"[{bound(fit.b_crit_ci95[0])}, {bound(fit.b_crit_ci95[1])}]{simple}; relative rms {fit.relative_rms:.1%}")
+
+
+def resolve_recipe(config: TimeToTargetConfig) -> StudyRecipe:
+    """The size, goal and learning rate every run gets, checked as `trainspeed train` checks them
+    (the goal names one of the workload's validation metrics) before anything is written."""
+    from trainspeed.train.evaluation import metric_names
+    from trainspeed.train.lr_schedule import first_group_lrs
+    from trainspeed.train.time_to_target import check_goal_metric
+    from trainspeed.workloads import get_workload, reference_batch, resolve_size
+    from trainspeed.workloads.base import setup_optimizers
+    from trainspeed.workloads.identity import identify
+
+    try:
+        goal = parse_goal(config.until)
+        workload = get_workload(config.workload)
+        size = resolve_size(workload, config.size or None)
+        trainable = workload.build(size, seed=0)
+        check_goal_metric(goal, metric_names(trainable, workload, size), workload.name)
+    except UsageError as error:
+        raise UsageError(f"time-to-target study: {error}") from None
+    setup_optimizers(trainable, fused=False)
+    lrs = first_group_lrs(trainable.optimizers)
+    if len(lrs) != 1 and config.base_lr is None:
+        raise UsageError(f"time-to-target study: workload {workload.name!r} has {len(lrs)} optimizers; give --base-lr")
+    reference = config.reference_batch or reference_batch(workload) or min(config.global_batches)
+    return StudyRecipe(config=config, size=size, goal=goal,
+                       base_lr=config.base_lr if config.base_lr is not None else next(iter(lrs.values())),
+                       base_lr_from="--base-lr" if config.base_lr is not None else "workload",
+                       reference_batch=reference, identity=identify(workload).row_fields())
+
+
+def preset_config(preset: str, out: Path) -> TimeToTargetConfig:
+    return TimeToTargetConfig(workload="mahjong", data=str(out / "time_to_target_data"), until="val/accuracy>=0.5",
+                              out=str(out), **PRESETS[preset])
+
+
+def config_from_args(args: argparse.Namespace, out: Path) -> TimeToTargetConfig:
+    if args.data is None or args.until is None:
+        raise UsageError("time-to-target study: give --data (the workload's dataset) and --until (the goal, e.g. "
+                         "'val/accuracy>=0.8')")
+    values: dict[str, object] = dict(PRESETS[args.preset])
+    values.update({name: getattr(args, name) for name in SCALAR_FLAGS if getattr(args, name) is not None})
+    if args.global_batches is not None:
+        values["global_batches"] = positive_ints(args.global_batches, "--global-batches")
+    if args.lr_factors is not None:
+        values["lr_factors"] = positive_floats(args.lr_factors, "--lr-factors")
+    config = TimeToTargetConfig(workload=args.workload, data=args.data, until=args.until, out=str(out),
+                                **values)  # type: ignore[arg-type]
+    config.check()
+    if not Path(config.data).exists():
+        raise UsageError(f"time-to-target study: --data {config.data} does not exist; make the workload's dataset first "
+                         "(`trainspeed data ...`)")
+    resolve_recipe(config)
+    return config
