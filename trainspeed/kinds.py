@@ -8,6 +8,7 @@ plot` read each kind of row into its writer's dataclass and hand it to its write
 | `train/report.py` | `train-summary` (`summary.json`; `train` and `val` rows only in a run's `metrics.jsonl`) | `trainspeed train` |
 | `evaluate/report.py` | `mahjong-eval`, `mahjong-agreement`, `mahjong-null-test` | `trainspeed eval ...`, the batch-size study |
 | each study's `report.py` | its own kinds (`scaling-run`, `batch-size-*`) | `trainspeed study NAME` |
+| `plan/report.py` | `plan`, `plan-check` | `trainspeed plan` |
 | `bench/measurement.py` | `measurement` | the other scripts of `benchmarks/` |
 | `studies/report.py` | `study` | `trainspeed study` |
 
@@ -24,6 +25,7 @@ from trainspeed.bench import measurement, remote_report
 from trainspeed.bench import report as bench_report
 from trainspeed.errors import UsageError
 from trainspeed.evaluate import report as evaluate_report
+from trainspeed.plan import report as plan_report
 from trainspeed.report import render as page
 from trainspeed.report.inputs import ReportInputs
 from trainspeed.report.inputs import read_inputs as read_with
@@ -38,6 +40,7 @@ PARTS: tuple[ReportPart, ...] = (
     train_report.PART,
     evaluate_report.PART,
     *(part for part in (study.report_part() for study in STUDIES.values()) if part is not None),
+    plan_report.PART,
     measurement.PART,
     studies_report.PART,
 )

@@ -17,6 +17,7 @@ from trainspeed.cli.bench import add_bench_command
 from trainspeed.cli.data import add_data_commands
 from trainspeed.cli.eval import add_eval_commands
 from trainspeed.cli.info import add_info_command
+from trainspeed.cli.plan import add_plan_command
 from trainspeed.cli.plot import add_plot_command
 from trainspeed.cli.report import add_report_command
 from trainspeed.cli.serve import add_serve_command
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plot_command(subparsers)
     add_report_command(subparsers)
     add_study_command(subparsers)
+    add_plan_command(subparsers)
     add_train_command(subparsers)
     add_serve_command(subparsers)
     add_data_commands(subparsers)

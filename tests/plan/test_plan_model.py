@@ -1,0 +1,99 @@
+"""The plan's prediction of time to a goal from rows: steps x step time + start-up + validation,
+ranked, with the configurations whose rows are missing listed as not measured."""
+
+import pytest
+
+from trainspeed.bench.results import ResultRow
+from trainspeed.errors import UsageError
+from trainspeed.plan.inputs import Identity, PlanInputs, _check_fits
+from trainspeed.plan.plan import PlanGrid, plan_rows, verdict
+from trainspeed.report.inputs import Read
+from trainspeed.rows import Source
+from trainspeed.studies.time_to_target.config import TimeToTargetConfig
+from trainspeed.studies.time_to_target.rows import TimeToTargetFitRow, TimeToTargetRunRow, TimeToTargetSettingsRow
+
+S_MIN, B_CRIT = 50.0, 200.0
+
+
+def bench(target: str, batch: int, samples_per_s: float, first_step_s: float | None = None) -> Read:
+    row = ResultRow(run_id="r", timestamp="2026-01-01T00:00:00", workload="mahjong", size="tiny", target=target,
+                    batch_size=batch, status="ok", samples_per_s=samples_per_s, step_time_s=batch / samples_per_s,
+                    first_step_s=first_step_s, workload_sha256="abc")
+    return Read(row, Source("bench.jsonl", 1), {})
+
+
+def fit_row() -> Read:
+    row = TimeToTargetFitRow(
+        study_id="study", workload="mahjong", size="tiny", until="val/accuracy>=0.8", batches=[64, 256, 1024],
+        left_out=[], s_min=S_MIN, s_min_ci95=[45.0, 55.0], e_min=S_MIN * B_CRIT, e_min_ci95=[9000.0, 11000.0],
+        b_crit=B_CRIT, b_crit_ci95=[150.0, 250.0], draws=[[45.0, 9000.0], [55.0, 11000.0]] * 20, bootstrap_draws=40,
+        b_simple=180.0, b_simple_per_batch={}, relative_rms=0.05, workload_sha256="abc")
+    return Read(row, Source("study.jsonl", 9), {})
+
+
+def study_run(command_s: float, wall_s: float, train_s: float, validations: int) -> TimeToTargetRunRow:
+    return TimeToTargetRunRow(
+        study_id="study", run="b64", run_dir="r", purpose="seed", target="cpu:eager:fp32", nproc=1, global_batch=64,
+        lr_factor=1.0, peak_lr=1e-3, seed=1, max_samples=65536, reached=True, outcome="", steps=100.0, samples=6400.0,
+        validated_step=100, value=0.8, best_value=0.8, train_s=train_s, wall_s=wall_s, validations=validations,
+        command_s=command_s, b_simple=None, noise_scale_method=None, end_to_end_samples_per_s=1.0, command="c")
+
+
+def inputs(benches: list[Read], runs: list[TimeToTargetRunRow]) -> PlanInputs:
+    config = TimeToTargetConfig(workload="mahjong", data="d", until="val/accuracy>=0.8", out="o",
+                                global_batches=(64, 256, 1024), eval_every_samples=4096)
+    settings = TimeToTargetSettingsRow(study_id="study", settings=config, workload="mahjong", size="tiny",
+                                       until="val/accuracy>=0.8", metric="accuracy", base_lr=3e-4,
+                                       base_lr_from="workload", reference_batch=512, command="c", total_s=1.0,
+                                       workload_sha256="abc")
+    return PlanInputs(bench=benches, runs=[], settings=settings, study_runs=runs, study_batches=[], fit=fit_row(),
+                      identity=Identity("mahjong", "abc", "tiny"), until="val/accuracy>=0.8")
+
+
+def test_a_prediction_is_steps_times_step_time_plus_start_up_compilation_and_validation():
+    benches = [bench("cpu:eager:fp32", 64, 6400.0, first_step_s=0.02), bench("cpu:compile:fp32", 64, 12800.0, 5.01)]
+    runs = [study_run(command_s=12.0, wall_s=10.0, train_s=9.0, validations=2)]  # 2 s overhead, 0.5 s per validation
+    rows = plan_rows(inputs(benches, runs), PlanGrid(("cpu:eager:fp32", "cpu:compile:fp32"), (1,), (64,)), "plan")
+    by_target = {row.target: row for row in rows}
+    steps = S_MIN * (1 + B_CRIT / 64)
+    validations = int(steps * 64 // 4096)
+    eager = by_target["cpu:eager:fp32"]
+    assert eager.steps == pytest.approx(steps)
+    assert eager.predicted_s == pytest.approx(2.0 + steps * 0.01 + validations * 0.5)
+    compiled = by_target["cpu:compile:fp32"]
+    compiling = (5.01 - 0.005) - (0.02 - 0.01)  # its first step beyond its steady one, less eager's
+    assert compiled.compile_s == pytest.approx(compiling)
+    assert compiled.predicted_s == pytest.approx(2.0 + compiling + steps * 0.005 + validations * 0.5)
+    assert eager.recommended and not compiled.recommended and compiled.rank == 2
+    assert eager.statistical_efficiency == pytest.approx(1 / (1 + 64 / B_CRIT))
+    assert eager.goodput == pytest.approx(6400.0 / (1 + 64 / B_CRIT))
+    low, high = eager.predicted_s_ci95
+    assert low < eager.predicted_s < high
+
+
+def test_samples_per_second_alone_picks_the_largest_batch_which_the_plan_predicts_slower():
+    benches = [bench("cpu:eager:fp32", 64, 2000.0), bench("cpu:eager:fp32", 256, 4000.0),
+               bench("cpu:eager:fp32", 1024, 5000.0)]
+    rows = plan_rows(inputs(benches, []), PlanGrid(("cpu:eager:fp32",), (1,), (64, 256, 1024)), "plan")
+    pick = next(row for row in rows if row.samples_per_s_pick)
+    best = next(row for row in rows if row.recommended)
+    assert pick.global_batch == 1024 and best.global_batch == 256
+    assert pick.vs_recommended > 1
+    assert "samples/s alone would pick cpu:eager:fp32/1/1024" in verdict(rows)
+
+
+def test_a_configuration_without_its_bench_row_is_not_measured_never_invented():
+    rows = plan_rows(inputs([bench("cpu:eager:fp32", 64, 2000.0)], []),
+                     PlanGrid(("cpu:eager:fp32",), (1, 2), (64, 256)), "plan")
+    missing = [row for row in rows if row.status == "not measured"]
+    assert {row.config for row in missing} == {"cpu:eager:fp32/1/256", "cpu:eager:fp32/2/64", "cpu:eager:fp32/2/256"}
+    assert all(row.predicted_s is None and row.rank is None and "no bench row" in row.missing for row in missing)
+
+
+def test_rows_of_another_workload_or_size_are_refused():
+    plan = Identity("mahjong", "abc", "tiny")
+    _check_fits(plan, Identity("mahjong", "abc", "tiny"), "here")
+    with pytest.raises(UsageError, match="size base"):
+        _check_fits(plan, Identity("mahjong", "abc", "base"), "bench.jsonl:3")
+    with pytest.raises(UsageError, match="another definition"):
+        _check_fits(plan, Identity("mahjong", "def", "tiny"), "bench.jsonl:3")

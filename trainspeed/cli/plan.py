@@ -1,0 +1,91 @@
+"""`trainspeed plan`: which configuration reaches the goal first, predicted from measured rows (and checked)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from trainspeed.flags import Range
+
+EPILOG = """\
+reads bench rows (samples/s per target and per-device batch), run directories of `trainspeed train`
+(their efficiency against the bench, by device count) and the rows of `trainspeed study time-to-target`
+(steps to the goal against the batch); with no study, one run that met its --until goal and measured its
+noise scale gives the steps by McCandlish's model, and the plan says so
+examples:
+  trainspeed plan bench.jsonl runs/two-ranks study/time_to_target.jsonl --out plan.jsonl
+  trainspeed plan ... --out plan.jsonl --check best,samples-per-s,cpu:eager:fp32/2/512 --check-dir checks
+"""
+
+
+def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
+    from trainspeed.plan.check import KEYWORDS
+
+    parser = subparsers.add_parser(
+        "plan", help="rank configurations by predicted time to a quality goal (and run some to check)",
+        description="Predict, for each target, device count and global batch, the time to the goal: steps to "
+        "the goal (from a study's fit) x step time (from bench and run rows), plus start-up and validation.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("inputs", nargs="+", type=Path, metavar="INPUT",
+                        help="bench result files, run directories, a time-to-target study's rows or folder")
+    parser.add_argument("--targets", default=None, help="targets to plan for (default: every one the bench rows measured)")
+    parser.add_argument("--devices", default=None, help="device counts, e.g. 1,2,8 (default: 1 and those of the runs given)")
+    parser.add_argument("--global-batches", default=None, help="global batches (default: the study's)")
+    parser.add_argument("--out", type=Path, default=None, help="JSONL file the plan's rows (and checks) are appended to")
+    parser.add_argument("--check", default=None, metavar="CONFIGS",
+                        help="run these configurations to the goal and compare: target/devices/batch, or "
+                        + ", ".join(f"{name} ({what})" for name, what in KEYWORDS.items()))
+    parser.add_argument("--check-dir", type=Path, default=None, help="where the check runs go (a new folder's subfolders)")
+    parser.add_argument("--check-seed", type=int, default=1000, help="training seed of the check runs (default 1000: "
+                        "not one of a study's)")
+    parser.add_argument("--tolerance", type=Range(0, 10, low_open=True).parser(float), default=0.25,
+                        help="a check within 1 +- this of its prediction is 'within' (default 0.25)")
+    parser.set_defaults(handler=run_plan)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from trainspeed.atomic import check_writable_directory
+    from trainspeed.errors import UsageError
+    from trainspeed.plan.check import best_check_line, check_dirs, chosen, run_checks
+    from trainspeed.plan.inputs import read_plan_inputs
+    from trainspeed.plan.model import steps_model
+    from trainspeed.plan.plan import default_grid, plan_rows, table, verdict
+    from trainspeed.rows import append_row
+    from trainspeed.studies.common import StudyFailed, positive_ints
+
+    targets = tuple(item.strip() for item in args.targets.split(",") if item.strip()) if args.targets else None
+    devices = positive_ints(args.devices, "--devices") if args.devices else None
+    batches = positive_ints(args.global_batches, "--global-batches") if args.global_batches else None
+    if args.check and (args.out is None or args.check_dir is None):
+        raise UsageError("plan: --check needs --out (where the checks' rows go) and --check-dir (where their runs go)")
+    if args.out is not None:
+        if args.out.is_dir():
+            raise UsageError(f"plan: --out {args.out} is a directory; name a JSONL file, e.g. {args.out / 'plan.jsonl'}")
+        if args.out.resolve() in {path.resolve() for path in args.inputs}:
+            raise UsageError(f"plan: --out {args.out} is one of the inputs; append the plan to another file")
+        check_writable_directory(args.out.parent, f"--out {args.out}")
+    inputs = read_plan_inputs(args.inputs)
+    steps_model(inputs)  # no steps to the goal is the first thing to say
+    rows = plan_rows(inputs, default_grid(inputs, targets, devices, batches), args.command_line)
+    to_check = chosen(rows, args.check) if args.check else []
+    dirs = check_dirs(inputs, to_check, args.check_dir) if to_check else {}
+    print(f"plan: {inputs.identity} to {inputs.until}")
+    print(table(rows))
+    print(verdict(rows))
+    if args.out is not None:
+        for row in rows:
+            append_row(args.out, row)
+    if to_check:
+        check_writable_directory(args.check_dir, f"--check-dir {args.check_dir}")
+        try:
+            checks = run_checks(inputs, to_check, dirs, args.check_seed, args.tolerance)
+        except StudyFailed as error:
+            raise UsageError(f"plan: {error}") from None
+        for check in checks:
+            append_row(args.out, check)
+        line = best_check_line(checks)
+        if line:
+            print(line)
+    if args.out is not None:
+        print(f"plan: rows in {args.out}")
+    return 0

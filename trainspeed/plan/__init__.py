@@ -1,0 +1,7 @@
+"""`trainspeed plan`: which configuration reaches a quality goal soonest, predicted from measured
+rows and checked by running some of them.
+
+`inputs.py` reads and checks the rows (bench, runs, a time-to-target study), `model.py` predicts one
+configuration's time, `plan.py` ranks them, `check.py` runs some to the goal, `rows.py` holds the
+rows and `report.py` their part of the report.
+"""

@@ -1,0 +1,120 @@
+"""`trainspeed plan ... --check CONFIGS`: run configurations of the plan to the goal and set what
+they took beside what was predicted. Each run is the study's recipe at that batch (its best
+learning-rate factor, the same warm-up, validations and budget) on another seed than the study's,
+with the configuration's target and devices: `trainspeed train --until ... --stop-at-target`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Sequence
+
+from trainspeed.errors import UsageError
+from trainspeed.plan.inputs import PlanInputs
+from trainspeed.plan.rows import PlanCheckRow, PlanRow
+from trainspeed.report.page import slug
+from trainspeed.studies.common import run_trainspeed, shown
+from trainspeed.train.rows import SUMMARY_FILE, read_summary
+from trainspeed.train.time_to_target import parse_goal
+
+KEYWORDS = {"best": "the recommended configuration", "samples-per-s": "the configuration samples/s alone picks"}
+
+
+def chosen(rows: Sequence[PlanRow], text: str) -> list[PlanRow]:
+    """The rows `--check` names: configurations (`target/devices/batch`), `best` or `samples-per-s`."""
+    predicted = {row.config: row for row in rows if row.status == "predicted"}
+    picked: list[PlanRow] = []
+    for name in (item.strip() for item in text.split(",") if item.strip()):
+        if name == "best":
+            row = next((row for row in rows if row.recommended), None)
+        elif name == "samples-per-s":
+            row = next((row for row in rows if row.samples_per_s_pick), None)
+        else:
+            row = predicted.get(name)
+        if row is None:
+            choices = ", ".join([*KEYWORDS, *predicted][:12])
+            raise UsageError(f"plan: --check {name!r} is not a predicted configuration of this plan; choose among "
+                             f"{choices}")
+        if row not in picked:
+            picked.append(row)
+    if not picked:
+        raise UsageError("plan: --check names no configuration; give e.g. --check best,samples-per-s")
+    return picked
+
+
+def check_dirs(inputs: PlanInputs, rows: Sequence[PlanRow], out: Path) -> dict[str, Path]:
+    """Each check's run directory, refused before anything runs where it exists (never overwritten)."""
+    if inputs.settings is None:
+        raise UsageError("plan: --check runs the study's recipe, and the inputs hold no time-to-target study "
+                         "settings; give the study's rows")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"plan: --check-dir {out} exists and is not an empty folder; name a new --check-dir")
+    best = {row.global_batch: row.best_lr_factor for row in inputs.study_batches}
+    dirs = {}
+    for row in rows:
+        if best.get(row.global_batch) is None:
+            raise UsageError(f"plan: --check {row.config}: the study tuned no learning rate at global batch "
+                             f"{row.global_batch}; check a batch the study measured "
+                             f"({', '.join(str(b) for b, f in best.items() if f is not None)})")
+        dirs[row.config] = out / slug(row.config)
+    return dirs
+
+
+def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path], seed: int,
+               tolerance: float) -> list[PlanCheckRow]:
+    from trainspeed.studies.time_to_target.study import RunSpec, StudyRecipe, train_args
+
+    settings = inputs.settings
+    assert settings is not None
+    recipe = StudyRecipe(config=settings.settings, size=settings.size, goal=parse_goal(settings.until),
+                         base_lr=settings.base_lr, base_lr_from=settings.base_lr_from,
+                         reference_batch=settings.reference_batch, identity={})
+    best = {row.global_batch: row.best_lr_factor for row in inputs.study_batches}
+    checked = []
+    for row in rows:
+        spec = RunSpec(row.global_batch, best[row.global_batch], seed)  # type: ignore[arg-type]
+        args = train_args(recipe, spec, dirs[row.config], target=row.target, nproc=row.devices,
+                          noise_scale_micro_batches=1)
+        print(shown(*args), flush=True)
+        started = time.perf_counter()
+        run_trainspeed(*args)
+        measured_s = time.perf_counter() - started
+        summary = read_summary(dirs[row.config] / SUMMARY_FILE)
+        record = summary.time_to_target
+        samples = record.crossing_samples(recipe.goal.threshold) if record is not None else None
+        steps = samples / row.global_batch if samples is not None else None
+        ratio = measured_s / row.predicted_s  # type: ignore[operator]
+        check = PlanCheckRow(
+            plan_id=row.plan_id, config=row.config, target=row.target, devices=row.devices,
+            global_batch=row.global_batch, workload=row.workload, size=row.size, until=row.until,
+            recommended=row.recommended, samples_per_s_pick=row.samples_per_s_pick,
+            predicted_s=row.predicted_s, predicted_s_ci95=row.predicted_s_ci95,  # type: ignore[arg-type]
+            measured_s=measured_s, ratio=ratio, within=abs(ratio - 1) <= tolerance, tolerance=tolerance,
+            predicted_steps=row.steps, measured_steps=steps, predicted_step_s=row.step_s,  # type: ignore[arg-type]
+            measured_step_s=record.train_s / record.step if record is not None and record.step else None,
+            reached=bool(record is not None and record.reached), seed=seed, run_dir=str(dirs[row.config]),
+            command=shown(*args), machine=summary.machine)
+        print(check_line(check), flush=True)
+        checked.append(check)
+    return checked
+
+
+def check_line(row: PlanCheckRow) -> str:
+    steps = "not reached" if row.measured_steps is None else f"{row.measured_steps:,.1f}"
+    return (f"check {row.config}: measured {row.measured_s:,.1f} s, predicted {row.predicted_s:,.1f} s "
+            f"(ratio {row.ratio:.2f}, {'within' if row.within else 'outside'} ±{row.tolerance:.0%}); steps {steps} "
+            f"against {row.predicted_steps:,.1f} predicted")
+
+
+def best_check_line(rows: Sequence[PlanCheckRow]) -> str | None:
+    """Whether the predicted best was the measured best, or within the best's interval."""
+    if len(rows) < 2:
+        return None
+    fastest = min(rows, key=lambda row: row.measured_s)
+    best = next((row for row in rows if row.recommended), None)
+    if best is None:
+        return f"the fastest measured was {fastest.config} ({fastest.measured_s:,.1f} s); the recommended was not checked"
+    if best is fastest:
+        return f"the recommended configuration {best.config} was also the fastest measured ({best.measured_s:,.1f} s)"
+    return (f"the fastest measured was {fastest.config} ({fastest.measured_s:,.1f} s); the recommended {best.config} "
+            f"took {best.measured_s:,.1f} s, {best.measured_s / fastest.measured_s:.2f}x")

@@ -1,0 +1,108 @@
+"""What `trainspeed plan` reads: bench rows, run directories, and a time-to-target study's rows,
+each read by its producer's reader, then checked to describe one workload, one size and one goal
+(rows that do not fit together are one line, never a plan mixed from two)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from trainspeed.bench import report as bench_report
+from trainspeed.bench.results import ResultRow
+from trainspeed.errors import UsageError
+from trainspeed.report.inputs import Read, read_inputs
+from trainspeed.studies import report as studies_report
+from trainspeed.studies.time_to_target import report as study_report
+from trainspeed.studies.time_to_target.rows import (
+    TimeToTargetBatchRow,
+    TimeToTargetFitRow,
+    TimeToTargetRunRow,
+    TimeToTargetSettingsRow,
+)
+from trainspeed.train import report as train_report
+from trainspeed.train.report import TrainRun
+from trainspeed.train.rows import RunSummary
+
+PARTS = (bench_report.PART, train_report.PART, study_report.PART, studies_report.PART)
+"""The producers whose rows a plan reads (a study's folder holds its `studies.jsonl` record too)."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A workload as rows name it: its name, definition hash (where the row has one) and size."""
+
+    name: str
+    sha256: str | None
+    size: str
+
+    def same(self, other: "Identity") -> bool:
+        if self.size != other.size:
+            return False
+        if self.sha256 and other.sha256:
+            return self.sha256 == other.sha256
+        return self.name == other.name
+
+    def __str__(self) -> str:
+        return f"{self.name}{'@' + self.sha256[:12] if self.sha256 else ''} size {self.size}"
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    bench: list[Read[ResultRow]]
+    runs: list[TrainRun]
+    settings: TimeToTargetSettingsRow | None
+    study_runs: list[TimeToTargetRunRow]
+    study_batches: list[TimeToTargetBatchRow]
+    fit: Read[TimeToTargetFitRow] | None
+    identity: Identity
+    until: str
+
+
+def read_plan_inputs(paths: Sequence[Path]) -> PlanInputs:
+    """Every row of every path, with one UsageError where they do not describe one workload, size and goal."""
+    inputs = read_inputs(list(paths), PARTS)
+    bench = [read for read in inputs.of(ResultRow) if read.row.status == "ok"]
+    runs = [read for read in inputs.of(RunSummary) if isinstance(read, TrainRun)]
+    settings = [read.row for read in inputs.of(TimeToTargetSettingsRow)]
+    fits = inputs.of(TimeToTargetFitRow)
+    if len({row.study_id for row in settings}) > 1 or len(fits) > 1:
+        raise UsageError(f"plan: the inputs hold {max(len(settings), len(fits))} time-to-target studies; give the "
+                         "rows of one (one workload, size and goal)")
+    setting = settings[0] if settings else None
+    fit = fits[0] if fits else None
+    if fit is not None and setting is not None and fit.row.study_id != setting.study_id:
+        raise UsageError(f"plan: {fit.source} is the fit of study {fit.row.study_id}, and the settings are of study "
+                         f"{setting.study_id}; give the rows of one study")
+    if setting is not None:
+        identity = Identity(setting.workload, setting.workload_sha256, setting.size)
+        until = setting.until
+    else:
+        goal_runs = [read for read in runs if read.row.time_to_target is not None]
+        if not goal_runs:
+            raise UsageError("plan: no steps to the goal among the inputs: give a time-to-target study's rows "
+                             "(`trainspeed study time-to-target`), or a run directory of `trainspeed train --until ...` "
+                             "that met its goal and measured its noise scale")
+        first = goal_runs[0].row
+        identity = Identity(first.workload, first.workload_sha256, first.size)
+        until = first.time_to_target.until  # type: ignore[union-attr]
+    for read in bench:
+        _check_fits(identity, Identity(read.row.workload, read.row.workload_sha256, read.row.size), str(read.source))
+    for run in runs:
+        _check_fits(identity, Identity(run.row.workload, run.row.workload_sha256, run.row.size), str(run.source))
+        record = run.row.time_to_target
+        if record is not None and record.until != until:
+            raise UsageError(f"plan: {run.source} trained to {record.until}, the other inputs to {until}; a plan "
+                             "predicts one goal: give rows of that goal only")
+    study_runs = [read.row for read in inputs.of(TimeToTargetRunRow)
+                  if setting is not None and read.row.study_id == setting.study_id]
+    study_batches = [read.row for read in inputs.of(TimeToTargetBatchRow)
+                     if setting is not None and read.row.study_id == setting.study_id]
+    return PlanInputs(bench=bench, runs=runs, settings=setting, study_runs=study_runs, study_batches=study_batches,
+                      fit=fit, identity=identity, until=until)
+
+
+def _check_fits(expected: Identity, found: Identity, where: str) -> None:
+    if not expected.same(found):
+        raise UsageError(f"plan: {where} is of workload {found}, the plan's steps of {expected}; give rows of "
+                         "one workload and size (another definition of a workload is another workload)")

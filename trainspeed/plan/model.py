@@ -1,0 +1,217 @@
+"""How `trainspeed plan` predicts the time to a goal of one configuration (target, devices D, global batch B):
+
+    time = overhead + compilation + S(B) x step(target, D, B / D) + validations(B) x validation / D
+
+- S(B), the steps to the goal, depend on the batch and the recipe, not on the device: from a
+  time-to-target study's fit S_min (1 + B_crit / B) with its bootstrap draws, or, with no study,
+  from one run that met the goal and measured its noise scale, by McCandlish et al.'s model
+  S = S_min (1 + B_noise / B), S_min set so that it passes through that run's steps.
+- step(target, D, b) = b / (bench samples/s of the target at per-device batch b) / efficiency(D):
+  the efficiency is a run's per-device samples/s over the bench's at its target and per-device batch
+  (data IO, the all-reduce, the loop), taken from a run of D devices (the nearest per-device batch,
+  the same target where there is one). Where no run of D devices was given, the model is stated in
+  the row: one device's efficiency with perfect scaling, or the bench alone.
+- overhead (start-up, the stop checkpoint, shutdown) and seconds per validation are medians over the
+  study's runs; validations are one per `eval_every_samples`, shared by the D devices; compilation
+  is the bench's first step beyond its steady step, less the study target's.
+
+The interval is the steps' (the throughput is taken as measured). Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+import numpy as np
+
+from trainspeed.bench.results import ResultRow
+from trainspeed.errors import UsageError
+from trainspeed.plan.inputs import PlanInputs
+from trainspeed.report.inputs import Read
+from trainspeed.studies.time_to_target.fit import StepsFit
+from trainspeed.train.report import TrainRun
+from trainspeed.train.time_to_target import parse_goal
+
+
+@dataclass(frozen=True)
+class StepsModel:
+    fit: StepsFit
+    draws: list[StepsFit]
+    source: str
+
+    def steps(self, batch: int) -> float:
+        return self.fit.steps(batch)
+
+    def interval(self, batch: int) -> list[float] | None:
+        if not self.draws:
+            return None
+        values = np.array([draw.steps(batch) for draw in self.draws])
+        return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]
+
+
+def steps_model(inputs: PlanInputs) -> StepsModel:
+    """The study's fit where there is one; else McCandlish's model through one run's steps."""
+    if inputs.fit is not None:
+        row = inputs.fit.row
+        return StepsModel(StepsFit(row.s_min, row.e_min), [StepsFit(s, e) for s, e in row.draws],
+                          f"fit of study {row.study_id} ({inputs.fit.source})")
+    threshold = parse_goal(inputs.until).threshold
+    for run in inputs.runs:
+        record, noise = run.row.time_to_target, run.row.noise_scale
+        samples = record.crossing_samples(threshold) if record is not None else None
+        if samples is None or not noise:
+            continue
+        b_noise = next(iter(noise.values()))
+        steps = samples / run.row.global_batch
+        s_min = steps / (1 + b_noise / run.row.global_batch)
+        return StepsModel(StepsFit(s_min, s_min * b_noise), [],
+                          f"McCandlish's model S_min (1 + B_noise / B) with B_noise {b_noise:,.0f}, through the "
+                          f"{steps:,.1f} steps of run {run.source} (no study: an estimate)")
+    raise UsageError("plan: no study fit and no run that met the goal with a noise scale: give a time-to-target "
+                     "study's rows, or a run of `trainspeed train --until ...` that met its goal")
+
+
+def bench_row(inputs: PlanInputs, target: str, batch: int) -> Read[ResultRow] | None:
+    """The newest ok bench row of the target at that per-device batch."""
+    rows = [read for read in inputs.bench if read.row.target == target and read.row.batch_size == batch
+            and read.row.samples_per_s]
+    return max(rows, key=lambda read: read.row.timestamp) if rows else None
+
+
+def _step_s(read: Read[ResultRow]) -> float:
+    return read.row.batch_size / read.row.samples_per_s  # type: ignore[operator]
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    value: float
+    source: str
+
+
+def _run_efficiency(inputs: PlanInputs, run: TrainRun) -> float | None:
+    bench = bench_row(inputs, run.row.target, run.row.batch_size_per_device)
+    per_device = (run.row.steady_samples_per_s or run.row.end_to_end_samples_per_s) / run.row.world_size
+    return per_device / bench.row.samples_per_s if bench is not None and per_device > 0 else None  # type: ignore[operator]
+
+
+def efficiency(inputs: PlanInputs, target: str, devices: int, batch: int) -> Efficiency:
+    """Runs of D devices against the bench, nearest per-device batch first, the same target first."""
+    def candidates(count: int) -> list[tuple[TrainRun, float]]:
+        found = [(run, _run_efficiency(inputs, run)) for run in inputs.runs
+                 if run.row.world_size == count and not run.row.synthetic_data]
+        return [(run, value) for run, value in found if value is not None]
+
+    def nearest(found: list[tuple[TrainRun, float]]) -> tuple[TrainRun, float]:
+        return min(found, key=lambda item: (item[0].row.target != target,
+                                            abs(math.log(item[0].row.batch_size_per_device / batch))))
+
+    measured = candidates(devices)
+    if measured:
+        run, value = nearest(measured)
+        return Efficiency(value, f"{value:.2f} of the bench, measured by the {devices}-device run {run.source} "
+                                 f"({run.row.target}, {run.row.batch_size_per_device}/device)")
+    single = candidates(1)
+    if single:
+        run, value = nearest(single)
+        return Efficiency(value, f"{value:.2f} of the bench from the 1-device run {run.source}, with perfect scaling to "
+                                 f"{devices} devices assumed (no {devices}-device run given)")
+    return Efficiency(1.0, "the bench alone: no run measured data IO or scaling (assumed perfect)")
+
+
+@dataclass(frozen=True)
+class Overheads:
+    overhead_s: float
+    validation_s: float
+    eval_every_samples: int
+    study_target: str | None
+    source: str
+
+
+def overheads(inputs: PlanInputs) -> Overheads:
+    runs = inputs.study_runs
+    if not runs or inputs.settings is None:
+        return Overheads(0.0, 0.0, 0, None, "no study runs: start-up, shutdown and validation left out")
+    per_validation = [(run.wall_s - run.train_s) / run.validations for run in runs if run.validations]
+    return Overheads(overhead_s=statistics.median(max(0.0, run.command_s - run.wall_s) for run in runs),
+                     validation_s=statistics.median(per_validation) if per_validation else 0.0,
+                     eval_every_samples=inputs.settings.settings.eval_every_samples,
+                     study_target=inputs.settings.settings.target,
+                     source=f"medians over the {len(runs)} runs of study {inputs.settings.study_id}")
+
+
+def compile_s(inputs: PlanInputs, target: str, batch: int, study_target: str | None) -> float:
+    """The bench's first step beyond its steady one (compilation), less the study target's own."""
+    def extra(name: str) -> float | None:
+        read = bench_row(inputs, name, batch)
+        if read is None or read.row.first_step_s is None:
+            return None
+        return max(0.0, read.row.first_step_s - _step_s(read))
+
+    own = extra(target) or 0.0
+    base = extra(study_target) if study_target else None
+    return max(0.0, own - (base or 0.0))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    target: str
+    devices: int
+    global_batch: int
+    missing: str | None = None
+    predicted_s: float | None = None
+    predicted_s_ci95: list[float] | None = None
+    steps: float | None = None
+    steps_ci95: list[float] | None = None
+    step_s: float | None = None
+    step_s_from: str = ""
+    samples_per_s: float | None = None
+    statistical_efficiency: float | None = None
+    goodput: float | None = None
+    overhead_s: float | None = None
+    compile_s: float | None = None
+    validations: int | None = None
+    validation_s: float | None = None
+    sources: tuple[str, ...] = ()
+    bench: Read[ResultRow] | None = None
+
+    @property
+    def config(self) -> str:
+        return config_name(self.target, self.devices, self.global_batch)
+
+
+def config_name(target: str, devices: int, global_batch: int) -> str:
+    return f"{target}/{devices}/{global_batch}"
+
+
+def predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: str, devices: int,
+            global_batch: int) -> Prediction:
+    per_device = global_batch // devices
+    bench = bench_row(inputs, target, per_device)
+    if bench is None:
+        return Prediction(target, devices, global_batch,
+                          missing=f"no bench row of {target} at batch {per_device} (`trainspeed bench --targets {target} "
+                                  f"--batch-sizes {per_device}`)")
+    scaling = efficiency(inputs, target, devices, per_device)
+    step_s = _step_s(bench) / scaling.value
+    steps = model.steps(global_batch)
+    validations = int(steps * global_batch // costs.eval_every_samples) if costs.eval_every_samples else 0
+    compiling = compile_s(inputs, target, per_device, costs.study_target)
+    fixed = costs.overhead_s + compiling + validations * costs.validation_s / devices
+
+    def total(step_count: float) -> float:
+        return fixed + step_count * step_s
+
+    interval = model.interval(global_batch)
+    samples_per_s = global_batch / step_s
+    efficiency_of_batch = model.fit.statistical_efficiency(global_batch)
+    return Prediction(
+        target, devices, global_batch, predicted_s=total(steps),
+        predicted_s_ci95=[total(interval[0]), total(interval[1])] if interval else None,
+        steps=steps, steps_ci95=interval, step_s=step_s,
+        step_s_from=f"bench {bench.row.samples_per_s:,.1f} samples/s at {per_device}/device; efficiency {scaling.source}",
+        samples_per_s=samples_per_s, statistical_efficiency=efficiency_of_batch,
+        goodput=samples_per_s * efficiency_of_batch, overhead_s=costs.overhead_s, compile_s=compiling,
+        validations=validations, validation_s=costs.validation_s, sources=(str(bench.source), model.source, costs.source),
+        bench=bench)

@@ -1,0 +1,107 @@
+"""`trainspeed plan`: every configuration ranked by predicted time to the goal, the one it
+recommends, and the one samples/s alone would pick with how much slower it is predicted to be."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from trainspeed.errors import UsageError
+from trainspeed.plan.inputs import PlanInputs
+from trainspeed.plan.model import Prediction, overheads, predict, steps_model
+from trainspeed.plan.rows import PlanRow
+
+
+@dataclass(frozen=True)
+class PlanGrid:
+    targets: tuple[str, ...]
+    devices: tuple[int, ...]
+    global_batches: tuple[int, ...]
+
+
+def default_grid(inputs: PlanInputs, targets: Sequence[str] | None, devices: Sequence[int] | None,
+                 batches: Sequence[int] | None) -> PlanGrid:
+    """The bench's targets, one device and every device count a run measured, the study's batches."""
+    found_targets = tuple(sorted({read.row.target for read in inputs.bench}))
+    if not targets and not found_targets:
+        raise UsageError("plan: no bench rows among the inputs: give the bench rows of the targets to plan for "
+                         "(`trainspeed bench --workload ... --out FILE`), or --targets with rows to come")
+    found_devices = tuple(sorted({1, *(run.row.world_size for run in inputs.runs)}))
+    if inputs.settings is not None:
+        found_batches = tuple(inputs.settings.settings.global_batches)
+    else:
+        found_batches = tuple(sorted({read.row.batch_size for read in inputs.bench}))
+    return PlanGrid(tuple(targets or found_targets), tuple(devices or found_devices), tuple(batches or found_batches))
+
+
+def predictions(inputs: PlanInputs, grid: PlanGrid) -> list[Prediction]:
+    model = steps_model(inputs)
+    costs = overheads(inputs)
+    return [predict(inputs, model, costs, target, devices, batch)
+            for target in grid.targets for devices in grid.devices for batch in grid.global_batches
+            if batch % devices == 0]
+
+
+def plan_rows(inputs: PlanInputs, grid: PlanGrid, command: str) -> list[PlanRow]:
+    """Predicted configurations first, fastest first, then the ones not measured."""
+    found = predictions(inputs, grid)
+    predicted = sorted((p for p in found if p.predicted_s is not None), key=lambda p: p.predicted_s)  # type: ignore[arg-type, return-value]
+    missing = [p for p in found if p.predicted_s is None]
+    best = predicted[0] if predicted else None
+    pick = max(predicted, key=lambda p: p.samples_per_s) if predicted else None  # type: ignore[arg-type, return-value]
+    plan_id = f"plan-{int(time.time())}"
+    rows = []
+    for rank, prediction in enumerate([*predicted, *missing], start=1):
+        known = prediction.predicted_s is not None
+        rows.append(PlanRow(
+            plan_id=plan_id, config=prediction.config, target=prediction.target, devices=prediction.devices,
+            global_batch=prediction.global_batch, batch_size_per_device=prediction.global_batch // prediction.devices,
+            workload=inputs.identity.name, size=inputs.identity.size, until=inputs.until,
+            status="predicted" if known else "not measured", missing=prediction.missing, rank=rank if known else None,
+            predicted_s=prediction.predicted_s, predicted_s_ci95=prediction.predicted_s_ci95, steps=prediction.steps,
+            steps_ci95=prediction.steps_ci95, steps_from=steps_model(inputs).source, step_s=prediction.step_s,
+            step_s_from=prediction.step_s_from, samples_per_s=prediction.samples_per_s,
+            statistical_efficiency=prediction.statistical_efficiency, goodput=prediction.goodput,
+            overhead_s=prediction.overhead_s, compile_s=prediction.compile_s, validations=prediction.validations,
+            validation_s=prediction.validation_s, recommended=prediction is best, samples_per_s_pick=prediction is pick,
+            vs_recommended=(prediction.predicted_s / best.predicted_s  # type: ignore[operator]
+                            if known and best is not None else None),
+            sources=list(prediction.sources), command=command,
+            machine=prediction.bench.row.machine if prediction.bench is not None else None))
+    return rows
+
+
+def _seconds(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
+def table(rows: Sequence[PlanRow]) -> str:
+    lines = ["| rank | configuration (target/devices/global batch) | predicted s [95%] | steps | step ms | samples/s | "
+             "statistical efficiency | goodput | |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---|"]
+    for row in rows:
+        if row.status != "predicted":
+            lines.append(f"| – | {row.config} | not measured: {row.missing} | | | | | | |")
+            continue
+        interval = (f" [{row.predicted_s_ci95[0]:,.1f}, {row.predicted_s_ci95[1]:,.1f}]" if row.predicted_s_ci95 else "")
+        mark = ", ".join(name for name, on in (("recommended", row.recommended),
+                                              ("samples/s pick", row.samples_per_s_pick)) if on)
+        lines.append(f"| {row.rank} | {row.config} | {_seconds(row.predicted_s)}{interval} | {row.steps:,.1f} | "
+                     f"{row.step_s * 1e3:,.1f} | {row.samples_per_s:,.0f} | {row.statistical_efficiency:.2f} | "
+                     f"{row.goodput:,.0f} | {mark} |")
+    return "\n".join(lines)
+
+
+def verdict(rows: Sequence[PlanRow]) -> str:
+    best = next((row for row in rows if row.recommended), None)
+    pick = next((row for row in rows if row.samples_per_s_pick), None)
+    if best is None or pick is None:
+        return "plan: no configuration could be predicted (every one lacks rows)"
+    first = rows[0]
+    text = (f"recommended: {best.config}, predicted {best.predicted_s:,.1f} s to {best.until}\n"
+            f"steps from {first.steps_from}\nstep time from {best.step_s_from}")
+    if pick is best:
+        return text + "\nsamples/s alone picks the same configuration"
+    return (text + f"\nsamples/s alone would pick {pick.config} ({pick.samples_per_s:,.0f} samples/s against "
+            f"{best.samples_per_s:,.0f}): predicted {pick.predicted_s:,.1f} s, {pick.vs_recommended:.2f}x the recommended")

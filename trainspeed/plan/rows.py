@@ -1,0 +1,108 @@
+"""`trainspeed plan`'s rows: one per configuration it ranked (or could not, for want of rows), and
+one per prediction it checked by running it. Torch-free: the report reads them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from trainspeed.machine import Machine
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One configuration (target, devices, global batch): its predicted time to the goal, how it was
+    predicted and from which rows; or "not measured" with what is missing."""
+
+    KIND: ClassVar[str] = "plan"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    plan_id: str
+    config: str
+    """`target/devices/global batch`, as `--check` takes it."""
+    target: str
+    devices: int
+    global_batch: int
+    batch_size_per_device: int
+    workload: str
+    size: str
+    until: str
+    status: str
+    """"predicted" or "not measured"."""
+    missing: str | None
+    """What a "not measured" configuration lacks."""
+    rank: int | None
+    """1 for the fastest predicted; None where not measured."""
+    predicted_s: float | None
+    """Start-up and shutdown + compilation + steps x step time + validations x validation time."""
+    predicted_s_ci95: list[float] | None
+    """From the interval on the steps to the goal (the throughput is taken as measured)."""
+    steps: float | None
+    steps_ci95: list[float] | None
+    steps_from: str
+    """"fit of study X" (S_min (1 + B_crit / B)) or "noise scale of run X" (McCandlish's model)."""
+    step_s: float | None
+    """Seconds per step at this many devices."""
+    step_s_from: str
+    samples_per_s: float | None
+    """Global samples/s the step time gives: what samples/s alone ranks by."""
+    statistical_efficiency: float | None
+    """E_min / E(B) = 1 / (1 + B / B_crit)."""
+    goodput: float | None
+    """samples_per_s x statistical_efficiency (Pollux): useful samples per second."""
+    overhead_s: float | None
+    """Start-up, stop checkpoint and shutdown of one run (median over the study's runs)."""
+    compile_s: float | None
+    """The bench's first step over its steady step, beyond the study target's (compilation)."""
+    validations: int | None
+    validation_s: float | None
+    """Seconds per validation (median over the study's runs)."""
+    recommended: bool
+    samples_per_s_pick: bool
+    """The configuration samples/s alone would pick (the most global samples/s)."""
+    vs_recommended: float | None
+    """predicted_s / the recommended configuration's."""
+    sources: list[str]
+    """The rows each number came from (file:line, run directories)."""
+    command: str
+    machine: Machine | None = None
+    """The machine of the bench rows the step time came from."""
+
+
+@dataclass(frozen=True)
+class PlanCheckRow:
+    """One configuration of a plan run to the goal: predicted against measured."""
+
+    KIND: ClassVar[str] = "plan-check"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    plan_id: str
+    config: str
+    target: str
+    devices: int
+    global_batch: int
+    workload: str
+    size: str
+    until: str
+    recommended: bool
+    samples_per_s_pick: bool
+    predicted_s: float
+    predicted_s_ci95: list[float] | None
+    measured_s: float
+    """The whole `trainspeed train` command, to its stop at the goal."""
+    ratio: float
+    """measured_s / predicted_s."""
+    within: bool
+    """The ratio lies within 1 +- tolerance."""
+    tolerance: float
+    predicted_steps: float
+    measured_steps: float | None
+    """Interpolated between the validations bracketing the crossing (None: the goal was not met)."""
+    predicted_step_s: float
+    measured_step_s: float | None
+    """Training seconds to the crossing over its steps."""
+    reached: bool
+    seed: int
+    run_dir: str
+    command: str
+    machine: Machine | None = None
