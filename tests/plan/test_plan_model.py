@@ -47,7 +47,7 @@ def inputs(benches: list[Read], runs: list[TimeToTargetRunRow]) -> PlanInputs:
                                        base_lr_from="workload", reference_batch=512, command="c", total_s=1.0,
                                        workload_sha256="abc")
     return PlanInputs(bench=benches, runs=[], settings=settings, study_runs=runs, study_batches=[], fit=fit_row(),
-                      identity=Identity("mahjong", "abc", "tiny"), until="val/accuracy>=0.8")
+                      identity=Identity("mahjong", "abc", "tiny"), until="val/accuracy>=0.8", steps_size="tiny")
 
 
 def test_a_prediction_is_steps_times_step_time_plus_start_up_compilation_and_validation():

@@ -31,6 +31,9 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--targets", default=None, help="targets to plan for (default: every one the bench rows measured)")
     parser.add_argument("--devices", default=None, help="device counts, e.g. 1,2,8 (default: 1 and those of the runs given)")
     parser.add_argument("--global-batches", default=None, help="global batches (default: the study's)")
+    parser.add_argument("--borrow-steps", action="store_true",
+                        help="plan the bench rows' size with the steps measured at another size of the workload (an "
+                        "assumption every row states; without it, rows of two sizes are refused)")
     parser.add_argument("--out", type=Path, default=None, help="JSONL file the plan's rows (and checks) are appended to")
     parser.add_argument("--check", default=None, metavar="CONFIGS",
                         help="run these configurations to the goal and compare: target/devices/batch, or "
@@ -64,7 +67,7 @@ def run_plan(args: argparse.Namespace) -> int:
         if args.out.resolve() in {path.resolve() for path in args.inputs}:
             raise UsageError(f"plan: --out {args.out} is one of the inputs; append the plan to another file")
         check_writable_directory(args.out.parent, f"--out {args.out}")
-    inputs = read_plan_inputs(args.inputs)
+    inputs = read_plan_inputs(args.inputs, args.borrow_steps)
     steps_model(inputs)  # no steps to the goal is the first thing to say
     rows = plan_rows(inputs, default_grid(inputs, targets, devices, batches), args.command_line)
     to_check = chosen(rows, args.check) if args.check else []

@@ -56,11 +56,15 @@ class PlanInputs:
     study_batches: list[TimeToTargetBatchRow]
     fit: Read[TimeToTargetFitRow] | None
     identity: Identity
+    """The workload and size planned for (the bench rows')."""
     until: str
+    steps_size: str
+    """The size the steps to the goal were measured at (another only with `--borrow-steps`)."""
 
 
-def read_plan_inputs(paths: Sequence[Path]) -> PlanInputs:
-    """Every row of every path, with one UsageError where they do not describe one workload, size and goal."""
+def read_plan_inputs(paths: Sequence[Path], borrow_steps: bool = False) -> PlanInputs:
+    """Every row of every path, with one UsageError where they do not describe one workload, size
+    and goal; `borrow_steps`: the bench rows may be of another size than the steps (one size)."""
     inputs = read_inputs(list(paths), PARTS)
     bench = [read for read in inputs.of(ResultRow) if read.row.status == "ok"]
     runs = [read for read in inputs.of(RunSummary) if isinstance(read, TrainRun)]
@@ -86,10 +90,17 @@ def read_plan_inputs(paths: Sequence[Path]) -> PlanInputs:
         first = goal_runs[0].row
         identity = Identity(first.workload, first.workload_sha256, first.size)
         until = first.time_to_target.until  # type: ignore[union-attr]
+    steps_size = identity.size
+    bench_sizes = sorted({read.row.size for read in bench})
+    if borrow_steps:
+        if len(bench_sizes) != 1:
+            raise UsageError(f"plan: --borrow-steps plans one size, and the bench rows are of sizes "
+                             f"{', '.join(bench_sizes) or 'none'}; give the bench rows of one size")
+        identity = Identity(identity.name, identity.sha256, bench_sizes[0])
     for read in bench:
         _check_fits(identity, Identity(read.row.workload, read.row.workload_sha256, read.row.size), str(read.source))
     for run in runs:
-        _check_fits(identity, Identity(run.row.workload, run.row.workload_sha256, run.row.size), str(run.source))
+        _check_fits(Identity(identity.name, identity.sha256, steps_size) if run.row.time_to_target else identity, Identity(run.row.workload, run.row.workload_sha256, run.row.size), str(run.source))
         record = run.row.time_to_target
         if record is not None and record.until != until:
             raise UsageError(f"plan: {run.source} trained to {record.until}, the other inputs to {until}; a plan "
@@ -99,10 +110,11 @@ def read_plan_inputs(paths: Sequence[Path]) -> PlanInputs:
     study_batches = [read.row for read in inputs.of(TimeToTargetBatchRow)
                      if setting is not None and read.row.study_id == setting.study_id]
     return PlanInputs(bench=bench, runs=runs, settings=setting, study_runs=study_runs, study_batches=study_batches,
-                      fit=fit, identity=identity, until=until)
+                      fit=fit, identity=identity, until=until, steps_size=steps_size)
 
 
 def _check_fits(expected: Identity, found: Identity, where: str) -> None:
     if not expected.same(found):
         raise UsageError(f"plan: {where} is of workload {found}, the plan's steps of {expected}; give rows of "
-                         "one workload and size (another definition of a workload is another workload)")
+                         "one workload and size (another definition of a workload is another workload; --borrow-steps "
+                         "plans another size with these steps, as an assumption)")

@@ -28,6 +28,7 @@ import numpy as np
 
 from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
+from trainspeed.machine import Machine
 from trainspeed.plan.inputs import PlanInputs
 from trainspeed.report.inputs import Read
 from trainspeed.studies.time_to_target.fit import StepsFit
@@ -53,10 +54,12 @@ class StepsModel:
 
 def steps_model(inputs: PlanInputs) -> StepsModel:
     """The study's fit where there is one; else McCandlish's model through one run's steps."""
+    borrowed = ("" if inputs.steps_size == inputs.identity.size else
+                f"; steps of size {inputs.steps_size} assumed for size {inputs.identity.size} (--borrow-steps)")
     if inputs.fit is not None:
         row = inputs.fit.row
         return StepsModel(StepsFit(row.s_min, row.e_min), [StepsFit(s, e) for s, e in row.draws],
-                          f"fit of study {row.study_id} ({inputs.fit.source})")
+                          f"fit of study {row.study_id} ({inputs.fit.source}){borrowed}")
     threshold = parse_goal(inputs.until).threshold
     for run in inputs.runs:
         record, noise = run.row.time_to_target, run.row.noise_scale
@@ -68,7 +71,7 @@ def steps_model(inputs: PlanInputs) -> StepsModel:
         s_min = steps / (1 + b_noise / run.row.global_batch)
         return StepsModel(StepsFit(s_min, s_min * b_noise), [],
                           f"McCandlish's model S_min (1 + B_noise / B) with B_noise {b_noise:,.0f}, through the "
-                          f"{steps:,.1f} steps of run {run.source} (no study: an estimate)")
+                          f"{steps:,.1f} steps of run {run.source} (no study: an estimate){borrowed}")
     raise UsageError("plan: no study fit and no run that met the goal with a noise scale: give a time-to-target "
                      "study's rows, or a run of `trainspeed train --until ...` that met its goal")
 
@@ -127,6 +130,19 @@ class Overheads:
     eval_every_samples: int
     study_target: str | None
     source: str
+    machine: Machine | None = None
+    """The study's machine: its start-up and validation seconds hold for bench rows of that machine only."""
+
+    def on(self, machine: Machine | None) -> "Overheads":
+        """These overheads for bench rows of `machine`: left out (zero) where it is another one."""
+        if self.machine is None or machine is None or _same_machine(self.machine, machine):
+            return self
+        return Overheads(0.0, 0.0, self.eval_every_samples, self.study_target,
+                         "start-up and validation left out: the study ran on another machine than the bench")
+
+
+def _same_machine(one: Machine, other: Machine) -> bool:
+    return (one.hostname, one.cpu_model, one.cores_total) == (other.hostname, other.cpu_model, other.cores_total)
 
 
 def overheads(inputs: PlanInputs) -> Overheads:
@@ -138,7 +154,8 @@ def overheads(inputs: PlanInputs) -> Overheads:
                      validation_s=statistics.median(per_validation) if per_validation else 0.0,
                      eval_every_samples=inputs.settings.settings.eval_every_samples,
                      study_target=inputs.settings.settings.target,
-                     source=f"medians over the {len(runs)} runs of study {inputs.settings.study_id}")
+                     source=f"start-up and validation: medians over the {len(runs)} runs of study "
+                            f"{inputs.settings.study_id}", machine=runs[0].machine)
 
 
 def compile_s(inputs: PlanInputs, target: str, batch: int, study_target: str | None) -> float:
@@ -194,6 +211,7 @@ def predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: str
                           missing=f"no bench row of {target} at batch {per_device} (`trainspeed bench --targets {target} "
                                   f"--batch-sizes {per_device}`)")
     scaling = efficiency(inputs, target, devices, per_device)
+    costs = costs.on(bench.row.machine)
     step_s = _step_s(bench) / scaling.value
     steps = model.steps(global_batch)
     validations = int(steps * global_batch // costs.eval_every_samples) if costs.eval_every_samples else 0

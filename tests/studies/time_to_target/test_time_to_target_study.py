@@ -91,3 +91,5 @@ def test_inputs_of_two_workloads_are_one_line(studied: Path, tmp_path: Path):
     failed = run_trainspeed("plan", str(other), str(studied / "study"))
     assert failed.returncode == 2 and len(failed.stderr.strip().splitlines()) == 1
     assert "size base" in failed.stderr and "give rows of one workload and size" in failed.stderr
+    borrowed = run_ok("plan", str(other), str(studied / "study"), "--borrow-steps")
+    assert "steps of size tiny assumed for size base (--borrow-steps)" in borrowed.stdout
