@@ -69,10 +69,13 @@ def test_two_ranks_end_with_the_parameters_of_one_rank_at_the_same_global_batch(
 ) -> None:
     workload = float64_workload(tmp_path)
     runs = {nproc: tmp_path / f"ranks{nproc}" for nproc in (1, 2)}
+    command_s = {}
     for nproc, out in runs.items():
+        started = time.monotonic()
         result = run_train(*data_args, *workload, "--nproc", str(nproc), "--batch-size-per-device",
                            str(2 * PER_DEVICE // nproc), "--steps", str(STEPS), "--out", str(out),
                            timeout=180, extra_pythonpath=str(tmp_path))
+        command_s[nproc] = time.monotonic() - started
         assert result.returncode == 0, result.stdout + result.stderr
     one, two = final_parameters(runs[1]), final_parameters(runs[2])
     assert all(tensor.dtype == torch.float64 for tensor in one.values())
@@ -82,6 +85,9 @@ def test_two_ranks_end_with_the_parameters_of_one_rank_at_the_same_global_batch(
     assert summary["world_size"] == 2 and summary["global_batch"] == 2 * PER_DEVICE
     assert summary["samples"] == STEPS * 2 * PER_DEVICE
     assert 0.0 <= summary["data_wait_fraction"] <= 1.0
+    for nproc, out in runs.items():  # the command's start to the first step: inside the command, before its steps
+        recorded = json.loads((out / "summary.json").read_text())
+        assert 0 < recorded["startup_s"] < command_s[nproc] - recorded["wall_s"]
 
 
 def _wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, timeout_s: float) -> str:

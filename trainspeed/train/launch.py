@@ -42,6 +42,7 @@ from trainspeed.train.lifecycle import (
 )
 from trainspeed.train.loop import Layout, RankTrainer
 from trainspeed.train.run_dir import RunDirectory
+from trainspeed.train.startup import hand_down
 from trainspeed.train.summary import bench_samples_per_s
 from trainspeed.train.synthetic import held_bytes_per_rank
 from trainspeed.train.time_to_target import check_goal_metric, parse_goal
@@ -205,6 +206,7 @@ def run_agent(config_path: Path, config: TrainConfig) -> int:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     if config.threads is not None:
         env["OMP_NUM_THREADS"] = str(config.threads)
+    hand_down(env)
     command = [sys.executable, "-m", "trainspeed.train.agent", str(config_path)]
     process = subprocess.Popen(command, env=env, preexec_fn=_agent_process_setup)
 

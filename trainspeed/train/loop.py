@@ -44,6 +44,7 @@ from trainspeed.train.parallel import make_data_parallel
 from trainspeed.train.progress import ProgressBar
 from trainspeed.train.resume import ResumePlan, load_planned, read_plan
 from trainspeed.train.rows import EvalRecord, RunSummary, TimeToTargetRecord, WindowRecord
+from trainspeed.train.startup import seconds_since_start
 from trainspeed.train.summary import bench_samples_per_s
 from trainspeed.train.synthetic import SyntheticLoader
 from trainspeed.train.time_to_target import RunTotals, TargetTracker, parse_goal
@@ -130,6 +131,7 @@ class RunTrace:
     last_eval: EvalRecord | None = None
     machine: Machine | None = None
     """The machine at the first step (the summary completes it at the last)."""
+    startup_s: float | None = None
 
 
 class BatchStream:
@@ -428,6 +430,7 @@ class RankTrainer:
         self.collectives.barrier()
         self.target.sync()
         trace.machine = Machine.at_start()
+        trace.startup_s = seconds_since_start()
         trace.clock.started_at, trace.clock.cpu_started_at = time.perf_counter(), time.process_time()
         trace.window = StepWindow()
         stopped = False
@@ -592,5 +595,6 @@ class RankTrainer:
             machine=trace.machine.at_end() if trace.machine else None,
             time_to_target=self._target_record(clock) if self.tracker is not None else None,
             noise_scale=self.meter.last_quarter(0, self.state.step) if self.meter is not None else None,
+            startup_s=trace.startup_s,
             **identify(self.workload).row_fields(),
         )

@@ -87,6 +87,9 @@ class RunSummary:
     """The run's `--until` goal: when it was first met, or the best value while it was not."""
     noise_scale: dict[str, float] | None = None
     """Each trained network's gradient noise scale B_simple over the last quarter of the run's steps."""
+    startup_s: float | None = None
+    """Seconds from the `trainspeed train` command's start to the first step (`trainspeed.train.startup`):
+    imports, the model, the data, the ranks; the first compilation is in the first step."""
 
     def write(self, run_dir: Path) -> Path:
         path = Path(run_dir) / SUMMARY_FILE
