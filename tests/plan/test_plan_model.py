@@ -97,3 +97,15 @@ def test_rows_of_another_workload_or_size_are_refused():
         _check_fits(plan, Identity("mahjong", "abc", "base"), "bench.jsonl:3")
     with pytest.raises(UsageError, match="another definition"):
         _check_fits(plan, Identity("mahjong", "def", "tiny"), "bench.jsonl:3")
+
+
+def test_starting_more_devices_costs_what_the_runs_of_each_count_measured():
+    from trainspeed.plan.model import Overheads
+
+    costs = Overheads(overhead_s=3.0, validation_s=0.5, eval_every_samples=4096, study_target="cpu:eager:fp32",
+                      study_devices=1, source="study", startup_s={1: 2.0, 2: 6.0})
+    assert costs.at(1) == (3.0, "study")
+    two, why = costs.at(2)
+    assert two == 7.0 and "+4.0 s to start 2 devices" in why
+    eight, why = costs.at(8)
+    assert eight == 3.0 and "assumed to cost the same" in why

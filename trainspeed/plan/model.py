@@ -12,8 +12,9 @@
   the same target where there is one). Where no run of D devices was given, the model is stated in
   the row: one device's efficiency with perfect scaling, or the bench alone.
 - overhead (start-up, the stop checkpoint, shutdown) and seconds per validation are medians over the
-  study's runs; validations are one per `eval_every_samples`, shared by the D devices; compilation
-  is the bench's first step beyond its steady step, less the study target's.
+  study's runs, and starting D devices adds what the runs given measured (their start-up of D
+  devices less that of the study's count); validations are one per `eval_every_samples`, shared by
+  the D devices; compilation is the bench's first step beyond its steady step, less the study target's.
 
 The interval is the steps' (the throughput is taken as measured). Nothing here imports torch.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -126,19 +127,35 @@ def efficiency(inputs: PlanInputs, target: str, devices: int, batch: int) -> Eff
 @dataclass(frozen=True)
 class Overheads:
     overhead_s: float
+    """Start-up, the stop checkpoint and shutdown of one study run (on the study's device count)."""
     validation_s: float
     eval_every_samples: int
     study_target: str | None
+    study_devices: int
     source: str
     machine: Machine | None = None
     """The study's machine: its start-up and validation seconds hold for bench rows of that machine only."""
+    startup_s: dict[int, float] = field(default_factory=dict)
+    """Median start-up seconds (command start to first step) of the runs given, by device count."""
 
     def on(self, machine: Machine | None) -> "Overheads":
         """These overheads for bench rows of `machine`: left out (zero) where it is another one."""
         if self.machine is None or machine is None or _same_machine(self.machine, machine):
             return self
-        return Overheads(0.0, 0.0, self.eval_every_samples, self.study_target,
+        return Overheads(0.0, 0.0, self.eval_every_samples, self.study_target, self.study_devices,
                          "start-up and validation left out: the study ran on another machine than the bench")
+
+    def at(self, devices: int) -> tuple[float, str]:
+        """One run's overhead at `devices`: the study's, plus what the runs given say starting
+        `devices` costs beyond starting the study's count."""
+        if devices == self.study_devices or self.overhead_s == 0:
+            return self.overhead_s, self.source
+        if devices in self.startup_s and self.study_devices in self.startup_s:
+            extra = self.startup_s[devices] - self.startup_s[self.study_devices]
+            return max(0.0, self.overhead_s + extra), (
+                f"{self.source}, {extra:+.1f} s to start {devices} devices instead of {self.study_devices} "
+                f"(the runs given)")
+        return self.overhead_s, f"{self.source}; starting {devices} devices assumed to cost the same (no runs of both)"
 
 
 def _same_machine(one: Machine, other: Machine) -> bool:
@@ -146,16 +163,22 @@ def _same_machine(one: Machine, other: Machine) -> bool:
 
 
 def overheads(inputs: PlanInputs) -> Overheads:
+    starts: dict[int, list[float]] = {}
+    for run in inputs.runs:
+        if run.row.startup_s is not None:
+            starts.setdefault(run.row.world_size, []).append(run.row.startup_s)
+    startup = {devices: statistics.median(values) for devices, values in starts.items()}
     runs = inputs.study_runs
     if not runs or inputs.settings is None:
-        return Overheads(0.0, 0.0, 0, None, "no study runs: start-up, shutdown and validation left out")
+        return Overheads(0.0, 0.0, 0, None, 1, "no study runs: start-up, shutdown and validation left out",
+                         startup_s=startup)
     per_validation = [(run.wall_s - run.train_s) / run.validations for run in runs if run.validations]
     return Overheads(overhead_s=statistics.median(max(0.0, run.command_s - run.wall_s) for run in runs),
                      validation_s=statistics.median(per_validation) if per_validation else 0.0,
                      eval_every_samples=inputs.settings.settings.eval_every_samples,
-                     study_target=inputs.settings.settings.target,
+                     study_target=inputs.settings.settings.target, study_devices=inputs.settings.settings.nproc,
                      source=f"start-up and validation: medians over the {len(runs)} runs of study "
-                            f"{inputs.settings.study_id}", machine=runs[0].machine)
+                            f"{inputs.settings.study_id}", machine=runs[0].machine, startup_s=startup)
 
 
 def compile_s(inputs: PlanInputs, target: str, batch: int, study_target: str | None) -> float:
@@ -216,7 +239,8 @@ def predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: str
     steps = model.steps(global_batch)
     validations = int(steps * global_batch // costs.eval_every_samples) if costs.eval_every_samples else 0
     compiling = compile_s(inputs, target, per_device, costs.study_target)
-    fixed = costs.overhead_s + compiling + validations * costs.validation_s / devices
+    overhead_s, overhead_from = costs.at(devices)
+    fixed = overhead_s + compiling + validations * costs.validation_s / devices
 
     def total(step_count: float) -> float:
         return fixed + step_count * step_s
@@ -230,6 +254,6 @@ def predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: str
         steps=steps, steps_ci95=interval, step_s=step_s,
         step_s_from=f"bench {bench.row.samples_per_s:,.1f} samples/s at {per_device}/device; efficiency {scaling.source}",
         samples_per_s=samples_per_s, statistical_efficiency=efficiency_of_batch,
-        goodput=samples_per_s * efficiency_of_batch, overhead_s=costs.overhead_s, compile_s=compiling,
-        validations=validations, validation_s=costs.validation_s, sources=(str(bench.source), model.source, costs.source),
+        goodput=samples_per_s * efficiency_of_batch, overhead_s=overhead_s, compile_s=compiling,
+        validations=validations, validation_s=costs.validation_s, sources=(str(bench.source), model.source, overhead_from),
         bench=bench)

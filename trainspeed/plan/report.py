@@ -3,15 +3,17 @@ predicted time to the goal on a scatter with the y = x line (and the tolerance b
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from trainspeed.report.figures import COLOURS, figure_block, plt
+from trainspeed.errors import UsageError
+from trainspeed.report.figures import COLOURS, caption_machines, figure_block, plt, save_figure
 from trainspeed.report.inputs import Read, ReportInputs
 from trainspeed.report.page import Section, Table, interval, number, readable, text
-from trainspeed.report.part import ReportPart, RowKind
+from trainspeed.report.part import PlotRequest, ReportPart, RowKind
 from trainspeed.report.provenance import provenance
 from trainspeed.plan.rows import PlanCheckRow, PlanRow
 
@@ -108,6 +110,18 @@ def sections(inputs: ReportInputs, baselines: Sequence[str]) -> list[Section]:
     return [plan_section(plans, checks)] if plans or checks else []
 
 
+def plot(inputs: ReportInputs, request: PlotRequest) -> list[Path]:
+    """`trainspeed plot` of a plan's rows: its checks, measured against predicted."""
+    if request.baseline or request.run_id:
+        raise UsageError(f"{request.results} holds plan rows: --baseline and --run-id are for bench rows")
+    checks = [read.row for read in inputs.of(PlanCheckRow)]
+    if not checks:
+        raise UsageError(f"{request.results}: no plan checks to plot (`trainspeed plan ... --check best`)")
+    figure = check_figure(checks)
+    caption_machines(figure, checks)
+    return save_figure(figure, request.stem)
+
+
 PART = ReportPart(name="plan", kinds=(RowKind(PlanRow), RowKind(PlanCheckRow)), sections=sections,
                   counts=lambda inputs: [("plan rows", len(inputs.of(PlanRow))),
-                                         ("plan checks", len(inputs.of(PlanCheckRow)))])
+                                         ("plan checks", len(inputs.of(PlanCheckRow)))], plot=plot)
