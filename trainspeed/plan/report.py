@@ -10,7 +10,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from trainspeed.errors import UsageError
-from trainspeed.report.figures import COLOURS, caption_machines, figure_block, plt, save_figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+from trainspeed.report.figures import COLOURS, caption_machines, figure_block, plt, readable_number, save_figure
 from trainspeed.report.inputs import Read, ReportInputs
 from trainspeed.report.page import Section, Table, interval, number, readable, text
 from trainspeed.report.part import PlotRequest, ReportPart, RowKind
@@ -20,7 +22,7 @@ from trainspeed.plan.rows import PlanCheckRow, PlanRow
 
 def check_figure(checks: Sequence[PlanCheckRow]) -> Figure:
     """Measured against predicted seconds to the goal, one colour per workload, y = x and its band."""
-    figure, axes = plt.subplots(figsize=(6.2, 5.2), constrained_layout=True)
+    figure, axes = plt.subplots(figsize=(7.5, 5.6), constrained_layout=True)
     workloads = sorted({(row.workload, row.size, row.until) for row in checks})
     for number_, key in enumerate(workloads):
         rows = [row for row in checks if (row.workload, row.size, row.until) == key]
@@ -43,10 +45,14 @@ def check_figure(checks: Sequence[PlanCheckRow]) -> Figure:
     axes.plot([], [], "D", color="black", label="samples/s pick")
     axes.set_xscale("log")
     axes.set_yscale("log")
+    for axis in (axes.xaxis, axes.yaxis):
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(readable_number))
+        axis.set_minor_formatter(NullFormatter())
     axes.set_xlabel("predicted seconds to the goal (log scale)")
     axes.set_ylabel("measured seconds to the goal (log scale)")
     axes.set_title("The plan's predictions, checked")
-    axes.legend(fontsize=7, loc="upper left")
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     return figure
 
 

@@ -80,7 +80,7 @@ def _crit_text(value: float | None) -> str:
 def steps_to_target_figure(studies: Sequence[tuple[str, Sequence[TimeToTargetBatchRow], Sequence[TimeToTargetRunRow],
                                                    TimeToTargetFitRow | None]]) -> Figure:
     """Every study given (label, batches, best-factor runs, fit) on one pair of panels."""
-    figure, (steps_axes, samples_axes) = plt.subplots(1, 2, figsize=(11, 4.6), constrained_layout=True)
+    figure, (steps_axes, samples_axes) = plt.subplots(1, 2, figsize=(11, 5.6), layout="constrained")
     for number, (label, batches, seeds, fit) in enumerate(studies):
         study_panels((steps_axes, samples_axes), label, COLOURS[number % len(COLOURS)], batches, seeds, fit)
     every = [row.global_batch for _, batches, _, _ in studies for row in batches]
@@ -98,5 +98,6 @@ def steps_to_target_figure(studies: Sequence[tuple[str, Sequence[TimeToTargetBat
         axes.grid(True, which="major", alpha=0.3)
     steps_axes.set_title("Steps to the goal against the batch")
     samples_axes.set_title("Samples to the goal (dotted: E_min)")
-    steps_axes.legend(fontsize=7, loc="lower left")
+    handles, labels = steps_axes.get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=7)
     return figure
