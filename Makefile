@@ -18,11 +18,14 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 	$(RESULTS)/loader_bench_h200_cuda.jsonl $(RESULTS)/loader_bench_h200_ranks.jsonl \
 	$(RESULTS)/mahjong_agreement.jsonl $(RESULTS)/mahjong_eval.jsonl $(RESULTS)/mahjong_eval_curve.jsonl \
 	$(RESULTS)/mahjong_final $(RESULTS)/mahjong_null.jsonl $(RESULTS)/noise_scale_adaptdl.jsonl \
+	$(RESULTS)/plan_bench_mahjong.jsonl $(RESULTS)/plan_bench_charlm.jsonl $(RESULTS)/plan_mahjong.jsonl \
+	$(RESULTS)/plan_charlm.jsonl $(RESULTS)/plan_h200_mahjong_base.jsonl \
 	$(RESULTS)/noise_scale_bench_cpu.jsonl $(RESULTS)/noise_scale_bench_cpu_b64.jsonl $(RESULTS)/noise_scale_check.jsonl $(RESULTS)/noise_scale_overhead.jsonl $(RESULTS)/reference_cpu_mahjong_tiny.jsonl \
 	$(RESULTS)/remote_cpu_mahjong_tiny.jsonl $(RESULTS)/remote_pipelined_cpu_mahjong_tiny.jsonl \
 	$(RESULTS)/stylegan3_cpu.jsonl $(RESULTS)/stylegan3_cpu_fir.jsonl $(RESULTS)/stylegan3_cpu_targets.jsonl \
 	$(RESULTS)/stylegan3_h200.jsonl $(RESULTS)/stylegan3_h200_compile.jsonl \
 	$(RESULTS)/stylegan3_saved_memory.jsonl $(RESULTS)/startup.jsonl $(RESULTS)/time_to_target_one_rank \
+	$(RESULTS)/time_to_target_study_mahjong.jsonl $(RESULTS)/time_to_target_study_charlm.jsonl \
 	$(RESULTS)/time_to_target_two_ranks $(RESULTS)/time_to_target_killed_resumed $(RESULTS)/train_cuda.jsonl $(RESULTS)/train_quality \
 	$(RESULTS)/train_quality_tiny $(RESULTS)/train_scaling.jsonl $(RESULTS)/xla_cpu_threads.jsonl
 
