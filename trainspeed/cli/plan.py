@@ -19,7 +19,7 @@ examples:
 
 
 def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
-    from trainspeed.plan.check import KEYWORDS
+    from trainspeed.plan import CHECK_KEYWORDS
 
     parser = subparsers.add_parser(
         "plan", help="rank configurations by predicted time to a quality goal (and run some to check)",
@@ -37,7 +37,7 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, default=None, help="JSONL file the plan's rows (and checks) are appended to")
     parser.add_argument("--check", default=None, metavar="CONFIGS",
                         help="run these configurations to the goal and compare: target/devices/batch, or "
-                        + ", ".join(f"{name} ({what})" for name, what in KEYWORDS.items()))
+                        + ", ".join(f"{name} ({what})" for name, what in CHECK_KEYWORDS.items()))
     parser.add_argument("--check-dir", type=Path, default=None, help="where the check runs go (a new folder's subfolders)")
     parser.add_argument("--check-seed", type=int, default=1000, help="training seed of the check runs (default 1000: "
                         "not one of a study's)")

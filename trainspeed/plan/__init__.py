@@ -5,3 +5,6 @@ rows and checked by running some of them.
 configuration's time, `plan.py` ranks them, `check.py` runs some to the goal, `rows.py` holds the
 rows and `report.py` their part of the report.
 """
+
+CHECK_KEYWORDS = {"best": "the recommended configuration", "samples-per-s": "the configuration samples/s alone picks"}
+"""What `--check` takes beside configurations (here, so the command line's help imports nothing more)."""

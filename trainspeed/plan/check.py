@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from trainspeed.errors import UsageError
+from trainspeed.plan import CHECK_KEYWORDS
 from trainspeed.plan.inputs import PlanInputs
 from trainspeed.plan.rows import PlanCheckRow, PlanRow
 from trainspeed.report.page import slug
@@ -17,7 +18,6 @@ from trainspeed.studies.common import run_trainspeed, shown
 from trainspeed.train.rows import SUMMARY_FILE, read_summary
 from trainspeed.train.time_to_target import parse_goal
 
-KEYWORDS = {"best": "the recommended configuration", "samples-per-s": "the configuration samples/s alone picks"}
 
 
 def chosen(rows: Sequence[PlanRow], text: str) -> list[PlanRow]:
@@ -32,7 +32,7 @@ def chosen(rows: Sequence[PlanRow], text: str) -> list[PlanRow]:
         else:
             row = predicted.get(name)
         if row is None:
-            choices = ", ".join([*KEYWORDS, *predicted][:12])
+            choices = ", ".join([*CHECK_KEYWORDS, *predicted][:12])
             raise UsageError(f"plan: --check {name!r} is not a predicted configuration of this plan; choose among "
                              f"{choices}")
         if row not in picked:

@@ -9,7 +9,7 @@ from typing import Sequence
 
 from trainspeed.errors import UsageError
 from trainspeed.plan.inputs import PlanInputs
-from trainspeed.plan.model import Prediction, overheads, predict, steps_model
+from trainspeed.plan.model import Prediction, StepsModel, overheads, predict, steps_model
 from trainspeed.plan.rows import PlanRow
 
 
@@ -35,8 +35,7 @@ def default_grid(inputs: PlanInputs, targets: Sequence[str] | None, devices: Seq
     return PlanGrid(tuple(targets or found_targets), tuple(devices or found_devices), tuple(batches or found_batches))
 
 
-def predictions(inputs: PlanInputs, grid: PlanGrid) -> list[Prediction]:
-    model = steps_model(inputs)
+def predictions(inputs: PlanInputs, grid: PlanGrid, model: StepsModel) -> list[Prediction]:
     costs = overheads(inputs)
     return [predict(inputs, model, costs, target, devices, batch)
             for target in grid.targets for devices in grid.devices for batch in grid.global_batches
@@ -45,7 +44,8 @@ def predictions(inputs: PlanInputs, grid: PlanGrid) -> list[Prediction]:
 
 def plan_rows(inputs: PlanInputs, grid: PlanGrid, command: str) -> list[PlanRow]:
     """Predicted configurations first, fastest first, then the ones not measured."""
-    found = predictions(inputs, grid)
+    model = steps_model(inputs)
+    found = predictions(inputs, grid, model)
     predicted = sorted((p for p in found if p.predicted_s is not None), key=lambda p: p.predicted_s)  # type: ignore[arg-type, return-value]
     missing = [p for p in found if p.predicted_s is None]
     best = predicted[0] if predicted else None
@@ -60,7 +60,7 @@ def plan_rows(inputs: PlanInputs, grid: PlanGrid, command: str) -> list[PlanRow]
             workload=inputs.identity.name, size=inputs.identity.size, until=inputs.until,
             status="predicted" if known else "not measured", missing=prediction.missing, rank=rank if known else None,
             predicted_s=prediction.predicted_s, predicted_s_ci95=prediction.predicted_s_ci95, steps=prediction.steps,
-            steps_ci95=prediction.steps_ci95, steps_from=steps_model(inputs).source, step_s=prediction.step_s,
+            steps_ci95=prediction.steps_ci95, steps_from=model.source, step_s=prediction.step_s,
             step_s_from=prediction.step_s_from, samples_per_s=prediction.samples_per_s,
             statistical_efficiency=prediction.statistical_efficiency, goodput=prediction.goodput,
             overhead_s=prediction.overhead_s, compile_s=prediction.compile_s, validations=prediction.validations,
@@ -94,13 +94,14 @@ def table(rows: Sequence[PlanRow]) -> str:
 
 
 def verdict(rows: Sequence[PlanRow]) -> str:
+    """Where the steps came from, the recommendation and the samples/s pick."""
+    source = f"steps from {rows[0].steps_from}" if rows else "no configuration in the grid"
     best = next((row for row in rows if row.recommended), None)
     pick = next((row for row in rows if row.samples_per_s_pick), None)
     if best is None or pick is None:
-        return "plan: no configuration could be predicted (every one lacks rows)"
-    first = rows[0]
+        return f"{source}\nplan: no configuration could be predicted (every one lacks rows)"
     text = (f"recommended: {best.config}, predicted {best.predicted_s:,.1f} s to {best.until}\n"
-            f"steps from {first.steps_from}\nstep time from {best.step_s_from}")
+            f"{source}\nstep time from {best.step_s_from}")
     if pick is best:
         return text + "\nsamples/s alone picks the same configuration"
     return (text + f"\nsamples/s alone would pick {pick.config} ({pick.samples_per_s:,.0f} samples/s against "

@@ -5,8 +5,10 @@ import math
 import pytest
 
 from trainspeed.studies.time_to_target.fit import StepsFit, bootstrap_fit, fit_steps, mean_interval
-from trainspeed.studies.time_to_target.study import best_factor, next_factor
+from trainspeed.studies.time_to_target.config import TimeToTargetConfig
 from trainspeed.studies.time_to_target.rows import TimeToTargetRunRow
+from trainspeed.studies.time_to_target.study import StudyRecipe, batch_row, best_factor, fit_row, next_factor
+from trainspeed.train.time_to_target import parse_goal
 
 BATCHES = [32, 128, 512, 2048]
 
@@ -55,11 +57,12 @@ def test_the_bootstrap_interval_covers_the_curve_its_noisy_seeds_scatter_around(
     assert mean_interval([1.0, 2.0, 3.0], draws=200)[0] >= 1.0
 
 
-def run(factor: float, samples: float | None) -> TimeToTargetRunRow:
+def run(factor: float, samples: float | None, batch: int = 64, seed: int = 0) -> TimeToTargetRunRow:
     return TimeToTargetRunRow(
         study_id="s", run=f"f{factor}", run_dir="r", purpose="lr sweep", target="cpu:eager:fp32", nproc=1,
-        global_batch=64, lr_factor=factor, peak_lr=1e-3 * factor, seed=0, max_samples=4096, reached=samples is not None,
-        outcome="", steps=None if samples is None else samples / 64, samples=samples, validated_step=None, value=None,
+        global_batch=batch, lr_factor=factor, peak_lr=1e-3 * factor, seed=seed, max_samples=4096,
+        reached=samples is not None,
+        outcome="", steps=None if samples is None else samples / batch, samples=samples, validated_step=None, value=None,
         best_value=None, train_s=1.0, wall_s=1.0, validations=1, command_s=2.0, b_simple=None, noise_scale_method=None,
         end_to_end_samples_per_s=100.0, command="trainspeed train")
 
@@ -72,3 +75,25 @@ def test_the_sweep_goes_past_the_edge_its_best_factor_lies_at_and_stops_inside()
     assert next_factor(tried, 1.0) is None
     assert best_factor([run(0.5, None), run(1.0, None)]) is None
     assert next_factor(tried, None) is None
+
+
+def recipe() -> StudyRecipe:
+    config = TimeToTargetConfig(workload="mahjong", data="d", until="val/accuracy>=0.9", out="o",
+                                global_batches=(64, 256), seeds=2, lr_factors=(1.0, 2.0), max_samples=4096)
+    return StudyRecipe(config=config, size="tiny", goal=parse_goal(config.until), base_lr=1e-3, base_lr_from="workload",
+                       reference_batch=64, identity={})
+
+
+def test_a_batch_a_seed_of_which_misses_the_goal_says_so_and_is_left_out_of_the_fit():
+    tuned = {64: [run(1.0, 900.0), run(2.0, 800.0)], 256: [run(1.0, 2048.0, 256), run(2.0, 1792.0, 256)]}
+    seeds = {64: [tuned[64][1], run(2.0, 850.0, seed=1)], 256: [tuned[256][1], run(2.0, None, 256, seed=1)]}
+    rows = [batch_row("s", recipe(), batch, tuned[batch], seeds[batch]) for batch in (64, 256)]
+    assert rows[0].outcome == "reached by all 2 seeds" and rows[0].best_at_edge
+    assert rows[1].outcome == "not reached within 4,096 samples by seed 1"
+    assert rows[1].steps_mean is None and rows[1].reached == 1 and rows[1].steps_per_seed == [7.0, None]
+    assert fit_row("s", recipe(), rows, seeds) is None  # one batch left: nothing to fit
+
+
+def test_a_batch_no_factor_of_which_reaches_the_goal_has_no_best_factor():
+    row = batch_row("s", recipe(), 64, [run(1.0, None), run(2.0, None)], [])
+    assert row.best_lr_factor is None and row.outcome == "not reached within 4,096 samples at any LR factor tried"

@@ -1,6 +1,6 @@
 """`trainspeed study time-to-target` and `trainspeed plan` end to end, at the smoke preset on the
-session's self-play data: the study's rows and fit, a goal no run meets, the plan on the study's
-rows and a bench file, one configuration checked, and the report of it all."""
+session's self-play data: the study's rows and fit, a rerun that reuses them, the plan on the
+study's rows and a bench file, one configuration checked, and the report of it all."""
 
 import json
 from pathlib import Path
@@ -25,7 +25,8 @@ def studied(tmp_path_factory, selfplay_data: Path) -> Path:
     run_ok("study", "time-to-target", "--preset", "smoke", "--data", str(selfplay_data), "--until", EASY,
            "--out", str(out / "study"), "--no-progress", timeout=600)
     run_ok("bench", "--workload", "mahjong", "--size", "tiny", "--targets", "cpu:eager:fp32", "--batch-sizes", "8,16,32",
-           "--threads", "1", "--windows", "2", "--min-window-s", "0.05", "--no-progress", "--no-plot",
+           "--threads", "1", "--windows", "2", "--min-window-s", "0.05", "--warmup-steps", "1", "--peak-tflops", "1000",
+           "--no-progress", "--no-plot",
            "--out", str(out / "bench.jsonl"), timeout=600)
     return out
 
@@ -45,17 +46,18 @@ def test_the_study_measures_steps_at_every_batch_and_fits_them(studied: Path):
         assert summary["time_to_target"]["until"] == EASY and summary["time_to_target"]["reached"]
 
 
-def test_a_goal_no_run_meets_says_so_and_fits_nothing(selfplay_data: Path, tmp_path: Path):
-    result = run_ok("study", "time-to-target", "--preset", "smoke", "--data", str(selfplay_data),
-                    "--until", "val/accuracy>=0.999", "--global-batches", "16,32", "--seeds", "1", "--max-samples", "256",
-                    "--out", str(tmp_path), "--no-progress", timeout=600)
-    assert "not reached within 256 samples" in result.stdout
-    assert "no fit of S(B)" in result.stdout
+def test_a_rerun_with_the_same_settings_trains_nothing_again(studied: Path, selfplay_data: Path, tmp_path: Path):
+    again = run_ok("study", "time-to-target", "--preset", "smoke", "--data", str(selfplay_data), "--until", EASY,
+                   "--out", str(tmp_path), "--runs-dir", str(studied / "study" / "time_to_target_runs"), "--no-progress")
+    assert "trainspeed train" not in again.stdout
+    assert len(rows_of(tmp_path / "time_to_target.jsonl", "time-to-target-study-run")) == 4
+
+
+def test_a_plan_of_study_rows_without_a_fit_says_what_it_needs(studied: Path, tmp_path: Path):
     rows = tmp_path / "time_to_target.jsonl"
-    assert not rows_of(rows, "time-to-target-study-fit")
-    assert all(not run["reached"] and run["outcome"].startswith("not reached within 256 samples")
-               for run in rows_of(rows, "time-to-target-study-run"))
-    failed = run_trainspeed("plan", str(rows))
+    lines = (studied / "study" / "time_to_target.jsonl").read_text().splitlines()
+    rows.write_text("".join(line + "\n" for line in lines if json.loads(line)["kind"] != "time-to-target-study-fit"))
+    failed = run_trainspeed("plan", str(studied / "bench.jsonl"), str(rows))
     assert failed.returncode == 2 and "no study fit" in failed.stderr
 
 
@@ -84,12 +86,11 @@ def test_the_plan_ranks_the_configurations_and_checks_the_best(studied: Path):
 
 def test_inputs_of_two_workloads_are_one_line(studied: Path, tmp_path: Path):
     other = tmp_path / "bench.jsonl"
-    lines = (studied / "bench.jsonl").read_text().splitlines()
-    row = json.loads(lines[0])
-    row["size"] = "base"
-    other.write_text(json.dumps(row) + "\n")
+    rows = [json.loads(line) for line in (studied / "bench.jsonl").read_text().splitlines()]
+    other.write_text("".join(json.dumps({**row, "size": "base"}) + "\n" for row in rows))
     failed = run_trainspeed("plan", str(other), str(studied / "study"))
     assert failed.returncode == 2 and len(failed.stderr.strip().splitlines()) == 1
     assert "size base" in failed.stderr and "give rows of one workload and size" in failed.stderr
     borrowed = run_ok("plan", str(other), str(studied / "study"), "--borrow-steps")
     assert "steps of size tiny assumed for size base (--borrow-steps)" in borrowed.stdout
+    assert "recommended: cpu:eager:fp32/1/" in borrowed.stdout

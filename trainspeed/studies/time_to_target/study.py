@@ -120,9 +120,11 @@ def _seconds_file(config: TimeToTargetConfig, spec: RunSpec) -> Path:
     return config.runs / f"{spec.name}.command.json"
 
 
-def is_done(config: TimeToTargetConfig, spec: RunSpec) -> bool:
+def is_done(recipe: StudyRecipe, spec: RunSpec) -> bool:
+    """Whether an earlier study made this run, with these very arguments, to its goal or its budget."""
+    config = recipe.config
     summary = run_dir(config, spec) / SUMMARY_FILE
-    if not summary.exists() or not _seconds_file(config, spec).exists():
+    if not summary.exists() or _recorded(config, spec).get("args") != train_args(recipe, spec, run_dir(config, spec)):
         return False
     found = read_summary(summary)
     return found.time_to_target is not None and (found.time_to_target.reached
@@ -130,9 +132,10 @@ def is_done(config: TimeToTargetConfig, spec: RunSpec) -> bool:
 
 
 def train(recipe: StudyRecipe, spec: RunSpec, progress: Progress) -> None:
-    """One run to the goal unless an earlier study made it (an interrupted one starts again)."""
+    """One run to the goal unless an earlier study made it with the same arguments (another one,
+    or an interrupted one, is set aside and trained again)."""
     config = recipe.config
-    if not is_done(config, spec):
+    if not is_done(recipe, spec):
         out = run_dir(config, spec)
         if out.exists():
             _set_aside(out)
@@ -140,28 +143,37 @@ def train(recipe: StudyRecipe, spec: RunSpec, progress: Progress) -> None:
         print(shown(*args), flush=True)
         started = time.perf_counter()
         run_trainspeed(*args)
-        atomic_write_text(_seconds_file(config, spec), json.dumps({"command_s": time.perf_counter() - started}) + "\n")
+        atomic_write_text(_seconds_file(config, spec),
+                          json.dumps({"command_s": time.perf_counter() - started, "args": args}) + "\n")
     progress(1, f"time-to-target: trained {spec.name}")
 
 
 def _set_aside(out: Path) -> None:
-    """An unfinished run's folder is kept, renamed, never deleted: its time would not be the run's."""
+    """A run folder this study cannot reuse (unfinished, or of other arguments) is kept, renamed,
+    never deleted or trained on: its time would not be the run's."""
     for number in range(1, 1000):
-        kept = out.with_name(f"{out.name}.unfinished-{number}")
+        kept = out.with_name(f"{out.name}.set-aside-{number}")
         if not kept.exists():
             out.rename(kept)
             return
-    raise StudyFailed(f"{out}: too many unfinished copies beside it; remove them")
+    raise StudyFailed(f"{out}: too many copies set aside beside it; remove them")
+
+
+def _recorded(config: TimeToTargetConfig, spec: RunSpec) -> dict:
+    """What the study recorded of a run it made: the command's seconds and arguments ({} where none)."""
+    path = _seconds_file(config, spec)
+    try:
+        recorded = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
 
 
 def _command_s(config: TimeToTargetConfig, spec: RunSpec) -> float:
-    path = _seconds_file(config, spec)
-    try:
-        value = json.loads(path.read_text())["command_s"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise StudyFailed(f"{path}: unreadable ({error}); remove it and its run to train the run again") from None
+    value = _recorded(config, spec).get("command_s")
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
-        raise StudyFailed(f"{path}: command_s is not a number of seconds; remove it and its run to train it again")
+        raise StudyFailed(f"{_seconds_file(config, spec)}: no command_s in seconds; remove it and its run to train "
+                          "the run again")
     return float(value)
 
 
