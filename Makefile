@@ -32,7 +32,7 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 $(BIN)/trainspeed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	PIP_CACHE_DIR=$(PIP_CACHE) $(BIN)/pip install --upgrade pip
-	PIP_CACHE_DIR=$(PIP_CACHE) $(BIN)/pip install --no-compile -r requirements.txt
+	PIP_CACHE_DIR=$(PIP_CACHE) $(BIN)/pip install -r requirements.txt
 	touch $@
 
 venv: $(BIN)/trainspeed
