@@ -114,6 +114,7 @@ def test_a_row_records_every_window_and_its_steps(tmp_results):
     assert min(row.window_s) >= row.min_window_s == 0.02 and row.steps_capped is False
     assert row.step_time_s == pytest.approx(sorted(row.window_s)[1] / row.steps_per_window)
     assert row.feed == "device" and row.bytes_per_step == 0 and row.cpu_s_per_wall_s > 0
+    assert row.peak_memory_source == "host RSS growth" and row.peak_memory_bytes is not None
     assert read_rows(tmp_results) == [row]
 
 

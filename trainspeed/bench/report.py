@@ -247,12 +247,16 @@ def memory_section(groups: list[BenchGroup]) -> Section:
                        else None, "{:,.2f}"),
                 number(oom[0].row.batch_size) if oom else Cell("none", numeric=True),
                 number(sum(1 for r in own if r.row.status == "skipped"), "{:d}"),
+                number(largest.row.peak_memory_reserved_bytes / GIB if largest and largest.row.peak_memory_reserved_bytes
+                       is not None else None, "{:,.2f}"),
+                text(largest.row.peak_memory_source if largest else None),
             ])
     if table_rows:
         section.tables.append(Table(
             "table-memory", "Largest batch that fit and the first that ran out of memory, per series",
             [("workload", False), ("series", False), ("largest batch that fit", True), ("its peak memory (GiB)", True),
-             ("first oom batch", True), ("skipped batches", True)],
+             ("first oom batch", True), ("skipped batches", True), ("CUDA reserved peak (GiB)", True),
+             ("measured as", False)],
             table_rows))
     return section
 

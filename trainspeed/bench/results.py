@@ -83,6 +83,12 @@ class ResultRow:
     warmup_steps: int | None = None
     compiles_in_windows: int | None = None
     peak_memory_bytes: int | None = None
+    """Peak memory of the configuration (build and steps), as `peak_memory_source` measured it."""
+    peak_memory_source: str | None = None
+    """"cuda max_memory_allocated", "host RSS growth" (a CPU target: the process's resident memory
+    above what it held before the configuration), or None (XLA's peak_bytes_used, or not measured)."""
+    peak_memory_reserved_bytes: int | None = None
+    """CUDA: the caching allocator's reserved peak, which the device had to hold."""
     final_loss: float | None = None
     flops_per_sample: float | None = None
     """The FLOPs per sample achieved_tflops and MFU are computed from (see mfu_flops_source)."""

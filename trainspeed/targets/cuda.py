@@ -3,6 +3,8 @@ fp32, tf32 or bf16 autocast; cuDNN's algorithm search as a switch."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from trainspeed.targets import dynamo
@@ -59,6 +61,11 @@ class CudaTarget(Target):
 
     def memory_in_use_bytes(self) -> int | None:
         return int(torch.cuda.memory_allocated(self.device))
+
+    def row_fields(self) -> dict[str, Any]:
+        """The allocator's reserved peak beside the allocated one: what the device really had to hold."""
+        return {"peak_memory_source": "cuda max_memory_allocated",
+                "peak_memory_reserved_bytes": int(torch.cuda.max_memory_reserved(self.device))}
 
     def free_memory(self) -> None:
         super().free_memory()

@@ -9,7 +9,7 @@ import pytest
 
 from child_commands import run_ok, run_trainspeed
 
-pytestmark = [pytest.mark.e2e, pytest.mark.long]
+pytestmark = pytest.mark.e2e
 
 EASY = "val/accuracy>=0.3"
 """Met at the first validation at either smoke batch."""
