@@ -45,9 +45,10 @@ demo: venv
 
 # The suite runs on TEST_WORKERS processes (pytest-xdist), a test file at a time, each torch on one
 # thread. Three on the 2-core machine CI runs on: most tests wait on child processes part of the time,
-# and a third worker fills those waits (a fresh clone's suite ran in 10m43s of tests against 11m38s
-# with two). `make test-unit` runs only the tests that start no
-# child process (`-m "not e2e"`); `make coverage` runs the suite under coverage.py, child processes too.
+# and a third worker fills those waits (on a fresh clone, one run each: 10m43s of tests with three
+# against 11m38s with two; runs on this shared machine vary by a minute or more). `make test-unit`
+# runs only the tests that start no child process (`-m "not e2e"`); `make coverage` runs the suite
+# under coverage.py, child processes too.
 TEST_WORKERS ?= 3
 PYTEST := TRAINSPEED_TEST_THREADS=1 $(BIN)/python -m pytest -q -p no:cacheprovider
 

@@ -38,7 +38,7 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--check", default=None, metavar="CONFIGS",
                         help="run these configurations to the goal and compare: target/devices/batch, or "
                         + ", ".join(f"{name} ({what})" for name, what in CHECK_KEYWORDS.items()))
-    parser.add_argument("--check-dir", type=Path, default=None, help="where the check runs go (a new folder's subfolders)")
+    parser.add_argument("--check-dir", type=Path, default=None, help="a new or empty folder for the check runs")
     parser.add_argument("--check-seed", type=int, default=1000, help="training seed of the check runs (default 1000: "
                         "not one of a study's)")
     parser.add_argument("--tolerance", type=Range(0, 10, low_open=True).parser(float), default=0.25,

@@ -19,7 +19,6 @@ from trainspeed.train.rows import SUMMARY_FILE, read_summary
 from trainspeed.train.time_to_target import parse_goal
 
 
-
 def chosen(rows: Sequence[PlanRow], text: str) -> list[PlanRow]:
     """The rows `--check` names: configurations (`target/devices/batch`), `best` or `samples-per-s`."""
     predicted = {row.config: row for row in rows if row.status == "predicted"}
