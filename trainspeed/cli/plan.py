@@ -68,8 +68,8 @@ def run_plan(args: argparse.Namespace) -> int:
             raise UsageError(f"plan: --out {args.out} is one of the inputs; append the plan to another file")
         check_writable_directory(args.out.parent, f"--out {args.out}")
     inputs = read_plan_inputs(args.inputs, args.borrow_steps)
-    steps_model(inputs)  # no steps to the goal is the first thing to say
-    rows = plan_rows(inputs, default_grid(inputs, targets, devices, batches), args.command_line)
+    model = steps_model(inputs)  # no steps to the goal is the first thing to say
+    rows = plan_rows(inputs, default_grid(inputs, targets, devices, batches), args.command_line, model)
     to_check = chosen(rows, args.check) if args.check else []
     dirs = check_dirs(inputs, to_check, args.check_dir) if to_check else {}
     print(f"plan: {inputs.identity} to {inputs.until}")

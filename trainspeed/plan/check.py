@@ -61,7 +61,8 @@ def check_dirs(inputs: PlanInputs, rows: Sequence[PlanRow], out: Path) -> dict[s
 
 def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path], seed: int,
                tolerance: float) -> list[PlanCheckRow]:
-    from trainspeed.studies.time_to_target.study import RunSpec, StudyRecipe, train_args
+    from trainspeed.studies.common import RunSpec
+    from trainspeed.studies.time_to_target.study import StudyRecipe, train_args
 
     settings = inputs.settings
     assert settings is not None

@@ -42,9 +42,9 @@ def predictions(inputs: PlanInputs, grid: PlanGrid, model: StepsModel) -> list[P
             if batch % devices == 0]
 
 
-def plan_rows(inputs: PlanInputs, grid: PlanGrid, command: str) -> list[PlanRow]:
+def plan_rows(inputs: PlanInputs, grid: PlanGrid, command: str, model: StepsModel | None = None) -> list[PlanRow]:
     """Predicted configurations first, fastest first, then the ones not measured."""
-    model = steps_model(inputs)
+    model = model or steps_model(inputs)
     found = predictions(inputs, grid, model)
     predicted = sorted((p for p in found if p.predicted_s is not None), key=lambda p: p.predicted_s)  # type: ignore[arg-type, return-value]
     missing = [p for p in found if p.predicted_s is None]

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from dataclasses import dataclass
+
 import trainspeed
 from trainspeed.errors import UsageError
 
@@ -72,6 +74,20 @@ def run_trainspeed(*args: str, prefix: tuple[str, ...] = (), env: dict[str, str]
         raise StudyFailed(f"`{shown(*args)}` failed (exit {result.returncode} after "
                           f"{time.monotonic() - started:.0f} s): {' / '.join(last)}")
     return result
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One training of a study that sweeps the learning rate per global batch: its batch, its
+    multiple of the batch's scaled learning rate, its seed, and the run directory name they make."""
+
+    batch: int
+    lr_factor: float
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"b{self.batch}-lr{self.lr_factor:g}-s{self.seed}"
 
 
 class StudyFailed(Exception):

@@ -61,6 +61,7 @@ from trainspeed.studies.checks import (
 from trainspeed.studies.common import (
     COMMAND_START_S,
     Progress,
+    RunSpec,
     StudyFailed,
     no_progress,
     non_negative_ints,
@@ -78,17 +79,6 @@ from trainspeed.train.rows import (
 )
 
 THROUGHPUT_FILE = "batch_size_throughput.jsonl"
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    batch: int
-    lr_factor: float
-    seed: int
-
-    @property
-    def name(self) -> str:
-        return f"b{self.batch}-lr{self.lr_factor:g}-s{self.seed}"
 
 
 def peak_lr(config: BatchSizeConfig, spec: RunSpec) -> float:

@@ -37,6 +37,7 @@ from trainspeed.rows import append_row, read_records
 from trainspeed.studies.common import (
     COMMAND_START_S,
     Progress,
+    RunSpec,
     StudyFailed,
     no_progress,
     positive_floats,
@@ -75,17 +76,6 @@ class StudyRecipe:
 
     def peak_lr(self, batch: int, factor: float) -> float:
         return self.base_lr * factor * math.sqrt(batch / self.reference_batch)
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    batch: int
-    lr_factor: float
-    seed: int
-
-    @property
-    def name(self) -> str:
-        return f"b{self.batch}-lr{self.lr_factor:g}-s{self.seed}"
 
 
 def train_args(recipe: StudyRecipe, spec: RunSpec, out: Path, *, target: str | None = None,
