@@ -23,8 +23,9 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
         help="time training steps per target and batch size (batch on the device, or copied from the host)",
         description="Sweep batch sizes on each target; append result rows to JSONL (+CSV), print ratios, plot.",
     )
-    add_flag(parser, "--workload", BenchConfig, "workload", "mahjong, stylegan3, or package.module:factory")
-    add_flag(parser, "--size", BenchConfig, "size", "workload size (default: the workload's default size, mahjong tiny)")
+    add_flag(parser, "--workload", BenchConfig, "workload", "mahjong, stylegan3, a library model (timm:NAME, torchvision:NAME, hf:MODEL_TYPE), or package.module:factory")
+    add_flag(parser, "--size", BenchConfig, "size", "workload size (default: the workload's default size, mahjong tiny); a library model "
+             "takes PRESET[,key=value...], e.g. tiny,res=96 (docs/workloads.md)")
     add_flag(parser, "--targets", BenchConfig, "targets", "comma list of device:mode:precision", type=parse_targets)
     add_flag(parser, "--batch-sizes", BenchConfig, "batch_sizes",
              "range 2^6..2^14 or list 64,256,1024 (each at most 2^40)", type=parse_batch_sizes)

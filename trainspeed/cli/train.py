@@ -33,8 +33,9 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> argparse.Argume
         add_flag(group, name, TrainConfig, path, help, **kwargs)
 
     what = parser.add_argument_group("what to train")
-    flag(what, "--workload", "workload", "mahjong, stylegan3 or package.module:factory")
-    flag(what, "--size", "size", "model size of the workload (default: the workload's default size)")
+    flag(what, "--workload", "workload", "mahjong, stylegan3, a library model (timm:NAME, torchvision:NAME, hf:MODEL_TYPE) or package.module:factory")
+    flag(what, "--size", "size", "model size of the workload (default: the workload's default size); a library "
+         "model takes PRESET[,key=value...], e.g. tiny,n_layer=4 (docs/workloads.md)")
     flag(what, "--data", "data", "dataset directory (or file) of the workload")
     flag(what, "--synthetic-data", "synthetic_data", "no data IO: cycle synthetic batches")
     flag(what, "--target", "target", "device:mode:precision")

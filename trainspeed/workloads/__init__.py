@@ -1,4 +1,7 @@
-"""Workload registry: one line per built-in workload, plus `package.module:factory` for your own.
+"""Workload registry: one line per built-in workload, the named models of a library
+(`timm:resnet50`, `torchvision:resnet18`, `hf:gpt2`: `trainspeed.workloads.named`), plus
+`package.module:factory` for your own (a module of your own called timm, torchvision or hf is
+reached as `timm.module:factory`, with its package path).
 
 Every command that names a workload gets it from `get_workload` and checks its `--size` with
 `resolve_size`, so a bad factory or an unknown size is the same one line whichever command met it.
@@ -10,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from trainspeed.errors import UsageError
+from trainspeed.workloads.named import FAMILIES, family_of, named_workload
 
 if TYPE_CHECKING:  # the protocol needs torch; the registry and the command line's flags do not
     from trainspeed.workloads.base import Workload
@@ -70,20 +74,26 @@ def _protocol_problems(workload: object) -> list[str]:
 
 
 def get_workload(name: str) -> Workload:
-    """A built-in workload by name, or the user's own as `package.module:factory`.
+    """A built-in workload by name, a library's model (`timm:resnet50`), or the user's own as
+    `package.module:factory`.
 
     The factory is called with no arguments and must return an object with the Workload
     protocol's attributes (see docs/workloads.md). A factory that cannot be imported, raises, or
     returns something else is a UsageError naming `--workload NAME`, never a traceback.
     """
+    if family_of(name) is not None:
+        try:
+            return named_workload(name)
+        except UsageError as error:
+            raise UsageError(f"--workload {name}: {error}") from None
     if name in BUILTIN_WORKLOADS:
         reference = BUILTIN_WORKLOADS[name]
     elif ":" in name:
         reference = name
     else:
         raise UsageError(
-            f"unknown workload {name!r}: choose one of {', '.join(BUILTIN_WORKLOADS)} "
-            "or give your own as package.module:factory"
+            f"unknown workload {name!r}: choose one of {', '.join(BUILTIN_WORKLOADS)}, a library's model "
+            f"({', '.join(f.example for f in FAMILIES.values())}) or give your own as package.module:factory"
         )
     factory = _load_factory(reference)
     try:
@@ -107,7 +117,13 @@ def default_size(workload: Workload) -> str:
 def resolve_size(workload: Workload, size: str | None) -> str:
     """The one size rule of every command: None is the workload's default size; otherwise `size`
     must be one of `sizes`, or one of them followed by `+switch` parts that are all among the
-    workload's `size_switches`. Anything else is one UsageError that lists the choices."""
+    workload's `size_switches`. Anything else is one UsageError that lists the choices.
+
+    A workload with a `normalize_size` method (a library's model: a preset and key=value
+    overrides) checks the size itself and returns its canonical form, which commands then use."""
+    normalize = getattr(workload, "normalize_size", None)
+    if callable(normalize):
+        return normalize(size)
     if size is None:
         return default_size(workload)
     if size in workload.sizes:

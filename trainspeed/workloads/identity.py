@@ -7,7 +7,9 @@ remote server compares the client's identity with the workloads it was told to b
 The hash covers the source files that define the workload: every `.py` file of the package that
 holds the workload's class (for a built-in: its whole folder, model and data code included), or the
 single module file where the class lives outside a package. A workload may also declare a
-`version` string of its own; it is recorded beside the hash, which is what identity compares.
+`version` string of its own; it is recorded beside the hash, which is what identity compares. A
+workload built from a library (`timm:resnet50`) is defined by that library as much as by its
+source: it declares `library_version` ("timm 1.0.31"), which the hash covers too.
 """
 
 from __future__ import annotations
@@ -58,9 +60,14 @@ def definition_files(workload: object) -> tuple[Path, list[Path]]:
 
 
 def definition_sha256(workload: object) -> str:
-    """sha256 over each definition file's relative path and bytes, each length-prefixed."""
+    """sha256 over each definition file's relative path and bytes, each length-prefixed (and the
+    workload's `library_version`, where it has one)."""
     root, files = definition_files(workload)
     digest = hashlib.sha256()
+    library_version = getattr(workload, "library_version", None)
+    if library_version is not None:
+        text = str(library_version).encode()
+        digest.update(b"library" + len(text).to_bytes(8, "little") + text)
     for path in files:
         relative = path.relative_to(root).as_posix().encode()
         content = path.read_bytes()

@@ -1,0 +1,135 @@
+"""Library models by name (`timm:`, `torchvision:`, `hf:`): built through the registry, sized from
+`--size`, trained one step with the library's loss, validated, and their FLOPs counted."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from trainspeed.bench.flops import check_flops
+from trainspeed.data import write_dataset
+from trainspeed.data.base import LoaderConfig
+from trainspeed.errors import UsageError
+from trainspeed.workloads import get_workload, resolve_size
+from trainspeed.workloads.identity import definition_sha256
+
+TINY_MODELS = {
+    "timm:resnet18": "tiny,res=32",
+    "torchvision:resnet18": "tiny,res=32",
+    "timm:vit_tiny_patch16_224": "tiny,res=32",
+    "hf:gpt2": "tiny,n_layer=1,seq=16",
+    "hf:llama": "tiny,num_hidden_layers=1,seq=16",
+    "hf:bert": "tiny,num_hidden_layers=1,seq=16",
+}
+
+
+def _one_step_and_validation(name: str, size: str) -> tuple[float, dict[str, float]]:
+    workload = get_workload(name)
+    trainable = workload.build(resolve_size(workload, size), seed=0)
+    trainable.setup_optimizers()
+    batch = workload.synthetic_batch(resolve_size(workload, size), 4, torch.Generator().manual_seed(0))
+    loss = float(trainable.train_step(batch))
+    for network in trainable.networks.values():
+        network.eval()
+    return loss, trainable.summarize_eval(trainable.eval_metrics(batch))
+
+
+@pytest.mark.parametrize("name", TINY_MODELS)
+def test_a_named_model_trains_a_step_with_its_library_loss_and_validates(name: str) -> None:
+    loss, metrics = _one_step_and_validation(name, TINY_MODELS[name])
+    workload = get_workload(name)
+    assert workload.name == name
+    if name.startswith("hf:"):
+        # a random model over 1,024 tokens starts near the uniform guess, ln 1024 = 6.93 nats
+        assert 5.5 < loss < 8.5
+        assert set(metrics) == {"loss", "bits_per_token"}
+        assert metrics["bits_per_token"] == pytest.approx(metrics["loss"] / np.log(2))
+    else:
+        assert 0.5 < loss < 6.0  # ln 10 = 2.3 for an untrained 10-way classifier, give or take its init
+        assert set(metrics) == {"loss", "accuracy"} and 0.0 <= metrics["accuracy"] <= 1.0
+
+
+@pytest.mark.parametrize("name", ["timm:resnet18", "hf:gpt2"])
+def test_flops_per_sample_is_torchs_count_of_a_training_step_and_rows_say_so(name: str) -> None:
+    workload = get_workload(name)
+    size = resolve_size(workload, TINY_MODELS[name])
+    check = check_flops(workload, size)
+    assert check.counted == pytest.approx(workload.flops_per_sample(size)) and check.counted > 1e6
+    assert check.warning() is None
+    assert check.row_fields()["mfu_flops_source"] == "counted"
+    # a wider model counts more: the number follows the size, it is not a constant
+    wider = resolve_size(workload, "tiny,res=64" if name.startswith("timm:") else "tiny,n_layer=2,seq=16")
+    assert workload.flops_per_sample(wider) > 1.5 * workload.flops_per_sample(size)
+
+
+def test_a_vision_batch_is_uint8_pixels_and_labels_within_the_classes() -> None:
+    workload = get_workload("timm:resnet18")
+    batch = workload.synthetic_batch(resolve_size(workload, "tiny,res=32,classes=7"), 64, torch.Generator().manual_seed(1))
+    assert batch["images"].dtype == torch.uint8 and batch["images"].shape == (64, 3, 32, 32)
+    assert int(batch["images"].max()) > 200 and int(batch["labels"].max()) == 6
+
+
+def test_sizes_have_one_canonical_form_in_every_spelling() -> None:
+    vision, gpt2 = get_workload("timm:resnet18"), get_workload("hf:gpt2")
+    assert resolve_size(vision, None) == "tiny"
+    assert resolve_size(vision, "res=96") == resolve_size(vision, "tiny,res=96") == "tiny,res=96"
+    assert resolve_size(vision, "tiny,classes=5,res=48") == resolve_size(vision, "tiny,res=48,classes=5")
+    # the standard name and GPT-2's own name of an attribute are one size
+    assert resolve_size(gpt2, "tiny,num_hidden_layers=3") == resolve_size(gpt2, "tiny,n_layer=3") == "tiny,n_layer=3"
+    assert resolve_size(gpt2, "base,seq=64") == "base,seq=64"
+
+
+@pytest.mark.parametrize(("name", "size", "message"), [
+    ("hf:gpt2", "tiny,n_lyer=3", "'n_lyer' is neither an attribute of GPT2Config nor one of seq, objective; closest: n_layer"),
+    ("hf:gpt2", "base,seq=4096", "seq=4096 is longer than the model's 1024 positions; set n_positions=4096"),
+    ("hf:gpt2", "tiny,n_layer=2,num_hidden_layers=3", "given twice"),
+    ("hf:llama", "tiny,objective=masked", "objective must be one of causal"),
+    ("timm:resnet18", "huge", "'huge' is not a preset of timm:resnet18: choose one of tiny, base"),
+    ("timm:resnet18", "tiny,rez=64", "'rez' is not a size key of timm:resnet18 (keys: res, classes, opt); closest: res"),
+    ("timm:resnet18", "tiny,res=-3", "res must be an integer of at least 8"),
+    ("timm:resnet18", "tiny,,res=3", "an empty part between commas"),
+    ("torchvision:resnet18", "tiny,opt=adam", "opt must be one of sgd, adamw"),
+])
+def test_a_bad_size_is_one_line_naming_what_is_wrong(name: str, size: str, message: str) -> None:
+    with pytest.raises(UsageError) as raised:
+        resolve_size(get_workload(name), size)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("timm:resnet5", "--workload timm:resnet5: timm has no model 'resnet5'"),
+    ("torchvision:resnet19", "--workload torchvision:resnet19: torchvision has no classification model 'resnet19'"),
+    ("hf:gpt3", "--workload hf:gpt3: transformers"),
+])
+def test_a_name_the_library_does_not_know_is_one_line_with_the_closest_names(name: str, message: str) -> None:
+    with pytest.raises(UsageError) as raised:
+        get_workload(name)
+    assert message in str(raised.value) and "; closest: " in str(raised.value)
+
+
+def test_a_missing_library_is_one_line_naming_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "timm", None)  # what `import timm` meets where it is not installed
+    with pytest.raises(UsageError, match=r"--workload timm:resnet18: timm is not installed .*pip install 'trainspeed\[timm\]'"):
+        get_workload("timm:resnet18")
+
+
+def test_the_identity_covers_the_library_version() -> None:
+    first, second = get_workload("timm:resnet18"), get_workload("timm:resnet18")
+    assert definition_sha256(first) == definition_sha256(second)
+    second.library_version = "timm 0.0.1"
+    assert definition_sha256(first) != definition_sha256(second)
+
+
+def test_a_language_model_reads_token_windows_of_its_sequence_length(tmp_path: Path) -> None:
+    windows = np.random.default_rng(0).integers(0, 1000, (64, 16), dtype=np.int16)
+    write_dataset({"tokens": windows}, tmp_path / "tokens", val_fraction=0.25)
+    workload = get_workload("hf:gpt2")
+    config = LoaderConfig(batch_size=8, split="train", num_workers=0, drop_last=True, shuffle=False)
+    batch = next(iter(workload.open_dataset(tmp_path / "tokens", resolve_size(workload, "tiny,seq=16"), config)))
+    assert batch["tokens"].shape == (8, 16) and batch["tokens"].dtype == torch.int32
+    with pytest.raises(UsageError, match=r"tokens are int16 \(16,\); hf:gpt2 at size 'tiny,seq=32' trains on windows of 32 ids"):
+        workload.open_dataset(tmp_path / "tokens", resolve_size(workload, "tiny,seq=32"), config)

@@ -1,0 +1,192 @@
+"""Image classifiers built from a library by name (`timm:resnet50`, `torchvision:resnet18`).
+
+What is trained is the library's model as its own training scripts train it: cross-entropy on
+class labels, SGD with Nesterov momentum (timm's and torchvision's reference recipe; `opt=adamw`
+for transformers), batches of 8-bit RGB images that the network itself normalizes with the mean and
+standard deviation of the model's pretrained configuration, so the host ships uint8 (a quarter of
+the bytes of float32) and the normalization is part of the timed, compiled step.
+
+Sizes (`sizing.py`): presets `tiny` (64 px, 10 classes: a CPU-sized step of the same network) and
+`base` (the model's own input size, 1,000 classes), with overrides `res`, `classes` and `opt`
+(the learning rate is the trainer's `--lr`).
+Each size is checked by running the network on the meta device before anything else runs, so a
+resolution the model cannot take (a ViT's patch grid) is one line. FLOPs per sample are counted
+with torch's formulas on one training step (`trainspeed.workloads.flops`), never hand-written.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from trainspeed.data.base import Batch, LoaderConfig
+from trainspeed.errors import UsageError
+from trainspeed.workloads.base import Trainable
+from trainspeed.workloads.flops import FlopCountError, count_flops_per_sample
+from trainspeed.workloads.named.library import first_line
+from trainspeed.workloads.named.sizing import SizeValue, closest, parse_size, require_choice, require_positive_int
+
+PRESETS: dict[str, dict[str, SizeValue]] = {
+    "tiny": {"res": 64, "classes": 10, "opt": "sgd"},
+    "base": {"classes": 1000, "opt": "sgd"},
+}
+"""`base` takes its resolution from the model (`default_resolution`)."""
+OPTIMIZERS = ("sgd", "adamw")
+LEARNING_RATES = {"sgd": 0.1, "adamw": 1e-3}
+"""At REFERENCE_BATCH: Goyal et al.'s 0.1 per 256 for SGD; DeiT's 5e-4 per 512 for AdamW."""
+WEIGHT_DECAY = {"sgd": 1e-4, "adamw": 0.05}
+REFERENCE_BATCH = 256
+KEYS = ("res", "classes", "opt")
+CHECK_BATCH = 2
+
+
+@dataclass(frozen=True)
+class ClassifierSize:
+    resolution: int
+    classes: int
+    optimizer: str
+    learning_rate: float
+
+
+class NormalizedClassifier(nn.Module):
+    """The library's network behind the normalization its pretrained configuration expects."""
+
+    def __init__(self, model: nn.Module, mean: tuple[float, ...], std: tuple[float, ...]) -> None:
+        super().__init__()
+        self.model = model
+        self.register_buffer("mean", torch.tensor(mean).view(1, -1, 1, 1) * 255.0, persistent=False)
+        self.register_buffer("std", torch.tensor(std).view(1, -1, 1, 1) * 255.0, persistent=False)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        output = self.model((images.float() - self.mean) / self.std)
+        return getattr(output, "logits", output)  # torchvision's Inception and GoogLeNet return a tuple in training
+
+
+class ClassifierTrainable(Trainable):
+    def __init__(self, network: NormalizedClassifier, size: ClassifierSize) -> None:
+        super().__init__({"classifier": network})
+        self.size = size
+
+    def setup_optimizers(self, fused: bool = False) -> None:
+        parameters = self.networks["classifier"].parameters()
+        decay = WEIGHT_DECAY[self.size.optimizer]
+        if self.size.optimizer == "sgd":
+            optimizer = torch.optim.SGD(parameters, lr=self.size.learning_rate, momentum=0.9, nesterov=True,
+                                        weight_decay=decay, fused=fused or None)
+        else:
+            optimizer = torch.optim.AdamW(parameters, lr=self.size.learning_rate, weight_decay=decay, fused=fused or None)
+        self.optimizers = {"classifier": optimizer}
+
+    def train_step(self, batch: Batch) -> torch.Tensor:
+        loss = F.cross_entropy(self.wrapped["classifier"](batch["images"]), batch["labels"])
+        loss.backward()
+        self.optimizers["classifier"].step()
+        self.optimizers["classifier"].zero_grad(set_to_none=True)
+        return loss.detach()
+
+    @torch.no_grad()
+    def eval_metrics(self, batch: Batch) -> dict[str, torch.Tensor]:
+        logits = self.networks["classifier"](batch["images"]).float()
+        labels = batch["labels"]
+        return {"loss_sum": F.cross_entropy(logits, labels, reduction="sum"),
+                "correct": (logits.argmax(dim=1) == labels).sum(),
+                "count": torch.tensor(labels.numel(), device=logits.device)}
+
+    def summarize_eval(self, totals: dict[str, torch.Tensor]) -> dict[str, float]:
+        count = float(totals["count"])
+        return {"loss": float(totals["loss_sum"]) / count, "accuracy": float(totals["correct"]) / count}
+
+
+class ImageClassifierWorkload(ABC):
+    """One library's classifiers; a subclass says how to list, create and normalize them."""
+
+    family: str
+    sizes = tuple(PRESETS)
+    default_size = "tiny"
+    reference_batch = REFERENCE_BATCH
+    flops_counted = True
+    """`flops_per_sample` is torch's count of a training step (rows: mfu_flops_source "counted")."""
+
+    def __init__(self, model_name: str) -> None:
+        self.model_name = model_name
+        self.name = f"{self.family}:{model_name}"
+        self._flops: dict[str, float] = {}
+
+    @abstractmethod
+    def create_model(self, size: ClassifierSize) -> nn.Module:
+        """The library's network with random weights, `size.classes` outputs, at `size.resolution`."""
+
+    @abstractmethod
+    def normalization(self, model: nn.Module) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Mean and standard deviation (per channel, of pixels in [0, 1]) the model expects."""
+
+    @abstractmethod
+    def default_resolution(self) -> int:
+        """The model's own input size (the `base` preset)."""
+
+    def presets(self) -> Mapping[str, Mapping[str, SizeValue]]:
+        return {"tiny": PRESETS["tiny"], "base": {"res": self.default_resolution(), **PRESETS["base"]}}
+
+    def classifier_size(self, size: str) -> ClassifierSize:
+        parsed = parse_size(size, self.sizes, self.default_size, self.name)
+        unknown = [key for key, _ in parsed.overrides if key not in KEYS]
+        if unknown:
+            raise UsageError(f"--size {size!r}: {unknown[0]!r} is not a size key of {self.name} "
+                             f"(keys: {', '.join(KEYS)}){closest(unknown[0], KEYS)}")
+        settings = parsed.settings(self.presets())
+        optimizer = require_choice(size, "opt", settings["opt"], OPTIMIZERS)
+        return ClassifierSize(resolution=require_positive_int(size, "res", settings["res"], minimum=8),
+                              classes=require_positive_int(size, "classes", settings["classes"], minimum=2),
+                              optimizer=optimizer, learning_rate=LEARNING_RATES[optimizer])
+
+    def normalize_size(self, size: str | None) -> str:
+        """The canonical size, after checking the network runs at it (on meta: no memory, no time)."""
+        text = parse_size(size or self.default_size, self.sizes, self.default_size, self.name).text
+        classifier_size = self.classifier_size(text)
+        try:
+            with torch.device("meta"):
+                self.create_model(classifier_size)(torch.empty(CHECK_BATCH, 3, classifier_size.resolution,
+                                                               classifier_size.resolution))
+        except UsageError:
+            raise
+        except Exception as error:  # noqa: BLE001 - the library's refusal, told in one line
+            raise UsageError(f"--size {text!r}: {self.name} cannot run at {classifier_size.resolution} px "
+                             f"({type(error).__name__}: {first_line(error)}); choose another res") from None
+        return text
+
+    def build(self, size: str, seed: int = 0) -> ClassifierTrainable:
+        classifier_size = self.classifier_size(size)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = self.create_model(classifier_size)
+        mean, std = self.normalization(model)
+        return ClassifierTrainable(NormalizedClassifier(model, mean, std), classifier_size)
+
+    def synthetic_batch(self, size: str, batch_size: int, generator: torch.Generator) -> Batch:
+        """Uniform 8-bit pixels and uniform labels: the shapes, dtypes and ranges of real data."""
+        classifier_size = self.classifier_size(size)
+        resolution = classifier_size.resolution
+        return {"images": torch.randint(0, 256, (batch_size, 3, resolution, resolution), generator=generator,
+                                        dtype=torch.uint8),
+                "labels": torch.randint(0, classifier_size.classes, (batch_size,), generator=generator)}
+
+    def flops_per_sample(self, size: str) -> float:
+        if size not in self._flops:
+            try:
+                self._flops[size] = count_flops_per_sample(self, size)[0]
+            except FlopCountError as error:
+                raise UsageError(f"--workload {self.name}: no training step could be counted ({error})") from None
+        return self._flops[size]
+
+    def open_dataset(self, path: str, size: str, config: LoaderConfig):
+        """A labelled image folder or zip (`trainspeed.data.images`) at the size's resolution."""
+        from trainspeed.data.images import open_labelled_images
+
+        classifier_size = self.classifier_size(size)
+        return open_labelled_images(path, config, resolution=classifier_size.resolution,
+                                    classes=classifier_size.classes, workload=self.name)
