@@ -133,3 +133,18 @@ def test_a_language_model_reads_token_windows_of_its_sequence_length(tmp_path: P
     assert batch["tokens"].shape == (8, 16) and batch["tokens"].dtype == torch.int32
     with pytest.raises(UsageError, match=r"tokens are int16 \(16,\); hf:gpt2 at size 'tiny,seq=32' trains on windows of 32 ids"):
         workload.open_dataset(tmp_path / "tokens", resolve_size(workload, "tiny,seq=32"), config)
+
+
+def test_a_classifier_reads_labelled_uint8_images_and_refuses_labels_past_its_classes(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (40, 3, 16, 16), dtype=np.uint8)
+    write_dataset({"images": images, "labels": rng.integers(0, 5, 40).astype(np.uint8)}, tmp_path / "images",
+                  val_fraction=0.25)
+    workload = get_workload("torchvision:resnet18")
+    config = LoaderConfig(batch_size=10, split="train", num_workers=0, drop_last=True, shuffle=False)
+    batch = next(iter(workload.open_dataset(tmp_path / "images", resolve_size(workload, "tiny,res=16,classes=5"), config)))
+    assert batch["images"].dtype == torch.uint8 and batch["labels"].dtype == torch.int64
+    with pytest.raises(UsageError, match=r"a label is outside 0..2; set classes= to the data's"):
+        list(workload.open_dataset(tmp_path / "images", resolve_size(workload, "tiny,res=16,classes=3"), config))
+    with pytest.raises(UsageError, match=r"images are uint8 \(3, 16, 16\); torchvision:resnet18 at size 'tiny' trains on uint8 \(3, 64, 64\)"):
+        workload.open_dataset(tmp_path / "images", resolve_size(workload, "tiny"), config)

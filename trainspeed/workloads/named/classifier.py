@@ -16,18 +16,21 @@ with torch's formulas on one training step (`trainspeed.workloads.flops`), never
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Mapping
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from trainspeed.data.base import Batch, LoaderConfig
+from trainspeed.data.mapped import MappedLoader
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Trainable
-from trainspeed.workloads.flops import FlopCountError, count_flops_per_sample
+from trainspeed.workloads.named.counting import CountedFlops
 from trainspeed.workloads.named.library import first_line
 from trainspeed.workloads.named.sizing import SizeValue, closest, parse_size, require_choice, require_positive_int
 
@@ -102,20 +105,26 @@ class ClassifierTrainable(Trainable):
         return {"loss": float(totals["loss_sum"]) / count, "accuracy": float(totals["correct"]) / count}
 
 
-class ImageClassifierWorkload(ABC):
+def checked_labels(batch: Batch, classes: int, path: str) -> Batch:
+    """int64 labels (as the synthetic batches' are), each below `classes`: a label past the head is
+    a device-side assertion on CUDA and silent garbage elsewhere, so it is one line here."""
+    labels = batch["labels"].to(torch.int64)
+    if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= classes):
+        raise UsageError(f"{path}: a label is outside 0..{classes - 1}; set classes= to the data's")
+    return {"images": batch["images"], "labels": labels}
+
+
+class ImageClassifierWorkload(CountedFlops, ABC):
     """One library's classifiers; a subclass says how to list, create and normalize them."""
 
     family: str
     sizes = tuple(PRESETS)
     default_size = "tiny"
     reference_batch = REFERENCE_BATCH
-    flops_counted = True
-    """`flops_per_sample` is torch's count of a training step (rows: mfu_flops_source "counted")."""
 
     def __init__(self, model_name: str) -> None:
         self.model_name = model_name
         self.name = f"{self.family}:{model_name}"
-        self._flops: dict[str, float] = {}
 
     @abstractmethod
     def create_model(self, size: ClassifierSize) -> nn.Module:
@@ -175,18 +184,21 @@ class ImageClassifierWorkload(ABC):
                                         dtype=torch.uint8),
                 "labels": torch.randint(0, classifier_size.classes, (batch_size,), generator=generator)}
 
-    def flops_per_sample(self, size: str) -> float:
-        if size not in self._flops:
-            try:
-                self._flops[size] = count_flops_per_sample(self, size)[0]
-            except FlopCountError as error:
-                raise UsageError(f"--workload {self.name}: no training step could be counted ({error})") from None
-        return self._flops[size]
 
     def open_dataset(self, path: str, size: str, config: LoaderConfig):
-        """A labelled image folder or zip (`trainspeed.data.images`) at the size's resolution."""
-        from trainspeed.data.images import open_labelled_images
+        """Labelled images as `trainspeed data from-arrays` writes them: `images` uint8 (3, res,
+        res) and integer `labels` below the size's classes (`checked_labels`)."""
+        from trainspeed.data import open_dataset
 
         classifier_size = self.classifier_size(size)
-        return open_labelled_images(path, config, resolution=classifier_size.resolution,
-                                    classes=classifier_size.classes, workload=self.name)
+        loader = open_dataset(path, config, outputs=("images", "labels"))
+        columns = loader.spec.schema.columns
+        resolution = classifier_size.resolution
+        images_dtype, images_shape = columns["images"]
+        labels_dtype, labels_shape = columns["labels"]
+        if np.dtype(images_dtype) != np.uint8 or tuple(images_shape) != (3, resolution, resolution):
+            raise UsageError(f"{path}: images are {np.dtype(images_dtype)} {tuple(images_shape)}; {self.name} at size "
+                             f"{size!r} trains on uint8 (3, {resolution}, {resolution}) (or set res= to the data's)")
+        if np.dtype(labels_dtype).kind not in "iu" or tuple(labels_shape) != ():
+            raise UsageError(f"{path}: labels are {np.dtype(labels_dtype)} {tuple(labels_shape)}; write one integer class per image")
+        return MappedLoader(loader, functools.partial(checked_labels, classes=classifier_size.classes, path=str(path)))

@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from trainspeed.data.base import Batch, LoaderConfig
+from trainspeed.data.mapped import MappedLoader
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Trainable
-from trainspeed.workloads.flops import FlopCountError, count_flops_per_sample
+from trainspeed.workloads.named.counting import CountedFlops
 from trainspeed.workloads.named.library import first_line, import_library
 from trainspeed.workloads.named.sizing import SizeValue, closest, parse_size, require_choice, require_positive_int
 
@@ -114,40 +115,16 @@ class LanguageModelTrainable(Trainable):
         return {"loss": nats_per_token, "bits_per_token": nats_per_token / math.log(2)}
 
 
-class Int32Tokens:
-    """A token loader whose batches hold int32 ids, as the synthetic batches do, whatever integer
-    type the shards store (uint8 bytes, int16 ids): one layout on every device and in every row."""
-
-    def __init__(self, loader: Any) -> None:
-        self.loader = loader
-
-    def __iter__(self) -> Iterator[Batch]:
-        for batch in self.loader:
-            yield {**batch, "tokens": batch["tokens"].to(torch.int32)}
-
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    @property
-    def num_samples(self) -> int:
-        return self.loader.num_samples
-
-    def set_epoch(self, epoch: int) -> None:
-        self.loader.set_epoch(epoch)
-
-    def state_dict(self) -> dict:
-        return self.loader.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        self.loader.load_state_dict(state)
+def int32_tokens(batch: Batch) -> Batch:
+    """Token ids as int32, as the synthetic batches hold them, whatever integer type the shards
+    store (uint8 bytes, int16 ids): one layout on every device and in every row."""
+    return {**batch, "tokens": batch["tokens"].to(torch.int32)}
 
 
-class HuggingFaceWorkload:
+class HuggingFaceWorkload(CountedFlops):
     sizes = ("tiny", "base")
     default_size = "tiny"
     reference_batch = REFERENCE_BATCH
-    flops_counted = True
-    """`flops_per_sample` is torch's count of a training step (rows: mfu_flops_source "counted")."""
 
     def __init__(self, model_type: str) -> None:
         self.transformers = import_library("transformers", EXTRA)
@@ -165,7 +142,6 @@ class HuggingFaceWorkload:
         self.default_objective = "masked" if model_type in masked else "causal"
         self.objectives = tuple(o for o, mapping in (("causal", causal), ("masked", masked)) if model_type in mapping)
         self._default_config = self.transformers.AutoConfig.for_model(model_type)
-        self._flops: dict[str, float] = {}
 
     def _config_key(self, key: str) -> str:
         """The config class's own name of `key` (GPT-2 calls num_hidden_layers n_layer)."""
@@ -251,13 +227,6 @@ class HuggingFaceWorkload:
         return {"tokens": torch.randint(0, language_model_size.vocabulary, (batch_size, language_model_size.sequence),
                                         generator=generator, dtype=torch.int32)}
 
-    def flops_per_sample(self, size: str) -> float:
-        if size not in self._flops:
-            try:
-                self._flops[size] = count_flops_per_sample(self, size)[0]
-            except FlopCountError as error:
-                raise UsageError(f"--workload {self.name}: no training step could be counted ({error})") from None
-        return self._flops[size]
 
     def open_dataset(self, path: str, size: str, config: LoaderConfig):
         """Token windows of `seq` ids below the vocabulary, as `trainspeed data from-arrays` writes them."""
@@ -271,7 +240,7 @@ class HuggingFaceWorkload:
             raise UsageError(f"{path}: tokens are {np.dtype(dtype)} {tuple(shape)}; {self.name} at size {size!r} trains on "
                              f"windows of {wanted[0]} ids as one of {', '.join(np.dtype(d).name for d in TOKEN_DTYPES)} "
                              f"(write them with trainspeed data from-arrays, or set seq={shape[0] if shape else '?'})")
-        return Int32Tokens(loader)
+        return MappedLoader(loader, int32_tokens)
 
 
 WORKLOAD = HuggingFaceWorkload
