@@ -44,8 +44,9 @@ def add_serve_command(subparsers: argparse._SubParsersAction) -> None:
     flag("--insecure", "insecure", "allow a non-loopback --listen without TLS (token and tensors in clear text)")
     flag("--threads", "threads", "torch CPU threads of the server")
     flag("--max-sessions", "max_sessions", "models (client streams) held at once")
-    parser.add_argument("--workload", dest="workloads", action="append", default=[], metavar="PACKAGE.MODULE:FACTORY",
-                        help="a workload clients may build besides the built-in ones (repeatable); imported now, "
+    parser.add_argument("--workload", dest="workloads", action="append", default=[], metavar="WORKLOAD",
+                        help="a workload clients may build besides the built-in ones, as package.module:factory or a "
+                        "library model such as timm:resnet18 (repeatable); imported now, "
                         "clients name it and must run the same definition")
     flag("--idle-timeout-s", "idle_timeout_s", "end a session (and free its slot) that sends nothing for this long")
     flag("--memory-budget-gib", "memory_budget_gib",

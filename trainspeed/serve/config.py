@@ -86,8 +86,8 @@ class ServeConfig:
             raise UsageError(f"serve: --memory-budget-gib must be a positive number, got {self.memory_budget_gib}")
         for reference in self.workloads:
             if ":" not in reference:
-                raise UsageError(f"serve: --workload {reference!r}: write package.module:factory (the built-in "
-                                 "workloads are always served)")
+                raise UsageError(f"serve: --workload {reference!r}: write package.module:factory or a library model "
+                                 "(timm:NAME, torchvision:NAME, hf:MODEL_TYPE); the built-in workloads are always served")
         return self
 
     @property
