@@ -1,5 +1,6 @@
-"""The bench's part of the report: the study's ratio figure, absolute samples/s and MFU, peak
-memory and the OOM boundary, first-step (compile) time, and `trainspeed plot`'s figure.
+"""The bench's part of the report: the study's ratio figure, absolute samples/s and MFU (with each
+XLA row's port check: fallbacks, compiles and host syncs in its timed windows), peak memory and the
+OOM boundary, first-step (compile) time, and `trainspeed plot`'s figure.
 
 Rows are grouped per workload (name, definition, size) and results file; a ratio is a row over the
 baseline of its own run, or the cell says there was none. Remote rows are bench rows too: the
@@ -170,6 +171,23 @@ def ratio_section(groups: list[BenchGroup]) -> Section:
     return section
 
 
+PORT_FLAG_SHOWN = 60
+"""Characters of an XLA row's findings shown in its cell; the whole list is the cell's title."""
+
+
+def port_cell(row: ResultRow) -> Cell:
+    """An XLA row's port check over its timed windows: `ported`, or what fell back, recompiled or
+    synced with the host, flagged; a dash for rows without the counts (other devices, older rows)."""
+    findings = row.xla_port_findings
+    if findings is None or row.status not in ("ok", "invalid"):
+        return Cell("–")
+    if not findings:
+        return Cell("ported", sort="ported", status="ok")
+    shown = "; ".join(findings)
+    short = shown if len(shown) <= PORT_FLAG_SHOWN else shown[:PORT_FLAG_SHOWN].rstrip() + "…"
+    return Cell(short, sort=shown, status="invalid", title=f"not ported: {shown} (trainspeed check names the lines)")
+
+
 def extra_text(row: BenchRow) -> str:
     """The fields a row carries beyond ResultRow's; a row that is not `ok` shows no numbers here either."""
     shown = []
@@ -187,7 +205,9 @@ def throughput_section(groups: list[BenchGroup]) -> Section:
         "throughput", "Absolute samples/s and MFU",
         "Median-window samples/s on a log axis (whiskers: slowest to fastest window), and the model FLOPs "
         "utilisation against the peak measured on the same device (or given with --peak-tflops). A row whose "
-        "peak was refused has no MFU. Every row read is in the table, including older reruns.",
+        "peak was refused has no MFU. The XLA port column flags XLA rows whose timed steps ran an op on the host "
+        "(aten fallback), compiled, or copied from the device to the host (`trainspeed check` names the lines). "
+        "Every row read is in the table, including older reruns.",
     )
     table_rows = []
     for group in groups:
@@ -208,13 +228,14 @@ def throughput_section(groups: list[BenchGroup]) -> Section:
                 measured(status, mfu_cell(r)),
                 measured(status, number(r.peak_memory_bytes / GIB if r.peak_memory_bytes is not None else None, "{:,.2f}")),
                 measured(status, number(r.cpu_s_per_wall_s, "{:.2f}")),
+                port_cell(r),
                 text(r.feed or "device"), text(r.device_name), text(extra_text(read)), text(read.source),
             ])
     section.tables.append(Table(
         "table-bench", "Every bench row",
         [("workload", False), ("series", False), ("batch", True), ("status", False), ("samples/s", True),
          ("slowest – fastest window", True), ("step (ms)", True), ("first step (s)", True), ("MFU", True),
-         ("peak memory (GiB)", True), ("CPU s per wall s", True), ("feed", False), ("device", False),
+         ("peak memory (GiB)", True), ("CPU s per wall s", True), ("XLA port", False), ("feed", False), ("device", False),
          ("other fields", False), ("row", False)],
         table_rows, provenance([r for g in groups for r in g.rows])))
     return section

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,6 +130,15 @@ class ResultRow:
     wire_time_suspect: bool | None = None
     """True when server_step_s exceeds the client's step time over the same windows, which the
     pairing rules out: the row's wire time is not to be trusted."""
+    xla_fallback_ops: dict[str, float] | None = None
+    """XLA targets: aten op name -> how often per timed step torch_xla ran it on the host (it has
+    no lowering, or `aten::_local_scalar_dense`: an `.item()`); only ops that fell back, {} when
+    none did. None: not an XLA row, or written before the port check."""
+    xla_compiles_in_window: int | None = None
+    """XLA targets: graph compilations inside the kept timed windows (a well-ported step compiles
+    only before them)."""
+    xla_device_to_host_per_step: float | None = None
+    """XLA targets: device-to-host transfers per timed step (a host sync each; 0 when ported)."""
     error: str | None = None
     command: str | None = None
     """The command line that wrote the row."""
@@ -147,6 +157,21 @@ class ResultRow:
         steps were host-fed and the noise-scale meter when they measured it."""
         name = self.target if self.feed in (None, "device") else f"{self.target} {self.feed}-fed"
         return name if self.noise_scale is None else f"{name} +noise-scale"
+
+    @property
+    def xla_port_findings(self) -> list[str] | None:
+        """What the timed steps of an XLA row did that a well-ported step does not, each in a few
+        words ([] when nothing); None where the row has no port counts (another device, not
+        measured, or written before they were recorded)."""
+        if self.xla_fallback_ops is None and self.xla_compiles_in_window is None \
+                and self.xla_device_to_host_per_step is None:
+            return None
+        findings = [f"fallback {name} {count:.3g}/step" for name, count in sorted((self.xla_fallback_ops or {}).items())]
+        if self.xla_compiles_in_window:
+            findings.append(f"{self.xla_compiles_in_window} compiles in windows")
+        if self.xla_device_to_host_per_step:
+            findings.append(f"{self.xla_device_to_host_per_step:.3g} host syncs/step")
+        return findings
 
     @property
     def wire_s(self) -> float | None:
@@ -232,6 +257,8 @@ def _flat(row: ResultRow) -> dict[str, Any]:
     """The row's fields with the machine's spread out as `machine.NAME` columns."""
     record = dataclasses.asdict(row)
     machine = record.pop("machine") or {}
+    if record["xla_fallback_ops"] is not None:  # a mapping in one cell, as JSON rather than Python's repr
+        record["xla_fallback_ops"] = json.dumps(record["xla_fallback_ops"], sort_keys=True)
     record.update({f"machine.{name}": value for name, value in machine.items()})
     return record
 

@@ -94,6 +94,8 @@ def time_training(target: Target, trainable: Trainable, batches: Union[Batch, Ba
 
     `batches` is either one device batch (reused every step) or a function returning each step's
     batch; with a function, whatever it does (a host-to-device copy) is inside the timed steps.
+    The target hears where the kept windows start and end (`start_timed_windows`,
+    `end_timed_windows`), so what it counts on its device covers the same steps.
     """
     next_batch = _as_source(batches)
     target.sync()
@@ -120,6 +122,7 @@ def time_training(target: Target, trainable: Trainable, batches: Union[Batch, Ba
             break
         steps = grown_steps(steps, window_s[-1], plan)
         restarts += 1
+    target.end_timed_windows(steps * len(window_s))
     return Timing(
         first_step_s=first_step_s,
         window_s=tuple(window_s),

@@ -14,6 +14,7 @@ import shlex
 import sys
 
 from trainspeed.cli.bench import add_bench_command
+from trainspeed.cli.check import add_check_command
 from trainspeed.cli.data import add_data_commands
 from trainspeed.cli.eval import add_eval_commands
 from trainspeed.cli.info import add_info_command
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_info_command(subparsers)
     add_bench_command(subparsers)
+    add_check_command(subparsers)
     add_plot_command(subparsers)
     add_report_command(subparsers)
     add_study_command(subparsers)

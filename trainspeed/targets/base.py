@@ -251,6 +251,12 @@ class Target(ABC):
         whose device times its own steps elsewhere (the remote one) pairs those times with these
         windows, so both cover the same steps. Default: nothing to do."""
 
+    def end_timed_windows(self, steps: int) -> None:
+        """The windows kept since the last `start_timed_windows` ended here (synced), `steps` steps
+        in all. What the bench does after this (reading the final loss) is outside them, so a
+        family that counts what its device did in the windows (XLA: fallbacks, compilations, host
+        transfers) stops counting here. Default: nothing to do."""
+
     def measured_peak_tflops(self) -> float | None:
         """The device's peak matmul TFLOP/s where the family measures it itself; None (the default)
         lets the bench's probe measure it on `device` from this process. A family whose device

@@ -10,21 +10,31 @@ parameters stay replicated, every batch tensor is split along its first dimensio
 all the cores of a TPU host (the study used one process per core with the older multi-process
 API). On CPU (no TPU) the PJRT CPU client provides `CPU_NUM_DEVICES` virtual devices, so the same
 code path runs and is tested without an accelerator.
+
+A step is well ported when its graph runs whole on the device: torch_xla runs an op it cannot
+lower on the host (an "aten fallback", counted as `aten::NAME`), which copies the tensors there and
+back and cuts the graph; a shape that changes from step to step recompiles; `.item()` and the like
+wait for the device and copy to the host. The bench's timed windows count all three
+(`PortStats`, the rows' `xla_*` fields) from torch_xla's own counters, read before and after; the
+counters are never cleared, since `compile_count` and other readers use their totals.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import BatchPlacer, Target, is_host_oom
-from trainspeed.workloads.base import Batch
+from trainspeed.workloads.base import Batch, Trainable, Workload
 
 XLA_OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory")
+FALLBACK_PREFIX = "aten::"
+"""torch_xla counts an op it runs on the host as `aten::NAME` (a lowered one as `xla::NAME`)."""
 
 
 def _xla_modules():
@@ -42,6 +52,57 @@ def _default_pjrt_device() -> str:
     return "TPU" if importlib.util.find_spec("libtpu") is not None else "CPU"
 
 
+@dataclass(frozen=True)
+class XlaCounters:
+    """torch_xla's process-wide totals so far: fallbacks per op, compilations, device-to-host
+    transfers. Two readings bracket some steps; their difference is what those steps did."""
+
+    fallback_ops: dict[str, int]
+    compiles: int
+    device_to_host: int
+
+
+def read_counters() -> XlaCounters:
+    """The totals now (torch_xla keeps them per process; nothing is reset)."""
+    _, _, met = _xla_modules()
+    fallbacks = {}
+    for name in met.counter_names():
+        if name.startswith(FALLBACK_PREFIX):
+            fallbacks[name] = int(met.counter_value(name) or 0)
+    return XlaCounters(fallbacks, _metric_count(met, "CompileTime"), _metric_count(met, "TransferFromDeviceTime"))
+
+
+def _metric_count(met: Any, name: str) -> int:
+    """How many samples a torch_xla metric holds (one per compilation, one per transfer)."""
+    data = met.metric_data(name)
+    return int(data[0]) if data else 0
+
+
+@dataclass(frozen=True)
+class PortStats:
+    """What a number of steps did that a well-ported step does not: ops run on the host (per step),
+    compilations (in all), device-to-host transfers (per step)."""
+
+    steps: int
+    fallback_ops: dict[str, float]
+    """aten op name -> how often it fell back per step; only ops that did."""
+    compiles: int
+    device_to_host_per_step: float
+
+    @classmethod
+    def between(cls, before: XlaCounters, after: XlaCounters, steps: int) -> "PortStats":
+        per = max(steps, 1)
+        fallbacks = {name: (count - before.fallback_ops.get(name, 0)) / per
+                     for name, count in sorted(after.fallback_ops.items())}
+        return cls(steps=steps, fallback_ops={name: n for name, n in fallbacks.items() if n > 0},
+                   compiles=after.compiles - before.compiles,
+                   device_to_host_per_step=(after.device_to_host - before.device_to_host) / per)
+
+    def row_fields(self) -> dict[str, Any]:
+        return {"xla_fallback_ops": dict(self.fallback_ops), "xla_compiles_in_window": self.compiles,
+                "xla_device_to_host_per_step": self.device_to_host_per_step}
+
+
 class XlaTarget(Target):
     device_type = "xla"
     modes = ("lazy",)
@@ -52,6 +113,9 @@ class XlaTarget(Target):
 
     def __init__(self, spec) -> None:
         super().__init__(spec)
+        self._window_start: XlaCounters | None = None
+        self.port_stats: PortStats | None = None
+        """What the last kept timed windows did (None until a configuration's windows ended)."""
         if self.unavailable_reason() is None:
             # Register the XLA device before any backward pass in this process: autograd sizes
             # its per-device queues at the first backward and cannot grow them afterwards.
@@ -100,6 +164,21 @@ class XlaTarget(Target):
         _, _, met = _xla_modules()
         data = met.metric_data("CompileTime")
         return int(data[0]) if data else 0
+
+    def build(self, workload: Workload, size: str, seed: int) -> Trainable:
+        """A fresh configuration: the last one's window counts no longer describe it."""
+        self._window_start, self.port_stats = None, None
+        return super().build(workload, size, seed)
+
+    def start_timed_windows(self) -> None:
+        self._window_start, self.port_stats = read_counters(), None
+
+    def end_timed_windows(self, steps: int) -> None:
+        if self._window_start is not None:
+            self.port_stats = PortStats.between(self._window_start, read_counters(), steps)
+
+    def row_fields(self) -> dict[str, Any]:
+        return self.port_stats.row_fields() if self.port_stats is not None else {}
 
     def activation_checkpoint(self, function: Callable[..., torch.Tensor], *args: torch.Tensor) -> torch.Tensor:
         """torch_xla's checkpoint: the compiler would otherwise merge the recomputation back into

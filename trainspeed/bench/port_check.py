@@ -1,0 +1,285 @@
+"""The XLA port check: does a workload's training step run whole on an XLA device?
+
+A step ported well to XLA traces into one graph that compiles once and runs on the device with no
+help from the host. Three things break that, and torch_xla counts each: an op it cannot lower runs
+on the host (an aten fallback, which copies its tensors there and back), a graph that changes
+between steps compiles again, and a value read on the host (`.item()`, `float(loss)`, a Python `if`
+on a tensor) waits for the device and copies. The check builds the workload on an `xla:*` target
+through the same Target API the bench uses, runs warm-up steps, then counts those three over the
+measured steps (the target's timed-window hooks, as in every bench row). For each op that fell
+back it runs one more step under a dispatch mode that notes the Python line calling it, since the
+counter names the op but not where the workload called it.
+
+This module imports no torch until a check runs: the command line builds its flags from
+`PortCheckConfig` for `--help`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sysconfig
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from trainspeed.errors import UsageError
+from trainspeed.flags import INT_FLAG_MAX, MAX_BATCH_SIZE, ranged
+from trainspeed.machine import Machine
+
+if TYPE_CHECKING:  # the check needs torch when it runs; its config and result do not
+    from trainspeed.bench.timing import BatchSource
+    from trainspeed.targets.base import Target
+    from trainspeed.workloads.base import Trainable
+
+XLA_DEVICE = "xla"
+HOST_SCALAR_OP = "aten::_local_scalar_dense"
+"""The op torch_xla counts as a fallback when the host reads a device scalar (`.item()`,
+`float(t)`, `bool(t)`): a host sync rather than a missing lowering."""
+MAX_CALLERS = 5
+"""Python lines kept per fallback op: the first few distinct callers point at the fix."""
+PORTED = "ported: no fallback, no recompiles, no host syncs in steady state"
+
+
+@dataclass(frozen=True)
+class PortCheckConfig:
+    workload: str = "mahjong"
+    size: str | None = None
+    """None: the workload's default size."""
+    target: str = "xla:lazy:fp32"
+    batch_size: int = ranged(8, 1, MAX_BATCH_SIZE)
+    warmup_steps: int = ranged(3, 0, INT_FLAG_MAX)
+    """Untimed steps before the measured ones: the first step compiles, and an optimizer whose
+    state appears after its first step compiles a second graph."""
+    steps: int = ranged(5, 1, INT_FLAG_MAX)
+    """Measured steps: steady state, where nothing should fall back, compile or sync."""
+    seed: int = 0
+    out: Path | None = None
+    """A JSON file the result is written to (whole, never over an existing file); None: printed only."""
+    strict: bool = False
+    """Findings make the command fail (exit code 1), for CI."""
+    command: str | None = None
+
+    def __post_init__(self) -> None:
+        check_xla_target(self.target)
+
+
+def check_xla_target(name: str) -> None:
+    """Only an `xla:*` target has the counters the check reads; refused before anything is imported."""
+    if name.strip().split(":")[0] != XLA_DEVICE:
+        raise UsageError(f"check: --target {name} is not an XLA target; the port check runs on xla:* targets "
+                         "only, e.g. --target xla:lazy:fp32")
+
+
+def check_out(path: Path | None) -> None:
+    """Before running: `--out` names a new file in a writable folder (a check result is one document,
+    written whole; an existing file is someone's earlier result and is left alone)."""
+    from trainspeed.atomic import check_writable_directory
+
+    if path is None:
+        return
+    if path.is_dir():
+        raise UsageError(f"--out {path} is a directory; name a JSON file in it, e.g. {path / 'port-check.json'}")
+    if path.exists() or path.is_symlink():
+        raise UsageError(f"--out {path} already exists; give a new path (a check result is never written over)")
+    check_writable_directory(path.parent, f"--out {path}")
+
+
+@dataclass(frozen=True)
+class FallbackOp:
+    op: str
+    """torch_xla's counter name, `aten::NAME`."""
+    per_step: float
+    """How often it fell back per measured step."""
+    called_from: list[str] = field(default_factory=list)
+    """`file:line in function: code` of the workload's lines that called it (innermost frame outside
+    torch, torch_xla and trainspeed's own machinery); empty where no Python line called it (an op
+    of the backward pass, or one torch itself issues)."""
+
+    @property
+    def is_host_read(self) -> bool:
+        return self.op == HOST_SCALAR_OP
+
+
+@dataclass(frozen=True)
+class PortCheck:
+    """One port check's result, as printed and as `--out` writes it."""
+
+    KIND: ClassVar[str] = "xla-port-check"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    timestamp: str
+    workload: str
+    size: str
+    target: str
+    device_name: str
+    batch_size: int
+    warmup_steps: int
+    steps: int
+    fallback_ops: list[FallbackOp]
+    compiles_in_steps: int
+    """Compilations during the measured steps."""
+    device_to_host_per_step: float
+    final_loss: float | None
+    verdict: str
+    ported: bool
+    command: str | None = None
+    machine: Machine | None = None
+
+    def lines(self) -> list[str]:
+        """The report a user reads: each fallback with its callers, compiles, transfers, the verdict."""
+        out = [f"port check: {self.workload} {self.size} on {self.target} ({self.device_name}), batch {self.batch_size}, "
+               f"{self.warmup_steps} warm-up steps, then {self.steps} measured"]
+        if self.fallback_ops:
+            out.append("ops run on the host (aten fallback), per measured step:")
+            for op in self.fallback_ops:
+                note = "  (.item()/float()/bool() of a device tensor: a host sync)" if op.is_host_read else ""
+                out.append(f"  {op.op}: {op.per_step:g}{note}")
+                out += [f"    called from {caller}" for caller in op.called_from]
+                if not op.called_from:
+                    out.append("    called from no Python line of the workload (the backward pass, or torch itself)")
+        else:
+            out.append("ops run on the host (aten fallback): none")
+        out.append(f"compiles in the measured steps: {self.compiles_in_steps}")
+        transfers = f"device-to-host transfers per step: {self.device_to_host_per_step:g}"
+        if self.device_to_host_per_step and any(not op.is_host_read for op in self.fallback_ops):
+            transfers += " (each fallback copies its inputs to the host)"
+        out.append(transfers)
+        out.append(f"verdict: {self.verdict}")
+        return out
+
+
+def _counted(count: float, noun: str) -> str:
+    """`1 host sync`, `2 host syncs`, `0.5 host syncs`."""
+    return f"{count:g} {noun}" if count == 1 else f"{count:g} {noun}s"
+
+
+def verdict(fallbacks: list[FallbackOp], compiles: int, transfers_per_step: float) -> str:
+    """One line: ported, or each thing that is wrong."""
+    wrong = []
+    lowered = [op.op for op in fallbacks if not op.is_host_read]
+    if lowered:
+        falls = "falls" if len(lowered) == 1 else "fall"
+        wrong.append(f"{_counted(len(lowered), 'op')} {falls} back to the host ({', '.join(lowered)})")
+    if compiles:
+        wrong.append(f"{_counted(compiles, 'recompile')} in the measured steps (a shape or a Python value changes "
+                     "between steps)")
+    if transfers_per_step:
+        reads = " (.item() or the like)" if any(op.is_host_read for op in fallbacks) else ""
+        wrong.append(f"{_counted(transfers_per_step, 'host sync')} per step{reads}")
+    return PORTED if not wrong else "not ported: " + "; ".join(wrong)
+
+
+def _skipped_roots() -> tuple[list[str], list[str]]:
+    """Folders whose frames are machinery, not the workload: torch, torch_xla, the standard library
+    and trainspeed itself, except its built-in workloads (which are the workload here)."""
+    import torch
+    import torch_xla
+
+    import trainspeed
+
+    package = os.path.dirname(trainspeed.__file__)
+    roots = [os.path.dirname(torch.__file__), os.path.dirname(torch_xla.__file__), package,
+             sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]]
+    return [os.path.join(root, "") for root in roots], [os.path.join(package, "workloads", "")]
+
+
+def _caller(stack: traceback.StackSummary, skipped: list[str], kept: list[str]) -> str | None:
+    """The innermost frame of the workload's own code, as `file:line in function: code`."""
+    for frame in reversed(stack):
+        path = os.path.abspath(frame.filename)
+        if any(path.startswith(root) for root in skipped) and not any(path.startswith(root) for root in kept):
+            continue
+        if frame.filename.startswith("<"):
+            continue
+        shown = os.path.relpath(path) if path.startswith(os.path.join(os.getcwd(), "")) else path
+        code = f": {frame.line.strip()}" if frame.line else ""
+        return f"{shown}:{frame.lineno} in {frame.name}{code}"
+    return None
+
+
+def find_callers(target: Target, trainable: Trainable, next_batch: BatchSource, ops: set[str]) -> dict[str, list[str]]:
+    """Run one step noting, for every op named in `ops` (`aten::NAME`), the workload lines that
+    called it. The step is a real training step, run after the measured ones."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    skipped, kept = _skipped_roots()
+    callers: dict[str, list[str]] = {op: [] for op in ops}
+
+    class CallerRecorder(TorchDispatchMode):
+        """Sees every aten op below autograd; notes where the named ones came from."""
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            name = getattr(getattr(func, "_overloadpacket", None), "_qualified_op_name", None)
+            if name in callers:
+                caller = _caller(traceback.extract_stack(), skipped, kept)
+                if caller and caller not in callers[name] and len(callers[name]) < MAX_CALLERS:
+                    callers[name].append(caller)
+            return func(*args, **(kwargs or {}))
+
+    with CallerRecorder():
+        target.run_step(trainable, next_batch())
+    target.sync()
+    return callers
+
+
+class StepFailed(Exception):
+    """The workload's step raised on the target: no counts to read (the command says why, exit 1)."""
+
+
+def run_port_check(config: PortCheckConfig) -> PortCheck:
+    """Build, warm up, count over the measured steps, find the callers of what fell back."""
+    from trainspeed.bench.feed import make_feed
+    from trainspeed.targets import check_target_builds, get_target
+    from trainspeed.workloads import get_workload, resolve_size
+
+    check_xla_target(config.target)
+    workload = get_workload(config.workload)
+    size = resolve_size(workload, config.size)
+    target = get_target(config.target)  # registers the XLA device before any backward in this process
+    if target.device_type != XLA_DEVICE:
+        raise UsageError(f"check: --target {config.target} runs on {target.device_type or 'another device'}, not XLA")
+    check_target_builds(config.target, workload)
+    machine = Machine.at_start()
+    timestamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    try:
+        trainable = target.build(workload, size, config.seed)
+        feed = make_feed("device", target, workload, size, config.batch_size, config.seed)
+        for _ in range(config.warmup_steps):
+            target.run_step(trainable, feed.next_batch())
+        target.sync()
+        target.start_timed_windows()
+        for _ in range(config.steps):
+            loss = target.run_step(trainable, feed.next_batch())
+        target.sync()
+        target.end_timed_windows(config.steps)
+        fields = target.row_fields()
+        per_step: dict[str, float] = fields.get("xla_fallback_ops") or {}
+        callers = find_callers(target, trainable, feed.next_batch, set(per_step)) if per_step else {}
+        final_loss = float(loss)
+    except Exception as error:  # noqa: BLE001 - the workload's own failure, told in one line
+        lines = str(error).strip().splitlines()
+        raise StepFailed(f"check: a step of {workload.name} {size} failed on {config.target}: "
+                         f"{type(error).__name__}: {lines[0] if lines else ''}"[:500]) from error
+    fallbacks = [FallbackOp(op, count, callers.get(op, [])) for op, count in sorted(per_step.items())]
+    compiles = int(fields.get("xla_compiles_in_window") or 0)
+    transfers = float(fields.get("xla_device_to_host_per_step") or 0.0)
+    said = verdict(fallbacks, compiles, transfers)
+    return PortCheck(
+        timestamp=timestamp, workload=workload.name, size=size, target=str(target), device_name=target.device_name(),
+        batch_size=config.batch_size, warmup_steps=config.warmup_steps, steps=config.steps, fallback_ops=fallbacks,
+        compiles_in_steps=compiles, device_to_host_per_step=transfers, final_loss=final_loss, verdict=said,
+        ported=said == PORTED, command=config.command, machine=machine.at_end(),
+    )
+
+
+def write_check(path: Path, check: PortCheck) -> None:
+    """The result as one JSON document (kind, schema version, fields), written whole."""
+    import json
+
+    from trainspeed.atomic import atomic_write_text
+    from trainspeed.rows import row_record
+
+    atomic_write_text(path, json.dumps(row_record(check), indent=2) + "\n")
+
