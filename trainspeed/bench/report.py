@@ -244,7 +244,8 @@ def throughput_section(groups: list[BenchGroup]) -> Section:
 def memory_section(groups: list[BenchGroup]) -> Section:
     section = Section(
         "memory", "Peak memory and the OOM boundary",
-        "Peak device memory per target and batch size (the allocator's peak; CPU rows record none). A red "
+        "Peak memory per target and batch size (CUDA: the allocator's peak; CPU: the process's resident "
+        "memory above what it held before the configuration; the memory table says which). A red "
         "cross on the top edge is an out-of-memory row, a grey tick a batch skipped because a smaller one "
         "already ran out; the dotted line marks where a target stopped fitting.",
     )
