@@ -143,6 +143,8 @@ def test_xla_bench_rows_carry_the_counts_of_their_timed_windows_and_read_back():
     assert row.status == "ok" and row.xla_fallback_ops == {"aten::bincount": 1.0}
     assert row.xla_compiles_in_window == 0 and row.xla_device_to_host_per_step > 0
     assert row.xla_port_findings[0] == "fallback aten::bincount 1/step"
+    # the PJRT CPU client's buffers are this process's memory: the row records its growth
+    assert row.peak_memory_source == "host RSS growth" and row.peak_memory_bytes is not None
     read, _ = parse_row(ResultRow, row_record(row), Source("rows.jsonl", 1))
     assert read == row
     old = {key: value for key, value in row_record(row).items() if not key.startswith("xla_")}

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from trainspeed.machine import cpu_model_name
 from trainspeed.targets import dynamo
+from trainspeed.targets import host_memory
 from trainspeed.targets.base import Target, is_host_oom
-
-
-PROC_SELF = Path("/proc/self")
-
-
-def _status_bytes(field: str) -> int | None:
-    """A `kB` line of /proc/self/status (VmRSS, VmHWM) in bytes; None off Linux."""
-    try:
-        for line in (PROC_SELF / "status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+from trainspeed.targets.host_memory import HostMemoryPeak
 
 
 class CpuTarget(Target):
@@ -31,28 +18,18 @@ class CpuTarget(Target):
     modes = ("eager", "compile")
     precisions = ("fp32", "bf16")
     peak_probe_max_size = 1024
-    _rss_at_reset: int | None = None
+    _host_memory: HostMemoryPeak | None = None
 
     def reset_peak_memory(self) -> None:
-        """The process's resident-set high-water mark starts again from what it holds now (Linux:
-        writing 5 to /proc/self/clear_refs), so the peak read later is this configuration's growth."""
-        try:
-            (PROC_SELF / "clear_refs").write_text("5")
-        except OSError:
-            self._rss_at_reset = None
-            return
-        self._rss_at_reset = _status_bytes("VmRSS")
+        """The peak read later is this configuration's growth of the process's resident memory."""
+        self._host_memory = HostMemoryPeak()
+        self._host_memory.reset()
 
     def peak_memory_bytes(self) -> int | None:
-        """How far the process's resident memory rose above what it held at the reset: the model,
-        its optimizer state, the batches and the step's activations, as the host holds them."""
-        peak = _status_bytes("VmHWM")
-        if peak is None or self._rss_at_reset is None:
-            return None
-        return max(0, peak - self._rss_at_reset)
+        return self._host_memory.peak_growth_bytes() if self._host_memory is not None else None
 
     def row_fields(self) -> dict[str, Any]:
-        return {"peak_memory_source": "host RSS growth"}
+        return {"peak_memory_source": host_memory.SOURCE}
 
     @classmethod
     def unavailable_reason(cls) -> str | None:

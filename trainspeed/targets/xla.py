@@ -29,7 +29,9 @@ from typing import Any, Callable
 import torch
 
 from trainspeed.errors import UsageError
+from trainspeed.targets import host_memory
 from trainspeed.targets.base import BatchPlacer, Target, is_host_oom
+from trainspeed.targets.host_memory import HostMemoryPeak
 from trainspeed.workloads.base import Batch, Trainable, Workload
 
 XLA_OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory")
@@ -114,6 +116,7 @@ class XlaTarget(Target):
     def __init__(self, spec) -> None:
         super().__init__(spec)
         self._window_start: XlaCounters | None = None
+        self._host_memory = HostMemoryPeak()
         self.port_stats: PortStats | None = None
         """What the last kept timed windows did (None until a configuration's windows ended)."""
         if self.unavailable_reason() is None:
@@ -148,7 +151,19 @@ class XlaTarget(Target):
         _, xm, _ = _xla_modules()
         xm.wait_device_ops()
 
+    def _device_is_host(self) -> bool:
+        """The PJRT CPU client keeps the device's buffers in this process's memory."""
+        return os.environ.get("PJRT_DEVICE", _default_pjrt_device()) == "CPU"
+
+    def reset_peak_memory(self) -> None:
+        if self._device_is_host():
+            self._host_memory.reset()
+
     def peak_memory_bytes(self) -> int | None:
+        """The device's peak where PJRT reports one (TPU); on the CPU client, which reports none,
+        the growth of this process's resident memory, which holds the device's buffers."""
+        if self._device_is_host():
+            return self._host_memory.peak_growth_bytes()
         _, xm, _ = _xla_modules()
         try:
             info = xm.get_memory_info(self.device)
@@ -178,7 +193,8 @@ class XlaTarget(Target):
             self.port_stats = PortStats.between(self._window_start, read_counters(), steps)
 
     def row_fields(self) -> dict[str, Any]:
-        return self.port_stats.row_fields() if self.port_stats is not None else {}
+        memory = {"peak_memory_source": host_memory.SOURCE if self._device_is_host() else "xla get_memory_info"}
+        return {**memory, **(self.port_stats.row_fields() if self.port_stats is not None else {})}
 
     def activation_checkpoint(self, function: Callable[..., torch.Tensor], *args: torch.Tensor) -> torch.Tensor:
         """torch_xla's checkpoint: the compiler would otherwise merge the recomputation back into
