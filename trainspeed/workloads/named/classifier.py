@@ -9,7 +9,7 @@ the bytes of float32) and the normalization is part of the timed, compiled step.
 Sizes (`sizing.py`): presets `tiny` (64 px, 10 classes: a CPU-sized step of the same network) and
 `base` (the model's own input size, 1,000 classes), with overrides `res`, `classes` and `opt`
 (the learning rate is the trainer's `--lr`).
-Each size is checked by running the network on the meta device before anything else runs, so a
+Each size is checked by running the network (on the meta device where it can) before anything else runs, so a
 resolution the model cannot take (a ViT's patch grid) is one line. FLOPs per sample are counted
 with torch's formulas on one training step (`trainspeed.workloads.flops`), never hand-written.
 """
@@ -31,7 +31,7 @@ from trainspeed.data.mapped import MappedLoader
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Trainable
 from trainspeed.workloads.named.counting import CountedFlops
-from trainspeed.workloads.named.library import first_line
+from trainspeed.workloads.named.library import check_forward, first_line
 from trainspeed.workloads.named.sizing import SizeValue, closest, parse_size, require_choice, require_positive_int
 
 PRESETS: dict[str, dict[str, SizeValue]] = {
@@ -154,13 +154,14 @@ class ImageClassifierWorkload(CountedFlops, ABC):
                               optimizer=optimizer, learning_rate=LEARNING_RATES[optimizer])
 
     def normalize_size(self, size: str | None) -> str:
-        """The canonical size, after checking the network runs at it (on meta: no memory, no time)."""
+        """The canonical size, after checking the network runs at it (on meta where it can: no
+        memory, no time)."""
         text = parse_size(size or self.default_size, self.sizes, self.default_size, self.name).text
         classifier_size = self.classifier_size(text)
+        resolution = classifier_size.resolution
         try:
-            with torch.device("meta"):
-                self.create_model(classifier_size)(torch.empty(CHECK_BATCH, 3, classifier_size.resolution,
-                                                               classifier_size.resolution))
+            check_forward(lambda device: self.create_model(classifier_size)(
+                torch.zeros(CHECK_BATCH, 3, resolution, resolution)))
         except UsageError:
             raise
         except Exception as error:  # noqa: BLE001 - the library's refusal, told in one line

@@ -10,7 +10,7 @@ Sizes: presets `tiny` (2 layers of width 128, 1,024 tokens, windows of 128) and 
 class's defaults, windows of up to 1,024), then overrides: `seq` (tokens per sample), `objective`
 (causal or masked) and any attribute of the config class, under its own name or a
 standard alias (`n_layer=4` and `num_hidden_layers=4` are one size for GPT-2). The size is checked
-by running the model on the meta device. Real data: token windows of `seq` from
+by running the model (on the meta device where it can). Real data: token windows of `seq` from
 `trainspeed data from-arrays`.
 """
 
@@ -29,15 +29,15 @@ from trainspeed.data.mapped import MappedLoader
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Trainable
 from trainspeed.workloads.named.counting import CountedFlops
-from trainspeed.workloads.named.library import first_line, import_library
+from trainspeed.workloads.named.library import check_forward, first_line, import_library
 from trainspeed.workloads.named.sizing import SizeValue, closest, parse_size, require_choice, require_positive_int
 
 FAMILY = "hf"
 EXTRA = "hf"
 TINY: dict[str, SizeValue] = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
-                              "intermediate_size": 512, "vocab_size": 1024, "seq": 128}
-"""In the standard names; `intermediate_size` only where the config class has one. The position
-table is as long as `seq`."""
+                              "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1024, "seq": 128}
+"""In the standard names; `num_key_value_heads` and `intermediate_size` only where the config class
+has them. The position table is as long as `seq`."""
 BASE_SEQ = 1024
 OWN_KEYS = ("seq", "objective")
 OBJECTIVES = ("causal", "masked")
@@ -193,18 +193,20 @@ class HuggingFaceWorkload(CountedFlops):
                 setattr(config, attribute, config.vocab_size - 1)
 
     def normalize_size(self, size: str | None) -> str:
-        """The canonical size (config keys in the class's own names), after a step of it ran on meta."""
+        """The canonical size (config keys in the class's own names), after a forward pass of it ran
+        (on meta where it can)."""
         parsed = parse_size(size or self.default_size, self.sizes, self.default_size, self.name)
         keyed = {(key if key in OWN_KEYS else self._config_key(key)): value for key, value in parsed.overrides}
         text = type(parsed)(parsed.preset, tuple(sorted(keyed.items()))).text
         if len(keyed) < len(parsed.overrides):
             raise UsageError(f"--size {size!r}: a key is given twice under two names")
         language_model_size = self.language_model_size(text)
+        def forward(device: torch.device) -> None:
+            tokens = torch.zeros(CHECK_BATCH, language_model_size.sequence, dtype=torch.long)
+            self._create_model(language_model_size)(input_ids=tokens, labels=tokens)
+
         try:
-            with torch.device("meta"):
-                model = self._create_model(language_model_size)
-                tokens = torch.zeros(CHECK_BATCH, language_model_size.sequence, dtype=torch.long)
-                model(input_ids=tokens, labels=tokens)
+            check_forward(forward)
         except Exception as error:  # noqa: BLE001 - the library's refusal, told in one line
             raise UsageError(f"--size {text!r}: {self.name} cannot run at it "
                              f"({type(error).__name__}: {first_line(error)})") from None
