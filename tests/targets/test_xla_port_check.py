@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn import functional
 
 from trainspeed.bench.config import TimingPlan
-from trainspeed.bench.port_check import PORTED, PortCheck, PortCheckConfig, run_port_check
+from trainspeed.bench.port_check import PORTED, PortCheck, PortCheckConfig, StepFailed, run_port_check
 from trainspeed.bench.report import port_cell
 from trainspeed.bench.results import ResultRow
 from trainspeed.bench.sweep import measure_configuration
@@ -38,9 +38,10 @@ class LinearClassifier(Trainable):
     on the host every step, as a logging line would; `shrinking` drops one more sample each step,
     so every step's graph has new shapes."""
 
-    def __init__(self, weighted: bool, reads_loss: bool, shrinking: bool) -> None:
+    def __init__(self, weighted: bool, reads_loss: bool, shrinking: bool, int_histogram: bool = False) -> None:
         super().__init__({"net": nn.Linear(FEATURES, CLASSES)})
         self.weighted, self.reads_loss, self.shrinking = weighted, reads_loss, shrinking
+        self.int_histogram = int_histogram
         self.logged: list[float] = []
         self.steps = 0
 
@@ -56,6 +57,8 @@ class LinearClassifier(Trainable):
         if self.weighted:
             counts = torch.bincount(batch["y"], minlength=CLASSES)
             weight = 1.0 / counts.clamp(min=1).float()
+        if self.int_histogram:  # falls back to the host, whose histc has no integer kernel
+            weight = 1.0 / torch.histc(batch["y"].int(), bins=CLASSES, min=0, max=CLASSES - 1).clamp(min=1).float()
         loss = functional.cross_entropy(logits, batch["y"], weight=weight)
         loss.backward()
         self.optimizers["net"].step()
@@ -68,12 +71,14 @@ class LinearClassifier(Trainable):
 class ClassifierWorkload:
     sizes = ("one",)
 
-    def __init__(self, name: str, weighted: bool = False, reads_loss: bool = False, shrinking: bool = False) -> None:
+    def __init__(self, name: str, weighted: bool = False, reads_loss: bool = False, shrinking: bool = False,
+                 int_histogram: bool = False) -> None:
         self.name, self.weighted, self.reads_loss, self.shrinking = name, weighted, reads_loss, shrinking
+        self.int_histogram = int_histogram
 
     def build(self, size, seed=0):
         torch.manual_seed(seed)
-        return LinearClassifier(self.weighted, self.reads_loss, self.shrinking)
+        return LinearClassifier(self.weighted, self.reads_loss, self.shrinking, self.int_histogram)
 
     def synthetic_batch(self, size, batch_size, generator):
         return {"x": torch.randn(batch_size, FEATURES, generator=generator),
@@ -97,6 +102,10 @@ def loss_reading() -> ClassifierWorkload:
 
 def shrinking() -> ClassifierWorkload:
     return ClassifierWorkload("shrinking-batch", shrinking=True)
+
+
+def int_histogram() -> ClassifierWorkload:
+    return ClassifierWorkload("int-histogram", int_histogram=True)
 
 
 def _check(factory: str) -> PortCheck:
@@ -154,3 +163,11 @@ def test_xla_bench_rows_carry_the_counts_of_their_timed_windows_and_read_back():
         row, xla_fallback_ops={}, xla_compiles_in_window=0, xla_device_to_host_per_step=0.0))
     assert flagged.status == "invalid" and flagged.text.startswith("fallback aten::bincount 1/step; ")
     assert clean.text == "ported" and clean.status == "ok" and port_cell(old_row).text == "–"
+
+
+def test_a_step_that_fails_where_an_op_fell_back_names_that_op():
+    """Mixtral's router does this in transformers: an integer histogram, which XLA sends to the
+    host, whose kernel refuses integers; the one line says which op went there."""
+    with pytest.raises(StepFailed, match=r"a step of int-histogram one failed on xla:lazy:fp32: NotImplementedError: "
+                                         r".*\(ops run on the host before it failed: aten::histc\)"):
+        _check("int_histogram")

@@ -243,6 +243,9 @@ def run_port_check(config: PortCheckConfig) -> PortCheck:
     check_target_builds(config.target, workload)
     machine = Machine.at_start()
     timestamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    from trainspeed.targets.xla import PortStats, read_counters
+
+    before_build = read_counters()
     try:
         trainable = target.build(workload, size, config.seed)
         feed = make_feed("device", target, workload, size, config.batch_size, config.seed)
@@ -260,8 +263,10 @@ def run_port_check(config: PortCheckConfig) -> PortCheck:
         final_loss = float(loss)
     except Exception as error:  # noqa: BLE001 - the workload's own failure, told in one line
         lines = str(error).strip().splitlines()
+        fell_back = sorted(PortStats.between(before_build, read_counters(), 1).fallback_ops)
+        after = f" (ops run on the host before it failed: {', '.join(fell_back)})" if fell_back else ""
         raise StepFailed(f"check: a step of {workload.name} {size} failed on {config.target}: "
-                         f"{type(error).__name__}: {lines[0] if lines else ''}"[:500]) from error
+                         f"{type(error).__name__}: {lines[0][:300] if lines else ''}{after}") from error
     fallbacks = [FallbackOp(op, count, callers.get(op, [])) for op, count in sorted(per_step.items())]
     compiles = int(fields.get("xla_compiles_in_window") or 0)
     transfers = float(fields.get("xla_device_to_host_per_step") or 0.0)
