@@ -18,7 +18,7 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 	$(RESULTS)/loader_bench_h200_cuda.jsonl $(RESULTS)/loader_bench_h200_ranks.jsonl \
 	$(RESULTS)/mahjong_agreement.jsonl $(RESULTS)/mahjong_eval.jsonl $(RESULTS)/mahjong_eval_curve.jsonl \
 	$(RESULTS)/mahjong_final $(RESULTS)/mahjong_null.jsonl $(RESULTS)/noise_scale_adaptdl.jsonl \
-	$(RESULTS)/named_models_bench.jsonl $(RESULTS)/named_gpt2_2rank $(RESULTS)/named_remote_timm_resnet18.jsonl \
+	$(RESULTS)/named_models_bench.jsonl $(RESULTS)/named_models_port_check $(RESULTS)/named_gpt2_2rank $(RESULTS)/named_remote_timm_resnet18.jsonl \
 	$(RESULTS)/timm_side_by_side.jsonl \
 	$(RESULTS)/plan_bench_mahjong.jsonl $(RESULTS)/plan_bench_charlm.jsonl $(RESULTS)/plan_mahjong.jsonl \
 	$(RESULTS)/plan_charlm.jsonl $(RESULTS)/plan_h200_mahjong_base.jsonl \
