@@ -160,8 +160,8 @@ class ImageClassifierWorkload(CountedFlops, ABC):
         classifier_size = self.classifier_size(text)
         resolution = classifier_size.resolution
         try:
-            check_forward(lambda device: self.create_model(classifier_size)(
-                torch.zeros(CHECK_BATCH, 3, resolution, resolution)))
+            check_forward(lambda: self.create_model(classifier_size),
+                          lambda model: model(torch.zeros(CHECK_BATCH, 3, resolution, resolution)))
         except UsageError:
             raise
         except Exception as error:  # noqa: BLE001 - the library's refusal, told in one line

@@ -201,12 +201,13 @@ class HuggingFaceWorkload(CountedFlops):
         if len(keyed) < len(parsed.overrides):
             raise UsageError(f"--size {size!r}: a key is given twice under two names")
         language_model_size = self.language_model_size(text)
-        def forward(device: torch.device) -> None:
+
+        def forward(model: nn.Module) -> None:
             tokens = torch.zeros(CHECK_BATCH, language_model_size.sequence, dtype=torch.long)
-            self._create_model(language_model_size)(input_ids=tokens, labels=tokens)
+            model(input_ids=tokens, labels=tokens)
 
         try:
-            check_forward(forward)
+            check_forward(lambda: self._create_model(language_model_size), forward)
         except Exception as error:  # noqa: BLE001 - the library's refusal, told in one line
             raise UsageError(f"--size {text!r}: {self.name} cannot run at it "
                              f"({type(error).__name__}: {first_line(error)})") from None
