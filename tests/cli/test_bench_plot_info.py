@@ -88,7 +88,13 @@ def test_plot_of_a_corrupt_results_file_names_the_line(capsys, tmp_results):
 def test_info_lists_every_target_with_a_reason_when_unavailable(capsys):
     code, out, err = run_cli(capsys, "info")
     assert code == 0
-    status = {line.split()[0]: line.split(None, 1)[1] for line in out.splitlines()[1:]}
+    lines = out.splitlines()
+    workloads = lines.index("workloads:")
+    status = {line.split()[0]: line.split(None, 1)[1] for line in lines[1:workloads]}
+    families = {line.split()[0]: line.split(None, 1)[1] for line in lines[workloads + 1:]}
+    assert families["built-in"] == "mahjong, stylegan3"
+    assert families["timm:NAME"].endswith("models of timm, e.g. timm:resnet50")
+    assert families["hf:MODEL_TYPE"].endswith("models of transformers, e.g. hf:gpt2")
     assert set(status) == set(all_target_names())
     for name, reason in available_targets().items():
         assert status[name] == ("available" if reason is None else f"unavailable: {reason}")
