@@ -35,6 +35,9 @@ MAX_BATCH_SIZE = 2**MAX_BATCH_POWER
 """The largest batch a sweep or a run accepts. Even at one byte per sample, 2^40 samples are a TiB
 of input before the first activation, more than any device holds; a larger number is a typo, and
 one past 2^63 does not even fit the integers torch sizes tensors with."""
+WORKLOAD_HELP = ("mahjong, stylegan3, a library model (timm:NAME, torchvision:NAME, hf:MODEL_TYPE), "
+                 "or package.module:factory")
+"""What every command's --workload takes: one text, so no command forgets a kind of workload."""
 MAX_TIMEOUT_S = (2**31 - 1) // 1000
 """The longest timeout a flag takes, about 24.8 days: gRPC counts its timeouts in milliseconds as
 a C int, and one rule for every timeout is easier to know than one per library."""

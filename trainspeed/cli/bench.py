@@ -13,7 +13,7 @@ from trainspeed.bench.config import (
     parse_noise_scale,
     parse_targets,
 )
-from trainspeed.flags import add_flag, config_from_flags, thread_count
+from trainspeed.flags import WORKLOAD_HELP, add_flag, config_from_flags, thread_count
 from trainspeed.user_json import check_rows_file
 
 
@@ -23,7 +23,7 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
         help="time training steps per target and batch size (batch on the device, or copied from the host)",
         description="Sweep batch sizes on each target; append result rows to JSONL (+CSV), print ratios, plot.",
     )
-    add_flag(parser, "--workload", BenchConfig, "workload", "mahjong, stylegan3, a library model (timm:NAME, torchvision:NAME, hf:MODEL_TYPE), or package.module:factory")
+    add_flag(parser, "--workload", BenchConfig, "workload", WORKLOAD_HELP)
     add_flag(parser, "--size", BenchConfig, "size", "workload size (default: the workload's default size, mahjong tiny); a library model "
              "takes PRESET[,key=value...], e.g. tiny,res=96 (docs/workloads.md)")
     add_flag(parser, "--targets", BenchConfig, "targets", "comma list of device:mode:precision", type=parse_targets)

@@ -8,7 +8,7 @@ import dataclasses
 import sys
 
 from trainspeed.bench.port_check import PortCheckConfig
-from trainspeed.flags import add_flag, config_from_flags, seed_value
+from trainspeed.flags import WORKLOAD_HELP, add_flag, config_from_flags, seed_value
 
 
 def add_check_command(subparsers: argparse._SubParsersAction) -> None:
@@ -20,8 +20,7 @@ def add_check_command(subparsers: argparse._SubParsersAction) -> None:
                     "called each), compilations after the warm-up, and device-to-host transfers per step. Exit 0 "
                     "when it ran (findings or not; --strict: 1 with findings), 2 for bad input.",
     )
-    add_flag(parser, "--workload", PortCheckConfig, "workload", "mahjong, stylegan3, a library model (timm:NAME, "
-             "torchvision:NAME, hf:MODEL_TYPE), or package.module:factory")
+    add_flag(parser, "--workload", PortCheckConfig, "workload", WORKLOAD_HELP)
     add_flag(parser, "--size", PortCheckConfig, "size", "workload size (default: the workload's default size)")
     add_flag(parser, "--target", PortCheckConfig, "target", "an xla:* target, e.g. xla:lazy:bf16")
     add_flag(parser, "--batch-size", PortCheckConfig, "batch_size", "samples per step")

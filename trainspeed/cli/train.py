@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from trainspeed.flags import add_flag, config_from_flags
+from trainspeed.flags import WORKLOAD_HELP, add_flag, config_from_flags
 from trainspeed.train.config import LR_SCALING_RULES, RDZV_BACKENDS, TrainConfig
 
 EPILOG = """\
@@ -33,7 +33,7 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> argparse.Argume
         add_flag(group, name, TrainConfig, path, help, **kwargs)
 
     what = parser.add_argument_group("what to train")
-    flag(what, "--workload", "workload", "mahjong, stylegan3, a library model (timm:NAME, torchvision:NAME, hf:MODEL_TYPE) or package.module:factory")
+    flag(what, "--workload", "workload", WORKLOAD_HELP)
     flag(what, "--size", "size", "model size of the workload (default: the workload's default size); a library "
          "model takes PRESET[,key=value...], e.g. tiny,n_layer=4 (docs/workloads.md)")
     flag(what, "--data", "data", "dataset directory (or file) of the workload")

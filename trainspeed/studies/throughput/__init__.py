@@ -12,7 +12,7 @@ from types import ModuleType
 NAME = "throughput"
 HELP = "finding 1: samples/s of each target over the baseline's per batch size (device- and host-fed)"
 
-from trainspeed.flags import Range, positive_int, thread_count
+from trainspeed.flags import WORKLOAD_HELP, Range, positive_int, thread_count
 
 
 def report_part() -> None:
@@ -21,7 +21,7 @@ def report_part() -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workload", default=None, help="mahjong, stylegan3, or package.module:factory (default mahjong)")
+    parser.add_argument("--workload", default=None, help=WORKLOAD_HELP + " (default mahjong)")
     parser.add_argument("--size", default=None, help="the workload's size (default tiny)")
     parser.add_argument("--targets", default=None, help="comma list (default: the study's targets available here)")
     parser.add_argument("--batch-sizes", default=None, help="range 2^6..2^12 or list 64,256,1024")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from trainspeed.flags import (
     DEFAULT_INT_RANGE,
+    WORKLOAD_HELP,
     Range,
     machine_cpus,
     positive_int,
@@ -51,7 +52,7 @@ SCALAR_FLAGS = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workload", default="mahjong", help="mahjong, or package.module:factory (default mahjong)")
+    parser.add_argument("--workload", default="mahjong", help=WORKLOAD_HELP + " (default mahjong)")
     parser.add_argument("--data", default=None, help="the workload's dataset (its validation split measures the goal)")
     parser.add_argument("--until", default=None, help="the goal, e.g. 'val/accuracy>=0.8' or 'val/loss<=2.1'")
     for name, (kind, help) in SCALAR_FLAGS.items():
