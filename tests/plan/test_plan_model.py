@@ -55,20 +55,34 @@ def test_a_prediction_is_steps_times_step_time_plus_start_up_compilation_and_val
     runs = [study_run(command_s=12.0, wall_s=10.0, train_s=9.0, validations=2)]  # 2 s overhead, 0.5 s per validation
     rows = plan_rows(inputs(benches, runs), PlanGrid(("cpu:eager:fp32", "cpu:compile:fp32"), (1,), (64,)), "plan")
     by_target = {row.target: row for row in rows}
-    steps = S_MIN * (1 + B_CRIT / 64)
-    validations = int(steps * 64 // 4096)
+    steps = S_MIN * (1 + B_CRIT / 64)  # 206.25 steps, 13,200 samples: the goal is met between validations 3 and 4
+    trained, validations = 256, 4  # the run learns it only at validation 4, 16,384 samples
     eager = by_target["cpu:eager:fp32"]
     assert eager.steps == pytest.approx(steps)
-    assert eager.predicted_s == pytest.approx(2.0 + steps * 0.01 + validations * 0.5)
+    assert (eager.steps_trained, eager.validations) == (trained, validations)
+    assert eager.predicted_s == pytest.approx(2.0 + trained * 0.01 + validations * 0.5)
     compiled = by_target["cpu:compile:fp32"]
     compiling = (5.01 - 0.005) - (0.02 - 0.01)  # its first step beyond its steady one, less eager's
     assert compiled.compile_s == pytest.approx(compiling)
-    assert compiled.predicted_s == pytest.approx(2.0 + compiling + steps * 0.005 + validations * 0.5)
+    assert compiled.predicted_s == pytest.approx(2.0 + compiling + trained * 0.005 + validations * 0.5)
     assert eager.recommended and not compiled.recommended and compiled.rank == 2
     assert eager.statistical_efficiency == pytest.approx(1 / (1 + 64 / B_CRIT))
     assert eager.goodput == pytest.approx(6400.0 / (1 + 64 / B_CRIT))
-    low, high = eager.predicted_s_ci95
-    assert low < eager.predicted_s < high
+    low, high = eager.predicted_s_ci95  # the interval's low end is met at validation 3
+    assert low == pytest.approx(2.0 + 192 * 0.01 + 3 * 0.5) and high == eager.predicted_s
+
+
+@pytest.mark.parametrize("steps, batch, every, expected", [
+    (206.25, 64, 4096, (256.0, 4)),  # between validations: up to the next one
+    (192.0, 64, 4096, (192.0, 3)),  # on a validation: that one
+    (10.0, 64, 4096, (64.0, 1)),  # before the first: the first
+    (100.5, 128, 1000, (102.0, 13)),  # a cadence that is no multiple of the batch: the first step past it
+    (100.5, 128, 0, (100.5, 0)),  # no cadence: the crossing's steps
+])
+def test_a_run_trains_and_validates_up_to_the_first_validation_at_or_past_the_crossing(steps, batch, every, expected):
+    from trainspeed.plan.model import stopping_point
+
+    assert stopping_point(steps, batch, every) == expected
 
 
 def test_samples_per_second_alone_picks_the_largest_batch_which_the_plan_predicts_slower():

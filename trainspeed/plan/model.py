@@ -1,6 +1,6 @@
 """How `trainspeed plan` predicts the time to a goal of one configuration (target, devices D, global batch B):
 
-    time = overhead + compilation + S(B) x step(target, D, B / D) + validations(B) x validation / D
+    time = overhead + compilation + steps(S(B)) x step(target, D, B / D) + validations(S(B)) x validation / D
 
 - S(B), the steps to the goal, depend on the batch and the recipe, not on the device: from a
   time-to-target study's fit S_min (1 + B_crit / B) with its bootstrap draws, or, with no study,
@@ -14,7 +14,8 @@
 - overhead (start-up, the stop checkpoint, shutdown) and seconds per validation are medians over the
   study's runs, and starting D devices adds what the runs given measured (their start-up of D
   devices less that of the study's count); validations are one per `eval_every_samples`, shared by
-  the D devices; compilation is the bench's first step beyond its steady step, less the study target's.
+  the D devices, and a run trains and validates up to the first validation at or past the
+  crossing, where it learns it met the goal (`stopping_point`); compilation is the bench's first step beyond its steady step, less the study target's.
 
 The interval is the steps' (the throughput is taken as measured). Nothing here imports torch.
 """
@@ -204,6 +205,7 @@ class Prediction:
     predicted_s_ci95: list[float] | None = None
     steps: float | None = None
     steps_ci95: list[float] | None = None
+    steps_trained: float | None = None
     step_s: float | None = None
     step_s_from: str = ""
     samples_per_s: float | None = None
@@ -219,6 +221,17 @@ class Prediction:
     @property
     def config(self) -> str:
         return config_name(self.target, self.devices, self.global_batch)
+
+
+def stopping_point(steps: float, global_batch: int, eval_every_samples: int) -> tuple[float, int]:
+    """The steps a run to the goal trains and the validations it runs: the crossing itself lies
+    between two validations, but a `--stop-at-target` run learns of it only at the first validation
+    at or past it (validation k comes at the first step of at least k x eval_every_samples samples),
+    so it trains and validates up to that one. With no validation cadence, the crossing's steps."""
+    if not eval_every_samples:
+        return steps, 0
+    validations = max(1, math.ceil(steps * global_batch / eval_every_samples - 1e-9))
+    return float(math.ceil(validations * eval_every_samples / global_batch - 1e-9)), validations
 
 
 def config_name(target: str, devices: int, global_batch: int) -> str:
@@ -237,13 +250,14 @@ def predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: str
     costs = costs.on(bench.row.machine)
     step_s = _step_s(bench) / scaling.value
     steps = model.steps(global_batch)
-    validations = int(steps * global_batch // costs.eval_every_samples) if costs.eval_every_samples else 0
+    trained, validations = stopping_point(steps, global_batch, costs.eval_every_samples)
     compiling = compile_s(inputs, target, per_device, costs.study_target)
     overhead_s, overhead_from = costs.at(devices)
-    fixed = overhead_s + compiling + validations * costs.validation_s / devices
+    fixed = overhead_s + compiling
 
     def total(step_count: float) -> float:
-        return fixed + step_count * step_s
+        run_steps, run_validations = stopping_point(step_count, global_batch, costs.eval_every_samples)
+        return fixed + run_steps * step_s + run_validations * costs.validation_s / devices
 
     interval = model.interval(global_batch)
     samples_per_s = global_batch / step_s
@@ -251,7 +265,7 @@ def predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: str
     return Prediction(
         target, devices, global_batch, predicted_s=total(steps),
         predicted_s_ci95=[total(interval[0]), total(interval[1])] if interval else None,
-        steps=steps, steps_ci95=interval, step_s=step_s,
+        steps=steps, steps_ci95=interval, steps_trained=trained, step_s=step_s,
         step_s_from=f"bench {bench.row.samples_per_s:,.1f} samples/s at {per_device}/device; efficiency {scaling.source}",
         samples_per_s=samples_per_s, statistical_efficiency=efficiency_of_batch,
         goodput=samples_per_s * efficiency_of_batch, overhead_s=overhead_s, compile_s=compiling,

@@ -60,8 +60,8 @@ def plan_rows(inputs: PlanInputs, grid: PlanGrid, command: str, model: StepsMode
             workload=inputs.identity.name, size=inputs.identity.size, until=inputs.until,
             status="predicted" if known else "not measured", missing=prediction.missing, rank=rank if known else None,
             predicted_s=prediction.predicted_s, predicted_s_ci95=prediction.predicted_s_ci95, steps=prediction.steps,
-            steps_ci95=prediction.steps_ci95, steps_from=model.source, step_s=prediction.step_s,
-            step_s_from=prediction.step_s_from, samples_per_s=prediction.samples_per_s,
+            steps_ci95=prediction.steps_ci95, steps_trained=prediction.steps_trained, steps_from=model.source,
+            step_s=prediction.step_s, step_s_from=prediction.step_s_from, samples_per_s=prediction.samples_per_s,
             statistical_efficiency=prediction.statistical_efficiency, goodput=prediction.goodput,
             overhead_s=prediction.overhead_s, compile_s=prediction.compile_s, validations=prediction.validations,
             validation_s=prediction.validation_s, recommended=prediction is best, samples_per_s_pick=prediction is pick,
@@ -76,19 +76,24 @@ def _seconds(value: float | None) -> str:
     return "–" if value is None else f"{value:,.1f}"
 
 
+def _count(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f}"
+
+
 def table(rows: Sequence[PlanRow]) -> str:
-    lines = ["| rank | configuration (target/devices/global batch) | predicted s [95%] | steps | step ms | samples/s | "
-             "statistical efficiency | goodput | |",
-             "|---:|---|---|---:|---:|---:|---:|---:|---|"]
+    lines = ["| rank | configuration (target/devices/global batch) | predicted s [95%] | steps to goal | steps trained | "
+             "step ms | samples/s | statistical efficiency | goodput | |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for row in rows:
         if row.status != "predicted":
-            lines.append(f"| – | {row.config} | not measured: {row.missing} | | | | | | |")
+            lines.append(f"| – | {row.config} | not measured: {row.missing} | | | | | | | |")
             continue
         interval = (f" [{row.predicted_s_ci95[0]:,.1f}, {row.predicted_s_ci95[1]:,.1f}]" if row.predicted_s_ci95 else "")
         mark = ", ".join(name for name, on in (("recommended", row.recommended),
                                               ("samples/s pick", row.samples_per_s_pick)) if on)
         lines.append(f"| {row.rank} | {row.config} | {_seconds(row.predicted_s)}{interval} | {row.steps:,.1f} | "
-                     f"{row.step_s * 1e3:,.1f} | {row.samples_per_s:,.0f} | {row.statistical_efficiency:.2f} | "
+                     f"{_count(row.steps_trained)} | {row.step_s * 1e3:,.1f} | {row.samples_per_s:,.0f} | "
+                     f"{row.statistical_efficiency:.2f} | "
                      f"{row.goodput:,.0f} | {mark} |")
     return "\n".join(lines)
 

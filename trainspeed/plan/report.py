@@ -97,12 +97,13 @@ def plan_section(plans: Sequence[Read[PlanRow]], checks: Sequence[Read[PlanCheck
         section.tables.append(Table(
             "table-plan", "The newest plan of each workload and goal, ranked by predicted time to the goal",
             [("plan", False), ("workload", False), ("goal", False), ("rank", True), ("configuration", False),
-             ("predicted s", True), ("95% interval", False), ("steps", True), ("step ms", True), ("samples/s", True),
-             ("statistical efficiency", True), ("goodput", True), ("vs recommended", True), ("role", False),
-             ("step time from", False)],
+             ("predicted s", True), ("95% interval", False), ("steps to goal", True), ("steps trained", True),
+             ("step ms", True), ("samples/s", True), ("statistical efficiency", True), ("goodput", True),
+             ("vs recommended", True), ("role", False), ("step time from", False)],
             [[text(p.plan_id), text(f"{p.workload} {p.size}"), text(p.until), number(p.rank, "{:d}"), text(p.config),
               number(p.predicted_s, "{:,.1f}") if p.status == "predicted" else text(f"not measured: {p.missing}"),
               text(interval(p.predicted_s_ci95, "{:,.1f}")), number(p.steps, "{:,.1f}"),
+              number(p.steps_trained, "{:,.0f}"),
               number(p.step_s * 1e3 if p.step_s is not None else None, "{:,.2f}"), readable(p.samples_per_s),
               number(p.statistical_efficiency, "{:.2f}"), readable(p.goodput), number(p.vs_recommended, "{:.2f}x"),
               text(", ".join(name for name, on in (("recommended", p.recommended), ("samples/s pick", p.samples_per_s_pick))

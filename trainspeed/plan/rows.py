@@ -34,7 +34,7 @@ class PlanRow:
     rank: int | None
     """1 for the fastest predicted; None where not measured."""
     predicted_s: float | None
-    """Start-up and shutdown + compilation + steps x step time + validations x validation time."""
+    """Start-up and shutdown + compilation + steps trained x step time + validations x validation time."""
     predicted_s_ci95: list[float] | None
     """From the interval on the steps to the goal (the throughput is taken as measured)."""
     steps: float | None
@@ -67,6 +67,9 @@ class PlanRow:
     command: str
     machine: Machine | None = None
     """The machine of the bench rows the step time came from."""
+    steps_trained: float | None = None
+    """The steps the run trains: up to the first validation at or past the crossing `steps`, where
+    it learns it met the goal (None in rows of plans that counted the crossing's steps)."""
 
 
 @dataclass(frozen=True)
