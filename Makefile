@@ -19,7 +19,8 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 	$(RESULTS)/mahjong_agreement.jsonl $(RESULTS)/mahjong_eval.jsonl $(RESULTS)/mahjong_eval_curve.jsonl \
 	$(RESULTS)/mahjong_final $(RESULTS)/mahjong_null.jsonl $(RESULTS)/noise_scale_adaptdl.jsonl \
 	$(RESULTS)/named_models_bench.jsonl $(RESULTS)/named_models_port_check $(RESULTS)/named_gpt2_2rank $(RESULTS)/named_remote_timm_resnet18.jsonl \
-	$(RESULTS)/timm_side_by_side.jsonl \
+	$(RESULTS)/timm_side_by_side.jsonl $(RESULTS)/named_gpt2_spmd $(RESULTS)/named_time_to_target_gpt2.jsonl \
+	$(RESULTS)/named_plan_bench_gpt2.jsonl $(RESULTS)/named_plan_gpt2.jsonl \
 	$(RESULTS)/plan_bench_mahjong.jsonl $(RESULTS)/plan_bench_charlm.jsonl $(RESULTS)/plan_mahjong.jsonl \
 	$(RESULTS)/plan_charlm.jsonl $(RESULTS)/plan_h200_mahjong_base.jsonl \
 	$(RESULTS)/noise_scale_bench_cpu.jsonl $(RESULTS)/noise_scale_bench_cpu_b64.jsonl $(RESULTS)/noise_scale_check.jsonl $(RESULTS)/noise_scale_overhead.jsonl $(RESULTS)/reference_cpu_mahjong_tiny.jsonl \

@@ -10,7 +10,10 @@
 # 3. hf:gpt2 trained on 2 ranks on token shards (standard-library sources as bytes);
 # 4. timm:resnet18 served by `trainspeed serve --workload timm:resnet18` and benched through remote:;
 # 5. with TIMM_BENCHMARK_PY (benchmark.py of the timm repository at the installed timm's tag):
-#    timm's own benchmark beside the bench on timm:resnet50 (benchmarks/timm_side_by_side.py).
+#    timm's own benchmark beside the bench on timm:resnet50 (benchmarks/timm_side_by_side.py);
+# 6. hf:gpt2 trained SPMD: one process driving 2 XLA devices of the CPU client;
+# 7. a time-to-target study of hf:gpt2 on the token shards, then `trainspeed plan` from it, bench
+#    rows and 1-rank runs, with its check (the recommended configuration and the samples/s pick).
 # Each step skips what its outputs already hold; the results are copied into docs/results.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,6 +68,26 @@ if [ -n "$TIMM_BENCHMARK" ] && [ ! -f timm_side_by_side.jsonl ]; then
         --img-size 64 --batch-size 16 --rounds 3 --out timm_side_by_side.jsonl
 fi
 
+[ -f runs/gpt2_spmd/summary.json ] || "$T" train --workload hf:gpt2 --size tiny,seq=65 --data data/text \
+    --target xla:lazy:fp32 --nproc 2 --threads 1 --batch-size-per-device 8 --steps 100 --eval-every 25 --eval-batches 64 \
+    --lr 1e-3 --lr-scaling none --warmup-steps 6 --no-progress --out runs/gpt2_spmd
+
+[ -f ttt_gpt2/time_to_target.jsonl ] || "$T" study time-to-target --workload hf:gpt2 --size tiny,seq=65 \
+    --data data/text --until 'val/loss<=2.9' --global-batches 8,32,128 --seeds 2 --base-lr 1e-3 --reference-batch 32 \
+    --lr-factors 0.5,1,2 --max-samples 40960 --eval-every-samples 1024 --val-samples 1024 --warmup-samples 1024 \
+    --no-progress --out ttt_gpt2
+[ -f plan_gpt2/bench.jsonl ] || "$T" bench --workload hf:gpt2 --size tiny,seq=65 \
+    --targets cpu:eager:fp32,cpu:compile:fp32 --batch-sizes 8,32,128 --threads 1 --windows 3 --min-window-s 0.5 \
+    --no-progress --no-plot --out plan_gpt2/bench.jsonl
+for batch in 8 32 128; do  # each 120 steps, or 16,384 samples where fewer
+    steps=$(( 16384 / batch )); steps=$(( steps > 120 ? 120 : steps ))
+    [ -f "plan_gpt2/runs/ranks1-b$batch/summary.json" ] || "$T" train --workload hf:gpt2 --size tiny,seq=65 \
+        --data data/text --nproc 1 --threads 1 --batch-size-per-device "$batch" --steps "$steps" --log-every 20 \
+        --no-progress --out "plan_gpt2/runs/ranks1-b$batch"
+done
+[ -f plan_gpt2/plan.jsonl ] || "$T" plan plan_gpt2/bench.jsonl plan_gpt2/runs/* ttt_gpt2 --devices 1 \
+    --out plan_gpt2/plan.jsonl --check best,samples-per-s --check-dir plan_gpt2/checks > plan_gpt2/plan.txt
+
 cp bench.jsonl "$RESULTS/named_models_bench.jsonl"
 "$T" plot bench.jsonl --out "$RESULTS/named_models_bench" > /dev/null
 mkdir -p "$RESULTS/named_models_port_check"
@@ -76,3 +99,16 @@ mkdir -p "$RESULTS/named_gpt2_2rank"
 cp runs/gpt2_2rank/summary.json runs/gpt2_2rank/metrics.jsonl "$RESULTS/named_gpt2_2rank/"
 cp remote.jsonl "$RESULTS/named_remote_timm_resnet18.jsonl"
 [ ! -f timm_side_by_side.jsonl ] || cp timm_side_by_side.jsonl "$RESULTS/timm_side_by_side.jsonl"
+mkdir -p "$RESULTS/named_gpt2_spmd"
+cp runs/gpt2_spmd/summary.json runs/gpt2_spmd/metrics.jsonl "$RESULTS/named_gpt2_spmd/"
+cp ttt_gpt2/time_to_target.jsonl "$RESULTS/named_time_to_target_gpt2.jsonl"
+cp plan_gpt2/bench.jsonl "$RESULTS/named_plan_bench_gpt2.jsonl"
+cp plan_gpt2/plan.jsonl "$RESULTS/named_plan_gpt2.jsonl"
+cp plan_gpt2/plan.txt "$RESULTS/named_plan_gpt2.txt"
+"$T" plot "$RESULTS/named_time_to_target_gpt2.jsonl" > /dev/null
+"$T" plot "$RESULTS/named_plan_gpt2.jsonl" > /dev/null
+for run in plan_gpt2/runs/*/ plan_gpt2/checks/*/; do
+    kept="$RESULTS/named_plan_gpt2/$(basename "$(dirname "$run")")/$(basename "$run")"
+    mkdir -p "$kept"
+    cp "$run/summary.json" "$run/metrics.jsonl" "$kept/"
+done
