@@ -15,7 +15,8 @@
   study's runs, and starting D devices adds what the runs given measured (their start-up of D
   devices less that of the study's count); validations are one per `eval_every_samples`, shared by
   the D devices, and a run trains and validates up to the first validation at or past the
-  crossing, where it learns it met the goal (`stopping_point`); compilation is the bench's first step beyond its steady step, less the study target's.
+  crossing, where it learns it met the goal (`stopping_point`); compilation is the bench's first
+  step beyond its steady step, less the study target's.
 
 The interval is the steps' (the throughput is taken as measured). Nothing here imports torch.
 """
