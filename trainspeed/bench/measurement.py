@@ -54,7 +54,7 @@ def measurement_section(rows: Sequence[Read[Any]]) -> Section:
             f"table-measurement-{slug(benchmark)}", benchmark,
             [(name, False) for name in names],
             [[value_cell(read.row.values.get(name)) for name in names] for read in own],
-            provenance(own, lambda read: (read.row.machine, None))))
+            provenance(own)))
     return section
 
 

@@ -28,7 +28,7 @@ def port_check_section(checks: Sequence[Read[Any]]) -> Section:
           value_cell(", ".join(f"{op.op} {op.per_step:g}" for op in r.row.fallback_ops) or "none"),
           value_cell(r.row.compiles_in_steps), value_cell(r.row.device_to_host_per_step), value_cell(r.row.verdict)]
          for r in rows],
-        provenance(rows, lambda read: (read.row.machine, None))))
+        provenance(rows)))
     return section
 
 

@@ -19,7 +19,7 @@ def studies_section(rows: Sequence[Read[Any]]) -> Section:
          ("files", False)],
         [[text(r.row.study), text(r.row.preset), text(r.row.started), number(r.row.estimate_s),
           number(r.row.wall_s), text(", ".join(r.row.files))] for r in rows],
-        provenance(rows, lambda read: (read.row.machine, None))))
+        provenance(rows)))
     return section
 
 

@@ -177,8 +177,7 @@ class XlaTarget(Target):
 
     def compile_count(self) -> int:
         _, _, met = _xla_modules()
-        data = met.metric_data("CompileTime")
-        return int(data[0]) if data else 0
+        return _metric_count(met, "CompileTime")
 
     def build(self, workload: Workload, size: str, seed: int) -> Trainable:
         """A fresh configuration: the last one's window counts no longer describe it."""

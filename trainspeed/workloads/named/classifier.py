@@ -9,8 +9,8 @@ the bytes of float32) and the normalization is part of the timed, compiled step.
 Sizes (`sizing.py`): presets `tiny` (64 px, 10 classes: a CPU-sized step of the same network) and
 `base` (the model's own input size, 1,000 classes), with overrides `res`, `classes` and `opt`
 (the learning rate is the trainer's `--lr`).
-Each size is checked by running the network (on the meta device where it can) before anything else runs, so a
-resolution the model cannot take (a ViT's patch grid) is one line. FLOPs per sample are counted
+Each size is checked by running the network (on the meta device where it can) before anything
+else runs, so a resolution the model cannot take (a ViT's patch grid) is one line. FLOPs per sample are counted
 with torch's formulas on one training step (`trainspeed.workloads.flops`), never hand-written.
 """
 
