@@ -89,6 +89,7 @@ done
     --out plan_gpt2/plan.jsonl --check best,samples-per-s --check-dir plan_gpt2/checks > plan_gpt2/plan.txt
 
 cp bench.jsonl "$RESULTS/named_models_bench.jsonl"
+cp bench.csv "$RESULTS/named_models_bench.csv"  # the CSV bench writes beside its rows
 "$T" plot bench.jsonl --out "$RESULTS/named_models_bench" > /dev/null
 mkdir -p "$RESULTS/named_models_port_check"
 cp port_check/*.txt port_check/*.json "$RESULTS/named_models_port_check/"
