@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from trainspeed.errors import UsageError
 from trainspeed.flags import Range, positive_int
 from trainspeed.user_json import printable
 from trainspeed.workloads.mahjong.data.cli import add_data_commands as add_mahjong_data_commands
@@ -44,6 +45,8 @@ def add_data_commands(subparsers: argparse._SubParsersAction) -> None:
     from_arrays.add_argument("--val-fraction", type=Range(0, 1).parser(float), default=0.05, help="share held out for validation "
                              "(of the --split-by values; per-mille steps; default: 0.05)")
     from_arrays.add_argument("--samples-per-shard", type=positive_int, help="default: about 64 MiB per shard")
+    from_arrays.add_argument("--vocab", type=positive_int, help="the number of token ids: every id of the tokens "
+                             "array must be below it (recorded in the index); default: any id int32 holds")
     from_arrays.set_defaults(handler=run_from_arrays_command)
 
     inspect = data_subparsers.add_parser("inspect", help="summarize a shard folder from its index")
@@ -52,8 +55,10 @@ def add_data_commands(subparsers: argparse._SubParsersAction) -> None:
     inspect.set_defaults(handler=run_inspect_command)
 
     verify = data_subparsers.add_parser(
-        "verify", help="check sizes, checksums and counts (and a workload's own checks of its format)")
+        "verify", help="check sizes, checksums, counts and token ids (and a workload's own checks of its format)")
     verify.add_argument("folder", type=Path)
+    verify.add_argument("--vocab", type=positive_int, help="report token ids at or past it (default: the vocabulary "
+                        "the index records, if any; negative ids and ids past int32 always)")
     verify.set_defaults(handler=run_verify_command)
 
     add_mahjong_data_commands(data_subparsers)
@@ -65,7 +70,8 @@ def run_from_arrays_command(args: argparse.Namespace) -> int:
 
     columns = load_arrays(args.source)
     index = write_dataset(columns, args.out, split_by=args.split_by, val_fraction=args.val_fraction,
-                          samples_per_shard=args.samples_per_shard, source={"from_arrays": str(args.source)})
+                          samples_per_shard=args.samples_per_shard, source={"from_arrays": str(args.source)},
+                          vocabulary=args.vocab)
     split = index["split"]
     print(f"{args.out}: {index['samples']} samples ({split['train_samples']} train, {split['val_samples']} val) "
           f"of columns {', '.join(index['columns'])} in {len(index['shards'])} shards")
@@ -92,8 +98,11 @@ def run_verify_command(args: argparse.Namespace) -> int:
     from trainspeed.data.dataset import verify_dataset
     from trainspeed.data.shards import load_index
 
-    check = format_checks().get(load_index(args.folder)["format"], verify_dataset)
-    report = check(args.folder)
+    data_format = load_index(args.folder)["format"]
+    format_check = format_checks().get(data_format)
+    if format_check is not None and args.vocab is not None:
+        raise UsageError(f"--vocab: {args.folder} is a {data_format} shard set, which holds no token ids; drop --vocab")
+    report = format_check(args.folder) if format_check is not None else verify_dataset(args.folder, args.vocab)
     for problem in report.problems:
         print(printable(f"FAIL {problem}"))
     if report.is_ok:

@@ -51,6 +51,8 @@ class ArrayInMemory:
     """An array already in memory (or memory-mapped) as a column."""
 
     array: np.ndarray
+    where: str = ""
+    """The file it came from, for errors about its values ("" for an array handed in)."""
 
     @property
     def dtype(self) -> np.dtype:
@@ -224,7 +226,7 @@ def load_arrays(path: str | os.PathLike) -> dict[str, ArrayColumn]:
         files = sorted(path.glob("*.npy"))
         if not files:
             raise UsageError(f"{path}: a folder without .npy files; give an .npz file or a folder of .npy files")
-        return {file.stem: ArrayInMemory(open_npy(file)) for file in files}
+        return {file.stem: ArrayInMemory(open_npy(file), str(file)) for file in files}
     if not path.exists() and not path.is_symlink():
         raise UsageError(f"{path}: no such file or folder")
     handle = open_regular(path)

@@ -12,6 +12,11 @@ The split: samples with equal values in the `split_by` column (an integer column
 user id) land on the same side, chosen by a fixed hash of the value (`in_validation_split`), so
 about `val_fraction` of the distinct values are held out, whatever the seed, shard size or rank
 count. Without `split_by`, each sample is held out on its own.
+
+Values: the `tokens` column holds token ids (`trainspeed.data.ids`), each written only once it lies
+in 0..vocabulary-1 (the vocabulary when the writer is told it, else what int32 holds), and the
+index records every integer column's smallest and largest value (`ranges`), so a workload refuses
+ids past its vocabulary before it trains, and `verify` finds data that differs from its record.
 """
 
 from __future__ import annotations
@@ -25,26 +30,28 @@ import numpy as np
 
 from trainspeed.data.arrays import ArrayColumn, ArrayInMemory, ZipMemberColumn, load_arrays
 from trainspeed.data.base import LoaderConfig
+from trainspeed.data.ids import ID_LIMIT, TOKEN_COLUMN, OutsideId, count_outside, first_outside, id_stop
 from trainspeed.data.order import SAMPLE_ID_KEY, in_validation_split
 from trainspeed.data.shards import (
     INDEX_NAME,
     SHARD_PREFIX,
     STORABLE_KINDS,
+    ShardColumns,
     ShardSchema,
     index_schema,
     load_index,
     write_index,
     write_shard,
 )
-from trainspeed.data.verify import VerifyReport, verify_shards
+from trainspeed.data.verify import ColumnCheck, VerifyReport, verify_shards
 from trainspeed.data.writer import claim_folder, clear_own_files
 from trainspeed.errors import UsageError
 
 if TYPE_CHECKING:  # writing, checking and summarizing a dataset need no torch; reading it does
     from trainspeed.data.loader import OutputColumn, RowCheck, ShardBatchSpec, ShardLoader
 
-__all__ = ["ArrayColumn", "dataset_batches", "load_arrays", "open_dataset", "summarize_dataset", "verify_dataset",
-           "write_dataset"]
+__all__ = ["ArrayColumn", "dataset_batches", "load_arrays", "open_dataset", "recorded_range", "summarize_dataset",
+           "verify_dataset", "write_dataset"]
 
 WRITER_NAME = "from-arrays"
 """The writer a folder of `write_dataset` records (`trainspeed data from-arrays` is its command)."""
@@ -53,6 +60,12 @@ FORMAT_VERSION = 1
 SHARD_BYTES = 64 * 2**20
 """About how large the writer makes each shard (a few memory maps per GiB, each a few seconds to hash)."""
 HOW_TO_MAKE = "write one with trainspeed.data.write_dataset or `trainspeed data from-arrays`"
+RANGES_KEY = "ranges"
+"""The index's `{"column": {"min": ..., "max": ...}}` of every integer column, taken while writing."""
+VOCABULARY_KEY = "vocabulary"
+"""The index's vocabulary of the token ids, when the writer was told it."""
+CHECK_VALUES = 1 << 22
+"""Values `verify` reads from a shard at a time (a chunk of rows of about this many)."""
 
 
 def _column(name: object, column: np.ndarray | ArrayColumn) -> ArrayColumn:
@@ -86,6 +99,49 @@ def _checked_columns(columns: Mapping[str, np.ndarray | ArrayColumn]) -> dict[st
     return checked
 
 
+def _where(name: str, column: ArrayColumn) -> str:
+    """The column as an error names it: its file (or archive member) when it came from one."""
+    return getattr(column, "where", "") or f"column {name!r}"
+
+
+def _check_token_column(columns: Mapping[str, ArrayColumn], vocabulary: int | None) -> None:
+    """The token ids' column, when there is one, holds integers; a vocabulary bounds that column."""
+    if vocabulary is not None and (isinstance(vocabulary, bool) or not isinstance(vocabulary, int)
+                                   or not 1 <= vocabulary <= ID_LIMIT):
+        raise UsageError(f"vocabulary {vocabulary!r}: give the number of token ids, 1 to {ID_LIMIT:,}")
+    tokens = columns.get(TOKEN_COLUMN)
+    if tokens is None:
+        if vocabulary is not None:
+            raise UsageError(f"vocabulary {vocabulary}: it bounds the token ids of a {TOKEN_COLUMN!r} column, and "
+                             f"there is none (the columns are {', '.join(columns)}); name the ids' array {TOKEN_COLUMN}")
+        return
+    if tokens.dtype.kind not in "iu":
+        raise UsageError(f"{_where(TOKEN_COLUMN, tokens)}: the {TOKEN_COLUMN!r} column holds token ids, and this one is "
+                         f"{tokens.dtype}; store whole-number ids (e.g. np.int32)")
+
+
+def _check_token_ids(where: str, ids: np.ndarray, first_row: int, vocabulary: int | None) -> None:
+    """UsageError naming the first id of `ids` (rows from `first_row` on) outside the vocabulary."""
+    stop = id_stop(vocabulary)
+    outside = first_outside(ids, stop)
+    if outside is None:
+        return
+    fix = ("give the vocabulary that covers it, or number the ids from 0 below it" if vocabulary is not None
+           else "number the ids from 0 up to the vocabulary's size")
+    raise UsageError(f"{where}: token id {outside.value} at {outside.position(first_row)} "
+                     f"{outside.what(stop, 'the vocabulary')}; {fix}")
+
+
+def _widened_ranges(ranges: dict[str, dict[str, int]], part: Mapping[str, np.ndarray]) -> None:
+    """Widen each integer column's recorded {min, max} to cover its rows in `part`."""
+    for name, values in part.items():
+        if values.dtype.kind not in "iu" or not values.size:
+            continue
+        low, high = int(values.min()), int(values.max())
+        known = ranges.setdefault(name, {"min": low, "max": high})
+        known["min"], known["max"] = min(known["min"], low), max(known["max"], high)
+
+
 def _val_per_mille(val_fraction: float) -> int:
     if not 0.0 <= val_fraction < 1.0:
         raise UsageError(f"val_fraction {val_fraction}: must be at least 0 and below 1")
@@ -117,7 +173,7 @@ def _check_disk_space(out: Path, needed: int) -> None:
 
 def write_dataset(columns: Mapping[str, np.ndarray | ArrayColumn], out: str | os.PathLike, *,
                   split_by: str | None = None, val_fraction: float = 0.05, samples_per_shard: int | None = None,
-                  source: Mapping | None = None) -> dict:
+                  source: Mapping | None = None, vocabulary: int | None = None) -> dict:
     """Write `columns` (name -> array, or an `ArrayColumn` such as `load_arrays` gives, one entry
     per sample along the first dimension) as a shard set in the new or empty folder `out`; returns
     its index (also written as `out/index.json`, last, so a folder without it is unfinished).
@@ -126,7 +182,10 @@ def write_dataset(columns: Mapping[str, np.ndarray | ArrayColumn], out: str | os
     about `val_fraction` (per-mille steps) of its distinct values go to "val". `samples_per_shard`
     defaults to about 64 MiB per shard; the rows of one shard are all that is held in memory at a
     time. `source` is free-form JSON recorded in the index (where the data came from). Arrays are
-    stored in their own dtype and byte order; booleans and numbers only. The folder is claimed
+    stored in their own dtype and byte order; booleans and numbers only. A `tokens` column holds
+    token ids: whole numbers from 0, below `vocabulary` when it is given (it is recorded in the
+    index), and fitting int32 always; the first id outside is one UsageError naming the array, the
+    value and its row. The index records each integer column's min and max. The folder is claimed
     first (`trainspeed.data.writer`): a rerun after an interrupted write writes the set again, any
     other folder that is not empty is refused. Bad input is a UsageError that says what to change,
     before anything is written.
@@ -134,6 +193,7 @@ def write_dataset(columns: Mapping[str, np.ndarray | ArrayColumn], out: str | os
     checked = _checked_columns(columns)
     per_mille = _val_per_mille(val_fraction)
     _check_split_by(checked, split_by)
+    _check_token_column(checked, vocabulary)
     schema = ShardSchema(FORMAT_NAME, FORMAT_VERSION, {name: (c.dtype, c.shape[1:]) for name, c in checked.items()},
                          how_to_make=HOW_TO_MAKE)
     samples = next(iter(checked.values())).shape[0]
@@ -142,21 +202,27 @@ def write_dataset(columns: Mapping[str, np.ndarray | ArrayColumn], out: str | os
     per_shard = samples_per_shard or max(1, SHARD_BYTES // max(1, schema.bytes_per_sample()))
     out = Path(out)
     settings = {"columns": schema.columns_json(), "samples": samples, "split_by": split_by, "val_per_mille": per_mille,
-                "samples_per_shard": samples_per_shard, "source": dict(source) if source else None}
+                "samples_per_shard": samples_per_shard, "source": dict(source) if source else None,
+                **({VOCABULARY_KEY: vocabulary} if vocabulary is not None else {})}
     claim = claim_folder(out, WRITER_NAME, settings)
     clear_own_files(claim)
     _check_disk_space(out, sum(schema.section_offsets(min(per_shard, samples - start))["end"]
                                for start in range(0, samples, per_shard)))
     try:
-        val_samples = 0
+        val_samples, ranges = 0, {}
         for number, start in enumerate(range(0, samples, per_shard)):
             part = {name: column.rows(start, start + per_shard) for name, column in checked.items()}
+            if TOKEN_COLUMN in part:
+                _check_token_ids(_where(TOKEN_COLUMN, checked[TOKEN_COLUMN]), part[TOKEN_COLUMN], start, vocabulary)
+            _widened_ranges(ranges, part)
             keys = part[split_by] if split_by is not None else np.arange(start, start + len(next(iter(part.values()))))
             val_samples += int(in_validation_split(keys, per_mille).sum())
             write_shard(out, f"{SHARD_PREFIX}{number:06d}", schema, part)
         split = {"by": split_by, "val_per_mille": per_mille, "train_samples": samples - val_samples,
                  "val_samples": val_samples}
-        index = write_index(out, schema, extra={"split": split, **({"source": dict(source)} if source else {})})
+        recorded = {RANGES_KEY: ranges, **({VOCABULARY_KEY: vocabulary} if vocabulary is not None else {})}
+        index = write_index(out, schema, extra={"split": split, **recorded,
+                                                **({"source": dict(source)} if source else {})})
     except Exception:
         claim.abandon()  # a member that turns out damaged half way leaves the folder as it was found
         raise
@@ -212,14 +278,105 @@ def open_dataset(folder: str | os.PathLike, config: LoaderConfig, outputs: Seque
     return ShardLoader(Path(folder), config, dataset_batches(folder, outputs, check_rows))
 
 
-def verify_dataset(folder: str | os.PathLike) -> VerifyReport:
-    """Every problem of any shard set, known from its index alone: the index's form and totals,
-    each shard's size and checksum, and for a write_dataset set its split entry."""
+def _recorded_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _recorded_ranges(folder: Path, index: dict) -> dict[str, tuple[int, int]]:
+    """The index's {min, max} of each column that has one; UsageError for a record of another form
+    (an index is data from wherever the folder came from)."""
+    ranges = index.get(RANGES_KEY, {})
+    if not isinstance(ranges, dict):
+        raise UsageError(f"{folder / INDEX_NAME}: {RANGES_KEY} must be an object, got {ranges!r:.80}")
+    for name, entry in ranges.items():
+        if not (name in index["columns"] and isinstance(entry, dict) and _recorded_int(entry.get("min"))
+                and _recorded_int(entry.get("max")) and entry["min"] <= entry["max"]):
+            raise UsageError(f"{folder / INDEX_NAME}: {RANGES_KEY}.{name} must be {{\"min\": n, \"max\": n}} of one "
+                             f"of its columns, got {entry!r:.80}")
+    return {name: (entry["min"], entry["max"]) for name, entry in ranges.items()}
+
+
+def _recorded_vocabulary(folder: Path, index: dict) -> int | None:
+    vocabulary = index.get(VOCABULARY_KEY)
+    if vocabulary is not None and (not _recorded_int(vocabulary) or not 1 <= vocabulary <= ID_LIMIT):
+        raise UsageError(f"{folder / INDEX_NAME}: {VOCABULARY_KEY} must be a number of ids, 1 to {ID_LIMIT}, "
+                         f"got {vocabulary!r:.80}")
+    return vocabulary
+
+
+def recorded_range(folder: str | os.PathLike, column: str) -> tuple[int, int] | None:
+    """The smallest and largest value of `column` as the dataset's index records them (write_dataset
+    records every integer column's), or None where it records none (a set written before it did).
+    A workload compares them with its size before training; every batch is still checked, since
+    the record is only as true as the folder it came with."""
+    folder = Path(folder)
+    return _recorded_ranges(folder, load_index(folder)).get(column)
+
+
+def _value_checks(folder: Path, index: dict, vocabulary: int | None) -> ColumnCheck:
+    """The check of each shard's values: token ids within 0..vocabulary-1 (`vocabulary`, else the
+    one the index records, else int32's range), every integer column within the range its index
+    records. UsageError for a `vocabulary` the set has no token ids for."""
+    schema = index_schema(index)
+    ranges = {name: bounds for name, bounds in _recorded_ranges(folder, index).items()
+              if schema.columns[name][0].kind in "iu"}
+    has_tokens = TOKEN_COLUMN in schema.columns and schema.columns[TOKEN_COLUMN][0].kind in "iu"
+    if vocabulary is not None and not has_tokens:
+        raise UsageError(f"--vocab {vocabulary}: it bounds the token ids of a {TOKEN_COLUMN!r} column, and {folder} has "
+                         f"no integer one (its columns: {', '.join(schema.columns)})")
+    known = vocabulary if vocabulary is not None else _recorded_vocabulary(folder, index)
+    bound = "--vocab" if vocabulary is not None else "the vocabulary its index records"
+    stop = id_stop(known)
+
+    def check(path: Path, info: dict, columns: ShardColumns) -> list[str]:
+        problems = []
+        found = _first_outside_in_shard(columns[TOKEN_COLUMN], 0, stop) if has_tokens else None
+        if found is not None:
+            outside, count = found
+            problems.append(f"{path}: token id {outside.value} at {outside.position()} {outside.what(stop, bound)}"
+                            f"{_more(count)}")
+        for name, (low, high) in ranges.items():
+            found = _first_outside_in_shard(columns[name], low, high + 1)
+            if found is not None:
+                outside, count = found
+                problems.append(f"{path}: column {name!r} holds {outside.value} at {outside.position()}, outside the "
+                                f"{low}..{high} its index records (the index does not describe the data){_more(count)}")
+        return problems
+
+    return check
+
+
+def _more(count: int) -> str:
+    return f" ({count - 1:,} more in this shard)" if count > 1 else ""
+
+
+def _first_outside_in_shard(values: np.ndarray, start: int, stop: int) -> tuple[OutsideId, int] | None:
+    """The first value of a shard's column outside start..stop-1 (its row counted in the shard) and
+    how many there are, reading a chunk of rows at a time; None when every value is inside."""
+    per_row = max(1, int(np.prod(values.shape[1:], dtype=np.int64)))
+    chunk = max(1, CHECK_VALUES // per_row)
+    first, count = None, 0
+    for row in range(0, len(values), chunk):
+        rows = np.asarray(values[row:row + chunk])
+        outside = first_outside(rows, stop, start)
+        if outside is None:
+            continue
+        count += count_outside(rows, stop, start)
+        if first is None:
+            first = OutsideId((outside.index[0] + row, *outside.index[1:]), outside.value)
+    return None if first is None else (first, count)
+
+
+def verify_dataset(folder: str | os.PathLike, vocabulary: int | None = None) -> VerifyReport:
+    """Every problem of any shard set, known from its index and its shards: the index's form and
+    totals, each shard's size and checksum, for a write_dataset set its split entry, and the values:
+    token ids within 0..vocabulary-1 (`vocabulary`, else the one the index records, else int32's
+    range), each integer column within the range its index records."""
     folder = Path(folder)
     index = load_index(folder)
     if index["format"] == FORMAT_NAME:
         _split_entry(folder, index)
-    return verify_shards(folder, index_schema(index))
+    return verify_shards(folder, index_schema(index), _value_checks(folder, index, vocabulary))
 
 
 def summarize_dataset(folder: str | os.PathLike) -> dict:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -133,6 +134,44 @@ def test_a_language_model_reads_token_windows_of_its_sequence_length(tmp_path: P
     assert batch["tokens"].shape == (8, 16) and batch["tokens"].dtype == torch.int32
     with pytest.raises(UsageError, match=r"tokens are int16 \(16,\); hf:gpt2 at size 'tiny,seq=32' trains on windows of 32 ids"):
         workload.open_dataset(tmp_path / "tokens", resolve_size(workload, "tiny,seq=32"), config)
+
+
+def test_training_refuses_token_ids_past_the_vocabulary_in_one_line_before_any_step(tmp_path: Path, cli_error) -> None:
+    windows = np.random.default_rng(0).integers(0, 1000, (64, 16), dtype=np.int16)
+    windows[40, 3] = 5000  # past the tiny vocabulary of 1,024 ids: an IndexError in the embedding once trained on
+    write_dataset({"tokens": windows}, tmp_path / "tokens", val_fraction=0.25)
+    line = cli_error("train", "--workload", "hf:gpt2", "--size", TINY_MODELS["hf:gpt2"], "--data", str(tmp_path / "tokens"),
+                     "--steps", "2", "--batch-size-per-device", "4", "--out", str(tmp_path / "run"))
+    assert line == (f"trainspeed: error: --data {tmp_path / 'tokens'} holds token ids up to 5000; hf:gpt2 at size "
+                    "'tiny,n_layer=1,seq=16' has a vocabulary of 1024: set vocab_size=5001 in --size, or write the data "
+                    "with ids below 1024")
+    assert not (tmp_path / "run").exists()
+
+
+def _set_without_a_recorded_range(folder: Path, tokens: np.ndarray) -> Path:
+    """A token set as one written before its ids were checked and their range recorded (the column
+    renamed in the index, so the shards' checksums still hold)."""
+    write_dataset({"ids": tokens}, folder, val_fraction=0.25)
+    index = json.loads((folder / "index.json").read_text())
+    index["columns"] = {"tokens": index["columns"].pop("ids")}
+    index.pop("ranges", None)
+    (folder / "index.json").write_text(json.dumps(index))
+    return folder
+
+
+@pytest.mark.parametrize("value", [5000, 2**62, -1], ids=["past the vocabulary", "wraps in int32", "negative"])
+def test_every_batch_of_token_ids_is_checked_so_a_bad_id_later_in_the_data_is_one_line(tmp_path: Path, value: int) -> None:
+    windows = np.random.default_rng(0).integers(0, 1000, (64, 16), dtype=np.int64)
+    windows[48:, 5] = value  # in the last quarter (read unshuffled), so the first batch passes
+    folder = _set_without_a_recorded_range(tmp_path / "tokens", windows)
+    workload = get_workload("hf:gpt2")
+    config = LoaderConfig(batch_size=8, split="train", num_workers=0, drop_last=False, shuffle=False)
+    batches = iter(workload.open_dataset(folder, resolve_size(workload, TINY_MODELS["hf:gpt2"]), config))
+    assert next(batches)["tokens"].dtype == torch.int32
+    with pytest.raises(UsageError) as refused:
+        list(batches)
+    assert str(refused.value) == (f"--data {folder}: a batch holds token id {value}, outside hf:gpt2's vocabulary "
+                                  f"0..1023; `trainspeed data verify {folder} --vocab 1024` names each such id")
 
 
 def test_a_classifier_reads_labelled_uint8_images_and_refuses_labels_past_its_classes(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ by running the model (on the meta device where it can). Real data: token windows
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ import torch
 from torch import nn
 
 from trainspeed.data.base import Batch, LoaderConfig
+from trainspeed.data.ids import id_stop
 from trainspeed.data.mapped import MappedLoader
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Trainable
@@ -115,10 +117,20 @@ class LanguageModelTrainable(Trainable):
         return {"loss": nats_per_token, "bits_per_token": nats_per_token / math.log(2)}
 
 
-def int32_tokens(batch: Batch) -> Batch:
+def checked_tokens(batch: Batch, vocabulary: int, data: str, model: str) -> Batch:
     """Token ids as int32, as the synthetic batches hold them, whatever integer type the shards
-    store (uint8 bytes, int16 ids): one layout on every device and in every row."""
-    return {**batch, "tokens": batch["tokens"].to(torch.int32)}
+    store (uint8 bytes, int16 ids): one layout on every device and in every row. Each batch's ids
+    are checked within the vocabulary first (one min and max), so an id past it is one line, not an
+    IndexError in the embedding after steps ran, and the narrowing to int32 never wraps (2**62 would
+    be token 0)."""
+    tokens = batch["tokens"]
+    stop = id_stop(vocabulary)
+    if tokens.numel():
+        low, high = (int(value) for value in torch.aminmax(tokens))
+        if low < 0 or high >= stop:
+            raise UsageError(f"--data {data}: a batch holds token id {low if low < 0 else high}, outside {model}'s "
+                             f"vocabulary 0..{stop - 1}; `trainspeed data verify {data} --vocab {stop}` names each such id")
+    return {**batch, "tokens": tokens.to(torch.int32)}
 
 
 class HuggingFaceWorkload(CountedFlops):
@@ -232,8 +244,11 @@ class HuggingFaceWorkload(CountedFlops):
 
 
     def open_dataset(self, path: str, size: str, config: LoaderConfig):
-        """Token windows of `seq` ids below the vocabulary, as `trainspeed data from-arrays` writes them."""
+        """Token windows of `seq` ids below the vocabulary, as `trainspeed data from-arrays` writes them:
+        a set whose index records ids past the vocabulary is refused here, before training, and every
+        batch is checked (`checked_tokens`)."""
         from trainspeed.data import open_dataset
+        from trainspeed.data.dataset import recorded_range
 
         language_model_size = self.language_model_size(size)
         loader = open_dataset(path, config, outputs=("tokens",))
@@ -243,7 +258,17 @@ class HuggingFaceWorkload(CountedFlops):
             raise UsageError(f"{path}: tokens are {np.dtype(dtype)} {tuple(shape)}; {self.name} at size {size!r} trains on "
                              f"windows of {wanted[0]} ids as one of {', '.join(np.dtype(d).name for d in TOKEN_DTYPES)} "
                              f"(write them with trainspeed data from-arrays, or set seq={shape[0] if shape else '?'})")
-        return MappedLoader(loader, int32_tokens)
+        vocabulary = language_model_size.vocabulary
+        low, high = recorded_range(path, "tokens") or (0, 0)  # a set written before ranges were recorded: (0, 0)
+        if low < 0:
+            raise UsageError(f"--data {path} holds token ids down to {low}; token ids count from 0: write the data "
+                             "again with ids from 0")
+        if high >= vocabulary:
+            raise UsageError(f"--data {path} holds token ids up to {high}; {self.name} at size {size!r} has a vocabulary "
+                             f"of {vocabulary}: set {self._config_key('vocab_size')}={high + 1} in --size, or write the "
+                             f"data with ids below {vocabulary}")
+        return MappedLoader(loader, functools.partial(checked_tokens, vocabulary=vocabulary, data=str(path),
+                                                      model=self.name))
 
 
 WORKLOAD = HuggingFaceWorkload
