@@ -1,5 +1,6 @@
 """JSON that a user hands a command (logs to import, a results file to append rows to), read so
-that anything wrong with it is one UsageError line naming the file.
+that anything wrong with it is one UsageError line naming the file; `check_rows_file` is the check
+every writer of rows makes of the file it will append to.
 
 Python's JSON reader recurses once per nesting level, so a line of 100,000 `[` raises
 RecursionError rather than a JSONDecodeError, and a file that is not UTF-8 raises
@@ -9,6 +10,7 @@ UnicodeDecodeError before any JSON is parsed: both are bad input here, not crash
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Collection
 
@@ -45,13 +47,17 @@ def read_utf8(path: Path, what: str) -> str:
         raise UsageError(f"{what}: not UTF-8 text (byte {error.start}); give a JSONL file or a new path") from None
 
 
-def check_rows_file(path: Path, what: str, kinds: Collection[str] | None = None) -> None:
-    """Before a command works and then appends rows to `path`: an existing file must hold JSON
-    objects only, one per line, so the rows are not glued onto someone else's file and the file
-    can be read back when the work is done. With `kinds` (the row kinds the command writes), every
-    row there must be of one of them: a file is appended to only by its own kind, so an
-    evaluation's row never lands in a run's metrics.jsonl or a bench file."""
-    if not path.exists() and not path.is_symlink():
+def check_rows_file(path: Path, what: str, kinds: Collection[str]) -> None:
+    """The one check of a file a command will append rows to, made before the command measures,
+    trains or plays anything: the file is new, or a regular file (never a folder, a FIFO, a device
+    or a link to nothing) holding JSON objects only, one per line, each of one of `kinds` (the row
+    kinds the command writes). So rows are never glued onto someone else's file, a plan or an
+    evaluation row never lands in a run's metrics.jsonl or a bench file (which their own readers
+    would then refuse), and the file can be read back when the work is done."""
+    if not path.exists():
+        if path.is_symlink():
+            raise UsageError(f"{what}: is a link to {printable(os.readlink(path))}, which does not exist; "
+                             "rows are appended only to a file of rows (give a new path)")
         return
     for number, line in enumerate(read_utf8(path, what).splitlines(), start=1):
         if not line.strip():
@@ -60,7 +66,7 @@ def check_rows_file(path: Path, what: str, kinds: Collection[str] | None = None)
         if not isinstance(row, dict):
             raise UsageError(f"{what}: line {number} is not a JSON object; rows are appended only to "
                              "a JSONL file of rows (give a new path)")
-        if kinds is not None and row.get("kind") not in kinds:
+        if row.get("kind") not in kinds:
             found = row.get("kind")
             held = f"a {found[:40]!r} row" if isinstance(found, str) else "a row without a kind"
             raise UsageError(f"{what}: line {number} is {held}, not a {' or '.join(map(repr, kinds))} row: this "

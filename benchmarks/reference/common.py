@@ -27,7 +27,7 @@ import numpy as np
 # The peers' dependency on trainspeed: its result row, the timing it is made from and the machine
 # it records, so that peer rows and trainspeed rows share one JSONL file, one ratio table, one plot.
 from trainspeed.bench.config import parse_batch_sizes
-from trainspeed.bench.results import ResultRow, append_row, measured_row
+from trainspeed.bench.results import ResultRow, append_row, check_results_file, measured_row
 from trainspeed.bench.sweep import with_flops
 from trainspeed.bench.timing import Timing
 from trainspeed.errors import UsageError
@@ -363,6 +363,7 @@ def run_main(prog: str, argv: Sequence[str] | None, parser: argparse.ArgumentPar
         config = parse_config(parser, argv)
         peer = make_peer(config)
         check_same_work(peer, config)
+        check_results_file(config.out)  # a file of bench rows only, as `trainspeed bench --out` checks it
     except UsageError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2

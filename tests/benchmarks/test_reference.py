@@ -112,6 +112,16 @@ def test_bad_flags_are_one_line_and_exit_code_2(capsys, tmp_path, argv, fragment
     assert not out.exists()
 
 
+def test_a_peer_appends_only_to_a_file_of_bench_rows(capsys, tmp_path):
+    """A run's metrics.jsonl is no place for a peer's bench rows: refused before anything is measured."""
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"kind": "train", "schema_version": 1, "step": 2}\n')
+    assert plain_torch.main(["--batch-sizes", "64", "--out", str(metrics)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and f"--out {metrics}: line 1 is a 'train' row, not a 'bench' row" in lines[0], lines
+    assert metrics.read_text() == '{"kind": "train", "schema_version": 1, "step": 2}\n'
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
 def test_cuda_without_a_cuda_device_is_a_usage_error(capsys, tmp_path):
     assert plain_torch.main(["--device", "cuda", "--out", str(tmp_path / "rows.jsonl")]) == 2

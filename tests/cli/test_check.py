@@ -57,3 +57,20 @@ def test_an_existing_out_file_is_left_alone(cli_error, tmp_path: Path) -> None:
 @pytest.mark.e2e
 def test_check_help_imports_nothing_heavy() -> None:
     assert heavy_imports(["-m", "trainspeed", "check", "--help"], REPO_ROOT) == []
+
+
+def test_a_result_file_made_while_the_check_ran_is_left_alone(tmp_path: Path) -> None:
+    """`check --out` found the path free before running; a file made there since (the user's, or
+    a second check's) is refused in one line when the result is written, and stays as it was."""
+    from trainspeed.atomic import FileAppeared
+    from trainspeed.bench.port_check import write_check
+    from trainspeed.bench.port_check_rows import PortCheck
+
+    out = tmp_path / "check.json"
+    out.write_text("another check's result\n")
+    check = PortCheck(timestamp="2026-01-01T00:00:00+00:00", workload="mahjong", size="tiny", target="xla:lazy:fp32",
+                      device_name="XLA CPU", batch_size=8, warmup_steps=2, steps=2, fallback_ops=[],
+                      compiles_in_steps=0, device_to_host_per_step=0.0, final_loss=2.3, verdict="ported", ported=True)
+    with pytest.raises(FileAppeared, match=f"--out {out}: a file appeared there while this command ran"):
+        write_check(out, check)
+    assert out.read_text() == "another check's result\n" and [path.name for path in tmp_path.iterdir()] == ["check.json"]

@@ -192,11 +192,13 @@ def run_port_check(config: PortCheckConfig) -> PortCheck:
 
 
 def write_check(path: Path, check: PortCheck) -> None:
-    """The result as one JSON document (kind, schema version, fields), written whole."""
+    """The result as one JSON document (kind, schema version, fields), written whole to a new file:
+    `check_out` found the path free before the check ran, and a file made there since (the user's,
+    or another check's) is refused in one line, never replaced."""
     import json
 
-    from trainspeed.atomic import atomic_write_text
+    from trainspeed.atomic import create_exclusive_text
     from trainspeed.rows import row_record
 
-    atomic_write_text(path, json.dumps(row_record(check), indent=2) + "\n")
+    create_exclusive_text(path, json.dumps(row_record(check), indent=2) + "\n", f"--out {path}")
 

@@ -23,6 +23,7 @@ from trainspeed.errors import UsageError
 from trainspeed.machine import Machine
 from trainspeed.rows import append_row as append_record
 from trainspeed.rows import parse_row, read_records, record_kind
+from trainspeed.user_json import check_rows_file
 
 if TYPE_CHECKING:  # the rows are read where no torch is imported (the report); timing needs torch
     from trainspeed.bench.timing import Timing
@@ -223,10 +224,12 @@ def measured_row(base: ResultRow, timing: Timing, *, min_window_s: float | None,
 
 
 def check_results_file(path: Path) -> None:
-    """Before measuring: the folder is writable and an existing file holds only result rows
-    (a corrupt or cut line is named now, not after minutes of measuring)."""
+    """Before measuring: the file passes every writer's check of the rows file it appends to
+    (`check_rows_file`: a regular file of bench rows only), the folder is writable, and the rows
+    there read as bench rows (a corrupt or cut line is named now, not after minutes of measuring)."""
     if path.is_dir():
         raise UsageError(f"--out {path} is a directory; name a results file in it, e.g. {path / 'bench.jsonl'}")
+    check_rows_file(path, f"--out {path}", kinds=(ResultRow.KIND,))
     check_writable_directory(path.parent, f"--out {path}")
     if path.exists():
         read_rows(path)

@@ -53,8 +53,10 @@ def run_plan(args: argparse.Namespace) -> int:
     from trainspeed.plan.inputs import read_plan_inputs
     from trainspeed.plan.model import steps_model
     from trainspeed.plan.plan import default_grid, plan_rows, table, verdict
+    from trainspeed.plan.rows import PlanCheckRow, PlanRow
     from trainspeed.rows import append_row
     from trainspeed.studies.common import StudyFailed, positive_ints
+    from trainspeed.user_json import check_rows_file
 
     targets = tuple(item.strip() for item in args.targets.split(",") if item.strip()) if args.targets else None
     devices = positive_ints(args.devices, "--devices") if args.devices else None
@@ -66,6 +68,7 @@ def run_plan(args: argparse.Namespace) -> int:
             raise UsageError(f"plan: --out {args.out} is a directory; name a JSONL file, e.g. {args.out / 'plan.jsonl'}")
         if args.out.resolve() in {path.resolve() for path in args.inputs}:
             raise UsageError(f"plan: --out {args.out} is one of the inputs; append the plan to another file")
+        check_rows_file(args.out, f"plan: --out {args.out}", kinds=(PlanRow.KIND, PlanCheckRow.KIND))
         check_writable_directory(args.out.parent, f"--out {args.out}")
     inputs = read_plan_inputs(args.inputs, args.borrow_steps)
     model = steps_model(inputs)  # no steps to the goal is the first thing to say

@@ -59,7 +59,8 @@ def run_study(args: argparse.Namespace) -> int:
     from trainspeed.atomic import check_writable_directory
     from trainspeed.machine import Machine
     from trainspeed.studies.common import StudyFailed, now
-    from trainspeed.studies.rows import record_study
+    from trainspeed.studies.rows import STUDIES_FILE, StudyRecord, record_study
+    from trainspeed.user_json import check_rows_file
 
     face: ModuleType = args.face
     module = face.runner()
@@ -67,6 +68,8 @@ def run_study(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out} is a file; name a folder for the study's rows")
     check_writable_directory(args.out, f"--out {args.out}")
     config: Any = module.config_from_args(args, args.out)
+    for path, kinds in {**module.rows_files(config), args.out / STUDIES_FILE: (StudyRecord.KIND,)}.items():
+        check_rows_file(path, f"study {face.NAME}: {path}", kinds)
     estimate = module.estimate_s(config)
     if estimate > args.max_hours * 3600:
         raise UsageError(f"study {face.NAME}: the estimate is {_minutes(estimate)} ({estimate / 3600:,.1f} h) on a "

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory
+from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory, create_exclusive_text
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.config import MahjongEvalConfig
 from trainspeed.evaluate.mahjong_network import WORKLOAD
@@ -109,7 +109,7 @@ class ProgressFile:
         eval_id = uuid.uuid4().hex[:12]
         header = {"kind": "settings", "eval_id": eval_id, "settings": settings,
                   "started": datetime.datetime.now().isoformat(timespec="seconds")}
-        atomic_write_text(path, json.dumps(header, sort_keys=True) + "\n")
+        create_exclusive_text(path, json.dumps(header, sort_keys=True) + "\n", f"eval mahjong: {path}")
         return cls(path, eval_id, {})
 
     def append(self, result: DealResult) -> None:

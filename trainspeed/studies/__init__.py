@@ -6,8 +6,10 @@ unless given), `report_part()` (the report part of the rows it writes, or None w
 another producer's, such as bench rows) and `runner()`, which imports the study itself. The runner has
 `preset_config(preset, out)` and `config_from_args(args, out)` (a typed, checked config),
 `units(config)` and `estimate_s(config)` (for the progress bar and the estimate printed before it
-starts), optionally `plan_lines(config)`, and `run(config, command, progress)`, which writes its
-typed rows under `out` and returns the files. The studies measure with the package's own
+starts), optionally `plan_lines(config)`, `rows_files(config)` (each file of rows it appends to and
+the kinds of row that file may hold, checked before the study starts so that no row lands in a file
+of other rows) and `run(config, command, progress)`, which writes its typed rows under `out` and
+returns the files. The studies measure with the package's own
 commands, never a loop of their own.
 
 A new study is a folder beside these, plus its line in `STUDIES` (`docs/architecture.md`).

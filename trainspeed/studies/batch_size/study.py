@@ -47,6 +47,7 @@ from trainspeed.studies.batch_size.comparisons import (
 from trainspeed.studies.batch_size.config import FRAMINGS, PRESETS, BatchSizeConfig
 from trainspeed.studies.batch_size.rows import (
     ROWS_FILE,
+    BatchSizeBatchRow,
     BatchSizeComparisonRow,
     BatchSizeRunRow,
     BatchSizeSettingsRow,
@@ -399,6 +400,15 @@ def config_from_args(args: argparse.Namespace, out: Path) -> BatchSizeConfig:
     config = BatchSizeConfig(data=args.data or str(out / "batch_size_data"), out=str(out), **values)  # type: ignore[arg-type]
     check(config)
     return config
+
+
+def rows_files(config: BatchSizeConfig) -> dict[Path, tuple[str, ...]]:
+    """The files of rows the study appends to (its own, with the evaluations' rows beside them; its
+    bench's), and the kinds of row each holds."""
+    own = (BatchSizeSettingsRow, BatchSizeRunRow, BatchSizeBatchRow, MahjongEvalRow, BatchSizeStrengthRow,
+           BatchSizeComparisonRow)
+    return {Path(config.out) / ROWS_FILE: tuple(row.KIND for row in own),
+            Path(config.out) / THROUGHPUT_FILE: (ResultRow.KIND,)}
 
 
 def check(config: BatchSizeConfig) -> None:

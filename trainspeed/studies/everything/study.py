@@ -80,6 +80,11 @@ def plan_lines(config: AllConfig) -> list[str]:
     return lines + [f"  {name}: left out ({why})" for name, why in config.left_out.items()]
 
 
+def rows_files(config: AllConfig) -> dict[Path, tuple[str, ...]]:
+    """The files of rows every study it runs appends to, and the kinds of row each holds."""
+    return {path: kinds for name, study in config.studies.items() for path, kinds in _module(name).rows_files(study).items()}
+
+
 def run(config: AllConfig, command: str, progress: Progress = no_progress) -> list[Path]:
     files: list[Path] = []
     for name, study in config.studies.items():

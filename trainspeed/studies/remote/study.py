@@ -29,6 +29,7 @@ from types import FrameType
 from typing import Iterator
 
 from trainspeed.bench.config import parse_batch_sizes, parse_feeds
+from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
 from trainspeed.studies.checks import check_mahjong_settings
 from trainspeed.studies.common import (
@@ -225,6 +226,11 @@ def config_from_args(args: argparse.Namespace, out: Path) -> RemoteConfig:
     config = RemoteConfig(out=str(out), **values)  # type: ignore[arg-type]
     check(config)
     return config
+
+
+def rows_files(config: RemoteConfig) -> dict[Path, tuple[str, ...]]:
+    """The file of rows the study's benches append to, and the kinds of row it holds."""
+    return {Path(config.out) / ROWS_FILE: (ResultRow.KIND,)}
 
 
 def check(config: RemoteConfig) -> None:

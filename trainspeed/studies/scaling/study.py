@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
 from trainspeed.flags import machine_cpus
 from trainspeed.rows import append_row
@@ -167,6 +168,11 @@ def config_from_args(args: argparse.Namespace, out: Path) -> ScalingConfig:
     config = ScalingConfig(out=str(out), data=args.data or str(out / "scaling_data"), **values)  # type: ignore[arg-type]
     check(config)
     return config
+
+
+def rows_files(config: ScalingConfig) -> dict[Path, tuple[str, ...]]:
+    """The files of rows the study appends to (its own, its benches'), and the kinds of row each holds."""
+    return {Path(config.out) / ROWS_FILE: (ScalingRunRow.KIND,), Path(config.out) / BENCH_FILE: (ResultRow.KIND,)}
 
 
 def check(config: ScalingConfig) -> None:

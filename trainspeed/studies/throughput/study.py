@@ -23,7 +23,7 @@ from trainspeed.bench.config import (
     parse_targets,
 )
 from trainspeed.bench.ratios import format_table, ratio_table
-from trainspeed.bench.results import check_results_file
+from trainspeed.bench.results import ResultRow, check_results_file
 from trainspeed.bench.sweep import run_sweep
 from trainspeed.errors import UsageError
 from trainspeed.studies.common import COMMAND_START_S, Progress, no_progress
@@ -120,6 +120,11 @@ def config_from_args(args: argparse.Namespace, out: Path) -> ThroughputConfig:
     config = ThroughputConfig(out=str(out), **values)  # type: ignore[arg-type]
     check(config)
     return config
+
+
+def rows_files(config: ThroughputConfig) -> dict[Path, tuple[str, ...]]:
+    """The file of rows the study appends to (its bench's), and the kinds of row it holds."""
+    return {Path(config.out) / ROWS_FILE: (ResultRow.KIND,)}
 
 
 def check(config: ThroughputConfig) -> None:

@@ -24,13 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainspeed.atomic import atomic_write_text
+from trainspeed.atomic import create_exclusive_text, move_to_new
 from trainspeed.errors import UsageError
 from trainspeed.gradients.rows import NoiseScaleRecord
 from trainspeed.rows import append_row, read_records
@@ -57,6 +58,7 @@ from trainspeed.studies.time_to_target.rows import (
 )
 from trainspeed.train.rows import METRICS_FILE, SUMMARY_FILE, EvalRecord, RunSummary, read_summary
 from trainspeed.train.time_to_target import QualityGoal, parse_goal
+from trainspeed.user_files import FileRefused, read_regular
 
 ESTIMATED_SAMPLES_PER_S = 1500.0
 """The estimate's training speed (tiny Mahjong on one core); the runs stop at the goal, mostly sooner."""
@@ -106,8 +108,18 @@ def run_dir(config: TimeToTargetConfig, spec: RunSpec) -> Path:
     return config.runs / spec.name
 
 
+RECORD_SUFFIX = ".command.json"
+"""The study's record of a run it made (the command's seconds and arguments), beside the run's folder."""
+
+RECORD_NAME = re.compile(r"b(\d+)-lr([0-9.e+-]+)-s(\d+)" + re.escape(RECORD_SUFFIX))
+"""The name of a run's record (`RunSpec.name`, the suffix): batch, LR factor (as `:g` writes it), seed."""
+
+ROW_KINDS = tuple(row.KIND for row in (TimeToTargetSettingsRow, TimeToTargetRunRow, TimeToTargetBatchRow,
+                                       TimeToTargetFitRow))
+
+
 def _seconds_file(config: TimeToTargetConfig, spec: RunSpec) -> Path:
-    return config.runs / f"{spec.name}.command.json"
+    return config.runs / f"{spec.name}{RECORD_SUFFIX}"
 
 
 def is_done(recipe: StudyRecipe, spec: RunSpec) -> bool:
@@ -123,38 +135,82 @@ def is_done(recipe: StudyRecipe, spec: RunSpec) -> bool:
 
 def train(recipe: StudyRecipe, spec: RunSpec, progress: Progress) -> None:
     """One run to the goal unless an earlier study made it with the same arguments (another one,
-    or an interrupted one, is set aside and trained again)."""
+    or an interrupted one, is set aside with its record and trained again). Its record is created
+    new, never written over a file that appeared meanwhile."""
     config = recipe.config
     if not is_done(recipe, spec):
         out = run_dir(config, spec)
-        if out.exists():
-            _set_aside(out)
+        set_aside(config, spec)
         args = train_args(recipe, spec, out)
         print(shown(*args), flush=True)
         started = time.perf_counter()
         run_trainspeed(*args)
-        atomic_write_text(_seconds_file(config, spec),
-                          json.dumps({"command_s": time.perf_counter() - started, "args": args}) + "\n")
+        record = _seconds_file(config, spec)
+        create_exclusive_text(record, json.dumps({"command_s": time.perf_counter() - started, "args": args}) + "\n",
+                              f"time-to-target study: {record}")
     progress(1, f"time-to-target: trained {spec.name}")
 
 
-def _set_aside(out: Path) -> None:
-    """A run folder this study cannot reuse (unfinished, or of other arguments) is kept, renamed,
-    never deleted or trained on: its time would not be the run's."""
+def set_aside(config: TimeToTargetConfig, spec: RunSpec) -> None:
+    """A run this study cannot reuse (unfinished, or of other arguments) is kept, its folder and
+    its record renamed together (`NAME.set-aside-N`, `NAME.set-aside-N.command.json`), never
+    deleted, trained on or written over: its time would not be the run's, and an earlier study's
+    record of it stays beside it."""
+    out, record = run_dir(config, spec), _seconds_file(config, spec)
+    if not (out.exists() or out.is_symlink() or record.exists() or record.is_symlink()):
+        return
     for number in range(1, 1000):
-        kept = out.with_name(f"{out.name}.set-aside-{number}")
-        if not kept.exists():
+        kept = config.runs / f"{spec.name}.set-aside-{number}"
+        kept_record = kept.with_name(kept.name + RECORD_SUFFIX)
+        if kept.exists() or kept.is_symlink() or kept_record.exists() or kept_record.is_symlink():
+            continue
+        if (record.exists() or record.is_symlink()) and not move_to_new(record, kept_record):
+            continue  # taken meanwhile
+        if out.exists() or out.is_symlink():
             out.rename(kept)
-            return
+        return
     raise StudyFailed(f"{out}: too many copies set aside beside it; remove them")
+
+
+def record_problem(path: Path) -> str | None:
+    """Why the file at `path` is no record this study wrote (None when it is one): a JSON object
+    with the command's arguments and seconds, in a regular file."""
+    try:
+        recorded = json.loads(read_regular(path, str(path)))
+    except FileRefused as refused:
+        return refused.reason
+    except (ValueError, RecursionError):
+        return "is not JSON"
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("args"), list) or "command_s" not in recorded:
+        return "is not a record of a run's command and seconds"
+    return None
+
+
+def check_records(config: TimeToTargetConfig) -> None:
+    """Before anything trains: the runs folder is a folder, and every file in it named like the
+    record of a run this study may make (its batches and seeds, any LR factor) is a record a study
+    wrote, which it reuses (same arguments) or sets aside with its run (other ones). A file of
+    anyone else's there is refused in one line: the study never renames or writes over it."""
+    if config.runs.exists() and not config.runs.is_dir():
+        raise UsageError(f"time-to-target study: --runs-dir {config.runs} is a file; name a folder for the runs")
+    if not config.runs.is_dir():
+        return
+    for path in sorted(config.runs.iterdir()):
+        name = RECORD_NAME.fullmatch(path.name)
+        if name is None or int(name[1]) not in config.global_batches or int(name[3]) not in config.seed_list:
+            continue
+        problem = record_problem(path)
+        if problem is not None:
+            raise UsageError(f"time-to-target study: {path} is named like the record of one of its runs but "
+                             f"{problem}; it is never written over: move it away or give another --runs-dir")
 
 
 def _recorded(config: TimeToTargetConfig, spec: RunSpec) -> dict:
     """What the study recorded of a run it made: the command's seconds and arguments ({} where none)."""
     path = _seconds_file(config, spec)
     try:
-        recorded = json.loads(path.read_text())
-    except (OSError, ValueError):
+        recorded = json.loads(read_regular(path, str(path)))
+    except (FileRefused, ValueError, RecursionError):
         return {}
     return recorded if isinstance(recorded, dict) else {}
 
@@ -447,4 +503,10 @@ def config_from_args(args: argparse.Namespace, out: Path) -> TimeToTargetConfig:
         raise UsageError(f"time-to-target study: --data {config.data} does not exist; make the workload's dataset first "
                          "(`trainspeed data ...`)")
     resolve_recipe(config)
+    check_records(config)
     return config
+
+
+def rows_files(config: TimeToTargetConfig) -> dict[Path, tuple[str, ...]]:
+    """The file of rows the study appends to, and the kinds of row it holds."""
+    return {Path(config.out) / ROWS_FILE: ROW_KINDS}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from trainspeed.atomic import atomic_path
+from trainspeed.atomic import atomic_path, exclusive_path
 from trainspeed.errors import UsageError
 from trainspeed.user_files import open_regular
 from trainspeed.workloads.stylegan3.dataset import (DATASET_JSON, MIN_RESOLUTION, READ_ERRORS, check_dataset_image,
@@ -60,11 +60,11 @@ def member_name(index: int) -> str:
     return f"{index // 1000:05d}/img{index:08d}.png"
 
 
-def _check_replaceable(out: Path) -> None:
-    """An existing `out` is replaced only when it is an image dataset this command wrote (a zip
-    holding its dataset.json): another file at that path is refused, never overwritten."""
+def _check_replaceable(out: Path) -> bool:
+    """Whether `out` exists and is replaced: only an image dataset this command wrote (a zip
+    holding its dataset.json) is; another file at that path is refused, never overwritten."""
     if not out.exists() and not out.is_symlink():
-        return
+        return False
     try:
         with open_regular(out, f"--out {out}") as handle, zipfile.ZipFile(handle) as archive:
             ours = DATASET_JSON in archive.namelist()
@@ -73,6 +73,7 @@ def _check_replaceable(out: Path) -> None:
     if not ours:
         raise UsageError(f"--out {out}: exists and is not an image dataset of `trainspeed data images`; give a new "
                          "path (nothing there is replaced)")
+    return True
 
 
 def build_image_dataset(source: Path, out: Path, resolution: int | None) -> int:
@@ -81,11 +82,11 @@ def build_image_dataset(source: Path, out: Path, resolution: int | None) -> int:
         raise UsageError(f"--out {out}: the dataset is written as a zip; give a path ending in .zip")
     if resolution is not None and (not is_power_of_two(resolution) or resolution < MIN_RESOLUTION):
         raise UsageError(f"--resolution {resolution}: must be a power of two >= {MIN_RESOLUTION}, e.g. 256")
-    _check_replaceable(out)
+    written = atomic_path(out) if _check_replaceable(out) else exclusive_path(out, f"--out {out}")  # new stays new
     sources = list_source_images(source)
     hint = "; pass --resolution R to center-crop and resize every image" if resolution is None else ""
     expected = resolution
-    with atomic_path(out) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive:
+    with written as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as archive:
         for index, path in enumerate(sources):
             image = _decode(path)
             if resolution is not None:
