@@ -34,7 +34,9 @@ def trainspeed_env(*path: str | os.PathLike, **extra: str) -> dict[str, str]:
 
 
 def trainspeed_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "trainspeed", *args]
+    """`trainspeed ARGS...` as the console script runs it: `-P` leaves the working directory off
+    the command's own import path (the processes it starts it must leave off theirs)."""
+    return [sys.executable, "-P", "-m", "trainspeed", *args]
 
 
 def python_argv(*args: str) -> list[str]:
@@ -42,24 +44,26 @@ def python_argv(*args: str) -> list[str]:
 
 
 def run_child(argv: list[str], *, path: tuple[str | os.PathLike, ...] = (), env: dict[str, str] | None = None,
-        timeout: float = 300, **kwargs: Any) -> subprocess.CompletedProcess:
-    """Run `argv` from the checkout's root to its end; its output captured as text."""
+        timeout: float = 300, cwd: str | os.PathLike = REPO_ROOT, **kwargs: Any) -> subprocess.CompletedProcess:
+    """Run `argv` from `cwd` (the checkout's root by default) to its end; its output captured as text."""
     check_marked()
-    return subprocess.run(argv, env=env or trainspeed_env(*path), cwd=REPO_ROOT, capture_output=True, text=True,
+    return subprocess.run(argv, env=env or trainspeed_env(*path), cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, **kwargs)
 
 
 def start_child(argv: list[str], *, path: tuple[str | os.PathLike, ...] = (), env: dict[str, str] | None = None,
-          **kwargs: Any) -> subprocess.Popen:
-    """Start `argv` from the checkout's root; the caller waits for it (or signals and kills it)."""
+          cwd: str | os.PathLike = REPO_ROOT, **kwargs: Any) -> subprocess.Popen:
+    """Start `argv` from `cwd` (the checkout's root by default); the caller waits for it (or signals
+    and kills it)."""
     check_marked()
-    return subprocess.Popen(argv, env=env or trainspeed_env(*path), cwd=REPO_ROOT, **kwargs)
+    return subprocess.Popen(argv, env=env or trainspeed_env(*path), cwd=cwd, **kwargs)
 
 
 def run_trainspeed(*args: str, path: tuple[str | os.PathLike, ...] = (), env: dict[str, str] | None = None,
-                   timeout: float = 300, **kwargs: Any) -> subprocess.CompletedProcess:
+                   timeout: float = 300, cwd: str | os.PathLike = REPO_ROOT,
+                   **kwargs: Any) -> subprocess.CompletedProcess:
     """`trainspeed ARGS...` to its end."""
-    return run_child(trainspeed_argv(*args), path=path, env=env, timeout=timeout, **kwargs)
+    return run_child(trainspeed_argv(*args), path=path, env=env, timeout=timeout, cwd=cwd, **kwargs)
 
 
 def run_ok(*args: str, **kwargs: Any) -> subprocess.CompletedProcess:
@@ -67,3 +71,24 @@ def run_ok(*args: str, **kwargs: Any) -> subprocess.CompletedProcess:
     result = run_trainspeed(*args, **kwargs)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
+
+
+UNTRUSTED_MODULES = ("torch", "numpy", "psutil", "pickle", "socket", "threading")
+"""Modules trainspeed's processes import: its libraries, and the standard library's modules that a
+`multiprocessing` spawn worker imports before it takes on its parent's path."""
+
+
+def write_untrusted_modules(folder: Path) -> Path:
+    """`folder` as a folder received from someone may be: a module named as each of
+    UNTRUSTED_MODULES, which leaves `NAME.imported` beside itself and fails when it is imported."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in UNTRUSTED_MODULES:
+        (folder / f"{name}.py").write_text(
+            'open(__file__[:-3] + ".imported", "w").close()\n'
+            'raise ImportError(f"{__file__} was imported: its folder was on the import path")\n')
+    return folder
+
+
+def untrusted_modules_imported(folder: Path) -> list[str]:
+    """The modules of `write_untrusted_modules` that some process imported."""
+    return sorted(path.stem for path in folder.glob("*.imported"))

@@ -46,6 +46,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("long") is None)  # a stable sort keeps the order
 
 
+@pytest.fixture
+def untrusted_folder(tmp_path: Path) -> Path:
+    """A working folder as one received from someone may be: modules named as the ones trainspeed's
+    processes import, which must never run (`child_commands.write_untrusted_modules`)."""
+    return child_commands.write_untrusted_modules(tmp_path / "untrusted")
+
+
 @pytest.fixture(scope="session")
 def selfplay_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """22 self-play games of four rule-based agents (seed 0), as `trainspeed data mahjong-selfplay`

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from child_commands import untrusted_modules_imported
 
 from trainspeed.cli import main
 from trainspeed.errors import UsageError
@@ -134,6 +135,16 @@ def test_worker_processes_play_the_same_games_as_one_process(untrained_run, tmp_
     assert split.workers == 2 and split.games_played == 12
     assert split.deal_ranks == alone.deal_ranks and split.deal_score_deltas == alone.deal_score_deltas
     assert split.decisions == alone.decisions and split.forward_calls >= alone.forward_calls
+
+
+@pytest.mark.e2e
+def test_worker_processes_import_nothing_from_the_working_folder(untrained_run, untrusted_folder, monkeypatch):
+    monkeypatch.chdir(untrusted_folder)  # spawn starts each worker in it, as `python -c ...`
+    config = MahjongEvalConfig(policy=str(untrained_run), opponent="rule-based", games=8, seed=6, batch_games=2,
+                               workers=2, progress=False, out="eval.jsonl")
+    assert run_mahjong_eval(config, "workers").games_played == 8
+    assert untrusted_modules_imported(untrusted_folder) == []
+    assert len(rows(untrusted_folder / "eval.jsonl")) == 1  # a relative path still means the working folder
 
 
 @pytest.mark.e2e

@@ -5,8 +5,8 @@ in one forward pass. On a machine with several cores, `workers` processes each t
 `workers`-th deal with their own copy of the networks; a deal's games depend only on the deal and
 the seeds, never on which process plays it, so the results are the same for any number of workers.
 Workers are started fresh (`spawn`), receive the checkpoints the parent already read (so a run
-that writes a newer checkpoint meanwhile cannot mix two policies into one evaluation), and end
-with their parent.
+that writes a newer checkpoint meanwhile cannot mix two policies into one evaluation), import
+nothing from the working directory (`trainspeed.safe_path`), and end with their parent.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from trainspeed.evaluate.config import MahjongEvalConfig
 from trainspeed.evaluate.mahjong_network import network_player
 from trainspeed.evaluate.policy import RunCheckpoint
 from trainspeed.parent_death import die_with_parent
+from trainspeed.safe_path import children_isolated
 from trainspeed.targets import get_target
 from trainspeed.workloads.mahjong.duplicate import BUILTIN_OPPONENTS, DealResult, DuplicatePool, Player, PoolTimes
 
@@ -82,13 +83,14 @@ def _add_times(total: PoolTimes, part: PoolTimes) -> None:
 def play_in_workers(config: MahjongEvalConfig, policy: RunCheckpoint, opponent: RunCheckpoint | None,
                     deals: Sequence[int], on_deal: Callable[[DealResult], None]) -> PlayedDeals:
     context = multiprocessing.get_context("spawn")
-    results = context.Queue()
     shares = [list(deals[index::config.workers]) for index in range(config.workers)]
-    workers = [context.Process(target=_worker, args=(config, policy, opponent, share, results, os.getpid()), daemon=True)
-               for share in shares if share]
+    with children_isolated():  # the queue starts multiprocessing's resource tracker, a child too
+        results = context.Queue()
+        workers = [context.Process(target=_worker, args=(config, policy, opponent, share, results, os.getpid()),
+                                   daemon=True) for share in shares if share]
+        for worker in workers:
+            worker.start()
     total, device_name, running = PoolTimes(), "", len(workers)
-    for worker in workers:
-        worker.start()
     try:
         while running:
             try:

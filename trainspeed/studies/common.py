@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import trainspeed
 from trainspeed.errors import UsageError
+from trainspeed.safe_path import isolated_environment
 
 PRESETS = ("smoke", "quick", "full")
 """smoke: seconds per study, what the test suite runs; quick: minutes on a 2-core CPU (the
@@ -43,8 +44,9 @@ def now() -> str:
 
 
 def child_environment(**extra: str) -> dict[str, str]:
-    """This process's environment with this trainspeed first on the path, so a child runs the same code."""
-    env = dict(os.environ)
+    """This process's environment with this trainspeed first on the path, so a child runs the same
+    code, and nothing from the working directory on it (`trainspeed.safe_path`)."""
+    env = isolated_environment()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
@@ -65,7 +67,7 @@ def run_trainspeed(*args: str, prefix: tuple[str, ...] = (), env: dict[str, str]
     """Run one trainspeed command to its end (in this directory, so relative paths mean what the
     user meant); an exit code outside `ok` is the study's failure, with the command's last lines."""
     started = time.monotonic()
-    result = subprocess.run([*prefix, *trainspeed_argv(*args)], env=env or child_environment(),
+    result = subprocess.run([*prefix, *trainspeed_argv(*args)], env=isolated_environment(env or child_environment()),
                             capture_output=True, text=True)
     if not quiet and result.stdout.strip():
         print(result.stdout.rstrip(), flush=True)

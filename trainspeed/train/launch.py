@@ -29,6 +29,7 @@ import psutil
 
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
+from trainspeed.safe_path import isolated_environment
 from trainspeed.targets import check_target_builds, get_target, target_family
 from trainspeed.targets.base import Target
 from trainspeed.train.config import MAX_STEPS, TrainConfig, resolve_lr
@@ -201,8 +202,9 @@ def _agent_process_setup() -> None:
 
 def run_agent(config_path: Path, config: TrainConfig) -> int:
     """Run this node's elastic agent (`trainspeed.train.agent`, torchrun's machinery) as a
-    subprocess, passing SIGTERM/SIGINT on to it (it forwards them to every rank)."""
-    env = dict(os.environ)
+    subprocess, passing SIGTERM/SIGINT on to it (it forwards them to every rank). The agent, and
+    every process below it, imports nothing from the working directory."""
+    env = isolated_environment()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     if config.threads is not None:
         env["OMP_NUM_THREADS"] = str(config.threads)
