@@ -1,14 +1,19 @@
-"""The fit of steps to a goal against the batch, S(B) = S_min (1 + B_crit / B), and its bootstrap."""
+"""The fit of steps to a goal against the batch, S(B) = S_min (1 + B_crit / B), and its bootstrap;
+a batch's seeds: their mean, and the smallest and largest, which is what 2 or 3 seeds can say."""
 
 import math
+from pathlib import Path
 
 import pytest
 
-from trainspeed.studies.time_to_target.fit import StepsFit, bootstrap_fit, fit_steps, mean_interval
+from trainspeed.rows import Source, parse_row, read_records, row_record
 from trainspeed.studies.time_to_target.config import TimeToTargetConfig
-from trainspeed.studies.time_to_target.rows import TimeToTargetRunRow
-from trainspeed.studies.time_to_target.study import StudyRecipe, batch_row, best_factor, fit_row, next_factor
+from trainspeed.studies.time_to_target.fit import StepsFit, bootstrap_fit, fit_steps
+from trainspeed.studies.time_to_target.rows import TimeToTargetBatchRow, TimeToTargetRunRow
+from trainspeed.studies.time_to_target.study import StudyRecipe, batch_row, best_factor, fit_row, next_factor, table
 from trainspeed.train.time_to_target import parse_goal
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 BATCHES = [32, 128, 512, 2048]
 
@@ -54,7 +59,6 @@ def test_the_bootstrap_interval_covers_the_curve_its_noisy_seeds_scatter_around(
     low, high = result.interval("s_min")
     assert low < 40.0 < high
     assert result.steps_interval(128)[0] < StepsFit(40.0, 20000.0).steps(128) < result.steps_interval(128)[1]
-    assert mean_interval([1.0, 2.0, 3.0], draws=200)[0] >= 1.0
 
 
 def run(factor: float, samples: float | None, batch: int = 64, seed: int = 0) -> TimeToTargetRunRow:
@@ -97,3 +101,49 @@ def test_a_batch_a_seed_of_which_misses_the_goal_says_so_and_is_left_out_of_the_
 def test_a_batch_no_factor_of_which_reaches_the_goal_has_no_best_factor():
     row = batch_row("s", recipe(), 64, [run(1.0, None), run(2.0, None)], [])
     assert row.best_lr_factor is None and row.outcome == "not reached within 4,096 samples at any LR factor tried"
+
+
+def test_a_batch_every_seed_of_which_reached_keeps_the_mean_and_the_smallest_and_largest():
+    tuned = [run(1.0, 900.0), run(2.0, 800.0)]
+    seeds = [tuned[1], run(2.0, 960.0, seed=1), run(2.0, 640.0, seed=2)]
+    row = batch_row("s", recipe(), 64, tuned, seeds)
+    assert row.steps_mean == pytest.approx(12.5) and row.steps_min_max == [10.0, 15.0]
+    assert row.samples_min_max == [640.0, 960.0]
+    printed = table([row], None).splitlines()
+    assert "steps to goal, mean [min, max] over seeds" in printed[0] and "| 12.5 [10.0, 15.0] |" in printed[2]
+
+
+def version_1(row: TimeToTargetBatchRow, steps_ci95: list[float] | None) -> dict:
+    """The row as the study wrote it before version 2: the seeds' bracket named an interval."""
+    record = row_record(row)
+    del record["steps_min_max"], record["samples_min_max"]
+    samples = None if steps_ci95 is None else [value * row.global_batch for value in steps_ci95]
+    return {**record, "schema_version": 1, "steps_ci95": steps_ci95, "samples_ci95": samples}
+
+
+def test_a_batch_row_of_version_1_reads_with_the_smallest_and_largest_of_its_own_seeds():
+    seeds = [run(2.0, 640.0, seed=seed) for seed in range(4)]
+    four = batch_row("s", recipe(), 64, seeds[:1], [*seeds[:3], run(2.0, 960.0, seed=3)])
+    # Four seeds: the old bootstrap ends lay inside the seeds' spread; what is read is the spread.
+    old = version_1(four, [10.0, 12.5])
+    read, extra = parse_row(TimeToTargetBatchRow, old, Source("rows.jsonl", 1))
+    assert read == four and read.steps_min_max == [10.0, 15.0] and extra == {}
+    missed = batch_row("s", recipe(), 64, seeds[:1], [seeds[0], run(2.0, None, seed=1)])
+    read, _ = parse_row(TimeToTargetBatchRow, version_1(missed, None), Source("rows.jsonl", 2))
+    assert read == missed and read.steps_min_max is None and read.samples_min_max is None
+
+
+def test_the_committed_study_rows_read_with_the_bracket_they_print():
+    """The committed studies ran 2 or 3 seeds: their version-1 bootstrap ended exactly at the
+    seeds' smallest and largest steps, so the bracket the docs quote is the one read today."""
+    files = ["time_to_target_study_mahjong.jsonl", "time_to_target_study_charlm.jsonl",
+             "named_time_to_target_gpt2.jsonl"]
+    checked = 0
+    for name in files:
+        for record, source in read_records(REPO_ROOT / "docs" / "results" / name):
+            if record["kind"] == TimeToTargetBatchRow.KIND and record["schema_version"] == 1:
+                row, _ = parse_row(TimeToTargetBatchRow, record, source)
+                assert row.steps_min_max == pytest.approx(record["steps_ci95"], rel=1e-12)
+                assert row.samples_min_max == pytest.approx(record["samples_ci95"], rel=1e-12)
+                checked += 1
+    assert checked == 11

@@ -113,13 +113,3 @@ def bootstrap_fit(steps_per_batch: dict[int, Sequence[float]], draws: int = BOOT
         refits.append(fit_steps(batches, drawn))
     return BootstrapFit(fit=fit, draws=refits)
 
-
-def mean_interval(values: Sequence[float], draws: int = BOOTSTRAP_DRAWS, seed: int = 0,
-                  level: float = 0.95) -> list[float]:
-    """The percentile bootstrap interval of a mean over seeds."""
-    data = np.asarray(values, dtype=float)
-    generator = np.random.default_rng(seed)
-    means = generator.choice(data, (draws, len(data))).mean(axis=1)
-    tail = (1 - level) / 2 * 100
-    return [float(np.percentile(means, tail, method="nearest")),
-            float(np.percentile(means, 100 - tail, method="nearest"))]

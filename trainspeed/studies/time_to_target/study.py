@@ -48,13 +48,14 @@ from trainspeed.studies.common import (
 )
 from trainspeed.studies.time_to_target import SCALAR_FLAGS
 from trainspeed.studies.time_to_target.config import LR_EDGE_FACTOR, PRESETS, TimeToTargetConfig
-from trainspeed.studies.time_to_target.fit import KEPT_DRAWS, bootstrap_fit, mean_interval
+from trainspeed.studies.time_to_target.fit import KEPT_DRAWS, bootstrap_fit
 from trainspeed.studies.time_to_target.rows import (
     ROWS_FILE,
     TimeToTargetBatchRow,
     TimeToTargetFitRow,
     TimeToTargetRunRow,
     TimeToTargetSettingsRow,
+    seeds_min_max,
 )
 from trainspeed.train.rows import METRICS_FILE, SUMMARY_FILE, EvalRecord, RunSummary, read_summary
 from trainspeed.train.time_to_target import QualityGoal, parse_goal
@@ -322,6 +323,7 @@ def batch_row(study_id: str, recipe: StudyRecipe, batch: int, tuned: list[TimeTo
     reached = [value for value in steps if value is not None]
     everyone = len(reached) == len(seeds) and bool(seeds)
     simple = [row.b_simple for row in seeds if row.b_simple is not None]
+    spread = seeds_min_max(reached, batch) if everyone else (None, None)
     if best is None:
         outcome = f"not reached within {config.steps(batch) * batch:,} samples at any LR factor tried"
     elif everyone:
@@ -336,10 +338,8 @@ def batch_row(study_id: str, recipe: StudyRecipe, batch: int, tuned: list[TimeTo
         lr_sweep={f"{row.lr_factor:g}": row.samples for row in sorted(tuned, key=lambda r: r.lr_factor)},
         best_at_edge=at_edge, extensions=extensions, seeds=[row.seed for row in seeds], reached=len(reached),
         outcome=outcome, steps_per_seed=steps,
-        steps_mean=statistics.fmean(reached) if everyone else None,
-        steps_ci95=mean_interval(reached) if everyone else None,
-        samples_mean=statistics.fmean(reached) * batch if everyone else None,
-        samples_ci95=[value * batch for value in mean_interval(reached)] if everyone else None,
+        steps_mean=statistics.fmean(reached) if everyone else None, steps_min_max=spread[0],
+        samples_mean=statistics.fmean(reached) * batch if everyone else None, samples_min_max=spread[1],
         b_simple=statistics.median(simple) if simple else None,
         wall_s_mean=statistics.fmean(row.wall_s for row in seeds) if everyone else None)
 
@@ -427,11 +427,11 @@ def run(config: TimeToTargetConfig, command: str, progress: Progress = no_progre
 
 
 def table(batches: list[TimeToTargetBatchRow], fit: TimeToTargetFitRow | None) -> str:
-    lines = ["| global batch | best LR factor | steps to goal, mean [95% CI over seeds] | samples | B_simple near goal | outcome |",
+    lines = ["| global batch | best LR factor | steps to goal, mean [min, max] over seeds | samples | B_simple near goal | outcome |",
              "|---:|---:|---|---:|---:|---|"]
     for row in batches:
         steps = ("–" if row.steps_mean is None else
-                 f"{row.steps_mean:,.1f} [{row.steps_ci95[0]:,.1f}, {row.steps_ci95[1]:,.1f}]")  # type: ignore[index]
+                 f"{row.steps_mean:,.1f} [{row.steps_min_max[0]:,.1f}, {row.steps_min_max[1]:,.1f}]")  # type: ignore[index]
         factor = "–" if row.best_lr_factor is None else f"{row.best_lr_factor:g}" + (" (at an edge)" if row.best_at_edge else "")
         lines.append(f"| {row.global_batch} | {factor} | {steps} | "
                      f"{'–' if row.samples_mean is None else f'{row.samples_mean:,.0f}'} | "
