@@ -1,65 +1,18 @@
-"""The fit of steps to a goal against the batch, S(B) = S_min (1 + B_crit / B), and its bootstrap;
-a batch's seeds: their mean, and the smallest and largest, which is what 2 or 3 seeds can say."""
+"""The time-to-target study's batches: the LR sweep past an edge, a batch's seeds (their mean, and
+the smallest and largest, which is what 2 or 3 seeds can say), rows of the older schema that held
+them as an interval, and the table the study prints."""
 
-import math
 from pathlib import Path
 
 import pytest
 
 from trainspeed.rows import Source, parse_row, read_records, row_record
 from trainspeed.studies.time_to_target.config import TimeToTargetConfig
-from trainspeed.studies.time_to_target.fit import StepsFit, bootstrap_fit, fit_steps
 from trainspeed.studies.time_to_target.rows import TimeToTargetBatchRow, TimeToTargetRunRow
 from trainspeed.studies.time_to_target.study import StudyRecipe, batch_row, best_factor, fit_row, next_factor, table
-from trainspeed.train.time_to_target import parse_goal
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-
-BATCHES = [32, 128, 512, 2048]
-
-
-def curve(s_min: float, b_crit: float) -> list[float]:
-    return [s_min * (1 + b_crit / batch) for batch in BATCHES]
-
-
-def test_the_fit_recovers_a_curve_of_the_model():
-    fit = fit_steps(BATCHES, curve(60.0, 300.0))
-    assert fit.s_min == pytest.approx(60.0, rel=1e-6)
-    assert fit.b_crit == pytest.approx(300.0, rel=1e-6)
-    assert fit.e_min == pytest.approx(18000.0, rel=1e-6)
-    assert fit.steps(300.0) == pytest.approx(120.0)  # twice S_min at B_crit
-    assert fit.statistical_efficiency(300.0) == pytest.approx(0.5)
-
-
-def test_steps_that_halve_with_every_doubling_are_perfect_scaling_without_a_critical_batch():
-    fit = fit_steps(BATCHES, [8192 / batch for batch in BATCHES])
-    assert fit.s_min == 0 and fit.b_crit == math.inf
-    assert fit.e_min == pytest.approx(8192)
-
-
-def test_steps_that_do_not_fall_have_a_critical_batch_of_zero():
-    fit = fit_steps(BATCHES, [48.0, 49.0, 51.0, 52.0])
-    assert fit.e_min == 0 and fit.b_crit == 0
-    assert fit.s_min == pytest.approx(50.0, rel=0.02)
-
-
-def test_a_fit_refuses_what_has_no_curve():
-    with pytest.raises(ValueError):
-        fit_steps([64], [10.0])
-    with pytest.raises(ValueError):
-        fit_steps([64, 128], [10.0, 0.0])
-
-
-def test_the_bootstrap_interval_covers_the_curve_its_noisy_seeds_scatter_around():
-    truth = curve(40.0, 500.0)
-    factors = (0.9, 1.0, 1.1)
-    result = bootstrap_fit({batch: [steps * f for f in factors] for batch, steps in zip(BATCHES, truth)}, draws=300)
-    low, high = result.interval("b_crit")
-    assert low < 500.0 < high
-    low, high = result.interval("s_min")
-    assert low < 40.0 < high
-    assert result.steps_interval(128)[0] < StepsFit(40.0, 20000.0).steps(128) < result.steps_interval(128)[1]
-
+from trainspeed.train.time_to_target import parse_goal
 
 def run(factor: float, samples: float | None, batch: int = 64, seed: int = 0) -> TimeToTargetRunRow:
     return TimeToTargetRunRow(
