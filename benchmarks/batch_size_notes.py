@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainspeed.evaluate.stats import plan_power  # noqa: E402
+from trainspeed.evaluate.power import plan_power  # noqa: E402
 from trainspeed.rows import read_records  # noqa: E402
 
 WIDTH = 100

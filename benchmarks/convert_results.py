@@ -175,7 +175,7 @@ def evaluation(record: dict[str, Any], note: str | None) -> dict[str, Any]:
     """A `mahjong-eval` row of version 2 from one written before versions (or of version 1): its one
     `seed` was the evaluation's (the old batch-size study overwrote it with the training seed, so it is
     read back from the deal seeds), the training seeds and samples were not recorded."""
-    from trainspeed.evaluate.stats import within_cluster_correlation
+    from trainspeed.stats import within_cluster_correlation
 
     row = {k: v for k, v in record.items() if k not in ("study_run", "global_batch", "lr_factor", "seed", VERSION)}
     row["eval_seed"] = int(DEAL_SEEDS.match(record["deal_seeds"]).group(1))

@@ -93,6 +93,37 @@ def test_a_record_that_does_not_fit_its_row_kind_is_one_line(record: dict, said:
     assert str(refused.value) == f"rows.jsonl:3: {said}"
 
 
+def _sensor_of_version_1(record: dict) -> dict:
+    return {key: value for key, value in record.items() if key != "name"} | {"sensor": record.get("name")}
+
+
+@dataclass(frozen=True)
+class RenamedReading:
+    """Version 2 of a kind whose version 1 called its sensor `name`."""
+
+    KIND: ClassVar[str] = "reading"
+    SCHEMA_VERSION: ClassVar[int] = 2
+    OLDER_VERSIONS: ClassVar[dict] = {1: _sensor_of_version_1}
+
+    sensor: str
+    values: list[float] | None = None
+
+
+def test_a_row_of_an_older_version_its_class_reads_is_read_as_the_current_one() -> None:
+    old = {"kind": "reading", "schema_version": 1, "name": "a", "values": [1.5], "note": "kept"}
+    assert parse_row(RenamedReading, old, Source("rows.jsonl", 1)) == (RenamedReading("a", [1.5]), {"note": "kept"})
+    current = {"kind": "reading", "schema_version": 2, "sensor": "b"}
+    assert parse_row(RenamedReading, current, Source("rows.jsonl", 2)) == (RenamedReading("b"), {})
+    # What the upgrade could not make a field of is named as the reader names any field.
+    with pytest.raises(UsageError) as refused:
+        parse_row(RenamedReading, {"kind": "reading", "schema_version": 1, "name": 7}, Source("rows.jsonl", 3))
+    assert str(refused.value) == "rows.jsonl:3: reading row: field sensor must be str, not 7"
+    with pytest.raises(UsageError) as refused:
+        parse_row(RenamedReading, {"kind": "reading", "schema_version": 3, "sensor": "c"}, Source("rows.jsonl", 4))
+    assert str(refused.value) == ("rows.jsonl:4: a reading row of schema_version 3; this trainspeed reads version 2 "
+                                  "of it (use the trainspeed that wrote it, or rewrite the row)")
+
+
 @pytest.mark.parametrize("text, said", [
     ('{"kind": "bench"}\n\x00\n', "rows.jsonl: not a text file of JSON rows (it holds NUL bytes)"),
     ("{\n" + '"values": ' + "[" * 100_000 + "]" * 100_000 + "\n}\n", "rows.jsonl: JSON nested too deeply to be a row"),

@@ -3,9 +3,10 @@ that writes it, whose class says its `KIND` and `SCHEMA_VERSION`.
 
 A row on disk is one JSON object: `kind`, `schema_version`, then the dataclass's fields (and, for
 kinds that allow it, extra fields a script added, which never shadow the dataclass's own). A
-reader takes a row only in the kind and version its dataclass describes, and checks every known
-field's type, so a row from another program or another version is refused with one line naming
-the file, the line and what is wrong, never half read. Files are JSON Lines, or one JSON document
+reader takes a row only in the kind and version its dataclass describes (or an older version
+its dataclass says how to read, `OLDER_VERSIONS`), and checks every known field's type, so a row
+from another program or another version is refused with one line naming the file, the line and
+what is wrong, never half read. Files are JSON Lines, or one JSON document
 (a run's `summary.json`).
 """
 
@@ -33,7 +34,12 @@ SHORT_HASH = 12
 
 
 class Row(Protocol):
-    """A row dataclass: its kind and the version of its schema, on the class."""
+    """A row dataclass: its kind and the version of its schema, on the class.
+
+    A class may also name the older versions of its kind that it still reads, in a class variable
+    `OLDER_VERSIONS: ClassVar[dict[int, Callable[[dict], dict]]]`: each turns a record of that version
+    into one of the current version (a field renamed, or computed again from the record's own fields),
+    so rows written before a change keep reading as what they are. Any other version is refused."""
 
     KIND: ClassVar[str]
     SCHEMA_VERSION: ClassVar[int]
@@ -113,7 +119,10 @@ def parse_row(row_type: type[RowT], record: dict[str, Any], source: Source) -> t
     kind, version = record_kind(record, source)
     if kind != row_type.KIND:  # type: ignore[attr-defined]
         raise UsageError(f"{source}: a {kind!r} row where a {row_type.KIND!r} row belongs")  # type: ignore[attr-defined]
-    if version != row_type.SCHEMA_VERSION:  # type: ignore[attr-defined]
+    upgrade = getattr(row_type, "OLDER_VERSIONS", {}).get(version)
+    if upgrade is not None:
+        record = upgrade(record)
+    elif version != row_type.SCHEMA_VERSION:  # type: ignore[attr-defined]
         raise UsageError(
             f"{source}: a {kind} row of schema_version {version}; this trainspeed reads version "
             f"{row_type.SCHEMA_VERSION} of it (use the trainspeed that wrote it, or rewrite the row)")  # type: ignore[attr-defined]

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from benchmarks.batch_size_notes import main
-from trainspeed.evaluate.stats import plan_power
+from trainspeed.evaluate.power import plan_power
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from trainspeed.cli import main
-from trainspeed.evaluate.null_test import wilson_interval
+from trainspeed.stats import clustered_mean, within_cluster_correlation
 
 
 @pytest.mark.e2e
@@ -39,17 +39,10 @@ def test_a_greedy_null_test_is_refused_before_any_game(capsys, tiny_run, tmp_pat
     assert code == 2 and len(lines) == 1 and "must be above 0" in lines[0] and not out.exists()
 
 
-def test_wilson_interval_matches_the_textbook_values():
-    assert wilson_interval(19, 20) == pytest.approx((0.7639, 0.9911), abs=1e-4)
-    assert wilson_interval(0, 10)[0] == pytest.approx(0.0, abs=1e-12) and wilson_interval(10, 10)[1] == 1.0
-
-
 def test_counting_a_deals_games_as_independent_errs_by_the_sign_of_their_correlation():
     """What the null test can and cannot show: with games of a deal negatively correlated (as in
     self-play) the interval that counts them as independent is wider than the clustered one, so
     it would over-cover; with positive correlation it is narrower and would under-cover."""
-    from trainspeed.evaluate.stats import clustered_mean, within_cluster_correlation
-
     # Self-play-like deals: nearly a permutation of 1..4 (one seat's rank moved by one in some).
     negative = [[1, 2, 3, 4], [2, 1, 4, 3], [1, 3, 3, 4], [4, 3, 2, 2], [3, 4, 1, 2], [2, 2, 3, 4]] * 5
     # Lucky and unlucky deals: the policy ranks alike in all four rotations.

@@ -1,14 +1,18 @@
 """The plan's prediction of time to a goal from rows: steps x step time + start-up + validation,
 ranked, with the configurations whose rows are missing listed as not measured."""
 
+import dataclasses
+
 import pytest
 
 from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
 from trainspeed.plan.inputs import Identity, PlanInputs, _check_fits
+from trainspeed.plan.model import steps_model
 from trainspeed.plan.plan import PlanGrid, plan_rows, verdict
 from trainspeed.report.inputs import Read
 from trainspeed.rows import Source
+from trainspeed.stats import bootstrap_fit
 from trainspeed.studies.time_to_target.config import TimeToTargetConfig
 from trainspeed.studies.time_to_target.rows import TimeToTargetFitRow, TimeToTargetRunRow, TimeToTargetSettingsRow
 
@@ -29,6 +33,19 @@ def fit_row() -> Read:
         b_crit=B_CRIT, b_crit_ci95=[150.0, 250.0], draws=[[45.0, 9000.0], [55.0, 11000.0]] * 20, bootstrap_draws=40,
         b_simple=180.0, b_simple_per_batch={}, relative_rms=0.05, workload_sha256="abc")
     return Read(row, Source("study.jsonl", 9), {})
+
+
+def test_the_plans_interval_on_the_steps_is_the_one_the_study_gives_the_same_draws():
+    """The plan reads the draws a fit row keeps; over the same draws it prints the interval the
+    study's own bootstrap prints (one percentile method for both)."""
+    seeds = {64: [190.0, 206.0, 240.0], 256: [80.0, 88.0, 95.0], 1024: [58.0, 61.0, 70.0]}
+    study = bootstrap_fit(seeds, draws=97)
+    row = dataclasses.replace(fit_row().row, s_min=study.fit.s_min, e_min=study.fit.e_min,
+                              draws=[[draw.s_min, draw.e_min] for draw in study.draws], bootstrap_draws=97)
+    plan_inputs = dataclasses.replace(inputs([], []), fit=Read(row, Source("study.jsonl", 9), {}))
+    model = steps_model(plan_inputs)
+    for batch in (32, 64, 300, 1024, 4096):
+        assert model.interval(batch) == list(study.steps_interval(batch))
 
 
 def study_run(command_s: float, wall_s: float, train_s: float, validations: int) -> TimeToTargetRunRow:

@@ -10,8 +10,8 @@ from typing import Any
 
 from trainspeed.bench.measurement import MeasurementRow
 from trainspeed.bench.results import ResultRow
+from trainspeed.evaluate.power import plan_power
 from trainspeed.evaluate.rows import MahjongEvalRow
-from trainspeed.evaluate.stats import plan_power
 from trainspeed.machine import Machine
 from trainspeed.rows import row_record
 from trainspeed.studies.batch_size.config import BatchSizeConfig

@@ -13,8 +13,8 @@ from tests.report.report_rows import eval_row
 from trainspeed.cli import main
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.rows import MahjongEvalRow
-from trainspeed.evaluate.stats import DETECTABLE
 from trainspeed.rows import Source, parse_row
+from trainspeed.stats import DETECTABLE
 from trainspeed.studies.batch_size.comparisons import (
     batch_row,
     comparison_row,

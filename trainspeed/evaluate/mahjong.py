@@ -34,9 +34,9 @@ from trainspeed.evaluate.mahjong_network import WORKLOAD
 from trainspeed.evaluate.play import play_deals
 from trainspeed.evaluate.policy import RunCheckpoint, read_run_checkpoint
 from trainspeed.evaluate.rows import MahjongEvalRow
-from trainspeed.evaluate.stats import clustered_mean, within_cluster_correlation
 from trainspeed.machine import Machine
 from trainspeed.rows import append_row
+from trainspeed.stats import clustered_mean, within_cluster_correlation
 from trainspeed.targets import target_family
 from trainspeed.user_json import check_rows_file, read_utf8
 from trainspeed.workloads import get_workload

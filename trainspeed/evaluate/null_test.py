@@ -14,7 +14,7 @@ rotations) such an interval is too narrow and covers less than 95%. Below 0 it i
 covers more; and below 0 is what a policy against copies of itself gives (about -0.2 to -0.3):
 its four rotations are nearly one game with its seat in each place once, so a good seat in one
 rotation is a bad one in another. The evaluation's interval takes each deal as one observation
-(`trainspeed.evaluate.stats.clustered_mean`), which holds for either sign, so this test checks its
+(`trainspeed.stats.clustered_mean`), which holds for either sign, so this test checks its
 coverage, not its clustering: at a negative correlation a coverage of about 95% does not show the
 clustering was needed (counting games as independent would have covered more often, not less).
 The summary records every evaluation's within-deal correlation, so the sign a coverage was
@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import math
 from pathlib import Path
-from statistics import NormalDist
 
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.config import MahjongEvalConfig
@@ -35,17 +33,10 @@ from trainspeed.evaluate.mahjong import run_mahjong_eval
 from trainspeed.evaluate.rows import MahjongEvalRow, NullTestRow
 from trainspeed.machine import Machine
 from trainspeed.rows import append_row
+from trainspeed.stats import wilson_interval
 from trainspeed.user_json import check_rows_file
 
 EVEN_RANK = 2.5
-
-
-def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    share = successes / trials
-    centre = (share + z * z / (2 * trials)) / (1 + z * z / trials)
-    half = z * math.sqrt(share * (1 - share) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def covers_even(row: MahjongEvalRow) -> bool:

@@ -10,12 +10,12 @@ from typing import Sequence
 from trainspeed.errors import UsageError
 from trainspeed.evaluate import figures as eval_figures
 from trainspeed.evaluate.rows import MahjongAgreementRow, MahjongEvalRow, NullTestRow
-from trainspeed.evaluate.stats import within_cluster_correlation
 from trainspeed.report.figures import caption_machines, figure_block, save_figure
 from trainspeed.report.inputs import Read, ReportInputs
 from trainspeed.report.page import Section, Table, interval, number, percent, text
 from trainspeed.report.part import PlotRequest, ReportPart, RowKind
 from trainspeed.report.provenance import provenance
+from trainspeed.stats import within_cluster_correlation
 
 
 def eval_section(rows: Sequence[Read[MahjongEvalRow]]) -> Section:

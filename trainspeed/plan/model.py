@@ -27,14 +27,12 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
 from trainspeed.machine import Machine
 from trainspeed.plan.inputs import PlanInputs
 from trainspeed.report.inputs import Read
-from trainspeed.studies.time_to_target.fit import StepsFit
+from trainspeed.stats import StepsFit, percentile_interval
 from trainspeed.train.report import TrainRun
 from trainspeed.train.time_to_target import parse_goal
 
@@ -51,8 +49,7 @@ class StepsModel:
     def interval(self, batch: int) -> list[float] | None:
         if not self.draws:
             return None
-        values = np.array([draw.steps(batch) for draw in self.draws])
-        return [float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))]
+        return list(percentile_interval([draw.steps(batch) for draw in self.draws]))
 
 
 def steps_model(inputs: PlanInputs) -> StepsModel:

@@ -8,7 +8,7 @@ import math
 from typing import Sequence
 
 from trainspeed.evaluate.rows import MahjongEvalRow
-from trainspeed.evaluate.stats import CrossedEstimate, crossed_bootstrap
+from trainspeed.stats import CrossedEstimate, crossed_bootstrap
 from trainspeed.studies.batch_size.config import BatchSizeConfig
 from trainspeed.studies.batch_size.rows import (
     EVEN_RANK,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from trainspeed.evaluate.stats import PowerPlan
+from trainspeed.evaluate.power import PowerPlan
 from trainspeed.machine import Machine
 from trainspeed.studies.batch_size.config import BatchSizeConfig
 

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainspeed.bench.results import ResultRow
+from trainspeed.evaluate.power import PowerPlan, plan_power
 from trainspeed.evaluate.rows import MahjongEvalRow, read_eval_rows
-from trainspeed.evaluate.stats import PowerPlan, plan_power
 from trainspeed.rows import append_row, parse_row, read_records
 from trainspeed.studies.batch_size import SCALAR_FLAGS
 from trainspeed.studies.batch_size.comparisons import (

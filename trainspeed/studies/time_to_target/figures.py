@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from trainspeed.report.figures import COLOURS, compact_number, plt
-from trainspeed.studies.time_to_target.fit import StepsFit
+from trainspeed.stats import StepsFit, percentile_band
 from trainspeed.studies.time_to_target.rows import (
     TimeToTargetBatchRow,
     TimeToTargetFitRow,
@@ -22,8 +22,7 @@ from trainspeed.studies.time_to_target.rows import (
 
 def _band(fit: TimeToTargetFitRow, grid: np.ndarray, samples: bool) -> tuple[np.ndarray, np.ndarray]:
     draws = [StepsFit(s_min=s, e_min=e) for s, e in fit.draws]
-    values = np.array([[draw.samples(b) if samples else draw.steps(b) for b in grid] for draw in draws])
-    return np.percentile(values, 2.5, axis=0), np.percentile(values, 97.5, axis=0)
+    return percentile_band([[draw.samples(b) if samples else draw.steps(b) for b in grid] for draw in draws])
 
 
 def study_panels(axes_pair: Sequence, label: str, colour: str, batches: Sequence[TimeToTargetBatchRow],

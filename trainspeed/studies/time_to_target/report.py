@@ -76,16 +76,16 @@ def study_section(reads: Sequence[Read]) -> Section:
     if batches:
         section.tables.append(Table(
             "table-time-to-target-batches", "Every global batch: its LR sweep (samples to the goal per factor, seed 0), "
-            "the best factor, and its seeds' steps to the goal",
+            "the best factor, and its seeds' steps to the goal: their mean, and the smallest and largest",
             [("study", False), ("global batch", True), ("LR sweep: factor → samples", False), ("best factor", True),
-             ("at an edge", False), ("seeds reached", False), ("steps, mean", True), ("95% interval", False),
+             ("at an edge", False), ("seeds reached", False), ("steps, mean", True), ("min, max over seeds", False),
              ("samples, mean", True), ("B_simple near goal", True), ("outcome", False)],
             [[text(b.study_id), number(b.global_batch, "{:d}"),
               text(", ".join(f"{factor}: {'not reached' if samples is None else f'{samples:,.0f}'}"
                              for factor, samples in b.lr_sweep.items())),
               number(b.best_lr_factor, "{:g}"), text("yes" if b.best_at_edge else "no"),
               text(f"{b.reached} of {len(b.seeds)}"), number(b.steps_mean, "{:,.1f}"),
-              text(interval(b.steps_ci95, "{:,.1f}")), number(b.samples_mean, "{:,.0f}"), number(b.b_simple, "{:,.0f}"),
+              text(interval(b.steps_min_max, "{:,.1f}")), number(b.samples_mean, "{:,.0f}"), number(b.b_simple, "{:,.0f}"),
               text(b.outcome)] for b in (read.row for read in batches)], provenance(batches)))
     runs = [read for read in reads if isinstance(read.row, TimeToTargetRunRow)]
     if runs:

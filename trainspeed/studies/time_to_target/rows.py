@@ -4,9 +4,10 @@ S(B) (one JSONL file, one study id). Torch-free: the report and `trainspeed plan
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, Callable, ClassVar
 
 from trainspeed.machine import Machine
+from trainspeed.rows import is_finite
 from trainspeed.studies.time_to_target.config import TimeToTargetConfig
 
 ROWS_FILE = "time_to_target.jsonl"
@@ -85,13 +86,34 @@ class TimeToTargetRunRow:
     machine: Machine | None = None
 
 
+def seeds_min_max(steps: list[float], batch: int) -> tuple[list[float], list[float]]:
+    """The smallest and the largest of the seeds' steps to the goal, and of their samples."""
+    low, high = min(steps), max(steps)
+    return [low, high], [low * batch, high * batch]
+
+
+def _min_max_of_version_1(record: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 held, as `steps_ci95` and `samples_ci95`, a percentile bootstrap of the mean over
+    the seeds, which with 3 seeds or fewer ends exactly at the seeds' smallest and largest steps and
+    is no 95% interval of the mean. Version 2 holds the smallest and largest as what they are,
+    computed again here from the row's own steps per seed (a field of the wrong type is left for the
+    reader to name)."""
+    upgraded = {key: value for key, value in record.items() if key not in ("steps_ci95", "samples_ci95")}
+    steps, batch = record.get("steps_per_seed"), record.get("global_batch")
+    known = (record.get("steps_mean") is not None and isinstance(steps, list) and bool(steps)
+             and all(is_finite(value) for value in steps) and is_finite(batch))
+    upgraded["steps_min_max"], upgraded["samples_min_max"] = seeds_min_max(steps, batch) if known else (None, None)
+    return upgraded
+
+
 @dataclass(frozen=True)
 class TimeToTargetBatchRow:
     """One global batch: its learning-rate sweep (extended while the best factor lay at an edge)
     and its seeds' steps to the goal at the best factor."""
 
     KIND: ClassVar[str] = "time-to-target-study-batch"
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2
+    OLDER_VERSIONS: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _min_max_of_version_1}
 
     study_id: str
     global_batch: int
@@ -109,10 +131,13 @@ class TimeToTargetBatchRow:
     outcome: str
     steps_per_seed: list[float | None]
     steps_mean: float | None
-    steps_ci95: list[float] | None
-    """Bootstrap over seeds (None unless every seed reached the goal)."""
+    steps_min_max: list[float] | None
+    """The smallest and the largest of the seeds' steps (None unless every seed reached the goal): the
+    spread of what was measured, not a 95% interval of the mean. Over the 2 or 3 seeds a study runs,
+    a t interval of the mean reaches 12.7 (2 seeds) or 4.3 (3 seeds) standard errors to each side,
+    below zero steps where the seeds differ much, and a percentile bootstrap ends at these two values."""
     samples_mean: float | None
-    samples_ci95: list[float] | None
+    samples_min_max: list[float] | None
     b_simple: float | None
     """Median over seeds of B_simple near the goal."""
     wall_s_mean: float | None

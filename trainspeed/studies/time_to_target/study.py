@@ -11,8 +11,9 @@ curve for any workload with validation metrics:
    at an edge of those tried, the sweep goes on past that edge;
 2. the other seeds train at each batch's best factor;
 3. the steps to the goal (interpolated between the validations that bracket the crossing) are
-   fitted with S(B) = S_min (1 + B_crit / B), with bootstrap intervals over seeds (`fit.py`), and
-   the noise scale B_simple each run measured near the goal is set beside B_crit.
+   fitted with S(B) = S_min (1 + B_crit / B), with bootstrap intervals over seeds
+   (`trainspeed.stats`), and the noise scale B_simple each run measured near the goal is set
+   beside B_crit.
 
 A run that does not meet the goal says "not reached within N samples", and its batch is left out
 of the fit with that reason. Rows go to OUT/time_to_target.jsonl under one study id; a rerun with
@@ -35,6 +36,7 @@ from trainspeed.atomic import create_exclusive_text, move_to_new
 from trainspeed.errors import UsageError
 from trainspeed.gradients.rows import NoiseScaleRecord
 from trainspeed.rows import append_row, read_records
+from trainspeed.stats import bootstrap_fit
 from trainspeed.studies.common import (
     COMMAND_START_S,
     Progress,
@@ -48,13 +50,13 @@ from trainspeed.studies.common import (
 )
 from trainspeed.studies.time_to_target import SCALAR_FLAGS
 from trainspeed.studies.time_to_target.config import LR_EDGE_FACTOR, PRESETS, TimeToTargetConfig
-from trainspeed.studies.time_to_target.fit import KEPT_DRAWS, bootstrap_fit, mean_interval
 from trainspeed.studies.time_to_target.rows import (
     ROWS_FILE,
     TimeToTargetBatchRow,
     TimeToTargetFitRow,
     TimeToTargetRunRow,
     TimeToTargetSettingsRow,
+    seeds_min_max,
 )
 from trainspeed.train.rows import METRICS_FILE, SUMMARY_FILE, EvalRecord, RunSummary, read_summary
 from trainspeed.train.time_to_target import QualityGoal, parse_goal
@@ -62,6 +64,8 @@ from trainspeed.user_files import FileRefused, read_regular
 
 ESTIMATED_SAMPLES_PER_S = 1500.0
 """The estimate's training speed (tiny Mahjong on one core); the runs stop at the goal, mostly sooner."""
+KEPT_DRAWS = 400
+"""Bootstrap draws a fit row keeps, for the plan's intervals on predicted steps at other batches."""
 
 
 @dataclass(frozen=True)
@@ -322,6 +326,7 @@ def batch_row(study_id: str, recipe: StudyRecipe, batch: int, tuned: list[TimeTo
     reached = [value for value in steps if value is not None]
     everyone = len(reached) == len(seeds) and bool(seeds)
     simple = [row.b_simple for row in seeds if row.b_simple is not None]
+    spread = seeds_min_max(reached, batch) if everyone else (None, None)
     if best is None:
         outcome = f"not reached within {config.steps(batch) * batch:,} samples at any LR factor tried"
     elif everyone:
@@ -336,10 +341,8 @@ def batch_row(study_id: str, recipe: StudyRecipe, batch: int, tuned: list[TimeTo
         lr_sweep={f"{row.lr_factor:g}": row.samples for row in sorted(tuned, key=lambda r: r.lr_factor)},
         best_at_edge=at_edge, extensions=extensions, seeds=[row.seed for row in seeds], reached=len(reached),
         outcome=outcome, steps_per_seed=steps,
-        steps_mean=statistics.fmean(reached) if everyone else None,
-        steps_ci95=mean_interval(reached) if everyone else None,
-        samples_mean=statistics.fmean(reached) * batch if everyone else None,
-        samples_ci95=[value * batch for value in mean_interval(reached)] if everyone else None,
+        steps_mean=statistics.fmean(reached) if everyone else None, steps_min_max=spread[0],
+        samples_mean=statistics.fmean(reached) * batch if everyone else None, samples_min_max=spread[1],
         b_simple=statistics.median(simple) if simple else None,
         wall_s_mean=statistics.fmean(row.wall_s for row in seeds) if everyone else None)
 
@@ -362,7 +365,8 @@ def fit_row(study_id: str, recipe: StudyRecipe, batches: list[TimeToTargetBatchR
     return TimeToTargetFitRow(
         study_id=study_id, workload=recipe.config.workload, size=recipe.size, until=recipe.config.until,
         batches=[row.global_batch for row in fitted], left_out=left_out,
-        s_min=fit.fit.s_min, s_min_ci95=fit.interval("s_min"), e_min=fit.fit.e_min, e_min_ci95=fit.interval("e_min"),
+        s_min=fit.fit.s_min, s_min_ci95=list(fit.interval("s_min")), e_min=fit.fit.e_min,
+        e_min_ci95=list(fit.interval("e_min")),
         b_crit=_finite(fit.fit.b_crit), b_crit_ci95=[_finite(value) for value in fit.interval("b_crit")],
         draws=[[draw.s_min, draw.e_min] for draw in fit.draws[:KEPT_DRAWS]], bootstrap_draws=len(fit.draws),
         b_simple=statistics.median(simple) if simple else None,
@@ -427,11 +431,11 @@ def run(config: TimeToTargetConfig, command: str, progress: Progress = no_progre
 
 
 def table(batches: list[TimeToTargetBatchRow], fit: TimeToTargetFitRow | None) -> str:
-    lines = ["| global batch | best LR factor | steps to goal, mean [95% CI over seeds] | samples | B_simple near goal | outcome |",
+    lines = ["| global batch | best LR factor | steps to goal, mean [min, max] over seeds | samples | B_simple near goal | outcome |",
              "|---:|---:|---|---:|---:|---|"]
     for row in batches:
         steps = ("–" if row.steps_mean is None else
-                 f"{row.steps_mean:,.1f} [{row.steps_ci95[0]:,.1f}, {row.steps_ci95[1]:,.1f}]")  # type: ignore[index]
+                 f"{row.steps_mean:,.1f} [{row.steps_min_max[0]:,.1f}, {row.steps_min_max[1]:,.1f}]")  # type: ignore[index]
         factor = "–" if row.best_lr_factor is None else f"{row.best_lr_factor:g}" + (" (at an edge)" if row.best_at_edge else "")
         lines.append(f"| {row.global_batch} | {factor} | {steps} | "
                      f"{'–' if row.samples_mean is None else f'{row.samples_mean:,.0f}'} | "
