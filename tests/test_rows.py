@@ -194,3 +194,18 @@ def test_numbers_within_their_ranges_read_and_a_diverged_loss_is_kept() -> None:
                                 "machine": MACHINE}, Source("rows.jsonl", 3))
     assert row.loss != row.loss and row.wait_s == 0.0 and row.deltas == [-25_000, 12_000]
     assert parse_row(Timing, TIMING, Source("rows.jsonl", 3))[0].interval is None  # None: legitimately missing
+
+
+@pytest.mark.parametrize("final_loss, said", [(None, "loss –"), (float("nan"), "loss nan")],
+                         ids=["no-window-logged", "diverged"])
+def test_a_run_summary_without_a_final_loss_or_with_a_diverged_one_reads(tmp_path: Path, final_loss, said) -> None:
+    """A run that logged no window wrote NaN, which a range check would refuse: it writes None now;
+    a loss that diverged (NaN) is a measurement and reads as one."""
+    import json
+
+    from trainspeed.train.rows import read_summary
+
+    committed = REPO_ROOT / "docs" / "results" / "plan_charlm" / "runs" / "ranks1-b8" / "summary.json"
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({**json.loads(committed.read_text()), "final_loss": final_loss}))
+    assert said in read_summary(path).lines()[2]
