@@ -33,6 +33,7 @@ import dacite
 
 from trainspeed.atomic import append_line
 from trainspeed.errors import UsageError
+from trainspeed.flags import MAX_BATCH_SIZE
 from trainspeed.user_files import read_regular
 
 KIND = "kind"
@@ -43,8 +44,8 @@ SHORT_HASH = 12
 
 WHOLE_MAX = 2**63 - 1
 """The largest whole number a row holds unless its field says less: what an int64 holds."""
-BATCH_MAX = 2**31 - 1
-"""The largest batch or device count a row holds: what the flags that set them take (a C int)."""
+BATCH_MAX = MAX_BATCH_SIZE
+"""The largest batch or device count a row holds: the largest batch a sweep or a run accepts (2^40)."""
 
 
 @dataclass(frozen=True)

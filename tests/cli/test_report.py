@@ -146,7 +146,7 @@ def _committed_with(tmp_path: Path, name: str, kind: str, change: dict) -> tuple
     ("plan_charlm.jsonl", "plan-check", {"measured_s": 0}, "field measured_s must be a positive finite number"),
     ("plan_charlm.jsonl", "plan-check", {"predicted_s_ci95": [float("inf"), float("nan")]},
      "field predicted_s_ci95[0] must be a positive finite number, not Infinity"),
-    ("plan_charlm.jsonl", "plan", {"global_batch": 0}, "field global_batch must be a whole number from 1 to 2147483647"),
+    ("plan_charlm.jsonl", "plan", {"global_batch": 0}, "field global_batch must be a whole number from 1 to 1099511627776"),
     ("plan_charlm.jsonl", "plan", {"global_batch": 2**70}, "field global_batch must be a whole number from 1 to "),
     ("plan_charlm.jsonl", "plan", {"predicted_s": -3.5}, "field predicted_s must be a positive finite number"),
     ("time_to_target_study_charlm.jsonl", "time-to-target-study-fit", {"draws": []},
@@ -156,7 +156,7 @@ def _committed_with(tmp_path: Path, name: str, kind: str, change: dict) -> tuple
     ("time_to_target_study_charlm.jsonl", "time-to-target-study-batch", {"steps_ci95": [float("nan"), 2.0]},
      "field steps_ci95[0] must be a positive finite number, not NaN"),
     ("time_to_target_study_charlm.jsonl", "time-to-target-study-run", {"global_batch": -8},
-     "field global_batch must be a whole number from 1 to 2147483647"),
+     "field global_batch must be a whole number from 1 to 1099511627776"),
 ], ids=["measured-0", "interval-inf-nan", "batch-0", "batch-2^70", "negative-time", "fit-without-draws", "fit-nan",
         "steps-interval-nan", "negative-batch"])
 def test_plan_and_study_rows_out_of_range_are_one_error_naming_file_line_and_field(capsys, tmp_path, name, kind,
