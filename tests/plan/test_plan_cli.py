@@ -182,3 +182,15 @@ def test_a_built_in_workload_or_a_library_model_needs_no_workload_flag(tmp_path:
 def test_the_workload_flag_belongs_to_the_check(cli_error, tmp_path: Path):
     error = cli_error("plan", _committed(tmp_path, BENCH), _committed(tmp_path, STUDY), "--workload", "mahjong")
     assert "plan: --workload names the workload --check trains; give it with --check" in error
+
+
+def test_study_settings_that_train_refuses_here_are_refused_before_anything_is_written(cli_error, tmp_path: Path,
+                                                                                       monkeypatch):
+    """A study run with 4,096 threads elsewhere: its check's `trainspeed train` refuses them on this machine."""
+    (tmp_path / "data" / "text").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    study = _committed(tmp_path, STUDY, "time-to-target-study-config",
+                       lambda record: record["settings"].update(threads=4096))
+    error = cli_error(*_check_args(tmp_path, study, "--workload", "char_lm_workload:CharLMWorkload"))
+    assert "plan: --check cpu:eager:fp32/1/8: its `trainspeed train` would refuse the study's settings: " in error
+    assert "argument --threads: '4096' is more than" in error and _nothing_written(tmp_path)

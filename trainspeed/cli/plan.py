@@ -52,7 +52,14 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
 def run_plan(args: argparse.Namespace) -> int:
     from trainspeed.atomic import check_writable_directory
     from trainspeed.errors import UsageError
-    from trainspeed.plan.check import best_check_line, check_dirs, check_runnable, chosen, run_checks
+    from trainspeed.plan.check import (
+        best_check_line,
+        check_commands,
+        check_dirs,
+        check_runnable,
+        chosen,
+        run_checks,
+    )
     from trainspeed.plan.inputs import read_plan_inputs
     from trainspeed.plan.model import steps_model
     from trainspeed.plan.plan import default_grid, plan_rows, table, verdict
@@ -77,8 +84,10 @@ def run_plan(args: argparse.Namespace) -> int:
     rows = plan_rows(inputs, default_grid(inputs, targets, devices, batches), args.command_line, model)
     to_check = chosen(rows, args.check) if args.check else []
     dirs = check_dirs(inputs, to_check, args.check_dir) if to_check else {}
+    commands = check_commands(inputs, to_check, dirs, args.check_seed) if to_check else {}
     if to_check:
         check_runnable(inputs, args.workload)
+        check_train_flags(commands)
         check_writable_directory(args.check_dir, f"--check-dir {args.check_dir}")  # the last check: it makes the folder
     print(f"plan: {inputs.identity} to {inputs.until}")
     print(table(rows))
@@ -88,7 +97,7 @@ def run_plan(args: argparse.Namespace) -> int:
             append_row(args.out, row)
     if to_check:
         try:
-            checks = run_checks(inputs, to_check, dirs, args.check_seed, args.tolerance)
+            checks = run_checks(inputs, to_check, dirs, commands, args.check_seed, args.tolerance)
         except StudyFailed as error:
             raise UsageError(f"plan: {error}") from None
         for check in checks:
@@ -99,6 +108,22 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.out is not None:
         print(f"plan: rows in {args.out}")
     return 0
+
+
+def check_train_flags(commands: dict[str, list[str]]) -> None:
+    """Each check's `trainspeed train` flags read by train's own parser before anything is written:
+    a value the study's rows hand down that train refuses (more threads than this machine's CPUs, a
+    learning rate past a float) is one line now, not a failed run after the plan's rows were appended."""
+    from trainspeed.cli import build_parser
+    from trainspeed.errors import UsageError
+
+    parser = build_parser()
+    for config, command in commands.items():
+        try:
+            parser.parse_args(command)
+        except UsageError as error:
+            raise UsageError(f"plan: --check {config}: its `trainspeed train` would refuse the study's settings: "
+                             f"{error}") from None
 
 
 def checked_targets(text: str) -> tuple[str, ...]:

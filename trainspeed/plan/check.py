@@ -91,8 +91,9 @@ def check_runnable(inputs: PlanInputs, workload: str | None) -> None:
                          f"say {settings.until!r} (the file was edited or written by another program)")
 
 
-def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path], seed: int,
-               tolerance: float) -> list[PlanCheckRow]:
+def check_commands(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path], seed: int) -> dict[str, list[str]]:
+    """Each check's `trainspeed train` arguments, by configuration: the study's recipe at its batch
+    (the batch's best learning-rate factor) with the configuration's target and devices."""
     from trainspeed.studies.common import RunSpec
     from trainspeed.studies.time_to_target.study import StudyRecipe, train_args
 
@@ -102,18 +103,26 @@ def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path
                          base_lr=settings.base_lr, base_lr_from=settings.base_lr_from,
                          reference_batch=settings.reference_batch, identity={})
     best = {row.global_batch: row.best_lr_factor for row in inputs.study_batches}
+    return {row.config: train_args(recipe, RunSpec(row.global_batch, best[row.global_batch], seed),  # type: ignore[arg-type]
+                                   dirs[row.config], target=row.target, nproc=row.devices, noise_scale_micro_batches=1)
+            for row in rows}
+
+
+def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path], commands: dict[str, list[str]],
+               seed: int, tolerance: float) -> list[PlanCheckRow]:
+    settings = inputs.settings
+    assert settings is not None
+    goal = parse_goal(settings.until)
     checked = []
     for row in rows:
-        spec = RunSpec(row.global_batch, best[row.global_batch], seed)  # type: ignore[arg-type]
-        args = train_args(recipe, spec, dirs[row.config], target=row.target, nproc=row.devices,
-                          noise_scale_micro_batches=1)
+        args = commands[row.config]
         print(shown(*args), flush=True)
         started = time.perf_counter()
         run_trainspeed(*args)
         measured_s = time.perf_counter() - started
         summary = read_summary(dirs[row.config] / SUMMARY_FILE)
         record = summary.time_to_target
-        samples = record.crossing_samples(recipe.goal.threshold) if record is not None else None
+        samples = record.crossing_samples(goal.threshold) if record is not None else None
         steps = samples / row.global_batch if samples is not None else None
         ratio = measured_s / row.predicted_s  # type: ignore[operator]
         check = PlanCheckRow(
