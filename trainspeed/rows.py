@@ -116,7 +116,6 @@ Signed = Annotated[int, SIGNED]
 Loss = Annotated[float, LOSS]
 """A training loss or a validation metric: NaN is what a diverged training measured, so it is
 kept, not refused."""
-Interval = Annotated[list[float], INTERVAL]
 PositiveInterval = Annotated[list[Positive], INTERVAL]
 """A 95% interval of seconds, steps or samples."""
 NonNegativeInterval = Annotated[list[NonNegative], INTERVAL]
