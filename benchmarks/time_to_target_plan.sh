@@ -62,13 +62,13 @@ plan_inputs() {  # NAME WORKLOAD DATA BATCHES COMPILED ONE_RANK TWO_RANKS: the b
 plan_inputs mahjong mahjong data/mahjong 16,32,64,128,256,512,1024,2048 64,256,512 32,128,512,2048 16,64,256,1024
 plan_inputs charlm "$CHARLM" data/text 4,8,16,32,64,128,256,512 16,64,128 8,32,128,512 4,16,64,256
 
-plan_check() {  # NAME CHECKS
-    local name=$1 checks=$2
+plan_check() {  # NAME WORKLOAD CHECKS (the check trains a module of your own only where --workload names it)
+    local name=$1 workload=$2 checks=$3
     [ -f "plan_$name/plan.jsonl" ] || "$T" plan "plan_$name/bench.jsonl" "plan_$name"/runs/* "tt_$name" --devices 1,2 \
-        --out "plan_$name/plan.jsonl" --check "$checks" --check-dir "plan_$name/checks"
+        --out "plan_$name/plan.jsonl" --check "$checks" --check-dir "plan_$name/checks" --workload "$workload"
 }
-plan_check mahjong "${MAHJONG_CHECKS:-best,samples-per-s,cpu:compile:fp32/1/512}"
-plan_check charlm "${CHARLM_CHECKS:-best,samples-per-s,cpu:compile:fp32/1/128}"
+plan_check mahjong mahjong "${MAHJONG_CHECKS:-best,samples-per-s,cpu:compile:fp32/1/512}"
+plan_check charlm "$CHARLM" "${CHARLM_CHECKS:-best,samples-per-s,cpu:compile:fp32/1/128}"
 
 for name in mahjong charlm; do
     cp "tt_$name/time_to_target.jsonl" "$RESULTS/time_to_target_study_$name.jsonl"

@@ -13,7 +13,20 @@ from typing import ClassVar
 import pytest
 
 from trainspeed.errors import UsageError
-from trainspeed.rows import Source, parse_row, read_records, record_kind, row_record
+from trainspeed.machine import Machine
+from trainspeed.rows import (
+    Batch,
+    Loss,
+    NonNegative,
+    Positive,
+    PositiveInterval,
+    Signed,
+    Source,
+    parse_row,
+    read_records,
+    record_kind,
+    row_record,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -149,3 +162,81 @@ def test_a_pretty_printed_document_is_one_record(tmp_path: Path) -> None:
     path = tmp_path / "summary.json"
     path.write_text('{\n  "kind": "train-summary",\n  "schema_version": 1\n}\n')
     assert read_records(path) == [({"kind": "train-summary", "schema_version": 1}, Source(str(path)))]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A row kind whose numbers have ranges: markers on some fields, the defaults on the others."""
+
+    KIND: ClassVar[str] = "timing"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    step_s: Positive
+    batch: Batch
+    loss: Loss
+    wait_s: NonNegative | None = None
+    interval: PositiveInterval | None = None
+    windows_s: list[float] | None = None
+    steps: int = 0
+    deltas: list[Signed] | None = None
+    per_network: dict[str, Positive] | None = None
+    machine: Machine | None = None
+
+
+TIMING = {"kind": "timing", "schema_version": 1, "step_s": 0.5, "batch": 64, "loss": 2.5}
+MACHINE = {"hostname": "h", "cpu_model": "c", "cores_total": 4, "cores_usable": 4, "load_average_start": 0.5,
+           "load_average_end": 0.5, "torch_threads": 4, "torch_interop_threads": 4, "python_version": "3",
+           "torch_version": "2", "torch_xla_version": None}
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"step_s": 0}, "field step_s must be a positive finite number, not 0.0"),
+    ({"step_s": -1.5}, "field step_s must be a positive finite number, not -1.5"),
+    ({"step_s": float("inf")}, "field step_s must be a positive finite number, not Infinity"),
+    ({"batch": 0}, "field batch must be a whole number from 1 to 1099511627776, not 0"),
+    ({"batch": 2**70}, "field batch must be a whole number from 1 to 1099511627776, not 1180591620717411303424"),
+    ({"wait_s": -0.1}, "field wait_s must be a finite number of at least 0, not -0.1"),
+    ({"interval": [2.0, 1.0]}, "field interval must be an interval [low, high] with low <= high, not [2.0, 1.0]"),
+    ({"interval": [1.0]}, "field interval must be an interval [low, high] with low <= high, not [1.0]"),
+    ({"interval": [float("inf"), float("nan")]}, "field interval[0] must be a positive finite number, not Infinity"),
+    ({"windows_s": [1.0, float("nan")]}, "field windows_s[1] must be a finite number, not NaN"),
+    ({"steps": -3}, "field steps must be a whole number from 0 to 9223372036854775807, not -3"),
+    ({"steps": 2**64}, "field steps must be a whole number from 0 to 9223372036854775807, not 18446744073709551616"),
+    ({"per_network": {"g": 1.0, "d": 0}}, "field per_network.d must be a positive finite number, not 0.0"),
+    ({"machine": {**MACHINE, "load_average_end": float("-inf")}},
+     "field machine.load_average_end must be a finite number, not -Infinity"),
+    ({"machine": {**MACHINE, "cores_total": -4}},
+     "field machine.cores_total must be a whole number from 0 to 9223372036854775807, not -4"),
+], ids=["zero-seconds", "negative-seconds", "infinite-seconds", "batch-0", "batch-2^70", "negative-wait",
+        "interval-reversed", "interval-of-one", "interval-inf-nan", "nan-in-a-list", "negative-count", "count-past-int64",
+        "in-a-mapping", "in-a-nested-row", "negative-cores"])
+def test_a_number_outside_its_fields_range_is_one_line_naming_file_line_and_field(change: dict, said: str) -> None:
+    """A NaN, an infinity, a time of 0 or a batch of 2^70 passes every type check, and then broke
+    the arithmetic that read it (a traceback) or ranked a negative time first."""
+    with pytest.raises(UsageError) as refused:
+        parse_row(Timing, {**TIMING, **change}, Source("rows.jsonl", 3))
+    assert str(refused.value) == (f"rows.jsonl:3: timing row: {said} (the file was edited or written by another "
+                                  "program)")
+
+
+def test_numbers_within_their_ranges_read_and_a_diverged_loss_is_kept() -> None:
+    row, _ = parse_row(Timing, {**TIMING, "loss": float("nan"), "wait_s": 0, "interval": [0.4, 0.6],
+                                "windows_s": [-1.0, 2.0], "deltas": [-25_000, 12_000], "steps": 2**63 - 1,
+                                "machine": MACHINE}, Source("rows.jsonl", 3))
+    assert row.loss != row.loss and row.wait_s == 0.0 and row.deltas == [-25_000, 12_000]
+    assert parse_row(Timing, TIMING, Source("rows.jsonl", 3))[0].interval is None  # None: legitimately missing
+
+
+@pytest.mark.parametrize("final_loss, said", [(None, "loss –"), (float("nan"), "loss nan")],
+                         ids=["no-window-logged", "diverged"])
+def test_a_run_summary_without_a_final_loss_or_with_a_diverged_one_reads(tmp_path: Path, final_loss, said) -> None:
+    """A run that logged no window wrote NaN, which a range check would refuse: it writes None now;
+    a loss that diverged (NaN) is a measurement and reads as one."""
+    import json
+
+    from trainspeed.train.rows import read_summary
+
+    committed = REPO_ROOT / "docs" / "results" / "plan_charlm" / "runs" / "ranks1-b8" / "summary.json"
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({**json.loads(committed.read_text()), "final_loss": final_loss}))
+    assert said in read_summary(path).lines()[2]

@@ -8,6 +8,13 @@ its dataclass says how to read, `OLDER_VERSIONS`), and checks every known field'
 from another program or another version is refused with one line naming the file, the line and
 what is wrong, never half read. Files are JSON Lines, or one JSON document
 (a run's `summary.json`).
+
+Every number a row holds is checked against its range too, declared once, on the field's type:
+a float is finite and a whole number lies from 0 to 2^63-1 unless the field says otherwise with a
+marker (`Positive`, `NonNegative`, `Batch` ... below: `Annotated` types, so the readers and mypy see
+the plain number). Rows are read from files someone may have edited or sent, and a NaN, an
+infinity, a batch of 0 or of 2^70 passes every type check and then breaks the arithmetic that
+reads it (or ranks a negative time first); a value legitimately missing is None, never NaN.
 """
 
 from __future__ import annotations
@@ -16,21 +23,103 @@ import dataclasses
 import json
 import math
 import os
+import types
 import typing
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Annotated, Any, ClassVar, Protocol, Sequence, TypeVar
 
 import dacite
 
 from trainspeed.atomic import append_line
 from trainspeed.errors import UsageError
+from trainspeed.flags import MAX_BATCH_SIZE
 from trainspeed.user_files import read_regular
 
 KIND = "kind"
 VERSION = "schema_version"
 SHORT_HASH = 12
 """Hex digits of a workload's definition hash shown in labels: enough to tell definitions apart at a glance."""
+
+
+WHOLE_MAX = 2**63 - 1
+"""The largest whole number a row holds unless its field says less: what an int64 holds."""
+BATCH_MAX = MAX_BATCH_SIZE
+"""The largest batch or device count a row holds: the largest batch a sweep or a run accepts (2^40)."""
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The values a number of a row may take: `low` and `high` (None: unbounded), and whether NaN
+    and the infinities are among them. `words` say it in the error line ("a positive number")."""
+
+    words: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    """True: `low` itself is out of range (a time of 0 s)."""
+    finite: bool = True
+
+    def problem(self, value: Any) -> str | None:
+        """What `value` must be, where it is not; None where it is in range."""
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        if not math.isfinite(value):
+            return None if not self.finite else self.words
+        below = self.low is not None and (value < self.low or (self.low_open and value == self.low))
+        above = self.high is not None and value > self.high
+        return self.words if below or above else None
+
+
+@dataclass(frozen=True)
+class Length:
+    """How many items a list of a row holds (an interval two, a bootstrap at least one draw)."""
+
+    words: str
+    least: int = 0
+    most: int | None = None
+    ordered: bool = False
+    """True: the items (where none is None) rise, as an interval's [low, high] does."""
+
+    def problem(self, value: Any) -> str | None:
+        if not isinstance(value, (list, tuple)):
+            return None
+        if len(value) < self.least or (self.most is not None and len(value) > self.most):
+            return self.words
+        present = [item for item in value if isinstance(item, (int, float)) and not isinstance(item, bool)]
+        if self.ordered and len(present) == len(value) and any(b < a for a, b in zip(present, present[1:])):
+            return self.words
+        return None
+
+
+FINITE = Bounds("a finite number")
+"""Every float field without a marker of its own."""
+WHOLE = Bounds(f"a whole number from 0 to {WHOLE_MAX}", 0, WHOLE_MAX)
+"""Every int field without a marker of its own: counts, steps, samples, bytes, seeds."""
+POSITIVE = Bounds("a positive finite number", 0, low_open=True)
+NON_NEGATIVE = Bounds("a finite number of at least 0", 0)
+SHARE = Bounds("a finite number from 0 to 1", 0, 1)
+BATCH = Bounds(f"a whole number from 1 to {BATCH_MAX}", 1, BATCH_MAX)
+SIGNED = Bounds(f"a whole number from {-WHOLE_MAX - 1} to {WHOLE_MAX}", -WHOLE_MAX - 1, WHOLE_MAX)
+LOSS = Bounds("a number (NaN where the training diverged)", finite=False)
+INTERVAL = Length("an interval [low, high] with low <= high", 2, 2, ordered=True)
+
+Positive = Annotated[float, POSITIVE]
+"""Seconds a step or a run took, samples/s, steps to a goal: a time of 0 or below is a broken row."""
+NonNegative = Annotated[float, NON_NEGATIVE]
+"""Seconds of an overhead, a compilation, a wait: 0 where there was none."""
+Share = Annotated[float, SHARE]
+Batch = Annotated[int, BATCH]
+"""A batch, a per-device batch or a count of devices or ranks: at least 1."""
+Signed = Annotated[int, SIGNED]
+"""A whole number that may be below 0 (a score's change)."""
+Loss = Annotated[float, LOSS]
+"""A training loss or a validation metric: NaN is what a diverged training measured, so it is
+kept, not refused."""
+PositiveInterval = Annotated[list[Positive], INTERVAL]
+"""A 95% interval of seconds, steps or samples."""
+NonNegativeInterval = Annotated[list[NonNegative], INTERVAL]
 
 
 class Row(Protocol):
@@ -140,7 +229,87 @@ def parse_row(row_type: type[RowT], record: dict[str, Any], source: Source) -> t
         raise UsageError(f"{source}: {kind} row without its field {error.field_path}") from None
     except (dacite.DaciteError, RecursionError) as error:
         raise UsageError(f"{source}: {kind} row does not fit its schema ({error})") from None
+    out_of_range = _out_of_range(row_type, row, "")
+    if out_of_range is not None:
+        path, words, value = out_of_range
+        raise UsageError(f"{source}: {kind} row: field {path} must be {words}, not {_shown_json(value, 60)} (the "
+                         "file was edited or written by another program)")
     return row, extra
+
+
+@cache
+def _hints(data_class: type) -> dict[str, Any]:
+    return typing.get_type_hints(data_class, include_extras=True)
+
+
+def _markers(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
+    """The type under `Annotated[...]`, and the range markers on it."""
+    if typing.get_origin(annotation) is Annotated:
+        return annotation.__origin__, tuple(m for m in annotation.__metadata__ if hasattr(m, "problem"))
+    return annotation, ()
+
+
+def _member(annotation: Any, value: Any) -> Any:
+    """The member of a union that `value` (already checked to fit it) is of."""
+    for member in typing.get_args(annotation):
+        base = _markers(member)[0]
+        origin = typing.get_origin(base) or base
+        if member is type(None) or not isinstance(origin, type):
+            continue
+        if isinstance(value, origin) or (origin is float and isinstance(value, int) and not isinstance(value, bool)):
+            return member
+    return Any
+
+
+def _out_of_range(annotation: Any, value: Any, path: str) -> tuple[str, str, Any] | None:
+    """The first number (or list) under `value` outside the range its declared type gives it:
+    (its dotted path, what it must be, the value); None where every one is within."""
+    if value is None:
+        return None
+    base, markers = _markers(annotation)
+    if isinstance(base, types.UnionType) or typing.get_origin(base) is typing.Union:
+        return _out_of_range(_member(base, value), value, path)
+    for marker in markers:
+        words = marker.problem(value)
+        if words is not None:
+            return path, words, value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            found = _out_of_range(_hints(type(value)).get(field.name, Any), getattr(value, field.name),
+                                  f"{path}.{field.name}" if path else field.name)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        if any(isinstance(marker, Bounds) for marker in markers):
+            return None
+        words = (FINITE if isinstance(value, float) else WHOLE).problem(value)
+        return (path, words, value) if words is not None else None
+    if isinstance(value, (list, tuple)):
+        return _first_of(_items(base, len(value)), value, [f"{path}[{index}]" for index in range(len(value))])
+    if isinstance(value, dict):
+        args = typing.get_args(base)
+        item = args[1] if len(args) == 2 else Any
+        return _first_of([item] * len(value), list(value.values()), [f"{path}.{key}" for key in value])
+    return None
+
+
+def _items(annotation: Any, count: int) -> list[Any]:
+    """The declared type of each item of a list or tuple (`tuple[int, ...]`, `list[float]`)."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is tuple and args and (len(args) != 2 or args[1] is not Ellipsis):
+        return list(args) + [Any] * (count - len(args))
+    return [args[0] if args else Any] * count
+
+
+def _first_of(annotations: Sequence[Any], values: Sequence[Any], paths: Sequence[str]) -> tuple[str, str, Any] | None:
+    for annotation, value, path in zip(annotations, values, paths):
+        found = _out_of_range(annotation, value, path)
+        if found is not None:
+            return found
+    return None
 
 
 def _raw(record: dict[str, Any], path: str | None) -> Any:
@@ -164,8 +333,15 @@ def _annotation(row_type: type, path: str | None) -> Any:
 
 
 def _type_name(annotation: Any) -> str:
-    text = str(annotation) if typing.get_args(annotation) else getattr(annotation, "__name__", str(annotation))
-    return text.replace("typing.", "")
+    """A type as it is written (`float | None`, `list[int]`), whatever `typing` made of it."""
+    args = typing.get_args(annotation)
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return " | ".join("None" if arg is type(None) else _type_name(arg) for arg in args)
+    origin = typing.get_origin(annotation)
+    if origin is not None and args:
+        shown = ", ".join("..." if arg is Ellipsis else _type_name(arg) for arg in args)
+        return f"{getattr(origin, '__name__', str(origin))}[{shown}]"
+    return getattr(annotation, "__name__", str(annotation)).replace("typing.", "")
 
 
 def read_records(path: str | os.PathLike) -> list[tuple[Any, Source]]:

@@ -129,3 +129,60 @@ def test_plot_refuses_an_output_naming_a_directory_or_its_own_input(capsys, tmp_
     code, _, err = run_cli(capsys, "plot", str(rows), "--out", str(tmp_path))
     assert code == 2 and _one_error_line(err).startswith(f"--out {tmp_path} is a directory; give a stem")
     assert rows.read_bytes() == before
+
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
+
+
+def _committed_with(tmp_path: Path, name: str, kind: str, change: dict) -> tuple[Path, int]:
+    """A committed rows file with one field of its first row of `kind` changed; that row's line."""
+    records = [json.loads(line) for line in (RESULTS / name).read_text().splitlines() if line.strip()]
+    line = next(number for number, record in enumerate(records, start=1) if record["kind"] == kind)
+    records[line - 1] = {**records[line - 1], **change}
+    return write_jsonl(tmp_path / name, records), line
+
+
+@pytest.mark.parametrize(("name", "kind", "change", "message"), [
+    ("plan_charlm.jsonl", "plan-check", {"measured_s": 0}, "field measured_s must be a positive finite number"),
+    ("plan_charlm.jsonl", "plan-check", {"predicted_s_ci95": [float("inf"), float("nan")]},
+     "field predicted_s_ci95[0] must be a positive finite number, not Infinity"),
+    ("plan_charlm.jsonl", "plan", {"global_batch": 0}, "field global_batch must be a whole number from 1 to 1099511627776"),
+    ("plan_charlm.jsonl", "plan", {"global_batch": 2**70}, "field global_batch must be a whole number from 1 to "),
+    ("plan_charlm.jsonl", "plan", {"predicted_s": -3.5}, "field predicted_s must be a positive finite number"),
+    ("time_to_target_study_charlm.jsonl", "time-to-target-study-fit", {"draws": []},
+     "field draws must be a list of one or more draws, not []"),
+    ("time_to_target_study_charlm.jsonl", "time-to-target-study-fit", {"s_min": float("nan")},
+     "field s_min must be a finite number of at least 0, not NaN"),
+    ("time_to_target_study_charlm.jsonl", "time-to-target-study-batch", {"steps_per_seed": [float("nan"), 2.0]},
+     "field steps_per_seed[0] must be a positive finite number, not NaN"),
+    ("time_to_target_study_charlm.jsonl", "time-to-target-study-run", {"global_batch": -8},
+     "field global_batch must be a whole number from 1 to 1099511627776"),
+], ids=["measured-0", "interval-inf-nan", "batch-0", "batch-2^70", "negative-time", "fit-without-draws", "fit-nan",
+        "steps-nan", "negative-batch"])
+def test_plan_and_study_rows_out_of_range_are_one_error_naming_file_line_and_field(capsys, tmp_path, name, kind,
+                                                                                  change, message):
+    """Well-typed numbers out of range once reached the figures: a traceback from numpy or matplotlib."""
+    path, line = _committed_with(tmp_path, name, kind, change)
+    for command in ("report", "plot"):
+        code, _, err = run_cli(capsys, command, str(path), "--out", str(tmp_path / "out.html"))
+        said = _one_error_line(err)
+        assert code == 2 and said.startswith(f"{path}:{line}: {kind} row: {message}"), said
+    assert list(tmp_path.iterdir()) == [path]
+
+
+def test_report_and_plot_never_import_a_module_the_rows_name(capsys, tmp_path, monkeypatch):
+    """Rows are data: a workload name in them is shown, never imported, even with the module beside them."""
+    module = "rows_named_module_for_the_report"
+    (tmp_path / f"{module}.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\n")
+    records = [json.loads(line) for line in (RESULTS / "time_to_target_study_charlm.jsonl").read_text().splitlines()]
+    for record in records:
+        for holder in (record, record.get("settings") or {}):
+            if "workload" in holder:
+                holder["workload"] = f"{module}:Workload"
+    path = write_jsonl(tmp_path / "study.jsonl", records)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for command in ("report", "plot"):
+        code, _, err = run_cli(capsys, command, str(path), "--out", str(tmp_path / "out"))
+        assert code == 0, err
+    assert not (tmp_path / "imported").exists()

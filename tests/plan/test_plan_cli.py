@@ -4,9 +4,13 @@ among it a file to write that is no file of their own rows, or no regular file a
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
+
+from trainspeed.errors import UsageError
 
 
 def test_a_check_needs_somewhere_to_write(cli_error, tmp_path: Path):
@@ -139,3 +143,156 @@ def test_the_study_refuses_a_users_file_named_like_a_runs_record(cli_error, tmp_
     assert "it is never written over: move it away or give another --runs-dir" in error
     assert [path.name for path in runs.iterdir()] == [record.name]
     assert before is None or record.read_bytes() == before
+
+
+STUDY, BENCH = "time_to_target_study_charlm.jsonl", "plan_bench_charlm.jsonl"
+
+
+def _committed(tmp_path: Path, name: str, kind: str | None = None, change: Callable[[dict], None] | None = None) -> str:
+    """A committed rows file copied into the test's folder, every row of `kind` changed by `change`."""
+    records = [json.loads(line) for line in (RESULTS / name).read_text().splitlines() if line.strip()]
+    for record in records:
+        if change is not None and record["kind"] == kind:
+            change(record)
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return str(path)
+
+
+def _set(**fields: Any) -> Callable[[dict], None]:
+    return lambda record: record.update(fields)
+
+
+@pytest.mark.parametrize("name, kind, change, said", [
+    (BENCH, "bench", _set(samples_per_s=float("inf")), "field samples_per_s must be a positive finite number, not Infinity"),
+    (BENCH, "bench", _set(samples_per_s=float("nan")), "field samples_per_s must be a positive finite number, not NaN"),
+    (BENCH, "bench", _set(samples_per_s=-900.0), "field samples_per_s must be a positive finite number, not -900.0"),
+    (STUDY, "time-to-target-study-fit", _set(e_min=float("inf")), "field e_min must be a finite number of at least 0"),
+    (STUDY, "time-to-target-study-fit", _set(draws=[[float("nan"), 1.0]] * 3),
+     "field draws[0][0] must be a finite number of at least 0, not NaN"),
+    (STUDY, "time-to-target-study-fit", _set(s_min_ci95=[1.0, float("inf")]),
+     "field s_min_ci95[1] must be a finite number of at least 0, not Infinity"),
+    (STUDY, "time-to-target-study-fit", _set(s_min=0.0, e_min=0.0), "the fit has S_min and E_min both 0"),
+    (STUDY, "time-to-target-study-fit", _set(draws=[[1.0, 2.0], [0.0, 0]]), "draw 1 has S_min and E_min both 0"),
+    (STUDY, "time-to-target-study-config", _set(until="val/bits_per_char<=nan"),
+     "the goal 'val/bits_per_char<=nan' is not METRIC>=VALUE or METRIC<=VALUE with a finite VALUE"),
+], ids=["samples-per-s-inf", "samples-per-s-nan", "samples-per-s-negative", "fit-inf", "draw-nan", "bootstrap-inf",
+        "fit-of-no-steps", "draw-of-no-steps", "goal-nan"])
+def test_inputs_out_of_range_are_one_line_naming_where(cli_error, tmp_path: Path, name, kind, change, said):
+    """Each once was a traceback, or a plan that recommended a negative time or a goal of NaN."""
+    changed = _committed(tmp_path, name, kind, change)
+    other = _committed(tmp_path, STUDY if name == BENCH else BENCH)
+    out = tmp_path / "plan.jsonl"
+    error = cli_error("plan", changed, other, "--out", str(out))
+    assert f"{changed}:" in error and said in error, error
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("targets, said", [
+    ("cpu:eagr:fp32", "plan: --targets: target cpu:eagr:fp32: mode 'eagr' is not available on cpu"),
+    ("cpu:eager:fp32,gpu:eager:fp32", "plan: --targets: bad target 'gpu:eager:fp32': unknown device 'gpu'"),
+    ("cpu:eager", "plan: --targets: bad target 'cpu:eager': write device:mode:precision"),
+    (",", "plan: --targets ',' names no target"),
+])
+def test_an_unknown_or_ill_formed_target_is_one_line_never_a_row_not_measured(cli_error, tmp_path: Path, targets, said):
+    error = cli_error("plan", _committed(tmp_path, BENCH), _committed(tmp_path, STUDY), "--targets", targets)
+    assert error.startswith(f"trainspeed: error: {said}"), error
+
+
+def test_a_target_without_rows_here_is_planned_as_not_measured(capsys, tmp_path: Path):
+    from trainspeed.cli import main
+
+    assert main(["plan", _committed(tmp_path, BENCH), _committed(tmp_path, STUDY),
+                 "--targets", "cpu:eager:fp32,cuda:compile:bf16"]) == 0
+    assert "| cuda:compile:bf16/1/8 | not measured: no bench row of cuda:compile:bf16" in capsys.readouterr().out
+
+
+def _check_args(tmp_path: Path, study: str, *more: str) -> list[str]:
+    return ["plan", _committed(tmp_path, BENCH), study, "--out", str(tmp_path / "plan.jsonl"), "--check", "best",
+            "--check-dir", str(tmp_path / "checks"), *more]
+
+
+def _nothing_written(tmp_path: Path) -> bool:
+    return not (tmp_path / "plan.jsonl").exists() and not (tmp_path / "checks").exists()
+
+
+def test_a_negative_check_seed_is_refused_before_anything_is_written(cli_error, tmp_path: Path):
+    error = cli_error(*_check_args(tmp_path, _committed(tmp_path, STUDY), "--check-seed", "-5"))
+    assert "argument --check-seed: '-5' must be at least 0" in error and _nothing_written(tmp_path)
+
+
+def test_study_data_that_is_not_here_is_refused_before_anything_is_written(cli_error, tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    study = _committed(tmp_path, STUDY)
+    error = cli_error(*_check_args(tmp_path, study, "--workload", "char_lm_workload:CharLMWorkload"))
+    assert f"--check trains on the study's data data/text ({study}:1), which is not here" in error
+    assert _nothing_written(tmp_path)
+
+
+def _user_module(tmp_path: Path, monkeypatch) -> tuple[str, str]:
+    """A study whose rows name a module that lies beside them, importable from here, which leaves a
+    file behind where it is imported; and that module's workload name."""
+    module = "module_beside_the_rows"
+    (tmp_path / f"{module}.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\n")
+    (tmp_path / "data" / "text").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name = f"{module}:Workload"
+
+    def rename(record: dict) -> None:
+        record["workload"] = name
+        record["settings"]["workload"] = name
+
+    return _committed(tmp_path, STUDY, "time-to-target-study-config", rename), name
+
+
+def test_a_users_module_named_only_by_the_rows_is_never_imported(cli_error, tmp_path: Path, monkeypatch):
+    study, name = _user_module(tmp_path, monkeypatch)
+    error = cli_error(*_check_args(tmp_path, study))
+    assert error == (f"trainspeed: error: plan: --check would import {name}, a module the study's rows name ({study}:1); "
+                     f"rows are data and never choose code to run: give --workload {name} if it is yours to run")
+    error = cli_error(*_check_args(tmp_path, study, "--workload", "mahjong"))
+    assert f"plan: --workload mahjong: the study ({study}:1) trained {name}" in error
+    assert _nothing_written(tmp_path) and not (tmp_path / "imported").exists()
+    assert "module_beside_the_rows" not in sys.modules
+
+
+def test_a_users_module_is_trained_where_the_user_names_it_too(tmp_path: Path, monkeypatch):
+    from trainspeed.plan.check import check_runnable
+    from trainspeed.plan.inputs import read_plan_inputs
+
+    study, name = _user_module(tmp_path, monkeypatch)
+    inputs = read_plan_inputs([Path(_committed(tmp_path, BENCH)), Path(study)])
+    check_runnable(inputs, name)  # the user's choice: the runs may import it
+    with pytest.raises(UsageError, match="a module the study's rows name"):
+        check_runnable(inputs, None)
+    assert not (tmp_path / "imported").exists()
+
+
+@pytest.mark.parametrize("workload", ["mahjong", "hf:gpt2", "timm:resnet18"])
+def test_a_built_in_workload_or_a_library_model_needs_no_workload_flag(tmp_path: Path, monkeypatch, workload):
+    from trainspeed.plan.check import check_runnable
+    from trainspeed.plan.inputs import read_plan_inputs
+
+    (tmp_path / "data" / "text").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    study = _committed(tmp_path, STUDY, "time-to-target-study-config",
+                       lambda record: record["settings"].update(workload=workload))
+    check_runnable(read_plan_inputs([Path(_committed(tmp_path, BENCH)), Path(study)]), None)
+
+
+def test_the_workload_flag_belongs_to_the_check(cli_error, tmp_path: Path):
+    error = cli_error("plan", _committed(tmp_path, BENCH), _committed(tmp_path, STUDY), "--workload", "mahjong")
+    assert "plan: --workload names the workload --check trains; give it with --check" in error
+
+
+def test_study_settings_that_train_refuses_here_are_refused_before_anything_is_written(cli_error, tmp_path: Path,
+                                                                                       monkeypatch):
+    """A study run with 4,096 threads elsewhere: its check's `trainspeed train` refuses them on this machine."""
+    (tmp_path / "data" / "text").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    study = _committed(tmp_path, STUDY, "time-to-target-study-config",
+                       lambda record: record["settings"].update(threads=4096))
+    error = cli_error(*_check_args(tmp_path, study, "--workload", "char_lm_workload:CharLMWorkload"))
+    assert "plan: --check cpu:eager:fp32/1/8: its `trainspeed train` would refuse the study's settings: " in error
+    assert "argument --threads: '4096' is more than" in error and _nothing_written(tmp_path)

@@ -15,6 +15,8 @@ from trainspeed.rows import Source
 from trainspeed.stats import bootstrap_fit
 from trainspeed.studies.time_to_target.config import TimeToTargetConfig
 from trainspeed.studies.time_to_target.rows import TimeToTargetFitRow, TimeToTargetRunRow, TimeToTargetSettingsRow
+from trainspeed.train.report import TrainRun
+from trainspeed.train.rows import RunSummary, TimeToTargetRecord
 
 S_MIN, B_CRIT = 50.0, 200.0
 
@@ -140,3 +142,42 @@ def test_starting_more_devices_costs_what_the_runs_of_each_count_measured():
     assert two == 7.0 and "+4.0 s to start 2 devices" in why
     eight, why = costs.at(8)
     assert eight == 3.0 and "assumed to cost the same" in why
+
+
+def test_a_study_run_whose_wall_seconds_fall_short_of_its_training_costs_no_validation_time():
+    """wall_s less than train_s (rows that do not fit together) once made validations save time."""
+    from trainspeed.plan.model import overheads
+
+    runs = [study_run(command_s=12.0, wall_s=8.0, train_s=10.0, validations=2)]
+    assert overheads(inputs([], runs)).validation_s == 0.0
+
+
+def _goal_run(b_noise: float) -> TrainRun:
+    """A one-rank run of batch 64 that met the goal at 6,400 samples, with this noise scale."""
+    record = TimeToTargetRecord(
+        until="val/accuracy>=0.8", metric="accuracy", reached=True, step=100, samples=6400, value=0.8, train_s=9.0,
+        wall_s=10.0, previous_step=None, previous_samples=None, previous_value=None, previous_train_s=None,
+        previous_wall_s=None, best_value=0.8, best_step=100, resumes=0, lost_train_s=0.0, lost_wall_s=0.0,
+        global_batch=64, world_size=1, target="cpu:eager:fp32")
+    summary = RunSummary(
+        workload="mahjong", size="tiny", target="cpu:eager:fp32", world_size=1, batch_size_per_device=64,
+        global_batch=64, synthetic_data=False, num_workers=1, threads=1, first_step=0, last_step=100, samples=6400,
+        wall_s=10.0, paused_s=1.0, end_to_end_samples_per_s=640.0, steady_samples_per_s=None,
+        samples_per_s_per_device=640.0, step_time_s=0.1, data_wait_fraction=0.0, data_wait_fraction_worst_rank=0.0,
+        steady_data_wait_fraction=None, h2d_s_per_step=0.0, final_loss=1.0, validation=None,
+        bench_samples_per_s=None, io_efficiency=None, stopped_by_signal=False, torch_version="2",
+        time_to_target=record, noise_scale={"net": b_noise})
+    return TrainRun(summary, Source("runs/a/summary.json"), {})
+
+
+def test_with_no_study_only_a_run_with_a_noise_scale_above_0_gives_the_steps():
+    """A noise scale below 0 (its tr(Sigma) estimate below 0) once predicted fewer steps at a smaller
+    batch, and steps below 0 there."""
+    from trainspeed.plan.model import steps_model
+
+    def plan_of(run: TrainRun) -> PlanInputs:
+        return dataclasses.replace(inputs([], []), runs=[run], settings=None, fit=None)
+
+    assert steps_model(plan_of(_goal_run(64.0))).steps(64) == pytest.approx(100.0)
+    with pytest.raises(UsageError, match="no run that met the goal with a noise scale above 0"):
+        steps_model(plan_of(_goal_run(-32.0)))

@@ -75,8 +75,6 @@ def check_row(row: ResultRow, source: Source) -> None:
     """What a bench row must hold beyond its types."""
     if row.status not in STATUSES:
         raise UsageError(f"{source}: unknown status {row.status!r} (one of {', '.join(STATUSES)})")
-    if row.batch_size <= 0:
-        raise UsageError(f"{source}: batch_size must be a positive integer, got {row.batch_size}")
     if row.status in ("ok", "invalid") and row.samples_per_s is None:
         raise UsageError(f"{source}: a row with status {row.status} needs a number in samples_per_s")
 

@@ -22,7 +22,7 @@ from trainspeed.atomic import atomic_write_text, check_writable_directory
 from trainspeed.errors import UsageError
 from trainspeed.machine import Machine
 from trainspeed.rows import append_row as append_record
-from trainspeed.rows import parse_row, read_records, record_kind
+from trainspeed.rows import Batch, Loss, NonNegative, Positive, parse_row, read_records, record_kind
 from trainspeed.user_json import check_rows_file
 
 if TYPE_CHECKING:  # the rows are read where no torch is imported (the report); timing needs torch
@@ -46,7 +46,7 @@ class ResultRow:
     workload: str
     size: str
     target: str
-    batch_size: int
+    batch_size: Batch
     status: str
     workload_module: str | None = None
     """Where the workload is defined, its declared version and a hash of its definition
@@ -60,26 +60,26 @@ class ResultRow:
     """Host-to-device bytes each timed step copies (0 with the device feed)."""
     noise_scale: str | None = None
     """The noise-scale meter's method when the steps also measured it (`previous-step`); None: off."""
-    samples_per_s: float | None = None
+    samples_per_s: Positive | None = None
     """Median over the timed windows."""
-    samples_per_s_min: float | None = None
-    samples_per_s_max: float | None = None
-    step_time_s: float | None = None
-    first_step_s: float | None = None
+    samples_per_s_min: Positive | None = None
+    samples_per_s_max: Positive | None = None
+    step_time_s: Positive | None = None
+    first_step_s: NonNegative | None = None
     """The first step alone, including any compilation."""
     windows: int | None = None
     steps_per_window: int | None = None
-    window_s: list[float] | None = None
+    window_s: list[NonNegative] | None = None
     """Real seconds of every timed window (synced start to synced end)."""
-    min_window_s: float | None = None
+    min_window_s: NonNegative | None = None
     """The minimum window length asked for (--min-window-s)."""
-    probe_step_s: float | None = None
+    probe_step_s: NonNegative | None = None
     """One synced step after the warm-up, which the first guess of steps per window came from."""
     window_restarts: int | None = None
     """How often a window shorter than min_window_s made the windows start again with more steps."""
     steps_capped: bool | None = None
     """True when the cap on steps per window left a window shorter than min_window_s."""
-    cpu_s_per_wall_s: float | None = None
+    cpu_s_per_wall_s: NonNegative | None = None
     """Process CPU seconds per wall second over the windows: about the busy threads (below 1: the
     process waited, for the device or for a core other jobs held)."""
     warmup_steps: int | None = None
@@ -91,20 +91,20 @@ class ResultRow:
     above what it held before the configuration), or None (XLA's peak_bytes_used, or not measured)."""
     peak_memory_reserved_bytes: int | None = None
     """CUDA: the caching allocator's reserved peak, which the device had to hold."""
-    final_loss: float | None = None
-    flops_per_sample: float | None = None
+    final_loss: Loss | None = None
+    flops_per_sample: NonNegative | None = None
     """The FLOPs per sample achieved_tflops and MFU are computed from (see mfu_flops_source)."""
-    flops_per_sample_declared: float | None = None
+    flops_per_sample_declared: NonNegative | None = None
     """The workload's own flops_per_sample."""
-    flops_per_sample_counted: float | None = None
+    flops_per_sample_counted: NonNegative | None = None
     """torch's FlopCounterMode on one host training step, per sample (bench/flops.py says what it sees)."""
     mfu_flops_source: str | None = None
     """Which of the two flops_per_sample is: "declared". None in rows written before the check."""
-    achieved_tflops: float | None = None
-    peak_tflops: float | None = None
+    achieved_tflops: NonNegative | None = None
+    peak_tflops: NonNegative | None = None
     peak_tflops_source: str | None = None
     """"measured" (matmul on the device) or "given" (--peak-tflops)."""
-    mfu: float | None = None
+    mfu: NonNegative | None = None
     """achieved_tflops / peak_tflops; None when there is no peak or the peak was refused."""
     peak_refused: str | None = None
     """Why MFU is None although a peak exists: a peak below the achieved TFLOP/s cannot be a peak."""
@@ -121,24 +121,24 @@ class ResultRow:
     bytes_sent_per_step: int | None = None
     """Median bytes each step sent to the remote device (the batch with the host feed)."""
     bytes_received_per_step: int | None = None
-    server_step_s: float | None = None
+    server_step_s: NonNegative | None = None
     """The step time the remote device measured itself, over the same steps as step_time_s (the
     median over the timed windows of the server's seconds per step in each); client step - server
     step = wire time."""
-    server_window_s: list[float] | None = None
+    server_window_s: list[NonNegative] | None = None
     """The remote device's own seconds in each timed window (the sum over its steps), paired with
     window_s: no window's server time can exceed the client's."""
     wire_time_suspect: bool | None = None
     """True when server_step_s exceeds the client's step time over the same windows, which the
     pairing rules out: the row's wire time is not to be trusted."""
-    xla_fallback_ops: dict[str, float] | None = None
+    xla_fallback_ops: dict[str, NonNegative] | None = None
     """XLA targets: aten op name -> how often per timed step torch_xla ran it on the host (it has
     no lowering, or `aten::_local_scalar_dense`: an `.item()`); only ops that fell back, {} when
     none did. None: not an XLA row, or written before the port check."""
     xla_compiles_in_window: int | None = None
     """XLA targets: graph compilations inside the kept timed windows (a well-ported step compiles
     only before them)."""
-    xla_device_to_host_per_step: float | None = None
+    xla_device_to_host_per_step: NonNegative | None = None
     """XLA targets: device-to-host transfers per timed step (a host sync each; 0 when ported)."""
     error: str | None = None
     command: str | None = None

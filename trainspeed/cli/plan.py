@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trainspeed.flags import Range
+from trainspeed.flags import WORKLOAD_HELP, Range, seed_value
 
 EPILOG = """\
 reads bench rows (samples/s per target and per-device batch), run directories of `trainspeed train`
@@ -39,8 +39,11 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
                         help="run these configurations to the goal and compare: target/devices/batch, or "
                         + ", ".join(f"{name} ({what})" for name, what in CHECK_KEYWORDS.items()))
     parser.add_argument("--check-dir", type=Path, default=None, help="a new or empty folder for the check runs")
-    parser.add_argument("--check-seed", type=int, default=1000, help="training seed of the check runs (default 1000: "
-                        "not one of a study's)")
+    parser.add_argument("--check-seed", type=seed_value, default=1000, help="training seed of the check runs "
+                        "(default 1000: not one of a study's)")
+    parser.add_argument("--workload", default=None,
+                        help="the study's workload, which --check trains: needed where it is your own module "
+                        f"(rows are data and never choose code to run); one of {WORKLOAD_HELP}")
     parser.add_argument("--tolerance", type=Range(0, 10, low_open=True).parser(float), default=0.25,
                         help="a check within 1 +- this of its prediction is 'within' (default 0.25)")
     parser.set_defaults(handler=run_plan)
@@ -49,7 +52,14 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
 def run_plan(args: argparse.Namespace) -> int:
     from trainspeed.atomic import check_writable_directory
     from trainspeed.errors import UsageError
-    from trainspeed.plan.check import best_check_line, check_dirs, chosen, run_checks
+    from trainspeed.plan.check import (
+        best_check_line,
+        check_commands,
+        check_dirs,
+        check_runnable,
+        chosen,
+        run_checks,
+    )
     from trainspeed.plan.inputs import read_plan_inputs
     from trainspeed.plan.model import steps_model
     from trainspeed.plan.plan import default_grid, plan_rows, table, verdict
@@ -58,11 +68,13 @@ def run_plan(args: argparse.Namespace) -> int:
     from trainspeed.studies.common import StudyFailed, positive_ints
     from trainspeed.user_json import check_rows_file
 
-    targets = tuple(item.strip() for item in args.targets.split(",") if item.strip()) if args.targets else None
+    targets = checked_targets(args.targets) if args.targets is not None else None
     devices = positive_ints(args.devices, "--devices") if args.devices else None
     batches = positive_ints(args.global_batches, "--global-batches") if args.global_batches else None
     if args.check and (args.out is None or args.check_dir is None):
         raise UsageError("plan: --check needs --out (where the checks' rows go) and --check-dir (where their runs go)")
+    if args.workload is not None and not args.check:
+        raise UsageError("plan: --workload names the workload --check trains; give it with --check")
     if args.out is not None:
         if args.out.is_dir():
             raise UsageError(f"plan: --out {args.out} is a directory; name a JSONL file, e.g. {args.out / 'plan.jsonl'}")
@@ -75,6 +87,11 @@ def run_plan(args: argparse.Namespace) -> int:
     rows = plan_rows(inputs, default_grid(inputs, targets, devices, batches), args.command_line, model)
     to_check = chosen(rows, args.check) if args.check else []
     dirs = check_dirs(inputs, to_check, args.check_dir) if to_check else {}
+    commands = check_commands(inputs, to_check, dirs, args.check_seed) if to_check else {}
+    if to_check:
+        check_runnable(inputs, args.workload)
+        check_train_flags(commands)
+        check_writable_directory(args.check_dir, f"--check-dir {args.check_dir}")  # the last check: it makes the folder
     print(f"plan: {inputs.identity} to {inputs.until}")
     print(table(rows))
     print(verdict(rows))
@@ -82,9 +99,8 @@ def run_plan(args: argparse.Namespace) -> int:
         for row in rows:
             append_row(args.out, row)
     if to_check:
-        check_writable_directory(args.check_dir, f"--check-dir {args.check_dir}")
         try:
-            checks = run_checks(inputs, to_check, dirs, args.check_seed, args.tolerance)
+            checks = run_checks(inputs, to_check, dirs, commands, args.check_seed, args.tolerance)
         except StudyFailed as error:
             raise UsageError(f"plan: {error}") from None
         for check in checks:
@@ -95,3 +111,37 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.out is not None:
         print(f"plan: rows in {args.out}")
     return 0
+
+
+def check_train_flags(commands: dict[str, list[str]]) -> None:
+    """Each check's `trainspeed train` flags read by train's own parser before anything is written:
+    a value the study's rows hand down that train refuses (more threads than this machine's CPUs, a
+    learning rate past a float) is one line now, not a failed run after the plan's rows were appended."""
+    from trainspeed.cli import build_parser
+    from trainspeed.errors import UsageError
+
+    parser = build_parser()
+    for config, command in commands.items():
+        try:
+            parser.parse_args(command)
+        except UsageError as error:
+            raise UsageError(f"plan: --check {config}: its `trainspeed train` would refuse the study's settings: "
+                             f"{error}") from None
+
+
+def checked_targets(text: str) -> tuple[str, ...]:
+    """`--targets`: names the target registry knows (family, mode, precision), whether or not their
+    device is here (a plan predicts for devices elsewhere); an unknown one is one line, never a row
+    "not measured" that hides the typo."""
+    from trainspeed.errors import UsageError
+    from trainspeed.targets import check_target_name
+
+    targets = tuple(item.strip() for item in text.split(",") if item.strip())
+    if not targets:
+        raise UsageError(f"plan: --targets {text!r} names no target; give e.g. --targets cpu:eager:fp32,cpu:compile:fp32")
+    for target in targets:
+        try:
+            check_target_name(target)
+        except UsageError as error:
+            raise UsageError(f"plan: --targets: {error}") from None
+    return targets

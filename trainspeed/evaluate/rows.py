@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from trainspeed.machine import Machine
-from trainspeed.rows import KIND, parse_row, read_records
+from trainspeed.rows import KIND, Signed, parse_row, read_records
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class MahjongEvalRow:
     deal_ranks: list[list[int]]
     """Per deal (in deal order), the policy's rank in rotations 0-3: two evaluations with one seed
     played the same deals, so their rows can be compared deal by deal (a paired comparison)."""
-    deal_score_deltas: list[list[int]]
+    deal_score_deltas: list[list[Signed]]
     workload_module: str | None = None
     """The identity of the Mahjong workload code that played (`trainspeed.workloads.identity`)."""
     workload_version: str | None = None

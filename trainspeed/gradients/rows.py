@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from trainspeed.rows import Batch
+
 
 @dataclass(frozen=True)
 class NoiseScaleRecord:
@@ -26,8 +28,8 @@ class NoiseScaleRecord:
     `micro-batches` (k slices of one rank's batch) or `previous-step` (this step's and the last one's)."""
     biased: bool
     """True for `previous-step`: the two gradients are at different weights."""
-    small_batch: int
-    big_batch: int
+    small_batch: Batch
+    big_batch: Batch
     grad_sq: float
     """|G|^2 over this window's steps."""
     trace_sigma: float

@@ -1,7 +1,13 @@
 """`trainspeed plan ... --check CONFIGS`: run configurations of the plan to the goal and set what
 they took beside what was predicted. Each run is the study's recipe at that batch (its best
 learning-rate factor, the same warm-up, validations and budget) on another seed than the study's,
-with the configuration's target and devices: `trainspeed train --until ... --stop-at-target`."""
+with the configuration's target and devices: `trainspeed train --until ... --stop-at-target`.
+
+Rows are data, never code: the study's rows name its workload, and a workload of the user's own
+(`package.module:factory`) is code that training imports and runs. Rows may come from anyone (a
+colleague's results, a download, a folder with a module beside them), so such a workload is
+trained only where the user names it on the command line too (`--workload`); a built-in workload
+or a library's model by name (`timm:resnet18`, `hf:gpt2`) runs no code of the rows' choosing."""
 
 from __future__ import annotations
 
@@ -59,8 +65,35 @@ def check_dirs(inputs: PlanInputs, rows: Sequence[PlanRow], out: Path) -> dict[s
     return dirs
 
 
-def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path], seed: int,
-               tolerance: float) -> list[PlanCheckRow]:
+def check_runnable(inputs: PlanInputs, workload: str | None) -> None:
+    """Before anything is written: the check's runs can start here, with code the user chose.
+
+    The study's workload is the one `--workload` names where the user gave it (it must be the
+    study's), and a module of the user's own that only the rows name is refused; the study's data
+    must be here, and its settings train to the goal its rows say (which the inputs checked)."""
+    from trainspeed.workloads import is_users_module
+
+    settings = inputs.settings
+    assert settings is not None
+    where = inputs.settings_source or "the study's settings"
+    named = settings.settings.workload
+    if workload is not None and workload != named:
+        raise UsageError(f"plan: --workload {workload}: the study ({where}) trained {named}; --check trains the "
+                         "study's workload, so give its name or leave --workload out")
+    if workload is None and is_users_module(named):
+        raise UsageError(f"plan: --check would import {named}, a module the study's rows name ({where}); rows are "
+                         f"data and never choose code to run: give --workload {named} if it is yours to run")
+    if not Path(settings.settings.data).exists():
+        raise UsageError(f"plan: --check trains on the study's data {settings.settings.data} ({where}), which is not "
+                         "here; run the plan from the folder the study ran in, where that path holds its data")
+    if settings.settings.until != settings.until:
+        raise UsageError(f"plan: {where}: the study's settings train to {settings.settings.until!r} and its rows "
+                         f"say {settings.until!r} (the file was edited or written by another program)")
+
+
+def check_commands(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path], seed: int) -> dict[str, list[str]]:
+    """Each check's `trainspeed train` arguments, by configuration: the study's recipe at its batch
+    (the batch's best learning-rate factor) with the configuration's target and devices."""
     from trainspeed.studies.common import RunSpec
     from trainspeed.studies.time_to_target.study import StudyRecipe, train_args
 
@@ -70,18 +103,26 @@ def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path
                          base_lr=settings.base_lr, base_lr_from=settings.base_lr_from,
                          reference_batch=settings.reference_batch, identity={})
     best = {row.global_batch: row.best_lr_factor for row in inputs.study_batches}
+    return {row.config: train_args(recipe, RunSpec(row.global_batch, best[row.global_batch], seed),  # type: ignore[arg-type]
+                                   dirs[row.config], target=row.target, nproc=row.devices, noise_scale_micro_batches=1)
+            for row in rows}
+
+
+def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path], commands: dict[str, list[str]],
+               seed: int, tolerance: float) -> list[PlanCheckRow]:
+    settings = inputs.settings
+    assert settings is not None
+    goal = parse_goal(settings.until)
     checked = []
     for row in rows:
-        spec = RunSpec(row.global_batch, best[row.global_batch], seed)  # type: ignore[arg-type]
-        args = train_args(recipe, spec, dirs[row.config], target=row.target, nproc=row.devices,
-                          noise_scale_micro_batches=1)
+        args = commands[row.config]
         print(shown(*args), flush=True)
         started = time.perf_counter()
         run_trainspeed(*args)
         measured_s = time.perf_counter() - started
         summary = read_summary(dirs[row.config] / SUMMARY_FILE)
         record = summary.time_to_target
-        samples = record.crossing_samples(recipe.goal.threshold) if record is not None else None
+        samples = record.crossing_samples(goal.threshold) if record is not None else None
         steps = samples / row.global_batch if samples is not None else None
         ratio = measured_s / row.predicted_s  # type: ignore[operator]
         check = PlanCheckRow(

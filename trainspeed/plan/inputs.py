@@ -23,6 +23,7 @@ from trainspeed.studies.time_to_target.rows import (
 from trainspeed.train import report as train_report
 from trainspeed.train.report import TrainRun
 from trainspeed.train.rows import RunSummary
+from trainspeed.train.time_to_target import parse_goal
 
 PARTS = (bench_report.PART, train_report.PART, study_report.PART, studies_report.PART)
 """The producers whose rows a plan reads (a study's folder holds its `studies.jsonl` record too)."""
@@ -60,6 +61,8 @@ class PlanInputs:
     until: str
     steps_size: str
     """The size the steps to the goal were measured at (another only with `--borrow-steps`)."""
+    settings_source: str | None = None
+    """Where the study's settings row was read (file:line)."""
 
 
 def read_plan_inputs(paths: Sequence[Path], borrow_steps: bool = False) -> PlanInputs:
@@ -68,7 +71,8 @@ def read_plan_inputs(paths: Sequence[Path], borrow_steps: bool = False) -> PlanI
     inputs = read_inputs(list(paths), PARTS)
     bench = [read for read in inputs.of(ResultRow) if read.row.status == "ok"]
     runs = [read for read in inputs.of(RunSummary) if isinstance(read, TrainRun)]
-    settings = [read.row for read in inputs.of(TimeToTargetSettingsRow)]
+    setting_reads = inputs.of(TimeToTargetSettingsRow)
+    settings = [read.row for read in setting_reads]
     fits = inputs.of(TimeToTargetFitRow)
     if len({row.study_id for row in settings}) > 1 or len(fits) > 1:
         raise UsageError(f"plan: the inputs hold {max(len(settings), len(fits))} time-to-target studies; give the "
@@ -78,9 +82,12 @@ def read_plan_inputs(paths: Sequence[Path], borrow_steps: bool = False) -> PlanI
     if fit is not None and setting is not None and fit.row.study_id != setting.study_id:
         raise UsageError(f"plan: {fit.source} is the fit of study {fit.row.study_id}, and the settings are of study "
                          f"{setting.study_id}; give the rows of one study")
+    if fit is not None:
+        _check_predicts_steps(fit)
     if setting is not None:
         identity = Identity(setting.workload, setting.workload_sha256, setting.size)
         until = setting.until
+        _check_goal(until, str(setting_reads[0].source))
     else:
         goal_runs = [read for read in runs if read.row.time_to_target is not None]
         if not goal_runs:
@@ -90,6 +97,7 @@ def read_plan_inputs(paths: Sequence[Path], borrow_steps: bool = False) -> PlanI
         first = goal_runs[0].row
         identity = Identity(first.workload, first.workload_sha256, first.size)
         until = first.time_to_target.until  # type: ignore[union-attr]
+        _check_goal(until, str(goal_runs[0].source))
     steps_size = identity.size
     bench_sizes = sorted({read.row.size for read in bench})
     if borrow_steps:
@@ -110,7 +118,28 @@ def read_plan_inputs(paths: Sequence[Path], borrow_steps: bool = False) -> PlanI
     study_batches = [read.row for read in inputs.of(TimeToTargetBatchRow)
                      if setting is not None and read.row.study_id == setting.study_id]
     return PlanInputs(bench=bench, runs=runs, settings=setting, study_runs=study_runs, study_batches=study_batches,
-                      fit=fit, identity=identity, until=until, steps_size=steps_size)
+                      fit=fit, identity=identity, until=until, steps_size=steps_size,
+                      settings_source=str(setting_reads[0].source) if setting is not None else None)
+
+
+def _check_goal(until: str, where: str) -> None:
+    """The goal the rows name is one a run can train to (a row may say `val/accuracy>=nan`)."""
+    try:
+        parse_goal(until)
+    except UsageError:
+        raise UsageError(f"plan: {where}: the goal {until!r} is not METRIC>=VALUE or METRIC<=VALUE with a finite "
+                         "VALUE (the file was edited or written by another program)") from None
+
+
+def _check_predicts_steps(fit: Read[TimeToTargetFitRow]) -> None:
+    """S(B) = S_min + E_min / B is above 0 at every batch only where S_min or E_min is (the row's
+    schema holds each at 0 or above); a fit and every draw of a study's bootstrap have one."""
+    row = fit.row
+    for name, (s_min, e_min) in [("the fit", (row.s_min, row.e_min)),
+                                 *((f"draw {index}", tuple(draw)) for index, draw in enumerate(row.draws))]:
+        if s_min + e_min <= 0:
+            raise UsageError(f"plan: {fit.source}: {name} has S_min and E_min both 0, which predicts no steps to "
+                             "the goal (the file was edited or written by another program)")
 
 
 def _check_fits(expected: Identity, found: Identity, where: str) -> None:

@@ -64,15 +64,15 @@ def steps_model(inputs: PlanInputs) -> StepsModel:
     for run in inputs.runs:
         record, noise = run.row.time_to_target, run.row.noise_scale
         samples = record.crossing_samples(threshold) if record is not None else None
-        if samples is None or not noise:
-            continue
+        if samples is None or samples <= 0 or not noise or next(iter(noise.values())) <= 0:
+            continue  # a noise scale of 0 or below (a tr(Sigma) estimate below 0) predicts no steps
         b_noise = next(iter(noise.values()))
         steps = samples / run.row.global_batch
         s_min = steps / (1 + b_noise / run.row.global_batch)
         return StepsModel(StepsFit(s_min, s_min * b_noise), [],
                           f"McCandlish's model S_min (1 + B_noise / B) with B_noise {b_noise:,.0f}, through the "
                           f"{steps:,.1f} steps of run {run.source} (no study: an estimate){borrowed}")
-    raise UsageError("plan: no study fit and no run that met the goal with a noise scale: give a time-to-target "
+    raise UsageError("plan: no study fit and no run that met the goal with a noise scale above 0: give a time-to-target "
                      "study's rows, or a run of `trainspeed train --until ...` that met its goal")
 
 
@@ -171,7 +171,7 @@ def overheads(inputs: PlanInputs) -> Overheads:
     if not runs or inputs.settings is None:
         return Overheads(0.0, 0.0, 0, None, 1, "no study runs: start-up, shutdown and validation left out",
                          startup_s=startup)
-    per_validation = [(run.wall_s - run.train_s) / run.validations for run in runs if run.validations]
+    per_validation = [max(0.0, run.wall_s - run.train_s) / run.validations for run in runs if run.validations]
     return Overheads(overhead_s=statistics.median(max(0.0, run.command_s - run.wall_s) for run in runs),
                      validation_s=statistics.median(per_validation) if per_validation else 0.0,
                      eval_every_samples=inputs.settings.settings.eval_every_samples,

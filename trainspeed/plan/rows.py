@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from trainspeed.machine import Machine
+from trainspeed.rows import Batch, NonNegative, Positive, PositiveInterval, Share
 
 
 @dataclass(frozen=True)
@@ -21,9 +22,9 @@ class PlanRow:
     config: str
     """`target/devices/global batch`, as `--check` takes it."""
     target: str
-    devices: int
-    global_batch: int
-    batch_size_per_device: int
+    devices: Batch
+    global_batch: Batch
+    batch_size_per_device: Batch
     workload: str
     size: str
     until: str
@@ -33,41 +34,41 @@ class PlanRow:
     """What a "not measured" configuration lacks."""
     rank: int | None
     """1 for the fastest predicted; None where not measured."""
-    predicted_s: float | None
+    predicted_s: Positive | None
     """Start-up and shutdown + compilation + steps trained x step time + validations x validation time."""
-    predicted_s_ci95: list[float] | None
+    predicted_s_ci95: PositiveInterval | None
     """From the interval on the steps to the goal (the throughput is taken as measured)."""
-    steps: float | None
-    steps_ci95: list[float] | None
+    steps: Positive | None
+    steps_ci95: PositiveInterval | None
     steps_from: str
     """"fit of study X" (S_min (1 + B_crit / B)) or "noise scale of run X" (McCandlish's model)."""
-    step_s: float | None
+    step_s: Positive | None
     """Seconds per step at this many devices."""
     step_s_from: str
-    samples_per_s: float | None
+    samples_per_s: Positive | None
     """Global samples/s the step time gives: what samples/s alone ranks by."""
-    statistical_efficiency: float | None
+    statistical_efficiency: Share | None
     """E_min / E(B) = 1 / (1 + B / B_crit)."""
-    goodput: float | None
+    goodput: NonNegative | None
     """samples_per_s x statistical_efficiency (Pollux): useful samples per second."""
-    overhead_s: float | None
+    overhead_s: NonNegative | None
     """Start-up, stop checkpoint and shutdown of one run (median over the study's runs)."""
-    compile_s: float | None
+    compile_s: NonNegative | None
     """The bench's first step over its steady step, beyond the study target's (compilation)."""
     validations: int | None
-    validation_s: float | None
+    validation_s: NonNegative | None
     """Seconds per validation (median over the study's runs)."""
     recommended: bool
     samples_per_s_pick: bool
     """The configuration samples/s alone would pick (the most global samples/s)."""
-    vs_recommended: float | None
+    vs_recommended: Positive | None
     """predicted_s / the recommended configuration's."""
     sources: list[str]
     """The rows each number came from (file:line, run directories)."""
     command: str
     machine: Machine | None = None
     """The machine of the bench rows the step time came from."""
-    steps_trained: float | None = None
+    steps_trained: Positive | None = None
     """The steps the run trains: up to the first validation at or past the crossing `steps`, where
     it learns it met the goal (None in rows of plans that counted the crossing's steps)."""
 
@@ -82,27 +83,27 @@ class PlanCheckRow:
     plan_id: str
     config: str
     target: str
-    devices: int
-    global_batch: int
+    devices: Batch
+    global_batch: Batch
     workload: str
     size: str
     until: str
     recommended: bool
     samples_per_s_pick: bool
-    predicted_s: float
-    predicted_s_ci95: list[float] | None
-    measured_s: float
+    predicted_s: Positive
+    predicted_s_ci95: PositiveInterval | None
+    measured_s: Positive
     """The whole `trainspeed train` command, to its stop at the goal."""
-    ratio: float
+    ratio: Positive
     """measured_s / predicted_s."""
     within: bool
     """The ratio lies within 1 +- tolerance."""
-    tolerance: float
-    predicted_steps: float
-    measured_steps: float | None
+    tolerance: Positive
+    predicted_steps: Positive
+    measured_steps: Positive | None
     """Interpolated between the validations bracketing the crossing (None: the goal was not met)."""
-    predicted_step_s: float
-    measured_step_s: float | None
+    predicted_step_s: Positive
+    measured_step_s: Positive | None
     """Training seconds to the crossing over its steps."""
     reached: bool
     seed: int

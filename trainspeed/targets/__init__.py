@@ -74,6 +74,13 @@ def target_family(text: str) -> type[Target]:
     return family
 
 
+def check_target_name(text: str) -> None:
+    """UsageError where the name is no target of a known family (its mode, precision and options
+    checked), without asking whether the device is here or answers: for names that describe rows."""
+    family, spec = _family_and_spec(text)
+    family.check_spec(spec)
+
+
 def check_target_builds(text: str, workload: Workload) -> None:
     """UsageError, before anything runs, when the target cannot build the workload (a remote
     server that does not build it, or builds another definition under its name)."""

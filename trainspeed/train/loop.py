@@ -584,7 +584,7 @@ class RankTrainer:
             data_wait_fraction_worst_rank=wait_worst,
             steady_data_wait_fraction=steady_wait_sum / world if steady is not None else None,
             h2d_s_per_step=h2d_sum / world,
-            final_loss=last_record.loss if last_record else float("nan"),
+            final_loss=last_record.loss if last_record else None,
             validation=last_eval.metrics if last_eval else None,
             bench_samples_per_s=bench,
             io_efficiency=per_device / bench if bench else None,

@@ -17,6 +17,10 @@ from trainspeed.machine import Machine
 from trainspeed.rows import (
     KIND,
     VERSION,
+    Batch,
+    Loss,
+    NonNegative,
+    Positive,
     Source,
     parse_row,
     read_records,
@@ -39,36 +43,37 @@ class RunSummary:
     workload: str
     size: str
     target: str
-    world_size: int
-    batch_size_per_device: int
-    global_batch: int
+    world_size: Batch
+    batch_size_per_device: Batch
+    global_batch: Batch
     synthetic_data: bool
     num_workers: int
     threads: int | None
     first_step: int
     last_step: int
     samples: int
-    wall_s: float
+    wall_s: Positive
     """Host time from the first to the last step, all ranks, less `paused_s`."""
-    paused_s: float | None
+    paused_s: NonNegative | None
     """Validation passes and checkpoints between steps (not training, so not in `wall_s`); None only
     in summaries converted from files that did not record it."""
-    end_to_end_samples_per_s: float
+    end_to_end_samples_per_s: NonNegative
     """All samples of this invocation over the wall time from the first to the last step, all ranks."""
-    steady_samples_per_s: float | None
+    steady_samples_per_s: Positive | None
     """The same after the first `timing_warmup_steps` steps (None when the run is shorter)."""
-    samples_per_s_per_device: float
-    step_time_s: float
-    data_wait_fraction: float
-    data_wait_fraction_worst_rank: float
-    steady_data_wait_fraction: float | None
+    samples_per_s_per_device: NonNegative
+    step_time_s: Positive
+    data_wait_fraction: NonNegative
+    data_wait_fraction_worst_rank: NonNegative
+    steady_data_wait_fraction: NonNegative | None
     """Data wait over the steady-state steps only (the loader's start-up left out), mean over ranks."""
-    h2d_s_per_step: float
-    final_loss: float
-    validation: dict[str, float] | None
+    h2d_s_per_step: NonNegative
+    final_loss: Loss | None
+    """The last logged window's loss (None: the run logged no window)."""
+    validation: dict[str, Loss] | None
     """The workload's validation metrics at the last step (None: no validation ran)."""
-    bench_samples_per_s: float | None
-    io_efficiency: float | None
+    bench_samples_per_s: Positive | None
+    io_efficiency: NonNegative | None
     stopped_by_signal: bool
     torch_version: str
     learning_rates: dict | None = None
@@ -78,7 +83,7 @@ class RunSummary:
     """The workload's identity (`trainspeed.workloads.identity`): module, version, definition hash."""
     workload_version: str | None = None
     workload_sha256: str | None = None
-    cpu_s_per_wall_s: float | None = None
+    cpu_s_per_wall_s: NonNegative | None = None
     """Rank 0's process CPU seconds per wall second from its first to its last step (its loader
     workers are processes of their own and not counted)."""
     machine: Machine | None = None
@@ -87,7 +92,7 @@ class RunSummary:
     """The run's `--until` goal: when it was first met, or the best value while it was not."""
     noise_scale: dict[str, float] | None = None
     """Each trained network's gradient noise scale B_simple over the last quarter of the run's steps."""
-    startup_s: float | None = None
+    startup_s: NonNegative | None = None
     """Seconds from the `trainspeed train` command's start to the first step (`trainspeed.train.startup`):
     imports, the model, the data, the ranks; the first compilation is in the first step."""
 
@@ -107,7 +112,7 @@ class RunSummary:
             f"(worst rank {self.data_wait_fraction_worst_rank:.1%}"
             + (f", steady {self.steady_data_wait_fraction:.1%}" if self.steady_data_wait_fraction is not None else "")
             + f"), H2D {self.h2d_s_per_step * 1e3:.2f} ms/step, "
-            f"loss {self.final_loss:.4f}",
+            f"loss {'–' if self.final_loss is None else format(self.final_loss, '.4f')}",
         ]
         if self.validation:
             text.append("validation: " + ", ".join(f"{name} {value:.4g}" for name, value in self.validation.items()))
@@ -142,20 +147,20 @@ class WindowRecord:
 
     step: int
     epoch: int
-    loss: float
-    lr: float
-    samples_per_s: float
-    step_time_s: float
-    data_wait_s_per_step: float
-    data_wait_fraction: float
-    data_wait_fraction_worst_rank: float
-    h2d_s_per_step: float
-    elapsed_s: float
+    loss: Loss
+    lr: NonNegative
+    samples_per_s: NonNegative
+    step_time_s: NonNegative
+    data_wait_s_per_step: NonNegative
+    data_wait_fraction: NonNegative
+    data_wait_fraction_worst_rank: NonNegative
+    h2d_s_per_step: NonNegative
+    elapsed_s: NonNegative
     """Training seconds of this invocation up to this row."""
-    run_train_s: float | None = None
+    run_train_s: NonNegative | None = None
     """Training seconds of the whole run up to this row, every invocation before it included (a
     resume reads the rows a killed invocation logged after its checkpoint to count what it lost)."""
-    run_wall_s: float | None = None
+    run_wall_s: NonNegative | None = None
     """The same with validation and checkpoint pauses."""
 
 
@@ -207,24 +212,24 @@ class TimeToTargetRecord:
     samples: int
     value: float | None
     """The metric at the crossing (None: not reached)."""
-    train_s: float
+    train_s: NonNegative
     """Training seconds to the crossing: the clock of samples/s, validation and checkpoints left out."""
-    wall_s: float
+    wall_s: NonNegative
     """The same with validation and checkpoint pauses: the seconds a user waited from the first step."""
     previous_step: int | None
     previous_samples: int | None
     previous_value: float | None
-    previous_train_s: float | None
-    previous_wall_s: float | None
+    previous_train_s: NonNegative | None
+    previous_wall_s: NonNegative | None
     best_value: float | None
     best_step: int | None
     resumes: int
     """How often the run was resumed before this row."""
-    lost_train_s: float
+    lost_train_s: NonNegative
     """Training seconds of invocations killed after their last checkpoint (counted in `train_s`)."""
-    lost_wall_s: float
-    global_batch: int
-    world_size: int
+    lost_wall_s: NonNegative
+    global_batch: Batch
+    world_size: Batch
     target: str
 
     def crossing_samples(self, threshold: float) -> float | None:

@@ -73,6 +73,12 @@ def _protocol_problems(workload: object) -> list[str]:
     return problems
 
 
+def is_users_module(name: str) -> bool:
+    """Whether a workload name is a module of the user's own (`package.module:factory`), which
+    `get_workload` imports and runs, rather than a built-in workload or a library's model by name."""
+    return family_of(name) is None and name not in BUILTIN_WORKLOADS
+
+
 def get_workload(name: str) -> Workload:
     """A built-in workload by name, a library's model (`timm:resnet50`), or the user's own as
     `package.module:factory`.
@@ -142,5 +148,5 @@ def reference_batch(workload: Workload) -> int | None:
     return getattr(workload, "reference_batch", DEFAULT_REFERENCE_BATCH)
 
 
-__all__ = ["get_workload", "resolve_size", "default_size", "reference_batch", "BUILTIN_WORKLOADS",
+__all__ = ["get_workload", "is_users_module", "resolve_size", "default_size", "reference_batch", "BUILTIN_WORKLOADS",
            "DEFAULT_REFERENCE_BATCH"]

@@ -76,12 +76,13 @@ def version_1(row: TimeToTargetBatchRow, steps_ci95: list[float] | None) -> dict
 
 def test_a_batch_row_of_version_1_reads_with_the_smallest_and_largest_of_its_own_seeds():
     seeds = [run(2.0, 640.0, seed=seed) for seed in range(4)]
-    four = batch_row("s", recipe(), 64, seeds[:1], [*seeds[:3], run(2.0, 960.0, seed=3)])
+    tuned = [run(1.0, 900.0), seeds[0]]  # the recipe's two factors, as a study sweeps them
+    four = batch_row("s", recipe(), 64, tuned, [*seeds[:3], run(2.0, 960.0, seed=3)])
     # Four seeds: the old bootstrap ends lay inside the seeds' spread; what is read is the spread.
     old = version_1(four, [10.0, 12.5])
     read, extra = parse_row(TimeToTargetBatchRow, old, Source("rows.jsonl", 1))
     assert read == four and read.steps_min_max == [10.0, 15.0] and extra == {}
-    missed = batch_row("s", recipe(), 64, seeds[:1], [seeds[0], run(2.0, None, seed=1)])
+    missed = batch_row("s", recipe(), 64, tuned, [seeds[0], run(2.0, None, seed=1)])
     read, _ = parse_row(TimeToTargetBatchRow, version_1(missed, None), Source("rows.jsonl", 2))
     assert read == missed and read.steps_min_max is None and read.samples_min_max is None
 

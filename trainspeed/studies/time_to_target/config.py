@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainspeed.errors import UsageError
+from trainspeed.rows import Batch, Positive
 
 LR_EDGE_FACTOR = 2.0
 """How far past an edge of the sweep the next factor tried lies (x2 above the largest, /2 below the smallest)."""
@@ -22,19 +23,19 @@ class TimeToTargetConfig:
     size: str = ""
     """The workload's size ("": its default)."""
     target: str = "cpu:eager:fp32"
-    nproc: int = 1
-    threads: int = 1
+    nproc: Batch = 1
+    threads: Batch = 1
     num_workers: int = 1
     parallel_runs: int = 2
     """Trainings at once (each nproc x threads cores)."""
-    global_batches: tuple[int, ...] = (32, 128, 512, 2048)
+    global_batches: tuple[Batch, ...] = (32, 128, 512, 2048)
     seeds: int = 3
     """Training seeds per batch (0 .. seeds-1); seed 0 also tunes the learning rate."""
-    base_lr: float | None = None
+    base_lr: Positive | None = None
     """Peak LR at the reference batch (None: the workload's own optimizer LR)."""
-    reference_batch: int | None = None
+    reference_batch: Batch | None = None
     """The batch base_lr is for (None: the workload's reference batch, else the smallest global batch)."""
-    lr_factors: tuple[float, ...] = (0.5, 1.0, 2.0)
+    lr_factors: tuple[Positive, ...] = (0.5, 1.0, 2.0)
     """Multiples of the square-root-scaled LR tried first at every batch, on seed 0."""
     max_lr_extensions: int = 3
     """How many more factors a batch's sweep tries past an edge while its best factor lies at one."""

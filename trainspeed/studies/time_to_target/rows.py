@@ -4,13 +4,23 @@ S(B) (one JSONL file, one study id). Torch-free: the report and `trainspeed plan
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Annotated, Any, Callable, ClassVar
 
 from trainspeed.machine import Machine
-from trainspeed.rows import is_finite
+from trainspeed.rows import (
+    INTERVAL,
+    Batch,
+    Length,
+    NonNegative,
+    NonNegativeInterval,
+    Positive,
+    PositiveInterval,
+    is_finite,
+)
 from trainspeed.studies.time_to_target.config import TimeToTargetConfig
 
 ROWS_FILE = "time_to_target.jsonl"
+DRAW = Length("a pair [S_min, E_min]", 2, 2)
 
 
 @dataclass(frozen=True)
@@ -27,13 +37,13 @@ class TimeToTargetSettingsRow:
     """The size the runs trained (the workload's default resolved)."""
     until: str
     metric: str
-    base_lr: float
+    base_lr: Positive
     """Peak LR at the reference batch; a run at batch B and factor f trains at base_lr x f x sqrt(B / reference)."""
     base_lr_from: str
     """"--base-lr", or "workload" (its optimizer's own LR)."""
-    reference_batch: int
+    reference_batch: Batch
     command: str
-    total_s: float
+    total_s: NonNegative
     workload_module: str | None = None
     workload_version: str | None = None
     workload_sha256: str | None = None
@@ -54,34 +64,34 @@ class TimeToTargetRunRow:
     purpose: str
     """"lr sweep" (seed 0, one of the factors tried) or "seed" (another seed at the batch's best factor)."""
     target: str
-    nproc: int
-    global_batch: int
-    lr_factor: float
-    peak_lr: float
+    nproc: Batch
+    global_batch: Batch
+    lr_factor: Positive
+    peak_lr: Positive
     seed: int
     max_samples: int
     reached: bool
     outcome: str
     """"reached at N samples" or "not reached within N samples (best value x)"."""
-    steps: float | None
+    steps: Positive | None
     """Steps to the goal, interpolated between the bracketing validations (None: not reached)."""
-    samples: float | None
+    samples: Positive | None
     validated_step: int | None
     """The first validation that met the goal."""
     value: float | None
     best_value: float | None
-    train_s: float
+    train_s: NonNegative
     """Training seconds to the crossing (or the whole run), pauses left out."""
-    wall_s: float
+    wall_s: NonNegative
     """Seconds from the first step to the crossing (or to the end), validations included."""
     validations: int
     """Validations up to the crossing (or the end)."""
-    command_s: float
+    command_s: NonNegative
     """The whole `trainspeed train` command: start-up, the steps, the stop checkpoint and shutdown."""
     b_simple: float | None
     """B_simple (moving average) of the last noise-scale window at or before the crossing."""
     noise_scale_method: str | None
-    end_to_end_samples_per_s: float
+    end_to_end_samples_per_s: NonNegative
     command: str
     machine: Machine | None = None
 
@@ -116,11 +126,11 @@ class TimeToTargetBatchRow:
     OLDER_VERSIONS: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {1: _min_max_of_version_1}
 
     study_id: str
-    global_batch: int
-    best_lr_factor: float | None
+    global_batch: Batch
+    best_lr_factor: Positive | None
     """None: no factor reached the goal within the budget."""
-    peak_lr: float | None
-    lr_sweep: dict[str, float | None]
+    peak_lr: Positive | None
+    lr_sweep: dict[str, Positive | None]
     """Samples to the goal of seed 0 per factor tried (None: not reached)."""
     best_at_edge: bool
     """True when the best factor is still the smallest or largest tried (the extensions ran out)."""
@@ -129,18 +139,18 @@ class TimeToTargetBatchRow:
     reached: int
     """Seeds that met the goal within the budget."""
     outcome: str
-    steps_per_seed: list[float | None]
-    steps_mean: float | None
-    steps_min_max: list[float] | None
+    steps_per_seed: list[Positive | None]
+    steps_mean: Positive | None
+    steps_min_max: PositiveInterval | None
     """The smallest and the largest of the seeds' steps (None unless every seed reached the goal): the
     spread of what was measured, not a 95% interval of the mean. Over the 2 or 3 seeds a study runs,
     a t interval of the mean reaches 12.7 (2 seeds) or 4.3 (3 seeds) standard errors to each side,
     below zero steps where the seeds differ much, and a percentile bootstrap ends at these two values."""
-    samples_mean: float | None
-    samples_min_max: list[float] | None
+    samples_mean: Positive | None
+    samples_min_max: PositiveInterval | None
     b_simple: float | None
     """Median over seeds of B_simple near the goal."""
-    wall_s_mean: float | None
+    wall_s_mean: NonNegative | None
 
 
 @dataclass(frozen=True)
@@ -155,25 +165,25 @@ class TimeToTargetFitRow:
     workload: str
     size: str
     until: str
-    batches: list[int]
+    batches: list[Batch]
     """The batches fitted."""
     left_out: list[str]
     """Each batch not fitted, and why (not every seed reached the goal)."""
-    s_min: float
-    s_min_ci95: list[float]
-    e_min: float
-    e_min_ci95: list[float]
-    b_crit: float | None
+    s_min: NonNegative
+    s_min_ci95: NonNegativeInterval
+    e_min: NonNegative
+    e_min_ci95: NonNegativeInterval
+    b_crit: NonNegative | None
     """E_min / S_min; None (unbounded) where the steps fell as fast as perfect scaling at every batch fitted."""
-    b_crit_ci95: list[float | None]
+    b_crit_ci95: Annotated[list[NonNegative | None], INTERVAL]
     """None for a bound that is unbounded."""
-    draws: list[list[float]]
+    draws: Annotated[list[Annotated[list[NonNegative], DRAW]], Length("a list of one or more draws", 1)]
     """[S_min, E_min] of some bootstrap refits, for intervals on the steps at other batches."""
-    bootstrap_draws: int
+    bootstrap_draws: Batch
     b_simple: float | None
     """Median B_simple near the goal over every fitted batch's seeds."""
     b_simple_per_batch: dict[str, float | None]
-    relative_rms: float
+    relative_rms: NonNegative
     """Root mean square of (fitted - measured) / measured over the fitted batches' means."""
     workload_module: str | None = None
     workload_version: str | None = None
