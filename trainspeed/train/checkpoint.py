@@ -191,10 +191,6 @@ def read_latest(run_dir: Path) -> tuple[Path | None, str | None]:
     return path, None
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    return read_latest(run_dir)[0]
-
-
 class CheckpointRefused(UsageError):
     """A checkpoint file that is not loaded, and why (the message is the full path, then the reason)."""
 
