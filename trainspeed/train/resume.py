@@ -17,8 +17,8 @@ resume in `resumes.jsonl`, drops the metrics rows of the steps it trains again a
 `restore` runs in each rank: it reads the plan and loads the checkpoint the plan names (it searches
 nothing itself) into the parts the rank continues with (`RankParts`: the trainable, the schedules,
 the loader's position, the RNG states and buffers, the noise-scale meter, the --until tracker),
-each through its own load method, the way torchtitan's checkpoint manager holds the states it
-loads, and continues the run's clock.
+each through its own load method, and continues the run's clock. The loop holds no resume code:
+it builds its parts, calls `restore`, and starts from the step it returns.
 """
 
 from __future__ import annotations
@@ -408,7 +408,7 @@ def prepare(run_dir: RunDirectory, config: TrainConfig, processes: int, total_st
     choose and check the checkpoint, then make the directory continue from it and write the plan
     the ranks follow. None when the run already finished `total_steps` (said so; nothing changed).
     UsageError, before anything changes, when the run has checkpoints but none that fits."""
-    run_dir.check_holds_nothing_else()
+    run_dir.check_holds_nothing_else()  # again, now that the lock is held
     plan = plan_resume(run_dir.path, config, processes)
     if plan.checkpoint is not None and plan.step >= total_steps:
         print(f"train: the run in {run_dir.path} already finished step {plan.step} of {total_steps}; "
