@@ -10,8 +10,7 @@ import pytest
 from child_commands import run_ok
 
 from trainspeed.train.checkpoint import (
-    latest_checkpoint,
-    load_checkpoint,
+    find_checkpoint,
     save_checkpoint,
 )
 
@@ -20,7 +19,7 @@ from trainspeed.train.checkpoint import (
 def foreign_run(tiny_run, tmp_path_factory) -> Path:
     """A run directory whose checkpoint says it trained another workload."""
     out = tmp_path_factory.mktemp("runs") / "foreign"
-    payload = load_checkpoint(latest_checkpoint(tiny_run))
+    payload = find_checkpoint(tiny_run).payload
     config = json.loads(payload["config"])
     config["workload"] = "stylegan3"
     payload["config"] = json.dumps(config)

@@ -15,8 +15,8 @@ from trainspeed.targets import available_targets, get_target
 from trainspeed.train.checkpoint import (
     capture_rng_states,
     find_checkpoint,
-    latest_checkpoint,
     load_checkpoint,
+    read_latest,
     restore_rng_states,
     save_checkpoint,
 )
@@ -30,10 +30,10 @@ def _names(run_dir: Path) -> list[str]:
 
 
 def test_latest_points_at_the_newest_and_only_two_are_kept_each_with_its_checksum(tmp_path: Path) -> None:
-    assert latest_checkpoint(tmp_path) is None and find_checkpoint(tmp_path) is None
+    assert read_latest(tmp_path) == (None, None) and find_checkpoint(tmp_path) is None
     for step in (10, 20, 30):
         save_checkpoint(tmp_path, step, {"step": step, "weight": torch.full((2,), float(step))})
-    latest = latest_checkpoint(tmp_path)
+    latest = read_latest(tmp_path)[0]
     assert latest is not None and load_checkpoint(latest)["step"] == 30
     assert _names(tmp_path) == [
         "latest", "step-000000020.pt", "step-000000020.pt.sha256", "step-000000030.pt", "step-000000030.pt.sha256"
@@ -64,7 +64,7 @@ def test_writing_an_earlier_step_never_deletes_a_later_checkpoint(tmp_path: Path
     assert [name for name in _names(tmp_path) if name.endswith(".pt")] == [
         "step-000000040.pt", "step-000000050.pt", "step-000000090.pt"
     ]
-    assert latest_checkpoint(tmp_path).name == "step-000000050.pt"
+    assert read_latest(tmp_path)[0].name == "step-000000050.pt"
 
 
 @pytest.mark.parametrize("name", [n for n in ("cpu:eager:fp32", "xla:lazy:fp32") if AVAILABLE[n] is None])
@@ -80,7 +80,7 @@ def test_rng_states_round_trip_through_a_checkpoint_on_the_host_and_the_device(n
     np.random.randn()  # leaves a cached gaussian in numpy's state
     save_checkpoint(tmp_path, 1, {"rng": capture_rng_states(target)})
     drawn = draw()
-    restore_rng_states(load_checkpoint(latest_checkpoint(tmp_path))["rng"], target)
+    restore_rng_states(load_checkpoint(read_latest(tmp_path)[0])["rng"], target)
     assert draw() == drawn
 
 
@@ -101,13 +101,13 @@ def test_a_checkpoint_without_its_checksum_file_is_refused(tmp_path: Path) -> No
 def test_a_state_that_is_not_plain_data_is_refused_when_written_naming_where(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match=r"checkpoint\['ranks'\]\[0\]\['loader'\] is a numpy.ndarray"):
         save_checkpoint(tmp_path, 1, {"step": 1, "ranks": [{"loader": np.zeros(3)}]})
-    assert latest_checkpoint(tmp_path) is None
+    assert find_checkpoint(tmp_path) is None
 
 
 def test_a_dict_key_that_is_neither_text_nor_a_number_is_refused_when_written(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match=r"checkpoint\['ranks'\] has a key of type tuple"):
         save_checkpoint(tmp_path, 1, {"step": 1, "ranks": {(0, 1): "rank"}})
-    assert latest_checkpoint(tmp_path) is None
+    assert find_checkpoint(tmp_path) is None
 
 
 def _with_checksum(path: Path, content: bytes) -> Path:

@@ -190,6 +190,57 @@ def test_a_rank_refuses_a_plan_whose_checkpoint_changed_after_the_launcher_check
         RankTrainer(config, Layout(RankContext()), Collectives(RankContext()), get_target(config.target))
 
 
+def test_a_checkpoint_whose_global_batch_is_not_its_settings_is_refused_before_anything_moves(
+    run_dir: Path, cli_error
+) -> None:
+    """The launcher checks the recorded global batch with the rest, so the ranks need not: a refusal
+    comes before the resume is recorded or a row is dropped."""
+    rewrite(run_dir / "checkpoints" / STEP_6, lambda p: p.update(global_batch=16))
+    before = _snapshot(run_dir)
+    line = cli_error(*RUN, "--steps", "9", "--out", str(run_dir), "--resume")
+    assert line == (f"trainspeed: error: train: cannot resume {run_dir / 'checkpoints' / STEP_6}: it records global "
+                    "batch 16, but the run's settings make 8; restore it, or start a new run in another --out")
+    assert _snapshot(run_dir) == before, "a refused resume changed the run directory"
+
+
+def test_prepare_plans_the_resume_and_restore_loads_it_into_a_ranks_parts(
+    run_dir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The two faces of `trainspeed.train.resume`: the launcher's `prepare` (with the lock held)
+    and each rank's `restore`, which loads what the plan names and continues the run's clock."""
+    import dataclasses
+
+    from trainspeed.targets import get_target
+    from trainspeed.train.distributed import RankContext
+    from trainspeed.train.loop import Layout, open_loader
+    from trainspeed.train.lr_schedule import build_schedulers
+    from trainspeed.train.resume import RankParts, prepare, restore
+    from trainspeed.train.run_dir import RunDirectory
+    from trainspeed.workloads import get_workload
+
+    (run_dir / "checkpoints" / "latest").write_text(STEP_3 + "\n")
+    config = dataclasses.replace(_run_config(run_dir), steps=9, resume=True)
+    with RunDirectory(run_dir).lock():
+        plan = prepare(RunDirectory(run_dir), config, processes=1, total_steps=9)
+    assert plan is not None and (plan.checkpoint, plan.step, plan.set_aside) == (STEP_3, 3, "checkpoints/superseded/1")
+
+    target, workload = get_target(config.target), get_workload(config.workload)
+    trainable = target.build(workload, config.size, config.seed)
+    loader = open_loader(workload, config, Layout(RankContext()), target, "train")
+    parts = RankParts(rank=0, trainable=trainable, loader=loader, target=target,
+                      schedulers=build_schedulers(trainable.optimizers, config.lr, config.global_batch, 9))
+    restored = restore(run_dir, parts)
+    saved = load_checkpoint(run_dir / "checkpoints" / STEP_3)
+    assert restored is not None and (restored.step, restored.epoch) == (3, saved["epoch"])
+    assert f"train: resumed from {run_dir / 'checkpoints' / STEP_3} at step 3" in capsys.readouterr().out
+    networks = trainable.state_dict()["networks"]["policy"]
+    assert all(torch.equal(networks[key].cpu(), tensor) for key, tensor in saved["trainable"]["networks"]["policy"].items())
+    assert loader.state_dict() == saved["ranks"][0]["loader"]
+    lost = max(0.0, plan.logged_train_s - saved["run_clock"]["train_s"])
+    assert restored.totals.resumes == saved["run_clock"]["resumes"] + 1
+    assert restored.totals.train_s == saved["run_clock"]["train_s"] + lost and restored.totals.lost_train_s == lost
+
+
 def _run_config(run_dir: Path):
     from trainspeed.train.config import TrainConfig
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from child_commands import REPO_ROOT, run_child, trainspeed_argv, trainspeed_env
 
-from trainspeed.train.checkpoint import latest_checkpoint, load_checkpoint
+from trainspeed.train.checkpoint import find_checkpoint
 
 ATOL_FLOAT64 = 1e-9
 """How far two float64 runs that add the same numbers in another order may drift apart (the
@@ -35,9 +35,9 @@ def run_train(*args: str, timeout: float = 120, extra_pythonpath: str | None = N
 
 def latest_payload(run_dir: Path) -> dict:
     """The run's latest checkpoint (written by rank 0), checked and loaded as the trainer loads it."""
-    path = latest_checkpoint(run_dir)
-    assert path is not None, f"{run_dir} has no checkpoint"
-    return load_checkpoint(path)
+    found = find_checkpoint(run_dir)
+    assert found is not None, f"{run_dir} has no checkpoint"
+    return found.payload
 
 
 def final_parameters(run_dir: Path, network: str = "policy") -> dict[str, torch.Tensor]:

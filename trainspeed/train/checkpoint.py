@@ -9,7 +9,7 @@ then points `checkpoints/latest` at it (each atomically), so a kill -9 at any mo
 the previous checkpoint or the new one. The newest two up to the one just written are kept (or as
 many as `--keep-checkpoints` says; 0 keeps all, to evaluate a policy as it learnt); a
 checkpoint of a later step is never deleted: a run resumed from an earlier step first moves the
-later ones into `checkpoints/superseded/N/` (`set_aside_after`).
+later ones into `checkpoints/superseded/N/` (`trainspeed.train.resume`).
 
 A run directory may come from someone else, so loading is for data only: the checksum must match,
 and the file is read with torch's `weights_only` unpickler, which builds tensors, numbers, strings,
@@ -164,25 +164,6 @@ def _prune_before(run_dir: Path, step: int, keep: int) -> None:
         checksum_path(old).unlink(missing_ok=True)
 
 
-def set_aside_after(run_dir: Path, step: int) -> Path | None:
-    """Move the checkpoints of steps after `step` (and their checksum files) into a new folder
-    `checkpoints/superseded/N/`, so a run resumed from `step` cannot overwrite or prune them;
-    returns that folder, or None when there were none."""
-    later = [path for found_step, path in step_files(run_dir) if found_step > step]
-    if not later:
-        return None
-    parent = checkpoint_dir(run_dir) / SUPERSEDED_DIR
-    parent.mkdir(exist_ok=True)
-    number = 1 + max((int(p.name) for p in parent.iterdir() if p.name.isdigit()), default=0)
-    folder = parent / str(number)
-    folder.mkdir()
-    for path in later:
-        for moved in (path, checksum_path(path)):
-            if moved.exists():
-                moved.replace(folder / moved.name)
-    return folder
-
-
 def read_latest(run_dir: Path) -> tuple[Path | None, str | None]:
     """The checkpoint `checkpoints/latest` names, or None and why not (None when there is no pointer
     and no checkpoint either: a run that never checkpointed). Only a bare checkpoint name in a
@@ -208,10 +189,6 @@ def read_latest(run_dir: Path) -> tuple[Path | None, str | None]:
     if not path.exists() and not path.is_symlink():
         return None, f"checkpoints/latest names {name}, which does not exist"
     return path, None
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    return read_latest(run_dir)[0]
 
 
 class CheckpointRefused(UsageError):

@@ -42,6 +42,7 @@ from trainspeed.train.lifecycle import (
     finish,
 )
 from trainspeed.train.loop import Layout, RankTrainer
+from trainspeed.train.resume import prepare
 from trainspeed.train.run_dir import RunDirectory
 from trainspeed.train.startup import hand_down
 from trainspeed.train.summary import bench_samples_per_s
@@ -161,13 +162,8 @@ def launch(config: TrainConfig) -> int:
             run_dir.check_fresh()
         else:
             processes = 1 if family.data_parallel == "spmd" else config.world_size
-            plan = run_dir.resume_plan(config, processes)
-            total_steps = config.total_steps(batches_per_epoch)
-            if plan.checkpoint is not None and plan.step >= total_steps:
-                print(f"train: the run in {run_dir.path} already finished step {plan.step} of {total_steps}; "
-                      "nothing to do (give a larger --steps to train on)")
+            if prepare(run_dir, config, processes, config.total_steps(batches_per_epoch)) is None:
                 return 0
-            run_dir.continue_from(plan)
         config_path = run_dir.write_config(config)
         if family.data_parallel == "spmd":
             return run_spmd(config, family)

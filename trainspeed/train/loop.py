@@ -28,7 +28,7 @@ from trainspeed.machine import Machine
 from trainspeed.targets import get_target
 from trainspeed.targets.base import BatchPlacer, Target
 from trainspeed.targets.threads import configure_threads
-from trainspeed.train.checkpoint import capture_rng_states, restore_rng_states, save_checkpoint
+from trainspeed.train.checkpoint import capture_rng_states, save_checkpoint
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.evaluation import can_evaluate, evaluate
@@ -42,7 +42,7 @@ from trainspeed.train.lr_schedule import (
 from trainspeed.train.metrics import MetricsLog, StepWindow, reduce_window
 from trainspeed.train.parallel import make_data_parallel
 from trainspeed.train.progress import ProgressBar
-from trainspeed.train.resume import ResumePlan, load_planned, read_plan
+from trainspeed.train.resume import RankParts, restore
 from trainspeed.train.rows import EvalRecord, RunSummary, TimeToTargetRecord, WindowRecord
 from trainspeed.train.startup import seconds_since_start
 from trainspeed.train.summary import bench_samples_per_s
@@ -190,13 +190,6 @@ def network_buffers(trainable: Trainable) -> dict[str, dict[str, torch.Tensor]]:
             for name, network in trainable.networks.items()}
 
 
-def restore_buffers(trainable: Trainable, buffers: dict[str, dict[str, torch.Tensor]]) -> None:
-    with torch.no_grad():
-        for name, network in trainable.networks.items():
-            for key, buffer in network.named_buffers():
-                buffer.copy_(buffers[name][key])
-
-
 def checkpoint_payload(
     config: TrainConfig,
     state: LoopState,
@@ -258,13 +251,16 @@ class RankTrainer:
         if self.context.is_main:
             print(self.learning_rates.line(), flush=True)
         self.state = LoopState()
-        self.resumed_from: int | None = self._resume() if config.resume else None
-        # Each rank draws its own random numbers (dropout, augmentation) after the shared init.
-        if self.resumed_from is None:
+        restored = restore(config.run_dir, self._resumed_parts()) if config.resume else None
+        if restored is not None:
+            self.state = LoopState(step=restored.step, epoch=restored.epoch)
+            self.totals_before = restored.totals
+        else:
+            # Each rank draws its own random numbers (dropout, augmentation) after the shared init.
             seed_everything(config.seed * 1_000_003 + 7919 * self.context.rank + 1)
             self.train_loader.set_epoch(0)
         # TensorBoard hides what a killed run logged after the checkpoint this run resumes from.
-        purge_step = None if self.resumed_from is None else self.resumed_from + 1
+        purge_step = None if restored is None else restored.step + 1
         self.metrics = MetricsLog(config.run_dir, enabled=self.context.is_main, purge_step=purge_step)
 
     @property
@@ -305,57 +301,10 @@ class RankTrainer:
         copy = self.workload.build(self.config.size, self.config.seed)
         return copy if can_evaluate(copy) else None
 
-    def _resume(self) -> int | None:
-        """Continue from the checkpoint the launcher's plan names (`trainspeed.train.resume`): it
-        chose and checked it once, so every rank loads the same one and none searches again."""
-        plan = read_plan(self.config.run_dir)
-        try:
-            payload = load_planned(self.config.run_dir, plan)
-        except UsageError as error:
-            message = str(error)
-            raise UsageError(message if message.startswith("train: ") else f"train: {message}") from None
-        if payload is None:
-            return None
-        path = plan.path(self.config.run_dir)
-        if payload["world_size"] != self.context.world_size or payload["global_batch"] != self.global_batch:
-            raise UsageError(
-                f"train: checkpoint {path} was written by {payload['world_size']} ranks at global batch "
-                f"{payload['global_batch']}; resume with the same --nproc/--nnodes and --batch-size-per-device"
-            )
-        try:
-            self._load(payload)
-        except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
-            raise UsageError(f"train: {path} does not fit this rank ({type(error).__name__}: "
-                             f"{str(error).splitlines()[0][:160] if str(error) else ''}); restore it or start a new "
-                             "run in another --out") from None
-        self._continue_clock(plan)
-        if self.context.is_main:
-            print(f"train: resumed from {path} at step {self.state.step}", flush=True)
-        return self.state.step
-
-    def _continue_clock(self, plan: ResumePlan) -> None:
-        """Count this resume, and the seconds the killed invocation logged after its checkpoint."""
-        totals = self.totals_before
-        lost_train = max(0.0, (plan.logged_train_s or 0.0) - totals.train_s)
-        lost_wall = max(0.0, (plan.logged_wall_s or 0.0) - totals.wall_s)
-        self.totals_before = dataclasses.replace(
-            totals, resumes=totals.resumes + 1, train_s=totals.train_s + lost_train, wall_s=totals.wall_s + lost_wall,
-            lost_train_s=totals.lost_train_s + lost_train, lost_wall_s=totals.lost_wall_s + lost_wall)
-
-    def _load(self, payload: dict[str, Any]) -> None:
-        self.trainable.load_state_dict(payload["trainable"])
-        for name, scheduler in self.schedulers.items():
-            scheduler.load_state_dict(payload["schedulers"][name])
-        own = payload["ranks"][self.context.rank]
-        restore_buffers(self.trainable, own["buffers"])
-        self.train_loader.load_state_dict(own["loader"])
-        restore_rng_states(own["rng"], self.target)
-        self.state = LoopState(step=payload["step"], epoch=payload["epoch"])
-        self.totals_before = RunTotals.from_state(payload.get("run_clock"))
-        if self.tracker is not None:
-            self.tracker.load_state(payload.get("time_to_target"))
-        if self.meter is not None:
-            self.meter.load_state(own.get("noise_scale"))
+    def _resumed_parts(self) -> RankParts:
+        """What this rank's part of a checkpoint restores (`trainspeed.train.resume.restore`)."""
+        return RankParts(rank=self.context.rank, trainable=self.trainable, schedulers=self.schedulers,
+                         loader=self.train_loader, target=self.target, tracker=self.tracker, meter=self.meter)
 
     # --- periodic work -------------------------------------------------------------------------
     def save(self, clock: RunClock) -> None:

@@ -1,48 +1,68 @@
-"""Resuming a run: the launcher finds and checks the checkpoint once; the ranks load what it chose.
+"""Resuming a run, in one place: the launcher prepares the resume once; each rank restores from it.
 
-`plan_resume` runs in the launcher with the run's lock held, before anything in the run
-directory changes. It takes the checkpoint `checkpoints/latest` names, or the newest one that
-loads when that one does not (saying so), and checks it against what the run's settings build
-(`check_checkpoint`): its step against its file name, its scalars' types, the settings it was
-written under, every network tensor's name, shape and dtype, the optimizer and scheduler states,
-one part per rank with a loader position, RNG states of the right form and the networks' buffers.
-A checkpoint that loads but does not fit is refused in one line: it is neither passed over for an
+`prepare` runs in the launcher with the run's lock held, before anything in the run directory
+changes. It takes the checkpoint `checkpoints/latest` names, or the newest one that loads when that
+one does not (saying so), and checks it against what the run's settings build (`check_checkpoint`):
+its step against its file name, its scalars' types, the settings it was written under, every
+network tensor's name, shape and dtype, the optimizer and scheduler states, one part per rank with
+a loader position, RNG states of the right form and the networks' buffers; then the settings that
+shape the trajectory, the number of rank processes and the global batch against this run's. A
+checkpoint that loads but does not fit is refused in one line: it is neither passed over for an
 older one nor a reason to start over, so a `--resume` on a directory that holds checkpoints never
-trains from step 0.
+trains from step 0. Once it goes on, it points `latest` at the chosen checkpoint, moves the
+checkpoints of later steps aside (`checkpoints/superseded/N/`, never overwritten), records the
+resume in `resumes.jsonl`, drops the metrics rows of the steps it trains again and writes the plan
+(`resume_plan.json`).
 
-`carry_out` (still in the launcher) then moves later checkpoints aside, points `latest` at the
-chosen one, records the resume and writes the plan (`resume_plan.json`), which each rank reads
-(`read_plan`) and follows: it loads the checkpoint the plan names and searches nothing itself.
+`restore` runs in each rank: it reads the plan and loads the checkpoint the plan names (it searches
+nothing itself) into the parts the rank continues with (`RankParts`: the trainable, the schedules,
+the loader's position, the RNG states and buffers, the noise-scale meter, the --until tracker),
+each through its own load method, and continues the run's clock. The loop holds no resume code:
+it builds its parts, calls `restore`, and starts from the step it returns.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import torch
 
-from trainspeed.atomic import atomic_write_text
+from trainspeed.atomic import append_line, atomic_write_text
 from trainspeed.errors import UsageError
 from trainspeed.train.checkpoint import (
     CHECKPOINT_NAME,
+    LATEST_POINTER,
+    SUPERSEDED_DIR,
     FoundCheckpoint,
     checkpoint_dir,
+    checksum_path,
     find_checkpoint,
     load_checkpoint,
+    restore_rng_states,
+    step_files,
 )
 from trainspeed.train.config import TrainConfig
+from trainspeed.train.rows import METRICS_FILE
+from trainspeed.train.run_dir import RESUME_PLAN_FILE, RESUMES_FILE, RunDirectory
+from trainspeed.train.time_to_target import RunTotals, TargetTracker
 from trainspeed.user_files import FileRefused, read_regular
 from trainspeed.user_json import parse_json
 from trainspeed.workloads import get_workload
 from trainspeed.workloads.base import Trainable, setup_optimizers
 
-RESUME_PLAN_FILE = "resume_plan.json"
+if TYPE_CHECKING:
+    from trainspeed.data.base import BatchLoader
+    from trainspeed.gradients.noise_scale import NoiseScaleMeter
+    from trainspeed.targets.base import Target
+
 PLAN_MAX_BYTES = 1 << 20
 SHOWN_NAMES = 3
 """Names listed when keys are missing or extra (the count says how many more)."""
@@ -267,7 +287,7 @@ class ResumePlan:
     skipped: tuple[str, ...] = ()
     """Why `latest` or newer checkpoints were passed over (empty: it is the one `latest` names)."""
     set_aside: str | None = None
-    """The folder the checkpoints of later steps were moved to, once `carry_out` moved them."""
+    """The folder the checkpoints of later steps were moved to, once `prepare` moved them."""
     logged_train_s: float | None = None
     """The run's training seconds its last logged window recorded before this resume (a killed
     invocation's time after its checkpoint, which the resumed run adds to its clock)."""
@@ -326,6 +346,10 @@ def _plan_for(found: FoundCheckpoint, config: TrainConfig, processes: int) -> Re
     if found.payload["world_size"] != processes:
         raise UsageError(f"train: cannot resume {found.path}: it was written by {found.payload['world_size']} rank "
                          f"processes, this run has {processes}; resume with the same --nproc/--nnodes and target")
+    if found.payload["global_batch"] != config.global_batch:
+        raise UsageError(f"train: cannot resume {found.path}: it records global batch {found.payload['global_batch']}, "
+                         f"but the run's settings make {config.global_batch}; restore it, or start a new run in "
+                         "another --out")
     changed = {key: (before[key], value) for key, value in now.items()
                if key in before and before[key] != value and key not in CHANGES_NOT_RECORDED}
     return ResumePlan(step=found.payload["step"], checkpoint=found.path.name, changed=changed, skipped=found.skipped)
@@ -375,3 +399,212 @@ def load_planned(run_dir: Path, plan: ResumePlan) -> dict[str, Any] | None:
         raise UsageError(f"train: {path} changed after the launcher checked it (it records step "
                          f"{_shown(payload.get('step'))}, the plan step {plan.step}); resume again")
     return payload
+
+
+# --- the launcher: prepare --------------------------------------------------------------------------
+
+def prepare(run_dir: RunDirectory, config: TrainConfig, processes: int, total_steps: int) -> ResumePlan | None:
+    """Prepare `--resume` in `run_dir` (call with its lock held) for `processes` rank processes:
+    choose and check the checkpoint, then make the directory continue from it and write the plan
+    the ranks follow. None when the run already finished `total_steps` (said so; nothing changed).
+    UsageError, before anything changes, when the run has checkpoints but none that fits."""
+    run_dir.check_holds_nothing_else()  # again, now that the lock is held
+    plan = plan_resume(run_dir.path, config, processes)
+    if plan.checkpoint is not None and plan.step >= total_steps:
+        print(f"train: the run in {run_dir.path} already finished step {plan.step} of {total_steps}; "
+              "nothing to do (give a larger --steps to train on)")
+        return None
+    return _continue_from(run_dir.path, plan)
+
+
+def _continue_from(run_dir: Path, plan: ResumePlan) -> ResumePlan:
+    """Make the directory continue from `plan` (from step 0 when the run never checkpointed):
+    say what was passed over, point `latest` at it, move later checkpoints aside, record the
+    resume, drop the rows logged after it, and write the plan the ranks follow."""
+    path = plan.path(run_dir)
+    if path is None:
+        print(f"train: no checkpoint under {run_dir}; starting from step 0", flush=True)
+    else:
+        if plan.skipped:
+            print(f"train: {'; '.join(plan.skipped)}; resuming from {path.name}, the "
+                  "newest valid checkpoint", flush=True)
+            atomic_write_text(path.parent / LATEST_POINTER, path.name + "\n")
+        kept = set_aside_after(run_dir, plan.step)
+        if kept is not None:
+            names = ", ".join(sorted(p.name for p in kept.glob("step-*.pt")))
+            print(f"train: moved the checkpoints after step {plan.step} ({names}) to {kept}, where the "
+                  "resumed run cannot overwrite them", flush=True)
+            plan = dataclasses.replace(plan, set_aside=str(kept.relative_to(run_dir)))
+        record_resume(run_dir, plan)
+        plan = dataclasses.replace(plan, **logged_seconds(run_dir))
+    forget_steps_after(run_dir, plan.step)
+    write_plan(run_dir, plan)
+    return plan
+
+
+def set_aside_after(run_dir: Path, step: int) -> Path | None:
+    """Move the checkpoints of steps after `step` (and their checksum files) into a new folder
+    `checkpoints/superseded/N/`, so a run resumed from `step` cannot overwrite or prune them;
+    returns that folder, or None when there were none."""
+    later = [path for found_step, path in step_files(run_dir) if found_step > step]
+    if not later:
+        return None
+    parent = checkpoint_dir(run_dir) / SUPERSEDED_DIR
+    parent.mkdir(exist_ok=True)
+    number = 1 + max((int(p.name) for p in parent.iterdir() if p.name.isdigit()), default=0)
+    folder = parent / str(number)
+    folder.mkdir()
+    for path in later:
+        for moved in (path, checksum_path(path)):
+            if moved.exists():
+                moved.replace(folder / moved.name)
+    return folder
+
+
+def record_resume(run_dir: Path, plan: ResumePlan) -> None:
+    """Append the resume and the settings it changed to `resumes.jsonl`."""
+    row = {"time": datetime.datetime.now().isoformat(timespec="seconds"), "checkpoint": plan.checkpoint,
+           "step": plan.step, "changed": {key: list(values) for key, values in plan.changed.items()}}
+    append_line(run_dir / RESUMES_FILE, json.dumps(row, sort_keys=True))
+
+
+def logged_seconds(run_dir: Path) -> dict[str, float | None]:
+    """The run's seconds the latest train row recorded (before the rows after the checkpoint
+    are dropped): what the killed invocation had spent, redone steps included."""
+    latest: dict[str, float | None] = {"logged_train_s": None, "logged_wall_s": None}
+    metrics = run_dir / METRICS_FILE
+    if not metrics.exists():
+        return latest
+    for line in metrics.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if not isinstance(row, dict) or row.get("kind") != "train":
+            continue
+        for key, field_name in (("logged_train_s", "run_train_s"), ("logged_wall_s", "run_wall_s")):
+            value = row.get(field_name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                latest[key] = max(float(value), latest[key] or 0.0)
+    return latest
+
+
+def forget_steps_after(run_dir: Path, step: int) -> None:
+    """Drop metrics rows of steps after `step` (logged by a run killed after that checkpoint) and
+    lines a kill tore; keep every other row."""
+    metrics = run_dir / METRICS_FILE
+    if not metrics.exists():
+        return
+    lines = metrics.read_text(encoding="utf-8").splitlines()
+    kept = [line for line in lines if _row_step(line) <= step]
+    if len(kept) != len(lines):
+        atomic_write_text(metrics, "".join(line + "\n" for line in kept))
+
+
+def _row_step(line: str) -> float:
+    """The last step a row describes (`step`, or a summary's `last_step`); minus infinity for a row
+    with neither (kept), infinity for a line that is not a whole row (torn by a kill, dropped)."""
+    try:
+        row = json.loads(line)
+    except (json.JSONDecodeError, RecursionError):
+        return float("inf")
+    if not isinstance(row, dict):
+        return float("inf")
+    for key in ("step", "last_step"):
+        if key in row:
+            try:
+                return int(row[key])
+            except (TypeError, ValueError):
+                return float("inf")
+    return float("-inf")
+
+
+# --- a rank: restore --------------------------------------------------------------------------------
+
+@dataclass
+class RankParts:
+    """What one rank's part of a checkpoint is loaded into, each through its own load method."""
+
+    rank: int
+    trainable: Trainable
+    """The networks and their optimizers (the checkpoint holds rank 0's, equal on every rank)."""
+    schedulers: dict[str, Any]
+    loader: BatchLoader
+    """The training loader, which continues at the position this rank's part records."""
+    target: Target
+    """Where the device's RNG state goes."""
+    tracker: TargetTracker | None = None
+    meter: NoiseScaleMeter | None = None
+
+
+@dataclass(frozen=True)
+class Restored:
+    """Where the rank continues: the checkpoint it loaded, its step and epoch, and the run's clock."""
+
+    path: Path
+    step: int
+    epoch: int
+    totals: RunTotals
+    """The run's seconds before this invocation, this resume and the killed invocation's lost
+    seconds counted."""
+
+
+def restore(run_dir: Path, parts: RankParts) -> Restored | None:
+    """Load the checkpoint the launcher's plan names into `parts`; None for a plan from step 0
+    (nothing loaded). The launcher chose and checked it once, so every rank loads the same one and
+    none searches again; UsageError when the file changed since or does not fit this rank."""
+    plan = read_plan(run_dir)
+    try:
+        payload = load_planned(run_dir, plan)
+    except UsageError as error:
+        message = str(error)
+        raise UsageError(message if message.startswith("train: ") else f"train: {message}") from None
+    if payload is None:
+        return None
+    path = plan.path(run_dir)
+    assert path is not None
+    try:
+        totals = _load_into(parts, payload)
+        step, epoch = payload["step"], payload["epoch"]
+    except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
+        raise UsageError(f"train: {path} does not fit this rank ({type(error).__name__}: "
+                         f"{str(error).splitlines()[0][:160] if str(error) else ''}); restore it or start a new "
+                         "run in another --out") from None
+    if parts.rank == 0:
+        print(f"train: resumed from {path} at step {step}", flush=True)
+    return Restored(path=path, step=step, epoch=epoch, totals=_continued(totals, plan))
+
+
+def _load_into(parts: RankParts, payload: dict[str, Any]) -> RunTotals:
+    """Each part takes its state from the checkpoint; returns the run's clock it carries."""
+    parts.trainable.load_state_dict(payload["trainable"])
+    for name, scheduler in parts.schedulers.items():
+        scheduler.load_state_dict(payload["schedulers"][name])
+    own = payload["ranks"][parts.rank]
+    restore_buffers(parts.trainable, own["buffers"])
+    parts.loader.load_state_dict(own["loader"])
+    restore_rng_states(own["rng"], parts.target)
+    totals = RunTotals.from_state(payload.get("run_clock"))
+    if parts.tracker is not None:
+        parts.tracker.load_state(payload.get("time_to_target"))
+    if parts.meter is not None:
+        parts.meter.load_state(own.get("noise_scale"))
+    return totals
+
+
+def restore_buffers(trainable: Trainable, buffers: dict[str, dict[str, torch.Tensor]]) -> None:
+    """This rank's own buffers (statistics of its batches), which are not averaged over ranks."""
+    with torch.no_grad():
+        for name, network in trainable.networks.items():
+            for key, buffer in network.named_buffers():
+                buffer.copy_(buffers[name][key])
+
+
+def _continued(totals: RunTotals, plan: ResumePlan) -> RunTotals:
+    """The checkpoint's clock with this resume counted, and the seconds the killed invocation
+    logged after its checkpoint added (its steps are redone, so they count twice, as they cost)."""
+    lost_train = max(0.0, (plan.logged_train_s or 0.0) - totals.train_s)
+    lost_wall = max(0.0, (plan.logged_wall_s or 0.0) - totals.wall_s)
+    return dataclasses.replace(
+        totals, resumes=totals.resumes + 1, train_s=totals.train_s + lost_train, wall_s=totals.wall_s + lost_wall,
+        lost_train_s=totals.lost_train_s + lost_train, lost_wall_s=totals.lost_wall_s + lost_wall)
