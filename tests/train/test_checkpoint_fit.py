@@ -287,3 +287,19 @@ def test_a_rank_refuses_a_resume_plan_the_launcher_did_not_write(run_dir: Path, 
         read_plan(run_dir)
     assert str(refused.value).startswith(f"train: {path}: {said}"), refused.value
     assert str(refused.value).endswith("start the resume with `trainspeed train ... --resume`")
+
+
+def test_resume_never_imports_a_module_the_checkpoint_names(run_dir: Path, tmp_path: Path, monkeypatch, cli_error):
+    """A run directory is data: a checkpoint whose settings name a module of someone's (present and
+    importable here) is refused before anything imports it, and nothing in the run moves."""
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    marker = tmp_path / "imported"
+    (modules / "planted_workload.py").write_text(f"open({str(marker)!r}, 'w').close()\nWorkload = None\n")
+    monkeypatch.syspath_prepend(str(modules))
+    rewrite(run_dir / "checkpoints" / STEP_6,
+            lambda p: p.update(config=json.dumps({**_config(p), "workload": "planted_workload:Workload"})))
+    before = _snapshot(run_dir)
+    line = cli_error(*RUN, "--steps", "9", "--out", str(run_dir), "--resume")
+    assert "was written by a run of workload 'planted_workload:Workload', and this run trains 'mahjong'" in line, line
+    assert not marker.exists() and _snapshot(run_dir) == before

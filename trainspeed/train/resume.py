@@ -24,6 +24,7 @@ it builds its parts, calls `restore`, and starts from the step it returns.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import datetime
 import json
 import math
@@ -324,7 +325,7 @@ def plan_resume(run_dir: Path, config: TrainConfig, processes: int) -> ResumePla
     the checkpoint to continue from, checked; changes nothing. UsageError when the run has
     checkpoints but none that loads, or when the one chosen does not fit."""
     try:
-        found = find_checkpoint(run_dir, check=check_checkpoint)
+        found = find_checkpoint(run_dir, check=functools.partial(_check_for_resume, workload=config.workload))
     except CheckpointMismatch as error:
         raise UsageError(f"train: cannot resume: {error}; restore it, or start a new run in another --out") from None
     except UsageError as error:
@@ -333,6 +334,18 @@ def plan_resume(run_dir: Path, config: TrainConfig, processes: int) -> ResumePla
     if found is None:
         return ResumePlan(step=0, checkpoint=None)
     return _plan_for(found, config, processes)
+
+
+def _check_for_resume(path: Path, payload: dict[str, Any], workload: str) -> TrainConfig:
+    """`check_checkpoint` for a run that trains `workload`: a checkpoint of another workload is
+    refused before anything is built from it, since building imports the workload its settings
+    name, and a run directory is data, never code (a module of the user's is imported only where
+    the user names it on the command line)."""
+    recorded = checkpoint_config(path, payload)
+    if recorded.workload != workload:
+        raise CheckpointMismatch(path, f"was written by a run of workload {_shown(recorded.workload)}, and this run "
+                                 f"trains {workload!r}: resume with the run's --workload")
+    return check_checkpoint(path, payload)
 
 
 def _plan_for(found: FoundCheckpoint, config: TrainConfig, processes: int) -> ResumePlan:
