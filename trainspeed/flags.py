@@ -247,3 +247,102 @@ def config_from_flags(config_type: type[Config], args: argparse.Namespace, prefi
         elif hasattr(args, path):
             values[field.name] = getattr(args, path)
     return config_type(**values)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One row of a config's flag table: the flag, the field it sets (a dotted path), its help and
+    argparse's extras (`choices`, a `type` of its own). One table is both what a command's parser
+    adds (`add_flags`) and what a config is written back into (`config_argv`), so the two never differ."""
+
+    name: str
+    path: str
+    help: str
+    always: bool = False
+    """`config_argv` writes it even at its default: a command that leaves it out would not say what
+    it runs, or where (the workload, the target)."""
+    extras: tuple[tuple[str, Any], ...] = ()
+
+
+def flag(name: str, path: str, help: str, *, always: bool = False, **extras: Any) -> Flag:
+    """A `Flag` row: `flag("--rdzv-backend", "launch.rdzv_backend", "how nodes meet", choices=...)`."""
+    return Flag(name, path, help, always, tuple(extras.items()))
+
+
+@dataclass(frozen=True)
+class FlagGroup:
+    """Flags shown together under a title in `--help`."""
+
+    title: str
+    flags: tuple[Flag, ...]
+
+
+def add_flags(parser: argparse.ArgumentParser, config_type: type, groups: tuple[FlagGroup, ...]) -> None:
+    """Add every flag of the table to `parser`, group by group (`add_flag` for each)."""
+    for group in groups:
+        container = parser.add_argument_group(group.title)
+        for row in group.flags:
+            add_flag(container, row.name, config_type, row.path, row.help, **dict(row.extras))
+
+
+def config_argv(config: Any, groups: tuple[FlagGroup, ...]) -> list[str]:
+    """The flags that give back `config` when parsed by a parser `add_flags` built from the same
+    table: each field that differs from its default (and each `always` one), in table order.
+
+    Only values other than the defaults are written: a switch can only state the value that is not
+    its default, a field whose default is None has no flag for None, and a command of a few flags
+    shows what a run changed. A value no flag can state (None where the default is not) is a
+    ValueError: no command line makes such a config, and neither does one where a field that has
+    no flag in the table differs from its default (the command would silently drop it)."""
+    rows = [row for group in groups for row in group.flags]
+    flagged = {row.path for row in rows}
+    for path in _leaf_paths(type(config)):
+        if path not in flagged and _value_at(config, path) != field_default(type(config), path):
+            raise ValueError(f"{type(config).__name__}.{path} has no flag, and only its default goes without one")
+    return [text for row in rows for text in _flag_argv(row, config)]
+
+
+def _leaf_paths(config_type: type, prefix: str = "") -> list[str]:
+    """The dotted path of every field that is not itself a dataclass (those of nested ones included)."""
+    hints = typing.get_type_hints(config_type)
+    paths: list[str] = []
+    for field in dataclasses.fields(config_type):
+        annotation = hints[field.name]
+        if dataclasses.is_dataclass(annotation):
+            paths += _leaf_paths(annotation, prefix + field.name + ".")
+        else:
+            paths.append(prefix + field.name)
+    return paths
+
+
+def _value_at(config: Any, path: str) -> Any:
+    value = config
+    for name in path.split("."):
+        value = getattr(value, name)
+    return value
+
+
+def _flag_argv(row: Flag, config: Any) -> list[str]:
+    value = _value_at(config, row.path)
+    default = field_default(type(config), row.path)
+    if _scalar_type(_field(type(config), row.path)[1]) is bool:
+        return [row.name] if value != default else []  # a switch flips its default
+    if value == default and not (row.always and value is not None):
+        return []
+    if value is None:
+        raise ValueError(f"{type(config).__name__}.{row.path} is None, which {row.name} cannot say "
+                         f"(its default is {default!r})")
+    text = flag_text(value)
+    return [f"{row.name}={text}"] if text.startswith("-") else [row.name, text]  # `--x -1` reads -1 as a flag
+
+
+def flag_text(value: Any) -> str:
+    """A value as its flag takes it: a float as `:g` writes it where that reads back as the same
+    float (`0.001`, `1`, `1e-05`), else in the fewest digits that do; a list comma-separated;
+    anything else as str() writes it."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(flag_text(item) for item in value)
+    if isinstance(value, float):
+        short = f"{value:g}"
+        return short if float(short) == value else repr(value)
+    return str(value)

@@ -296,3 +296,30 @@ def test_study_settings_that_train_refuses_here_are_refused_before_anything_is_w
     error = cli_error(*_check_args(tmp_path, study, "--workload", "char_lm_workload:CharLMWorkload"))
     assert "plan: --check cpu:eager:fp32/1/8: its `trainspeed train` would refuse the study's settings: " in error
     assert "argument --threads: '4096' is more than" in error and _nothing_written(tmp_path)
+
+
+def test_a_check_trains_the_study_s_recipe_at_its_batch_on_the_configuration_s_target_and_devices(tmp_path: Path):
+    """The check's command is the study's run at the batch's best learning-rate factor (its settings row's
+    recipe), with the configuration's target and devices, the check's seed and folder."""
+    import math
+
+    from trainspeed.plan.check import check_commands, chosen
+    from trainspeed.plan.inputs import read_plan_inputs
+    from trainspeed.plan.model import steps_model
+    from trainspeed.plan.plan import default_grid, plan_rows
+    from trainspeed.train.flags import config_of_command
+
+    inputs = read_plan_inputs([Path(_committed(tmp_path, BENCH)), Path(_committed(tmp_path, STUDY))])
+    rows = plan_rows(inputs, default_grid(inputs, None, (2,), None), "trainspeed plan", steps_model(inputs))
+    (row,) = chosen(rows, "best")
+    (command,) = check_commands(inputs, [row], {row.config: tmp_path / "check"}, seed=1000).values()
+    config, settings = config_of_command(command), inputs.settings
+    factor = next(batch.best_lr_factor for batch in inputs.study_batches if batch.global_batch == row.global_batch)
+    assert (config.target, config.launch.nproc, config.batch_size_per_device * 2) == (row.target, 2, row.global_batch)
+    assert (config.workload, config.size, config.data, config.until) == (
+        settings.workload, settings.size, settings.settings.data, settings.until)
+    assert config.lr.base_lr == pytest.approx(settings.base_lr * factor * math.sqrt(row.global_batch / settings.reference_batch),
+                                              rel=1e-5)
+    assert (config.lr.scaling, config.lr.min_lr_ratio, config.stop_at_target, config.seed) == ("none", 1.0, True, 1000)
+    assert config.steps == settings.settings.max_samples // row.global_batch and config.out_dir == str(tmp_path / "check")
+    assert config.noise_scale_micro_batches == 1 and not config.progress

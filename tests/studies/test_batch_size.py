@@ -27,8 +27,9 @@ from trainspeed.studies.batch_size.study import (
     framing_step,
     peak_lr,
     power_plan,
-    train_args,
+    run_config,
 )
+from trainspeed.train.flags import train_command
 
 
 def _flag(args: list[str], name: str) -> str:
@@ -38,7 +39,7 @@ def _flag(args: list[str], name: str) -> str:
 def test_every_run_sees_the_same_samples_and_warm_up_and_keeps_evenly_spaced_checkpoints():
     config = BatchSizeConfig(data="d", out="o", nproc=2, batches=(256, 8192), samples=65536, warmup_samples=4096,
                              val_samples=8192, checkpoints=8)
-    small, large = (train_args(config, RunSpec(batch, 2.0, 1)) for batch in (256, 8192))
+    small, large = (train_command(run_config(config, RunSpec(batch, 2.0, 1))) for batch in (256, 8192))
     assert (_flag(small, "--batch-size-per-device"), _flag(small, "--steps"), _flag(small, "--warmup-steps")) == ("128", "256", "16")
     assert (_flag(large, "--batch-size-per-device"), _flag(large, "--steps"), _flag(large, "--warmup-steps")) == ("4096", "8", "1")
     assert (_flag(small, "--checkpoint-every"), _flag(large, "--checkpoint-every")) == ("32", "1")

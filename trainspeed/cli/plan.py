@@ -65,7 +65,8 @@ def run_plan(args: argparse.Namespace) -> int:
     from trainspeed.plan.plan import default_grid, plan_rows, table, verdict
     from trainspeed.plan.rows import PlanCheckRow, PlanRow
     from trainspeed.rows import append_row
-    from trainspeed.studies.common import StudyFailed, positive_ints
+    from trainspeed.studies.common import positive_ints
+    from trainspeed.subcommands import CommandFailed
     from trainspeed.user_json import check_rows_file
 
     targets = checked_targets(args.targets) if args.targets is not None else None
@@ -101,7 +102,7 @@ def run_plan(args: argparse.Namespace) -> int:
     if to_check:
         try:
             checks = run_checks(inputs, to_check, dirs, commands, args.check_seed, args.tolerance)
-        except StudyFailed as error:
+        except CommandFailed as error:
             raise UsageError(f"plan: {error}") from None
         for check in checks:
             append_row(args.out, check)

@@ -20,7 +20,9 @@ from trainspeed.plan import CHECK_KEYWORDS
 from trainspeed.plan.inputs import PlanInputs
 from trainspeed.plan.rows import PlanCheckRow, PlanRow
 from trainspeed.report.page import slug
-from trainspeed.studies.common import run_trainspeed, shown
+from trainspeed.subcommands import run_trainspeed, shown
+from trainspeed.train.flags import train_command
+from trainspeed.train.goal_runs import GoalRecipe
 from trainspeed.train.rows import SUMMARY_FILE, read_summary
 from trainspeed.train.time_to_target import parse_goal
 
@@ -92,19 +94,16 @@ def check_runnable(inputs: PlanInputs, workload: str | None) -> None:
 
 
 def check_commands(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path], seed: int) -> dict[str, list[str]]:
-    """Each check's `trainspeed train` arguments, by configuration: the study's recipe at its batch
-    (the batch's best learning-rate factor) with the configuration's target and devices."""
-    from trainspeed.studies.common import RunSpec
-    from trainspeed.studies.time_to_target.study import StudyRecipe, train_args
-
+    """Each check's `trainspeed train` arguments, by configuration: the study's recipe (what its
+    settings row records) at the batch's best learning-rate factor, with the configuration's target
+    and devices, and the previous step's gradient for the noise scale (the check measures time)."""
     settings = inputs.settings
     assert settings is not None
-    recipe = StudyRecipe(config=settings.settings, size=settings.size, goal=parse_goal(settings.until),
-                         base_lr=settings.base_lr, base_lr_from=settings.base_lr_from,
-                         reference_batch=settings.reference_batch, identity={})
+    recipe = GoalRecipe.from_settings(settings.settings, settings.size, settings.base_lr, settings.reference_batch)
     best = {row.global_batch: row.best_lr_factor for row in inputs.study_batches}
-    return {row.config: train_args(recipe, RunSpec(row.global_batch, best[row.global_batch], seed),  # type: ignore[arg-type]
-                                   dirs[row.config], target=row.target, nproc=row.devices, noise_scale_micro_batches=1)
+    return {row.config: train_command(recipe.run_config(row.global_batch, best[row.global_batch], seed,  # type: ignore[arg-type]
+                                                        dirs[row.config], target=row.target, nproc=row.devices,
+                                                        noise_scale_micro_batches=1))
             for row in rows}
 
 

@@ -8,24 +8,22 @@ compiled graphs, its own peak memory) and the study measures nothing with code o
 from __future__ import annotations
 
 import datetime
-import os
-import shlex
-import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import Callable
 
 from dataclasses import dataclass
 
-import trainspeed
 from trainspeed.errors import UsageError
-from trainspeed.safe_path import isolated_environment
+from trainspeed.subcommands import (  # noqa: F401 (the studies' own names for them)
+    CommandFailed,
+    child_environment,
+    run_trainspeed,
+    shown,
+    trainspeed_argv,
+)
 
 PRESETS = ("smoke", "quick", "full")
 """smoke: seconds per study, what the test suite runs; quick: minutes on a 2-core CPU (the
 default); full: the settings of the measurements committed under docs/results."""
-PACKAGE_ROOT = Path(trainspeed.__file__).resolve().parents[1]
 
 COMMAND_START_S = 20.0
 """Seconds a trainspeed command takes to start on a busy 2-core CPU (importing torch and the rest),
@@ -43,41 +41,6 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def child_environment(**extra: str) -> dict[str, str]:
-    """This process's environment with this trainspeed first on the path, so a child runs the same
-    code, and nothing from the working directory on it (`trainspeed.safe_path`)."""
-    env = isolated_environment()
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
-
-
-def trainspeed_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "trainspeed", *args]
-
-
-def shown(*args: str) -> str:
-    """A command as a user would type it (`trainspeed ...`), for rows and logs."""
-    return shlex.join(["trainspeed", *args])
-
-
-def run_trainspeed(*args: str, prefix: tuple[str, ...] = (), env: dict[str, str] | None = None,
-                   quiet: bool = True, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
-    """Run one trainspeed command to its end (in this directory, so relative paths mean what the
-    user meant); an exit code outside `ok` is the study's failure, with the command's last lines."""
-    started = time.monotonic()
-    result = subprocess.run([*prefix, *trainspeed_argv(*args)], env=isolated_environment(env or child_environment()),
-                            capture_output=True, text=True)
-    if not quiet and result.stdout.strip():
-        print(result.stdout.rstrip(), flush=True)
-    if result.returncode not in ok:
-        last = (result.stderr.strip() or result.stdout.strip()).splitlines()[-3:]
-        raise StudyFailed(f"`{shown(*args)}` failed (exit {result.returncode} after "
-                          f"{time.monotonic() - started:.0f} s): {' / '.join(last)}")
-    return result
-
-
 @dataclass(frozen=True)
 class RunSpec:
     """One training of a study that sweeps the learning rate per global batch: its batch, its
@@ -92,8 +55,9 @@ class RunSpec:
         return f"b{self.batch}-lr{self.lr_factor:g}-s{self.seed}"
 
 
-class StudyFailed(Exception):
-    """A command a study ran failed; the study stops and says which and why."""
+StudyFailed = CommandFailed
+"""A command a study ran failed (or what it wrote says the study cannot go on); the study stops
+and says which and why."""
 
 
 def check_preset(preset: str) -> str:

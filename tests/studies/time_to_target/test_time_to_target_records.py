@@ -12,7 +12,8 @@ import pytest
 from trainspeed.errors import UsageError
 from trainspeed.studies.common import RunSpec
 from trainspeed.studies.time_to_target.config import TimeToTargetConfig
-from trainspeed.studies.time_to_target.study import check_records, set_aside
+from trainspeed.studies.time_to_target.study import StudyRecipe, check_records, recorded_config, run_config, set_aside
+from trainspeed.train.time_to_target import parse_goal
 
 SPEC = RunSpec(16, 1.0, 0)
 EARLIER = json.dumps({"command_s": 12.5, "args": ["train", "--lr", "0.003"]}) + "\n"
@@ -67,3 +68,26 @@ def test_a_runs_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
     Path(config.runs).write_text("mine\n")
     with pytest.raises(UsageError, match="--runs-dir .* is a file; name a folder for the runs"):
         check_records(config)
+
+
+def test_a_record_of_the_same_run_in_flags_of_another_order_is_the_same_run(tmp_path: Path) -> None:
+    """A rerun reuses a run whose record holds its command in any order, defaults spelt out (as the
+    study wrote them before its commands came from the run's config); other settings, a record of
+    a command train refuses, or none, are another run."""
+    config = config_of(tmp_path)
+    recipe = StudyRecipe(config=config, size="tiny", goal=parse_goal(config.until), base_lr=1e-3,
+                         base_lr_from="workload", reference_batch=16, identity={})
+    spelt_out = ["train", "--workload", "mahjong", "--size", "tiny", "--data", config.data, "--target", "cpu:eager:fp32",
+                 "--nproc", "1", "--threads", "1", "--num-workers", "1", "--batch-size-per-device", "16", "--steps",
+                 "16384", "--seed", "0", "--lr", "0.001", "--lr-scaling", "none", "--warmup-steps", "256",
+                 "--min-lr-ratio", "1", "--until", config.until, "--stop-at-target", "--eval-every-samples", "4096",
+                 "--log-every", "50", "--checkpoint-every", "0", "--out", str(config.runs / SPEC.name), "--no-progress",
+                 "--eval-batches", "128", "--noise-scale-micro-batches", "2"]
+    record = config.runs / f"{SPEC.name}.command.json"
+    config.runs.mkdir()
+    assert recorded_config(config, SPEC) is None
+    record.write_text(json.dumps({"command_s": 12.5, "args": spelt_out}) + "\n")
+    assert recorded_config(config, SPEC) == run_config(recipe, SPEC)
+    for other in (spelt_out[:-2], ["train", "--help"], ["train", "--no-such-flag"]):
+        record.write_text(json.dumps({"command_s": 12.5, "args": other}) + "\n")
+        assert recorded_config(config, SPEC) != run_config(recipe, SPEC)

@@ -27,6 +27,7 @@ what is done). Rows go to OUT/batch_size.jsonl under one study id.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -71,6 +72,8 @@ from trainspeed.studies.common import (
     run_trainspeed,
     shown,
 )
+from trainspeed.train.config import LaunchConfig, LRConfig, TrainConfig
+from trainspeed.train.flags import train_command
 from trainspeed.train.rows import (
     METRICS_FILE,
     SUMMARY_FILE,
@@ -90,23 +93,21 @@ def run_dir(config: BatchSizeConfig, spec: RunSpec) -> Path:
     return config.runs / spec.name
 
 
-def train_args(config: BatchSizeConfig, spec: RunSpec) -> list[str]:
+def run_config(config: BatchSizeConfig, spec: RunSpec) -> TrainConfig:
+    """The TrainConfig of one run: the study's samples at its batch, its learning-rate factor and
+    seed, a validation at the equal-steps step, evenly spaced checkpoints, every one kept."""
     steps = config.steps(spec.batch)
-    warmup = max(1, round(config.warmup_samples / spec.batch))
-    args = [
-        "train", "--workload", "mahjong", "--size", config.size, "--data", config.data,
-        "--target", config.target, "--nproc", str(config.nproc), "--threads", str(config.threads),
-        "--num-workers", str(config.num_workers), "--batch-size-per-device", str(spec.batch // config.nproc),
-        "--steps", str(steps), "--seed", str(spec.seed),
-        "--lr", f"{config.base_lr * spec.lr_factor:g}", "--lr-scaling", "sqrt",
-        "--lr-reference-batch", str(config.reference_batch), "--warmup-steps", str(warmup),
-        "--eval-every", str(config.equal_steps), "--log-every", str(max(1, steps // 16)),
-        "--checkpoint-every", str(config.checkpoint_every(spec.batch)), "--keep-checkpoints", "0",
-        "--out", str(run_dir(config, spec)), "--no-progress",
-    ]
-    if config.val_samples is not None:
-        args += ["--eval-batches", str(config.val_samples // spec.batch)]
-    return args
+    return TrainConfig(
+        workload="mahjong", size=config.size, data=config.data, target=config.target,
+        launch=LaunchConfig(nproc=config.nproc), threads=config.threads, num_workers=config.num_workers,
+        batch_size_per_device=spec.batch // config.nproc, steps=steps, seed=spec.seed,
+        lr=LRConfig(base_lr=float(f"{config.base_lr * spec.lr_factor:g}"), scaling="sqrt",
+                    reference_batch=config.reference_batch,
+                    warmup_steps=max(1, round(config.warmup_samples / spec.batch))),
+        eval_every=config.equal_steps, log_every=max(1, steps // 16),
+        checkpoint_every=config.checkpoint_every(spec.batch), keep_checkpoints=0,
+        eval_batches=None if config.val_samples is None else config.val_samples // spec.batch,
+        out_dir=str(run_dir(config, spec)), progress=False)
 
 
 def is_trained(config: BatchSizeConfig, spec: RunSpec) -> bool:
@@ -118,9 +119,7 @@ def train(config: BatchSizeConfig, spec: RunSpec) -> None:
     """Run one training unless it finished before (an interrupted one continues)."""
     if is_trained(config, spec):
         return
-    args = train_args(config, spec)
-    if run_dir(config, spec).exists():
-        args.append("--resume")
+    args = train_command(dataclasses.replace(run_config(config, spec), resume=run_dir(config, spec).exists()))
     print(shown(*args), flush=True)
     run_trainspeed(*args)
 
@@ -154,7 +153,7 @@ def run_row(study_id: str, config: BatchSizeConfig, spec: RunSpec) -> BatchSizeR
         curve=[[step * spec.batch, record.metrics["loss"], record.metrics["accuracy"]]
                for step, record in sorted(vals.items())],
         train_wall_s=summary.wall_s + (summary.paused_s or 0.0),
-        end_to_end_samples_per_s=summary.end_to_end_samples_per_s, command=shown(*train_args(config, spec)),
+        end_to_end_samples_per_s=summary.end_to_end_samples_per_s, command=shown(*train_command(run_config(config, spec))),
         workload_module=summary.workload_module, workload_version=summary.workload_version,
         workload_sha256=summary.workload_sha256, machine=summary.machine,
     )

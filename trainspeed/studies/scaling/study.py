@@ -43,6 +43,8 @@ from trainspeed.studies.scaling.rows import (
     ScalingRunRow,
     io_efficiency,
 )
+from trainspeed.train.config import LaunchConfig, TrainConfig
+from trainspeed.train.flags import train_command
 from trainspeed.train.rows import SUMMARY_FILE, read_summary
 
 BENCH_FILE = "scaling_bench.jsonl"
@@ -110,13 +112,15 @@ def _make_data(config: ScalingConfig) -> None:
                    "--out", config.data, "--seed", str(DATA_SEED), "--no-progress")
 
 
-def _train_args(config: ScalingConfig, batch: int, ranks: int, data: str, run_dir: Path, bench: Path) -> list[str]:
-    source = ["--synthetic-data"] if data == "synthetic" else ["--data", config.data]
-    return ["train", "--workload", "mahjong", "--size", config.size, *source, "--target", config.target,
-            "--nproc", str(ranks), "--batch-size-per-device", str(batch), "--steps", str(config.steps),
-            "--threads", str(config.threads), "--num-workers", str(config.num_workers),
-            "--timing-warmup-steps", str(config.timing_warmup_steps), "--log-every", str(max(1, config.steps // 3)),
-            "--bench-jsonl", str(bench), "--out", str(run_dir), "--no-progress"]
+def run_config(config: ScalingConfig, batch: int, ranks: int, data: str, run_dir: Path, bench: Path) -> TrainConfig:
+    """The TrainConfig of one run: `ranks` ranks at `batch` per device, on the study's data or on
+    synthetic batches (the same loop without data IO), its IO efficiency against `bench`."""
+    synthetic = data == "synthetic"
+    return TrainConfig(
+        workload="mahjong", size=config.size, data=None if synthetic else config.data, synthetic_data=synthetic,
+        target=config.target, launch=LaunchConfig(nproc=ranks), batch_size_per_device=batch, steps=config.steps,
+        threads=config.threads, num_workers=config.num_workers, timing_warmup_steps=config.timing_warmup_steps,
+        log_every=max(1, config.steps // 3), bench_jsonl=str(bench), out_dir=str(run_dir), progress=False)
 
 
 def run(config: ScalingConfig, command: str, progress: Progress = no_progress) -> list[Path]:
@@ -137,8 +141,7 @@ def run(config: ScalingConfig, command: str, progress: Progress = no_progress) -
             for ranks in config.ranks:
                 for data in DATA_KINDS:
                     run_dir = runs / f"{study_id}-r{repeat}-b{batch}-n{ranks}-{data}"
-                    args = _train_args(config, batch, ranks, data, run_dir, bench_path)
-                    run_trainspeed(*args)
+                    run_trainspeed(*train_command(run_config(config, batch, ranks, data, run_dir, bench_path)))
                     row = ScalingRunRow.from_summary(read_summary(run_dir / SUMMARY_FILE), study_id=study_id,
                                                      repeat=repeat, run_dir=str(run_dir), command=command)
                     append_row(rows_path, row)

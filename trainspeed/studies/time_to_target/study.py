@@ -58,6 +58,9 @@ from trainspeed.studies.time_to_target.rows import (
     TimeToTargetSettingsRow,
     seeds_min_max,
 )
+from trainspeed.train.config import TrainConfig
+from trainspeed.train.flags import config_of_command, train_command
+from trainspeed.train.goal_runs import GoalRecipe
 from trainspeed.train.rows import METRICS_FILE, SUMMARY_FILE, EvalRecord, RunSummary, read_summary
 from trainspeed.train.time_to_target import QualityGoal, parse_goal
 from trainspeed.user_files import FileRefused, read_regular
@@ -80,32 +83,18 @@ class StudyRecipe:
     reference_batch: int
     identity: dict[str, str | None]
 
+    @property
+    def runs(self) -> GoalRecipe:
+        """How each run trains: the settings' recipe at the size, base LR and reference batch resolved."""
+        return GoalRecipe.from_settings(self.config, self.size, self.base_lr, self.reference_batch)
+
     def peak_lr(self, batch: int, factor: float) -> float:
-        return self.base_lr * factor * math.sqrt(batch / self.reference_batch)
+        return self.runs.peak_lr(batch, factor)
 
 
-def train_args(recipe: StudyRecipe, spec: RunSpec, out: Path, *, target: str | None = None,
-               nproc: int | None = None, noise_scale_micro_batches: int | None = None) -> list[str]:
-    """`trainspeed train` of one run to the goal (the plan's check runs the same with its own
-    target and ranks: steps to the goal depend on the batch and the recipe, not the device)."""
-    config = recipe.config
-    nproc = nproc or config.nproc
-    steps = config.steps(spec.batch)
-    args = ["train", "--workload", config.workload, "--size", recipe.size, "--data", config.data,
-            "--target", target or config.target, "--nproc", str(nproc), "--threads", str(config.threads),
-            "--num-workers", str(config.num_workers), "--batch-size-per-device", str(spec.batch // nproc),
-            "--steps", str(steps), "--seed", str(spec.seed),
-            "--lr", f"{recipe.peak_lr(spec.batch, spec.lr_factor):.6g}", "--lr-scaling", "none",
-            "--warmup-steps", str(max(1, round(config.warmup_samples / spec.batch))), "--min-lr-ratio", "1",
-            "--until", config.until, "--stop-at-target", "--eval-every-samples", str(config.eval_every_samples),
-            "--log-every", str(max(1, min(50, config.eval_every_samples // spec.batch))),
-            "--checkpoint-every", "0", "--out", str(out), "--no-progress"]
-    if config.val_samples is not None:
-        args += ["--eval-batches", str(max(1, config.val_samples // spec.batch))]
-    micro = noise_scale_micro_batches or config.noise_scale_micro_batches
-    if nproc == 1 and micro > 1:
-        args += ["--noise-scale-micro-batches", str(micro)]
-    return args
+def run_config(recipe: StudyRecipe, spec: RunSpec) -> TrainConfig:
+    """The TrainConfig of one run to the goal, in its run directory."""
+    return recipe.runs.run_config(spec.batch, spec.lr_factor, spec.seed, run_dir(recipe.config, spec))
 
 
 def run_dir(config: TimeToTargetConfig, spec: RunSpec) -> Path:
@@ -127,10 +116,10 @@ def _seconds_file(config: TimeToTargetConfig, spec: RunSpec) -> Path:
 
 
 def is_done(recipe: StudyRecipe, spec: RunSpec) -> bool:
-    """Whether an earlier study made this run, with these very arguments, to its goal or its budget."""
+    """Whether an earlier study made this run, with this very config, to its goal or its budget."""
     config = recipe.config
     summary = run_dir(config, spec) / SUMMARY_FILE
-    if not summary.exists() or _recorded(config, spec).get("args") != train_args(recipe, spec, run_dir(config, spec)):
+    if not summary.exists() or recorded_config(config, spec) != run_config(recipe, spec):
         return False
     found = read_summary(summary)
     return found.time_to_target is not None and (found.time_to_target.reached
@@ -143,9 +132,8 @@ def train(recipe: StudyRecipe, spec: RunSpec, progress: Progress) -> None:
     new, never written over a file that appeared meanwhile."""
     config = recipe.config
     if not is_done(recipe, spec):
-        out = run_dir(config, spec)
         set_aside(config, spec)
-        args = train_args(recipe, spec, out)
+        args = train_command(run_config(recipe, spec))
         print(shown(*args), flush=True)
         started = time.perf_counter()
         run_trainspeed(*args)
@@ -219,6 +207,19 @@ def _recorded(config: TimeToTargetConfig, spec: RunSpec) -> dict:
     return recorded if isinstance(recorded, dict) else {}
 
 
+def recorded_config(config: TimeToTargetConfig, spec: RunSpec) -> TrainConfig | None:
+    """The TrainConfig of the command the study recorded for a run (None: no record, or one train
+    would refuse); compared as configs, so a record of the same run in flags of another order or
+    with defaults spelt out is the same run."""
+    args = _recorded(config, spec).get("args")
+    if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+        return None
+    try:
+        return config_of_command(args)
+    except UsageError:
+        return None
+
+
 def _command_s(config: TimeToTargetConfig, spec: RunSpec) -> float:
     value = _recorded(config, spec).get("command_s")
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
@@ -261,7 +262,7 @@ def run_row(study_id: str, recipe: StudyRecipe, spec: RunSpec, purpose: str) -> 
         train_s=record.train_s, wall_s=record.wall_s, validations=validations, command_s=_command_s(config, spec),
         b_simple=float(b_simple) if isinstance(b_simple, (int, float)) and not isinstance(b_simple, bool) else None,
         noise_scale_method=near[-1].get("method") if near else None,
-        end_to_end_samples_per_s=summary.end_to_end_samples_per_s, command=shown(*train_args(recipe, spec, run_dir(config, spec))),
+        end_to_end_samples_per_s=summary.end_to_end_samples_per_s, command=shown(*train_command(run_config(recipe, spec))),
         machine=summary.machine)
 
 
