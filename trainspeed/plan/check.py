@@ -21,7 +21,7 @@ from trainspeed.plan.inputs import PlanInputs
 from trainspeed.plan.rows import PlanCheckRow, PlanRow
 from trainspeed.report.page import slug
 from trainspeed.studies.common import run_trainspeed, shown
-from trainspeed.train.rows import SUMMARY_FILE, read_summary
+from trainspeed.train.runs import read_run_summary
 from trainspeed.train.time_to_target import parse_goal
 
 
@@ -120,7 +120,7 @@ def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path
         started = time.perf_counter()
         run_trainspeed(*args)
         measured_s = time.perf_counter() - started
-        summary = read_summary(dirs[row.config] / SUMMARY_FILE)
+        summary = read_run_summary(dirs[row.config])
         record = summary.time_to_target
         samples = record.crossing_samples(goal.threshold) if record is not None else None
         steps = samples / row.global_batch if samples is not None else None
