@@ -43,7 +43,7 @@ from trainspeed.studies.scaling.rows import (
     ScalingRunRow,
     io_efficiency,
 )
-from trainspeed.train.rows import SUMMARY_FILE, read_summary
+from trainspeed.train.runs import read_run_summary
 
 BENCH_FILE = "scaling_bench.jsonl"
 DATA_SEED = 0
@@ -139,7 +139,7 @@ def run(config: ScalingConfig, command: str, progress: Progress = no_progress) -
                     run_dir = runs / f"{study_id}-r{repeat}-b{batch}-n{ranks}-{data}"
                     args = _train_args(config, batch, ranks, data, run_dir, bench_path)
                     run_trainspeed(*args)
-                    row = ScalingRunRow.from_summary(read_summary(run_dir / SUMMARY_FILE), study_id=study_id,
+                    row = ScalingRunRow.from_summary(read_run_summary(run_dir), study_id=study_id,
                                                      repeat=repeat, run_dir=str(run_dir), command=command)
                     append_row(rows_path, row)
                     rows.append(row)
