@@ -13,7 +13,6 @@ median over pairs of on/off; the goal is within 3%. Every run is a real torchrun
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import statistics
 import subprocess
@@ -25,6 +24,7 @@ from trainspeed.atomic import atomic_write_text
 from trainspeed.bench.measurement import MeasurementRow
 from trainspeed.machine import Machine
 from trainspeed.rows import row_line
+from trainspeed.train.runs import read_run_summary
 
 
 def train_samples_per_s(args: argparse.Namespace, noise_scale: str, out: Path) -> float:
@@ -35,7 +35,10 @@ def train_samples_per_s(args: argparse.Namespace, noise_scale: str, out: Path) -
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(f"bench_noise_scale_overhead: {shlex.join(command)} failed: {result.stderr.strip()[-500:]}")
-    return float(json.loads((out / "summary.json").read_text())["steady_samples_per_s"])
+    steady = read_run_summary(out).steady_samples_per_s
+    if steady is None:
+        raise SystemExit(f"bench_noise_scale_overhead: {out} ran too few steps for a steady samples/s; give more --steps")
+    return steady
 
 
 def main() -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import shlex
 import sys
 import time
@@ -46,7 +45,10 @@ from trainspeed.machine import Machine  # noqa: E402
 from trainspeed.rows import row_record  # noqa: E402
 from trainspeed.train.config import TrainConfig  # noqa: E402
 from trainspeed.train.lr_schedule import build_schedulers  # noqa: E402
+from trainspeed.train.rows import RunSummary  # noqa: E402
+from trainspeed.train.runs import read_run as read_train_run  # noqa: E402
 from trainspeed.gradients.noise_scale import split_batch  # noqa: E402
+from trainspeed.gradients.rows import NoiseScaleRecord  # noqa: E402
 from trainspeed.workloads import get_workload  # noqa: E402
 from trainspeed.workloads.base import setup_optimizers  # noqa: E402
 
@@ -63,7 +65,7 @@ def gradient_noise_scale_class() -> Any:
     return GradientNoiseScale
 
 
-def read_run(run: Path) -> tuple[TrainConfig, dict[str, Any], dict[str, Any]]:
+def read_run(run: Path) -> tuple[TrainConfig, RunSummary, NoiseScaleRecord]:
     """The run's settings, its summary and its last noise-scale row."""
     if not run.is_dir():
         raise UsageError(f"{run}: no such run directory")
@@ -73,11 +75,10 @@ def read_run(run: Path) -> tuple[TrainConfig, dict[str, Any], dict[str, Any]]:
     config = TrainConfig.from_json((run / "train_config.json").read_text(encoding="utf-8"), str(run / "train_config.json"))
     if config.world_size != 1 or config.noise_scale_micro_batches < 2 or config.steps is None or config.data is None:
         raise UsageError(f"{run}: replays one-rank runs on data with --steps and --noise-scale-micro-batches k > 1")
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
-    noise_rows = [row for row in rows if isinstance(row, dict) and row.get("kind") == "noise-scale"]
-    if not noise_rows:
+    read = read_train_run(run)
+    if not read.noise_curve:
         raise UsageError(f"{run}: no noise-scale rows in metrics.jsonl")
-    return config, json.loads((run / "summary.json").read_text(encoding="utf-8")), noise_rows[-1]
+    return config, read.summary, read.noise_curve[-1]
 
 
 def train_with_adaptdl(config: TrainConfig) -> tuple[str, Any, float]:
@@ -130,7 +131,7 @@ def adaptdl_row(args: argparse.Namespace, argv: list[str], machine: Machine) -> 
     torch.set_num_threads(config.threads or 1)
     network, estimator, seconds = train_with_adaptdl(config)
     sqr, var = estimator.sqr_avg(), estimator.var_avg()
-    trainspeed_value = (summary.get("noise_scale") or {}).get(network)
+    trainspeed_value = (summary.noise_scale or {}).get(network)
     values = {
         "workload": get_workload(config.workload).name,
         "workload_spec": config.workload, "size": config.size, "network": network, "run": str(args.run),
@@ -138,10 +139,10 @@ def adaptdl_row(args: argparse.Namespace, argv: list[str], machine: Machine) -> 
         "micro_batches": config.noise_scale_micro_batches, "smoothing": config.noise_scale_smoothing,
         "adaptdl_sqr_avg": sqr, "adaptdl_var_avg": var, "adaptdl_noise_scale": var / sqr if sqr > 0 else None,
         "trainspeed_noise_scale": trainspeed_value,
-        **{f"trainspeed_last_row_{key}": last[key] for key in ("step", "grad_sq_avg", "trace_sigma_avg", "b_simple_avg",
+        **{f"trainspeed_last_row_{key}": getattr(last, key) for key in ("step", "grad_sq_avg", "trace_sigma_avg", "b_simple_avg",
                                                                "grad_sq", "trace_sigma", "b_simple", "method")},
-        "ratio_grad_sq": ratio(last["grad_sq_avg"], sqr), "ratio_trace_sigma": ratio(last["trace_sigma_avg"], var),
-        "ratio_noise_scale_last_row": ratio(last["b_simple_avg"], var / sqr if sqr > 0 else None),
+        "ratio_grad_sq": ratio(last.grad_sq_avg, sqr), "ratio_trace_sigma": ratio(last.trace_sigma_avg, var),
+        "ratio_noise_scale_last_row": ratio(last.b_simple_avg, var / sqr if sqr > 0 else None),
         "ratio_noise_scale_summary": ratio(trainspeed_value, var / sqr if sqr > 0 else None),
         "adaptdl_version": importlib.metadata.version("adaptdl"), "seconds": seconds,
         "threads": torch.get_num_threads(), "torch_version": torch.__version__,

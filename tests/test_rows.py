@@ -234,9 +234,9 @@ def test_a_run_summary_without_a_final_loss_or_with_a_diverged_one_reads(tmp_pat
     a loss that diverged (NaN) is a measurement and reads as one."""
     import json
 
-    from trainspeed.train.rows import read_summary
+    from trainspeed.train.runs import read_summary_file
 
     committed = REPO_ROOT / "docs" / "results" / "plan_charlm" / "runs" / "ranks1-b8" / "summary.json"
     path = tmp_path / "summary.json"
     path.write_text(json.dumps({**json.loads(committed.read_text()), "final_loss": final_loss}))
-    assert said in read_summary(path).lines()[2]
+    assert said in read_summary_file(path).lines()[2]

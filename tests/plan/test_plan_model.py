@@ -15,7 +15,7 @@ from trainspeed.rows import Source
 from trainspeed.stats import bootstrap_fit
 from trainspeed.studies.time_to_target.config import TimeToTargetConfig
 from trainspeed.studies.time_to_target.rows import TimeToTargetFitRow, TimeToTargetRunRow, TimeToTargetSettingsRow
-from trainspeed.train.report import TrainRun
+from trainspeed.train.runs import TrainRun
 from trainspeed.train.rows import RunSummary, TimeToTargetRecord
 
 S_MIN, B_CRIT = 50.0, 200.0

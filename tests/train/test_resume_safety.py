@@ -186,6 +186,18 @@ def test_rows_without_a_step_survive_a_resume_and_a_summary_row_of_the_steps_kep
     assert _rows(run_dir)[: len(rows_before)] == rows_before
 
 
+
+def test_a_torn_last_line_that_is_not_utf8_is_dropped_by_the_resume_and_every_whole_row_kept(
+    run_dir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    metrics = run_dir / "metrics.jsonl"
+    rows_before = _rows(run_dir)
+    with metrics.open("ab") as handle:
+        handle.write(b'{"kind": "train", "step": 7, "loss": "\xff\xfe')
+    assert _train(capsys, run_dir, "--steps", "8", "--resume")[0] == 0
+    assert _rows(run_dir)[: len(rows_before)] == rows_before
+    assert b"\xff" not in metrics.read_bytes()
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("kind", ["fifo", "symlink-to-dev-zero"])
 def test_a_checkpoint_that_is_no_regular_file_is_never_read_the_resume_continues_from_the_one_before(

@@ -81,9 +81,9 @@ def test_a_one_rank_run_records_the_first_validation_that_meets_the_goal_and_the
 
 
 def _summary_line(run_dir: Path) -> str:
-    from trainspeed.train.rows import read_summary
+    from trainspeed.train.runs import read_run_summary
 
-    summary = read_summary(run_dir / "summary.json")
+    summary = read_run_summary(run_dir)
     assert summary.time_to_target is not None
     return summary.time_to_target.line()
 

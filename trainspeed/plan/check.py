@@ -23,7 +23,7 @@ from trainspeed.report.page import slug
 from trainspeed.subcommands import run_trainspeed, shown
 from trainspeed.train.flags import train_command
 from trainspeed.train.goal_runs import GoalRecipe
-from trainspeed.train.rows import SUMMARY_FILE, read_summary
+from trainspeed.train.runs import read_run_summary
 from trainspeed.train.time_to_target import parse_goal
 
 
@@ -119,7 +119,7 @@ def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path
         started = time.perf_counter()
         run_trainspeed(*args)
         measured_s = time.perf_counter() - started
-        summary = read_summary(dirs[row.config] / SUMMARY_FILE)
+        summary = read_run_summary(dirs[row.config])
         record = summary.time_to_target
         samples = record.crossing_samples(goal.threshold) if record is not None else None
         steps = samples / row.global_batch if samples is not None else None

@@ -21,7 +21,7 @@ from trainspeed.studies.time_to_target.rows import (
     TimeToTargetSettingsRow,
 )
 from trainspeed.train import report as train_report
-from trainspeed.train.report import TrainRun
+from trainspeed.train.runs import TrainRun
 from trainspeed.train.rows import RunSummary
 from trainspeed.train.time_to_target import parse_goal
 

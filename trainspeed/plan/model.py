@@ -33,7 +33,7 @@ from trainspeed.machine import Machine
 from trainspeed.plan.inputs import PlanInputs
 from trainspeed.report.inputs import Read
 from trainspeed.stats import StepsFit, percentile_interval
-from trainspeed.train.report import TrainRun
+from trainspeed.train.runs import TrainRun
 from trainspeed.train.time_to_target import parse_goal
 
 

@@ -7,15 +7,13 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, PercentFormatter
 
 from trainspeed.report.figures import COLOURS, compact_number, plt
-
-if TYPE_CHECKING:
-    from trainspeed.train.report import TrainRun
+from trainspeed.train.runs import TrainRun
 
 
 @dataclass(frozen=True)
@@ -83,7 +81,7 @@ def training_figure(bars: Sequence[TrainBar]) -> Figure:
 COLUMNS = 4
 
 
-def curves_figure(runs: Sequence["TrainRun"]) -> Figure:
+def curves_figure(runs: Sequence[TrainRun]) -> Figure:
     """Training loss and every validation metric the runs' workloads name, per run, against step."""
     names = [("train", "loss")] if any(run.train_curve for run in runs) else []
     names += [("val", name) for name in dict.fromkeys(name for run in runs for record in run.val_curve
@@ -113,7 +111,7 @@ def curves_figure(runs: Sequence["TrainRun"]) -> Figure:
     return figure
 
 
-def noise_scale_figure(runs: Sequence["TrainRun"]) -> Figure:
+def noise_scale_figure(runs: Sequence[TrainRun]) -> Figure:
     """Training loss (left) and B_simple's moving average per network (right), against samples: the
     noise scale grows as the loss falls."""
     figure, (loss_axes, noise_axes) = plt.subplots(1, 2, figsize=(13, 4.2), constrained_layout=True)

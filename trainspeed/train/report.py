@@ -4,14 +4,12 @@ validation curves."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from trainspeed.errors import UsageError
-from trainspeed.gradients.rows import NoiseScaleRecord
 from trainspeed.report.figures import caption_machines, figure_block, save_figure
-from trainspeed.report.inputs import Read, ReportInputs
+from trainspeed.report.inputs import ReportInputs
 from trainspeed.report.page import (
     Section,
     Table,
@@ -19,99 +17,23 @@ from trainspeed.report.page import (
     percent,
     readable,
     text,
-    workload_label,
 )
 from trainspeed.report.part import PlotRequest, ReportPart, RowKind
 from trainspeed.report.provenance import provenance
-from trainspeed.rows import KIND, Source, parse_row, read_records, record_kind
+from trainspeed.rows import KIND, Source
 from trainspeed.train.figures import TrainBar, curves_figure, noise_scale_figure, training_figure
-from trainspeed.train.rows import (
-    CONFIG_FILE,
-    METRICS_FILE,
-    SUMMARY_FILE,
-    EvalRecord,
-    RunSummary,
-    TimeToTargetRecord,
-    WindowRecord,
-)
-
-
-@dataclass(frozen=True)
-class TrainRun(Read[RunSummary]):
-    """One run's summary as read, with the curves of its metrics.jsonl (none for a summary file
-    given on its own)."""
-
-    train_curve: list[WindowRecord] = field(default_factory=list)
-    val_curve: list[EvalRecord] = field(default_factory=list)
-    noise_curve: list[NoiseScaleRecord] = field(default_factory=list)
-
-    @property
-    def summary(self) -> RunSummary:
-        return self.row
-
-    @property
-    def command(self) -> str | None:
-        return None
-
-    @property
-    def label(self) -> str:
-        s = self.row
-        data = " synthetic" if s.synthetic_data else ""
-        return (f"{workload_label(s.workload, s.workload_sha256, s.size)}: {s.target} x{s.world_size}, "
-                f"{s.batch_size_per_device}/device{data}")
-
-
-@dataclass
-class Curves:
-    """The rows of one metrics.jsonl, by kind."""
-
-    train: list[WindowRecord] = field(default_factory=list)
-    val: list[EvalRecord] = field(default_factory=list)
-    noise: list[NoiseScaleRecord] = field(default_factory=list)
-
-
-METRICS_KINDS = (WindowRecord.KIND, EvalRecord.KIND, NoiseScaleRecord.KIND, TimeToTargetRecord.KIND, RunSummary.KIND)
-
-
-def _curves(path: Path) -> Curves:
-    curves = Curves()
-    for record, source in read_records(path):
-        kind, _ = record_kind(record, source)
-        if kind == WindowRecord.KIND:
-            curves.train.append(parse_row(WindowRecord, record, source)[0])
-        elif kind == EvalRecord.KIND:
-            curves.val.append(EvalRecord.from_row(record, source))
-        elif kind == NoiseScaleRecord.KIND:
-            curves.noise.append(parse_row(NoiseScaleRecord, record, source)[0])
-        elif kind == TimeToTargetRecord.KIND:
-            parse_row(TimeToTargetRecord, record, source)  # the summary holds the run's latest
-        elif kind == RunSummary.KIND:
-            parse_row(RunSummary, record, source)  # the summary.json beside it is the one shown
-        else:
-            raise UsageError(f"{source}: a {kind!r} row is no metrics row ({', '.join(METRICS_KINDS)})")
-    return curves
+from trainspeed.train.rows import METRICS_FILE, SUMMARY_FILE, RunSummary
+from trainspeed.train.runs import METRICS_ROWS, TrainRun, has_summary, is_run_directory, read_run
 
 
 def read_run_directory(directory: Path, inputs: ReportInputs, nested: bool) -> bool:
     """A run directory: its summary and its curves. One that never got to its first summary (it
     failed or was stopped early) is refused when given, and passed over inside a folder."""
-    summary_path = directory / SUMMARY_FILE
-    if not summary_path.is_file():
-        if (directory / CONFIG_FILE).is_file() and not nested:
-            raise UsageError(f"{directory}: a run directory without rows yet (its training wrote no {SUMMARY_FILE}: "
-                             "it failed or was stopped before it finished a step); see its logs, or train it first")
+    if not has_summary(directory) and (nested or not is_run_directory(directory)):
         return False
-    records = read_records(summary_path)
-    if len(records) != 1:
-        raise UsageError(f"{summary_path}: not a run summary (one JSON object)")
-    summary, _ = parse_row(RunSummary, *records[0])
-    inputs.read.add(summary_path.resolve())
-    metrics = directory / METRICS_FILE
-    curves = _curves(metrics) if metrics.is_file() else Curves()
-    if metrics.is_file():
-        inputs.read.add(metrics.resolve())
-    inputs.add(TrainRun(summary, Source(str(summary_path)), train_curve=curves.train, val_curve=curves.val,
-                        noise_curve=curves.noise))
+    run = read_run(directory)
+    inputs.read.update(path.resolve() for path in run.files)
+    inputs.add(run)
     return True
 
 
@@ -220,7 +142,6 @@ def plot(inputs: ReportInputs, request: PlotRequest) -> list[Path]:
 PART = ReportPart(
     name="train",
     kinds=(RowKind(RunSummary, wrap=lambda row, source, extra: TrainRun(row, source, extra)),
-           RowKind(WindowRecord, parse=metrics_row), RowKind(EvalRecord, parse=metrics_row),
-           RowKind(NoiseScaleRecord, parse=metrics_row), RowKind(TimeToTargetRecord, parse=metrics_row)),
+           *(RowKind(row_type, parse=metrics_row) for row_type in METRICS_ROWS if row_type is not RunSummary)),
     sections=sections, counts=lambda inputs: [("run directories", len(inputs.of(RunSummary)))],
     read_directory=read_run_directory, directory_kind=(SUMMARY_FILE, "run directories"), plot=plot)

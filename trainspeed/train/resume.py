@@ -27,7 +27,6 @@ import dataclasses
 import functools
 import datetime
 import json
-import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 import torch
 
-from trainspeed.atomic import append_line, atomic_write_text
+from trainspeed.atomic import append_line, atomic_write_bytes, atomic_write_text
 from trainspeed.errors import UsageError
 from trainspeed.train.checkpoint import (
     CHECKPOINT_NAME,
@@ -53,6 +52,7 @@ from trainspeed.train.checkpoint import (
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.rows import METRICS_FILE
 from trainspeed.train.run_dir import RESUME_PLAN_FILE, RESUMES_FILE, RunDirectory
+from trainspeed.train.runs import logged_seconds, metrics_lines
 from trainspeed.train.time_to_target import RunTotals, TargetTracker
 from trainspeed.user_files import FileRefused, read_regular
 from trainspeed.user_json import parse_json
@@ -449,7 +449,8 @@ def _continue_from(run_dir: Path, plan: ResumePlan) -> ResumePlan:
                   "resumed run cannot overwrite them", flush=True)
             plan = dataclasses.replace(plan, set_aside=str(kept.relative_to(run_dir)))
         record_resume(run_dir, plan)
-        plan = dataclasses.replace(plan, **logged_seconds(run_dir))
+        logged = logged_seconds(run_dir)
+        plan = dataclasses.replace(plan, logged_train_s=logged.train_s, logged_wall_s=logged.wall_s)
     forget_steps_after(run_dir, plan.step)
     write_plan(run_dir, plan)
     return plan
@@ -481,55 +482,13 @@ def record_resume(run_dir: Path, plan: ResumePlan) -> None:
     append_line(run_dir / RESUMES_FILE, json.dumps(row, sort_keys=True))
 
 
-def logged_seconds(run_dir: Path) -> dict[str, float | None]:
-    """The run's seconds the latest train row recorded (before the rows after the checkpoint
-    are dropped): what the killed invocation had spent, redone steps included."""
-    latest: dict[str, float | None] = {"logged_train_s": None, "logged_wall_s": None}
-    metrics = run_dir / METRICS_FILE
-    if not metrics.exists():
-        return latest
-    for line in metrics.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
-            continue
-        if not isinstance(row, dict) or row.get("kind") != "train":
-            continue
-        for key, field_name in (("logged_train_s", "run_train_s"), ("logged_wall_s", "run_wall_s")):
-            value = row.get(field_name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                latest[key] = max(float(value), latest[key] or 0.0)
-    return latest
-
-
 def forget_steps_after(run_dir: Path, step: int) -> None:
     """Drop metrics rows of steps after `step` (logged by a run killed after that checkpoint) and
     lines a kill tore; keep every other row."""
-    metrics = run_dir / METRICS_FILE
-    if not metrics.exists():
-        return
-    lines = metrics.read_text(encoding="utf-8").splitlines()
-    kept = [line for line in lines if _row_step(line) <= step]
+    lines = metrics_lines(run_dir)
+    kept = [line.text for line in lines if line.step <= step]
     if len(kept) != len(lines):
-        atomic_write_text(metrics, "".join(line + "\n" for line in kept))
-
-
-def _row_step(line: str) -> float:
-    """The last step a row describes (`step`, or a summary's `last_step`); minus infinity for a row
-    with neither (kept), infinity for a line that is not a whole row (torn by a kill, dropped)."""
-    try:
-        row = json.loads(line)
-    except (json.JSONDecodeError, RecursionError):
-        return float("inf")
-    if not isinstance(row, dict):
-        return float("inf")
-    for key in ("step", "last_step"):
-        if key in row:
-            try:
-                return int(row[key])
-            except (TypeError, ValueError):
-                return float("inf")
-    return float("-inf")
+        atomic_write_bytes(run_dir / METRICS_FILE, b"".join(text + b"\n" for text in kept))
 
 
 # --- a rank: restore --------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The trainer's rows: a run's summary (`summary.json`, and the last row of `metrics.jsonl`), and
 the rows of `metrics.jsonl` (a `train` row per logged window, a `val` row per validation).
 
-They are read by the report and the studies, which import no torch, so this module imports none.
+A run directory is read through `trainspeed.train.runs`, by the report and the studies, which import
+no torch, so this module imports none.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from trainspeed.rows import (
     NonNegative,
     Positive,
     Source,
-    parse_row,
-    read_records,
     record_kind,
     row_record,
 )
@@ -127,15 +126,6 @@ class RunSummary:
                 f"vs bench {self.bench_samples_per_s:,.1f} samples/s)"
             )
         return text
-
-
-def read_summary(path: Path) -> RunSummary:
-    """A run's `summary.json`; UsageError naming the file when it holds no run summary."""
-    records = read_records(path)
-    if len(records) != 1:
-        raise UsageError(f"{path}: not a run summary (one JSON object)")
-    summary, _ = parse_row(RunSummary, *records[0])
-    return summary
 
 
 @dataclass(frozen=True)

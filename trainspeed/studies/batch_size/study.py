@@ -74,13 +74,7 @@ from trainspeed.studies.common import (
 )
 from trainspeed.train.config import LaunchConfig, LRConfig, TrainConfig
 from trainspeed.train.flags import train_command
-from trainspeed.train.rows import (
-    METRICS_FILE,
-    SUMMARY_FILE,
-    EvalRecord,
-    RunSummary,
-    read_summary,
-)
+from trainspeed.train.runs import has_summary, read_run, read_run_summary
 
 THROUGHPUT_FILE = "batch_size_throughput.jsonl"
 
@@ -111,8 +105,8 @@ def run_config(config: BatchSizeConfig, spec: RunSpec) -> TrainConfig:
 
 
 def is_trained(config: BatchSizeConfig, spec: RunSpec) -> bool:
-    summary = run_dir(config, spec) / SUMMARY_FILE
-    return summary.exists() and read_summary(summary).last_step == config.steps(spec.batch)
+    directory = run_dir(config, spec)
+    return has_summary(directory) and read_run_summary(directory).last_step == config.steps(spec.batch)
 
 
 def train(config: BatchSizeConfig, spec: RunSpec) -> None:
@@ -124,21 +118,15 @@ def train(config: BatchSizeConfig, spec: RunSpec) -> None:
     run_trainspeed(*args)
 
 
-def validations(config: BatchSizeConfig, spec: RunSpec) -> dict[int, EvalRecord]:
-    path = run_dir(config, spec) / METRICS_FILE
-    records = [EvalRecord.from_row(record, source) for record, source in read_records(path)
-               if isinstance(record, dict) and record.get("kind") == EvalRecord.KIND]
-    return {record.step: record for record in records}
-
-
 def run_row(study_id: str, config: BatchSizeConfig, spec: RunSpec) -> BatchSizeRunRow:
     steps = config.steps(spec.batch)
-    vals = validations(config, spec)
+    run = read_run(run_dir(config, spec))
+    vals = run.validations()
     missing = [step for step in (config.equal_steps, steps) if step not in vals]
     if missing:
         raise StudyFailed(f"run {run_dir(config, spec)} has no validation at step {missing[0]}: the data's validation "
                           f"split is empty (make the data with more games) or the run did not validate")
-    summary: RunSummary = read_summary(run_dir(config, spec) / SUMMARY_FILE)
+    summary = run.summary
     final, at_equal_steps = vals[steps].metrics, vals[config.equal_steps].metrics
     return BatchSizeRunRow(
         study_id=study_id, run=spec.name, run_dir=str(run_dir(config, spec)),

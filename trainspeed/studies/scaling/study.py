@@ -45,7 +45,7 @@ from trainspeed.studies.scaling.rows import (
 )
 from trainspeed.train.config import LaunchConfig, TrainConfig
 from trainspeed.train.flags import train_command
-from trainspeed.train.rows import SUMMARY_FILE, read_summary
+from trainspeed.train.runs import read_run_summary
 
 BENCH_FILE = "scaling_bench.jsonl"
 DATA_SEED = 0
@@ -142,7 +142,7 @@ def run(config: ScalingConfig, command: str, progress: Progress = no_progress) -
                 for data in DATA_KINDS:
                     run_dir = runs / f"{study_id}-r{repeat}-b{batch}-n{ranks}-{data}"
                     run_trainspeed(*train_command(run_config(config, batch, ranks, data, run_dir, bench_path)))
-                    row = ScalingRunRow.from_summary(read_summary(run_dir / SUMMARY_FILE), study_id=study_id,
+                    row = ScalingRunRow.from_summary(read_run_summary(run_dir), study_id=study_id,
                                                      repeat=repeat, run_dir=str(run_dir), command=command)
                     append_row(rows_path, row)
                     rows.append(row)

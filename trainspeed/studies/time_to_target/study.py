@@ -34,8 +34,7 @@ from pathlib import Path
 
 from trainspeed.atomic import create_exclusive_text, move_to_new
 from trainspeed.errors import UsageError
-from trainspeed.gradients.rows import NoiseScaleRecord
-from trainspeed.rows import append_row, read_records
+from trainspeed.rows import append_row
 from trainspeed.stats import bootstrap_fit
 from trainspeed.studies.common import (
     COMMAND_START_S,
@@ -61,7 +60,7 @@ from trainspeed.studies.time_to_target.rows import (
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.flags import config_of_command, train_command
 from trainspeed.train.goal_runs import GoalRecipe
-from trainspeed.train.rows import METRICS_FILE, SUMMARY_FILE, EvalRecord, RunSummary, read_summary
+from trainspeed.train.runs import has_summary, read_run, read_run_summary
 from trainspeed.train.time_to_target import QualityGoal, parse_goal
 from trainspeed.user_files import FileRefused, read_regular
 
@@ -118,10 +117,9 @@ def _seconds_file(config: TimeToTargetConfig, spec: RunSpec) -> Path:
 def is_done(recipe: StudyRecipe, spec: RunSpec) -> bool:
     """Whether an earlier study made this run, with this very config, to its goal or its budget."""
     config = recipe.config
-    summary = run_dir(config, spec) / SUMMARY_FILE
-    if not summary.exists() or recorded_config(config, spec) != run_config(recipe, spec):
+    if not has_summary(run_dir(config, spec)) or recorded_config(config, spec) != run_config(recipe, spec):
         return False
-    found = read_summary(summary)
+    found = read_run_summary(run_dir(config, spec))
     return found.time_to_target is not None and (found.time_to_target.reached
                                                  or found.last_step == config.steps(spec.batch))
 
@@ -228,23 +226,14 @@ def _command_s(config: TimeToTargetConfig, spec: RunSpec) -> float:
     return float(value)
 
 
-def _metrics_rows(config: TimeToTargetConfig, spec: RunSpec) -> list[dict]:
-    path = run_dir(config, spec) / METRICS_FILE
-    return [record for record, _ in read_records(path) if isinstance(record, dict)] if path.exists() else []
-
-
 def run_row(study_id: str, recipe: StudyRecipe, spec: RunSpec, purpose: str) -> TimeToTargetRunRow:
     config = recipe.config
-    summary: RunSummary = read_summary(run_dir(config, spec) / SUMMARY_FILE)
-    record = summary.time_to_target
+    run = read_run(run_dir(config, spec))
+    summary, record = run.summary, run.time_to_target
     if record is None:
         raise StudyFailed(f"run {run_dir(config, spec)} recorded no time to target; train it again")
-    metrics = _metrics_rows(config, spec)
-    validations = sum(1 for row in metrics if row.get("kind") == EvalRecord.KIND and row.get("step", 0) <= record.step)
-    noise = [row for row in metrics if row.get("kind") == NoiseScaleRecord.KIND and row.get("step", 0) <= record.step]
-    networks = sorted({row.get("network") for row in noise if isinstance(row.get("network"), str)})
-    near = [row for row in noise if networks and row.get("network") == networks[0]]
-    b_simple = near[-1].get("b_simple_avg") if near else None
+    validations = len(run.validations(until_step=record.step))
+    near = run.noise_scale_at(record.step)
     samples = steps = None
     if record.reached and record.value is not None:
         samples = record.crossing_samples(recipe.goal.threshold)
@@ -260,8 +249,8 @@ def run_row(study_id: str, recipe: StudyRecipe, spec: RunSpec, purpose: str) -> 
         reached=record.reached, outcome=outcome, steps=steps, samples=samples,
         validated_step=record.step if record.reached else None, value=record.value, best_value=record.best_value,
         train_s=record.train_s, wall_s=record.wall_s, validations=validations, command_s=_command_s(config, spec),
-        b_simple=float(b_simple) if isinstance(b_simple, (int, float)) and not isinstance(b_simple, bool) else None,
-        noise_scale_method=near[-1].get("method") if near else None,
+        b_simple=near.b_simple_avg if near is not None else None,
+        noise_scale_method=near.method if near is not None else None,
         end_to_end_samples_per_s=summary.end_to_end_samples_per_s, command=shown(*train_command(run_config(recipe, spec))),
         machine=summary.machine)
 
