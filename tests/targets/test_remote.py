@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from child_commands import ServeProcess, run_trainspeed, trainspeed_env
 from torch import nn
 
 from trainspeed.bench.config import TimingPlan
@@ -22,8 +23,6 @@ from trainspeed.cli import main
 from trainspeed.data import open_dataset, write_dataset
 from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
-from trainspeed.serve.config import ServeConfig
-from trainspeed.serve.server import start_server
 from trainspeed.targets import all_target_names, get_target, target_family
 from trainspeed.targets.remote import RemoteTarget
 from trainspeed.workloads import get_workload
@@ -79,13 +78,6 @@ def write_regression_data(out: Path) -> Path:
 
 
 USER_WORKLOAD = f"{Path(__file__).stem}:TinyRegression"
-
-
-@pytest.fixture
-def server():
-    running = start_server(ServeConfig(listen="127.0.0.1:0"))
-    yield running
-    running.stop(None)
 
 
 @pytest.mark.parametrize(
@@ -241,8 +233,6 @@ def test_a_workload_the_server_does_not_build_is_one_line_before_any_row_or_run(
 @pytest.mark.slow
 def test_a_user_workload_served_with_serve_workload_benches_and_trains_through_the_remote_target(capsys, tmp_path,
                                                                                                 monkeypatch):
-    from tests.serve.serve_runs import ServeProcess
-
     server = ServeProcess("--workload", USER_WORKLOAD, path=(Path(__file__).parent,))
     try:
         out = tmp_path / "rows.jsonl"
@@ -290,23 +280,16 @@ def test_a_user_workload_served_with_serve_workload_benches_and_trains_through_t
         server.stop()
 
 
+@pytest.mark.e2e
 def test_remote_training_with_loader_workers_prints_no_grpc_fork_lines(server, tmp_path):
     """Forking loader workers in a process that talks gRPC made gRPC's core print "Other threads
     are currently calling into gRPC, skipping fork() handlers" on the user's terminal. The run is a
-    subprocess with the environment a user's shell has (no gRPC variables of the test session)."""
-    import os
-    import subprocess
-    import sys
-
+    child process with the environment a user's shell has (no gRPC variables of the test session)."""
     data, run_dir = tmp_path / "selfplay", tmp_path / "run"
     assert main(["data", "mahjong-selfplay", "--games", "4", "--out", str(data), "--no-progress"]) == 0
-    root = Path(__file__).resolve().parents[2]
-    env = {key: value for key, value in os.environ.items() if not key.startswith("GRPC_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-    result = subprocess.run(
-        [sys.executable, "-m", "trainspeed", "train", "--target", server.remote_name, "--data", str(data),
-         "--size", "tiny", "--batch-size-per-device", "16", "--steps", "4", "--num-workers", "2", "--threads", "1",
-         "--no-progress", "--out", str(run_dir)],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    env = {key: value for key, value in trainspeed_env().items() if not key.startswith("GRPC_")}
+    result = run_trainspeed("train", "--target", server.remote_name, "--data", str(data), "--size", "tiny",
+                            "--batch-size-per-device", "16", "--steps", "4", "--num-workers", "2", "--threads", "1",
+                            "--no-progress", "--out", str(run_dir), env=env)
     assert result.returncode == 0, result.stderr
     assert "fork" not in result.stderr and result.stderr == "", result.stderr
