@@ -19,6 +19,9 @@ from typing import Any, Callable
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO_ROOT / "examples"
+TESTS = REPO_ROOT / "tests"
+"""Where the tests' own workload and device family live (toy_workload.py, toy_target.py): a child
+that imports them has this folder on its path."""
 
 check_marked: Callable[[], None] = lambda: None  # noqa: E731 - tests/conftest.py installs the real check
 
