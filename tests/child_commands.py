@@ -10,13 +10,18 @@ that need no child process.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO_ROOT / "examples"
+TESTS = REPO_ROOT / "tests"
+"""Where the tests' own workload and device family live (toy_workload.py, toy_target.py): a child
+that imports them has this folder on its path."""
 
 check_marked: Callable[[], None] = lambda: None  # noqa: E731 - tests/conftest.py installs the real check
 
@@ -71,6 +76,34 @@ def run_ok(*args: str, **kwargs: Any) -> subprocess.CompletedProcess:
     result = run_trainspeed(*args, **kwargs)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
+
+
+class ServeProcess:
+    """`trainspeed serve` in a process of its own, on loopback port 0 with one thread; `name` is the
+    target name it printed. `path`: folders its workloads (`--workload`) are imported from. Its
+    stderr goes to a file (a full pipe would stop the server), which `stderr()` reads for a message."""
+
+    def __init__(self, *args: str, path: tuple[str | os.PathLike, ...] = ()) -> None:
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.process = start_child(trainspeed_argv("serve", "--listen", "127.0.0.1:0", "--threads", "1", *args),
+                                   path=path, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.name = self.process.stdout.readline().strip()
+        if not self.name.startswith("remote:"):
+            self.stop()
+            raise AssertionError(f"trainspeed serve printed no target name: {self.stderr()[-3000:]}")
+
+    def stderr(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(30)
 
 
 UNTRUSTED_MODULES = ("torch", "numpy", "psutil", "pickle", "socket", "threading")

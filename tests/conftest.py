@@ -1,8 +1,12 @@
 """Test-session setup shared by every test folder."""
 
+from __future__ import annotations
+
 import importlib.util
+import io
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Generator, Iterator
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
@@ -19,6 +23,9 @@ if importlib.util.find_spec("torch_xla") is not None:
 torch.set_num_threads(int(os.environ.get("TRAINSPEED_TEST_THREADS", "2")))
 
 import child_commands  # noqa: E402 - tests/child_commands.py, the one runner of child processes
+
+if TYPE_CHECKING:
+    from trainspeed.serve.server import RunningServer
 
 _running: list[pytest.Item] = []
 """The test being set up, run or torn down (the runner checks that it is marked `e2e`)."""
@@ -75,6 +82,50 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory, selfplay_data: Path) -> P
                           "--checkpoint-every", "1", "--keep-checkpoints", "0", "--threads", "1", "--no-progress",
                           "--out", str(out), timeout=300)
     return out
+
+
+SERVER_LINES = pytest.StashKey[list[io.StringIO]]()
+"""The lines of the test's servers in this process (`serve`), which its failure report shows."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+        item: pytest.Item, call: pytest.CallInfo) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.failed:
+        for number, lines in enumerate(item.stash.get(SERVER_LINES, []), 1):
+            report.sections.append((f"trainspeed serve {number} in this process", lines.getvalue()))
+    return report
+
+
+@pytest.fixture
+def serve(request: pytest.FixtureRequest) -> Iterator[Callable[..., RunningServer]]:
+    """A function starting a server in this process (port 0, the given ServeConfig settings): fast,
+    and its losses are bit-comparable with a local run's (same threads). All are stopped at the end.
+    Its lines go to a buffer that a failed test's report shows, never to this process's stderr: its
+    sessions end in threads of their own, maybe while pytest captures nothing (between a test's
+    phases), and the line would land in the middle of pytest's output."""
+    from trainspeed.serve.config import ServeConfig
+    from trainspeed.serve.server import start_server
+
+    started: list[RunningServer] = []
+
+    def start(**settings) -> RunningServer:
+        lines = io.StringIO()
+        running = start_server(ServeConfig(**{"listen": "127.0.0.1:0", **settings}), log_to=lines)
+        started.append(running)
+        request.node.stash.setdefault(SERVER_LINES, []).append(lines)
+        return running
+
+    yield start
+    for running in started:
+        running.stop(None)
+
+
+@pytest.fixture
+def server(serve) -> RunningServer:
+    """A server in this process with the default settings (`serve`)."""
+    return serve()
 
 
 @pytest.fixture

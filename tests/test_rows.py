@@ -4,13 +4,12 @@ no regular files refused before they are read."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from child_commands import python_argv, run_child
 
 from trainspeed.errors import UsageError
 from trainspeed.machine import Machine
@@ -44,13 +43,14 @@ def test_a_row_that_says_its_kind_or_version_wrongly_is_told_what_is_wrong(recor
     assert str(refused.value).startswith("rows.jsonl:3: ") and said in str(refused.value)
 
 
+@pytest.mark.e2e
 def test_a_rows_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
     """Reading a FIFO waits for a writer that never comes: a subprocess with a deadline."""
     fifo = tmp_path / "rows.jsonl"
     os.mkfifo(fifo)
     code = ("import sys\nfrom trainspeed.errors import UsageError\nfrom trainspeed.rows import read_records\n"
             f"try:\n    read_records({str(fifo)!r})\nexcept UsageError as error:\n    sys.exit(str(error))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    result = run_child(python_argv("-c", code), timeout=60)
     assert result.returncode == 1 and result.stderr == f"{fifo}: is a FIFO (named pipe), not a regular file\n"
 
 

@@ -8,20 +8,19 @@ import json
 from pathlib import Path
 
 import pytest
+from toy_workload import FEATURES, exact_flops
 
 from trainspeed.bench.flops import check_flops
 from trainspeed.cli import main
 from trainspeed.workloads import get_workload
 
-HERE = Path(__file__).resolve().parent
-EXAMPLES = HERE.parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BENCH = ["bench", "--targets", "cpu:eager:fp32", "--batch-sizes", "4,8", "--windows", "1", "--warmup-steps", "0",
          "--min-window-s", "0.01", "--no-progress", "--no-plot", "--peak-tflops", "1"]
 
 
 @pytest.fixture
-def workloads_on_path(monkeypatch):
-    monkeypatch.syspath_prepend(str(HERE))
+def examples_on_path(monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLES))
 
 
@@ -33,22 +32,21 @@ def _bench(capsys, tmp_path: Path, workload: str) -> tuple[list[dict], list[str]
     return [json.loads(line) for line in out.read_text().splitlines()], err.strip().splitlines()
 
 
-def test_a_count_8_percent_off_is_one_warning_and_both_counts_are_in_every_row(workloads_on_path, tmp_path, capsys):
-    from flops_workloads import EXACT_FLOPS
-
-    rows, err = _bench(capsys, tmp_path, "flops_workloads:OverstatedWorkload")
+def test_a_count_8_percent_off_is_one_warning_and_both_counts_are_in_every_row(tmp_path, capsys):
+    exact = exact_flops(FEATURES)
+    rows, err = _bench(capsys, tmp_path, "toy_workload:overstated_flops")
     warnings = [line for line in err if line.startswith("trainspeed: warning: ")]
     assert len(warnings) == 1  # once per bench run, not once per row
-    assert "overstated one: flops_per_sample declares 1106" in warnings[0] and "declared +8.0%" in warnings[0]
-    assert "MFU uses the declared count" in warnings[0]
+    assert f"overstated tiny: flops_per_sample declares {1.08 * exact:.4g}" in warnings[0]
+    assert "declared +8.0%" in warnings[0] and "MFU uses the declared count" in warnings[0]
     for row in rows:
-        assert row["flops_per_sample_declared"] == row["flops_per_sample"] == pytest.approx(1.08 * EXACT_FLOPS)
-        assert row["flops_per_sample_counted"] == EXACT_FLOPS
+        assert row["flops_per_sample_declared"] == row["flops_per_sample"] == pytest.approx(1.08 * exact)
+        assert row["flops_per_sample_counted"] == exact
         assert row["mfu_flops_source"] == "declared"
         assert row["achieved_tflops"] == pytest.approx(row["samples_per_s"] * row["flops_per_sample"] / 1e12)
 
 
-def test_an_attention_model_counted_under_the_math_backend_matches_its_formula(workloads_on_path, tmp_path, capsys):
+def test_an_attention_model_counted_under_the_math_backend_matches_its_formula(examples_on_path, tmp_path, capsys):
     """The CPU flash-attention kernel has no FLOP formula; counted with it, the charlm example's
     attention (14% of its FLOPs at the tiny size) would vanish and the check would warn."""
     rows, err = _bench(capsys, tmp_path, "char_lm_workload:CharLMWorkload")
@@ -56,11 +54,9 @@ def test_an_attention_model_counted_under_the_math_backend_matches_its_formula(w
     assert {row["flops_per_sample_counted"] for row in rows} == {rows[0]["flops_per_sample_declared"]}
 
 
-def test_a_step_that_reads_a_value_is_counted_on_the_host(workloads_on_path):
-    from flops_workloads import EXACT_FLOPS
-
-    check = check_flops(get_workload("flops_workloads:ValueReadingWorkload"), "one")
-    assert (check.counted, check.counted_on, check.warning()) == (EXACT_FLOPS, "cpu", None)
+def test_a_step_that_reads_a_value_is_counted_on_the_host():
+    check = check_flops(get_workload("toy_workload:loss_reading"), "tiny")
+    assert (check.counted, check.counted_on, check.warning()) == (exact_flops(FEATURES), "cpu", None)
 
 
 def test_a_step_with_a_gradient_penalty_is_counted():

@@ -5,14 +5,13 @@ import dataclasses
 
 import pytest
 import torch
-from child_commands import run_trainspeed
-from torch import nn
+from child_commands import TESTS, run_trainspeed
+from toy_workload import shrinking_after_the_warmup
 
 from trainspeed.bench.config import BenchConfig, TimingPlan
 from trainspeed.bench.results import ResultRow, read_rows
 from trainspeed.bench.sweep import measure_configuration, run_sweep, with_flops
 from trainspeed.targets import available_targets, get_target
-from trainspeed.workloads.base import Trainable
 
 QUICK = TimingPlan(warmup_steps=1, windows=2, min_window_s=0.01, max_steps_per_window=3)
 
@@ -44,47 +43,13 @@ def test_an_impossible_batch_is_an_oom_row_and_the_sweep_goes_on(tmp_results):
     assert measured.workload_module == "trainspeed.workloads.mahjong.workload" and len(measured.workload_sha256) == 64
 
 
-class ShapeShiftingTrainable(Trainable):
-    """Feeds the network a new shape after a few steps, as code with a data-dependent shape does."""
-
-    def __init__(self):
-        super().__init__({"net": nn.Linear(8, 1)})
-        self.steps = 0
-
-    def setup_optimizers(self, fused=False):
-        self.optimizers = {"net": torch.optim.SGD(self.networks["net"].parameters(), lr=0.01)}
-
-    def train_step(self, batch):
-        self.steps += 1
-        rows = batch["x"].shape[0] - (1 if self.steps > 3 else 0)
-        loss = self.wrapped["net"](batch["x"][:rows]).square().mean()
-        loss.backward()
-        self.optimizers["net"].step()
-        self.optimizers["net"].zero_grad()
-        return loss.detach()
-
-
-class ShapeShiftingWorkload:
-    name, sizes = "shape-shifting", ("one",)
-
-    def build(self, size, seed=0):
-        torch.manual_seed(seed)
-        return ShapeShiftingTrainable()
-
-    def synthetic_batch(self, size, batch_size, generator):
-        return {"x": torch.randn(batch_size, 8, generator=generator)}
-
-    def flops_per_sample(self, size):
-        return 2 * 8 * 3.0
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["xla:lazy:fp32", "cpu:compile:fp32"])
 def test_a_recompile_inside_a_timed_window_marks_the_row_invalid(name):
     if available_targets()[name] is not None:
         pytest.skip(available_targets()[name])
-    base = ResultRow(run_id="t", timestamp="now", workload="s", size="one", target=name, batch_size=8, status="skipped")
-    row = measure_configuration(get_target(name), ShapeShiftingWorkload(), "one", 8, QUICK, 0, base)
+    base = ResultRow(run_id="t", timestamp="now", workload="s", size="tiny", target=name, batch_size=8, status="skipped")
+    row = measure_configuration(get_target(name), shrinking_after_the_warmup(), "tiny", 8, QUICK, 0, base)
     assert row.status == "invalid"
     assert row.compiles_in_windows >= 1
 
@@ -94,14 +59,12 @@ def test_a_recompile_inside_a_timed_window_marks_the_row_invalid(name):
 def test_xla_works_in_a_fresh_process_whose_workload_counts_flops_with_a_backward(tmp_results):
     """Autograd fixes its device list at the first backward: the sweep must register XLA before
     asking the workload for its FLOPs. A fresh process, since this test session registered XLA early."""
-    from pathlib import Path
-
     if available_targets()["xla:lazy:fp32"] is not None:
         pytest.skip(available_targets()["xla:lazy:fp32"])
     result = run_trainspeed(
-        "bench", "--workload", "backward_flops_workload:BackwardFlopsWorkload", "--size", "one", "--targets",
-        "xla:lazy:fp32", "--batch-sizes", "4", "--windows", "1", "--warmup-steps", "1", "--min-window-s", "0.01",
-        "--peak-tflops", "1", "--out", str(tmp_results), "--no-progress", "--no-plot", path=(Path(__file__).parent,))
+        "bench", "--workload", "toy_workload:flops_counted_with_a_backward", "--targets", "xla:lazy:fp32",
+        "--batch-sizes", "4", "--windows", "1", "--warmup-steps", "1", "--min-window-s", "0.01",
+        "--peak-tflops", "1", "--out", str(tmp_results), "--no-progress", "--no-plot", path=(TESTS,))
     assert result.returncode == 0, result.stderr[-2000:]
     assert [row.status for row in read_rows(tmp_results)] == ["ok"]
 

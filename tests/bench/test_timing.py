@@ -5,7 +5,7 @@ import time
 
 import pytest
 import torch
-from torch import nn
+from toy_workload import ToyWorkload
 
 from trainspeed.bench.config import TimingPlan
 from trainspeed.bench.timing import time_training
@@ -13,7 +13,6 @@ from trainspeed.targets import available_targets, get_target
 from trainspeed.targets.base import TargetSpec
 from trainspeed.targets.cpu import CpuTarget
 from trainspeed.workloads import get_workload
-from trainspeed.workloads.base import Trainable
 
 
 def _completed_xla_executions() -> int:
@@ -95,23 +94,9 @@ class SlowStartTarget(CpuTarget):
         return super().run_step(trainable, batch)
 
 
-class TinyTrainable(Trainable):
-    def __init__(self):
-        super().__init__({"net": nn.Linear(4, 1)})
-
-    def setup_optimizers(self, fused=False):
-        self.optimizers = {"net": torch.optim.SGD(self.networks["net"].parameters(), lr=0.01)}
-
-    def train_step(self, batch):
-        loss = self.wrapped["net"](batch["x"]).square().mean()
-        loss.backward()
-        self.optimizers["net"].step()
-        self.optimizers["net"].zero_grad()
-        return loss.detach()
-
-
 def _tiny(target):
-    return target.prepare(TinyTrainable()), {"x": torch.randn(8, 4)}
+    toy = ToyWorkload()
+    return target.prepare(toy.build("tiny")), toy.synthetic_batch("tiny", 8, torch.Generator().manual_seed(0))
 
 
 @pytest.mark.parametrize("slow_steps", [3, 4], ids=["slow-warmup", "slow-warmup-and-probe"])

@@ -1,5 +1,5 @@
 """`trainspeed check`: the port check as a user runs it. A workload whose step calls torch.bincount
-(from tests/targets/test_xla_port_check.py) is reported with the line, written to --out, and fails
+(the tests' toy, tests/toy_workload.py) is reported with the line, written to --out, and fails
 under --strict; a target that is not XLA, a bad flag or an --out that exists is one error line and
 exit code 2 before anything is built; `check --help` imports nothing heavy."""
 
@@ -9,24 +9,23 @@ import json
 from pathlib import Path
 
 import pytest
-from child_commands import REPO_ROOT, run_trainspeed
+from child_commands import REPO_ROOT, TESTS, run_trainspeed
 
 from benchmarks.startup import heavy_imports
 
-TARGETS_TESTS = Path(__file__).resolve().parents[1] / "targets"
-FALLBACK_WORKLOAD = "test_xla_port_check:class_weighted"
+FALLBACK_WORKLOAD = "toy_workload:class_weighted"
 
 
 @pytest.mark.e2e
 def test_check_names_the_fallback_and_its_line_writes_the_result_and_fails_under_strict(tmp_path: Path) -> None:
     out = tmp_path / "check.json"
     result = run_trainspeed("check", "--workload", FALLBACK_WORKLOAD, "--target", "xla:lazy:fp32", "--batch-size", "8",
-                            "--warmup-steps", "2", "--steps", "2", "--out", str(out), "--strict", path=(TARGETS_TESTS,))
+                            "--warmup-steps", "2", "--steps", "2", "--out", str(out), "--strict", path=(TESTS,))
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     lines = result.stdout.splitlines()
     assert "  aten::bincount: 1" in lines
-    assert any(line.startswith("    called from ") and "test_xla_port_check.py:" in line
-               and line.endswith('counts = torch.bincount(batch["y"], minlength=CLASSES)') for line in lines), lines
+    assert any(line.startswith("    called from ") and "toy_workload.py:" in line
+               and line.endswith('counts = torch.bincount(batch["y"], minlength=self.classes)') for line in lines), lines
     assert "compiles in the measured steps: 0" in lines
     assert lines[-2].startswith("verdict: not ported: 1 op falls back to the host (aten::bincount)")
     record = json.loads(out.read_text())

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from child_commands import python_argv, run_child, run_trainspeed
 
 from trainspeed.cli import main
 
@@ -114,17 +115,7 @@ def test_an_out_in_use_is_never_written_into(tmp_path: Path, capsys) -> None:
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
 
 
-def _trainspeed(*argv: str, timeout: float = 120):
-    import os
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "trainspeed", *argv], cwd=root, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
+@pytest.mark.e2e
 @pytest.mark.parametrize("kind", ["fifo", "symlink-to-dev-zero"])
 def test_an_npy_that_is_no_regular_file_is_one_line_never_a_hang(tmp_path: Path, kind: str) -> None:
     """A FIFO named x.npy once hung the command for ever (a subprocess with a deadline)."""
@@ -137,7 +128,7 @@ def test_an_npy_that_is_no_regular_file_is_one_line_never_a_hang(tmp_path: Path,
         os.mkfifo(folder / "x.npy")
     else:
         (folder / "x.npy").symlink_to("/dev/zero")
-    result = _trainspeed("data", "from-arrays", str(folder), "--out", str(tmp_path / "out"), timeout=60)
+    result = run_trainspeed("data", "from-arrays", str(folder), "--out", str(tmp_path / "out"), timeout=60)
     what = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
     assert result.returncode == 2 and result.stderr == f"trainspeed: error: {folder / 'x.npy'}: is {what}, not a regular file\n"
     assert not (tmp_path / "out").exists()
@@ -178,18 +169,12 @@ def _peak_allocated_mib(*argv: str) -> float:
     traced from after the imports), run in a process of its own."""
     code = ("import sys, tracemalloc\nimport trainspeed.data.dataset\nfrom trainspeed.cli import main\n"
             "tracemalloc.start()\ncode = main(sys.argv[1:])\nprint(tracemalloc.get_traced_memory()[1])\nsys.exit(code)")
-    import os
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-c", code, *argv], cwd=root, env=env, capture_output=True, text=True,
-                            timeout=300)
+    result = run_child(python_argv("-c", code, *argv))
     assert result.returncode == 0, result.stderr
     return int(result.stdout.strip().splitlines()[-1]) / 2**20
 
 
+@pytest.mark.e2e
 def test_a_highly_compressed_member_is_streamed_into_shards_never_decompressed_whole(tmp_path: Path) -> None:
     """256 MiB of zeros deflate to a few hundred KB; reading the member whole holds 256 MiB,
     streaming it a shard at a time about a shard's size (here 8 MiB)."""

@@ -8,26 +8,19 @@ import json
 import os
 import signal
 import subprocess
-import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from child_commands import run_ok, run_trainspeed, start_child, trainspeed_argv
 
 from trainspeed.cli import main
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def _trainspeed(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "trainspeed", *argv], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -131,20 +124,25 @@ def test_selfplay_extends_its_own_set_of_the_same_seed_and_never_shrinks_it(self
 
 def _kill_when(command: list[str], appears: Path, timeout_s: float = 120) -> None:
     """Start a writer and kill -9 it as soon as `appears` exists: in the middle of its work."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    process = subprocess.Popen([sys.executable, "-m", "trainspeed", *command], cwd=REPO_ROOT, env=env,
-                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout_s
-    while not appears.exists():
-        assert process.poll() is None, f"the writer ended (exit code {process.returncode}) before {appears.name}"
-        assert time.monotonic() < deadline, f"{appears} did not appear"
-        time.sleep(0.005)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
+    with tempfile.TemporaryFile(mode="w+") as output:  # not a pipe: a full pipe would stop the writer
+        process = start_child(trainspeed_argv(*command), start_new_session=True, stdout=output,
+                              stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + timeout_s
+        while not appears.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        ended = process.poll()
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:  # it ended on its own, and every process it started too
+            pass
+        process.wait(timeout=30)
+        output.seek(0)
+        assert ended is None and appears.exists(), \
+            f"{appears.name} did not appear while the writer ran (exit code {ended}): {output.read()[-3000:]}"
 
 
 def _verify_refuses_in_one_line(folder: Path) -> str:
-    result = _trainspeed("data", "verify", str(folder))
+    result = run_trainspeed("data", "verify", str(folder))
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("trainspeed: error: "), result
     assert result.stdout == "", "a partial set was reported"
@@ -152,10 +150,11 @@ def _verify_refuses_in_one_line(folder: Path) -> str:
 
 
 def _verify_ok(folder: Path, shards: int) -> None:
-    result = _trainspeed("data", "verify", str(folder))
+    result = run_trainspeed("data", "verify", str(folder))
     assert result.returncode == 0 and f"OK, {shards} shards" in result.stdout, result
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("extending", [False, True], ids=["fresh", "extending-a-finished-set"])
 def test_selfplay_killed_mid_write_is_refused_by_verify_and_completed_by_a_rerun(
         extending: bool, selfplay_set: Path, tmp_path: Path) -> None:
@@ -170,11 +169,12 @@ def test_selfplay_killed_mid_write_is_refused_by_verify_and_completed_by_a_rerun
     line = _verify_refuses_in_one_line(folder)
     assert "an unfinished write of `trainspeed data mahjong-selfplay`" in line, line
     assert main(["data", "inspect", str(folder)]) == 2, "inspect showed a partial set"
-    assert _trainspeed(*command).returncode == 0
+    run_ok(*command)
     _verify_ok(folder, 6)
     assert json.loads((folder / "index.json").read_text())["games"] == 6
 
 
+@pytest.mark.e2e
 def test_from_arrays_killed_mid_write_is_refused_by_verify_and_written_whole_by_a_rerun(tmp_path: Path) -> None:
     source = tmp_path / "arrays.npz"
     np.savez_compressed(source, x=np.arange(4000, dtype=np.int64), y=np.zeros((4000, 3), dtype=np.float32))
@@ -183,7 +183,7 @@ def test_from_arrays_killed_mid_write_is_refused_by_verify_and_written_whole_by_
     _kill_when(command, out / "shard-000005.json")
     line = _verify_refuses_in_one_line(out)
     assert "an unfinished write of `trainspeed data from-arrays`" in line, line
-    assert _trainspeed(*command).returncode == 0
+    run_ok(*command)
     _verify_ok(out, 400)
 
 

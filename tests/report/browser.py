@@ -8,6 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from child_commands import run_child, trainspeed_env
+
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -19,10 +21,8 @@ INSTALL_TIMEOUT_S = 1200
 
 
 def _apt_get(*arguments: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["apt-get", *arguments], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False,
-    )
+    return run_child(["apt-get", *arguments], env=trainspeed_env(DEBIAN_FRONTEND="noninteractive"),
+                     stdin=subprocess.DEVNULL, timeout=INSTALL_TIMEOUT_S)
 
 
 def ensure_chromium() -> tuple[Path | None, str]:

@@ -3,24 +3,12 @@ Mahjong run is the session's `tiny_run`), and the browser for the browser test."
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 from browser import ensure_chromium
-from child_commands import run_child
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO_ROOT / "examples"
-
-
-def _trainspeed(*args: str) -> None:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), str(EXAMPLES), env.get("PYTHONPATH")]))
-    env.setdefault("PJRT_DEVICE", "CPU")
-    result = run_child([sys.executable, "-m", "trainspeed", *args], env=env, timeout=600)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+from child_commands import EXAMPLES, run_ok
 
 
 @pytest.fixture(scope="session")
@@ -31,9 +19,10 @@ def classifier_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from image_classifier_workload import write_dataset
 
     dataset = write_dataset(folder / "images.npz", samples=300)
-    _trainspeed("train", "--workload", "image_classifier_workload:ImageClassifierWorkload", "--size", "tiny",
-                "--data", str(dataset), "--nproc", "2", "--batch-size-per-device", "16", "--steps", "12",
-                "--eval-every", "4", "--log-every", "2", "--threads", "1", "--no-progress", "--out", str(folder / "run"))
+    run_ok("train", "--workload", "image_classifier_workload:ImageClassifierWorkload", "--size", "tiny",
+           "--data", str(dataset), "--nproc", "2", "--batch-size-per-device", "16", "--steps", "12",
+           "--eval-every", "4", "--log-every", "2", "--threads", "1", "--no-progress", "--out", str(folder / "run"),
+           path=(EXAMPLES,), timeout=600)
     return folder / "run"
 
 

@@ -1,5 +1,6 @@
-"""Servers for the remote tests: in this process (fast; the loss sequence is then bit-comparable with
-a local run, same threads) or as a `trainspeed serve` process that a test can kill."""
+"""Fixtures of the remote tests besides tests/conftest.py's servers in this process (`serve`,
+`server`): the token file, and one `trainspeed serve` process that a test may talk to (one that
+must kill a server starts its own)."""
 
 from __future__ import annotations
 
@@ -7,30 +8,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-
-from serve_runs import TOKEN, ServeProcess
-from trainspeed.serve.config import ServeConfig
-from trainspeed.serve.server import RunningServer, start_server
-
-
-@pytest.fixture
-def serve():
-    """A function starting an in-process server (port 0) with the given settings; all stopped at the end."""
-    started: list[RunningServer] = []
-
-    def start(**settings) -> RunningServer:
-        running = start_server(ServeConfig(**{"listen": "127.0.0.1:0", **settings}))
-        started.append(running)
-        return running
-
-    yield start
-    for running in started:
-        running.stop(None)
-
-
-@pytest.fixture
-def server(serve) -> RunningServer:
-    return serve()
+from child_commands import ServeProcess
+from serve_runs import TOKEN
 
 
 @pytest.fixture
@@ -43,8 +22,7 @@ def token_file(tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def serve_process() -> Iterator[ServeProcess]:
-    """One `trainspeed serve` process for the session, for the tests that only talk to it (one
-    that must kill a server starts its own)."""
+    """One `trainspeed serve` process for the session, for the tests that only talk to it."""
     process = ServeProcess()
     yield process
     process.stop()

@@ -1,22 +1,16 @@
-"""What the remote tests share besides fixtures: the token, the environment of a `trainspeed`
-process, `trainspeed serve` in a process of its own, Mahjong batches and their losses locally and
-remotely, and raw sessions that send exactly the messages a test gives."""
+"""What the remote tests share besides fixtures: the token, Mahjong batches and their losses locally
+and remotely, and raw sessions that send exactly the messages a test gives (servers in this process
+are tests/conftest.py's `serve` fixture; `trainspeed serve` in a process of its own is
+child_commands.ServeProcess)."""
 
 from __future__ import annotations
 
 import gc
-import os
-import signal
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import grpc
 import pytest
 import torch
-from child_commands import start_child
 
 from trainspeed.targets import get_target
 from trainspeed.wire import remote_pb2 as pb
@@ -26,47 +20,7 @@ from trainspeed.wire.tensors import tensor_chunks
 from trainspeed.workloads import get_workload
 from trainspeed.workloads.identity import identify
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "0123456789abcdef0123456789abcdef"
-
-
-def trainspeed_env(*path: str | os.PathLike, **extra: str) -> dict[str, str]:
-    """The environment of a `trainspeed` process: this checkout (and `path`) importable."""
-    env = dict(os.environ)
-    # torch_xla, imported by the test session's conftest, sets GRPC_VERBOSITY for this process's
-    # children; a user's shell has it unset.
-    env.pop("GRPC_VERBOSITY", None)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), *map(str, path), env.get("PYTHONPATH")]))
-    env.update(extra)
-    return env
-
-
-class ServeProcess:
-    """`trainspeed serve` in a process of its own; `name` is the target name it printed. `path`:
-    folders its workloads (`--workload`) are imported from."""
-
-    def __init__(self, *args: str, path: tuple[str | os.PathLike, ...] = ()) -> None:
-        self.log = tempfile.TemporaryFile(mode="w+")  # not a pipe: a full pipe would stop the server
-        self.process = start_child(
-            [sys.executable, "-m", "trainspeed", "serve", "--listen", "127.0.0.1:0", "--threads", "1", *args], env=trainspeed_env(*path), stdout=subprocess.PIPE, stderr=self.log, text=True,
-        )
-        self.name = self.process.stdout.readline().strip()
-        assert self.name.startswith("remote:"), self.stderr()
-
-    def stderr(self) -> str:
-        self.log.seek(0)
-        return self.log.read()
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(30)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(30)
-
-
 WORKLOAD = get_workload("mahjong")
 
 

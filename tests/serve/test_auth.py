@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 
 import grpc
 import pytest
 import torch
+from child_commands import run_child
 
 from trainspeed.errors import UsageError
 from trainspeed.serve import auth
@@ -135,30 +135,38 @@ def test_every_call_is_checked_not_only_describe(token_server):
     assert server.host.live_sessions == 0
 
 
+def _openssl(*args: str) -> None:
+    made = run_child(["openssl", *args], timeout=60)
+    assert made.returncode == 0, made.stderr
+
+
 @pytest.fixture
 def certificate(tmp_path):
+    """A self-signed certificate for 127.0.0.1 and its key, made by openssl (in a child process: a
+    test that needs it is end-to-end)."""
     if shutil.which("openssl") is None:
         pytest.skip("openssl is not installed")
     cert, key = tmp_path / "server.pem", tmp_path / "server.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60)
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+             "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert))
     return cert, key
 
 
+@pytest.mark.e2e
 def test_a_key_that_is_not_the_certificates_is_named_before_listening(certificate, tmp_path, capsys):
     """gRPC alone reported this as a taken port."""
     from trainspeed.cli import main
 
     cert, _ = certificate
     other_key = tmp_path / "other.key"
-    subprocess.run(["openssl", "genrsa", "-out", str(other_key), "2048"], check=True, capture_output=True, timeout=60)
+    _openssl("genrsa", "-out", str(other_key), "2048")
     code = main(["serve", "--listen", "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(other_key)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err == [f"trainspeed: error: serve: --tls-key {other_key} is not the private key of --tls-cert "
                                  f"{cert}; give the key the certificate was made with"], err
 
 
+@pytest.mark.e2e
 def test_tls_with_the_servers_certificate_works_and_without_it_is_one_line(serve, certificate, monkeypatch):
     cert, key = certificate
     server = serve(tls_cert=str(cert), tls_key=str(key))

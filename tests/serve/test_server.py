@@ -4,29 +4,29 @@ serving, sessions freed when clients vanish, and clients that fail fast when the
 
 from __future__ import annotations
 
+import io
 import subprocess
-import sys
 import textwrap
 import time
 
 import grpc
 import pytest
 import torch
-from child_commands import run_child, start_child
+from child_commands import ServeProcess, python_argv, run_trainspeed, start_child, trainspeed_argv
 from serve_runs import (
     WORKLOAD,
-    ServeProcess,
     batch_messages,
     batches,
     local_losses,
     opened,
     raw_session,
     remote_losses,
-    trainspeed_env,
     wait_until,
 )
 
 from trainspeed.errors import DeviceLost, UsageError
+from trainspeed.serve.config import ServeConfig
+from trainspeed.serve.server import start_server
 from trainspeed.targets import get_target
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire.limits import MAX_MESSAGE_BYTES
@@ -256,8 +256,8 @@ KILLED_CLIENT = textwrap.dedent("""
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_a_killed_client_process_frees_its_session_and_the_next_client_works(server):
-    client = start_child([sys.executable, "-c", KILLED_CLIENT, server.remote_name + "/in-flight=2"],
-                              env=trainspeed_env(), stdout=subprocess.PIPE, text=True)
+    client = start_child(python_argv("-c", KILLED_CLIENT, server.remote_name + "/in-flight=2"),
+                         stdout=subprocess.PIPE, text=True)
     try:
         assert client.stdout.readline().strip() == "stepping"
         assert server.host.live_sessions == 1
@@ -275,8 +275,9 @@ def test_a_killed_server_process_fails_the_bench_fast_with_one_line(tmp_path):
     server = ServeProcess()
     out = tmp_path / "rows.jsonl"
     bench = start_child(
-        [sys.executable, "-m", "trainspeed", "bench", "--targets", server.name, "--batch-sizes", "64,128",
-         "--windows", "50", "--min-window-s", "1", "--threads", "1", "--no-progress", "--no-plot", "--out", str(out)], env=trainspeed_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        trainspeed_argv("bench", "--targets", server.name, "--batch-sizes", "64,128", "--windows", "50",
+                        "--min-window-s", "1", "--threads", "1", "--no-progress", "--no-plot", "--out", str(out)),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         assert wait_until(lambda: "built" in server.stderr(), timeout_s=60), server.stderr()
@@ -297,8 +298,7 @@ def test_a_killed_server_process_fails_the_bench_fast_with_one_line(tmp_path):
 @pytest.mark.slow
 def test_a_second_server_on_a_taken_port_fails_with_one_line(serve_process):
     port = serve_process.name.split(":")[2].split("/")[0]
-    second = run_child([sys.executable, "-m", "trainspeed", "serve", "--listen", f"127.0.0.1:{port}"],
-                            env=trainspeed_env(), timeout=60)
+    second = run_trainspeed("serve", "--listen", f"127.0.0.1:{port}", timeout=60)
     lines = second.stderr.strip().splitlines()
     assert second.returncode == 2 and lines == [f"trainspeed: error: serve: cannot listen on 127.0.0.1:{port}: the port is "
                                                 "taken (another server?) or the address is not this machine's"], second.stderr
@@ -309,6 +309,22 @@ def test_a_second_server_in_process_cannot_share_the_port(serve):
     first = serve()
     with pytest.raises(UsageError, match="cannot listen"):
         serve(listen=str(first.address))
+
+
+def test_a_server_in_a_program_of_its_own_writes_its_lines_where_told_and_none_on_stderr(capfd):
+    """A program (the tests) that runs a server in its own process keeps its stderr for itself: the
+    server's lines go to the stream it gives, also those of a session that ends in a thread of its
+    own after the caller has moved on (under pytest, they landed in the middle of its report)."""
+    lines = io.StringIO()
+    running = start_server(ServeConfig(listen="127.0.0.1:0"), log_to=lines)
+    try:
+        host_batches = batches(1)
+        assert remote_losses(running.remote_name, host_batches) == local_losses(host_batches)
+        assert wait_until(lambda: "ended after 1 steps; its model is freed" in lines.getvalue()), lines.getvalue()
+    finally:
+        running.stop(None)
+    assert lines.getvalue().startswith(f"trainspeed serve: {running.remote_name} ready (")
+    assert capfd.readouterr().err == ""
 
 
 # --- a step that fails on the server ------------------------------------------------------------------

@@ -3,11 +3,10 @@ smoke`, once for this module), its rows, and the report of the whole folder; bad
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
-from child_commands import run_trainspeed
+from child_commands import run_child, run_trainspeed
 
 from trainspeed.bench.ratios import ratio_table, remote_pairs
 from trainspeed.bench.results import ResultRow
@@ -30,7 +29,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _namespaces() -> set[str]:
-    result = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    result = run_child(["ip", "netns", "list"], timeout=60)
     return set(result.stdout.split()) if result.returncode == 0 else set()
 
 

@@ -1,67 +1,27 @@
-"""A device family defined in this file only runs `bench`, and `train` on 1 and 2 ranks.
+"""A device family that only the environment names runs `bench`, and `train` on 1 and 2 ranks.
 
-The family is registered for the CLI and every process it starts through TRAINSPEED_TARGET_FAMILIES;
-nothing else in the project knows it. It drives the host CPU, written against the Target protocol
-from scratch (not a subclass of the built-in CPU family), and names itself in `device_name`, so the
-rows prove it ran.
+The family (toy_target.HostTarget) is registered for the CLI and every process it starts through
+TRAINSPEED_TARGET_FAMILIES; nothing in trainspeed knows it. It drives the host CPU, written
+against the Target protocol from scratch (not a subclass of the built-in CPU family), and names
+itself in `device_name`, so the rows prove it ran.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import torch
-
-from trainspeed.targets.base import Target
+from child_commands import TESTS, run_trainspeed, trainspeed_env
+from toy_target import DEVICE_NAME
 
 pytestmark = pytest.mark.e2e
 
-HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parents[1]
-DEVICE_NAME = "host family defined in a test"
-
-
-class HostTarget(Target):
-    device_type = "cpu"  # torch's device type: autocast and tensors live there
-    modes = ("eager",)
-    precisions = ("fp32",)
-
-    @classmethod
-    def unavailable_reason(cls) -> str | None:
-        return None
-
-    @property
-    def device(self) -> torch.device:
-        return torch.device("cpu")
-
-    def device_name(self) -> str:
-        return DEVICE_NAME
-
-    def sync(self) -> None:
-        """The CPU runs each kernel to its end before returning."""
-
-    def is_oom(self, error: BaseException) -> bool:
-        return isinstance(error, MemoryError)
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), str(HERE), env.get("PYTHONPATH")]))
-    env["TRAINSPEED_TARGET_FAMILIES"] = "host=test_new_family:HostTarget"
-    return env
-
 
 def _trainspeed(*args: str) -> subprocess.CompletedProcess:
-    # This module is also the family the child imports (from this folder alone), so the runner is
-    # imported here, not at the top.
-    from child_commands import run_child
-
-    return run_child([sys.executable, "-m", "trainspeed", *args], env=_env(), timeout=300)
+    env = trainspeed_env(TESTS, TRAINSPEED_TARGET_FAMILIES="host=toy_target:HostTarget")
+    return run_trainspeed(*args, env=env, timeout=300)
 
 
 @pytest.mark.slow

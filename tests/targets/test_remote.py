@@ -1,6 +1,7 @@
 """The remote family as users run it: its names, and `bench` and `train` through it from the CLI,
 against a server in this process (so a local run in the same process is bit-comparable), or, for a
-workload of the user's own (defined in this file), a `trainspeed serve --workload` process."""
+workload of the user's own (the tests' toy, tests/toy_workload.py), a `trainspeed serve --workload`
+process."""
 
 from __future__ import annotations
 
@@ -8,84 +9,21 @@ import json
 import math
 import shutil
 import statistics
-from pathlib import Path
 
-import numpy as np
 import pytest
+import toy_workload
 import torch
-import torch.nn.functional as F
-from torch import nn
+from child_commands import TESTS, ServeProcess, run_trainspeed, trainspeed_env
 
 from trainspeed.bench.config import TimingPlan
 from trainspeed.bench.timing import time_training
 from trainspeed.cli import main
-from trainspeed.data import open_dataset, write_dataset
-from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
-from trainspeed.serve.config import ServeConfig
-from trainspeed.serve.server import start_server
 from trainspeed.targets import all_target_names, get_target, target_family
 from trainspeed.targets.remote import RemoteTarget
 from trainspeed.workloads import get_workload
-from trainspeed.workloads.base import Batch, Trainable
 
-FEATURES = 8
-
-
-class RegressionTrainable(Trainable):
-    """A linear model learning the sum of its inputs: a real network and optimizer, tiny."""
-
-    def __init__(self, seed: int) -> None:
-        with torch.random.fork_rng():
-            torch.manual_seed(seed)
-            network = nn.Linear(FEATURES, 1)
-        super().__init__({"regressor": network})
-
-    def setup_optimizers(self, fused: bool = False) -> None:
-        self.optimizers = {"regressor": torch.optim.SGD(self.networks["regressor"].parameters(), lr=0.05)}
-
-    def train_step(self, batch: Batch) -> torch.Tensor:
-        loss = F.mse_loss(self.wrapped["regressor"](batch["inputs"]), batch["targets"])
-        loss.backward()
-        self.optimizers["regressor"].step()
-        self.optimizers["regressor"].zero_grad(set_to_none=True)
-        return loss.detach()
-
-
-class TinyRegression:
-    """A workload of the user's own, as `docs/workloads.md` describes one."""
-
-    name = "tiny-regression"
-    sizes = ("tiny",)
-
-    def build(self, size: str, seed: int = 0) -> RegressionTrainable:
-        return RegressionTrainable(seed)
-
-    def synthetic_batch(self, size: str, batch_size: int, generator: torch.Generator) -> Batch:
-        inputs = torch.randn(batch_size, FEATURES, generator=generator)
-        return {"inputs": inputs, "targets": inputs.sum(dim=1, keepdim=True)}
-
-    def flops_per_sample(self, size: str) -> float:
-        return 6.0 * FEATURES  # forward 2 per weight, backward 4
-
-    def open_dataset(self, path: str, size: str, config: LoaderConfig):
-        return open_dataset(path, config, outputs=("inputs", "targets"))
-
-
-def write_regression_data(out: Path) -> Path:
-    inputs = np.random.default_rng(0).standard_normal((256, FEATURES)).astype(np.float32)
-    write_dataset({"inputs": inputs, "targets": inputs.sum(axis=1, keepdims=True)}, out, val_fraction=0.1)
-    return out
-
-
-USER_WORKLOAD = f"{Path(__file__).stem}:TinyRegression"
-
-
-@pytest.fixture
-def server():
-    running = start_server(ServeConfig(listen="127.0.0.1:0"))
-    yield running
-    running.stop(None)
+USER_WORKLOAD = "toy_workload:ToyWorkload"
 
 
 @pytest.mark.parametrize(
@@ -232,8 +170,8 @@ def test_a_workload_the_server_does_not_build_is_one_line_before_any_row_or_run(
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1, err
         assert lines[0] == (f"trainspeed: error: target {server.remote_name}: the server at {server.address} does not "
-                            "build workload 'tiny-regression' (it builds mahjong, stylegan3); start it with "
-                            f"`trainspeed serve --workload {Path(__file__).stem}:FACTORY` on the same code")
+                            "build workload 'toy' (it builds mahjong, stylegan3); start it with "
+                            "`trainspeed serve --workload toy_workload:FACTORY` on the same code")
     assert not out.exists() and not run_dir.exists()
 
 
@@ -241,9 +179,7 @@ def test_a_workload_the_server_does_not_build_is_one_line_before_any_row_or_run(
 @pytest.mark.slow
 def test_a_user_workload_served_with_serve_workload_benches_and_trains_through_the_remote_target(capsys, tmp_path,
                                                                                                 monkeypatch):
-    from tests.serve.serve_runs import ServeProcess
-
-    server = ServeProcess("--workload", USER_WORKLOAD, path=(Path(__file__).parent,))
+    server = ServeProcess("--workload", USER_WORKLOAD, path=(TESTS,))
     try:
         out = tmp_path / "rows.jsonl"
         code, _, err = run_cli(capsys, "bench", "--workload", USER_WORKLOAD, "--size", "tiny", "--targets", server.name,
@@ -252,7 +188,7 @@ def test_a_user_workload_served_with_serve_workload_benches_and_trains_through_t
         assert code == 0, err
         rows = [json.loads(line) for line in out.read_text().splitlines()]
         assert [(row["workload"], row["batch_size"], row["status"], row["transport"]) for row in rows] == [
-            ("tiny-regression", 8, "ok", "grpc"), ("tiny-regression", 16, "ok", "grpc")]
+            ("toy", 8, "ok", "grpc"), ("toy", 16, "ok", "grpc")]
 
         train = ("train", "--workload", USER_WORKLOAD, "--synthetic-data", "--size", "tiny", "--batch-size-per-device", "8",
                  "--steps", "4", "--log-every", "2", "--no-progress", "--threads", "1")
@@ -263,7 +199,7 @@ def test_a_user_workload_served_with_serve_workload_benches_and_trains_through_t
         assert losses(tmp_path / "remote") == losses(tmp_path / "local") and len(losses(tmp_path / "local")) == 2
 
         # Real data: the loader's own keys (its sample ids) stay on the client.
-        data = ("--data", str(write_regression_data(tmp_path / "data")), "--num-workers", "0")
+        data = ("--data", str(toy_workload.write_toy_data(tmp_path / "data")), "--num-workers", "0")
         on_data = tuple(arg for arg in train if arg != "--synthetic-data") + data
         code, _, err = run_cli(capsys, *on_data, "--target", "cpu:eager:fp32", "--out", str(tmp_path / "local-data"))
         assert code == 0, err
@@ -274,39 +210,31 @@ def test_a_user_workload_served_with_serve_workload_benches_and_trains_through_t
         # The same workload, edited here but not on the server: another definition under its name.
         edited = tmp_path / "edited" / "edited_workload.py"
         edited.parent.mkdir()
-        shutil.copy(__file__, edited)
+        shutil.copy(toy_workload.__file__, edited)
         edited.write_text(edited.read_text() + "\n# edited on the client only\n")
         monkeypatch.syspath_prepend(str(edited.parent))
-        code, _, err = run_cli(capsys, "bench", "--workload", "edited_workload:TinyRegression", "--size", "tiny",
+        code, _, err = run_cli(capsys, "bench", "--workload", "edited_workload:ToyWorkload", "--size", "tiny",
                                "--targets", server.name, "--batch-sizes", "8", "--out", str(tmp_path / "edited.jsonl"),
                                "--no-progress", "--no-plot")
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1, err
-        assert (f"builds another definition of workload 'tiny-regression' (server: module {Path(__file__).stem}, "
-                "sha256 ") in lines[0]
+        assert "builds another definition of workload 'toy' (server: module toy_workload, sha256 " in lines[0]
         assert "here: module edited_workload, sha256 " in lines[0] and lines[0].endswith("run the same code on both machines")
         assert not (tmp_path / "edited.jsonl").exists()
     finally:
         server.stop()
 
 
+@pytest.mark.e2e
 def test_remote_training_with_loader_workers_prints_no_grpc_fork_lines(server, tmp_path):
     """Forking loader workers in a process that talks gRPC made gRPC's core print "Other threads
     are currently calling into gRPC, skipping fork() handlers" on the user's terminal. The run is a
-    subprocess with the environment a user's shell has (no gRPC variables of the test session)."""
-    import os
-    import subprocess
-    import sys
-
+    child process with the environment a user's shell has (no gRPC variables of the test session)."""
     data, run_dir = tmp_path / "selfplay", tmp_path / "run"
     assert main(["data", "mahjong-selfplay", "--games", "4", "--out", str(data), "--no-progress"]) == 0
-    root = Path(__file__).resolve().parents[2]
-    env = {key: value for key, value in os.environ.items() if not key.startswith("GRPC_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-    result = subprocess.run(
-        [sys.executable, "-m", "trainspeed", "train", "--target", server.remote_name, "--data", str(data),
-         "--size", "tiny", "--batch-size-per-device", "16", "--steps", "4", "--num-workers", "2", "--threads", "1",
-         "--no-progress", "--out", str(run_dir)],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    env = {key: value for key, value in trainspeed_env().items() if not key.startswith("GRPC_")}
+    result = run_trainspeed("train", "--target", server.remote_name, "--data", str(data), "--size", "tiny",
+                            "--batch-size-per-device", "16", "--steps", "4", "--num-workers", "2", "--threads", "1",
+                            "--no-progress", "--out", str(run_dir), env=env)
     assert result.returncode == 0, result.stderr
     assert "fork" not in result.stderr and result.stderr == "", result.stderr

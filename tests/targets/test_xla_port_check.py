@@ -3,8 +3,8 @@
 the host is a host sync, one whose shapes change recompiles, a clean step is ported, and bench
 rows of an XLA target carry the counts of their timed windows.
 
-The workloads are defined here; `tests/cli/test_check.py` runs them through the command too
-(`test_xla_port_check:class_weighted` with this folder on the path).
+The workloads are the tests' toy (tests/toy_workload.py) with those habits; `tests/cli/test_check.py`
+runs one through the command too.
 """
 
 from __future__ import annotations
@@ -12,9 +12,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import torch
-from torch import nn
-from torch.nn import functional
 
 from trainspeed.bench.config import TimingPlan
 from trainspeed.bench.port_check import PORTED, PortCheck, PortCheckConfig, StepFailed, run_port_check
@@ -23,93 +20,15 @@ from trainspeed.bench.results import ResultRow
 from trainspeed.bench.sweep import measure_configuration
 from trainspeed.rows import Source, parse_row, row_record
 from trainspeed.targets import available_targets, get_target
-from trainspeed.workloads.base import Trainable
 
 XLA = "xla:lazy:fp32"
 pytestmark = pytest.mark.skipif(available_targets()[XLA] is not None, reason="torch_xla not installed")
 
-FEATURES, CLASSES = 6, 4
-FALLBACK_LINE = "counts = torch.bincount(batch[\"y\"], minlength=CLASSES)"
-
-
-class LinearClassifier(Trainable):
-    """A linear classifier; `weighted` weighs each class by its inverse frequency in the batch,
-    counted with torch.bincount, which torch_xla has no lowering for; `reads_loss` reads the loss
-    on the host every step, as a logging line would; `shrinking` drops one more sample each step,
-    so every step's graph has new shapes."""
-
-    def __init__(self, weighted: bool, reads_loss: bool, shrinking: bool, int_histogram: bool = False) -> None:
-        super().__init__({"net": nn.Linear(FEATURES, CLASSES)})
-        self.weighted, self.reads_loss, self.shrinking = weighted, reads_loss, shrinking
-        self.int_histogram = int_histogram
-        self.logged: list[float] = []
-        self.steps = 0
-
-    def setup_optimizers(self, fused: bool = False) -> None:
-        self.optimizers = {"net": torch.optim.SGD(self.networks["net"].parameters(), lr=0.1)}
-
-    def train_step(self, batch):
-        self.steps += 1
-        if self.shrinking:
-            batch = {key: value[self.steps:] for key, value in batch.items()}
-        logits = self.wrapped["net"](batch["x"])
-        weight = None
-        if self.weighted:
-            counts = torch.bincount(batch["y"], minlength=CLASSES)
-            weight = 1.0 / counts.clamp(min=1).float()
-        if self.int_histogram:  # falls back to the host, whose histc has no integer kernel
-            weight = 1.0 / torch.histc(batch["y"].int(), bins=CLASSES, min=0, max=CLASSES - 1).clamp(min=1).float()
-        loss = functional.cross_entropy(logits, batch["y"], weight=weight)
-        loss.backward()
-        self.optimizers["net"].step()
-        self.optimizers["net"].zero_grad()
-        if self.reads_loss:
-            self.logged.append(loss.item())
-        return loss.detach()
-
-
-class ClassifierWorkload:
-    sizes = ("one",)
-
-    def __init__(self, name: str, weighted: bool = False, reads_loss: bool = False, shrinking: bool = False,
-                 int_histogram: bool = False) -> None:
-        self.name, self.weighted, self.reads_loss, self.shrinking = name, weighted, reads_loss, shrinking
-        self.int_histogram = int_histogram
-
-    def build(self, size, seed=0):
-        torch.manual_seed(seed)
-        return LinearClassifier(self.weighted, self.reads_loss, self.shrinking, self.int_histogram)
-
-    def synthetic_batch(self, size, batch_size, generator):
-        return {"x": torch.randn(batch_size, FEATURES, generator=generator),
-                "y": torch.randint(0, CLASSES, (batch_size,), generator=generator)}
-
-    def flops_per_sample(self, size):
-        return 6.0 * FEATURES * CLASSES
-
-
-def class_weighted() -> ClassifierWorkload:
-    return ClassifierWorkload("class-weighted", weighted=True)
-
-
-def plain() -> ClassifierWorkload:
-    return ClassifierWorkload("plain-linear")
-
-
-def loss_reading() -> ClassifierWorkload:
-    return ClassifierWorkload("loss-reading", reads_loss=True)
-
-
-def shrinking() -> ClassifierWorkload:
-    return ClassifierWorkload("shrinking-batch", shrinking=True)
-
-
-def int_histogram() -> ClassifierWorkload:
-    return ClassifierWorkload("int-histogram", int_histogram=True)
+FALLBACK_LINE = 'counts = torch.bincount(batch["y"], minlength=self.classes)'
 
 
 def _check(factory: str) -> PortCheck:
-    return run_port_check(PortCheckConfig(workload=f"test_xla_port_check:{factory}", target=XLA, batch_size=16,
+    return run_port_check(PortCheckConfig(workload=f"toy_workload:{factory}", target=XLA, batch_size=16,
                                           warmup_steps=2, steps=3))
 
 
@@ -118,7 +37,7 @@ def test_a_fallback_op_is_named_with_the_line_that_called_it():
     ops = {op.op: op for op in check.fallback_ops}
     assert set(ops) == {"aten::bincount"} and ops["aten::bincount"].per_step == 1.0
     (caller,) = ops["aten::bincount"].called_from
-    assert "tests/targets/test_xla_port_check.py:" in caller and caller.endswith(FALLBACK_LINE), caller
+    assert "tests/toy_workload.py:" in caller and caller.endswith(FALLBACK_LINE), caller
     assert " in train_step: " in caller
     assert check.compiles_in_steps == 0 and check.device_to_host_per_step > 0 and not check.ported
     assert check.verdict.startswith("not ported: 1 op falls back to the host (aten::bincount)")
@@ -127,7 +46,7 @@ def test_a_fallback_op_is_named_with_the_line_that_called_it():
 
 
 def test_a_clean_step_is_ported_a_loss_read_on_the_host_is_a_sync_and_new_shapes_recompile():
-    clean = _check("plain")
+    clean = _check("ToyWorkload")
     assert clean.ported and clean.verdict == PORTED and clean.fallback_ops == []
     assert clean.compiles_in_steps == 0 and clean.device_to_host_per_step == 0
     reading = _check("loss_reading")
@@ -145,10 +64,10 @@ def test_xla_bench_rows_carry_the_counts_of_their_timed_windows_and_read_back():
     from trainspeed.workloads import get_workload
 
     target = get_target(XLA)
-    base = ResultRow(run_id="t", timestamp="now", workload="class-weighted", size="one", target=XLA, batch_size=16,
+    base = ResultRow(run_id="t", timestamp="now", workload="class-weighted", size="tiny", target=XLA, batch_size=16,
                      status="skipped")
     plan = TimingPlan(warmup_steps=1, windows=2, min_window_s=0.01, max_steps_per_window=4)
-    row = measure_configuration(target, get_workload("test_xla_port_check:class_weighted"), "one", 16, plan, 0, base)
+    row = measure_configuration(target, get_workload("toy_workload:class_weighted"), "tiny", 16, plan, 0, base)
     assert row.status == "ok" and row.xla_fallback_ops == {"aten::bincount": 1.0}
     assert row.xla_compiles_in_window == 0 and row.xla_device_to_host_per_step > 0
     assert row.xla_port_findings[0] == "fallback aten::bincount 1/step"
@@ -168,6 +87,6 @@ def test_xla_bench_rows_carry_the_counts_of_their_timed_windows_and_read_back():
 def test_a_step_that_fails_where_an_op_fell_back_names_that_op():
     """Mixtral's router does this in transformers: an integer histogram, which XLA sends to the
     host, whose kernel refuses integers; the one line says which op went there."""
-    with pytest.raises(StepFailed, match=r"a step of int-histogram one failed on xla:lazy:fp32: NotImplementedError: "
+    with pytest.raises(StepFailed, match=r"a step of int-histogram tiny failed on xla:lazy:fp32: NotImplementedError: "
                                          r".*\(ops run on the host before it failed: aten::histc\)"):
         _check("int_histogram")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import random
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from child_commands import run_child
 
 from trainspeed.errors import UsageError
 from trainspeed.targets import available_targets, get_target
@@ -38,9 +38,15 @@ def test_latest_points_at_the_newest_and_only_two_are_kept_each_with_its_checksu
     assert _names(tmp_path) == [
         "latest", "step-000000020.pt", "step-000000020.pt.sha256", "step-000000030.pt", "step-000000030.pt.sha256"
     ]
-    # The checksum files are the format of coreutils' sha256sum, so anyone can check a run by hand.
-    checked = subprocess.run(["sha256sum", "-c", "step-000000020.pt.sha256", "step-000000030.pt.sha256"],
-                             cwd=tmp_path / "checkpoints", capture_output=True, text=True)
+
+
+@pytest.mark.e2e
+def test_the_checksum_files_are_in_the_format_of_coreutils_sha256sum(tmp_path: Path) -> None:
+    """So anyone can check a run by hand."""
+    for step in (10, 20):
+        save_checkpoint(tmp_path, step, {"step": step, "weight": torch.full((2,), float(step))})
+    checked = run_child(["sha256sum", "-c", "step-000000010.pt.sha256", "step-000000020.pt.sha256"],
+                        cwd=tmp_path / "checkpoints", timeout=60)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 

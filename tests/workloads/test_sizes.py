@@ -4,25 +4,16 @@ and train, and without `--size` every command uses the workload's own default si
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
-from child_commands import run_child
+from child_commands import run_trainspeed
 
 from trainspeed.cli import main
 from trainspeed.errors import UsageError
 from trainspeed.workloads import get_workload, resolve_size
 
-HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parents[1]
 BENCH = ["bench", "--targets", "cpu:eager:fp32", "--batch-sizes", "4", "--windows", "1", "--warmup-steps", "0",
          "--min-window-s", "0.01", "--no-progress", "--no-plot", "--peak-tflops", "1"]
-
-
-@pytest.fixture
-def user_workloads_on_path(monkeypatch):
-    monkeypatch.syspath_prepend(str(HERE))
 
 
 def _error_line(capsys) -> str:
@@ -32,10 +23,10 @@ def _error_line(capsys) -> str:
 
 @pytest.mark.parametrize(("workload", "sizes"), [
     ("mahjong", "tiny, small, base, base-fast, large"),
-    ("user_workloads:OwnSizesWorkload", "narrow, wide"),
+    ("toy_workload:own_sizes", "narrow, wide"),
 ])
 def test_bench_and_train_refuse_an_unknown_size_with_the_same_line_listing_the_sizes(
-        workload, sizes, user_workloads_on_path, tmp_path, capsys):
+        workload, sizes, tmp_path, capsys):
     results, run = tmp_path / "rows.jsonl", tmp_path / "run"
     assert main([*BENCH, "--workload", workload, "--size", "nosuch", "--out", str(results)]) == 2
     bench_line = _error_line(capsys)
@@ -48,10 +39,10 @@ def test_bench_and_train_refuse_an_unknown_size_with_the_same_line_listing_the_s
     assert not results.exists() and not run.exists()
 
 
-def test_a_user_workload_without_a_default_size_is_benched_at_its_first(user_workloads_on_path, tmp_path, capsys):
-    for workload, expected in (("OwnSizesWorkload", "narrow"), ("DefaultSizeWorkload", "wide")):
-        results = tmp_path / f"{workload}.jsonl"
-        assert main([*BENCH, "--workload", f"user_workloads:{workload}", "--out", str(results)]) == 0, capsys.readouterr().err
+def test_a_user_workload_without_a_default_size_is_benched_at_its_first(tmp_path, capsys):
+    for factory, expected in (("own_sizes", "narrow"), ("wide_by_default", "wide")):
+        results = tmp_path / f"{factory}.jsonl"
+        assert main([*BENCH, "--workload", f"toy_workload:{factory}", "--out", str(results)]) == 0, capsys.readouterr().err
         (row,) = [json.loads(line) for line in results.read_text().splitlines()]
         assert (row["size"], row["status"]) == (expected, "ok")
 
@@ -62,9 +53,8 @@ def test_bench_and_train_default_to_the_same_size_of_a_built_in(tmp_path, capsys
     assert main([*BENCH, "--workload", "mahjong", "--out", str(results)]) == 0, capsys.readouterr().err
     (row,) = [json.loads(line) for line in results.read_text().splitlines()]
     run = tmp_path / "run"
-    result = run_child([sys.executable, "-m", "trainspeed", "train", "--workload", "mahjong", "--synthetic-data",
-                             "--steps", "1", "--batch-size-per-device", "4", "--threads", "1", "--no-progress",
-                             "--out", str(run)], timeout=300)
+    result = run_trainspeed("train", "--workload", "mahjong", "--synthetic-data", "--steps", "1",
+                            "--batch-size-per-device", "4", "--threads", "1", "--no-progress", "--out", str(run))
     assert result.returncode == 0, result.stderr
     assert row["size"] == json.loads((run / "train_config.json").read_text())["size"] == "tiny"
     assert json.loads((run / "summary.json").read_text())["size"] == "tiny"

@@ -10,7 +10,6 @@ from trainspeed.cli import main
 from trainspeed.workloads import get_workload
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture
@@ -48,17 +47,16 @@ COMMANDS = {
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 @pytest.mark.parametrize(("factory", "says"), [
-    ("user_workloads:raising_factory", "the factory raised RuntimeError: cannot find the weights of my model"),
-    ("user_workloads:none_factory", "the factory returned a NoneType, which lacks name, sizes"),
-    ("user_workloads:MisnamedSizes", "its sizes are 'narrow', not a non-empty tuple of names"),
-    ("user_workloads:not_a_factory", "'not_a_factory' is a int, not a factory to call"),
-    ("user_workloads:nosuch", "module 'user_workloads' has no 'nosuch'"),
+    ("toy_workload:raising_factory", "the factory raised RuntimeError: cannot find the weights of my model"),
+    ("toy_workload:none_factory", "the factory returned a NoneType, which lacks name, sizes"),
+    ("toy_workload:misnamed_sizes", "its sizes are 'narrow', not a non-empty tuple of names"),
+    ("toy_workload:not_a_factory", "'not_a_factory' is a int, not a factory to call"),
+    ("toy_workload:nosuch", "module 'toy_workload' has no 'nosuch'"),
     ("no_such_module_anywhere:factory", "cannot import 'no_such_module_anywhere' (ModuleNotFoundError"),
     (":factory", "write it as package.module:factory"),
 ])
 def test_a_factory_that_fails_or_returns_no_workload_is_one_line_naming_it(
-        command, factory, says, monkeypatch, tmp_path, capsys):
-    monkeypatch.syspath_prepend(str(HERE))
+        command, factory, says, tmp_path, capsys):
     out = tmp_path / ("rows.jsonl" if command == "bench" else "run")
     assert main([*COMMANDS[command], "--workload", factory, "--out", str(out)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()

@@ -10,9 +10,10 @@ outside the lock, so one client's upload never waits for another's step.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, TextIO
 
 import grpc
 import torch
@@ -37,6 +38,13 @@ class DeviceHost:
     live_sessions: int = 0
     _count_lock: threading.Lock = field(default_factory=threading.Lock)
     _peak_tflops: float | None = None
+    log_to: TextIO | None = None
+    """Where the server's lines go: stderr (None), as `trainspeed serve` prints them, or the stream of
+    a program that runs the server in its own process and keeps its stderr for itself."""
+
+    def log(self, line: str) -> None:
+        """One line of what the server does, `trainspeed serve: LINE`, whichever thread does it."""
+        print(f"trainspeed serve: {line}", file=self.log_to or sys.stderr, flush=True)
 
     @property
     def target_name(self) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, TextIO
 
 import grpc
 
@@ -18,7 +18,7 @@ from trainspeed.serve.auth import TokenInterceptor, server_tls_credentials
 from trainspeed.serve.config import ServeConfig
 from trainspeed.serve.host import DeviceHost
 from trainspeed.serve.memory import MemoryBudget
-from trainspeed.serve.session import log, serve_session
+from trainspeed.serve.session import serve_session
 from trainspeed.serve.workloads import WorkloadList
 from trainspeed.targets import get_target
 from trainspeed.targets.threads import configure_threads
@@ -63,12 +63,13 @@ class RunningServer:
 
 
 
-def start_server(config: ServeConfig) -> RunningServer:
-    """Check the settings, hold the target, bind the port and start serving."""
+def start_server(config: ServeConfig, log_to: TextIO | None = None) -> RunningServer:
+    """Check the settings, hold the target, bind the port and start serving; the server's lines go
+    to stderr, or to `log_to` (`DeviceHost.log_to`)."""
     config.validate()
     configure_threads(config.threads)
     host = DeviceHost(get_target(config.target), config.max_sessions, WorkloadList.load(config.workloads),
-                      MemoryBudget(config.memory_budget_bytes), config.idle_timeout_s)
+                      MemoryBudget(config.memory_budget_bytes), config.idle_timeout_s, log_to=log_to)
     interceptors = [TokenInterceptor(read_token(config.token_file, "serve: --token-file"))] if config.token_file else []
     workers = config.max_sessions + EXTRA_WORKERS
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trainspeed-serve"),
@@ -89,8 +90,8 @@ def start_server(config: ServeConfig) -> RunningServer:
                          "or the address is not this machine's")
     server.start()
     running = RunningServer(server, host, Address(address.host, port))
-    log(f"{running.remote_name} ready ({'TLS' if config.uses_tls else 'no TLS'}, "
-        f"{'token required' if config.token_file else 'no token'}, {host.target.device_name()}; builds "
-        f"{', '.join(host.workloads.names)}; sessions idle for {config.idle_timeout_s:g} s end; client tensors "
-        f"and models within {host.memory.limit_bytes / 2**30:.1f} GiB)")
+    host.log(f"{running.remote_name} ready ({'TLS' if config.uses_tls else 'no TLS'}, "
+             f"{'token required' if config.token_file else 'no token'}, {host.target.device_name()}; builds "
+             f"{', '.join(host.workloads.names)}; sessions idle for {config.idle_timeout_s:g} s end; client tensors "
+             f"and models within {host.memory.limit_bytes / 2**30:.1f} GiB)")
     return running

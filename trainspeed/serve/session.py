@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import math
 import queue
-import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import grpc
 import torch
@@ -90,9 +89,10 @@ class StalledReplies:
     its replies (HTTP/2 flow control then holds the send) would otherwise hold its slot for ever.
     A cancelled call's client learns nothing more; it was not listening."""
 
-    def __init__(self, context: grpc.ServicerContext, timeout_s: float) -> None:
+    def __init__(self, context: grpc.ServicerContext, timeout_s: float, log: Callable[[str], None]) -> None:
         self.context = context
         self.timeout_s = timeout_s
+        self.log = log
         self._since: float | None = None
         self._ended = threading.Event()
         threading.Thread(target=self._watch, daemon=True, name=f"trainspeed-serve-replies-{context.peer()}").start()
@@ -110,8 +110,8 @@ class StalledReplies:
         while not self._ended.wait(self.timeout_s / 4):
             since = self._since
             if since is not None and time.monotonic() - since > self.timeout_s:
-                log(f"session {self.context.peer()}: a reply waited {self.timeout_s:g} s to be sent (the client reads "
-                    "none); the call is cancelled and its slot freed")
+                self.log(f"session {self.context.peer()}: a reply waited {self.timeout_s:g} s to be sent (the client "
+                         "reads none); the call is cancelled and its slot freed")
                 self.context.cancel()
                 return
 
@@ -222,7 +222,7 @@ def read_requests(requests: Iterable[pb.ClientMessage], commands: "queue.Queue[C
     except UsageError as error:  # the workload refused the open request
         commands.put(Command("refuse", Refusal(grpc.StatusCode.INVALID_ARGUMENT, str(error))))
     except Exception as error:  # noqa: BLE001 - any other failure here must reach the client, not end the stream OK
-        log(f"reading a client's message failed: {_first_line(error)}")
+        reader.host.log(f"reading a client's message failed: {_first_line(error)}")
         commands.put(Command("refuse", Refusal(grpc.StatusCode.INTERNAL,
                                                f"the server failed reading the client's message: {_first_line(error)}")))
     commands.put(END)
@@ -257,7 +257,7 @@ class DeviceSession:
         self.memory.set_state_limit(StateLimit.of(self.trainable))
         optimizers = [pb.OptimizerGroups(optimizer=name, lr=[float(g["lr"]) for g in optimizer.param_groups])
                       for name, optimizer in self.trainable.optimizers.items()]
-        log(f"session {self.peer}: {request.workload} {request.size} seed {request.seed} built on {target}")
+        self.host.log(f"session {self.peer}: {request.workload} {request.size} seed {request.seed} built on {target}")
         yield pb.ServerMessage(opened=pb.Opened(target=self.host.target_name, device_name=target.device_name(),
                                                 parameter_count=self.trainable.parameter_count(), optimizers=optimizers))
 
@@ -314,7 +314,7 @@ class DeviceSession:
         if self.host.target.is_oom(error):
             return Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{OUT_OF_MEMORY_PREFIX} on the server during {during}: "
                            f"{_first_line(error)}")
-        log(f"session {self.peer}: {during} failed: {_first_line(error)}")
+        self.host.log(f"session {self.peer}: {during} failed: {_first_line(error)}")
         return Refusal(grpc.StatusCode.INTERNAL, f"{during} failed on the server: {_first_line(error)}")
 
     def _barrier(self, barrier: pb.Barrier) -> Iterator[pb.ServerMessage]:
@@ -366,7 +366,7 @@ class DeviceSession:
         self.trainable = None
         with self.host.lock:
             self.host.target.free_memory()
-        log(f"session {self.peer}: ended after {self.steps} steps; its model is freed")
+        self.host.log(f"session {self.peer}: ended after {self.steps} steps; its model is freed")
 
 
 def _next_command(commands: "queue.Queue[Command]", activity: Activity, timeout_s: float) -> Command:
@@ -399,7 +399,7 @@ def serve_session(host: DeviceHost, requests: Iterable[pb.ClientMessage], contex
             threading.Thread(target=read_requests, args=(requests, commands, reader, activity), daemon=True,
                              name=f"trainspeed-serve-reader-{context.peer()}").start()
             session = DeviceSession(host, context.peer(), memory)
-            replies = StalledReplies(context, host.idle_timeout_s)
+            replies = StalledReplies(context, host.idle_timeout_s, host.log)
             try:
                 while True:
                     command = _next_command(commands, activity, host.idle_timeout_s)
@@ -418,12 +418,8 @@ def serve_session(host: DeviceHost, requests: Iterable[pb.ClientMessage], contex
                 session.free()
                 memory.close()
     except Refusal as refusal:
-        log(f"session {context.peer()}: refused: {refusal.code.name}: {refusal.details}")
+        host.log(f"session {context.peer()}: refused: {refusal.code.name}: {refusal.details}")
         context.abort(refusal.code, refusal.details)
     except WireError as error:
         code = grpc.StatusCode.RESOURCE_EXHAUSTED if error.too_large else grpc.StatusCode.INVALID_ARGUMENT
         context.abort(code, str(error))
-
-
-def log(line: str) -> None:
-    print(f"trainspeed serve: {line}", file=sys.stderr, flush=True)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -164,11 +163,12 @@ def _hopper_resource_usage(kernel, dtype: str, constants: dict) -> tuple[int, in
         cubin.write(compiled.asm["cubin"])
         cubin.flush()
         tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-        usage = subprocess.run([str(tool), "--dump-resource-usage", cubin.name], capture_output=True, text=True).stdout
+        usage = run_child([str(tool), "--dump-resource-usage", cubin.name], timeout=120).stdout
     found = re.search(r"REG:(\d+).*?STACK:(\d+)", usage)
     return int(found.group(1)), int(found.group(2))
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("side,up,up_taps,padding", [(38, 2, 12, (9, 8, 9, 8)), (150, 4, 24, (-6, -9, -6, -9))])
 def test_the_bf16_kernels_compile_for_hopper_without_spilling(side, up, up_taps, padding):
