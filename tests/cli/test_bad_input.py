@@ -51,8 +51,10 @@ def results(earlier_results, tmp_path) -> Path:
         (["--threads", "0"], "argument --threads: '0' must be at least 1"),
         (["--windows", "many"], "argument --windows: 'many' is not a whole number"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
-        (["--batch-sizes", "2^10..2^6"], "bad --batch-sizes '2^10..2^6': the range must go up, e.g. 2^6..2^14"),
-        (["--targets", ","], "no targets given: pass --targets, e.g. cpu:eager:fp32,xla:lazy:fp32"),
+        (["--batch-sizes", "2^10..2^6"], "--batch-sizes '2^10..2^6': give batch sizes from 1 to 2^40 (64 or 2^6) "
+         "separated by commas, e.g. 64,256,1024, or a range of powers of two such as 2^6..2^14; the range must go up"),
+        (["--targets", ","], "--targets ',': give targets (device:mode:precision) separated by commas, "
+         "e.g. cpu:eager:fp32,xla:lazy:fp32"),
         (["--windows", "0"], "--windows must be >= 1 and --warmup-steps >= 0"),
         (["--max-steps-per-window", "0"], "--max-steps-per-window must be >= 1, got 0"),
     ],
@@ -71,10 +73,10 @@ def test_a_bench_out_that_never_ends_is_not_read(cli_error):
 
 
 def test_the_largest_batch_size_is_accepted_and_the_next_is_not(cli_error, tmp_results):
-    from trainspeed.bench.config import MAX_BATCH_SIZE, parse_batch_sizes
+    from trainspeed.bench.config import BATCH_SIZE_LIST, MAX_BATCH_SIZE
 
-    assert parse_batch_sizes("2^40") == [MAX_BATCH_SIZE] == parse_batch_sizes(str(MAX_BATCH_SIZE))
-    assert parse_batch_sizes("2^38..2^40") == [2**38, 2**39, 2**40]
+    assert BATCH_SIZE_LIST("2^40") == (MAX_BATCH_SIZE,) == BATCH_SIZE_LIST(str(MAX_BATCH_SIZE))
+    assert BATCH_SIZE_LIST("2^38..2^40") == (2**38, 2**39, 2**40)
     line = cli_error(*QUICK_BENCH, "--batch-sizes", str(MAX_BATCH_SIZE + 1), "--out", str(tmp_results))
     assert "over the limit of 2^40" in line
 
