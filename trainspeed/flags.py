@@ -402,10 +402,11 @@ def add_declared_flags(group: argparse._ActionsContainer, config_type: type,
         if flag.read is None and scalar not in (int, float, str):
             raise TypeError(f"{config_type.__name__}.{field.name}: a {scalar} flag needs `read`")
         read = flag.read or _converter(scalar, field.metadata.get("range"))
+        shape = dict(dest=field.name, default=None, metavar=name.lstrip("-").replace("-", "_").upper(), help=help)
         if isinstance(read, CommaList):
-            group.add_argument(name, dest=field.name, default=None, action=CommaListAction, items=read, help=help)
+            group.add_argument(name, action=CommaListAction, items=read, **shape)
         else:
-            group.add_argument(name, dest=field.name, default=None, type=read, help=help)
+            group.add_argument(name, type=read, **shape)
 
 
 def given_values(config_type: type, args: argparse.Namespace) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from trainspeed.bench.results import ResultRow
 from trainspeed.evaluate.power import PowerPlan, plan_power
 from trainspeed.evaluate.rows import MahjongEvalRow, read_eval_rows
 from trainspeed.rows import append_row, parse_row, read_records
-from trainspeed.studies.batch_size import SCALAR_FLAGS
+from trainspeed.studies.batch_size import STUDY
 from trainspeed.studies.batch_size.comparisons import (
     batch_row,
     comparison_row,
@@ -65,9 +65,6 @@ from trainspeed.studies.common import (
     RunSpec,
     StudyFailed,
     no_progress,
-    non_negative_ints,
-    positive_floats,
-    positive_ints,
     run_trainspeed,
     shown,
 )
@@ -389,15 +386,8 @@ def preset_config(preset: str, out: Path) -> BatchSizeConfig:
 
 
 def config_from_args(args: argparse.Namespace, out: Path) -> BatchSizeConfig:
-    values: dict[str, object] = dict(PRESETS[args.preset])
-    values.update({name: getattr(args, name) for name in SCALAR_FLAGS if getattr(args, name) is not None})
-    if args.batches is not None:
-        values["batches"] = positive_ints(args.batches, "--batches")
-    if args.seeds is not None:
-        values["seeds"] = non_negative_ints(args.seeds, "--seeds")
-    if args.lr_factors is not None:
-        values["lr_factors"] = positive_floats(args.lr_factors, "--lr-factors")
-    config = BatchSizeConfig(data=args.data or str(out / "batch_size_data"), out=str(out), **values)  # type: ignore[arg-type]
+    settings = {"data": str(out / "batch_size_data"), **STUDY.settings(args)}
+    config = BatchSizeConfig(out=str(out), **settings)  # type: ignore[arg-type]
     check(config)
     return config
 

@@ -43,13 +43,11 @@ from trainspeed.studies.common import (
     RunSpec,
     StudyFailed,
     no_progress,
-    positive_floats,
-    positive_ints,
     run_trainspeed,
     shown,
 )
-from trainspeed.studies.time_to_target import SCALAR_FLAGS
-from trainspeed.studies.time_to_target.config import LR_EDGE_FACTOR, PRESETS, TimeToTargetConfig
+from trainspeed.studies.time_to_target import STUDY
+from trainspeed.studies.time_to_target.config import DEFAULT_WORKLOAD, LR_EDGE_FACTOR, PRESETS, TimeToTargetConfig
 from trainspeed.studies.time_to_target.rows import (
     ROWS_FILE,
     TimeToTargetBatchRow,
@@ -486,7 +484,7 @@ def resolve_recipe(config: TimeToTargetConfig) -> StudyRecipe:
 
 
 def preset_config(preset: str, out: Path) -> TimeToTargetConfig:
-    return TimeToTargetConfig(workload="mahjong", data=str(out / "time_to_target_data"), until="val/accuracy>=0.5",
+    return TimeToTargetConfig(workload=DEFAULT_WORKLOAD, data=str(out / "time_to_target_data"), until="val/accuracy>=0.5",
                               out=str(out), **PRESETS[preset])
 
 
@@ -494,14 +492,8 @@ def config_from_args(args: argparse.Namespace, out: Path) -> TimeToTargetConfig:
     if args.data is None or args.until is None:
         raise UsageError("time-to-target study: give --data (the workload's dataset) and --until (the goal, e.g. "
                          "'val/accuracy>=0.8')")
-    values: dict[str, object] = dict(PRESETS[args.preset])
-    values.update({name: getattr(args, name) for name in SCALAR_FLAGS if getattr(args, name) is not None})
-    if args.global_batches is not None:
-        values["global_batches"] = positive_ints(args.global_batches, "--global-batches")
-    if args.lr_factors is not None:
-        values["lr_factors"] = positive_floats(args.lr_factors, "--lr-factors")
-    config = TimeToTargetConfig(workload=args.workload, data=args.data, until=args.until, out=str(out),
-                                **values)  # type: ignore[arg-type]
+    settings = {"workload": DEFAULT_WORKLOAD, **STUDY.settings(args)}
+    config = TimeToTargetConfig(out=str(out), **settings)  # type: ignore[arg-type]
     config.check()
     if not Path(config.data).exists():
         raise UsageError(f"time-to-target study: --data {config.data} does not exist; make the workload's dataset first "
