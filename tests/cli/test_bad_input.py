@@ -148,3 +148,29 @@ def test_bench_appends_only_to_a_file_of_bench_rows(cli_error, tmp_path):
     line = cli_error(*QUICK_BENCH, "--out", str(metrics))
     assert f"--out {metrics}: line 1 is a 'train' row, not a 'bench' row" in line, line
     assert metrics.read_text() == '{"kind": "train", "schema_version": 1, "step": 2}\n'
+
+
+@pytest.mark.parametrize(
+    "argv, flag, text",
+    [
+        (["bench"], "--batch-sizes", "lots"),
+        (["bench"], "--feed", "host,host"),
+        (["bench"], "--noise-scale", "maybe"),
+        (["study", "scaling", "--out", "o"], "--ranks", "0,2"),
+        (["study", "batch-size", "--out", "o"], "--lr-factors", "1,nan"),
+        (["study", "batch-size", "--out", "o"], "--seeds", "-1"),
+        (["study", "time-to-target", "--out", "o"], "--global-batches", "64,x"),
+        (["study", "remote", "--out", "o"], "--links", ","),
+        (["study", "throughput", "--out", "o"], "--targets", ""),
+        (["plan", "rows.jsonl"], "--devices", "1,0"),
+        (["plan", "rows.jsonl"], "--global-batches", "99999999999"),
+        (["plan", "rows.jsonl"], "--check", ","),
+        (["plan", "rows.jsonl"], "--targets", " , "),
+    ],
+)
+def test_every_list_flag_says_what_is_wrong_in_one_shape(cli_error, tmp_path, monkeypatch, argv, flag, text):
+    """Every comma-separated flag is read by one type: the flag, the text, the list it takes and an example."""
+    monkeypatch.chdir(tmp_path)
+    line = cli_error(*argv, flag, text)
+    assert line.startswith(f"trainspeed: error: {flag} {text!r}: give ") and " separated by commas, e.g. " in line, line
+    assert list(tmp_path.iterdir()) == []

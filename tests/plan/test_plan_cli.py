@@ -192,7 +192,7 @@ def test_inputs_out_of_range_are_one_line_naming_where(cli_error, tmp_path: Path
     ("cpu:eagr:fp32", "plan: --targets: target cpu:eagr:fp32: mode 'eagr' is not available on cpu"),
     ("cpu:eager:fp32,gpu:eager:fp32", "plan: --targets: bad target 'gpu:eager:fp32': unknown device 'gpu'"),
     ("cpu:eager", "plan: --targets: bad target 'cpu:eager': write device:mode:precision"),
-    (",", "plan: --targets ',' names no target"),
+    (",", "--targets ',': give targets (device:mode:precision) separated by commas, e.g. cpu:eager:fp32,xla:lazy:fp32"),
 ])
 def test_an_unknown_or_ill_formed_target_is_one_line_never_a_row_not_measured(cli_error, tmp_path: Path, targets, said):
     error = cli_error("plan", _committed(tmp_path, BENCH), _committed(tmp_path, STUDY), "--targets", targets)

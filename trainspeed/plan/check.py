@@ -25,11 +25,11 @@ from trainspeed.train.rows import SUMMARY_FILE, read_summary
 from trainspeed.train.time_to_target import parse_goal
 
 
-def chosen(rows: Sequence[PlanRow], text: str) -> list[PlanRow]:
+def chosen(rows: Sequence[PlanRow], names: Sequence[str]) -> list[PlanRow]:
     """The rows `--check` names: configurations (`target/devices/batch`), `best` or `samples-per-s`."""
     predicted = {row.config: row for row in rows if row.status == "predicted"}
     picked: list[PlanRow] = []
-    for name in (item.strip() for item in text.split(",") if item.strip()):
+    for name in names:
         if name == "best":
             row = next((row for row in rows if row.recommended), None)
         elif name == "samples-per-s":
@@ -42,8 +42,6 @@ def chosen(rows: Sequence[PlanRow], text: str) -> list[PlanRow]:
                              f"{choices}")
         if row not in picked:
             picked.append(row)
-    if not picked:
-        raise UsageError("plan: --check names no configuration; give e.g. --check best,samples-per-s")
     return picked
 
 
