@@ -132,7 +132,7 @@ def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path
             predicted_steps=row.steps, measured_steps=steps, predicted_step_s=row.step_s,  # type: ignore[arg-type]
             measured_step_s=record.train_s / record.step if record is not None and record.step else None,
             reached=bool(record is not None and record.reached), seed=seed, run_dir=str(dirs[row.config]),
-            command=shown(*args), machine=summary.machine)
+            **summary.provenance(shown(*args)).fields_of(PlanCheckRow))
         print(check_line(check), flush=True)
         checked.append(check)
     return checked

@@ -151,9 +151,8 @@ def run_row(study_id: str, config: BatchSizeConfig, spec: RunSpec) -> BatchSizeR
         curve=[[step * spec.batch, record.metrics["loss"], record.metrics["accuracy"]]
                for step, record in sorted(vals.items())],
         train_wall_s=summary.wall_s + (summary.paused_s or 0.0),
-        end_to_end_samples_per_s=summary.end_to_end_samples_per_s, command=shown(*train_args(config, spec)),
-        workload_module=summary.workload_module, workload_version=summary.workload_version,
-        workload_sha256=summary.workload_sha256, machine=summary.machine,
+        end_to_end_samples_per_s=summary.end_to_end_samples_per_s,
+        **summary.provenance(shown(*train_args(config, spec))).fields_of(BatchSizeRunRow),
     )
 
 

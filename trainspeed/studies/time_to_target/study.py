@@ -35,7 +35,7 @@ from pathlib import Path
 from trainspeed.atomic import create_exclusive_text, move_to_new
 from trainspeed.errors import UsageError
 from trainspeed.gradients.rows import NoiseScaleRecord
-from trainspeed.rows import append_row, read_records
+from trainspeed.rows import Provenance, append_row, read_records
 from trainspeed.stats import bootstrap_fit
 from trainspeed.studies.common import (
     COMMAND_START_S,
@@ -259,8 +259,8 @@ def run_row(study_id: str, recipe: StudyRecipe, spec: RunSpec, purpose: str) -> 
         train_s=record.train_s, wall_s=record.wall_s, validations=validations, command_s=_command_s(config, spec),
         b_simple=float(b_simple) if isinstance(b_simple, (int, float)) and not isinstance(b_simple, bool) else None,
         noise_scale_method=near[-1].get("method") if near else None,
-        end_to_end_samples_per_s=summary.end_to_end_samples_per_s, command=shown(*train_args(recipe, spec, run_dir(config, spec))),
-        machine=summary.machine)
+        end_to_end_samples_per_s=summary.end_to_end_samples_per_s,
+        **summary.provenance(shown(*train_args(recipe, spec, run_dir(config, spec)))).fields_of(TimeToTargetRunRow))
 
 
 # --- the learning-rate sweep ----------------------------------------------------------------------
@@ -370,8 +370,7 @@ def fit_row(study_id: str, recipe: StudyRecipe, batches: list[TimeToTargetBatchR
         b_simple=statistics.median(simple) if simple else None,
         b_simple_per_batch={str(row.global_batch): row.b_simple for row in fitted},
         relative_rms=math.sqrt(statistics.fmean(error * error for error in errors)),
-        workload_module=recipe.identity.get("workload_module"), workload_version=recipe.identity.get("workload_version"),
-        workload_sha256=recipe.identity.get("workload_sha256"))
+        **Provenance(**recipe.identity).fields_of(TimeToTargetFitRow))
 
 
 # --- the study ------------------------------------------------------------------------------------
@@ -419,8 +418,9 @@ def run(config: TimeToTargetConfig, command: str, progress: Progress = no_progre
     header = TimeToTargetSettingsRow(
         study_id=study_id, settings=config, workload=config.workload, size=recipe.size, until=config.until,
         metric=recipe.goal.metric, base_lr=recipe.base_lr, base_lr_from=recipe.base_lr_from,
-        reference_batch=recipe.reference_batch, command=command, total_s=time.perf_counter() - started,
-        machine=runs[0].machine if runs else None, **recipe.identity)
+        reference_batch=recipe.reference_batch, total_s=time.perf_counter() - started,
+        **Provenance(command=command, machine=runs[0].machine if runs else None, **recipe.identity)
+        .fields_of(TimeToTargetSettingsRow))
     out = Path(config.out) / ROWS_FILE
     for row in [header, *runs, *batches, *([fit] if fit else [])]:
         append_row(out, row)
