@@ -19,6 +19,7 @@ from trainspeed.rows import (
     NonNegative,
     Positive,
     PositiveInterval,
+    Provenance,
     Signed,
     Source,
     parse_row,
@@ -240,3 +241,20 @@ def test_a_run_summary_without_a_final_loss_or_with_a_diverged_one_reads(tmp_pat
     path = tmp_path / "summary.json"
     path.write_text(json.dumps({**json.loads(committed.read_text()), "final_loss": final_loss}))
     assert said in read_summary_file(path).lines()[2]
+
+
+def test_a_provenance_spreads_into_a_row_the_fields_its_kind_records():
+    """Built once, spread into every row: a kind takes the fields it declares, by name, and keeps its schema."""
+    from trainspeed.bench.results import ResultRow
+    from trainspeed.studies.time_to_target.rows import TimeToTargetFitRow, TimeToTargetRunRow
+    from trainspeed.train.rows import RunSummary
+
+    machine = Machine.at_start()
+    provenance = Provenance(command="trainspeed bench", workload_module="trainspeed.workloads.mahjong.workload",
+                            workload_version="1", workload_sha256="ab" * 32, machine=machine)
+    assert provenance.fields_of(ResultRow) == {"command": "trainspeed bench", "machine": machine,
+                                               "workload_module": "trainspeed.workloads.mahjong.workload",
+                                               "workload_version": "1", "workload_sha256": "ab" * 32}
+    assert provenance.fields_of(RunSummary).keys() == {"workload_module", "workload_version", "workload_sha256", "machine"}
+    assert provenance.fields_of(TimeToTargetRunRow).keys() == {"command", "machine"}
+    assert provenance.fields_of(TimeToTargetFitRow).keys() == {"workload_module", "workload_version", "workload_sha256"}

@@ -10,6 +10,15 @@ into a UsageError, and every number flag has a range checked there (`Range`): a 
 a whole number fits the C int it is handed down as, and a count of threads or processes is at most
 this machine's CPUs. A config field declares its range beside its default (`ranged`); checks that
 relate several values stay with the config that holds them.
+
+A flag that takes a list takes it separated by commas, read by one type (`CommaList`, made with
+`comma_list`): each item by the item's own reader, an empty list refused, and every such flag's error
+in one shape, `--flag 'text': give WHAT separated by commas, e.g. EXAMPLE; WHY`.
+
+A config may declare its flags on its fields (`flag_field`: the help, and where they differ from
+the field's, the flag's name and reader), so that its defaults and help are written once, beside the
+fields; `add_declared_flags` adds them all, each None unless given (`given_values`), for a command
+whose defaults come from elsewhere too (a study's presets).
 """
 
 from __future__ import annotations
@@ -93,8 +102,12 @@ def _plain(value: float) -> str:
 
 
 DEFAULT_INT_RANGE = Range(0, INT_FLAG_MAX, why_high=" (flags take whole numbers up to 2^31-1)")
+POSITIVE = Range(1, INT_FLAG_MAX, why_high=DEFAULT_INT_RANGE.why_high)
+"""A count (games, samples, steps): a whole number from 1 to 2^31-1."""
 THREADS = Range(1, machine_cpus, why_high=" threads, more than this machine's CPUs")
 PROCESSES = Range(1, machine_cpus, why_high=" processes, more than this machine's CPUs")
+WORKERS = Range(0, machine_cpus, why_high=PROCESSES.why_high)
+"""Loader workers: 0 (load in the training process) up to this machine's CPUs."""
 TIMEOUT = Range(0, MAX_TIMEOUT_S, low_open=True, why_high=" s (about 24.8 days, the longest timeout a flag takes: "
                 "gRPC counts its timeouts in milliseconds in a C int)")
 
@@ -138,9 +151,7 @@ def _whole_number(text: str) -> int:
 
 def positive_int(text: str) -> int:
     """A count flag's value (games, samples per file): a whole number from 1 to 2^31-1."""
-    value = _whole_number(text)
-    Range(1, INT_FLAG_MAX, why_high=DEFAULT_INT_RANGE.why_high).check(text, value)
-    return value
+    return POSITIVE.parser(int)(text)
 
 
 def thread_count(text: str) -> int:
@@ -156,6 +167,89 @@ def process_count(text: str) -> int:
 def seed_value(text: str) -> int:
     """A `--seed`: a whole number from 0 to 2^31-1 (numpy refuses negative seeds)."""
     return DEFAULT_INT_RANGE.parser(int)(text)
+
+
+@dataclass(frozen=True)
+class CommaList:
+    """The type of a flag that takes a list separated by commas (`--batches 256,1024`), read into
+    a tuple: every item by `item`, empty items skipped (`64,256,` is 64 and 256), no item at all
+    refused. `whole`, where given, is a grammar of the whole text tried first (a range of powers of
+    two, `2^6..2^14`), returning None for a text it does not hold.
+
+    Every list flag says what is wrong in one shape, `--flag 'text': give WHAT separated by commas,
+    e.g. EXAMPLE`, then `; ` and the item's own complaint where one item is the trouble;
+    `add_flag` and `add_declared_flags` read it with `CommaListAction`, which names the flag."""
+
+    item: Callable[[str], Any]
+    """Reads one item; raises argparse.ArgumentTypeError saying why it is not one (or ValueError)."""
+    what: str
+    """The items in words: "positive integers up to 2^31-1"."""
+    example: str
+    whole: Callable[[str], tuple[Any, ...] | None] | None = None
+    distinct: bool = False
+    """An item named twice is refused (a feed would run twice)."""
+    sort: bool = False
+    """The items sorted and each kept once (batch sizes)."""
+
+    def __call__(self, text: str) -> tuple[Any, ...]:
+        try:
+            return self._items(text)
+        except argparse.ArgumentTypeError as error:
+            raise argparse.ArgumentTypeError(self.advice(str(error))) from None
+        except ValueError:
+            raise argparse.ArgumentTypeError(self.advice()) from None
+
+    def advice(self, why: str = "") -> str:
+        """How to write the list, and why this one is not (the part after `--flag 'text': `)."""
+        return f"give {self.what} separated by commas, e.g. {self.example}" + (f"; {why}" if why else "")
+
+    def _items(self, text: str) -> tuple[Any, ...]:
+        whole = self.whole(text) if self.whole is not None else None
+        if whole is not None:
+            return whole
+        items = tuple(self.item(part.strip()) for part in text.split(",") if part.strip())
+        if not items:
+            raise ValueError("no item")
+        if self.sort:
+            return tuple(sorted(set(items)))
+        if self.distinct:
+            twice = next((item for index, item in enumerate(items) if item in items[:index]), None)
+            if twice is not None:
+                raise argparse.ArgumentTypeError(f"{twice!r} is named twice")
+        return items
+
+
+def comma_list(scalar: type = str, value_range: Range | None = None, *, what: str, example: str,
+               choices: tuple[str, ...] = (), **options: Any) -> CommaList:
+    """A `CommaList` of `scalar` items: whole numbers or finite floats within `value_range` (every
+    whole number flag's range where none is given), or texts, one of `choices` where given."""
+    if choices:
+        def item(text: str) -> str:
+            if text not in choices:
+                raise argparse.ArgumentTypeError(f"{text!r} is not one of {', '.join(choices)}")
+            return text
+        return CommaList(item, what, example, **options)
+    return CommaList(_converter(scalar, value_range), what, example, **options)
+
+
+class CommaListAction(argparse.Action):
+    """Reads a `CommaList` flag into its field's kind of sequence (a tuple, or a list where the
+    field is one); a bad list is one line that names the flag and the text it was given."""
+
+    def __init__(self, option_strings: list[str], dest: str, items: CommaList, sequence: type = tuple,
+                 **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.items = items
+        self.sequence = sequence
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        text = str(values)
+        try:
+            items = self.items(text)
+        except argparse.ArgumentTypeError as error:
+            raise argparse.ArgumentError(None, f"{self.option_strings[0]} {text!r}: {error}") from None
+        setattr(namespace, self.dest, self.sequence(items))
 
 
 def _field(config_type: type, path: str) -> tuple[dataclasses.Field, Any]:
@@ -208,6 +302,11 @@ def add_flag(
         return
     shown = "" if default is None else f" (default: {_shown(default)})"
     converter = type or _converter(scalar, field.metadata.get("range"))
+    if isinstance(converter, CommaList):
+        sequence = list if typing.get_origin(annotation) is list else tuple
+        group.add_argument(flag, dest=path, default=default, action=CommaListAction, items=converter,
+                           sequence=sequence, help=help + shown, **kwargs)
+        return
     group.add_argument(flag, dest=path, default=default, type=converter, help=help + shown, **kwargs)
 
 
@@ -221,6 +320,10 @@ def _converter(scalar: Any, value_range: Range | None) -> Callable[[str], Any]:
     return scalar
 
 
+POSITIVE_INTS = comma_list(int, POSITIVE, what="positive integers up to 2^31-1", example="256,1024")
+NON_NEGATIVE_INTS = comma_list(int, DEFAULT_INT_RANGE, what="integers from 0 to 2^31-1", example="0,1")
+
+
 def flag_adder(group: argparse._ActionsContainer, config_type: type) -> Callable[..., None]:
     """`add_flag` bound to one parser and one config: `flag("--games", "games", "help")`."""
     def flag(name: str, path: str, help: str, **kwargs: Any) -> None:
@@ -232,6 +335,12 @@ def _shown(default: Any) -> str:
     if isinstance(default, (list, tuple)):
         return ",".join(str(item) for item in default)
     return str(default).replace("%", "%%")
+
+
+def shown_value(value: Any) -> str:
+    """A default as a flag's help shows it: a list as its flag takes it (`256,1024`), `%` escaped
+    for argparse."""
+    return _shown(value)
 
 
 def config_from_flags(config_type: type[Config], args: argparse.Namespace, prefix: str = "") -> Config:
@@ -346,3 +455,60 @@ def flag_text(value: Any) -> str:
         short = f"{value:g}"
         return short if float(short) == value else repr(value)
     return str(value)
+
+
+@dataclass(frozen=True)
+class DeclaredFlag:
+    """A config field's flag, declared on the field (`flag_field`): its help and, where they differ
+    from the field's, its name and how its text is read."""
+
+    help: str
+    name: str = ""
+    """The flag, where it is not --FIELD-NAME (`--feed` for the field `feeds`)."""
+    read: Callable[[str], Any] | None = None
+    """Reads its text (a `CommaList` for a list); None: by the field's type and range."""
+    default_text: str = ""
+    """The default in words, where the field's value does not say it (`OUT/scaling_data` for "")."""
+
+
+def flag_field(default: Any = dataclasses.MISSING, *, help: str, name: str = "", read: Callable[[str], Any] | None = None,
+               value_range: Range | None = None, default_text: str = "") -> Any:
+    """A dataclass field that is also a flag: its default (none: a field the caller always gives),
+    its help, and the range its number takes (`ranged`)."""
+    metadata: dict[str, Any] = {"flag": DeclaredFlag(help, name, read, default_text)}
+    if value_range is not None:
+        metadata["range"] = value_range
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def declared_flags(config_type: type) -> list[dataclasses.Field]:
+    """The fields of `config_type` declared as flags (`flag_field`), in the fields' order."""
+    return [field for field in dataclasses.fields(config_type) if "flag" in field.metadata]
+
+
+def add_declared_flags(group: argparse._ActionsContainer, config_type: type,
+                       default_text: Callable[[dataclasses.Field], str]) -> None:
+    """A flag for every field of `config_type` declared with `flag_field`. Each is None unless
+    given: the caller fills in the rest (a study from its preset), so the help shows the default
+    the caller says, `default_text(field)`."""
+    hints = typing.get_type_hints(config_type)
+    for field in declared_flags(config_type):
+        flag: DeclaredFlag = field.metadata["flag"]
+        name = flag.name or "--" + field.name.replace("_", "-")
+        shown = default_text(field)
+        help = flag.help + (f" (default: {shown})" if shown else "")
+        scalar = _scalar_type(hints[field.name])
+        if flag.read is None and scalar not in (int, float, str):
+            raise TypeError(f"{config_type.__name__}.{field.name}: a {scalar} flag needs `read`")
+        read = flag.read or _converter(scalar, field.metadata.get("range"))
+        shape = dict(dest=field.name, default=None, metavar=name.lstrip("-").replace("-", "_").upper(), help=help)
+        if isinstance(read, CommaList):
+            group.add_argument(name, action=CommaListAction, items=read, **shape)
+        else:
+            group.add_argument(name, type=read, **shape)
+
+
+def given_values(config_type: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The values of the declared flags of `config_type` that were given, by field name."""
+    return {field.name: getattr(args, field.name) for field in declared_flags(config_type)
+            if getattr(args, field.name, None) is not None}

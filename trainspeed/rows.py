@@ -35,6 +35,7 @@ import dacite
 from trainspeed.atomic import append_line
 from trainspeed.errors import UsageError
 from trainspeed.flags import MAX_BATCH_SIZE
+from trainspeed.machine import Machine
 from trainspeed.user_files import read_regular
 
 KIND = "kind"
@@ -135,6 +136,28 @@ class Row(Protocol):
 
 
 RowT = TypeVar("RowT")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a row came from: the command that wrote it, the workload code it ran (its module,
+    version and definition hash: `trainspeed.workloads.identity`) and the machine, with its load.
+
+    A producer builds one (from the workload's identity, or from the summary of the run a row
+    describes) and spreads it into each row it writes, `Row(..., **provenance.fields_of(Row))`,
+    so every kind of row names these alike and no constructor writes them out. A kind of row
+    records the ones it declares (a run's summary has no command; a fit of many runs no machine)."""
+
+    command: str | None = None
+    workload_module: str | None = None
+    workload_version: str | None = None
+    workload_sha256: str | None = None
+    machine: Machine | None = None
+
+    def fields_of(self, row_type: type) -> dict[str, Any]:
+        """The fields `row_type` declares, by name, to spread into its constructor."""
+        declared = {field.name for field in dataclasses.fields(row_type)}
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self) if field.name in declared}
 
 
 @dataclass(frozen=True)

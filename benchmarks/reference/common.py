@@ -26,11 +26,12 @@ import numpy as np
 
 # The peers' dependency on trainspeed: its result row, the timing it is made from and the machine
 # it records, so that peer rows and trainspeed rows share one JSONL file, one ratio table, one plot.
-from trainspeed.bench.config import parse_batch_sizes
+from trainspeed.bench.config import BATCH_SIZE_LIST
 from trainspeed.bench.results import ResultRow, append_row, check_results_file, measured_row
 from trainspeed.bench.sweep import with_flops
 from trainspeed.bench.timing import Timing
 from trainspeed.errors import UsageError
+from trainspeed.flags import CommaListAction
 from trainspeed.machine import (
     Machine,
     cpu_model_name,  # noqa: F401 - re-exported for the peers
@@ -117,7 +118,8 @@ class _OneLineParser(argparse.ArgumentParser):
 def build_parser(prog: str, description: str, compile_help: str) -> argparse.ArgumentParser:
     parser = _OneLineParser(prog=prog, description=description)
     parser.add_argument("--size", default="tiny", help=f"one of {', '.join(SIZES)}")
-    parser.add_argument("--batch-sizes", default="2^6..2^10", help="range 2^6..2^10 or list 64,256,1024")
+    parser.add_argument("--batch-sizes", action=CommaListAction, items=BATCH_SIZE_LIST, default=BATCH_SIZE_LIST("2^6..2^10"),
+                        help="range 2^6..2^10 or list 64,256,1024")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--precision", default="fp32", help="fp32 or bf16")
     parser.add_argument("--compile", action="store_true", help=compile_help)
@@ -149,7 +151,7 @@ def parse_config(parser: argparse.ArgumentParser, argv: Sequence[str] | None) ->
         raise UsageError(f"--min-window-s must be positive, got {args.min_window_s}")
     return PeerConfig(
         size=args.size,
-        batch_sizes=tuple(parse_batch_sizes(args.batch_sizes)),
+        batch_sizes=args.batch_sizes,
         device=args.device,
         precision=args.precision,
         compile=args.compile,

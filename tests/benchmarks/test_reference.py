@@ -95,7 +95,7 @@ def test_plain_torch_net_with_trainspeeds_weights_gives_the_same_logits_loss_and
     "argv, fragment",
     [
         (["--size", "huge"], "unknown size 'huge'"),
-        (["--batch-sizes", "lots"], "bad --batch-sizes"),
+        (["--batch-sizes", "lots"], "--batch-sizes 'lots': give batch sizes"),
         (["--device", "tpu"], "unknown --device 'tpu'"),
         (["--precision", "fp16"], "unknown --precision 'fp16'"),
         (["--threads", "0"], "--threads must be positive"),

@@ -51,8 +51,10 @@ def results(earlier_results, tmp_path) -> Path:
         (["--threads", "0"], "argument --threads: '0' must be at least 1"),
         (["--windows", "many"], "argument --windows: 'many' is not a whole number"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
-        (["--batch-sizes", "2^10..2^6"], "bad --batch-sizes '2^10..2^6': the range must go up, e.g. 2^6..2^14"),
-        (["--targets", ","], "no targets given: pass --targets, e.g. cpu:eager:fp32,xla:lazy:fp32"),
+        (["--batch-sizes", "2^10..2^6"], "--batch-sizes '2^10..2^6': give batch sizes from 1 to 2^40 (64 or 2^6) "
+         "separated by commas, e.g. 64,256,1024, or a range of powers of two such as 2^6..2^14; the range must go up"),
+        (["--targets", ","], "--targets ',': give targets (device:mode:precision) separated by commas, "
+         "e.g. cpu:eager:fp32,xla:lazy:fp32"),
         (["--windows", "0"], "--windows must be >= 1 and --warmup-steps >= 0"),
         (["--max-steps-per-window", "0"], "--max-steps-per-window must be >= 1, got 0"),
     ],
@@ -71,10 +73,10 @@ def test_a_bench_out_that_never_ends_is_not_read(cli_error):
 
 
 def test_the_largest_batch_size_is_accepted_and_the_next_is_not(cli_error, tmp_results):
-    from trainspeed.bench.config import MAX_BATCH_SIZE, parse_batch_sizes
+    from trainspeed.bench.config import BATCH_SIZE_LIST, MAX_BATCH_SIZE
 
-    assert parse_batch_sizes("2^40") == [MAX_BATCH_SIZE] == parse_batch_sizes(str(MAX_BATCH_SIZE))
-    assert parse_batch_sizes("2^38..2^40") == [2**38, 2**39, 2**40]
+    assert BATCH_SIZE_LIST("2^40") == (MAX_BATCH_SIZE,) == BATCH_SIZE_LIST(str(MAX_BATCH_SIZE))
+    assert BATCH_SIZE_LIST("2^38..2^40") == (2**38, 2**39, 2**40)
     line = cli_error(*QUICK_BENCH, "--batch-sizes", str(MAX_BATCH_SIZE + 1), "--out", str(tmp_results))
     assert "over the limit of 2^40" in line
 
@@ -146,3 +148,29 @@ def test_bench_appends_only_to_a_file_of_bench_rows(cli_error, tmp_path):
     line = cli_error(*QUICK_BENCH, "--out", str(metrics))
     assert f"--out {metrics}: line 1 is a 'train' row, not a 'bench' row" in line, line
     assert metrics.read_text() == '{"kind": "train", "schema_version": 1, "step": 2}\n'
+
+
+@pytest.mark.parametrize(
+    "argv, flag, text",
+    [
+        (["bench"], "--batch-sizes", "lots"),
+        (["bench"], "--feed", "host,host"),
+        (["bench"], "--noise-scale", "maybe"),
+        (["study", "scaling", "--out", "o"], "--ranks", "0,2"),
+        (["study", "batch-size", "--out", "o"], "--lr-factors", "1,nan"),
+        (["study", "batch-size", "--out", "o"], "--seeds", "-1"),
+        (["study", "time-to-target", "--out", "o"], "--global-batches", "64,x"),
+        (["study", "remote", "--out", "o"], "--links", ","),
+        (["study", "throughput", "--out", "o"], "--targets", ""),
+        (["plan", "rows.jsonl"], "--devices", "1,0"),
+        (["plan", "rows.jsonl"], "--global-batches", "99999999999"),
+        (["plan", "rows.jsonl"], "--check", ","),
+        (["plan", "rows.jsonl"], "--targets", " , "),
+    ],
+)
+def test_every_list_flag_says_what_is_wrong_in_one_shape(cli_error, tmp_path, monkeypatch, argv, flag, text):
+    """Every comma-separated flag is read by one type: the flag, the text, the list it takes and an example."""
+    monkeypatch.chdir(tmp_path)
+    line = cli_error(*argv, flag, text)
+    assert line.startswith(f"trainspeed: error: {flag} {text!r}: give ") and " separated by commas, e.g. " in line, line
+    assert list(tmp_path.iterdir()) == []

@@ -192,7 +192,7 @@ def test_inputs_out_of_range_are_one_line_naming_where(cli_error, tmp_path: Path
     ("cpu:eagr:fp32", "plan: --targets: target cpu:eagr:fp32: mode 'eagr' is not available on cpu"),
     ("cpu:eager:fp32,gpu:eager:fp32", "plan: --targets: bad target 'gpu:eager:fp32': unknown device 'gpu'"),
     ("cpu:eager", "plan: --targets: bad target 'cpu:eager': write device:mode:precision"),
-    (",", "plan: --targets ',' names no target"),
+    (",", "--targets ',': give targets (device:mode:precision) separated by commas, e.g. cpu:eager:fp32,xla:lazy:fp32"),
 ])
 def test_an_unknown_or_ill_formed_target_is_one_line_never_a_row_not_measured(cli_error, tmp_path: Path, targets, said):
     error = cli_error("plan", _committed(tmp_path, BENCH), _committed(tmp_path, STUDY), "--targets", targets)
@@ -311,7 +311,7 @@ def test_a_check_trains_the_study_s_recipe_at_its_batch_on_the_configuration_s_t
 
     inputs = read_plan_inputs([Path(_committed(tmp_path, BENCH)), Path(_committed(tmp_path, STUDY))])
     rows = plan_rows(inputs, default_grid(inputs, None, (2,), None), "trainspeed plan", steps_model(inputs))
-    (row,) = chosen(rows, "best")
+    (row,) = chosen(rows, ["best"])
     (command,) = check_commands(inputs, [row], {row.config: tmp_path / "check"}, seed=1000).values()
     config, settings = config_of_command(command), inputs.settings
     factor = next(batch.best_lr_factor for batch in inputs.study_batches if batch.global_batch == row.global_batch)

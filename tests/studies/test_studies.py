@@ -51,9 +51,52 @@ def test_study_help_lists_every_study(capsys):
         assert f"    {name}" in listed
 
 
+@pytest.mark.parametrize(("study", "flag", "default"), [
+    ("throughput", "--windows", "(default: 3; at --preset smoke 1, full 5)"),
+    ("throughput", "--targets", "(default: the study's targets available here; at --preset smoke "
+     "cpu:eager:fp32,cpu:eager:bf16)"),
+    ("batch-size", "--batches", "(default: 256,2048; at --preset smoke 32,64, full 256,1024,8192)"),
+    ("batch-size", "--data", "(default: OUT/batch_size_data)"),
+    ("scaling", "--threads", "(default: 1)"),
+    ("time-to-target", "--seeds", "(default: 2; at --preset full 3)"),
+])
+def test_a_flags_help_shows_its_default_at_every_preset(study, flag, default, capsys):
+    """The default is the config's field, or the preset's where it sets one: written once, never in the help."""
+    with pytest.raises(SystemExit):
+        main(["study", study, "--help"])
+    listed = " ".join(capsys.readouterr().out.split())
+    its_help = listed[listed.rindex(f"{flag} {flag[2:].replace('-', '_').upper()} "):]
+    assert its_help.split(")")[0] + ")" == its_help[:its_help.index(default) + len(default)], its_help
+
+
+@pytest.mark.parametrize("name", ["throughput", "remote", "scaling", "batch-size", "time-to-target", "all"])
+def test_every_study_face_finds_its_runner_and_report_part(name):
+    from trainspeed.studies import STUDIES
+
+    study = STUDIES[name]
+    module = study.runner()
+    assert all(callable(getattr(module, what)) for what in ("config_from_args", "units", "estimate_s", "rows_files", "run"))
+    part = study.report_part()
+    assert part is None or part.kinds
+
+
+@pytest.mark.parametrize(("argv", "settings"), [
+    (["scaling", "--preset", "smoke"], {"steps": 4, "ranks": (1, 2), "batch_sizes": (32,)}),
+    (["scaling", "--preset", "smoke", "--steps", "9", "--batch-sizes", "8,16"], {"steps": 9, "batch_sizes": (8, 16)}),
+    (["batch-size", "--lr-factors", "1,3", "--seeds", "0,2"], {"samples": 65536, "lr_factors": (1.0, 3.0),
+                                                               "seeds": (0, 2)}),
+])
+def test_the_flags_given_override_the_preset_and_the_rest_is_the_presets(argv, settings, tmp_path):
+    from trainspeed.cli import build_parser
+
+    args = build_parser().parse_args(["study", *argv, "--out", str(tmp_path)])
+    config = args.face.runner().config_from_args(args, tmp_path)
+    assert {name: getattr(config, name) for name in settings} == settings
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["throughput", "--targets", "gpu:eager:fp32"], "unknown device 'gpu'"),
-    (["throughput", "--feed", "sideways"], "bad --feed 'sideways'"),
+    (["throughput", "--feed", "sideways"], "--feed 'sideways': give device"),
     (["remote", "--links", "loopback,fast"], "--links: bad link 'fast'"),
     (["remote", "--emulation", "magic"], "--emulation 'magic'"),
     (["scaling", "--ranks", "2,4"], "must include 1"),

@@ -5,87 +5,82 @@ and the checks of a sweep's settings run before (and without) the device stack."
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainspeed.errors import UsageError
-from trainspeed.flags import MAX_BATCH_POWER, MAX_BATCH_SIZE, THREADS, machine_cpus, ranged, ranged_as
+from trainspeed.flags import (
+    MAX_BATCH_POWER,
+    MAX_BATCH_SIZE,
+    THREADS,
+    CommaList,
+    comma_list,
+    machine_cpus,
+    ranged,
+    ranged_as,
+)
 
 POWER_RANGE = re.compile(r"2\^(\d+)\.\.2\^(\d+)", re.ASCII)
 POWER = re.compile(r"2\^(\d+)", re.ASCII)
 FEEDS = ("device", "host")
 INTEGER = re.compile(r"-?\d+", re.ASCII)
-BATCH_SIZES_HINT = "write a range like 2^6..2^14 or a list like 64,256,1024"
 
 
-def _too_large(text: str, size: str) -> UsageError:
-    return UsageError(f"bad --batch-sizes {text!r}: batch size {size} is over the limit of 2^{MAX_BATCH_POWER}: "
-                      "at even one byte per sample such a batch needs a TiB, more than any device holds")
+def _too_large(size: str) -> argparse.ArgumentTypeError:
+    return argparse.ArgumentTypeError(f"batch size {size} is over the limit of 2^{MAX_BATCH_POWER}: at even one "
+                                      "byte per sample such a batch needs a TiB, more than any device holds")
 
 
-def _exponent(digits: str, text: str) -> int:
+def _exponent(digits: str) -> int:
     """The k of 2^k, refused before 2^k is computed when it would exceed MAX_BATCH_SIZE."""
     if len(digits) > len(str(MAX_BATCH_POWER)) or int(digits) > MAX_BATCH_POWER:
-        raise _too_large(text, f"2^{digits}")
+        raise _too_large(f"2^{digits}")
     return int(digits)
 
 
-def _batch_size(part: str, text: str) -> int:
+def _batch_size(part: str) -> int:
+    """One batch size of a list: a whole number or a power of two `2^k`, from 1 to MAX_BATCH_SIZE."""
     power = POWER.fullmatch(part)
     if power:
-        return 2 ** _exponent(power.group(1), text)
+        return 2 ** _exponent(power.group(1))
     if not INTEGER.fullmatch(part):
-        raise UsageError(f"bad --batch-sizes {text!r}: {BATCH_SIZES_HINT}")
+        raise ValueError(part)
     if part.startswith("-") or not part.strip("0"):
-        raise UsageError(f"bad --batch-sizes {text!r}: batch size {part} must be a positive integer")
+        raise argparse.ArgumentTypeError(f"batch size {part} must be a positive integer")
     if len(part.lstrip("0")) > len(str(MAX_BATCH_SIZE)) or int(part) > MAX_BATCH_SIZE:
-        raise _too_large(text, part)
+        raise _too_large(part)
     return int(part)
 
 
-def parse_batch_sizes(text: str) -> list[int]:
-    """`2^6..2^14` (every power of two in between) or a comma list such as `64,256,1024` or `2^8,2^12`.
-
-    Every size is checked against MAX_BATCH_SIZE before a list is built, so `2^1..2^100000` is
-    one error line, not a hundred thousand huge integers."""
-    text = text.replace(" ", "")
-    match = POWER_RANGE.fullmatch(text)
-    if match:
-        low, high = (_exponent(digits, text) for digits in match.groups())
-        if low > high:
-            raise UsageError(f"bad --batch-sizes {text!r}: the range must go up, e.g. 2^6..2^14")
-        return [2**k for k in range(low, high + 1)]
-    return sorted({_batch_size(part, text) for part in text.split(",")})
+def _power_range(text: str) -> tuple[int, ...] | None:
+    """`2^6..2^14`: every power of two in between (None: the text is no such range). Both ends are
+    checked against MAX_BATCH_SIZE before a list is built, so `2^1..2^100000` is one error line,
+    not a hundred thousand huge integers."""
+    match = POWER_RANGE.fullmatch(text.replace(" ", ""))
+    if match is None:
+        return None
+    low, high = (_exponent(digits) for digits in match.groups())
+    if low > high:
+        raise argparse.ArgumentTypeError("the range must go up, e.g. 2^6..2^14")
+    return tuple(2**k for k in range(low, high + 1))
 
 
-def parse_feeds(text: str) -> list[str]:
-    """`device`, `host`, or both comma-separated (each configuration then runs with both, back to back)."""
-    feeds = [name.strip() for name in text.split(",")]
-    for name in feeds:
-        if name not in FEEDS:
-            raise UsageError(f"bad --feed {text!r}: choose device (one batch kept on the device), host "
-                             "(each step copies a host batch to the device) or device,host (both)")
-    if len(set(feeds)) != len(feeds):
-        raise UsageError(f"bad --feed {text!r}: a feed is named twice")
-    return feeds
-
-
+BATCH_SIZE_LIST = CommaList(_batch_size, f"batch sizes from 1 to 2^{MAX_BATCH_POWER} (64 or 2^6)",
+                            "64,256,1024, or a range of powers of two such as 2^6..2^14", whole=_power_range, sort=True)
+"""`--batch-sizes`: a range of powers of two (`2^6..2^14`) or a list (`64,256,1024`, `2^8,2^12`),
+sorted, each size once."""
+FEED_LIST = comma_list(choices=FEEDS, what="device (one batch kept on the device) or host (each step copies a host "
+                       "batch to the device)", example="device,host", distinct=True)
+"""`--feed`: `device`, `host`, or both (each configuration then runs with both, back to back)."""
 NOISE_SCALE_VARIANTS = ("off", "on")
-
-
-def parse_noise_scale(text: str) -> list[str]:
-    """`off`, `on`, or `off,on` (each configuration then runs without and with, back to back)."""
-    variants = [name.strip() for name in text.split(",")]
-    if not variants or set(variants) - set(NOISE_SCALE_VARIANTS) or len(set(variants)) != len(variants):
-        raise UsageError(f"bad --noise-scale {text!r}: choose off, on (the one-rank gradient noise scale meter "
-                         "of `trainspeed train`) or off,on (both, back to back)")
-    return variants
-
-
-def parse_targets(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
+NOISE_SCALE_LIST = comma_list(choices=NOISE_SCALE_VARIANTS, what="off or on (the one-rank gradient noise scale meter "
+                              "of `trainspeed train`)", example="off,on", distinct=True)
+"""`--noise-scale`: `off`, `on`, or both (each configuration then runs without and with, back to back)."""
+TARGET_LIST = comma_list(what="targets (device:mode:precision)", example="cpu:eager:fp32,xla:lazy:fp32")
+"""`--targets`: target names, each checked where it is looked up (`trainspeed.targets`)."""
 
 
 @dataclass(frozen=True)
@@ -146,7 +141,9 @@ class BenchConfig:
             raise UsageError(f"--threads must be between 1 and {machine_cpus()} (this machine's CPUs), got {self.threads}")
         if self.plan.windows < 1 or self.plan.warmup_steps < 0:
             raise UsageError("--windows must be >= 1 and --warmup-steps >= 0")
-        parse_noise_scale(",".join(self.noise_scale))
+        variants = self.noise_scale
+        if not variants or set(variants) - set(NOISE_SCALE_VARIANTS) or len(set(variants)) != len(variants):
+            raise UsageError(f"bad noise-scale variants {','.join(variants)}: choose off, on or off,on")
         if not self.feeds or set(self.feeds) - set(FEEDS) or len(set(self.feeds)) != len(self.feeds):
             raise UsageError(f"bad feeds {','.join(self.feeds)}: choose device, host or device,host")
         if self.plan.max_steps_per_window < 1:

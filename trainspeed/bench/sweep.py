@@ -135,7 +135,7 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
     if warning:
         print(f"trainspeed: warning: {warning}", file=sys.stderr, flush=True)
     flops_per_sample = flops.declared
-    identity = identify(workload).row_fields()
+    identity = identify(workload)
     run_id = config.run_id or uuid.uuid4().hex[:12]
     rows: list[ResultRow] = []
     for target in targets:
@@ -158,9 +158,7 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                     flops_per_sample=flops_per_sample,
                     **flops.row_fields(),
                     device_name=target.device_name(),
-                    command=config.command,
-                    machine=Machine.at_start(),
-                    **identity,
+                    **identity.provenance(config.command, Machine.at_start()).fields_of(ResultRow),
                 )
                 if variant in out_of_memory_at:
                     row = dataclasses.replace(base, error=f"batch {out_of_memory_at[variant]} already ran out of memory")

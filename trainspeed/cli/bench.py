@@ -7,11 +7,11 @@ import dataclasses
 import sys
 
 from trainspeed.bench.config import (
+    BATCH_SIZE_LIST,
+    FEED_LIST,
+    NOISE_SCALE_LIST,
+    TARGET_LIST,
     BenchConfig,
-    parse_batch_sizes,
-    parse_feeds,
-    parse_noise_scale,
-    parse_targets,
 )
 from trainspeed.flags import WORKLOAD_HELP, add_flag, config_from_flags, thread_count
 from trainspeed.user_json import check_rows_file
@@ -26,9 +26,9 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     add_flag(parser, "--workload", BenchConfig, "workload", WORKLOAD_HELP)
     add_flag(parser, "--size", BenchConfig, "size", "workload size (default: the workload's default size, mahjong tiny); a library model "
              "takes PRESET[,key=value...], e.g. tiny,res=96 (docs/workloads.md)")
-    add_flag(parser, "--targets", BenchConfig, "targets", "comma list of device:mode:precision", type=parse_targets)
+    add_flag(parser, "--targets", BenchConfig, "targets", "comma list of device:mode:precision", type=TARGET_LIST)
     add_flag(parser, "--batch-sizes", BenchConfig, "batch_sizes",
-             "range 2^6..2^14 or list 64,256,1024 (each at most 2^40)", type=parse_batch_sizes)
+             "range 2^6..2^14 or list 64,256,1024 (each at most 2^40)", type=BATCH_SIZE_LIST)
     add_flag(parser, "--baseline", BenchConfig, "baseline", "target the ratios are taken to (default: the first)")
     add_flag(parser, "--out", BenchConfig, "out", "JSONL file rows are appended to")
     add_flag(parser, "--warmup-steps", BenchConfig, "plan.warmup_steps", "untimed steps after the first")
@@ -41,10 +41,10 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
     add_flag(parser, "--feed", BenchConfig, "feeds",
              "device: one batch kept on the device; host: each step copies a host batch to the device; "
              "device,host: both, back to back for each target and batch size",
-             type=parse_feeds)
+             type=FEED_LIST)
     add_flag(parser, "--noise-scale", BenchConfig, "noise_scale",
              "on: each step also measures the gradient noise scale as one rank of `trainspeed train` does; "
-             "off,on: both, back to back, to read the meter's cost as a ratio", type=parse_noise_scale)
+             "off,on: both, back to back, to read the meter's cost as a ratio", type=NOISE_SCALE_LIST)
     add_flag(parser, "--peak-tflops", BenchConfig, "peak_tflops", "peak for MFU (default: measured)")
     add_flag(parser, "--threads", BenchConfig, "threads", "torch CPU threads (recorded in every row)",
              type=thread_count)

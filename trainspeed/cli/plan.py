@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from trainspeed.flags import WORKLOAD_HELP, Range, seed_value
+from trainspeed.bench.config import TARGET_LIST
+from trainspeed.flags import POSITIVE_INTS, WORKLOAD_HELP, CommaListAction, Range, comma_list, seed_value
+
+CHECK_LIST = comma_list(what="configurations (target/devices/batch) or keywords", example="best,samples-per-s")
 
 EPILOG = """\
 reads bench rows (samples/s per target and per-device batch), run directories of `trainspeed train`
@@ -28,14 +31,17 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("inputs", nargs="+", type=Path, metavar="INPUT",
                         help="bench result files, run directories, a time-to-target study's rows or folder")
-    parser.add_argument("--targets", default=None, help="targets to plan for (default: every one the bench rows measured)")
-    parser.add_argument("--devices", default=None, help="device counts, e.g. 1,2,8 (default: 1 and those of the runs given)")
-    parser.add_argument("--global-batches", default=None, help="global batches (default: the study's)")
+    parser.add_argument("--targets", action=CommaListAction, items=TARGET_LIST, default=None,
+                        help="targets to plan for (default: every one the bench rows measured)")
+    parser.add_argument("--devices", action=CommaListAction, items=POSITIVE_INTS, default=None,
+                        help="device counts, e.g. 1,2,8 (default: 1 and those of the runs given)")
+    parser.add_argument("--global-batches", action=CommaListAction, items=POSITIVE_INTS, default=None,
+                        help="global batches (default: the study's)")
     parser.add_argument("--borrow-steps", action="store_true",
                         help="plan the bench rows' size with the steps measured at another size of the workload (an "
                         "assumption every row states; without it, rows of two sizes are refused)")
     parser.add_argument("--out", type=Path, default=None, help="JSONL file the plan's rows (and checks) are appended to")
-    parser.add_argument("--check", default=None, metavar="CONFIGS",
+    parser.add_argument("--check", action=CommaListAction, items=CHECK_LIST, default=None, metavar="CONFIGS",
                         help="run these configurations to the goal and compare: target/devices/batch, or "
                         + ", ".join(f"{name} ({what})" for name, what in CHECK_KEYWORDS.items()))
     parser.add_argument("--check-dir", type=Path, default=None, help="a new or empty folder for the check runs")
@@ -65,13 +71,10 @@ def run_plan(args: argparse.Namespace) -> int:
     from trainspeed.plan.plan import default_grid, plan_rows, table, verdict
     from trainspeed.plan.rows import PlanCheckRow, PlanRow
     from trainspeed.rows import append_row
-    from trainspeed.studies.common import positive_ints
     from trainspeed.subcommands import CommandFailed
     from trainspeed.user_json import check_rows_file
 
     targets = checked_targets(args.targets) if args.targets is not None else None
-    devices = positive_ints(args.devices, "--devices") if args.devices else None
-    batches = positive_ints(args.global_batches, "--global-batches") if args.global_batches else None
     if args.check and (args.out is None or args.check_dir is None):
         raise UsageError("plan: --check needs --out (where the checks' rows go) and --check-dir (where their runs go)")
     if args.workload is not None and not args.check:
@@ -85,7 +88,7 @@ def run_plan(args: argparse.Namespace) -> int:
         check_writable_directory(args.out.parent, f"--out {args.out}")
     inputs = read_plan_inputs(args.inputs, args.borrow_steps)
     model = steps_model(inputs)  # no steps to the goal is the first thing to say
-    rows = plan_rows(inputs, default_grid(inputs, targets, devices, batches), args.command_line, model)
+    rows = plan_rows(inputs, default_grid(inputs, targets, args.devices, args.global_batches), args.command_line, model)
     to_check = chosen(rows, args.check) if args.check else []
     dirs = check_dirs(inputs, to_check, args.check_dir) if to_check else {}
     commands = check_commands(inputs, to_check, dirs, args.check_seed) if to_check else {}
@@ -130,16 +133,13 @@ def check_train_flags(commands: dict[str, list[str]]) -> None:
                              f"{error}") from None
 
 
-def checked_targets(text: str) -> tuple[str, ...]:
+def checked_targets(targets: tuple[str, ...]) -> tuple[str, ...]:
     """`--targets`: names the target registry knows (family, mode, precision), whether or not their
     device is here (a plan predicts for devices elsewhere); an unknown one is one line, never a row
     "not measured" that hides the typo."""
     from trainspeed.errors import UsageError
     from trainspeed.targets import check_target_name
 
-    targets = tuple(item.strip() for item in text.split(",") if item.strip())
-    if not targets:
-        raise UsageError(f"plan: --targets {text!r} names no target; give e.g. --targets cpu:eager:fp32,cpu:compile:fp32")
     for target in targets:
         try:
             check_target_name(target)

@@ -6,11 +6,13 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainspeed.errors import UsageError
 from trainspeed.flags import Range
+
+if TYPE_CHECKING:
+    from trainspeed.studies.face import Study
 
 DEFAULT_MAX_HOURS = 48.0
 """The longest estimate a study starts with unless told otherwise: beyond it, a setting is more
@@ -20,7 +22,8 @@ EPILOG = """\
 every study writes typed rows under --out; read them all with
   trainspeed report DIR --out DIR/report.html
 presets: smoke (minutes in all on a 2-core CPU, the test suite's), quick (the default), full (the
-settings of the committed measurements in docs/results)
+settings of the committed measurements in docs/results); a study's flags override its preset, and
+each flag's help says its default at quick and, where they differ, at smoke and full
 every setting is checked as the study's own commands check it before anything is written, and a
 study whose estimate is longer than --max-hours (48 by default) does not start
 """
@@ -28,7 +31,7 @@ study whose estimate is longer than --max-hours (48 by default) does not start
 
 def add_study_command(subparsers: argparse._SubParsersAction) -> None:
     from trainspeed.studies import STUDIES
-    from trainspeed.studies.common import PRESETS, check_preset
+    from trainspeed.studies.common import DEFAULT_PRESET, PRESETS, check_preset
 
     parser = subparsers.add_parser(
         "study", help="reproduce one finding of the study here (or all of them), as rows for `trainspeed report`",
@@ -36,16 +39,16 @@ def add_study_command(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     studies = parser.add_subparsers(dest="study", required=True, metavar="STUDY")
     for name, face in STUDIES.items():
-        study = studies.add_parser(name, help=face.HELP, description=face.__doc__.split("\n\n")[0])
+        study = studies.add_parser(name, help=face.help, description=face.description)
         study.add_argument("--out", type=Path, required=True, help="the folder its rows go to")
-        study.add_argument("--preset", default="quick", type=check_preset,
-                           help=f"how much to measure: {', '.join(PRESETS)} (default: quick)")
+        study.add_argument("--preset", default=DEFAULT_PRESET, type=check_preset,
+                           help=f"how much to measure: {', '.join(PRESETS)} (default: {DEFAULT_PRESET})")
         study.add_argument("--no-progress", action="store_true", help="no progress bar")
         study.add_argument("--max-hours", type=Range(0, 10_000, low_open=True, why_high=" h").parser(float),
                            default=DEFAULT_MAX_HOURS,
                            help=f"refuse to start when the estimate is longer (default {DEFAULT_MAX_HOURS:g} h; give a "
                            "larger one to run a longer study)")
-        face.add_arguments(study)
+        face.add_flags(study)
         study.set_defaults(handler=run_study, face=face)
 
 
@@ -62,20 +65,20 @@ def run_study(args: argparse.Namespace) -> int:
     from trainspeed.studies.rows import STUDIES_FILE, StudyRecord, record_study
     from trainspeed.user_json import check_rows_file
 
-    face: ModuleType = args.face
+    face: Study = args.face
     module = face.runner()
     if args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file; name a folder for the study's rows")
     check_writable_directory(args.out, f"--out {args.out}")
     config: Any = module.config_from_args(args, args.out)
     for path, kinds in {**module.rows_files(config), args.out / STUDIES_FILE: (StudyRecord.KIND,)}.items():
-        check_rows_file(path, f"study {face.NAME}: {path}", kinds)
+        check_rows_file(path, f"study {face.name}: {path}", kinds)
     estimate = module.estimate_s(config)
     if estimate > args.max_hours * 3600:
-        raise UsageError(f"study {face.NAME}: the estimate is {_minutes(estimate)} ({estimate / 3600:,.1f} h) on a "
+        raise UsageError(f"study {face.name}: the estimate is {_minutes(estimate)} ({estimate / 3600:,.1f} h) on a "
                          f"2-core CPU, longer than --max-hours {args.max_hours:g}; check the settings, or give a larger "
                          "--max-hours to run it")
-    print(f"study {face.NAME} ({args.preset}): about {_minutes(estimate)} on a 2-core CPU; rows go to {args.out}",
+    print(f"study {face.name} ({args.preset}): about {_minutes(estimate)} on a 2-core CPU; rows go to {args.out}",
           flush=True)
     for line in getattr(module, "plan_lines", lambda _: [])(config):
         print(line, flush=True)
@@ -89,10 +92,10 @@ def run_study(args: argparse.Namespace) -> int:
         try:
             files = module.run(config, args.command_line, progress)
         except StudyFailed as error:
-            raise UsageError(f"study {face.NAME}: {error}") from None
-    record = record_study(args.out, face.NAME, args.preset, started, time.perf_counter() - clock, estimate, files,
+            raise UsageError(f"study {face.name}: {error}") from None
+    record = record_study(args.out, face.name, args.preset, started, time.perf_counter() - clock, estimate, files,
                           args.command_line, machine)
     print("\n".join(str(path) for path in files))
-    print(f"study {face.NAME}: {_minutes(record.wall_s)} (estimated {_minutes(estimate)}); "
+    print(f"study {face.name}: {_minutes(record.wall_s)} (estimated {_minutes(estimate)}); "
           f"read it with `trainspeed report {args.out} --out {args.out / 'report.html'}`")
     return 0

@@ -66,6 +66,6 @@ def run_agreement(config: MahjongAgreementConfig, command: str) -> MahjongAgreem
         samples_per_kind=table.samples, discard_errors=table.discard_errors,
         folding_samples=table.folding_samples, chosen_kinds=table.chosen_kinds,
         target=config.target, threads=torch.get_num_threads(), wall_s=time.perf_counter() - started,
-        command=command, machine=machine.at_end(), **identify(get_workload(WORKLOAD)).row_fields())
+        **identify(get_workload(WORKLOAD)).provenance(command, machine.at_end()).fields_of(MahjongAgreementRow))
     append_row(out, row)
     return row

@@ -190,7 +190,7 @@ def summarize(config: MahjongEvalConfig, command: str, eval_id: str, device_name
         games_per_s=played.games / wall_s if wall_s else 0.0,
         decisions_per_s=played.decisions / wall_s if wall_s else 0.0,
         engine_s=played.engine_s, network_s=played.network_s,
-        threads=torch.get_num_threads(), torch_version=torch.__version__, command=command,
+        threads=torch.get_num_threads(), torch_version=torch.__version__,
         mean_rank_ci95_half_width=ranks.half_width,
         within_deal_correlation=within_cluster_correlation([result.ranks for result in results]),
         eval_id=eval_id, policy_checkpoint=str(policy.checkpoint),
@@ -202,8 +202,8 @@ def summarize(config: MahjongEvalConfig, command: str, eval_id: str, device_name
         workers=config.workers, device=device_name, engine=engine_version(),
         deal_ranks=[list(result.ranks) for result in results],
         deal_score_deltas=[list(result.score_deltas) for result in results],
-        cpu_s_per_wall_s=cpu_s / wall_s if wall_s else None, machine=machine.at_end(),
-        **identify(get_workload(WORKLOAD)).row_fields())
+        cpu_s_per_wall_s=cpu_s / wall_s if wall_s else None,
+        **identify(get_workload(WORKLOAD)).provenance(command, machine.at_end()).fields_of(MahjongEvalRow))
 
 
 def _cpu_seconds() -> float:

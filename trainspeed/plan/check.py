@@ -27,11 +27,11 @@ from trainspeed.train.runs import read_run_summary
 from trainspeed.train.time_to_target import parse_goal
 
 
-def chosen(rows: Sequence[PlanRow], text: str) -> list[PlanRow]:
+def chosen(rows: Sequence[PlanRow], names: Sequence[str]) -> list[PlanRow]:
     """The rows `--check` names: configurations (`target/devices/batch`), `best` or `samples-per-s`."""
     predicted = {row.config: row for row in rows if row.status == "predicted"}
     picked: list[PlanRow] = []
-    for name in (item.strip() for item in text.split(",") if item.strip()):
+    for name in names:
         if name == "best":
             row = next((row for row in rows if row.recommended), None)
         elif name == "samples-per-s":
@@ -44,8 +44,6 @@ def chosen(rows: Sequence[PlanRow], text: str) -> list[PlanRow]:
                              f"{choices}")
         if row not in picked:
             picked.append(row)
-    if not picked:
-        raise UsageError("plan: --check names no configuration; give e.g. --check best,samples-per-s")
     return picked
 
 
@@ -133,7 +131,7 @@ def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path
             predicted_steps=row.steps, measured_steps=steps, predicted_step_s=row.step_s,  # type: ignore[arg-type]
             measured_step_s=record.train_s / record.step if record is not None and record.step else None,
             reached=bool(record is not None and record.reached), seed=seed, run_dir=str(dirs[row.config]),
-            command=shown(*args), machine=summary.machine)
+            **summary.provenance(shown(*args)).fields_of(PlanCheckRow))
         print(check_line(check), flush=True)
         checked.append(check)
     return checked

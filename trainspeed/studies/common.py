@@ -13,6 +13,7 @@ from typing import Callable
 from dataclasses import dataclass
 
 from trainspeed.errors import UsageError
+from trainspeed.flags import Range, comma_list
 from trainspeed.subcommands import (  # noqa: F401 (the studies' own names for them)
     CommandFailed,
     child_environment,
@@ -24,6 +25,7 @@ from trainspeed.subcommands import (  # noqa: F401 (the studies' own names for t
 PRESETS = ("smoke", "quick", "full")
 """smoke: seconds per study, what the test suite runs; quick: minutes on a 2-core CPU (the
 default); full: the settings of the measurements committed under docs/results."""
+DEFAULT_PRESET = "quick"
 
 COMMAND_START_S = 20.0
 """Seconds a trainspeed command takes to start on a busy 2-core CPU (importing torch and the rest),
@@ -66,38 +68,9 @@ def check_preset(preset: str) -> str:
     return preset
 
 
-def positive_ints(text: str, flag: str) -> tuple[int, ...]:
-    from trainspeed.flags import INT_FLAG_MAX
-
-    try:
-        values = tuple(int(item) for item in text.split(",") if item.strip())
-    except ValueError:
-        raise UsageError(f"{flag} {text!r}: give positive integers separated by commas, e.g. 256,1024") from None
-    if not values or min(values) <= 0 or max(values) > INT_FLAG_MAX:
-        raise UsageError(f"{flag} {text!r}: give positive integers up to 2^31-1 separated by commas, e.g. 256,1024")
-    return values
-
-
-def non_negative_ints(text: str, flag: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(item) for item in text.split(",") if item.strip())
-    except ValueError:
-        values = ()
-    if not values or min(values) < 0 or max(values) > 2**31 - 1:
-        raise UsageError(f"{flag} {text!r}: give integers from 0 to 2^31-1 separated by commas, e.g. 0,1")
-    return values
-
-
 MAX_FACTOR = 1000.0
 """The largest multiple a list of factors takes (of a learning rate, say): beyond it a run learns
 nothing, and the arithmetic that follows may overflow."""
-
-
-def positive_floats(text: str, flag: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(item) for item in text.split(",") if item.strip())
-    except ValueError:
-        raise UsageError(f"{flag} {text!r}: give positive numbers separated by commas, e.g. 0.5,1,2") from None
-    if not values or not all(0 < value <= MAX_FACTOR for value in values):
-        raise UsageError(f"{flag} {text!r}: give positive numbers up to {MAX_FACTOR:g} separated by commas, e.g. 0.5,1,2")
-    return values
+FACTOR_LIST = comma_list(float, Range(0, MAX_FACTOR, low_open=True), what=f"positive numbers up to {MAX_FACTOR:g}",
+                         example="0.5,1,2")
+"""A flag's list of factors (`--lr-factors`)."""

@@ -541,9 +541,9 @@ class RankTrainer:
             torch_version=torch.__version__,
             learning_rates=dataclasses.asdict(self.learning_rates),
             cpu_s_per_wall_s=cpu_s_per_wall_s,
-            machine=trace.machine.at_end() if trace.machine else None,
             time_to_target=self._target_record(clock) if self.tracker is not None else None,
             noise_scale=self.meter.last_quarter(0, self.state.step) if self.meter is not None else None,
             startup_s=trace.startup_s,
-            **identify(self.workload).row_fields(),
+            **identify(self.workload).provenance(machine=trace.machine.at_end() if trace.machine else None)
+            .fields_of(RunSummary),
         )

@@ -22,6 +22,7 @@ from trainspeed.rows import (
     Loss,
     NonNegative,
     Positive,
+    Provenance,
     Source,
     record_kind,
     row_record,
@@ -94,6 +95,12 @@ class RunSummary:
     startup_s: NonNegative | None = None
     """Seconds from the `trainspeed train` command's start to the first step (`trainspeed.train.startup`):
     imports, the model, the data, the ranks; the first compilation is in the first step."""
+
+    def provenance(self, command: str) -> Provenance:
+        """The provenance of a row about this run, written by `command`: the run's workload and machine."""
+        return Provenance(command=command, workload_module=self.workload_module,
+                          workload_version=self.workload_version, workload_sha256=self.workload_sha256,
+                          machine=self.machine)
 
     def write(self, run_dir: Path) -> Path:
         path = Path(run_dir) / SUMMARY_FILE

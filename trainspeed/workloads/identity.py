@@ -20,7 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainspeed.rows import SHORT_HASH
+from trainspeed.machine import Machine
+from trainspeed.rows import SHORT_HASH, Provenance
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,10 @@ class WorkloadIdentity:
         """The fields result rows carry, so readers can keep workloads apart."""
         return {"workload_module": self.module, "workload_version": self.version,
                 "workload_sha256": self.definition_sha256}
+
+    def provenance(self, command: str | None = None, machine: Machine | None = None) -> Provenance:
+        """The provenance of a row of this workload, written by `command` on `machine`."""
+        return Provenance(command=command, machine=machine, **self.row_fields())
 
 
 def _defining_file(workload: object) -> tuple[Path, str]:

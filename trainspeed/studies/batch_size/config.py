@@ -6,51 +6,70 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainspeed.errors import UsageError
+from trainspeed.flags import (
+    DEFAULT_INT_RANGE,
+    NON_NEGATIVE_INTS,
+    POSITIVE,
+    POSITIVE_INTS,
+    PROCESSES,
+    THREADS,
+    WORKERS,
+    Range,
+    flag_field,
+)
+from trainspeed.studies.common import FACTOR_LIST
 
 FRAMINGS = ("equal samples", "equal steps", "equal wall time")
 
 
 @dataclass(frozen=True)
 class BatchSizeConfig:
-    data: str
+    data: str = flag_field(help="self-play shards; made when missing", default_text="OUT/batch_size_data")
     """Self-play shards; made here (`trainspeed data mahjong-selfplay`) when missing."""
     out: str
-    size: str = "tiny"
-    target: str = "cpu:eager:fp32"
-    nproc: int = 1
+    size: str = flag_field("tiny", help="Mahjong size")
+    target: str = flag_field("cpu:eager:fp32", help="target of every run and evaluation")
+    nproc: int = flag_field(1, help="ranks of every run", value_range=PROCESSES)
     """Ranks per run; the global batch is nproc x the per-device batch."""
-    threads: int = 1
-    num_workers: int = 1
-    parallel_runs: int = 2
+    threads: int = flag_field(1, help="torch threads per rank and per evaluation worker", value_range=THREADS)
+    num_workers: int = flag_field(1, help="loader workers per rank", value_range=WORKERS)
+    parallel_runs: int = flag_field(2, help="trainings at once", value_range=PROCESSES)
     """Trainings at once (each nproc x threads cores)."""
-    batches: tuple[int, ...] = (256, 1024, 8192)
-    samples: int = 524288
+    batches: tuple[int, ...] = flag_field((256, 1024, 8192), read=POSITIVE_INTS, help="global batches")
+    samples: int = flag_field(524288, help="samples seen by every run", value_range=POSITIVE)
     """Samples seen by every run (equal for every batch)."""
-    base_lr: float = 1e-3
+    base_lr: float = flag_field(1e-3, help="peak LR at the reference batch", value_range=Range(0, 10, low_open=True))
     """Peak LR at the reference batch; batch b starts from base_lr x sqrt(b / reference_batch)."""
-    reference_batch: int = 256
-    lr_factors: tuple[float, ...] = (0.5, 1.0, 2.0)
+    reference_batch: int = flag_field(256, help="the batch --base-lr is for; a batch b starts from base_lr x "
+                                      "sqrt(b / this)", value_range=POSITIVE)
+    lr_factors: tuple[float, ...] = flag_field((0.5, 1.0, 2.0), read=FACTOR_LIST,
+                                               help="multiples of the square-root-scaled LR")
     """Multiples of the square-root-scaled LR tried at every batch, on the tuning seed."""
-    tuning_seed: int = 0
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    tuning_seed: int = flag_field(0, help="the seed the learning rate is tuned on", value_range=DEFAULT_INT_RANGE)
+    seeds: tuple[int, ...] = flag_field((0, 1, 2, 3, 4), read=NON_NEGATIVE_INTS, help="training seeds")
     """Training seeds at every batch's best LR (the tuning seed's run is reused)."""
-    warmup_samples: int = 32768
-    checkpoints: int = 32
+    warmup_samples: int = flag_field(32768, help="LR warm-up, in samples", value_range=DEFAULT_INT_RANGE)
+    checkpoints: int = flag_field(32, help="evenly spaced checkpoints kept per run", value_range=POSITIVE)
     """Evenly spaced checkpoints per run (the equal-steps and equal-wall-time framings read them)."""
-    val_samples: int | None = 8192
+    val_samples: int | None = flag_field(8192, help="cap on validation samples per pass", value_range=POSITIVE)
     """Cap on validation samples per pass (a multiple of every batch); None: the whole split."""
-    eval_games: int = 600
-    eval_seed: int = 0
-    eval_workers: int = 2
-    eval_batch_games: int = 64
-    head_to_head_games: int = 400
-    runs_dir: str = ""
+    eval_games: int = flag_field(600, help="duplicate games per evaluated policy against the rule-based agent",
+                                 value_range=POSITIVE)
+    eval_seed: int = flag_field(0, help="the evaluation's seed: which deals", value_range=DEFAULT_INT_RANGE)
+    eval_workers: int = flag_field(2, help="processes per evaluation", value_range=PROCESSES)
+    eval_batch_games: int = flag_field(64, help="games played at once per evaluation worker", value_range=POSITIVE)
+    head_to_head_games: int = flag_field(400, help="duplicate games per seed of the largest batch against the "
+                                         "smallest", value_range=POSITIVE)
+    runs_dir: str = flag_field("", help="where the runs and evaluations go", default_text="OUT/batch_size_runs")
     """Where the runs and their evaluations go (default: OUT/batch_size_runs)."""
-    make_data_games: int = 1000
-    data_seed: int = 1
+    make_data_games: int = flag_field(1000, help="self-play games made when --data is missing", value_range=POSITIVE)
+    data_seed: int = flag_field(1, help="seed of those games", value_range=DEFAULT_INT_RANGE)
     assumed_game_rank_sd: float = 1.12
-    assumed_within_deal_correlation: float = 0.2
-    assumed_seed_sd: float = 0.03
+    assumed_within_deal_correlation: float = flag_field(
+        0.2, help="the power plan's within-deal correlation, from -1/3 (four games of a deal cannot all disagree "
+        "more) to 1", value_range=Range(-1 / 3, 1))
+    assumed_seed_sd: float = flag_field(0.03, help="the power plan's seed-to-seed sd of mean rank, 0 to 3",
+                                        value_range=Range(0, 3))
     """The power plan's assumptions; the results report the spreads they measured instead."""
 
     @property

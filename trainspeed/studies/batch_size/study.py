@@ -38,7 +38,7 @@ from trainspeed.bench.results import ResultRow
 from trainspeed.evaluate.power import PowerPlan, plan_power
 from trainspeed.evaluate.rows import MahjongEvalRow, read_eval_rows
 from trainspeed.rows import append_row, parse_row, read_records
-from trainspeed.studies.batch_size import SCALAR_FLAGS
+from trainspeed.studies.batch_size import STUDY
 from trainspeed.studies.batch_size.comparisons import (
     batch_row,
     comparison_row,
@@ -66,9 +66,6 @@ from trainspeed.studies.common import (
     RunSpec,
     StudyFailed,
     no_progress,
-    non_negative_ints,
-    positive_floats,
-    positive_ints,
     run_trainspeed,
     shown,
 )
@@ -141,9 +138,8 @@ def run_row(study_id: str, config: BatchSizeConfig, spec: RunSpec) -> BatchSizeR
         curve=[[step * spec.batch, record.metrics["loss"], record.metrics["accuracy"]]
                for step, record in sorted(vals.items())],
         train_wall_s=summary.wall_s + (summary.paused_s or 0.0),
-        end_to_end_samples_per_s=summary.end_to_end_samples_per_s, command=shown(*train_command(run_config(config, spec))),
-        workload_module=summary.workload_module, workload_version=summary.workload_version,
-        workload_sha256=summary.workload_sha256, machine=summary.machine,
+        end_to_end_samples_per_s=summary.end_to_end_samples_per_s,
+        **summary.provenance(shown(*train_command(run_config(config, spec)))).fields_of(BatchSizeRunRow),
     )
 
 
@@ -376,15 +372,8 @@ def preset_config(preset: str, out: Path) -> BatchSizeConfig:
 
 
 def config_from_args(args: argparse.Namespace, out: Path) -> BatchSizeConfig:
-    values: dict[str, object] = dict(PRESETS[args.preset])
-    values.update({name: getattr(args, name) for name in SCALAR_FLAGS if getattr(args, name) is not None})
-    if args.batches is not None:
-        values["batches"] = positive_ints(args.batches, "--batches")
-    if args.seeds is not None:
-        values["seeds"] = non_negative_ints(args.seeds, "--seeds")
-    if args.lr_factors is not None:
-        values["lr_factors"] = positive_floats(args.lr_factors, "--lr-factors")
-    config = BatchSizeConfig(data=args.data or str(out / "batch_size_data"), out=str(out), **values)  # type: ignore[arg-type]
+    settings = {"data": str(out / "batch_size_data"), **STUDY.settings(args)}
+    config = BatchSizeConfig(out=str(out), **settings)  # type: ignore[arg-type]
     check(config)
     return config
 

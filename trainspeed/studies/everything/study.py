@@ -22,9 +22,11 @@ from trainspeed.errors import UsageError
 from trainspeed.machine import Machine
 from trainspeed.studies import batch_size, remote, scaling, throughput
 from trainspeed.studies.common import Progress, no_progress, now
+from trainspeed.studies.face import Study
 from trainspeed.studies.rows import record_study
 
-FACES: tuple[ModuleType, ...] = (throughput, remote, scaling, batch_size)
+STUDIES: tuple[Study, ...] = (throughput.STUDY, remote.STUDY, scaling.STUDY, batch_size.STUDY)
+"""The studies it runs, in order."""
 SHARED_DATA = "mahjong_selfplay"
 
 
@@ -41,30 +43,30 @@ class AllConfig:
 def _share_data(configs: dict[str, Any], out: Path) -> dict[str, Any]:
     """The scaling and the batch-size study on one data set, made once with the larger game count."""
     data = str(out / SHARED_DATA)
-    games = max(configs[scaling.NAME].make_data_games, configs[batch_size.NAME].make_data_games)
-    return {**configs, **{name: dataclasses.replace(configs[name], data=data, make_data_games=games)
-                          for name in (scaling.NAME, batch_size.NAME)}}
+    names = (scaling.STUDY.name, batch_size.STUDY.name)
+    games = max(configs[name].make_data_games for name in names)
+    return {**configs, **{name: dataclasses.replace(configs[name], data=data, make_data_games=games) for name in names}}
 
 
 def config_from_args(args: argparse.Namespace, out: Path) -> AllConfig:
     configs: dict[str, Any] = {}
     left_out: dict[str, str] = {}
-    for face in FACES:
-        module = face.runner()
+    for study in STUDIES:
+        module = study.runner()
         try:
             config = module.preset_config(args.preset, out)
             module.check(config)
-            configs[face.NAME] = config
+            configs[study.name] = config
         except UsageError as error:
-            left_out[face.NAME] = str(error)
-    if args.preset != "full" and scaling.NAME in configs and batch_size.NAME in configs:
+            left_out[study.name] = str(error)
+    if args.preset != "full" and scaling.STUDY.name in configs and batch_size.STUDY.name in configs:
         configs = _share_data(configs, out)
     return AllConfig(out=str(out), preset=args.preset, studies=configs, left_out=left_out)
 
 
 def _module(name: str) -> ModuleType:
     """The runner of the study named `name`."""
-    return next(face for face in FACES if face.NAME == name).runner()
+    return next(study for study in STUDIES if study.name == name).runner()
 
 
 def units(config: AllConfig) -> int:

@@ -23,12 +23,10 @@ import secrets
 import shutil
 import signal
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Iterator
 
-from trainspeed.bench.config import parse_batch_sizes, parse_feeds
 from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
 from trainspeed.studies.checks import check_mahjong_settings
@@ -39,6 +37,8 @@ from trainspeed.studies.common import (
     no_progress,
     run_trainspeed,
 )
+from trainspeed.studies.remote import STUDY
+from trainspeed.studies.remote.config import EMULATIONS, PRESETS, RemoteConfig
 from trainspeed.studies.remote.links import (
     SERVER_PORT,
     Link,
@@ -50,56 +50,26 @@ from trainspeed.studies.remote.links import (
 from trainspeed.wire.credentials import TOKEN_FILE_VARIABLE
 
 ROWS_FILE = "remote.jsonl"
-EMULATIONS = ("auto", "client")
 
 
-@dataclass(frozen=True)
-class RemoteConfig:
-    out: str
-    links: tuple[str, ...] = ("loopback", "1gbit/0.2ms", "100mbit/1ms")
-    """loopback or RATE/RTT in tc's spelling."""
-    emulation: str = "auto"
-    """auto: namespaces and tc where possible, else in the client; client: always in the client."""
-    feeds: tuple[str, ...] = ("host", "device")
-    target: str = "cpu:eager:fp32"
-    """The local baseline, and what every server serves."""
-    size: str = "tiny"
-    batch_sizes: tuple[int, ...] = tuple(2**k for k in range(6, 14))
-    threads: int = 1
-    windows: int = 3
-    min_window_s: float = 0.5
-    min_steps_per_window: int = 4
-    """Pipelining overlaps steps only inside a window, which ends synced."""
-    warmup_steps: int = 1
-    rounds: int = 1
-    lock: str | None = None
-    """A file every bench run holds (`flock`) on a machine shared with other benchmarks."""
-
-    def check(self) -> None:
-        for text in self.links:
-            Link.parse(text)
-        if self.emulation not in EMULATIONS:
-            raise UsageError(f"remote study: --emulation {self.emulation!r}: choose one of {', '.join(EMULATIONS)}")
-        for flag, value in (("--threads", self.threads), ("--windows", self.windows), ("--rounds", self.rounds),
-                            ("--min-steps-per-window", self.min_steps_per_window)):
-            if value < 1:
-                raise UsageError(f"remote study: {flag} must be at least 1, got {value}")
-        if not 0 < self.min_window_s < float("inf"):
-            raise UsageError(f"remote study: --min-window-s must be a positive number, got {self.min_window_s}")
-        if self.lock is not None and shutil.which("flock") is None:
-            raise UsageError("remote study: --lock needs the flock command (util-linux)")
-        try:
-            import trainspeed.wire.remote_pb2_grpc  # noqa: F401
-        except ImportError as error:
-            raise UsageError(f"remote study: the remote target cannot run here ({error}); pip install '.[remote]'") from None
-
-
-PRESETS: dict[str, dict[str, object]] = {
-    "smoke": dict(links=("loopback", "100mbit/1ms"), feeds=("host",), batch_sizes=(64,), windows=1, min_window_s=0.05,
-                  min_steps_per_window=2),
-    "quick": dict(batch_sizes=(64, 512, 2048), min_window_s=0.3),
-    "full": {},
-}
+def check_settings(config: RemoteConfig) -> None:
+    """Every setting of its own (the links, the emulation, the counts), and that the remote target runs here."""
+    for text in config.links:
+        Link.parse(text)
+    if config.emulation not in EMULATIONS:
+        raise UsageError(f"remote study: --emulation {config.emulation!r}: choose one of {', '.join(EMULATIONS)}")
+    for flag, value in (("--threads", config.threads), ("--windows", config.windows), ("--rounds", config.rounds),
+                        ("--min-steps-per-window", config.min_steps_per_window)):
+        if value < 1:
+            raise UsageError(f"remote study: {flag} must be at least 1, got {value}")
+    if not 0 < config.min_window_s < float("inf"):
+        raise UsageError(f"remote study: --min-window-s must be a positive number, got {config.min_window_s}")
+    if config.lock is not None and shutil.which("flock") is None:
+        raise UsageError("remote study: --lock needs the flock command (util-linux)")
+    try:
+        import trainspeed.wire.remote_pb2_grpc  # noqa: F401
+    except ImportError as error:
+        raise UsageError(f"remote study: the remote target cannot run here ({error}); pip install '.[remote]'") from None
 
 
 def _in_flights(feed: str) -> tuple[int, ...]:
@@ -191,7 +161,7 @@ def _bench(config: RemoteConfig, targets: list[str], feed: str, batch_size: int,
 
 
 def run(config: RemoteConfig, command: str, progress: Progress = no_progress) -> list[Path]:
-    config.check()
+    check_settings(config)
     out = (Path(config.out) / ROWS_FILE).resolve()
     with _stopped_by_signals(), contextlib.ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="trainspeed-remote-")))
@@ -212,18 +182,7 @@ def preset_config(preset: str, out: Path) -> RemoteConfig:
 
 
 def config_from_args(args: argparse.Namespace, out: Path) -> RemoteConfig:
-    values: dict[str, object] = dict(PRESETS[args.preset])
-    for name in ("emulation", "target", "size", "threads", "windows", "min_window_s", "min_steps_per_window",
-                 "rounds", "lock"):
-        if getattr(args, name) is not None:
-            values[name] = getattr(args, name)
-    if args.links is not None:
-        values["links"] = tuple(text.strip() for text in args.links.split(",") if text.strip())
-    if args.feed is not None:
-        values["feeds"] = tuple(parse_feeds(args.feed))
-    if args.batch_sizes is not None:
-        values["batch_sizes"] = tuple(parse_batch_sizes(args.batch_sizes))
-    config = RemoteConfig(out=str(out), **values)  # type: ignore[arg-type]
+    config = RemoteConfig(out=str(out), **STUDY.settings(args))  # type: ignore[arg-type]
     check(config)
     return config
 
@@ -235,5 +194,5 @@ def rows_files(config: RemoteConfig) -> dict[Path, tuple[str, ...]]:
 
 def check(config: RemoteConfig) -> None:
     """Every setting, and the size and target its servers and benches get, before anything starts."""
-    config.check()
+    check_settings(config)
     check_mahjong_settings("remote", config.size, (config.target,), served=True)

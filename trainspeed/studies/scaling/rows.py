@@ -74,9 +74,8 @@ class ScalingRunRow:
             data_wait_fraction_worst_rank=summary.data_wait_fraction_worst_rank,
             steady_data_wait_fraction=summary.steady_data_wait_fraction, step_time_s=summary.step_time_s,
             h2d_s_per_step=summary.h2d_s_per_step, bench_samples_per_s=summary.bench_samples_per_s,
-            workload_module=summary.workload_module, workload_version=summary.workload_version,
-            workload_sha256=summary.workload_sha256, run_dir=run_dir, timestamp=now(), command=command,
-            cpu_s_per_wall_s=summary.cpu_s_per_wall_s, machine=summary.machine,
+            run_dir=run_dir, timestamp=now(), cpu_s_per_wall_s=summary.cpu_s_per_wall_s,
+            **summary.provenance(command).fields_of(cls),
         )
 
 

@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from trainspeed.bench.results import ResultRow
-from trainspeed.errors import UsageError
-from trainspeed.flags import machine_cpus
 from trainspeed.rows import append_row
 from trainspeed.studies.checks import (
     check_mahjong_settings,
@@ -34,9 +31,10 @@ from trainspeed.studies.common import (
     COMMAND_START_S,
     Progress,
     no_progress,
-    positive_ints,
     run_trainspeed,
 )
+from trainspeed.studies.scaling import STUDY
+from trainspeed.studies.scaling.config import PRESETS, ScalingConfig
 from trainspeed.studies.scaling.rows import (
     DATA_KINDS,
     ROWS_FILE,
@@ -50,46 +48,6 @@ from trainspeed.train.runs import read_run_summary
 BENCH_FILE = "scaling_bench.jsonl"
 DATA_SEED = 0
 """The seed of the self-play data the study makes when its --data has none."""
-
-
-@dataclass(frozen=True)
-class ScalingConfig:
-    out: str
-    data: str
-    """Self-play shards of the workload; made (`trainspeed data mahjong-selfplay`) when missing."""
-    size: str = "tiny"
-    target: str = "cpu:eager:fp32"
-    ranks: tuple[int, ...] = (1, 2)
-    batch_sizes: tuple[int, ...] = (256, 1024, 4096)
-    """Per-device batch sizes."""
-    steps: int = 30
-    repeats: int = 2
-    threads: int = 1
-    num_workers: int = 1
-    timing_warmup_steps: int = 5
-    make_data_games: int = 150
-
-    def check(self) -> None:
-        if 1 not in self.ranks:
-            raise UsageError(f"scaling study: --ranks {','.join(map(str, self.ranks))} must include 1, "
-                             "the run every other is compared with")
-        if self.steps <= self.timing_warmup_steps:
-            raise UsageError(f"scaling study: --steps {self.steps} must exceed the {self.timing_warmup_steps} "
-                             "timing warm-up steps")
-        for flag, value, least in (("--repeats", self.repeats, 1), ("--threads", self.threads, 1),
-                                   ("--num-workers", self.num_workers, 0), ("--timing-warmup-steps", self.timing_warmup_steps, 0)):
-            if value < least:
-                raise UsageError(f"scaling study: {flag} must be at least {least}, got {value}")
-        if max(self.ranks) > machine_cpus():
-            raise UsageError(f"scaling study: --ranks {max(self.ranks)} is more processes than this machine's "
-                             f"{machine_cpus()} CPUs")
-
-
-PRESETS = {
-    "smoke": dict(ranks=(1, 2), batch_sizes=(32,), steps=4, repeats=1, timing_warmup_steps=1, make_data_games=22),
-    "quick": dict(batch_sizes=(256, 1024), steps=20, repeats=1, make_data_games=60),
-    "full": {},
-}
 
 
 def units(config: ScalingConfig) -> int:
@@ -160,15 +118,8 @@ def preset_config(preset: str, out: Path) -> ScalingConfig:
 
 
 def config_from_args(args: argparse.Namespace, out: Path) -> ScalingConfig:
-    values: dict[str, object] = dict(PRESETS[args.preset])
-    for name in ("size", "target", "steps", "repeats", "threads", "num_workers", "timing_warmup_steps"):
-        if getattr(args, name) is not None:
-            values[name] = getattr(args, name)
-    if args.ranks is not None:
-        values["ranks"] = positive_ints(args.ranks, "--ranks")
-    if args.batch_sizes is not None:
-        values["batch_sizes"] = positive_ints(args.batch_sizes, "--batch-sizes")
-    config = ScalingConfig(out=str(out), data=args.data or str(out / "scaling_data"), **values)  # type: ignore[arg-type]
+    settings = {"data": str(out / "scaling_data"), **STUDY.settings(args)}
+    config = ScalingConfig(out=str(out), **settings)  # type: ignore[arg-type]
     check(config)
     return config
 

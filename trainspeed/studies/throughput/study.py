@@ -11,26 +11,19 @@ in one bench run, so every ratio pairs rows measured side by side. Writes OUT/th
 from __future__ import annotations
 
 import argparse
-import uuid
-from dataclasses import dataclass, field
+import dataclasses
 from pathlib import Path
 
-from trainspeed.bench.config import (
-    BenchConfig,
-    TimingPlan,
-    parse_batch_sizes,
-    parse_feeds,
-    parse_targets,
-)
 from trainspeed.bench.ratios import format_table, ratio_table
 from trainspeed.bench.results import ResultRow, check_results_file
 from trainspeed.bench.sweep import run_sweep
 from trainspeed.errors import UsageError
 from trainspeed.studies.common import COMMAND_START_S, Progress, no_progress
+from trainspeed.studies.throughput import STUDY
+from trainspeed.studies.throughput.config import PRESETS, ROWS_FILE, ThroughputConfig
 from trainspeed.targets import available_targets, target_family
 from trainspeed.workloads import get_workload, resolve_size
 
-ROWS_FILE = "throughput.jsonl"
 PREFERRED = {
     "cuda": ("cuda:eager:fp32", "cuda:eager:bf16", "cuda:compile:bf16", "xla:lazy:bf16"),
     "cpu": ("cpu:eager:fp32", "cpu:compile:fp32", "xla:lazy:fp32", "cpu:eager:bf16"),
@@ -43,37 +36,6 @@ def default_targets() -> tuple[str, ...]:
     available = {name for name, reason in available_targets().items() if reason is None}
     device = "cuda" if "cuda:eager:fp32" in available else "cpu"
     return tuple(name for name in PREFERRED[device] if name in available)
-
-
-@dataclass(frozen=True)
-class ThroughputConfig:
-    out: str
-    workload: str = "mahjong"
-    size: str = "tiny"
-    targets: tuple[str, ...] = field(default_factory=default_targets)
-    batch_sizes: tuple[int, ...] = tuple(2**k for k in range(6, 13))
-    feeds: tuple[str, ...] = ("device", "host")
-    windows: int = 5
-    min_window_s: float = 0.5
-    warmup_steps: int = 3
-    threads: int | None = 1
-
-    def bench_config(self, command: str) -> BenchConfig:
-        """The one bench run of the study (checked as `trainspeed bench` checks its flags)."""
-        return BenchConfig(workload=self.workload, size=self.size, targets=list(self.targets),
-                           batch_sizes=list(self.batch_sizes), out=Path(self.out) / ROWS_FILE,
-                           plan=TimingPlan(warmup_steps=self.warmup_steps, windows=self.windows,
-                                           min_window_s=self.min_window_s),
-                           feeds=list(self.feeds), threads=self.threads, run_id=f"throughput-{uuid.uuid4().hex[:8]}",
-                           command=command)
-
-
-PRESETS: dict[str, dict[str, object]] = {
-    "smoke": dict(targets=("cpu:eager:fp32", "cpu:eager:bf16"), batch_sizes=(16, 32), windows=1, min_window_s=0.05,
-                  warmup_steps=1),
-    "quick": dict(batch_sizes=(64, 256, 1024), windows=3, min_window_s=0.3),
-    "full": {},
-}
 
 
 def units(config: ThroughputConfig) -> int:
@@ -102,22 +64,17 @@ def run(config: ThroughputConfig, command: str, progress: Progress = no_progress
     return [bench.out]
 
 
+def _with_targets(config: ThroughputConfig) -> ThroughputConfig:
+    """The config with the study's targets available here where it names none."""
+    return config if config.targets else dataclasses.replace(config, targets=default_targets())
+
+
 def preset_config(preset: str, out: Path) -> ThroughputConfig:
-    return ThroughputConfig(out=str(out), **PRESETS[preset])  # type: ignore[arg-type]
+    return _with_targets(ThroughputConfig(out=str(out), **PRESETS[preset]))  # type: ignore[arg-type]
 
 
 def config_from_args(args: argparse.Namespace, out: Path) -> ThroughputConfig:
-    values: dict[str, object] = dict(PRESETS[args.preset])
-    for name in ("workload", "size", "windows", "min_window_s", "threads"):
-        if getattr(args, name) is not None:
-            values[name] = getattr(args, name)
-    if args.targets is not None:
-        values["targets"] = tuple(parse_targets(args.targets))
-    if args.batch_sizes is not None:
-        values["batch_sizes"] = tuple(parse_batch_sizes(args.batch_sizes))
-    if args.feed is not None:
-        values["feeds"] = tuple(parse_feeds(args.feed))
-    config = ThroughputConfig(out=str(out), **values)  # type: ignore[arg-type]
+    config = _with_targets(ThroughputConfig(out=str(out), **STUDY.settings(args)))
     check(config)
     return config
 

@@ -6,7 +6,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainspeed.errors import UsageError
+from trainspeed.flags import (
+    DEFAULT_INT_RANGE,
+    POSITIVE,
+    POSITIVE_INTS,
+    PROCESSES,
+    THREADS,
+    WORKERS,
+    WORKLOAD_HELP,
+    Range,
+    flag_field,
+)
 from trainspeed.rows import Batch, Positive
+from trainspeed.studies.common import FACTOR_LIST
+
+DEFAULT_WORKLOAD = "mahjong"
+"""The workload the study trains unless --workload names another."""
 
 LR_EDGE_FACTOR = 2.0
 """How far past an edge of the sweep the next factor tried lies (x2 above the largest, /2 below the smallest)."""
@@ -14,43 +29,53 @@ LR_EDGE_FACTOR = 2.0
 
 @dataclass(frozen=True)
 class TimeToTargetConfig:
-    workload: str
-    data: str
+    workload: str = flag_field(help=WORKLOAD_HELP, default_text=DEFAULT_WORKLOAD)
+    data: str = flag_field(help="the workload's dataset (its validation split measures the goal)")
     """The workload's dataset (its validation split is what the goal is measured on)."""
-    until: str
+    until: str = flag_field(help="the goal, e.g. 'val/accuracy>=0.8' or 'val/loss<=2.1'")
     """The quality goal of every run, as `trainspeed train --until` takes it."""
     out: str
-    size: str = ""
+    size: str = flag_field("", help="the workload's size", default_text="its default size")
     """The workload's size ("": its default)."""
-    target: str = "cpu:eager:fp32"
-    nproc: Batch = 1
-    threads: Batch = 1
-    num_workers: int = 1
-    parallel_runs: int = 2
+    target: str = flag_field("cpu:eager:fp32", help="target of every run")
+    nproc: Batch = flag_field(1, help="ranks of every run", value_range=PROCESSES)
+    threads: Batch = flag_field(1, help="torch threads per rank", value_range=THREADS)
+    num_workers: int = flag_field(1, help="loader workers per rank", value_range=WORKERS)
+    parallel_runs: int = flag_field(2, help="trainings at once", value_range=PROCESSES)
     """Trainings at once (each nproc x threads cores)."""
-    global_batches: tuple[Batch, ...] = (32, 128, 512, 2048)
-    seeds: int = 3
+    global_batches: tuple[Batch, ...] = flag_field((32, 128, 512, 2048), read=POSITIVE_INTS, help="global batches")
+    seeds: int = flag_field(3, help="training seeds per batch, 0..N-1; seed 0 tunes the LR", value_range=POSITIVE)
     """Training seeds per batch (0 .. seeds-1); seed 0 also tunes the learning rate."""
-    base_lr: Positive | None = None
+    base_lr: Positive | None = flag_field(None, help="peak LR at the reference batch", default_text="the workload's",
+                                          value_range=Range(0, 10, low_open=True))
     """Peak LR at the reference batch (None: the workload's own optimizer LR)."""
-    reference_batch: Batch | None = None
+    reference_batch: Batch | None = flag_field(None, help="the batch --base-lr is for; batch B starts from base_lr x "
+                                               "sqrt(B / this)", value_range=POSITIVE,
+                                               default_text="the workload's reference batch, else the smallest "
+                                               "global batch")
     """The batch base_lr is for (None: the workload's reference batch, else the smallest global batch)."""
-    lr_factors: tuple[Positive, ...] = (0.5, 1.0, 2.0)
+    lr_factors: tuple[Positive, ...] = flag_field((0.5, 1.0, 2.0), read=FACTOR_LIST,
+                                                  help="multiples of the square-root-scaled LR tried first")
     """Multiples of the square-root-scaled LR tried first at every batch, on seed 0."""
-    max_lr_extensions: int = 3
+    max_lr_extensions: int = flag_field(3, help="more LR factors tried past an edge, at most",
+                                        value_range=DEFAULT_INT_RANGE)
     """How many more factors a batch's sweep tries past an edge while its best factor lies at one."""
-    max_samples: int = 262144
+    max_samples: int = flag_field(262144, help="budget of every run in samples: short of the goal by then is "
+                                  "'not reached'", value_range=POSITIVE)
     """Each run's budget: a run that has not met the goal by then is "not reached within N samples"."""
-    eval_every_samples: int = 4096
+    eval_every_samples: int = flag_field(4096, help="samples between validations", value_range=POSITIVE)
     """Samples between validations (the crossing is interpolated between the two that bracket it)."""
-    val_samples: int | None = 2048
+    val_samples: int | None = flag_field(2048, help="validation samples per pass, a multiple of every batch",
+                                         value_range=POSITIVE)
     """Validation samples per pass (a multiple of every batch); None: the whole split."""
-    warmup_samples: int = 4096
+    warmup_samples: int = flag_field(4096, help="LR warm-up in samples; constant LR after it",
+                                     value_range=DEFAULT_INT_RANGE)
     """Linear LR warm-up, in samples; the LR is constant after it, so steps to target do not depend
     on the budget (a cosine over max_samples would make them)."""
-    noise_scale_micro_batches: int = 2
+    noise_scale_micro_batches: int = flag_field(2, help="one rank: slices of each step the unbiased noise scale "
+                                                "comes from (1: the previous step's gradient)", value_range=POSITIVE)
     """Slices of each one-rank step that the unbiased noise scale is measured from (1: the previous step's gradient)."""
-    runs_dir: str = ""
+    runs_dir: str = flag_field("", help="where the runs go", default_text="OUT/time_to_target_runs")
     """Where the runs go (default: OUT/time_to_target_runs)."""
 
     @property

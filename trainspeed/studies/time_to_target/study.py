@@ -34,7 +34,7 @@ from pathlib import Path
 
 from trainspeed.atomic import create_exclusive_text, move_to_new
 from trainspeed.errors import UsageError
-from trainspeed.rows import append_row
+from trainspeed.rows import Provenance, append_row
 from trainspeed.stats import bootstrap_fit
 from trainspeed.studies.common import (
     COMMAND_START_S,
@@ -42,13 +42,11 @@ from trainspeed.studies.common import (
     RunSpec,
     StudyFailed,
     no_progress,
-    positive_floats,
-    positive_ints,
     run_trainspeed,
     shown,
 )
-from trainspeed.studies.time_to_target import SCALAR_FLAGS
-from trainspeed.studies.time_to_target.config import LR_EDGE_FACTOR, PRESETS, TimeToTargetConfig
+from trainspeed.studies.time_to_target import STUDY
+from trainspeed.studies.time_to_target.config import DEFAULT_WORKLOAD, LR_EDGE_FACTOR, PRESETS, TimeToTargetConfig
 from trainspeed.studies.time_to_target.rows import (
     ROWS_FILE,
     TimeToTargetBatchRow,
@@ -251,8 +249,8 @@ def run_row(study_id: str, recipe: StudyRecipe, spec: RunSpec, purpose: str) -> 
         train_s=record.train_s, wall_s=record.wall_s, validations=validations, command_s=_command_s(config, spec),
         b_simple=near.b_simple_avg if near is not None else None,
         noise_scale_method=near.method if near is not None else None,
-        end_to_end_samples_per_s=summary.end_to_end_samples_per_s, command=shown(*train_command(run_config(recipe, spec))),
-        machine=summary.machine)
+        end_to_end_samples_per_s=summary.end_to_end_samples_per_s,
+        **summary.provenance(shown(*train_command(run_config(recipe, spec)))).fields_of(TimeToTargetRunRow))
 
 
 # --- the learning-rate sweep ----------------------------------------------------------------------
@@ -362,8 +360,7 @@ def fit_row(study_id: str, recipe: StudyRecipe, batches: list[TimeToTargetBatchR
         b_simple=statistics.median(simple) if simple else None,
         b_simple_per_batch={str(row.global_batch): row.b_simple for row in fitted},
         relative_rms=math.sqrt(statistics.fmean(error * error for error in errors)),
-        workload_module=recipe.identity.get("workload_module"), workload_version=recipe.identity.get("workload_version"),
-        workload_sha256=recipe.identity.get("workload_sha256"))
+        **Provenance(**recipe.identity).fields_of(TimeToTargetFitRow))
 
 
 # --- the study ------------------------------------------------------------------------------------
@@ -411,8 +408,9 @@ def run(config: TimeToTargetConfig, command: str, progress: Progress = no_progre
     header = TimeToTargetSettingsRow(
         study_id=study_id, settings=config, workload=config.workload, size=recipe.size, until=config.until,
         metric=recipe.goal.metric, base_lr=recipe.base_lr, base_lr_from=recipe.base_lr_from,
-        reference_batch=recipe.reference_batch, command=command, total_s=time.perf_counter() - started,
-        machine=runs[0].machine if runs else None, **recipe.identity)
+        reference_batch=recipe.reference_batch, total_s=time.perf_counter() - started,
+        **Provenance(command=command, machine=runs[0].machine if runs else None, **recipe.identity)
+        .fields_of(TimeToTargetSettingsRow))
     out = Path(config.out) / ROWS_FILE
     for row in [header, *runs, *batches, *([fit] if fit else [])]:
         append_row(out, row)
@@ -476,7 +474,7 @@ def resolve_recipe(config: TimeToTargetConfig) -> StudyRecipe:
 
 
 def preset_config(preset: str, out: Path) -> TimeToTargetConfig:
-    return TimeToTargetConfig(workload="mahjong", data=str(out / "time_to_target_data"), until="val/accuracy>=0.5",
+    return TimeToTargetConfig(workload=DEFAULT_WORKLOAD, data=str(out / "time_to_target_data"), until="val/accuracy>=0.5",
                               out=str(out), **PRESETS[preset])
 
 
@@ -484,14 +482,8 @@ def config_from_args(args: argparse.Namespace, out: Path) -> TimeToTargetConfig:
     if args.data is None or args.until is None:
         raise UsageError("time-to-target study: give --data (the workload's dataset) and --until (the goal, e.g. "
                          "'val/accuracy>=0.8')")
-    values: dict[str, object] = dict(PRESETS[args.preset])
-    values.update({name: getattr(args, name) for name in SCALAR_FLAGS if getattr(args, name) is not None})
-    if args.global_batches is not None:
-        values["global_batches"] = positive_ints(args.global_batches, "--global-batches")
-    if args.lr_factors is not None:
-        values["lr_factors"] = positive_floats(args.lr_factors, "--lr-factors")
-    config = TimeToTargetConfig(workload=args.workload, data=args.data, until=args.until, out=str(out),
-                                **values)  # type: ignore[arg-type]
+    settings = {"workload": DEFAULT_WORKLOAD, **STUDY.settings(args)}
+    config = TimeToTargetConfig(out=str(out), **settings)  # type: ignore[arg-type]
     config.check()
     if not Path(config.data).exists():
         raise UsageError(f"time-to-target study: --data {config.data} does not exist; make the workload's dataset first "
