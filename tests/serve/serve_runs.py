@@ -53,6 +53,11 @@ class ServeProcess:
         self.name = self.process.stdout.readline().strip()
         assert self.name.startswith("remote:"), self.stderr()
 
+    @property
+    def address(self) -> str:
+        """HOST:PORT of the server, from its target name (`remote:HOST:PORT/device:mode:precision`)."""
+        return self.name.removeprefix("remote:").split("/", 1)[0]
+
     def stderr(self) -> str:
         self.log.seek(0)
         return self.log.read()

@@ -93,7 +93,7 @@ def count_flops_per_sample(workload: "Workload", size: str, seed: int = 0) -> tu
         except BuildFailed as error:
             raise FlopCountError(f"the model cannot be built ({_first_line(error.__cause__ or error)})") from None
         except CheckStopped as error:
-            raise FlopCountError(f"the counted steps did not end: {error}") from None
+            raise FlopCountError(f"the counted steps stopped: {error}") from None
         except Exception as error:  # noqa: BLE001 - meta could not run the steps, and the host failed them
             raise FlopCountError(f"the steps fail on the host: {_first_line(error)}") from None
     if ran.result is None:

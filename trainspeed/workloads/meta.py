@@ -85,7 +85,11 @@ def check_limits(limits: CheckLimits) -> Iterator[None]:
 
 
 class CheckStopped(Exception):
-    """The run went past its time limit, or the one it ran for stopped waiting."""
+    """The run went past its time limit (`timed_out`), or the one it ran for stopped waiting."""
+
+    def __init__(self, reason: str, timed_out: bool) -> None:
+        super().__init__(reason)
+        self.timed_out = timed_out
 
 
 class TooLargeForHost(Exception):
@@ -107,8 +111,8 @@ class Deadline:
     limits: CheckLimits
     started: float
     ops: int = 0
-    stopped: str | None = None
-    """Why the run stopped; once set, every later op raises again (a library that catches the
+    stopped: CheckStopped | None = None
+    """Why the run stopped; once set, every later op raises it again (a library that catches the
     first exception does not get to run on)."""
 
     @classmethod
@@ -119,16 +123,15 @@ class Deadline:
         if self.stopped is None:
             self.ops += 1
             if time.monotonic() - self.started > self.limits.time_s:
-                self.stopped = f"it ran past its limit of {self.limits.time_s:g} s"
+                self.stopped = CheckStopped(f"it ran past its limit of {self.limits.time_s:g} s", timed_out=True)
             elif (self.limits.cancelled is not None and self.ops % CANCEL_POLL_OPS == 0
                   and self.limits.cancelled()):
-                self.stopped = "nobody waits for it any more"
-        if self.stopped is not None:
-            raise CheckStopped(self.stopped)
+                self.stopped = CheckStopped("nobody waits for it any more", timed_out=False)
+        self.raise_if_stopped()
 
     def raise_if_stopped(self) -> None:
         if self.stopped is not None:
-            raise CheckStopped(self.stopped)
+            raise CheckStopped(str(self.stopped), self.stopped.timed_out)
 
 
 def _is_float(value: Any) -> bool:

@@ -36,15 +36,16 @@ def check_size(name: str, given: str, build: Callable[[], nn.Module], call: Call
 
     Every failure is one UsageError echoing the size as the user gave it (`given`): a builder that
     raises cannot be built at that size; a run that raises is told by `cannot_run(error)`; a check
-    past its time limit asks for a smaller size."""
+    past its time limit asks for a smaller size (one that nobody waits for any more just stops)."""
     try:
         return run_without_memory(build, call)
     except BuildFailed as error:
         raise UsageError(f"--size {shown(given)}: {name} cannot be built at it "
                          f"({type(error.__cause__).__name__}: {first_line(error)})") from None
     except CheckStopped as error:
+        proceed = "; choose a smaller size" if error.timed_out else ""
         raise UsageError(f"--size {shown(given)}: the check of {name} at it (the model built on the meta device and "
-                         f"run on a batch) did not end: {error}; choose a smaller size") from None
+                         f"run on a batch) stopped: {error}{proceed}") from None
     except UsageError:
         raise
     except Exception as error:  # noqa: BLE001 - the library's refusal, told in one line
