@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from trainspeed.workloads.flops import FlopCountError, count_flops_per_sample
 from trainspeed.workloads.identity import definition_sha256
 from trainspeed.workloads.meta import HOST_MAX_PARAMETERS, CheckLimits, check_limits, device_of, run_without_memory
 
+UNHURRIED = CheckLimits(time_s=600.0)
+"""For what must run to its end on a machine however loaded: the time limit is a backstop."""
 TINY_MODELS = {
     "timm:resnet18": "tiny,res=32",
     "torchvision:resnet18": "tiny,res=32",
@@ -140,7 +143,8 @@ def test_a_check_past_its_time_limit_or_for_nobody_stops_and_asks_for_a_smaller_
 def test_a_mixture_of_experts_runs_on_meta_and_a_large_one_is_counted_there_never_built_on_the_host() -> None:
     mixtral = get_workload("hf:mixtral")
     # meta's grouped matmul refuses float32 (a CUDA restriction the host kernel lacks)
-    assert count_flops_per_sample(mixtral, resolve_size(mixtral, "tiny,num_hidden_layers=1,seq=16"))[1] == "meta"
+    with check_limits(UNHURRIED):  # were meta to fail, the host would count it: the time limit must not decide
+        assert count_flops_per_sample(mixtral, resolve_size(mixtral, "tiny,num_hidden_layers=1,seq=16"))[1] == "meta"
     wide = resolve_size(mixtral, "tiny,num_hidden_layers=1,hidden_size=2048,intermediate_size=7168,vocab_size=32000,seq=16")
     ran = run_without_memory(lambda: mixtral.build(wide), lambda trainable: None)
     assert ran.parameters > HOST_MAX_PARAMETERS and ran.device == "meta"
@@ -159,15 +163,16 @@ def test_what_meta_cannot_run_runs_on_the_host_only_when_small_and_within_its_by
 
         return lambda: bart._create_model(language_model_size), call
 
-    ran = run_without_memory(*forward("tiny,num_hidden_layers=1,seq=16"))
-    assert ran.device == "cpu" and "cannot be called on meta tensors" in str(ran.meta_error)
-    # attention over 100,000 positions: sized on meta before the host allocates or computes it, and not run
-    ran = run_without_memory(*forward("tiny,num_hidden_layers=1,seq=100000"))
-    assert ran.device is None and "one of its ops would compute 5.1e+12 FLOPs on the host" in ran.host_skipped
-    with check_limits(CheckLimits(host_max_bytes=8 << 20)):  # less than its 25 MB embedding
+    with check_limits(UNHURRIED):
+        ran = run_without_memory(*forward("tiny,num_hidden_layers=1,seq=16"))
+        assert ran.device == "cpu" and "cannot be called on meta tensors" in str(ran.meta_error)
+        # attention over 100,000 positions: sized on meta before the host allocates or computes it, and not run
+        ran = run_without_memory(*forward("tiny,num_hidden_layers=1,seq=100000"))
+        assert ran.device is None and "one of its ops would compute 5.1e+12 FLOPs on the host" in ran.host_skipped
+    with check_limits(dataclasses.replace(UNHURRIED, host_max_bytes=8 << 20)):  # less than its 25 MB embedding
         ran = run_without_memory(*forward("tiny,num_hidden_layers=1,seq=16"))
     assert ran.device is None and ran.host_skipped == "it would hold more than 8 MiB on the host"
-    with check_limits(CheckLimits(host_max_bytes=0)):
+    with check_limits(dataclasses.replace(UNHURRIED, host_max_bytes=0)):
         assert run_without_memory(*forward("tiny,num_hidden_layers=1,seq=16")).device is None
     with pytest.raises(FlopCountError, match=r"meta cannot run the steps \(RuntimeError: Tensor.item\(\) cannot be called "
                                              r"on meta tensors\) and the host did not run them: at 406M parameters it is "
