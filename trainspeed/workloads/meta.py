@@ -6,8 +6,9 @@ a training step) need shapes, not values, so both run on the meta device, where 
 shape and no storage. Three things keep that from being free, and this module bounds each:
 
 - time: meta kernels are Python, so a step of a 2,000-layer model takes most of a minute. Every op
-  dispatched checks a deadline (`CheckLimits.time_s`) and whether whoever asked is still waiting
-  (`CheckLimits.cancelled`: a server's client that left), and stops the run (`CheckStopped`);
+  dispatched checks a deadline (`CheckLimits.time_s` of CPU time) and whether whoever asked is
+  still waiting (`CheckLimits.cancelled`: a server's client that left), and stops the run
+  (`CheckStopped`);
 - builders that read values: a builder that computes its widths with torch ops and reads them
   (torchvision's RegNet) cannot run under the meta device. It is built again with its tensors on
   the host and every parameter and buffer moved to meta as it is registered (`build_on_meta`);
@@ -40,7 +41,8 @@ from torch.utils._pytree import tree_flatten, tree_map_only
 from torch.utils.flop_counter import flop_registry
 
 CHECK_TIME_S = 30.0
-"""How long a check or count may run (a forward pass of a 256-layer model on meta takes about 8 s)."""
+"""The CPU time a check may take in its thread (a forward pass of a 256-layer model on meta takes
+about 8 s). CPU time, not wall time: a loaded machine makes a check wait, not a larger one."""
 HOST_MAX_PARAMETERS = 100_000_000
 """The largest model run on the host where meta cannot run it (400 MB of float32)."""
 HOST_MAX_BYTES = 2 << 30
@@ -117,13 +119,14 @@ class Deadline:
 
     @classmethod
     def start(cls) -> "Deadline":
-        return cls(_LIMITS.get(), time.monotonic())
+        return cls(_LIMITS.get(), time.thread_time())
 
     def check(self) -> None:
         if self.stopped is None:
             self.ops += 1
-            if time.monotonic() - self.started > self.limits.time_s:
-                self.stopped = CheckStopped(f"it ran past its limit of {self.limits.time_s:g} s", timed_out=True)
+            if time.thread_time() - self.started > self.limits.time_s:
+                self.stopped = CheckStopped(f"it ran past its limit of {self.limits.time_s:g} s of CPU time",
+                                            timed_out=True)
             elif (self.limits.cancelled is not None and self.ops % CANCEL_POLL_OPS == 0
                   and self.limits.cancelled()):
                 self.stopped = CheckStopped("nobody waits for it any more", timed_out=False)

@@ -134,7 +134,7 @@ def test_a_check_past_its_time_limit_or_for_nobody_stops_and_asks_for_a_smaller_
     gpt2 = get_workload("hf:gpt2")
     with check_limits(CheckLimits(time_s=0.0)), pytest.raises(UsageError) as raised:
         resolve_size(gpt2, "tiny,n_layer=1")
-    assert "stopped: it ran past its limit of 0 s; choose a smaller size" in str(raised.value)
+    assert "stopped: it ran past its limit of 0 s of CPU time; choose a smaller size" in str(raised.value)
     with check_limits(CheckLimits(cancelled=lambda: True)), pytest.raises(UsageError, match="nobody waits for it any more"):
         resolve_size(gpt2, "tiny,n_layer=2")
     assert resolve_size(gpt2, "tiny,n_layer=1") == "tiny,n_layer=1"  # the limits were this thread's, for those checks
