@@ -7,22 +7,28 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 import grpc
 import psutil
 import pytest
 import torch
 
+from trainspeed.errors import UsageError
 from trainspeed.serve.memory import SessionMemory, StateLimit, model_bytes
 from trainspeed.serve.refusal import Refusal
 from trainspeed.serve.session import RequestReader
 from trainspeed.targets import get_target
 from trainspeed.wire import remote_pb2 as pb
+from trainspeed.wire import remote_pb2_grpc as pb_grpc
 from trainspeed.wire.client import RemoteError
+from trainspeed.wire.limits import CLIENT_OPTIONS
 from trainspeed.wire.state import nested_tensors
 from trainspeed.workloads import get_workload
 from trainspeed.workloads.base import setup_optimizers
 from trainspeed.workloads.identity import identify
+from trainspeed.workloads.mahjong.workload import MahjongWorkload
+from trainspeed.workloads.meta import CheckStopped, device_of, run_without_memory
 
 from serve_runs import WORKLOAD, ServeProcess, batches, local_losses, raw_session, remote_losses, wait_until
 
@@ -166,3 +172,54 @@ def test_a_size_check_for_a_client_that_has_gone_stops(serve):
     (command,) = RequestReader(server.host, memory).handle(request)
     assert command.kind == "open"
     memory.close()
+
+
+CHECKING = threading.Event()
+
+
+class SlowCheckWorkload(MahjongWorkload):
+    """Mahjong whose size check runs until nobody waits for it: an op on meta every 50 ms, no CPU
+    time spent (so only a cancelled call ends it, not the check's time limit)."""
+
+    name = "slow-check"
+
+    def normalize_size(self, size: str | None) -> str:
+        CHECKING.set()
+
+        def run(model: torch.nn.Module) -> None:
+            while True:
+                time.sleep(0.05)
+                torch.zeros(1, device=device_of(model))
+
+        try:
+            run_without_memory(lambda: torch.nn.Linear(1, 1), run)
+        except CheckStopped as stopped:
+            raise UsageError(f"--size {size}: the check stopped: {stopped}") from None
+        return size or self.default_size
+
+
+def test_a_stopped_server_returns_after_the_size_checks_of_its_sessions_have_stopped(serve):
+    """SIGTERM while a session's reader checked a client's size once aborted the server ("terminate
+    called without an active exception"): the process ended under the reader's torch ops. Stopping
+    cancels the calls, their checks stop, and `stop` returns once the readers have ended."""
+    server = serve(workloads=("test_memory:SlowCheckWorkload",))
+    workload = get_workload("test_memory:SlowCheckWorkload")
+    open_message = pb.ClientMessage(open=pb.Open(workload="slow-check", size="tiny", seed=0,
+                                                 target=server.host.target_name,
+                                                 workload_sha256=identify(workload).definition_sha256))
+    channel = grpc.insecure_channel(str(server.address), options=CLIENT_OPTIONS)
+    leave = threading.Event()
+
+    def messages():
+        yield open_message
+        leave.wait(120)
+
+    call = pb_grpc.TrainerStub(channel).Session(messages(), timeout=120)
+    try:
+        assert CHECKING.wait(60)
+        server.stop(0.1)
+        assert not [thread.name for thread in threading.enumerate() if thread.name.startswith("trainspeed-serve-reader")]
+    finally:
+        leave.set()
+        call.cancel()
+        channel.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -37,6 +38,23 @@ class DeviceHost:
     live_sessions: int = 0
     _count_lock: threading.Lock = field(default_factory=threading.Lock)
     _peak_tflops: float | None = None
+    _readers: set[threading.Thread] = field(default_factory=set)
+    """Sessions' reader threads still running: a reader may be checking a client's size, in torch,
+    when the server stops, and the process must not end under it."""
+
+    def start_reader(self, reader: threading.Thread) -> None:
+        with self._count_lock:
+            self._readers = {thread for thread in self._readers if thread.is_alive()} | {reader}
+        reader.start()
+
+    def join_readers(self, timeout_s: float) -> None:
+        """Wait for the readers of ended sessions (their calls are cancelled, so a size check they
+        run stops within a few ops), at most `timeout_s` in all."""
+        deadline = time.monotonic() + timeout_s
+        with self._count_lock:
+            readers = list(self._readers)
+        for reader in readers:
+            reader.join(max(0.0, deadline - time.monotonic()))
 
     @property
     def target_name(self) -> str:

@@ -421,8 +421,8 @@ def serve_session(host: DeviceHost, requests: Iterable[pb.ClientMessage], contex
                     host.target.reset_compilation()
                     host.target.reset_peak_memory()
             reader = RequestReader(host, memory, client_gone=lambda: not context.is_active())
-            threading.Thread(target=read_requests, args=(requests, commands, reader, activity), daemon=True,
-                             name=f"trainspeed-serve-reader-{context.peer()}").start()
+            host.start_reader(threading.Thread(target=read_requests, args=(requests, commands, reader, activity),
+                                               daemon=True, name=f"trainspeed-serve-reader-{context.peer()}"))
             session = DeviceSession(host, context.peer(), memory)
             replies = StalledReplies(context, host.idle_timeout_s)
             try:
