@@ -53,6 +53,8 @@ at between ops, so one op's time must be bounded by itself. Attention runs as it
 host (the math backend), which torch's formulas count."""
 CANCEL_POLL_OPS = 64
 """Ops between two looks at `CheckLimits.cancelled` (it may cost a call into gRPC)."""
+SWEEP_OPS = 64
+"""Ops of a host run between two looks at which of its storages are still held."""
 
 M = TypeVar("M")
 R = TypeVar("R")
@@ -174,9 +176,11 @@ def _on_meta(value: Any) -> Any:
 
 
 class HostRun(TorchDispatchMode):
-    """Every op of a host run, within the deadline and `limit_bytes` of live tensor storage: each
-    op's outputs are sized on meta before the host allocates them (an op meta cannot size runs and
-    is counted after), and storages are counted while anything still holds them."""
+    """Every op of a host run, within the deadline, `limit_bytes` of live tensor storage and
+    HOST_MAX_OP_FLOPS an op: each op's outputs are sized and its FLOPs counted on meta before the
+    host runs it (an op meta cannot size runs and is counted after), and storages are counted while
+    anything but this mode holds them (looked at every SWEEP_OPS ops, and whenever near the limit,
+    so a storage the run has dropped is not held for long)."""
 
     def __init__(self, deadline: Deadline, limit_bytes: int) -> None:
         super().__init__()
@@ -184,6 +188,7 @@ class HostRun(TorchDispatchMode):
         self.limit_bytes = limit_bytes
         self.held_bytes = 0
         self._storages: dict[int, torch.UntypedStorage] = {}
+        self._ops = 0
 
     def _sweep(self) -> None:
         for key, storage in list(self._storages.items()):
@@ -207,13 +212,16 @@ class HostRun(TorchDispatchMode):
 
     def _refuse_beyond(self, nbytes: int) -> None:
         if self.held_bytes + nbytes > self.limit_bytes:
-            self._sweep()  # only near the limit: the count held so far may include storages freed since
+            self._sweep()  # the count may include storages freed since the last look
         if self.held_bytes + nbytes > self.limit_bytes:
             raise TooLargeForHost(f"it would hold more than {self.limit_bytes / 2**20:,.0f} MiB on the host")
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.deadline.check()
         kwargs = kwargs or {}
+        self._ops += 1
+        if self._ops % SWEEP_OPS == 0:
+            self._sweep()
         if not _aliases(func):
             planned = self._planned(func, args, kwargs)
             if planned is not None:
