@@ -92,6 +92,11 @@ class ServeProcess:
             self.stop()
             raise AssertionError(f"trainspeed serve printed no target name: {self.stderr()[-3000:]}")
 
+    @property
+    def address(self) -> str:
+        """HOST:PORT of the server, from its target name (`remote:HOST:PORT/device:mode:precision`)."""
+        return self.name.removeprefix("remote:").split("/", 1)[0]
+
     def stderr(self) -> str:
         self.log.seek(0)
         return self.log.read()

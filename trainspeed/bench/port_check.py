@@ -8,7 +8,9 @@ on a tensor) waits for the device and copies. The check builds the workload on a
 through the same Target API the bench uses, runs warm-up steps, then counts those three over the
 measured steps (the target's timed-window hooks, as in every bench row). For each op that fell
 back it runs one more step under a dispatch mode that notes the Python line calling it, since the
-counter names the op but not where the workload called it.
+counter names the op but not where the workload called it. A part of the check that runs long (XLA
+compiling a large graph for minutes) says so on stderr while it runs, and compiling for longer
+than `port_check_rows.LONG_COMPILE_S` in all is a finding of its own.
 
 This module imports no torch until a check runs: the command line builds its flags from
 `PortCheckConfig` for `--help`.
@@ -16,17 +18,21 @@ This module imports no torch until a check runs: the command line builds its fla
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
+import sys
 import sysconfig
+import threading
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
 
 from trainspeed.errors import UsageError
 from trainspeed.flags import INT_FLAG_MAX, MAX_BATCH_SIZE, ranged
-from trainspeed.bench.port_check_rows import PORTED, FallbackOp, PortCheck, verdict
+from trainspeed.bench.port_check_rows import PORTED, FallbackOp, PortCheck, duration, verdict
 from trainspeed.machine import Machine
 
 if TYPE_CHECKING:  # the check needs torch when it runs; its config and result do not
@@ -37,6 +43,11 @@ if TYPE_CHECKING:  # the check needs torch when it runs; its config and result d
 XLA_DEVICE = "xla"
 MAX_CALLERS = 5
 """Python lines kept per fallback op: the first few distinct callers point at the fix."""
+PROGRESS_AFTER_S = 30.0
+"""A part of the check (the build, a warm-up step, the measured steps) that runs longer says so on
+stderr, and again every PROGRESS_EVERY_S: XLA compiles a large graph for minutes, and says
+nothing until its own "Very slow compile?" alarm."""
+PROGRESS_EVERY_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -136,6 +147,51 @@ def find_callers(target: Target, trainable: Trainable, next_batch: BatchSource, 
     return callers
 
 
+def compile_totals() -> tuple[int, float]:
+    """Graphs XLA has compiled in this process, and the seconds it spent compiling them."""
+    import torch_xla.debug.metrics as met
+
+    data = met.metric_data("CompileTime")
+    return (int(data[0]), float(data[1]) / 1e9) if data else (0, 0.0)
+
+
+class Progress:
+    """Says on `stream` what a part of the check is doing once it has run PROGRESS_AFTER_S, and
+    again every PROGRESS_EVERY_S until it ends, with what XLA has compiled so far (`compiled`:
+    graphs and seconds, read while the part runs: XLA compiles without holding Python's lock)."""
+
+    def __init__(self, compiled: Callable[[], tuple[int, float]], stream: TextIO | None = None,
+                 after_s: float = PROGRESS_AFTER_S, every_s: float = PROGRESS_EVERY_S) -> None:
+        self.compiled = compiled
+        self.stream = stream
+        self.after_s = after_s
+        self.every_s = every_s
+
+    def line(self, doing: str, elapsed_s: float, before: tuple[int, float]) -> str:
+        graphs, seconds = self.compiled()
+        return (f"check: still {doing} after {duration(elapsed_s)}; XLA compiles a step's graph the first time it "
+                f"runs it (graphs compiled since this began: {graphs - before[0]}, in {duration(seconds - before[1])})")
+
+    @contextlib.contextmanager
+    def part(self, doing: str) -> Iterator[None]:
+        ended = threading.Event()
+        started, before = time.monotonic(), self.compiled()
+
+        def watch() -> None:
+            wait_s = self.after_s
+            while not ended.wait(wait_s):
+                print(self.line(doing, time.monotonic() - started, before), file=self.stream or sys.stderr, flush=True)
+                wait_s = self.every_s
+
+        watcher = threading.Thread(target=watch, daemon=True, name="trainspeed-check-progress")
+        watcher.start()
+        try:
+            yield
+        finally:
+            ended.set()
+            watcher.join()
+
+
 class StepFailed(Exception):
     """The workload's step raised on the target: no counts to read (the command says why, exit 1)."""
 
@@ -158,20 +214,27 @@ def run_port_check(config: PortCheckConfig) -> PortCheck:
     from trainspeed.targets.xla import PortStats, read_counters
 
     before_build = read_counters()
+    compiled_before = compile_totals()
+    progress = Progress(compile_totals)
+    what = f"{workload.name} {size} on {config.target}"
     try:
-        trainable = target.build(workload, size, config.seed)
-        feed = make_feed("device", target, workload, size, config.batch_size, config.seed)
-        for _ in range(config.warmup_steps):
-            target.run_step(trainable, feed.next_batch())
-        target.sync()
-        target.start_timed_windows()
-        for _ in range(config.steps):
-            loss = target.run_step(trainable, feed.next_batch())
-        target.sync()
-        target.end_timed_windows(config.steps)
+        with progress.part(f"building {what}"):
+            trainable = target.build(workload, size, config.seed)
+            feed = make_feed("device", target, workload, size, config.batch_size, config.seed)
+        for step in range(config.warmup_steps):
+            with progress.part(f"running warm-up step {step + 1} of {config.warmup_steps} of {what}"):
+                target.run_step(trainable, feed.next_batch())
+        with progress.part(f"running the measured steps of {what}"):
+            target.sync()  # the warm-up's last step ends here
+            target.start_timed_windows()
+            for _ in range(config.steps):
+                loss = target.run_step(trainable, feed.next_batch())
+            target.sync()
+            target.end_timed_windows(config.steps)
         fields = target.row_fields()
         per_step: dict[str, float] = fields.get("xla_fallback_ops") or {}
-        callers = find_callers(target, trainable, feed.next_batch, set(per_step)) if per_step else {}
+        with progress.part(f"running the step that finds what called the ops that fell back in {what}"):
+            callers = find_callers(target, trainable, feed.next_batch, set(per_step)) if per_step else {}
         final_loss = float(loss)
     except Exception as error:  # noqa: BLE001 - the workload's own failure, told in one line
         lines = str(error).strip().splitlines()
@@ -179,15 +242,16 @@ def run_port_check(config: PortCheckConfig) -> PortCheck:
         after = f" (ops run on the host before it failed: {', '.join(fell_back)})" if fell_back else ""
         raise StepFailed(f"check: a step of {workload.name} {size} failed on {config.target}: "
                          f"{type(error).__name__}: {lines[0][:300] if lines else ''}{after}") from error
+    compile_s = compile_totals()[1] - compiled_before[1]
     fallbacks = [FallbackOp(op, count, callers.get(op, [])) for op, count in sorted(per_step.items())]
     compiles = int(fields.get("xla_compiles_in_window") or 0)
     transfers = float(fields.get("xla_device_to_host_per_step") or 0.0)
-    said = verdict(fallbacks, compiles, transfers)
+    said = verdict(fallbacks, compiles, transfers, compile_s)
     return PortCheck(
         timestamp=timestamp, workload=workload.name, size=size, target=str(target), device_name=target.device_name(),
         batch_size=config.batch_size, warmup_steps=config.warmup_steps, steps=config.steps, fallback_ops=fallbacks,
         compiles_in_steps=compiles, device_to_host_per_step=transfers, final_loss=final_loss, verdict=said,
-        ported=said == PORTED, command=config.command, machine=machine.at_end(),
+        ported=said == PORTED, command=config.command, machine=machine.at_end(), compile_s=compile_s,
     )
 
 

@@ -13,6 +13,15 @@ HOST_SCALAR_OP = "aten::_local_scalar_dense"
 """The op torch_xla counts as a fallback when the host reads a device scalar (`.item()`,
 `float(t)`, `bool(t)`): a host sync rather than a missing lowering."""
 PORTED = "ported: no fallback, no recompiles, no host syncs in steady state"
+LONG_COMPILE_S = 60.0
+"""Compiling longer than this over a check is a finding: a step's graph that large (a Python loop
+over time steps, an RNN unrolled step by step) costs as much again on every new shape."""
+
+
+def duration(seconds: float) -> str:
+    """`45 s`, `2 min 5 s`."""
+    whole = int(round(seconds))
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60} s"
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,9 @@ class PortCheck:
     ported: bool
     command: str | None = None
     machine: Machine | None = None
+    compile_s: float | None = None
+    """Seconds XLA spent compiling over the whole check (the warm-up's compiles included); None in
+    checks written before it was recorded."""
 
     def lines(self) -> list[str]:
         """The report a user reads: each fallback with its callers, compiles, transfers, the verdict."""
@@ -71,6 +83,8 @@ class PortCheck:
         else:
             out.append("ops run on the host (aten fallback): none")
         out.append(f"compiles in the measured steps: {self.compiles_in_steps}")
+        if self.compile_s is not None:
+            out.append(f"time compiling, warm-up included: {duration(self.compile_s)}")
         transfers = f"device-to-host transfers per step: {self.device_to_host_per_step:g}"
         if self.device_to_host_per_step and any(not op.is_host_read for op in self.fallback_ops):
             transfers += " (each fallback copies its inputs to the host)"
@@ -84,7 +98,8 @@ def _counted(count: float, noun: str) -> str:
     return f"{count:g} {noun}" if count == 1 else f"{count:g} {noun}s"
 
 
-def verdict(fallbacks: list[FallbackOp], compiles: int, transfers_per_step: float) -> str:
+def verdict(fallbacks: list[FallbackOp], compiles: int, transfers_per_step: float,
+            compile_s: float | None = None) -> str:
     """One line: ported, or each thing that is wrong."""
     wrong = []
     lowered = [op.op for op in fallbacks if not op.is_host_read]
@@ -97,4 +112,7 @@ def verdict(fallbacks: list[FallbackOp], compiles: int, transfers_per_step: floa
     if transfers_per_step:
         reads = " (.item() or the like)" if any(op.is_host_read for op in fallbacks) else ""
         wrong.append(f"{_counted(transfers_per_step, 'host sync')} per step{reads}")
+    if compile_s is not None and compile_s > LONG_COMPILE_S:
+        wrong.append(f"compiling took {duration(compile_s)} (a graph this large, as a Python loop over time steps or "
+                     "an RNN unrolled step by step makes, compiles again on every new shape)")
     return PORTED if not wrong else "not ported: " + "; ".join(wrong)

@@ -67,15 +67,22 @@ def run_bench(args: argparse.Namespace) -> int:
     config = dataclasses.replace(config_from_flags(BenchConfig, args), command=args.command_line)
     check_rows_file(config.out, f"--out {config.out}", kinds=(ResultRow.KIND,))
     total = len(config.targets) * len(config.batch_sizes) * len(config.feeds) * len(config.noise_scale)
-    with tqdm(total=total, disable=args.no_progress, unit="config", file=sys.stderr) as bar:
+    bars: list[tqdm] = []
+    """The bar starts with the first configuration: a size refused before it is one line, no bar."""
 
-        def on_progress(target: str, batch_size: int, finished: bool) -> None:
-            if finished:
-                bar.update(1)
-            else:
-                bar.set_description(f"{target} batch {batch_size}")
+    def on_progress(target: str, batch_size: int, finished: bool) -> None:
+        if not bars:
+            bars.append(tqdm(total=total, disable=args.no_progress, unit="config", file=sys.stderr))
+        if finished:
+            bars[0].update(1)
+        else:
+            bars[0].set_description(f"{target} batch {batch_size}")
 
+    try:
         rows = run_sweep(config, on_progress=on_progress)
+    finally:
+        for bar in bars:
+            bar.close()
     baseline = config.baseline or config.targets[0]
     print(format_table(ratio_table(rows, baseline)))
     all_rows = read_rows(config.out)

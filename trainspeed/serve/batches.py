@@ -17,7 +17,7 @@ from trainspeed.serve.memory import SessionMemory
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire.tensors import DTYPES, TensorAssembler, WireError, check_header
 from trainspeed.workloads.base import Workload
-from trainspeed.workloads.batches import SampleLayout, batch_layout, tensor_problem
+from trainspeed.workloads.batches import SampleLayout, batch_layout, sample_nbytes, tensor_problem
 
 MAX_RESIDENT_BATCHES = 64
 """Batches a session may hold at once (uploaded, not yet released): enough for any number of steps
@@ -33,6 +33,9 @@ class BatchLayout:
     @classmethod
     def of(cls, workload: Workload, size: str, batch_size: int | None) -> "BatchLayout":
         return cls(batch_layout(workload, size), batch_size)
+
+    def sample_nbytes(self) -> int:
+        return sample_nbytes(self.fields)
 
     def check_header(self, header: pb.TensorHeader) -> None:
         """The header against the workload's layout, by the check the trainer runs on its loader's

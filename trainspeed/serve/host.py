@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Iterator, TextIO
 
@@ -41,10 +42,27 @@ class DeviceHost:
     log_to: TextIO | None = None
     """Where the server's lines go: stderr (None), as `trainspeed serve` prints them, or the stream of
     a program that runs the server in its own process and keeps its stderr for itself."""
+    _readers: set[threading.Thread] = field(default_factory=set)
+    """Sessions' reader threads still running: a reader may be checking a client's size, in torch,
+    when the server stops, and the process must not end under it."""
 
     def log(self, line: str) -> None:
         """One line of what the server does, `trainspeed serve: LINE`, whichever thread does it."""
         print(f"trainspeed serve: {line}", file=self.log_to or sys.stderr, flush=True)
+
+    def start_reader(self, reader: threading.Thread) -> None:
+        with self._count_lock:
+            self._readers = {thread for thread in self._readers if thread.is_alive()} | {reader}
+        reader.start()
+
+    def join_readers(self, timeout_s: float) -> None:
+        """Wait for the readers of ended sessions (their calls are cancelled, so a size check they
+        run stops within a few ops), at most `timeout_s` in all."""
+        deadline = time.monotonic() + timeout_s
+        with self._count_lock:
+            readers = list(self._readers)
+        for reader in readers:
+            reader.join(max(0.0, deadline - time.monotonic()))
 
     @property
     def target_name(self) -> str:

@@ -11,7 +11,8 @@ it accepts a byte of it:
   per parameter), plus a margin; and it has at most as many tensors, counted the same way;
 - everything every session holds stays within the server's budget, `--memory-budget-gib`: its
   batches and the states being received, its model with the largest optimizer state it can have
-  (`model_bytes`, taken when the model is built, before the client learns it was), and its
+  (`model_bytes`, counted on a build on the meta device and taken when the client opens the
+  session, before anything is built; one sample of its batch must fit beside it), and its
   activations where the device measures its memory (taken after the session's first step).
 
 Beyond a limit the client's session ends with RESOURCE_EXHAUSTED naming it; the server serves on.
@@ -27,7 +28,8 @@ import torch
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire.state import nested_tensors
 from trainspeed.wire.tensors import WireError
-from trainspeed.workloads.base import Trainable
+from trainspeed.workloads.base import Trainable, Workload, setup_optimizers
+from trainspeed.workloads.meta import BuildFailed, build_on_meta
 
 OPTIMIZER_STATE_FACTOR = 3
 OPTIMIZER_TENSORS_PER_PARAMETER = 4
@@ -63,6 +65,23 @@ def _updated(trainable: Trainable) -> list[torch.Tensor]:
                  for group in optimizer.param_groups for p in group["params"]}.values())
 
 
+def planned_model_bytes(workload: Workload, size: str, seed: int) -> int | None:
+    """`model_bytes` of the workload's model at `size`, counted on a build on the meta device (no
+    memory), so a model that does not fit is refused before it is built; None where the workload
+    cannot be built on meta (its bytes are then taken once it is built). CheckStopped past the
+    check's time limit."""
+
+    def build() -> Trainable:
+        trainable = workload.build(size, seed)
+        setup_optimizers(trainable, fused=False)
+        return trainable
+
+    try:
+        return model_bytes(build_on_meta(build))
+    except BuildFailed:
+        return None
+
+
 def model_bytes(trainable: Trainable) -> int:
     """The memory a session's model holds at most: its state when built (weights, buffers) and the
     largest optimizer state torch keeps for the parameters it updates. It counts against the
@@ -82,11 +101,19 @@ class MemoryBudget:
 
     def take(self, nbytes: int, what: str) -> None:
         with self._lock:
-            if self.held_bytes + nbytes > self.limit_bytes:
-                raise WireError(f"{what} ({_mib(nbytes)}) does not fit the server's memory budget for client tensors "
-                                f"and models ({_mib(self.limit_bytes)}, its --memory-budget-gib): its sessions hold "
-                                f"{_mib(self.held_bytes)}", too_large=True)
+            self._refuse_beyond(nbytes, what)
             self.held_bytes += nbytes
+
+    def check_fits(self, nbytes: int, what: str) -> None:
+        """WireError (too large) unless `nbytes` more would fit now; takes nothing."""
+        with self._lock:
+            self._refuse_beyond(nbytes, what)
+
+    def _refuse_beyond(self, nbytes: int, what: str) -> None:
+        if self.held_bytes + nbytes > self.limit_bytes:
+            raise WireError(f"{what} ({_mib(nbytes)}) does not fit the server's memory budget for client tensors "
+                            f"and models ({_mib(self.limit_bytes)}, its --memory-budget-gib): its sessions hold "
+                            f"{_mib(self.held_bytes)}", too_large=True)
 
     def give_back(self, nbytes: int) -> None:
         with self._lock:

@@ -29,6 +29,9 @@ from trainspeed.wire.credentials import read_token
 from trainspeed.wire.limits import server_options
 
 EXTRA_WORKERS = 4
+READER_JOIN_S = 30.0
+"""How long a stopping server waits for its sessions' readers (a cancelled size check stops within
+a few ops; one reading a message ends with its call)."""
 """Worker threads beyond one per session: Describe and MeasurePeak calls, and a refused session."""
 
 
@@ -59,7 +62,10 @@ class RunningServer:
         return f"remote:{self.address}/{self.host.target_name}"
 
     def stop(self, grace_s: float | None = 2.0) -> None:
+        """Stop serving; sessions still open are cancelled, and their readers (one may be checking
+        a client's size in torch) end before this returns, so the process never exits under them."""
         self.server.stop(grace_s).wait()
+        self.host.join_readers(READER_JOIN_S)
 
 
 

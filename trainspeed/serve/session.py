@@ -16,9 +16,12 @@ would otherwise end the stream with an OK that says nothing. The server and the 
 on. A client that disconnects, or whose connection dies, ends its session the same way, and the
 model and batches are freed; so does a client that asks for no work for `--idle-timeout-s` (no
 step, no batch or state arriving or moving: barriers and releases alone do not keep a slot), which
-ends with DEADLINE_EXCEEDED and frees its slot, and one that reads no reply for as long. Its model
-(with the largest optimizer state) counts against the server's memory budget once built, and its
-activations after its first step where the device measures memory (`memory.py`).
+ends with DEADLINE_EXCEEDED and frees its slot, and one that reads no reply for as long. Its size
+is checked, its batch layout made and its model counted on the meta device, within the check's
+time limit (stopped when the client leaves); its model (with the largest optimizer state) counts
+against the server's memory budget from then on, before it is built, and one sample of its batch
+must fit beside it; its activations count after its first step where the device measures memory
+(`memory.py`).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import torch
 from trainspeed.errors import UsageError
 from trainspeed.serve.batches import MAX_RESIDENT_BATCHES, BatchAssembly, BatchLayout
 from trainspeed.serve.host import DeviceHost
-from trainspeed.serve.memory import SessionMemory, StateLimit, model_bytes
+from trainspeed.serve.memory import SessionMemory, StateLimit, model_bytes, planned_model_bytes
 from trainspeed.serve.refusal import Refusal
 from trainspeed.wire import remote_pb2 as pb
 from trainspeed.wire.client import OUT_OF_MEMORY_PREFIX
@@ -44,6 +47,8 @@ from trainspeed.wire.state import decode_state, encode_state
 from trainspeed.wire.tensors import TensorAssembler, WireError, check_header, single_chunk, tensor_chunks
 from trainspeed.workloads import resolve_size
 from trainspeed.workloads.base import Trainable, Workload
+from trainspeed.workloads.meta import CheckLimits, CheckStopped, check_limits
+from trainspeed.workloads.named.sizing import clipped
 
 
 @dataclass(frozen=True)
@@ -119,9 +124,11 @@ class StalledReplies:
 class RequestReader:
     """Turns the client's messages into checked commands (runs in the reader thread)."""
 
-    def __init__(self, host: DeviceHost, memory: SessionMemory) -> None:
+    def __init__(self, host: DeviceHost, memory: SessionMemory, client_gone: Callable[[], bool] = lambda: False) -> None:
         self.host = host
         self.memory = memory
+        self.client_gone = client_gone
+        """True once the client's call has ended: a size check still running for it stops."""
         self.layout: BatchLayout | None = None
         self.assembly: BatchAssembly | None = None
         self.resident: dict[int, int] = {}
@@ -164,14 +171,28 @@ class RequestReader:
             raise Refusal(grpc.StatusCode.FAILED_PRECONDITION,
                           f"this server serves {self.host.target_name}, not {request.target}")
         workload = self.host.workloads.open(request.workload, request.workload_sha256)
-        try:
-            resolve_size(workload, request.size)
-        except UsageError as refused:
-            raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, str(refused)) from None
         if request.batch_size < 0:
             raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"batch size {request.batch_size} is negative")
-        self.layout = BatchLayout.of(workload, request.size, request.batch_size or None)
-        return Command("open", (request, workload))
+        what = f"the {request.workload} {clipped(request.size)} model with its optimizer state"
+        # Everything below runs on the meta device: this process's memory belongs to the budget, so
+        # nothing of the client's size runs on the host (CheckLimits.host_max_bytes 0).
+        with check_limits(CheckLimits(host_max_bytes=0, cancelled=self.client_gone)):
+            try:
+                resolve_size(workload, request.size)
+                layout = BatchLayout.of(workload, request.size, request.batch_size or None)
+                with self.host.lock:  # building draws from the process's RNG, which steps share
+                    planned = planned_model_bytes(workload, request.size, request.seed)
+            except UsageError as refused:
+                raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, str(refused)) from None
+            except CheckStopped as stopped:
+                raise Refusal(grpc.StatusCode.INVALID_ARGUMENT, f"counting {what} stopped: {stopped}") from None
+        reserved = planned or 0
+        self.memory.take(reserved, what)
+        samples = request.batch_size or 1
+        self.memory.budget.check_fits(layout.sample_nbytes() * samples, f"a batch of {samples} sample(s) of "
+                                      f"{request.workload} {clipped(request.size)} beside its model")
+        self.layout = layout
+        return Command("open", (request, workload, reserved))
 
     def _batch_tensor(self, message: pb.BatchTensor) -> None:
         if self.assembly is None:
@@ -244,16 +265,20 @@ class DeviceSession:
         handler = getattr(self, f"_{command.kind}")
         yield from handler(command.payload) or ()
 
-    def _open(self, payload: tuple[pb.Open, Workload]) -> Iterator[pb.ServerMessage]:
-        request, workload = payload
+    def _open(self, payload: tuple[pb.Open, Workload, int]) -> Iterator[pb.ServerMessage]:
+        request, workload, reserved = payload
         target = self.host.target
         with self.host.lock:
             try:
                 self.trainable = target.build(workload, request.size, request.seed)
             except Exception as error:  # noqa: BLE001 - a build that fails ends only the client's own session
                 raise self._step_failure(error, "building the model") from None
-        self.memory.take(model_bytes(self.trainable), f"the {request.workload} {request.size} model with its "
-                         "optimizer state")
+        built = model_bytes(self.trainable)  # the meta build's count was taken at open; the built one holds
+        if built > reserved:
+            self.memory.take(built - reserved, f"the {request.workload} {clipped(request.size)} model with its "
+                             "optimizer state")
+        else:
+            self.memory.give_back(reserved - built)
         self.memory.set_state_limit(StateLimit.of(self.trainable))
         optimizers = [pb.OptimizerGroups(optimizer=name, lr=[float(g["lr"]) for g in optimizer.param_groups])
                       for name, optimizer in self.trainable.optimizers.items()]
@@ -395,9 +420,9 @@ def serve_session(host: DeviceHost, requests: Iterable[pb.ClientMessage], contex
                 with host.lock:
                     host.target.reset_compilation()
                     host.target.reset_peak_memory()
-            reader = RequestReader(host, memory)
-            threading.Thread(target=read_requests, args=(requests, commands, reader, activity), daemon=True,
-                             name=f"trainspeed-serve-reader-{context.peer()}").start()
+            reader = RequestReader(host, memory, client_gone=lambda: not context.is_active())
+            host.start_reader(threading.Thread(target=read_requests, args=(requests, commands, reader, activity),
+                                               daemon=True, name=f"trainspeed-serve-reader-{context.peer()}"))
             session = DeviceSession(host, context.peer(), memory)
             replies = StalledReplies(context, host.idle_timeout_s, host.log)
             try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from trainspeed.errors import UsageError
 from trainspeed.workloads.named import FAMILIES, family_of, named_workload
+from trainspeed.workloads.named.sizing import clipped
 
 if TYPE_CHECKING:  # the protocol needs torch; the registry and the command line's flags do not
     from trainspeed.workloads.base import Workload
@@ -91,7 +92,7 @@ def get_workload(name: str) -> Workload:
         try:
             return named_workload(name)
         except UsageError as error:
-            raise UsageError(f"--workload {name}: {error}") from None
+            raise UsageError(f"--workload {clipped(name)}: {error}") from None
     if name in BUILTIN_WORKLOADS:
         reference = BUILTIN_WORKLOADS[name]
     elif ":" in name:

@@ -10,6 +10,7 @@ remotely, instead of training locally and failing on a server after its model is
 
 from __future__ import annotations
 
+import math
 from typing import Mapping
 
 import torch
@@ -24,9 +25,21 @@ LOADER_KEYS = (SAMPLE_ID_KEY,)
 
 
 def batch_layout(workload: Workload, size: str) -> SampleLayout:
-    """The layout of the workload's batches at `size`: its one-sample synthetic batch's."""
-    sample = workload.synthetic_batch(size, 1, torch.Generator().manual_seed(0))
+    """The layout of the workload's batches at `size`: its one-sample synthetic batch's, made on the
+    meta device (shapes and dtypes, no memory: a server learns that one sample of a client's size is
+    10 GB without holding it), or on the host where the workload's batch cannot be made on meta."""
+    try:
+        with torch.device("meta"):
+            sample = workload.synthetic_batch(size, 1, torch.Generator().manual_seed(0))
+    except Exception:  # noqa: BLE001 - a batch that reads a value is made where values exist
+        sample = workload.synthetic_batch(size, 1, torch.Generator().manual_seed(0))
     return {key: (tensor.dtype, tuple(tensor.shape[1:])) for key, tensor in sample.items()}
+
+
+def sample_nbytes(layout: SampleLayout) -> int:
+    """The bytes of one sample of the layout."""
+    return sum(math.prod(shape) * torch.empty((), dtype=dtype, device="meta").element_size()
+               for dtype, shape in layout.values())
 
 
 def dtype_name(dtype: torch.dtype) -> str:

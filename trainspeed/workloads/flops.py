@@ -9,6 +9,7 @@ with it (StyleGAN3), and the bench checks every workload's declared count with i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -17,9 +18,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 from trainspeed.workloads.base import setup_optimizers
+from trainspeed.workloads.meta import (BuildFailed, CheckStopped, check_limits, current_limits, device_of,
+                                      run_without_memory)
 
 if TYPE_CHECKING:
-    from trainspeed.workloads.base import Workload
+    from trainspeed.workloads.base import Trainable, Workload
 
 
 class FlopSum(TorchDispatchMode):
@@ -42,40 +45,58 @@ COUNT_BATCH = 2
 """Samples in the counted step: more than one (batch norm refuses a batch of one), and small."""
 COUNTED_STEP = 1
 """The step counted (0-based): the second, after any one-off work of the first."""
-COUNT_DEVICES = ("meta", "cpu")
-"""Where the steps are tried, in order: meta costs no memory and no arithmetic; the host CPU runs
-what meta cannot (a step that reads a value, or whose shapes depend on the data)."""
+COUNT_TIME_FACTOR = 6
+"""The count's time limit, in the size check's: its two training steps take about six forward
+passes (the check runs one)."""
 
 
 class FlopCountError(RuntimeError):
-    """No device of COUNT_DEVICES could run the counted steps; the message says why on each."""
+    """The counted steps ran nowhere: the message says why on meta and why not (or why) on the host."""
 
 
-def counted_flops_per_sample(workload: "Workload", size: str, device: str, seed: int = 0) -> float:
-    """FLOPs counted in step COUNTED_STEP of a fresh build on `device`, per sample, under the math
-    SDPA backend (its matmuls are counted; a fused attention kernel's are not).
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0][:200] if lines else ''}"
 
-    The global RNG is left as it was (building and stepping draw from it)."""
-    with torch.random.fork_rng(devices=[]):
-        trainable = workload.build(size, seed).to(torch.device(device))
+
+def count_flops_per_sample(workload: "Workload", size: str, seed: int = 0) -> tuple[float, str]:
+    """FLOPs counted in step COUNTED_STEP of a fresh build, per sample, under the math SDPA backend
+    (its matmuls are counted; a fused attention kernel's are not), and the device it ran on.
+
+    The build and the steps run on the meta device: shapes only, no memory (the model is built
+    there, never on the host first), within the check's time limit. Where meta cannot run them (a
+    step that reads a value, or whose shapes depend on the data), they run on the host CPU, but
+    only for a model small enough to build there (`trainspeed.workloads.meta`). The global RNG is
+    left as it was (building and stepping draw from it)."""
+
+    def build() -> "Trainable":
+        trainable = workload.build(size, seed)
         setup_optimizers(trainable, fused=False)
-        host_batch = workload.synthetic_batch(size, COUNT_BATCH, torch.Generator().manual_seed(seed))
-        batch = {key: tensor.to(device) for key, tensor in host_batch.items()}
+        return trainable
+
+    def steps(trainable: "Trainable") -> float:
+        device = device_of(trainable)
+        with torch.device(device):  # on meta, a batch of any size costs nothing
+            made = workload.synthetic_batch(size, COUNT_BATCH, torch.Generator().manual_seed(seed))
+        batch = {key: tensor.to(device) for key, tensor in made.items()}
         with sdpa_kernel(SDPBackend.MATH):
             for _ in range(COUNTED_STEP):
                 trainable.train_step(batch)
             with FlopSum() as counter:
                 trainable.train_step(batch)
-    return counter.total / COUNT_BATCH
+        return counter.total / COUNT_BATCH
 
-
-def count_flops_per_sample(workload: "Workload", size: str, seed: int = 0) -> tuple[float, str]:
-    """The count on the first device of COUNT_DEVICES that runs the steps, and that device."""
-    failures = []
-    for device in COUNT_DEVICES:
+    limits = current_limits()
+    with torch.random.fork_rng(devices=[]), check_limits(replace(limits, time_s=limits.time_s * COUNT_TIME_FACTOR)):
         try:
-            return counted_flops_per_sample(workload, size, device, seed), device
-        except Exception as error:  # noqa: BLE001 - a step that cannot run here may run on the next device
-            message = str(error).strip().splitlines()
-            failures.append(f"{device}: {type(error).__name__}: {message[0][:200] if message else ''}")
-    raise FlopCountError("; ".join(failures))
+            ran = run_without_memory(build, steps)
+        except BuildFailed as error:
+            raise FlopCountError(f"the model cannot be built ({_first_line(error.__cause__ or error)})") from None
+        except CheckStopped as error:
+            raise FlopCountError(f"the counted steps stopped: {error}") from None
+        except Exception as error:  # noqa: BLE001 - meta could not run the steps, and the host failed them
+            raise FlopCountError(f"the steps fail on the host: {_first_line(error)}") from None
+    if ran.result is None:
+        raise FlopCountError(f"meta cannot run the steps ({_first_line(ran.meta_error)}) and the host did not "
+                             f"run them: {ran.host_skipped}")
+    return ran.result, ran.device

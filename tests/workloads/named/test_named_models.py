@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -10,17 +11,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from child_commands import run_trainspeed
 
 from trainspeed.bench.flops import check_flops
 from trainspeed.data import write_dataset
 from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.workloads import get_workload, resolve_size
+from trainspeed.workloads.flops import FlopCountError, count_flops_per_sample
 from trainspeed.workloads.identity import definition_sha256
+from trainspeed.workloads.meta import HOST_MAX_PARAMETERS, CheckLimits, check_limits, device_of, run_without_memory
 
+UNHURRIED = CheckLimits(time_s=600.0)
+"""For what must run to its end on a machine however loaded: the time limit is a backstop."""
 TINY_MODELS = {
     "timm:resnet18": "tiny,res=32",
     "torchvision:resnet18": "tiny,res=32",
+    "torchvision:regnet_x_400mf": "tiny,res=32",  # its builder reads the widths it computes with torch ops
     "timm:vit_tiny_patch16_224": "tiny,res=32",
     "hf:gpt2": "tiny,n_layer=1,seq=16",
     "hf:llama": "tiny,num_hidden_layers=1,seq=16",
@@ -94,6 +101,18 @@ def test_sizes_have_one_canonical_form_in_every_spelling() -> None:
     ("timm:resnet18", "tiny,res=-3", "res must be an integer of at least 8"),
     ("timm:resnet18", "tiny,,res=3", "an empty part between commas"),
     ("torchvision:resnet18", "tiny,opt=adam", "opt must be one of sgd, adamw"),
+    # the size as the user wrote it, not its canonical form
+    ("hf:gpt2", "tiny,num_hidden_layers=1,objective=masked", "--size 'tiny,num_hidden_layers=1,objective=masked': "),
+    # what failed: the builder, not a forward pass at some resolution
+    ("hf:gpt2", "tiny,n_embd=7", "hf:gpt2 cannot be built at it (ValueError: `embed_dim` must be divisible by num_heads"),
+    # an embedding of 0 rows runs on meta (no values are looked up) and fails at the first step everywhere else
+    ("hf:bert", "tiny,num_hidden_layers=1,type_vocab_size=0",
+     "hf:bert cannot run at it (IndexOutOfRange: embedding looks up a table of 0 rows)"),
+    ("hf:gpt2", "tiny,dtype=bfloat16", "dtype is not a size key: the target's precision decides the dtype (for "
+                                       "bfloat16, use a :bf16 target"),
+    ("hf:gpt2", "tiny,torch_dtype=bfloat16", "torch_dtype is not a size key"),
+    ("hf:gpt2", "tiny,n_layer=100000", "n_layer=100000 is more layers than a size may have (at most 256"),
+    ("hf:llama", "tiny,num_hidden_layers=257", "num_hidden_layers=257 is more layers than a size may have"),
 ])
 def test_a_bad_size_is_one_line_naming_what_is_wrong(name: str, size: str, message: str) -> None:
     with pytest.raises(UsageError) as raised:
@@ -101,15 +120,104 @@ def test_a_bad_size_is_one_line_naming_what_is_wrong(name: str, size: str, messa
     assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
+def test_an_echo_of_the_users_text_is_cut_to_a_bounded_length() -> None:
+    key = "k" * 10_000
+    for name in ("timm:resnet18", "hf:gpt2"):
+        with pytest.raises(UsageError) as raised:
+            resolve_size(get_workload(name), f"tiny,{key}=1")
+        assert len(str(raised.value)) < 400 and "(10,000 characters)" in str(raised.value)
+    with pytest.raises(UsageError) as raised:
+        get_workload(f"timm:{key}")
+    assert len(str(raised.value)) < 400
+
+
+def test_a_check_past_its_time_limit_or_for_nobody_stops_and_asks_for_a_smaller_size() -> None:
+    gpt2 = get_workload("hf:gpt2")
+    with check_limits(CheckLimits(time_s=0.0)), pytest.raises(UsageError) as raised:
+        resolve_size(gpt2, "tiny,n_layer=1")
+    assert "stopped: it ran past its limit of 0 s of CPU time; choose a smaller size" in str(raised.value)
+    with check_limits(CheckLimits(cancelled=lambda: True)), pytest.raises(UsageError, match="nobody waits for it any more"):
+        resolve_size(gpt2, "tiny,n_layer=2")
+    assert resolve_size(gpt2, "tiny,n_layer=1") == "tiny,n_layer=1"  # the limits were this thread's, for those checks
+
+
+def test_a_mixture_of_experts_runs_on_meta_and_a_large_one_is_counted_there_never_built_on_the_host() -> None:
+    mixtral = get_workload("hf:mixtral")
+    # meta's grouped matmul refuses float32 (a CUDA restriction the host kernel lacks)
+    with check_limits(UNHURRIED):  # were meta to fail, the host would count it: the time limit must not decide
+        assert count_flops_per_sample(mixtral, resolve_size(mixtral, "tiny,num_hidden_layers=1,seq=16"))[1] == "meta"
+    wide = resolve_size(mixtral, "tiny,num_hidden_layers=1,hidden_size=2048,intermediate_size=7168,vocab_size=32000,seq=16")
+    ran = run_without_memory(lambda: mixtral.build(wide), lambda trainable: None)
+    assert ran.parameters > HOST_MAX_PARAMETERS and ran.device == "meta"
+    assert count_flops_per_sample(mixtral, wide)[1] == "meta"
+
+
+def test_what_meta_cannot_run_runs_on_the_host_only_when_small_and_within_its_bytes() -> None:
+    bart = get_workload("hf:bart")  # reads a value (.item()) in its forward pass: meta cannot run it
+
+    def forward(size: str):
+        language_model_size = bart.language_model_size(size)
+
+        def call(model: torch.nn.Module) -> None:
+            tokens = torch.zeros(2, language_model_size.sequence, dtype=torch.long, device=device_of(model))
+            model(input_ids=tokens, labels=tokens)
+
+        return lambda: bart._create_model(language_model_size), call
+
+    with check_limits(UNHURRIED):
+        ran = run_without_memory(*forward("tiny,num_hidden_layers=1,seq=16"))
+        assert ran.device == "cpu" and "cannot be called on meta tensors" in str(ran.meta_error)
+        # attention over 100,000 positions: sized on meta before the host allocates or computes it, and not run
+        ran = run_without_memory(*forward("tiny,num_hidden_layers=1,seq=100000"))
+        assert ran.device is None and "one of its ops would compute 5.1e+12 FLOPs on the host" in ran.host_skipped
+    with check_limits(dataclasses.replace(UNHURRIED, host_max_bytes=8 << 20)):  # less than its 25 MB embedding
+        ran = run_without_memory(*forward("tiny,num_hidden_layers=1,seq=16"))
+    assert ran.device is None and ran.host_skipped == "it would hold more than 8 MiB on the host"
+    with check_limits(dataclasses.replace(UNHURRIED, host_max_bytes=0)):
+        assert run_without_memory(*forward("tiny,num_hidden_layers=1,seq=16")).device is None
+    with pytest.raises(FlopCountError, match=r"meta cannot run the steps \(RuntimeError: Tensor.item\(\) cannot be called "
+                                             r"on meta tensors\) and the host did not run them: at 406M parameters it is "
+                                             r"larger than the 100M a run on the host builds"):
+        count_flops_per_sample(bart, resolve_size(bart, "base"))
+
+
+@pytest.mark.e2e
+def test_a_size_too_deep_to_check_is_one_line_before_anything_runs(tmp_path: Path) -> None:
+    result = run_trainspeed("bench", "--workload", "hf:gpt2", "--size", "tiny,n_layer=100000", "--targets",
+                            "cpu:eager:fp32", "--out", str(tmp_path / "rows.jsonl"), "--no-plot", timeout=120)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-3000:]
+    assert lines[0].startswith("trainspeed: error: ") and "n_layer=100000 is more layers than a size may have" in lines[0]
+    assert not (tmp_path / "rows.jsonl").exists()
+
+
 @pytest.mark.parametrize(("name", "message"), [
     ("timm:resnet5", "--workload timm:resnet5: timm has no model 'resnet5'"),
     ("torchvision:resnet19", "--workload torchvision:resnet19: torchvision has no classification model 'resnet19'"),
     ("hf:gpt3", "--workload hf:gpt3: transformers"),
+    ("timm:resnet18.a1_in1x", "--workload timm:resnet18.a1_in1x: timm's 'resnet18' has no tag 'a1_in1x': write "
+                              "timm:resnet18 for its default configuration or timm:resnet18.TAG with a TAG of a1_in1k"),
 ])
 def test_a_name_the_library_does_not_know_is_one_line_with_the_closest_names(name: str, message: str) -> None:
     with pytest.raises(UsageError) as raised:
         get_workload(name)
     assert message in str(raised.value) and "; closest: " in str(raised.value)
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("timm:resnet18.", "timm's 'resnet18' has an empty tag: write timm:resnet18 for its default configuration"),
+    ("timm:resnet18.nosuchtag", "timm's 'resnet18' has no tag 'nosuchtag'"),
+    ("hf:gemma4_assistant", "cannot make a gemma4_assistant config from its defaults"),
+])
+def test_a_name_the_library_refuses_is_one_line(name: str, message: str) -> None:
+    with pytest.raises(UsageError) as raised:
+        get_workload(name)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_timm_name_with_a_tag_builds_that_configuration() -> None:
+    workload = get_workload("timm:resnet18.a1_in1k")
+    assert resolve_size(workload, "tiny,res=32") == "tiny,res=32"
 
 
 def test_a_missing_library_is_one_line_naming_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

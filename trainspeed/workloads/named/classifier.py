@@ -9,8 +9,10 @@ the bytes of float32) and the normalization is part of the timed, compiled step.
 Sizes (`sizing.py`): presets `tiny` (64 px, 10 classes: a CPU-sized step of the same network) and
 `base` (the model's own input size, 1,000 classes), with overrides `res`, `classes` and `opt`
 (the learning rate is the trainer's `--lr`).
-Each size is checked by running the network (on the meta device where it can) before anything
-else runs, so a resolution the model cannot take (a ViT's patch grid) is one line. FLOPs per sample are counted
+Each size is checked by building the network and running it (on the meta device where it can,
+within a time limit: `trainspeed.workloads.meta`) before anything else runs, so a resolution the
+model cannot take (a ViT's patch grid) is one line, and a model that cannot be built at a size
+says so. FLOPs per sample are counted
 with torch's formulas on one training step (`trainspeed.workloads.flops`), never hand-written.
 """
 
@@ -30,9 +32,11 @@ from trainspeed.data.base import Batch, LoaderConfig
 from trainspeed.data.mapped import MappedLoader
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Trainable
+from trainspeed.workloads.meta import device_of
 from trainspeed.workloads.named.counting import CountedFlops
-from trainspeed.workloads.named.library import check_forward, first_line
-from trainspeed.workloads.named.sizing import SizeValue, closest, parse_size, require_choice, require_positive_int
+from trainspeed.workloads.named.library import check_size, first_line
+from trainspeed.workloads.named.sizing import (SizeValue, closest, parse_size, require_choice, require_positive_int,
+                                               shown)
 
 PRESETS: dict[str, dict[str, SizeValue]] = {
     "tiny": {"res": 64, "classes": 10, "opt": "sgd"},
@@ -141,32 +145,35 @@ class ImageClassifierWorkload(CountedFlops, ABC):
     def presets(self) -> Mapping[str, Mapping[str, SizeValue]]:
         return {"tiny": PRESETS["tiny"], "base": {"res": self.default_resolution(), **PRESETS["base"]}}
 
-    def classifier_size(self, size: str) -> ClassifierSize:
+    def classifier_size(self, size: str, given: str | None = None) -> ClassifierSize:
+        """`given`: the size as the user wrote it, which errors echo (default: `size`)."""
+        given = size if given is None else given
         parsed = parse_size(size, self.sizes, self.default_size, self.name)
         unknown = [key for key, _ in parsed.overrides if key not in KEYS]
         if unknown:
-            raise UsageError(f"--size {size!r}: {unknown[0]!r} is not a size key of {self.name} "
+            raise UsageError(f"--size {shown(given)}: {shown(unknown[0])} is not a size key of {self.name} "
                              f"(keys: {', '.join(KEYS)}){closest(unknown[0], KEYS)}")
         settings = parsed.settings(self.presets())
-        optimizer = require_choice(size, "opt", settings["opt"], OPTIMIZERS)
-        return ClassifierSize(resolution=require_positive_int(size, "res", settings["res"], minimum=8),
-                              classes=require_positive_int(size, "classes", settings["classes"], minimum=2),
+        optimizer = require_choice(given, "opt", settings["opt"], OPTIMIZERS)
+        return ClassifierSize(resolution=require_positive_int(given, "res", settings["res"], minimum=8),
+                              classes=require_positive_int(given, "classes", settings["classes"], minimum=2),
                               optimizer=optimizer, learning_rate=LEARNING_RATES[optimizer])
 
     def normalize_size(self, size: str | None) -> str:
-        """The canonical size, after checking the network runs at it (on meta where it can: no
-        memory, no time)."""
-        text = parse_size(size or self.default_size, self.sizes, self.default_size, self.name).text
-        classifier_size = self.classifier_size(text)
+        """The canonical size, after checking the network builds and runs at it (on meta where it
+        can: no memory, bounded time; `library.check_size`)."""
+        given = size or self.default_size
+        text = parse_size(given, self.sizes, self.default_size, self.name).text
+        classifier_size = self.classifier_size(text, given)
         resolution = classifier_size.resolution
-        try:
-            check_forward(lambda: self.create_model(classifier_size),
-                          lambda model: model(torch.zeros(CHECK_BATCH, 3, resolution, resolution)))
-        except UsageError:
-            raise
-        except Exception as error:  # noqa: BLE001 - the library's refusal, told in one line
-            raise UsageError(f"--size {text!r}: {self.name} cannot run at {classifier_size.resolution} px "
-                             f"({type(error).__name__}: {first_line(error)}); choose another res") from None
+
+        def cannot_run(error: BaseException) -> str:
+            return (f"{self.name} cannot run on images of {resolution} px ({type(error).__name__}: "
+                    f"{first_line(error)}); choose another res")
+
+        check_size(self.name, given, lambda: self.create_model(classifier_size),
+                   lambda model: model(torch.zeros(CHECK_BATCH, 3, resolution, resolution, device=device_of(model))),
+                   cannot_run)
         return text
 
     def build(self, size: str, seed: int = 0) -> ClassifierTrainable:

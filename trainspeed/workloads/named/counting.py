@@ -2,7 +2,8 @@
 
 A library builds a thousand architectures; no hand count could follow them all, and the formulas
 of `torch.utils.flop_counter` see every matmul and convolution each one dispatches. The count runs
-on the meta device (no memory, no arithmetic) once per size and workload instance."""
+on the meta device (no memory, no arithmetic; on the host only for a small model, within a time
+limit: `trainspeed.workloads.meta`) once per size and workload instance."""
 
 from __future__ import annotations
 

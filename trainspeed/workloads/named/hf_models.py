@@ -9,9 +9,10 @@ predicted token and bits per token.
 Sizes: presets `tiny` (2 layers of width 128, 1,024 tokens, windows of 128) and `base` (the config
 class's defaults, windows of up to 1,024), then overrides: `seq` (tokens per sample), `objective`
 (causal or masked) and any attribute of the config class, under its own name or a
-standard alias (`n_layer=4` and `num_hidden_layers=4` are one size for GPT-2). The size is checked
-by running the model (on the meta device where it can). Real data: token windows of `seq` from
-`trainspeed data from-arrays`.
+standard alias (`n_layer=4` and `num_hidden_layers=4` are one size for GPT-2), except the dtype
+(the target's precision decides it). The size is checked by building the model and running it (on
+the meta device where it can, within a time limit), so a size has at most MAX_LAYERS layers. Real
+data: token windows of `seq` from `trainspeed data from-arrays`.
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from trainspeed.data.ids import id_stop
 from trainspeed.data.mapped import MappedLoader
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Trainable
+from trainspeed.workloads.meta import device_of
 from trainspeed.workloads.named.counting import CountedFlops
-from trainspeed.workloads.named.library import check_forward, first_line, import_library
-from trainspeed.workloads.named.sizing import SizeValue, closest, parse_size, require_choice, require_positive_int
+from trainspeed.workloads.named.library import check_size, first_line, import_library
+from trainspeed.workloads.named.sizing import (SizeValue, closest, parse_size, require_choice, require_positive_int,
+                                               shown)
 
 FAMILY = "hf"
 EXTRA = "hf"
@@ -50,6 +53,13 @@ MASK_FRACTION = 0.15
 TOKEN_DTYPES = (np.uint8, np.int16, np.int32, np.int64)
 """Token columns the loader can hand to any device (torch has few uint16 or uint32 kernels)."""
 CHECK_BATCH = 2
+MAX_LAYERS = 256
+"""The most layers a size may have under any key that counts them (n_layer, num_hidden_layers,
+decoder_layers ...): every size is checked by building the model and running it on the meta device,
+which takes about 30 ms a layer; the deepest published language models have about 130."""
+DTYPE_KEYS = ("dtype", "torch_dtype")
+"""Config keys that would change the weights' dtype behind the target's back: the target's
+precision decides it (rows record it)."""
 
 
 @dataclass(frozen=True)
@@ -147,13 +157,18 @@ class HuggingFaceWorkload(CountedFlops):
         if model_type not in causal and model_type not in masked:
             known = sorted({*causal, *masked})
             raise UsageError(f"transformers {self.transformers.__version__} has no language model of type "
-                             f"{model_type!r}{closest(model_type, known)} (hf:MODEL_TYPE takes a config's model_type)")
+                             f"{shown(model_type)}{closest(model_type, known)} (hf:MODEL_TYPE takes a config's model_type)")
         self.model_type = model_type
         self.name = f"{FAMILY}:{model_type}"
         self.version = self.library_version = f"transformers {self.transformers.__version__}"
         self.default_objective = "masked" if model_type in masked else "causal"
         self.objectives = tuple(o for o, mapping in (("causal", causal), ("masked", masked)) if model_type in mapping)
-        self._default_config = self.transformers.AutoConfig.for_model(model_type)
+        try:
+            self._default_config = self.transformers.AutoConfig.for_model(model_type)
+        except Exception as error:  # noqa: BLE001 - the config class's refusal of its own defaults, in one line
+            raise UsageError(f"transformers {self.transformers.__version__} cannot make a {model_type} config from its "
+                             f"defaults ({type(error).__name__}: {first_line(error)}); choose another model "
+                             "type") from None
 
     def _config_key(self, key: str) -> str:
         """The config class's own name of `key` (GPT-2 calls num_hidden_layers n_layer)."""
@@ -169,30 +184,40 @@ class HuggingFaceWorkload(CountedFlops):
         positions = getattr(self._default_config, "max_position_embeddings", BASE_SEQ)
         return {"tiny": tiny, "base": {"seq": min(int(positions), BASE_SEQ)}}
 
-    def language_model_size(self, size: str) -> LanguageModelSize:
+    def language_model_size(self, size: str, given: str | None = None) -> LanguageModelSize:
+        """`given`: the size as the user wrote it, which errors echo (default: `size`)."""
+        given = size if given is None else given
         parsed = parse_size(size, self.sizes, self.default_size, self.name)
         keys = self._config_keys()
         overrides: dict[str, SizeValue] = {}
         for key, value in parsed.overrides:
+            if key in DTYPE_KEYS:
+                raise UsageError(f"--size {shown(given)}: {key} is not a size key: the target's precision decides the "
+                                 "dtype (for bfloat16, use a :bf16 target, e.g. cpu:eager:bf16)")
             if key not in keys and key not in OWN_KEYS:
-                raise UsageError(f"--size {size!r}: {key!r} is neither an attribute of {type(self._default_config).__name__} "
-                                 f"nor one of {', '.join(OWN_KEYS)}{closest(key, [*keys, *OWN_KEYS])}")
+                raise UsageError(f"--size {shown(given)}: {shown(key)} is neither an attribute of "
+                                 f"{type(self._default_config).__name__} nor one of {', '.join(OWN_KEYS)}"
+                                 f"{closest(key, [*keys, *OWN_KEYS])}")
+            if _counts_layers(key) and isinstance(value, int) and not isinstance(value, bool) and value > MAX_LAYERS:
+                raise UsageError(f"--size {shown(given)}: {key}={value} is more layers than a size may have (at most "
+                                 f"{MAX_LAYERS}: each size is checked by building the model and running it on the meta "
+                                 "device, about 30 ms a layer); choose fewer")
             overrides[key if key in OWN_KEYS else self._config_key(key)] = value
         settings = {**self._presets()[parsed.preset], **overrides}
         positions_key = self._config_key("max_position_embeddings")
         if parsed.preset == "tiny" and "seq" in overrides and positions_key not in overrides:
             settings[positions_key] = settings["seq"]
-        sequence = require_positive_int(size, "seq", settings.pop("seq"), minimum=2)
-        objective = require_choice(size, "objective", settings.pop("objective", self.default_objective), self.objectives)
+        sequence = require_positive_int(given, "seq", settings.pop("seq"), minimum=2)
+        objective = require_choice(given, "objective", settings.pop("objective", self.default_objective), self.objectives)
         try:
             config = self.transformers.AutoConfig.for_model(self.model_type, **settings)
+            self._fit_special_tokens(config)
         except Exception as error:  # noqa: BLE001 - the config class's refusal, in one line
-            raise UsageError(f"--size {size!r}: {type(self._default_config).__name__} refuses it "
+            raise UsageError(f"--size {shown(given)}: {type(self._default_config).__name__} refuses it "
                              f"({type(error).__name__}: {first_line(error)})") from None
-        self._fit_special_tokens(config)
         positions = getattr(config, "max_position_embeddings", None)
         if isinstance(positions, int) and sequence > positions:
-            raise UsageError(f"--size {size!r}: seq={sequence} is longer than the model's {positions} positions; "
+            raise UsageError(f"--size {shown(given)}: seq={sequence} is longer than the model's {positions} positions; "
                              f"set {positions_key}={sequence} or a shorter seq")
         return LanguageModelSize(config, sequence, objective, LEARNING_RATE)
 
@@ -205,29 +230,35 @@ class HuggingFaceWorkload(CountedFlops):
                 setattr(config, attribute, config.vocab_size - 1)
 
     def normalize_size(self, size: str | None) -> str:
-        """The canonical size (config keys in the class's own names), after a forward pass of it ran
-        (on meta where it can)."""
-        parsed = parse_size(size or self.default_size, self.sizes, self.default_size, self.name)
+        """The canonical size (config keys in the class's own names), after the model was built and
+        a forward pass of it ran (on meta where it can, within a time limit: `library.check_size`)."""
+        given = size or self.default_size
+        parsed = parse_size(given, self.sizes, self.default_size, self.name)
         keyed = {(key if key in OWN_KEYS else self._config_key(key)): value for key, value in parsed.overrides}
         text = type(parsed)(parsed.preset, tuple(sorted(keyed.items()))).text
         if len(keyed) < len(parsed.overrides):
-            raise UsageError(f"--size {size!r}: a key is given twice under two names")
-        language_model_size = self.language_model_size(text)
+            raise UsageError(f"--size {shown(given)}: a key is given twice under two names")
+        language_model_size = self.language_model_size(text, given)
+        self._model_class(language_model_size)  # its module imported before the check's clock starts
 
         def forward(model: nn.Module) -> None:
-            tokens = torch.zeros(CHECK_BATCH, language_model_size.sequence, dtype=torch.long)
+            tokens = torch.zeros(CHECK_BATCH, language_model_size.sequence, dtype=torch.long, device=device_of(model))
             model(input_ids=tokens, labels=tokens)
 
-        try:
-            check_forward(lambda: self._create_model(language_model_size), forward)
-        except Exception as error:  # noqa: BLE001 - the library's refusal, told in one line
-            raise UsageError(f"--size {text!r}: {self.name} cannot run at it "
-                             f"({type(error).__name__}: {first_line(error)})") from None
+        def cannot_run(error: BaseException) -> str:
+            return f"{self.name} cannot run at it ({type(error).__name__}: {first_line(error)})"
+
+        check_size(self.name, given, lambda: self._create_model(language_model_size), forward, cannot_run)
         return text
 
+    def _auto_class(self, size: LanguageModelSize) -> Any:
+        return self.transformers.AutoModelForCausalLM if size.objective == "causal" else self.transformers.AutoModelForMaskedLM
+
+    def _model_class(self, size: LanguageModelSize) -> type:
+        return self._auto_class(size)._model_mapping[type(size.config)]
+
     def _create_model(self, size: LanguageModelSize) -> nn.Module:
-        auto = self.transformers.AutoModelForCausalLM if size.objective == "causal" else self.transformers.AutoModelForMaskedLM
-        return auto.from_config(size.config)
+        return self._auto_class(size).from_config(size.config)
 
     def build(self, size: str, seed: int = 0) -> LanguageModelTrainable:
         language_model_size = self.language_model_size(size)
@@ -272,6 +303,11 @@ class HuggingFaceWorkload(CountedFlops):
 
 
 WORKLOAD = HuggingFaceWorkload
+
+
+def _counts_layers(key: str) -> bool:
+    """A config key that is a number of layers (each one built and run by the size check)."""
+    return key.endswith("layers") or key.endswith("n_layer")
 
 
 def names() -> list[str]:

@@ -1,4 +1,5 @@
-"""The optional libraries named models come from, imported only when a name asks for one."""
+"""The optional libraries named models come from, imported only when a name asks for one, and the
+size check their workloads share (`check_size`)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import importlib
 from types import ModuleType
 from typing import Callable
 
-import torch
 from torch import nn
 
 from trainspeed.errors import UsageError
+from trainspeed.workloads.meta import BuildFailed, CheckStopped, Ran, run_without_memory
+from trainspeed.workloads.named.sizing import shown
 
 
 def import_library(module: str, extra: str) -> ModuleType:
@@ -25,22 +27,26 @@ def first_line(error: BaseException) -> str:
     return lines[0][:300] if lines else ""
 
 
-HOST_CHECK_MAX_PARAMETERS = 100_000_000
-"""The largest model a size check builds on the host (400 MB of float32) when meta cannot run it."""
+def check_size(name: str, given: str, build: Callable[[], nn.Module], call: Callable[[nn.Module], None],
+               cannot_run: Callable[[BaseException], str]) -> Ran[None]:
+    """Build the model and run `call` on it, without its memory and within the check's time limit
+    (`trainspeed.workloads.meta`): on meta, or on the host where meta cannot run it and the model
+    is small enough. A model that meta builds but cannot run, and that is too large for the host,
+    is let through unrun: its first step will say.
 
-
-def check_forward(build: Callable[[], nn.Module], call: Callable[[nn.Module], None]) -> None:
-    """Build the model and run `call` on it on the meta device (no memory, no time); where meta
-    has no kernel for an op (some libraries' grouped expert matmuls), again on the host, if the
-    model is small enough to build there; raise the host's error when it cannot run. A larger
-    model that meta builds but cannot run is let through: its first step will say."""
-    with torch.device("meta"):
-        model = build()
-        try:
-            call(model)
-            return
-        except Exception:  # noqa: BLE001 - meta's refusal is not the model's; the host decides
-            parameters = sum(p.numel() for p in model.parameters())
-    if parameters > HOST_CHECK_MAX_PARAMETERS:
-        return
-    call(build())
+    Every failure is one UsageError echoing the size as the user gave it (`given`): a builder that
+    raises cannot be built at that size; a run that raises is told by `cannot_run(error)`; a check
+    past its time limit asks for a smaller size (one that nobody waits for any more just stops)."""
+    try:
+        return run_without_memory(build, call)
+    except BuildFailed as error:
+        raise UsageError(f"--size {shown(given)}: {name} cannot be built at it "
+                         f"({type(error.__cause__).__name__}: {first_line(error)})") from None
+    except CheckStopped as error:
+        proceed = "; choose a smaller size" if error.timed_out else ""
+        raise UsageError(f"--size {shown(given)}: the check of {name} at it (the model built on the meta device and "
+                         f"run on a batch) stopped: {error}{proceed}") from None
+    except UsageError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the library's refusal, told in one line
+        raise UsageError(f"--size {shown(given)}: {cannot_run(error)}") from None

@@ -17,6 +17,22 @@ from typing import Iterable, Mapping
 from trainspeed.errors import UsageError
 
 SizeValue = int | float | bool | str
+SHOWN_CHARACTERS = 80
+"""The most of a user's text an error line echoes (a 10 kB key would make a 10 kB line)."""
+
+
+def shown(text: str) -> str:
+    """A user's text as an error line echoes it: quoted, escaped, and cut to SHOWN_CHARACTERS."""
+    if len(text) <= SHOWN_CHARACTERS:
+        return repr(text)
+    return f"{text[:SHOWN_CHARACTERS]!r}... ({len(text):,} characters)"
+
+
+def clipped(text: str) -> str:
+    """`shown` without the quotes (a `--workload NAME` an error line starts with)."""
+    cut = text[:SHOWN_CHARACTERS]
+    escaped = "".join(char if char.isprintable() else repr(char)[1:-1] for char in cut)
+    return escaped if len(text) <= SHOWN_CHARACTERS else f"{escaped}... ({len(text):,} characters)"
 
 
 @dataclass(frozen=True)
@@ -65,33 +81,35 @@ def parse_size(size: str, presets: Iterable[str], default_preset: str, workload:
     presets = tuple(presets)
     parts = [part.strip() for part in size.split(",")]
     if any(not part for part in parts):
-        raise UsageError(f"--size {size!r}: an empty part between commas; write PRESET,key=value,... "
+        raise UsageError(f"--size {shown(size)}: an empty part between commas; write PRESET,key=value,... "
                          f"(presets of {workload}: {', '.join(presets)})")
     preset = default_preset
     if "=" not in parts[0]:
         preset, parts = parts[0], parts[1:]
         if preset not in presets:
-            raise UsageError(f"--size {size!r}: {preset!r} is not a preset of {workload}: choose one of "
+            raise UsageError(f"--size {shown(size)}: {shown(preset)} is not a preset of {workload}: choose one of "
                              f"{', '.join(presets)}, optionally followed by ,key=value overrides")
     overrides: dict[str, SizeValue] = {}
     for part in parts:
         key, equals, value = part.partition("=")
         key, value = key.strip(), value.strip()
         if not equals or not key or not value:
-            raise UsageError(f"--size {size!r}: {part!r} is not key=value (after the preset, every part is one)")
+            raise UsageError(f"--size {shown(size)}: {shown(part)} is not key=value (after the preset, every part is one)")
         if key in overrides:
-            raise UsageError(f"--size {size!r}: {key} is given twice")
+            raise UsageError(f"--size {shown(size)}: {shown(key)} is given twice")
         overrides[key] = parse_value(value)
     return NamedSize(preset, tuple(sorted(overrides.items())))
 
 
 def require_positive_int(size: str, key: str, value: SizeValue, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise UsageError(f"--size {size!r}: {key} must be an integer of at least {minimum}, not {format_value(value)!r}")
+        raise UsageError(f"--size {shown(size)}: {key} must be an integer of at least {minimum}, "
+                         f"not {shown(format_value(value))}")
     return value
 
 
 def require_choice(size: str, key: str, value: SizeValue, choices: tuple[str, ...]) -> str:
     if value not in choices:
-        raise UsageError(f"--size {size!r}: {key} must be one of {', '.join(choices)}, not {format_value(value)!r}")
+        raise UsageError(f"--size {shown(size)}: {key} must be one of {', '.join(choices)}, "
+                         f"not {shown(format_value(value))}")
     return str(value)

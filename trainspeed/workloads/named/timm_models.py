@@ -7,10 +7,11 @@ from torch import nn
 from trainspeed.errors import UsageError
 from trainspeed.workloads.named.classifier import ClassifierSize, ImageClassifierWorkload
 from trainspeed.workloads.named.library import import_library
-from trainspeed.workloads.named.sizing import closest
+from trainspeed.workloads.named.sizing import closest, shown
 
 FAMILY = "timm"
 EXTRA = "timm"
+TAGS_SHOWN = 6
 
 
 class TimmWorkload(ImageClassifierWorkload):
@@ -19,11 +20,27 @@ class TimmWorkload(ImageClassifierWorkload):
     def __init__(self, model_name: str) -> None:
         self.timm = import_library("timm", EXTRA)
         if not self.timm.is_model(model_name):
-            raise UsageError(f"timm has no model {model_name!r} (timm {self.timm.__version__}, "
+            raise UsageError(f"timm has no model {shown(model_name)} (timm {self.timm.__version__}, "
                              f"{len(self.timm.list_models())} models){closest(model_name, self.timm.list_models())}")
+        self._check_tag(model_name)
         super().__init__(model_name)
         self.version = self.library_version = f"timm {self.timm.__version__}"
         self._pretrained_cfg = self.timm.models.get_pretrained_cfg(model_name)
+
+    def _check_tag(self, model_name: str) -> None:
+        """`NAME.TAG` names one of the architecture's pretrained configurations (its input size and
+        normalization); a tag timm lacks is one line listing the ones it has."""
+        architecture, dot, tag = model_name.partition(".")
+        if not dot:
+            return
+        tags = [name.partition(".")[2] for name in self.timm.list_pretrained(f"{architecture}.*")]
+        if tag in tags:
+            return
+        what = "an empty tag" if not tag else f"no tag {shown(tag)}"
+        listed = ", ".join(tags[:TAGS_SHOWN]) + (f" and {len(tags) - TAGS_SHOWN} more" if len(tags) > TAGS_SHOWN else "")
+        raise UsageError(f"timm's {shown(architecture)} has {what}: write timm:{architecture} for its default configuration"
+                         + (f" or timm:{architecture}.TAG with a TAG of {listed}" if tags else "")
+                         + (closest(tag, tags) if tag else ""))
 
     def create_model(self, size: ClassifierSize) -> nn.Module:
         """A model whose input size is fixed (a ViT's position embeddings) is built at the size's."""

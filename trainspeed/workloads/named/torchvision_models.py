@@ -7,7 +7,7 @@ from torch import nn
 from trainspeed.errors import UsageError
 from trainspeed.workloads.named.classifier import ClassifierSize, ImageClassifierWorkload
 from trainspeed.workloads.named.library import import_library
-from trainspeed.workloads.named.sizing import closest
+from trainspeed.workloads.named.sizing import closest, shown
 
 FAMILY = "torchvision"
 EXTRA = "vision"
@@ -25,7 +25,7 @@ class TorchvisionWorkload(ImageClassifierWorkload):
         self.models = torchvision.models
         classifiers = self.models.list_models(module=self.models)
         if model_name not in classifiers:
-            raise UsageError(f"torchvision has no classification model {model_name!r} (torchvision "
+            raise UsageError(f"torchvision has no classification model {shown(model_name)} (torchvision "
                              f"{torchvision.__version__}){closest(model_name, classifiers)}")
         super().__init__(model_name)
         self.version = self.library_version = f"torchvision {torchvision.__version__}"
