@@ -1,46 +1,11 @@
-"""`trainspeed study`: every study at its smallest size, as a user runs it (`study all --preset
-smoke`, once for this module), its rows, and the report of the whole folder; bad flags are one line."""
+"""`trainspeed study`: its help, each study's face, presets and flags, and bad flags in one line.
+Each study at its smallest size is run by its own module beside this one (`test_study_*.py`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from child_commands import run_child, run_trainspeed
 
-from trainspeed.bench.ratios import ratio_table, remote_pairs
-from trainspeed.bench.results import ResultRow
 from trainspeed.cli import main
-from trainspeed.evaluate.rows import MahjongEvalRow
-from trainspeed.kinds import read_inputs
-from trainspeed.studies.batch_size.report import ROW_TYPES as BATCH_SIZE_ROWS
-from trainspeed.studies.batch_size.rows import (
-    BatchSizeComparisonRow,
-    BatchSizeRunRow,
-    BatchSizeSettingsRow,
-)
-from trainspeed.studies.remote.links import namespaces_possible
-from trainspeed.studies.rows import StudyRecord
-from trainspeed.studies.scaling.rows import ScalingRunRow, io_efficiency
-
-pytestmark = pytest.mark.long
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _namespaces() -> set[str]:
-    result = run_child(["ip", "netns", "list"], timeout=60)
-    return set(result.stdout.split()) if result.returncode == 0 else set()
-
-
-@pytest.fixture(scope="module")
-def study(tmp_path_factory) -> tuple[Path, str, set[str]]:
-    """`trainspeed study all --preset smoke`: the folder, what it printed, the namespaces before."""
-    out = tmp_path_factory.mktemp("study")
-    before = _namespaces()
-    result = run_trainspeed("study", "all", "--preset", "smoke", "--out", str(out), timeout=3000)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return out, result.stdout, before
 
 
 def test_study_help_lists_every_study(capsys):
@@ -78,6 +43,14 @@ def test_every_study_face_finds_its_runner_and_report_part(name):
     assert all(callable(getattr(module, what)) for what in ("config_from_args", "units", "estimate_s", "rows_files", "run"))
     part = study.report_part()
     assert part is None or part.kinds
+
+
+def test_study_all_names_the_studies_it_runs_in_their_order():
+    """Its `--only` flag reads without torch, so its face names the studies its runner runs."""
+    from trainspeed.studies.everything import STUDY_NAMES
+    from trainspeed.studies.everything.study import STUDIES
+
+    assert tuple(study.name for study in STUDIES) == STUDY_NAMES
 
 
 @pytest.mark.parametrize(("argv", "settings"), [
@@ -136,88 +109,6 @@ def test_a_data_folder_of_another_kind_is_refused_before_anything_runs(study, tm
     assert line.startswith(f"trainspeed: error: {study} study: --data {run}: holds a training run"), line
     assert sorted(path.name for path in run.iterdir()) == ["train_config.json"]
     assert not out.exists() or not any(out.iterdir())
-
-
-@pytest.mark.slow
-@pytest.mark.e2e
-def test_all_prints_its_estimate_before_it_starts_and_records_every_study(study):
-    out, printed, _ = study
-    first, *plan = printed.splitlines()[:5]
-    assert first.startswith("study all (smoke): about ") and f"rows go to {out}" in first
-    assert [line.split(":")[0].strip() for line in plan] == ["throughput", "remote", "scaling", "batch-size"]
-    records = [read.row for read in read_inputs([out / "studies.jsonl"]).of(StudyRecord)]
-    assert [record.study for record in records] == ["throughput", "remote", "scaling", "batch-size", "all"]
-    assert all(record.wall_s > 0 and record.estimate_s > 0 and record.machine.cores_usable for record in records)
-
-
-@pytest.mark.slow
-@pytest.mark.e2e
-def test_throughput_rows_are_one_bench_run_device_and_host_fed(study):
-    out, _, _ = study
-    rows = [read.row for read in read_inputs([out / "throughput.jsonl"]).of(ResultRow)]
-    assert {(row.target, row.feed) for row in rows} == {(t, f) for t in ("cpu:eager:fp32", "cpu:eager:bf16")
-                                                        for f in ("device", "host")}
-    assert len({row.run_id for row in rows}) == 1 and all(row.status == "ok" for row in rows)
-    table = ratio_table(rows)
-    assert table.baseline == "cpu:eager:fp32" and table.ratio("cpu:eager:bf16", 16) is not None
-    assert all(row.command.startswith("trainspeed study all") for row in rows)
-
-
-@pytest.mark.slow
-@pytest.mark.e2e
-def test_remote_rows_pair_with_their_runs_local_row_over_loopback_and_a_labelled_link(study):
-    out, _, before = study
-    rows = [read.row for read in read_inputs([out / "remote.jsonl"]).of(ResultRow)]
-    pairs = remote_pairs(rows)
-    kind = "netns" if namespaces_possible() is None else "client-side"
-    assert sorted((p.remote.link.split("-")[0], p.remote.in_flight) for p in pairs) == sorted(
-        [("loopback", 1), ("loopback", 2), (kind.split("-")[0], 1), (kind.split("-")[0], 2)])
-    assert all(p.local is not None and p.local.run_id == p.remote.run_id and p.ratio > 0 for p in pairs)
-    assert all(p.remote.bytes_sent_per_step >= p.local.bytes_per_step > 0 for p in pairs)
-    # The server's time is summed over the steps of each of the client's windows: the same steps,
-    # so a wire time (client step - server step) below zero is ruled out, not left to the load.
-    assert all(len(p.remote.server_window_s) == p.remote.windows and p.remote.wire_time_suspect is False
-               for p in pairs)
-    assert _namespaces() == before, "the study left network namespaces behind"
-
-
-@pytest.mark.slow
-@pytest.mark.e2e
-def test_scaling_rows_compare_ranks_and_data_within_the_study(study):
-    out, _, _ = study
-    rows = [read.row for read in read_inputs([out / "scaling.jsonl"]).of(ScalingRunRow)]
-    assert sorted((row.world_size, row.data) for row in rows) == [(1, "real"), (1, "synthetic"), (2, "real"),
-                                                                  (2, "synthetic")]
-    assert len({row.study_id for row in rows}) == 1 and all(row.bench_samples_per_s for row in rows)
-    assert all(io_efficiency(rows, 32, ranks) > 0 for ranks in (1, 2))
-    assert all(row.machine.cores_usable and row.workload_sha256 for row in rows)
-
-
-@pytest.mark.slow
-@pytest.mark.e2e
-def test_batch_size_rows_hold_settings_runs_evaluations_and_a_verdict(study):
-    out, _, _ = study
-    inputs = read_inputs([out / "batch_size.jsonl"])
-    kinds = [type(read.row) for read in inputs.of(*BATCH_SIZE_ROWS)]
-    assert kinds[0] is BatchSizeSettingsRow and kinds.count(BatchSizeRunRow) == 4  # 2 batches x 2 seeds
-    comparisons = [read.row for read in inputs.of(*BATCH_SIZE_ROWS) if isinstance(read.row, BatchSizeComparisonRow)]
-    assert sorted(row.framing for row in comparisons) == ["equal samples", "equal steps", "equal wall time", "head to head"]
-    assert all((row.global_batch, row.versus_batch) == (64, 32) for row in comparisons)
-    assert all(row.verdict in ("supported", "contradicted")
-               or row.verdict.startswith("inconclusive at a minimum detectable difference of ") for row in comparisons)
-    # every final policy against the rule-based agents, batch 32 at batch 64's last step, head to head
-    assert len(inputs.of(MahjongEvalRow)) >= 4 + 2 + 2 and {read.row.games for read in inputs.of(MahjongEvalRow)} == {8}
-
-
-@pytest.mark.slow
-@pytest.mark.e2e
-def test_the_report_reads_the_whole_study_folder(study, tmp_path):
-    out, _, _ = study
-    page = tmp_path / "report.html"
-    assert main(["report", str(out), "--out", str(page)]) == 0
-    html = page.read_text()
-    for section in ("ratio", "scaling", "remote", "selfplay", "batch-size-study", "studies"):
-        assert f'<section id="{section}">' in html, section
 
 
 @pytest.mark.parametrize("study", ["scaling", "batch-size"])

@@ -22,6 +22,7 @@ from trainspeed.errors import UsageError
 from trainspeed.machine import Machine
 from trainspeed.studies import batch_size, remote, scaling, throughput
 from trainspeed.studies.common import Progress, no_progress, now
+from trainspeed.studies.everything import STUDY_NAMES
 from trainspeed.studies.face import Study
 from trainspeed.studies.rows import record_study
 
@@ -51,7 +52,8 @@ def _share_data(configs: dict[str, Any], out: Path) -> dict[str, Any]:
 def config_from_args(args: argparse.Namespace, out: Path) -> AllConfig:
     configs: dict[str, Any] = {}
     left_out: dict[str, str] = {}
-    for study in STUDIES:
+    chosen = getattr(args, "only", None) or STUDY_NAMES
+    for study in (study for study in STUDIES if study.name in chosen):
         module = study.runner()
         try:
             config = module.preset_config(args.preset, out)
