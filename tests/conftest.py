@@ -23,6 +23,7 @@ if importlib.util.find_spec("torch_xla") is not None:
 torch.set_num_threads(int(os.environ.get("TRAINSPEED_TEST_THREADS", "2")))
 
 import child_commands  # noqa: E402 - tests/child_commands.py, the one runner of child processes
+from shared_builds import built_once  # noqa: E402
 
 if TYPE_CHECKING:
     from trainspeed.serve.server import RunningServer
@@ -65,10 +66,11 @@ def selfplay_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """22 self-play games of four rule-based agents (seed 0), as `trainspeed data mahjong-selfplay`
     writes them; game 20 is the first of the validation split. Tests read it; one that changes a
     dataset copies it first."""
-    out = tmp_path_factory.mktemp("selfplay") / "data"
-    child_commands.run_ok("data", "mahjong-selfplay", "--games", "22", "--workers", "1", "--out", str(out), "--seed", "0",
-                          "--no-progress", timeout=300)
-    return out
+    def build(folder: Path) -> None:
+        child_commands.run_ok("data", "mahjong-selfplay", "--games", "22", "--workers", "1", "--out", str(folder / "data"),
+                              "--seed", "0", "--no-progress", timeout=300)
+
+    return built_once(tmp_path_factory, "selfplay", build) / "data"
 
 
 @pytest.fixture(scope="session")
@@ -76,12 +78,13 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory, selfplay_data: Path) -> P
     """A run directory of `trainspeed train`: Mahjong tiny, one rank, 6 steps of batch 32 on
     `selfplay_data`, a train row every 2 steps, a validation every 3, every step's checkpoint kept.
     Tests read it; one that changes a run copies it first."""
-    out = tmp_path_factory.mktemp("runs") / "tiny"
-    child_commands.run_ok("train", "--workload", "mahjong", "--size", "tiny", "--data", str(selfplay_data), "--steps", "6",
-                          "--batch-size-per-device", "32", "--eval-every", "3", "--eval-batches", "2", "--log-every", "2",
-                          "--checkpoint-every", "1", "--keep-checkpoints", "0", "--threads", "1", "--no-progress",
-                          "--out", str(out), timeout=300)
-    return out
+    def build(folder: Path) -> None:
+        child_commands.run_ok("train", "--workload", "mahjong", "--size", "tiny", "--data", str(selfplay_data), "--steps",
+                              "6", "--batch-size-per-device", "32", "--eval-every", "3", "--eval-batches", "2",
+                              "--log-every", "2", "--checkpoint-every", "1", "--keep-checkpoints", "0", "--threads", "1",
+                              "--no-progress", "--out", str(folder / "tiny"), timeout=300)
+
+    return built_once(tmp_path_factory, "tiny_run", build) / "tiny"
 
 
 SERVER_LINES = pytest.StashKey[list[io.StringIO]]()

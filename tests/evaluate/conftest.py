@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from child_commands import run_ok
+from shared_builds import built_once
 
 from trainspeed.train.checkpoint import (
     find_checkpoint,
@@ -31,7 +32,8 @@ def foreign_run(tiny_run, tmp_path_factory) -> Path:
 def untrained_run(tmp_path_factory) -> Path:
     """A tiny Mahjong policy after one step on synthetic data: the policy whose games the worker test's
     counts of forward passes were worked out on."""
-    out = tmp_path_factory.mktemp("runs") / "untrained"
-    run_ok("train", "--workload", "mahjong", "--size", "tiny", "--synthetic-data", "--steps", "1",
-           "--batch-size-per-device", "8", "--threads", "1", "--out", str(out), "--no-progress")
-    return out
+    def build(folder: Path) -> None:
+        run_ok("train", "--workload", "mahjong", "--size", "tiny", "--synthetic-data", "--steps", "1",
+               "--batch-size-per-device", "8", "--threads", "1", "--out", str(folder / "untrained"), "--no-progress")
+
+    return built_once(tmp_path_factory, "untrained_run", build) / "untrained"

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from child_commands import run_child
 from PIL import Image
-from train_runs import train_env
+from shared_builds import built_once
+from train_runs import train_checkpointed, train_env
 
 
 @pytest.fixture(scope="session")
@@ -21,14 +22,24 @@ def data_args(selfplay_data: Path) -> list[str]:
 @pytest.fixture(scope="session")
 def image_data_args(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """A StyleGAN3 image dataset of 32x32 images made by `trainspeed data images` from 24 PNGs."""
-    source = tmp_path_factory.mktemp("photos")
-    rng = np.random.default_rng(0)
-    for index in range(24):
-        Image.fromarray(rng.integers(0, 256, (40, 40, 3), dtype=np.uint8)).save(source / f"{index:02d}.png")
-    dataset = tmp_path_factory.mktemp("images") / "images.zip"
-    result = run_child(
-        [sys.executable, "-m", "trainspeed", "data", "images", str(source), "--out", str(dataset), "--resolution", "32"],
-        env=train_env(), timeout=60,
-    )
-    assert result.returncode == 0, result.stderr
-    return ["--data", str(dataset)]
+    def build(folder: Path) -> None:
+        source = folder / "photos"
+        source.mkdir()
+        rng = np.random.default_rng(0)
+        for index in range(24):
+            Image.fromarray(rng.integers(0, 256, (40, 40, 3), dtype=np.uint8)).save(source / f"{index:02d}.png")
+        result = run_child(
+            [sys.executable, "-m", "trainspeed", "data", "images", str(source), "--out", str(folder / "images.zip"),
+             "--resolution", "32"], env=train_env(), timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+
+    return ["--data", str(built_once(tmp_path_factory, "stylegan3_images", build) / "images.zip")]
+
+
+@pytest.fixture(scope="session")
+def two_rank_run(tmp_path_factory: pytest.TempPathFactory, data_args: list[str]) -> Path:
+    """Two ranks on the session's self-play set, a checkpoint every 4 steps (`train_checkpointed`):
+    the uninterrupted run that the data-parallel tests compare theirs with."""
+    return built_once(tmp_path_factory, "two_rank_run", lambda folder: train_checkpointed(folder / "run", 2, data_args)) / "run"
+
