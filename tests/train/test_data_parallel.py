@@ -6,8 +6,6 @@ full-batch mean: the same numbers added in another order, so the runs differ by 
 float32 that difference (1e-6 to 2e-5 after 24 steps, depending on the CPU's vector width) is too
 close to a real fault to tell them apart, so the comparison runs a network that computes in float64
 from its inputs to its loss (`float64_workload`, on Mahjong's real shards and loader). Rounding
-
-from child_commands import run_child, start_child
 there is relative 2**-53 = 1.1e-16 per operation: float32 runs show differences of about 250 units
 of their own rounding (2**-24), which in float64 is 3e-14. ATOL_FLOAT64 = 1e-9 leaves a factor of
 3e4 above that on any machine, and is 1e6 below what any fault of the data-parallel arithmetic does
@@ -29,8 +27,9 @@ import pytest
 import torch
 from child_commands import run_child, start_child
 from train_runs import (
+    PER_DEVICE,
+    STEPS,
     ATOL_FLOAT64,
-    all_networks,
     final_parameters,
     float64_initial_parameters,
     float64_workload,
@@ -38,30 +37,11 @@ from train_runs import (
     run_train,
     train_command,
     train_env,
+    wait_for_checkpoint,
 )
 
-from trainspeed.targets import available_targets
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
-
-STEPS = 24
-PER_DEVICE = 16
-
-
-def _train(out: Path, nproc: int, batch: int, data_args: list[str], *extra: str) -> None:
-    result = run_train(
-        *data_args, "--nproc", str(nproc), "--batch-size-per-device", str(batch), "--steps", str(STEPS),
-        "--checkpoint-every", "4", "--out", str(out), *extra, timeout=180,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-@pytest.fixture(scope="module")
-def two_rank_run(tmp_path_factory: pytest.TempPathFactory, data_args: list[str]) -> Path:
-    out = tmp_path_factory.mktemp("two_ranks")
-    _train(out, 2, PER_DEVICE, data_args)
-    return out
-
 
 @pytest.mark.slow
 def test_two_ranks_end_with_the_parameters_of_one_rank_at_the_same_global_batch(
@@ -88,86 +68,6 @@ def test_two_ranks_end_with_the_parameters_of_one_rank_at_the_same_global_batch(
     for nproc, out in runs.items():  # the command's start to the first step: inside the command, before its steps
         recorded = json.loads((out / "summary.json").read_text())
         assert 0 < recorded["startup_s"] < command_s[nproc] - recorded["wall_s"]
-
-
-def _wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, timeout_s: float) -> str:
-    pointer = run_dir / "checkpoints" / "latest"
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and process.poll() is None:
-        if pointer.exists():
-            return pointer.read_text().strip()
-        time.sleep(0.01)
-    raise AssertionError(f"no checkpoint appeared under {run_dir} (exit code {process.poll()})")
-
-
-XLA_MISSING = available_targets()["xla:lazy:fp32"]
-STYLEGAN3_STEPS = 12
-
-
-def _workload_args(workload: str, data_args: list[str], image_data_args: list[str]) -> list[str]:
-    """Real data for each workload: Mahjong self-play shards, StyleGAN3 images of `data images`."""
-    if workload == "mahjong":
-        return [*data_args, "--batch-size-per-device", str(PER_DEVICE), "--steps", str(STEPS)]
-    return ["--workload", "stylegan3", "--size", "tiny-t", *image_data_args, "--batch-size-per-device", "2",
-            "--steps", str(STYLEGAN3_STEPS)]
-
-
-@pytest.fixture(scope="module")
-def stylegan3_run(tmp_path_factory: pytest.TempPathFactory, data_args: list[str], image_data_args: list[str]) -> Path:
-    out = tmp_path_factory.mktemp("stylegan3_two_ranks")
-    result = run_train(*_workload_args("stylegan3", data_args, image_data_args), "--nproc", "2",
-                       "--checkpoint-every", "4", "--out", str(out), timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return out
-
-
-KILL_9_CASES = [
-    pytest.param("mahjong", "cpu:eager:fp32", 1, id="mahjong-shards-cpu"),
-    pytest.param("mahjong", "xla:lazy:fp32", 1, id="mahjong-shards-xla",
-                 marks=pytest.mark.skipif(XLA_MISSING is not None, reason=str(XLA_MISSING))),
-    pytest.param("stylegan3", "cpu:eager:fp32", 0, id="stylegan3-images-cpu-no-loader-workers"),
-    pytest.param("stylegan3", "cpu:eager:fp32", 1, id="stylegan3-images-cpu-one-loader-worker"),
-]
-"""(workload, target, loader workers per rank): one target of every family that runs on this
-machine's CPU (XLA through its PJRT CPU client), and both workloads on their real data."""
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(("workload", "target", "workers"), KILL_9_CASES)
-def test_kill_9_then_resume_on_real_data_ends_with_the_parameters_of_an_uninterrupted_run(
-    workload: str, target: str, workers: int, request: pytest.FixtureRequest, tmp_path: Path,
-    data_args: list[str], image_data_args: list[str],
-) -> None:
-    args = [*_workload_args(workload, data_args, image_data_args), "--target", target, "--nproc", "2",
-            "--num-workers", str(workers), "--checkpoint-every", "4"]
-    if workload == "stylegan3":
-        uninterrupted = request.getfixturevalue("stylegan3_run")  # trained with one loader worker per rank
-    elif target == "cpu:eager:fp32":
-        uninterrupted = request.getfixturevalue("two_rank_run")
-    else:
-        uninterrupted = tmp_path / "uninterrupted"
-        _train(uninterrupted, 2, PER_DEVICE, data_args, "--target", target)
-    killed = tmp_path / "killed"
-    process = start_child(
-        train_command(*args, "--out", str(killed)), env=train_env(), start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    _wait_for_checkpoint(killed, process, timeout_s=180)
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
-    assert not (killed / "summary.json").exists(), "the run finished before it was killed"
-
-    resumed = run_train(*args, "--out", str(killed), "--resume", timeout=300)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "resumed from" in resumed.stdout
-    summary = json.loads((killed / "summary.json").read_text())
-    assert 0 < summary["first_step"] < summary["last_step"]
-    finished, reference = all_networks(killed), all_networks(uninterrupted)
-    differing = [name for name in reference if not torch.equal(finished[name], reference[name])]
-    assert differing == [], f"{len(differing)} of {len(reference)} tensors differ, e.g. {differing[:3]}"
-    logged = [json.loads(line) for line in (killed / "metrics.jsonl").read_text().splitlines()]
-    train_steps = [row["step"] for row in logged if row["kind"] == "train"]
-    assert train_steps == sorted(set(train_steps)), "a step the killed run logged after its checkpoint is logged twice"
 
 
 FAILING_WORKLOAD = '''
@@ -228,7 +128,7 @@ def test_a_rank_killed_with_kill_9_is_one_line_and_the_exit_code_of_a_killed_run
                       "--checkpoint-every", "5", "--out", str(tmp_path)),
         env=train_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    _wait_for_checkpoint(tmp_path, process, timeout_s=90)
+    wait_for_checkpoint(tmp_path, process, timeout_s=90)
     os.kill(_rank_pid(tmp_path / "train_config.json", 1), signal.SIGKILL)
     stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == 137, stdout + stderr
@@ -237,12 +137,11 @@ def test_a_rank_killed_with_kill_9_is_one_line_and_the_exit_code_of_a_killed_run
 
 
 STOPS = [
-    pytest.param(1, signal.SIGTERM, False, id="1-rank-SIGTERM-to-the-launcher"),
     pytest.param(2, signal.SIGTERM, False, id="2-ranks-SIGTERM-to-the-launcher"),
     pytest.param(1, signal.SIGINT, True, id="1-rank-Ctrl-C"),
-    pytest.param(2, signal.SIGINT, True, id="2-ranks-Ctrl-C"),
 ]
-"""(ranks, signal, to the whole process group as a terminal's Ctrl-C sends it, or to the launcher alone)."""
+"""(ranks, signal, to the whole process group as a terminal's Ctrl-C sends it, or to the launcher
+alone): each signal, each way of sending it, one rank and several, in two runs."""
 
 
 @pytest.mark.parametrize(("nproc", "stop_signal", "to_group"), STOPS)
@@ -256,7 +155,7 @@ def test_a_stop_signal_checkpoints_at_the_current_step_says_so_in_one_line_and_r
         train_command(*args), env=train_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )
-    _wait_for_checkpoint(tmp_path, process, timeout_s=90)
+    wait_for_checkpoint(tmp_path, process, timeout_s=90)
     if to_group:
         os.killpg(process.pid, stop_signal)
     else:

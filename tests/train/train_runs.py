@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import time
 from pathlib import Path
 
 import torch
@@ -128,3 +129,29 @@ def plant_payload(run_dir: Path, marker: Path) -> None:
         torch.save({"step": 1, "config": "{}", "trainable": CreatesAFile(marker)}, path)
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         path.with_name(path.name + ".sha256").write_text(f"{digest}  {path.name}\n")
+
+
+STEPS = 24
+PER_DEVICE = 16
+"""The data-parallel tests' runs: 24 steps of 16 samples per rank on the session's self-play set."""
+
+
+def train_checkpointed(out: Path, nproc: int, data_args: list[str], *extra: str) -> None:
+    """`STEPS` steps of `PER_DEVICE` samples per rank, a checkpoint every 4."""
+    result = run_train(
+        *data_args, "--nproc", str(nproc), "--batch-size-per-device", str(PER_DEVICE), "--steps", str(STEPS),
+        "--checkpoint-every", "4", "--out", str(out), *extra, timeout=900,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, timeout_s: float) -> str:
+    """The first checkpoint a running training writes (its name), failing if it ends first."""
+    pointer = run_dir / "checkpoints" / "latest"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        if pointer.exists():
+            return pointer.read_text().strip()
+        time.sleep(0.01)
+    raise AssertionError(f"no checkpoint appeared under {run_dir} (exit code {process.poll()})")
+

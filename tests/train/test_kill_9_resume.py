@@ -1,0 +1,97 @@
+"""`kill -9` of a data-parallel training, then `--resume`: it ends with the parameters of a run
+never interrupted, on each target family this machine runs and on both workloads' real data."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from child_commands import start_child
+from train_runs import (
+    PER_DEVICE,
+    STEPS,
+    all_networks,
+    run_train,
+    train_checkpointed,
+    train_command,
+    train_env,
+    wait_for_checkpoint,
+)
+
+from trainspeed.targets import available_targets
+
+pytestmark = [pytest.mark.e2e, pytest.mark.long]
+
+XLA_MISSING = available_targets()["xla:lazy:fp32"]
+STYLEGAN3_STEPS = 12
+
+
+def _workload_args(workload: str, data_args: list[str], image_data_args: list[str]) -> list[str]:
+    """Real data for each workload: Mahjong self-play shards, StyleGAN3 images of `data images`."""
+    if workload == "mahjong":
+        return [*data_args, "--batch-size-per-device", str(PER_DEVICE), "--steps", str(STEPS)]
+    return ["--workload", "stylegan3", "--size", "tiny-t", *image_data_args, "--batch-size-per-device", "2",
+            "--steps", str(STYLEGAN3_STEPS)]
+
+
+@pytest.fixture(scope="module")
+def stylegan3_run(tmp_path_factory: pytest.TempPathFactory, data_args: list[str], image_data_args: list[str]) -> Path:
+    out = tmp_path_factory.mktemp("stylegan3_two_ranks")
+    result = run_train(*_workload_args("stylegan3", data_args, image_data_args), "--nproc", "2",
+                       "--checkpoint-every", "4", "--out", str(out), timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return out
+
+
+KILL_9_CASES = [
+    pytest.param("mahjong", "cpu:eager:fp32", 0, id="mahjong-shards-cpu-no-loader-workers"),
+    pytest.param("mahjong", "xla:lazy:fp32", 1, id="mahjong-shards-xla",
+                 marks=pytest.mark.skipif(XLA_MISSING is not None, reason=str(XLA_MISSING))),
+    pytest.param("stylegan3", "cpu:eager:fp32", 1, id="stylegan3-images-cpu-one-loader-worker"),
+]
+"""(workload, target, loader workers per rank): one target of every family that runs on this
+machine's CPU (XLA through its PJRT CPU client), both workloads on their real data, and a loader
+without workers (the data position kept in the rank) and with them (kept in each worker)."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("workload", "target", "workers"), KILL_9_CASES)
+def test_kill_9_then_resume_on_real_data_ends_with_the_parameters_of_an_uninterrupted_run(
+    workload: str, target: str, workers: int, request: pytest.FixtureRequest, tmp_path: Path,
+    data_args: list[str], image_data_args: list[str],
+) -> None:
+    args = [*_workload_args(workload, data_args, image_data_args), "--target", target, "--nproc", "2",
+            "--num-workers", str(workers), "--checkpoint-every", "4"]
+    if workload == "stylegan3":
+        uninterrupted = request.getfixturevalue("stylegan3_run")  # trained with one loader worker per rank
+    elif target == "cpu:eager:fp32":
+        uninterrupted = request.getfixturevalue("two_rank_run")
+    else:
+        uninterrupted = tmp_path / "uninterrupted"
+        train_checkpointed(uninterrupted, 2, data_args, "--target", target)
+    killed = tmp_path / "killed"
+    process = start_child(
+        train_command(*args, "--out", str(killed)), env=train_env(), start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    wait_for_checkpoint(killed, process, timeout_s=180)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert not (killed / "summary.json").exists(), "the run finished before it was killed"
+
+    resumed = run_train(*args, "--out", str(killed), "--resume", timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resumed from" in resumed.stdout
+    summary = json.loads((killed / "summary.json").read_text())
+    assert 0 < summary["first_step"] < summary["last_step"]
+    finished, reference = all_networks(killed), all_networks(uninterrupted)
+    differing = [name for name in reference if not torch.equal(finished[name], reference[name])]
+    assert differing == [], f"{len(differing)} of {len(reference)} tensors differ, e.g. {differing[:3]}"
+    logged = [json.loads(line) for line in (killed / "metrics.jsonl").read_text().splitlines()]
+    train_steps = [row["step"] for row in logged if row["kind"] == "train"]
+    assert train_steps == sorted(set(train_steps)), "a step the killed run logged after its checkpoint is logged twice"
