@@ -24,6 +24,7 @@ import torch
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.gradients.noise_scale import NoiseScaleMeter
+from trainspeed.gradients.rows import summary_fields
 from trainspeed.machine import Machine
 from trainspeed.targets import get_target
 from trainspeed.targets.base import BatchPlacer, Target
@@ -542,7 +543,7 @@ class RankTrainer:
             learning_rates=dataclasses.asdict(self.learning_rates),
             cpu_s_per_wall_s=cpu_s_per_wall_s,
             time_to_target=self._target_record(clock) if self.tracker is not None else None,
-            noise_scale=self.meter.last_quarter(0, self.state.step) if self.meter is not None else None,
+            **summary_fields(self.meter.last_quarter(0, self.state.step) if self.meter is not None else None),
             startup_s=trace.startup_s,
             **identify(self.workload).provenance(machine=trace.machine.at_end() if trace.machine else None)
             .fields_of(RunSummary),
