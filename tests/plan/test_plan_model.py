@@ -181,3 +181,27 @@ def test_with_no_study_only_a_run_with_a_noise_scale_above_0_gives_the_steps():
     assert steps_model(plan_of(_goal_run(64.0))).steps(64) == pytest.approx(100.0)
     with pytest.raises(UsageError, match="no run that met the goal with a noise scale above 0"):
         steps_model(plan_of(_goal_run(-32.0)))
+
+
+def test_with_no_study_an_unresolved_noise_scale_is_no_value_the_plan_predicts_from():
+    """A run's last quarter whose |G|^2 is within its noise of 0 gives only B_simple > N: the plan
+    refuses it as B_noise, and says so where another run's resolved value gives the steps."""
+    from trainspeed.gradients.rows import assess, summary_fields
+    from trainspeed.plan.model import steps_model
+
+    def run_of(readings: dict, name: str) -> TrainRun:
+        row = dataclasses.replace(_goal_run(0.0).row, **summary_fields(readings))
+        return TrainRun(row, Source(f"runs/{name}/summary.json"), {})
+
+    def plan_of(*runs: TrainRun) -> PlanInputs:
+        return dataclasses.replace(inputs([], []), runs=list(runs), settings=None, fit=None)
+
+    unresolved = run_of({"net": assess(0.01, 530.0, 1.0)}, "u")
+    with pytest.raises(UsageError, match=r"runs/u/summary.json's B_simple of net is unresolved > 264 \(\|G\|\^2 "
+                                         r"within its noise of 0 over its last quarter\): a lower bound is no B_noise"):
+        steps_model(plan_of(unresolved))
+    model = steps_model(plan_of(unresolved, run_of({"net": assess(2.0, 128.0, 0.1)}, "r")))
+    assert model.steps(64) == pytest.approx(100.0) and "B_noise 64, through" in model.source
+    assert "left out: run runs/u/summary.json's B_simple of net is unresolved > 264" in model.source
+    older = steps_model(plan_of(_goal_run(64.0)))  # a summary written before: its value, not assessed
+    assert "B_noise 64 (not assessed for resolution" in older.source

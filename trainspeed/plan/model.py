@@ -5,7 +5,10 @@
 - S(B), the steps to the goal, depend on the batch and the recipe, not on the device: from a
   time-to-target study's fit S_min (1 + B_crit / B) with its bootstrap draws, or, with no study,
   from one run that met the goal and measured its noise scale, by McCandlish et al.'s model
-  S = S_min (1 + B_noise / B), S_min set so that it passes through that run's steps.
+  S = S_min (1 + B_noise / B), S_min set so that it passes through that run's steps. B_noise is
+  the run's noise scale over its last quarter where that is resolved; an unresolved one is only a
+  lower bound (`trainspeed.gradients.rows`), never taken as a value: such a run is left out, and
+  the steps' source says so.
 - step(target, D, b) = b / (bench samples/s of the target at per-device batch b) / efficiency(D):
   the efficiency is a run's per-device samples/s over the bench's at its target and per-device batch
   (data IO, the all-reduce, the loop), taken from a run of D devices (the nearest per-device batch,
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field
 
 from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
+from trainspeed.gradients.rows import UNRESOLVED_REASON
 from trainspeed.machine import Machine
 from trainspeed.plan.inputs import PlanInputs
 from trainspeed.report.inputs import Read
@@ -61,17 +65,31 @@ def steps_model(inputs: PlanInputs) -> StepsModel:
         return StepsModel(StepsFit(row.s_min, row.e_min), [StepsFit(s, e) for s, e in row.draws],
                           f"fit of study {row.study_id} ({inputs.fit.source}){borrowed}")
     threshold = parse_goal(inputs.until).threshold
+    unresolved: list[str] = []
     for run in inputs.runs:
-        record, noise = run.row.time_to_target, run.row.noise_scale
+        record, readings = run.row.time_to_target, run.row.last_quarter_noise_scale()
         samples = record.crossing_samples(threshold) if record is not None else None
-        if samples is None or samples <= 0 or not noise or next(iter(noise.values())) <= 0:
+        if samples is None or samples <= 0 or not readings:
+            continue
+        name, reading = next(iter(readings.items()))
+        if reading.resolved is False:
+            bound = "" if reading.lower_bound is None else f" > {reading.lower_bound:,.0f}"
+            unresolved.append(f"run {run.source}'s B_simple of {name} is unresolved{bound} ({UNRESOLVED_REASON} "
+                              "over its last quarter)")
+            continue
+        if reading.value is None or reading.value <= 0:
             continue  # a noise scale of 0 or below (a tr(Sigma) estimate below 0) predicts no steps
-        b_noise = next(iter(noise.values()))
+        b_noise = reading.value
         steps = samples / run.row.global_batch
         s_min = steps / (1 + b_noise / run.row.global_batch)
+        assessed = "" if reading.resolved else " (not assessed for resolution: a summary written before that)"
+        left_out = "".join(f"; left out: {reason}" for reason in unresolved)
         return StepsModel(StepsFit(s_min, s_min * b_noise), [],
-                          f"McCandlish's model S_min (1 + B_noise / B) with B_noise {b_noise:,.0f}, through the "
-                          f"{steps:,.1f} steps of run {run.source} (no study: an estimate){borrowed}")
+                          f"McCandlish's model S_min (1 + B_noise / B) with B_noise {b_noise:,.0f}{assessed}, through "
+                          f"the {steps:,.1f} steps of run {run.source} (no study: an estimate){borrowed}{left_out}")
+    if unresolved:
+        raise UsageError(f"plan: no study fit, and {'; '.join(unresolved)}: a lower bound is no B_noise to predict "
+                         "steps from; give a time-to-target study's rows, or a run whose noise scale is resolved")
     raise UsageError("plan: no study fit and no run that met the goal with a noise scale above 0: give a time-to-target "
                      "study's rows, or a run of `trainspeed train --until ...` that met its goal")
 
