@@ -22,6 +22,7 @@ from trainspeed.gradients.rows import (
     NoiseScaleRecord,
     assess,
     ema_weight_sq_sum,
+    noise_scale_allows,
     noise_scale_at,
     standard_error,
     summary_fields,
@@ -245,6 +246,7 @@ def test_a_true_grad_sq_of_0_is_unresolved_and_read_as_a_lower_bound_above_every
     reading = noise_scale_at([record], 400 * 64)
     assert reading is not None and reading.value is None and reading.lower_bound == record.b_simple_lower
     assert reading.larger_than(64) and reading.larger_than(10**9)  # unresolved: larger than any batch tried
+    assert noise_scale_allows(10**9, record)
     quarter = meter.last_quarter(0, 400)
     assert quarter is not None and quarter["model"].resolved is False and quarter["model"].lower_bound > 64
     fields = summary_fields(quarter)
@@ -260,6 +262,7 @@ def test_a_clearly_positive_grad_sq_is_resolved_and_its_noise_scale_is_the_value
     assert record.b_simple_avg == pytest.approx(33.0, rel=0.15)
     reading = noise_scale_at([record], 400 * 64)
     assert reading is not None and reading.value == record.b_simple_avg and not reading.larger_than(64)
+    assert noise_scale_allows(16, record) and not noise_scale_allows(64, record)
     quarter = meter.last_quarter(0, 400)
     assert quarter is not None and quarter["model"].value == pytest.approx(33.0, rel=0.15)
     assert summary_fields(quarter)["noise_scale"] == {"model": quarter["model"].value}

@@ -224,3 +224,10 @@ def noise_scale_at(records: Sequence[NoiseScaleRecord], samples: int,
         network = min(record.network for record in measured)
     mine = [record for record in measured if record.network == network]
     return mine[-1].reading if mine else None
+
+
+def noise_scale_allows(batch: float, record: NoiseScaleRecord) -> bool:
+    """Whether a row's noise scale says `batch` still scales (B_simple above it): a resolved value
+    above `batch`, or an unresolved window, which counts as larger than any batch tried (its
+    lower bound says only how large it is at least). What a batch-size controller asks of a row."""
+    return record.reading.larger_than(batch)
