@@ -81,8 +81,11 @@ def test_a_prediction_is_steps_times_step_time_plus_start_up_compilation_and_val
     assert (eager.steps_trained, eager.validations) == (trained, validations)
     assert eager.predicted_s == pytest.approx(2.0 + trained * 0.01 + validations * 0.5)
     compiled = by_target["cpu:compile:fp32"]
-    compiling = (5.01 - 0.005) - (0.02 - 0.01)  # its first step beyond its steady one, less eager's
+    compiling = 5.01 - 0.005  # its first step beyond its steady one: the training graph's compilation
     assert compiled.compile_s == pytest.approx(compiling)
+    assert [(item.graph, item.batch, item.seconds) for item in compiled.compilations] == [
+        ("training", 64, pytest.approx(compiling)), ("validation", 64, None)]  # no run of it validated: not measured
+    assert eager.compilations == []  # an eager target compiles nothing (its first step's excess is no compilation)
     assert compiled.predicted_s == pytest.approx(2.0 + compiling + trained * 0.005 + validations * 0.5)
     assert eager.recommended and not compiled.recommended and compiled.rank == 2
     assert eager.statistical_efficiency == pytest.approx(1 / (1 + 64 / B_CRIT))
@@ -179,5 +182,6 @@ def test_with_no_study_only_a_run_with_a_noise_scale_above_0_gives_the_steps():
         return dataclasses.replace(inputs([], []), runs=[run], settings=None, fit=None)
 
     assert steps_model(plan_of(_goal_run(64.0))).steps(64) == pytest.approx(100.0)
-    with pytest.raises(UsageError, match="no run that met the goal with a noise scale above 0"):
+    with pytest.raises(UsageError, match=r"near its goal .* is unresolved \(\|G\|\^2 within its noise of 0\) and "
+                                         "bounds nothing"):
         steps_model(plan_of(_goal_run(-32.0)))

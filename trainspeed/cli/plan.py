@@ -9,6 +9,8 @@ from trainspeed.bench.config import TARGET_LIST
 from trainspeed.flags import POSITIVE_INTS, WORKLOAD_HELP, CommaListAction, Range, comma_list, seed_value
 
 CHECK_LIST = comma_list(what="configurations (target/devices/batch) or keywords", example="best,samples-per-s")
+SCHEDULE_LIST = comma_list(choices=("fixed", "auto"), what="fixed (the global batch held) or auto (a batch that doubles "
+                           "while the noise scale says it still scales)", example="fixed,auto", distinct=True)
 
 EPILOG = """\
 reads bench rows (samples/s per target and per-device batch), run directories of `trainspeed train`
@@ -36,7 +38,11 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--devices", action=CommaListAction, items=POSITIVE_INTS, default=None,
                         help="device counts, e.g. 1,2,8 (default: 1 and those of the runs given)")
     parser.add_argument("--global-batches", action=CommaListAction, items=POSITIVE_INTS, default=None,
-                        help="global batches (default: the study's)")
+                        help="global batches (default: the study's, else the bench rows')")
+    parser.add_argument("--schedules", action=CommaListAction, items=SCHEDULE_LIST, default=None,
+                        help="fixed: each global batch held; auto: per target and device count, a batch from the "
+                        "smallest global batch doubling up to the largest (default: both where the inputs measured "
+                        "the noise scale over a run, else fixed)")
     parser.add_argument("--borrow-steps", action="store_true",
                         help="plan the bench rows' size with the steps measured at another size of the workload (an "
                         "assumption every row states; without it, rows of two sizes are refused)")
@@ -88,7 +94,8 @@ def run_plan(args: argparse.Namespace) -> int:
         check_writable_directory(args.out.parent, f"--out {args.out}")
     inputs = read_plan_inputs(args.inputs, args.borrow_steps)
     model = steps_model(inputs)  # no steps to the goal is the first thing to say
-    rows = plan_rows(inputs, default_grid(inputs, targets, args.devices, args.global_batches), args.command_line, model)
+    grid = default_grid(inputs, targets, args.devices, args.global_batches, args.schedules, model)
+    rows = plan_rows(inputs, grid, args.command_line, model)
     to_check = chosen(rows, args.check) if args.check else []
     dirs = check_dirs(inputs, to_check, args.check_dir) if to_check else {}
     commands = check_commands(inputs, to_check, dirs, args.check_seed) if to_check else {}
@@ -98,7 +105,7 @@ def run_plan(args: argparse.Namespace) -> int:
         check_writable_directory(args.check_dir, f"--check-dir {args.check_dir}")  # the last check: it makes the folder
     print(f"plan: {inputs.identity} to {inputs.until}")
     print(table(rows))
-    print(verdict(rows))
+    print(verdict(rows, model.note))
     if args.out is not None:
         for row in rows:
             append_row(args.out, row)

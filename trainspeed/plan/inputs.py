@@ -49,6 +49,19 @@ class Identity:
 
 
 @dataclass(frozen=True)
+class CriticalBatchPoint:
+    """The critical batch measured at one point of the base run: branches from its checkpoint at
+    `samples` continued at larger batches, and the largest whose goal metric stayed within the
+    tolerance of the unchanged batch's is `critical_batch` (at least it, where every batch tried
+    stayed within: `lower_bound`)."""
+
+    samples: float
+    critical_batch: float
+    lower_bound: bool
+    source: str
+
+
+@dataclass(frozen=True)
 class PlanInputs:
     bench: list[Read[ResultRow]]
     runs: list[TrainRun]
@@ -63,6 +76,8 @@ class PlanInputs:
     """The size the steps to the goal were measured at (another only with `--borrow-steps`)."""
     settings_source: str | None = None
     """Where the study's settings row was read (file:line)."""
+    critical_points: tuple[CriticalBatchPoint, ...] = ()
+    """The critical batch measured along the base run (a critical-batch study's rows), if given."""
 
 
 def read_plan_inputs(paths: Sequence[Path], borrow_steps: bool = False) -> PlanInputs:
@@ -147,3 +162,10 @@ def _check_fits(expected: Identity, found: Identity, where: str) -> None:
         raise UsageError(f"plan: {where} is of workload {found}, the plan's steps of {expected}; give rows of "
                          "one workload and size (another definition of a workload is another workload; --borrow-steps "
                          "plans another size with these steps, as an assumption)")
+
+
+def bench_row(inputs: PlanInputs, target: str, batch: int) -> Read[ResultRow] | None:
+    """The newest ok bench row of the target at that per-device batch."""
+    rows = [read for read in inputs.bench if read.row.target == target and read.row.batch_size == batch
+            and read.row.samples_per_s]
+    return max(rows, key=lambda read: read.row.timestamp) if rows else None
