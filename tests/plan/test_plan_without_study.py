@@ -260,16 +260,21 @@ def test_a_study_whose_draws_round_to_one_validation_still_has_the_step_time_s_s
 
 # --- a batch that grows ---------------------------------------------------------------------------
 
-def test_a_growing_batch_doubles_while_the_doubled_batch_still_scales_and_takes_each_segments_steps():
-    """10 optimal steps at a critical batch of 100, then 10 at 400, from 32 up to 512: the batch
-    doubles to 64 (128 > 100), then to 256 (512 > 400); each segment takes 10 (1 + b / B) steps."""
-    segments = [Segment(10.0, 100.0, 100.0), Segment(10.0, 400.0, 400.0)]
+def test_a_growing_batch_doubles_once_two_readings_in_a_row_say_the_doubled_batch_scales():
+    """Segments of 5 optimal steps at critical batches 100, 100, 400 x 4, from 32 up to 512: the
+    batch doubles at the second reading of each pair that says 2B <= b (one doubling at a time),
+    and each segment takes 5 (1 + b / B) steps at the batch it runs at."""
+    segments = [Segment(5.0, b, b) for b in (100.0, 100.0, 400.0, 400.0, 400.0, 400.0)]
     phases = auto_phases(segments, 32, 512)
-    assert [(phase.global_batch, phase.steps) for phase in phases] == [(64, pytest.approx(10 * (1 + 100 / 64))),
-                                                                       (256, pytest.approx(10 * (1 + 400 / 256)))]
-    assert [phase.global_batch for phase in auto_phases(segments, 32, 128)] == [64, 128]  # capped
-    unresolved = auto_phases([Segment(10.0, 100.0, float("inf"))], 32, 512)
-    assert unresolved[0].global_batch == 512  # larger than any batch: up to the cap
+    assert [(phase.global_batch, phase.steps) for phase in phases] == [
+        (32, pytest.approx(5 * (1 + 100 / 32))),
+        (64, pytest.approx(5 * (1 + 100 / 64) + 5 * (1 + 400 / 64))),
+        (128, pytest.approx(2 * 5 * (1 + 400 / 128))),
+        (256, pytest.approx(5 * (1 + 400 / 256)))]
+    assert [phase.global_batch for phase in auto_phases(segments, 32, 512, patience=1)] == [64, 128, 256]
+    assert [phase.global_batch for phase in auto_phases(segments, 32, 128)] == [32, 64, 128]  # capped
+    unresolved = auto_phases([Segment(5.0, 100.0, float("inf"))] * 4, 32, 512)
+    assert [phase.global_batch for phase in unresolved] == [32, 64, 128]  # larger than any batch: it agrees
 
 
 def test_the_profile_is_calibrated_to_the_fixed_model_and_a_batch_held_fixed_predicts_what_the_fixed_model_does():

@@ -274,23 +274,30 @@ def run_profile(run: TrainRun, threshold: float, points: Sequence[CriticalBatchP
 
 # --- a batch that grows ---------------------------------------------------------------------------
 
+PATIENCE = 2
+"""Readings in a row that must say the doubled batch still scales before an `auto` run doubles it
+(one reading per logged window; here, one per window of the base run's profile)."""
+
+
 def next_batch_scales(batch: int, measured: float) -> bool:
-    """An `auto` run doubles its batch while the noise scale it measures says the doubled batch
-    still scales: 2B at most the noise scale (a batch up to the critical batch still nearly halves
-    the steps). An unresolved noise scale is larger than any batch."""
-    return 2 * batch <= measured
+    """An `auto` run doubles its batch where the critical batch it reads is at least the doubled
+    batch (a batch up to the critical batch still nearly halves the steps). An unresolved noise
+    scale is larger than any batch."""
+    return measured >= 2 * batch
 
 
-def auto_phases(segments: Sequence[Segment], batch_min: int, batch_max: int,
+def auto_phases(segments: Sequence[Segment], batch_min: int, batch_max: int, patience: int = PATIENCE,
                 scales: Callable[[int, float], bool] = next_batch_scales) -> list[Phase]:
-    """The phases of a run that starts at `batch_min` and doubles, up to `batch_max`, wherever
-    `scales` says so at the start of a segment: each segment of dS_min optimal steps with critical
-    batch b takes dS_min (1 + b / B) steps at the batch B it runs at."""
-    batch = batch_min
+    """The phases of a run that starts at `batch_min` and doubles, up to `batch_max`, once `patience`
+    segments in a row said the doubled batch scales (read at each segment's start, one doubling at
+    a time): each segment of dS_min optimal steps with critical batch b takes dS_min (1 + b / B)
+    steps at the batch B it runs at."""
+    batch, agreeing = batch_min, 0
     phases: list[Phase] = []
     for segment in segments:
-        while 2 * batch <= batch_max and scales(batch, segment.measured):
-            batch *= 2
+        agreeing = min(patience, agreeing + 1) if scales(batch, segment.measured) else 0
+        if agreeing >= patience and 2 * batch <= batch_max:
+            batch, agreeing = 2 * batch, 0
         steps = segment.progress * (1 + segment.critical_batch / batch)
         if phases and phases[-1].global_batch == batch:
             phases[-1] = Phase(batch, phases[-1].steps + steps)
