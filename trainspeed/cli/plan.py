@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainspeed.bench.config import TARGET_LIST
-from trainspeed.flags import POSITIVE_INTS, WORKLOAD_HELP, CommaListAction, Range, comma_list, seed_value
+from trainspeed.flags import POSITIVE_INTS, TIMEOUT, WORKLOAD_HELP, CommaListAction, Range, comma_list, seed_value
+
+if TYPE_CHECKING:
+    from trainspeed.plan.inputs import PlanInputs
+    from trainspeed.plan.plan import PlanGrid
+    from trainspeed.plan.steps import StepsModel
 
 CHECK_LIST = comma_list(what="configurations (target/devices/batch) or keywords", example="best,samples-per-s")
 SCHEDULE_LIST = comma_list(choices=("fixed", "auto"), what="fixed (the global batch held) or auto (a batch that doubles "
@@ -20,6 +27,7 @@ noise scale gives the steps by McCandlish's model, and the plan says so
 examples:
   trainspeed plan bench.jsonl runs/two-ranks study/time_to_target.jsonl --out plan.jsonl
   trainspeed plan ... --out plan.jsonl --check best,samples-per-s,cpu:eager:fp32/2/512 --check-dir checks
+  trainspeed plan runs/base --measure --budget-s 300 --measure-dir measured --devices 1,2 --out plan.jsonl
 """
 
 
@@ -54,8 +62,17 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--check-seed", type=seed_value, default=1000, help="training seed of the check runs "
                         "(default 1000: not one of a study's)")
     parser.add_argument("--workload", default=None,
-                        help="the study's workload, which --check trains: needed where it is your own module "
+                        help="the inputs' workload, which --check trains and --measure runs: needed where it is "
+                        "your own module "
                         f"(rows are data and never choose code to run); one of {WORKLOAD_HELP}")
+    parser.add_argument("--measure", action="store_true",
+                        help="first run the bench rows and short runs of 1 and N devices the plan lacks, within "
+                        "--budget-s, into --measure-dir, and plan with them")
+    parser.add_argument("--budget-s", type=TIMEOUT.parser(float), default=None,
+                        help="seconds --measure may spend (each measurement is estimated first; the ones that do not "
+                        "fit are left out, and said)")
+    parser.add_argument("--measure-dir", type=Path, default=None,
+                        help="a new or empty folder for what --measure runs (bench.jsonl, runs/)")
     parser.add_argument("--tolerance", type=Range(0, 10, low_open=True).parser(float), default=0.25,
                         help="a check within 1 +- this of its prediction is 'within' (default 0.25)")
     parser.set_defaults(handler=run_plan)
@@ -81,10 +98,16 @@ def run_plan(args: argparse.Namespace) -> int:
     from trainspeed.user_json import check_rows_file
 
     targets = checked_targets(args.targets) if args.targets is not None else None
+    if args.measure and (args.budget_s is None or args.measure_dir is None):
+        raise UsageError("plan: --measure needs --budget-s (the seconds it may spend) and --measure-dir (a new or "
+                         "empty folder for what it runs)")
+    if not args.measure and (args.budget_s is not None or args.measure_dir is not None):
+        raise UsageError("plan: --budget-s and --measure-dir are --measure's; give --measure too")
     if args.check and (args.out is None or args.check_dir is None):
         raise UsageError("plan: --check needs --out (where the checks' rows go) and --check-dir (where their runs go)")
-    if args.workload is not None and not args.check:
-        raise UsageError("plan: --workload names the workload --check trains; give it with --check")
+    if args.workload is not None and not (args.check or args.measure):
+        raise UsageError("plan: --workload names the workload --check trains and --measure runs; give it with one "
+                         "of them")
     if args.out is not None:
         if args.out.is_dir():
             raise UsageError(f"plan: --out {args.out} is a directory; name a JSONL file, e.g. {args.out / 'plan.jsonl'}")
@@ -92,9 +115,15 @@ def run_plan(args: argparse.Namespace) -> int:
             raise UsageError(f"plan: --out {args.out} is one of the inputs; append the plan to another file")
         check_rows_file(args.out, f"plan: --out {args.out}", kinds=(PlanRow.KIND, PlanCheckRow.KIND))
         check_writable_directory(args.out.parent, f"--out {args.out}")
+    if args.measure:
+        from trainspeed.plan.measure import check_measure_dir
+
+        check_measure_dir(args.measure_dir)
     inputs = read_plan_inputs(args.inputs, args.borrow_steps)
     model = steps_model(inputs)  # no steps to the goal is the first thing to say
-    grid = default_grid(inputs, targets, args.devices, args.global_batches, args.schedules, model)
+    grid = default_grid(inputs, targets, args.devices, args.global_batches, args.schedules, model, args.measure)
+    if args.measure:
+        inputs, model, grid = measured(args, inputs, model, grid, targets)
     rows = plan_rows(inputs, grid, args.command_line, model)
     to_check = chosen(rows, args.check) if args.check else []
     dirs = check_dirs(inputs, to_check, args.check_dir) if to_check else {}
@@ -122,6 +151,41 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.out is not None:
         print(f"plan: rows in {args.out}")
     return 0
+
+
+def measured(args: argparse.Namespace, inputs: PlanInputs, model: StepsModel, grid: PlanGrid,
+             targets: tuple[str, ...] | None) -> tuple[PlanInputs, StepsModel, PlanGrid]:
+    """`--measure`: what the plan lacks, estimated, taken within the budget (one line where even the
+    smallest does not fit, before anything is written), run, and read beside the inputs."""
+    from trainspeed.atomic import check_writable_directory
+    from trainspeed.plan.inputs import read_plan_inputs
+    from trainspeed.plan.measure import lacking, run_measurements, within_budget
+    from trainspeed.plan.model import overheads, steps_model
+    from trainspeed.plan.plan import default_grid
+
+    micro = overheads(inputs, model.base_run).micro_batches
+    wants, runs, no_runs = lacking(inputs, grid, model, micro, args.measure_dir, args.workload)
+    config_threads = next((run.row.threads for run in inputs.runs if run.row.threads), None)
+    chosen, left_out = within_budget(inputs, wants, runs, args.budget_s, args.measure_dir, config_threads)
+    if not chosen:
+        print("measure: nothing lacking" if not left_out else "measure: nothing fits the budget")
+        return inputs, model, grid
+    check_writable_directory(args.measure_dir, f"--measure-dir {args.measure_dir}")
+    total = sum(measurement.estimate_s for measurement in chosen)
+    print(f"measure: {len(chosen)} measurement(s), ~{total:,.0f} s of the {args.budget_s:,.0f} s budget")
+    for line in left_out:
+        print(f"measure: left out (over the budget): {line}")
+    if no_runs:
+        print(f"measure: no short runs: {no_runs}")
+    started = time.monotonic()
+    outputs = run_measurements(chosen, args.budget_s)
+    print(f"measure: took {time.monotonic() - started:,.0f} s of the {args.budget_s:,.0f} s budget")
+    paths = [*args.inputs, *(path for path in outputs if path.exists())]
+    inputs = read_plan_inputs(paths, args.borrow_steps)
+    model = steps_model(inputs)
+    grid = default_grid(inputs, targets or grid.targets, args.devices or grid.devices,
+                        args.global_batches or grid.global_batches, args.schedules, model)
+    return inputs, model, grid
 
 
 def check_train_flags(commands: dict[str, list[str]]) -> None:

@@ -32,10 +32,16 @@ class PlanGrid:
 
 def default_grid(inputs: PlanInputs, targets: Sequence[str] | None, devices: Sequence[int] | None,
                  batches: Sequence[int] | None, schedules: Sequence[str] | None = None,
-                 model: StepsModel | None = None) -> PlanGrid:
-    """The bench's targets, one device and every device count a run measured, the study's batches;
-    a fixed batch, and a growing one where the model has a profile of the critical batch to grow by."""
+                 model: StepsModel | None = None, measuring: bool = False) -> PlanGrid:
+    """The bench's targets, one device and every device count a run measured, the study's batches
+    (else the bench rows'); a fixed batch, and a growing one where the model has a profile of the
+    critical batch to grow by. `measuring` (nothing benched yet): the base run's target, and global
+    batches from a quarter to 4 times its own."""
+    base = model.base_run if model is not None else None
     found_targets = tuple(sorted({read.row.target for read in inputs.bench}))
+    if not found_targets and measuring:
+        found_targets = (base.row.target,) if base is not None else (
+            (inputs.settings.settings.target,) if inputs.settings is not None else ())
     if not targets and not found_targets:
         raise UsageError("plan: no bench rows among the inputs: give the bench rows of the targets to plan for "
                          "(`trainspeed bench --workload ... --out FILE`), or --targets with rows to come")
@@ -44,6 +50,8 @@ def default_grid(inputs: PlanInputs, targets: Sequence[str] | None, devices: Seq
         found_batches = tuple(inputs.settings.settings.global_batches)
     else:
         found_batches = tuple(sorted({read.row.batch_size for read in inputs.bench}))
+    if not found_batches and measuring and base is not None:
+        found_batches = tuple(sorted({max(1, base.row.global_batch * 4 ** power // 4) for power in range(3)}))
     found_schedules = SCHEDULES if model is not None and model.profile is not None else ("fixed",)
     return PlanGrid(tuple(targets or found_targets), tuple(devices or found_devices), tuple(batches or found_batches),
                     tuple(schedules or found_schedules))
