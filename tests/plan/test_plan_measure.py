@@ -140,3 +140,52 @@ def test_one_command_measures_what_the_plan_lacks_and_plans_with_it(tmp_path, mo
     assert (row["config"], row["status"]) == ("cpu:eager:fp32/1/16", "predicted")
     assert any("measured/bench.jsonl" in source for source in row["sources"])
 
+
+# --- a critical-batch study in place of a time-to-target study -------------------------------------
+
+def critical_study(tmp_path: Path, run: Path, points: list[tuple[int, float | None, bool]], size: str = "tiny") -> Path:
+    """A critical-batch study's folder: its settings row naming the base run, a branch row, and a
+    point row per (samples, critical batch, at least); the fields a point row carries beyond these
+    are the plan's to pass over."""
+    study = tmp_path / "critical"
+    study.mkdir()
+    rows = [{"kind": "critical-batch-study-config", "schema_version": 1, "study_id": "cb-1", "base_run": str(run),
+             "workload": "mahjong", "size": size},
+            {"kind": "critical-batch-branch", "schema_version": 1, "study_id": "cb-1", "factor": 2}]
+    rows += [{"kind": "critical-batch", "schema_version": 1, "study_id": "cb-1", "samples": samples,
+              "critical_batch": critical, "critical_at_least": at_least, "tolerance": 0.01}
+             for samples, critical, at_least in points]
+    (study / "critical_batch.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return study
+
+
+def test_a_critical_batch_study_gives_the_steps_and_its_base_run(tmp_path):
+    """The study's folder alone: its base run is read from its settings row, and the critical batch
+    at the point nearest before the goal (40,960 samples; it crossed between 40,960 and 45,056) takes the
+    place of the noise scale in McCandlish's model; a point no branch measured is passed over."""
+    from trainspeed.plan.steps import base_run_model
+
+    run = base_run(tmp_path, with_settings=False)
+    study = critical_study(tmp_path, run, [(10240, 64.0, False), (30000, None, False), (40960, 512.0, False)])
+    inputs = read_plan_inputs([study])
+    assert [str(Path(str(found.source)).parent) for found in inputs.runs] == [str(run)]
+    assert [(point.samples, point.critical_batch) for point in inputs.critical_points] == [(10240, 64), (40960, 512)]
+    model = steps_model(inputs)
+    assert "the critical batch 512 near the goal" in model.source and "critical_batch.jsonl:5" in model.source
+    steps = inputs.runs[0].row.time_to_target.crossing_samples(0.85) / 128  # type: ignore[union-attr]
+    assert model.fit.s_min == pytest.approx(steps / (1 + 512 / 128)) and model.fit.b_crit == pytest.approx(512)
+    assert model.profile is not None and "critical-batch points" in model.profile.source
+    without = base_run_model(inputs.runs[0], 0.85, ())
+    assert not isinstance(without, str) and without.fit.b_crit != pytest.approx(512)
+
+
+@pytest.mark.parametrize("points, size, said", [
+    ([(10240, None, False)], "tiny", "holds no 'critical-batch' rows with a critical batch (samples, critical_batch)"),
+    ([(10240, -4.0, False)], "tiny", "a critical-batch row whose critical_batch is -4.0, not a number above 0"),
+    ([(10240, 64.0, False)], "base", "is of workload mahjong size base"),
+])
+def test_a_critical_batch_study_that_gives_no_points_of_this_workload_is_one_line(cli_error, tmp_path, points, size,
+                                                                                  said):
+    run = base_run(tmp_path, with_settings=False)
+    study = critical_study(tmp_path, run, points, size)
+    assert said in cli_error("plan", str(study), str(RESULTS / "plan_bench_mahjong.jsonl"))

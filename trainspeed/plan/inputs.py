@@ -1,4 +1,5 @@
-"""What `trainspeed plan` reads: bench rows, run directories, and a time-to-target study's rows,
+"""What `trainspeed plan` reads: bench rows, run directories, a time-to-target study's rows, and a
+critical-batch study's points (`trainspeed.plan.critical_batch`),
 each read by its producer's reader, then checked to describe one workload, one size and one goal
 (rows that do not fit together are one line, never a plan mixed from two)."""
 
@@ -11,6 +12,7 @@ from typing import Sequence
 from trainspeed.bench import report as bench_report
 from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
+from trainspeed.plan.critical_batch import CriticalBatchPoint, split_studies
 from trainspeed.report.inputs import Read, read_inputs
 from trainspeed.studies import report as studies_report
 from trainspeed.studies.time_to_target import report as study_report
@@ -49,19 +51,6 @@ class Identity:
 
 
 @dataclass(frozen=True)
-class CriticalBatchPoint:
-    """The critical batch measured at one point of the base run: branches from its checkpoint at
-    `samples` continued at larger batches, and the largest whose goal metric stayed within the
-    tolerance of the unchanged batch's is `critical_batch` (at least it, where every batch tried
-    stayed within: `lower_bound`)."""
-
-    samples: float
-    critical_batch: float
-    lower_bound: bool
-    source: str
-
-
-@dataclass(frozen=True)
 class PlanInputs:
     bench: list[Read[ResultRow]]
     runs: list[TrainRun]
@@ -83,6 +72,10 @@ class PlanInputs:
 def read_plan_inputs(paths: Sequence[Path], borrow_steps: bool = False) -> PlanInputs:
     """Every row of every path, with one UsageError where they do not describe one workload, size
     and goal; `borrow_steps`: the bench rows may be of another size than the steps (one size)."""
+    paths, critical_studies = split_studies(paths)
+    if not paths:
+        raise UsageError("plan: a critical-batch study's rows alone give no steps to the goal: give its base run "
+                         "(the run directory its branches started from) too")
     inputs = read_inputs(list(paths), PARTS)
     bench = [read for read in inputs.of(ResultRow) if read.row.status == "ok"]
     runs = [read for read in inputs.of(RunSummary) if isinstance(read, TrainRun)]
@@ -128,13 +121,18 @@ def read_plan_inputs(paths: Sequence[Path], borrow_steps: bool = False) -> PlanI
         if record is not None and record.until != until:
             raise UsageError(f"plan: {run.source} trained to {record.until}, the other inputs to {until}; a plan "
                              "predicts one goal: give rows of that goal only")
+    for study in critical_studies:  # its size, and its definition where its rows hash it
+        _check_fits(Identity(identity.name, identity.sha256, steps_size),
+                    Identity(study.workload if study.workload_sha256 else identity.name, study.workload_sha256,
+                             study.size or steps_size), study.source)
     study_runs = [read.row for read in inputs.of(TimeToTargetRunRow)
                   if setting is not None and read.row.study_id == setting.study_id]
     study_batches = [read.row for read in inputs.of(TimeToTargetBatchRow)
                      if setting is not None and read.row.study_id == setting.study_id]
     return PlanInputs(bench=bench, runs=runs, settings=setting, study_runs=study_runs, study_batches=study_batches,
                       fit=fit, identity=identity, until=until, steps_size=steps_size,
-                      settings_source=str(setting_reads[0].source) if setting is not None else None)
+                      settings_source=str(setting_reads[0].source) if setting is not None else None,
+                      critical_points=tuple(point for study in critical_studies for point in study.points))
 
 
 def _check_goal(until: str, where: str) -> None:
