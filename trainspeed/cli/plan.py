@@ -23,7 +23,9 @@ EPILOG = """\
 reads bench rows (samples/s per target and per-device batch), run directories of `trainspeed train`
 (their efficiency against the bench, by device count) and the rows of `trainspeed study time-to-target`
 (steps to the goal against the batch); with no study, one run that met its --until goal and measured its
-noise scale gives the steps by McCandlish's model, and the plan says so
+noise scale gives the steps by McCandlish's model, and the plan says so; a `trainspeed study critical-batch`
+folder of that run gives its critical batch in place of the noise scale. --measure first runs the bench rows
+and short runs the plan lacks, within --budget-s
 examples:
   trainspeed plan bench.jsonl runs/two-ranks study/time_to_target.jsonl --out plan.jsonl
   trainspeed plan ... --out plan.jsonl --check best,samples-per-s,cpu:eager:fp32/2/512 --check-dir checks
@@ -40,7 +42,8 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
         "the goal (from a study's fit) x step time (from bench and run rows), plus start-up and validation.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("inputs", nargs="+", type=Path, metavar="INPUT",
-                        help="bench result files, run directories, a time-to-target study's rows or folder")
+                        help="bench result files, run directories, a time-to-target study's rows or folder, a "
+                        "critical-batch study's folder")
     parser.add_argument("--targets", action=CommaListAction, items=TARGET_LIST, default=None,
                         help="targets to plan for (default: every one the bench rows measured)")
     parser.add_argument("--devices", action=CommaListAction, items=POSITIVE_INTS, default=None,
