@@ -189,3 +189,14 @@ def test_a_critical_batch_study_that_gives_no_points_of_this_workload_is_one_lin
     run = base_run(tmp_path, with_settings=False)
     study = critical_study(tmp_path, run, points, size)
     assert said in cli_error("plan", str(study), str(RESULTS / "plan_bench_mahjong.jsonl"))
+
+
+def test_a_base_run_setting_this_machine_refuses_is_one_line_before_anything_runs(cli_error, tmp_path):
+    """A base run of 4,096 threads elsewhere: its short run's `trainspeed train` refuses them here."""
+    run = base_run(tmp_path)
+    config = json.loads((run / "train_config.json").read_text())
+    (run / "train_config.json").write_text(json.dumps({**config, "threads": 4096}))
+    measured = tmp_path / "measured"
+    error = cli_error("plan", str(run), "--measure", "--budget-s", "100000", "--measure-dir", str(measured))
+    assert "plan: --measure: a short run of cpu:eager:fp32 on 1 device(s)" in error
+    assert "would refuse the settings it is made of: " in error and "--threads" in error and not measured.exists()

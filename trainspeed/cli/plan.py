@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from trainspeed.bench.config import TARGET_LIST
 from trainspeed.flags import POSITIVE_INTS, TIMEOUT, WORKLOAD_HELP, CommaListAction, Range, comma_list, seed_value
 
 if TYPE_CHECKING:
+    from trainspeed.plan.measure import Measurement
     from trainspeed.plan.inputs import PlanInputs
     from trainspeed.plan.plan import PlanGrid
     from trainspeed.plan.steps import StepsModel
@@ -173,6 +174,7 @@ def measured(args: argparse.Namespace, inputs: PlanInputs, model: StepsModel, gr
     if not chosen:
         print("measure: nothing lacking" if not left_out else "measure: nothing fits the budget")
         return inputs, model, grid
+    check_measure_flags(chosen)
     check_writable_directory(args.measure_dir, f"--measure-dir {args.measure_dir}")
     total = sum(measurement.estimate_s for measurement in chosen)
     print(f"measure: {len(chosen)} measurement(s), ~{total:,.0f} s of the {args.budget_s:,.0f} s budget")
@@ -205,6 +207,22 @@ def check_train_flags(commands: dict[str, list[str]]) -> None:
         except UsageError as error:
             raise UsageError(f"plan: --check {config}: its `trainspeed train` would refuse the study's settings: "
                              f"{error}") from None
+
+
+def check_measure_flags(measurements: Sequence[Measurement]) -> None:
+    """Each measurement's command read by its own parser before anything is written: a setting of
+    the base run's that this machine refuses (more threads than its CPUs) is one line now, not a
+    failed measurement after the folder was made."""
+    from trainspeed.cli import build_parser
+    from trainspeed.errors import UsageError
+
+    parser = build_parser()
+    for measurement in measurements:
+        try:
+            parser.parse_args(list(measurement.command))
+        except UsageError as error:
+            raise UsageError(f"plan: --measure: {measurement.what}: its `trainspeed {measurement.command[0]}` would "
+                             f"refuse the settings it is made of: {error}") from None
 
 
 def checked_targets(targets: tuple[str, ...]) -> tuple[str, ...]:
