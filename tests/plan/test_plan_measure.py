@@ -179,6 +179,17 @@ def test_a_critical_batch_study_gives_the_steps_and_its_base_run(tmp_path):
     assert not isinstance(without, str) and without.fit.b_crit != pytest.approx(512)
 
 
+def test_a_critical_batch_every_batch_tried_matched_is_a_lower_bound_as_an_unresolved_noise_scale(tmp_path):
+    """At least 512 near the goal: the steps are predicted at 512, and their interval runs to
+    perfect scaling through the run, as an unresolved noise scale's with that bound."""
+    run = base_run(tmp_path, with_settings=False)
+    model = steps_model(read_plan_inputs([critical_study(tmp_path, run, [(40960, 512.0, True)])]))
+    steps = model.fit.steps(128)
+    assert model.fit.b_crit == pytest.approx(512) and model.bound is not None
+    assert model.interval(512) == pytest.approx(sorted([model.fit.steps(512), steps * 128 / 512]))
+    assert "at least 512" in (model.note or "") and "the largest batch tried still matched" in (model.note or "")
+
+
 @pytest.mark.parametrize("points, size, said", [
     ([(10240, None, False)], "tiny", "holds no 'critical-batch' rows with a critical batch (samples, critical_batch)"),
     ([(10240, -4.0, False)], "tiny", "a critical-batch row whose critical_batch is -4.0, not a number above 0"),

@@ -207,10 +207,10 @@ def base_run_model(run: TrainRun, threshold: float, points: Sequence[CriticalBat
     where that is no number and bounds nothing."""
     steps, batch = _crossing(run, threshold)
     point = critical_near(points, steps * batch)
-    if point is not None:
-        reading = NoiseReading(point.critical_batch, None, 0, point.source)
-        what = (f"the critical batch {point.critical_batch:,.0f} near the goal "
-                f"({'at least, ' if point.lower_bound else ''}{point.source})")
+    if point is not None:  # one every batch tried still matched bounds it from below, as an unresolved noise scale
+        reading = (NoiseReading(None, point.critical_batch, 0, f"the largest batch tried still matched: {point.source}")
+                   if point.lower_bound else NoiseReading(point.critical_batch, None, 0, point.source))
+        what = f"the critical batch {point.critical_batch:,.0f} near the goal ({point.source})"
     else:
         found = noise_near(run, run.row.time_to_target.step)  # type: ignore[union-attr]
         if found is None:
