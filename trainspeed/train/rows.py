@@ -95,6 +95,9 @@ class RunSummary:
     startup_s: NonNegative | None = None
     """Seconds from the `trainspeed train` command's start to the first step (`trainspeed.train.startup`):
     imports, the model, the data, the ranks; the first compilation is in the first step."""
+    init_from: InitFrom | None = None
+    """The checkpoint of another run this run started from (`--init-from`; None: from the workload's
+    own initialisation)."""
 
     def provenance(self, command: str) -> Provenance:
         """The provenance of a row about this run, written by `command`: the run's workload and machine."""
@@ -122,6 +125,8 @@ class RunSummary:
         ]
         if self.validation:
             text.append("validation: " + ", ".join(f"{name} {value:.4g}" for name, value in self.validation.items()))
+        if self.init_from is not None:
+            text.append(self.init_from.line())
         if self.time_to_target is not None:
             text.append(self.time_to_target.line())
         if self.noise_scale:
@@ -133,6 +138,27 @@ class RunSummary:
                 f"vs bench {self.bench_samples_per_s:,.1f} samples/s)"
             )
         return text
+
+
+@dataclass(frozen=True)
+class InitFrom:
+    """Where a run started from another run's checkpoint (`--init-from`): the networks and optimizer
+    states it loaded were that run's at `step`, after `samples` of its samples; its steps, batch,
+    learning rate, seed and data order are its own (`trainspeed.train.init_from`)."""
+
+    run_dir: str
+    """The run the checkpoint belongs to."""
+    checkpoint: str
+    """The checkpoint file."""
+    step: int
+    samples: int
+    """The samples that run had trained at `step`."""
+    global_batch: Batch
+    """That run's global batch at `step`."""
+
+    def line(self) -> str:
+        return (f"started from {self.checkpoint} (step {self.step}, {self.samples:,} samples at global batch "
+                f"{self.global_batch} of {self.run_dir})")
 
 
 @dataclass(frozen=True)
