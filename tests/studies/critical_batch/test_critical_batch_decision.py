@@ -13,7 +13,14 @@ import pytest
 from trainspeed.errors import UsageError
 from trainspeed.rows import append_row
 from trainspeed.stats import t_quantile
-from trainspeed.studies.critical_batch.config import AT_LIST, FACTORS, BranchPoint, branch_point
+from trainspeed.studies.critical_batch.config import (
+    AT_LIST,
+    FACTORS,
+    BranchPoint,
+    branch_point,
+    judged_metric,
+    metric_and_op,
+)
 from trainspeed.studies.critical_batch.decision import (
     HIGHER_IS_BETTER,
     LOWER_IS_BETTER,
@@ -108,6 +115,14 @@ def test_factors_are_positive_sorted_and_each_once():
     for bad in ("0,1", "-2", "1,2000"):
         with pytest.raises(argparse.ArgumentTypeError, match="give positive numbers up to 1000"):
             FACTORS(bad)
+
+
+def test_a_metric_is_judged_in_the_direction_it_is_given():
+    assert [metric_and_op(judged_metric(text)) for text in ("loss<=", "val/accuracy>=", " mean_loss <=")] == \
+        [("loss", "<="), ("accuracy", ">="), ("mean_loss", "<=")]
+    for bad in ("accuracy", "val/accuracy>=0.9", "<="):
+        with pytest.raises(argparse.ArgumentTypeError, match="write NAME<= .lower is better. or NAME>="):
+            judged_metric(bad)
 
 
 def tt_rows(path: Path, workload: str = "mahjong", size: str = "tiny") -> Path:

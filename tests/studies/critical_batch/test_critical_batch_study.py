@@ -1,15 +1,19 @@
 """`trainspeed study critical-batch` end to end on the session's tiny run (every checkpoint kept):
 2 points x 2 factors x 2 seeds at the smallest branch budget, its rows, a rerun that trains
-nothing, the report with its figure; a 2-rank base run; and bad input, one line before anything runs."""
+nothing, the report with its figure; a 2-rank base run; and bad input, one line before anything runs.
+Only the first study runs in a child of its own; the rest run in this process (their branches are
+children all the same), which spares a command's start each."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from child_commands import run_ok
-from trainspeed.cli import build_parser
+from trainspeed.cli import build_parser, main
 from trainspeed.studies.critical_batch.decision import tolerance_from_seeds
+from trainspeed.train.checkpoint import checkpoint_dir, checkpoint_name, load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.e2e
 
@@ -37,7 +41,8 @@ def test_every_point_s_branches_give_its_critical_batch_by_the_rule_its_row_stat
     assert (settings["metric"], settings["op"], settings["lr_rule"]) == ("loss", "<=", "sqrt")
     assert (settings["target"], settings["nproc"], settings["branch_runs"], settings["samples_spent"]) == \
         ("cpu:eager:fp32", 1, 8, 8 * 64)
-    assert settings["time_to_target_samples"] is None and settings["b_simple_curve"]
+    assert settings["time_to_target_samples"] is None and settings["fraction_of_time_to_target"] is None
+    assert settings["fraction_of_base_run"] == pytest.approx(8 * 64 / 192) and settings["b_simple_curve"]
     branches = rows_of(rows, "critical-batch-branch")
     assert sorted((b["step"], b["factor"], b["seed"]) for b in branches) == \
         [(step, factor, seed) for step in (3, 6) for factor in (1, 2) for seed in (0, 1)]
@@ -59,22 +64,25 @@ def test_every_point_s_branches_give_its_critical_batch_by_the_rule_its_row_stat
         summary = json.loads((Path(branch["run_dir"]) / "summary.json").read_text())
         assert summary["init_from"]["step"] == branch["step"] and summary["init_from"]["run_dir"] == str(tiny_run)
         assert summary["learning_rates"]["peak"]["policy"] == pytest.approx(branch["lr"])
-    assert "critical batch: 8 branches spent 512 samples (the base run: 192)" in printed
+    assert ("critical batch: 8 branches spent 512 samples, 266.7% of the base run's 192 (no time-to-target study "
+            "given: --compare-study DIR)") in printed
 
 
-def test_a_rerun_trains_nothing_again_and_the_report_draws_the_critical_batch(studied, tiny_run: Path):
+def test_a_rerun_trains_nothing_again_and_the_report_draws_the_critical_batch(studied, tiny_run: Path, capsys):
     out, _ = studied
-    again = run_ok("study", "critical-batch", "--preset", "smoke", "--from", str(tiny_run), *SMALLEST,
-                   "--out", str(out), "--no-progress")
-    assert "trainspeed train" not in again.stdout
+    assert main(["study", "critical-batch", "--preset", "smoke", "--from", str(tiny_run), *SMALLEST,
+                 "--out", str(out), "--no-progress"]) == 0
+    assert "trainspeed train" not in capsys.readouterr().out
     first, second = (rows_of(out / "critical_batch.jsonl", "critical-batch")[index::2] for index in (0, 1))
     assert [p["critical_batch"] for p in first] == [p["critical_batch"] for p in second]
     report = out / "report.html"
-    run_ok("report", str(out), "--out", str(report))
+    assert main(["report", str(out), "--out", str(report)]) == 0
     page = report.read_text()
     for anchor in ("fig-critical-batch", "table-critical-batch-points", "table-critical-batch-branches",
                    "table-critical-batch-studies"):
         assert anchor in page
+    assert main(["plot", str(out / "critical_batch.jsonl"), "--out", str(out / "figure")]) == 0
+    assert (out / "figure.png").stat().st_size > 0 and (out / "figure.svg").stat().st_size > 0
 
 
 def test_a_two_rank_base_run_branches_on_its_ranks_unless_the_study_gives_others(selfplay_data: Path, tmp_path: Path):
@@ -85,16 +93,19 @@ def test_a_two_rank_base_run_branches_on_its_ranks_unless_the_study_gives_others
     argv = ["study", "critical-batch", "--from", str(base), "--at", "1", "--factors", "1,2", "--seeds", "1",
             "--tolerance", "0.05", "--branch-samples", "64", "--parallel-runs", "1"]
     args = build_parser().parse_args([*argv, "--out", str(tmp_path / "defaults")])
-    defaults = args.face.runner().config_from_args(args, tmp_path / "defaults")
+    defaults = args.face.runner().config_from_args(args, tmp_path / "defaults")  # its checkpoint checked, as a start
     assert (defaults.nproc, defaults.target, defaults.num_workers) == (2, "cpu:eager:fp32", 0)
-    out = tmp_path / "study"
-    run_ok(*argv, "--nproc", "1", "--out", str(out), "--no-progress", timeout=600)
+    out = tmp_path / "study"  # one branch on one rank from the 2-rank checkpoint (the cheapest that trains one)
+    assert main([*argv, "--factors", "1", "--branch-samples", "32", "--nproc", "1", "--metric", "val/accuracy>=",
+                 "--out", str(out), "--no-progress"]) == 0
     (settings,) = rows_of(out / "critical_batch.jsonl", "critical-batch-study-config")
     assert (settings["base_nproc"], settings["base_global_batch"], settings["nproc"]) == (2, 32, 1)
-    branches = rows_of(out / "critical_batch.jsonl", "critical-batch-branch")
-    assert sorted((b["global_batch"], b["nproc"]) for b in branches) == [(32, 1), (64, 1)]
+    (branch,) = rows_of(out / "critical_batch.jsonl", "critical-batch-branch")
+    assert (branch["global_batch"], branch["nproc"], branch["step"]) == (32, 1, 2)
     (point,) = rows_of(out / "critical_batch.jsonl", "critical-batch")
     assert point["step"] == 2 and point["tolerance_rule"] == "--tolerance 0.05, given"
+    assert (point["metric"], point["op"], branch["metric"]) == ("accuracy", ">=", "accuracy")
+    assert point["critical_text"] == "at least 32"
 
 
 def test_bad_input_is_one_line_before_anything_runs(tiny_run: Path, tmp_path: Path, cli_error):
@@ -104,6 +115,11 @@ def test_bad_input_is_one_line_before_anything_runs(tiny_run: Path, tmp_path: Pa
     bare.mkdir()
     for name in ("train_config.json", "summary.json", "metrics.jsonl"):
         (bare / name).write_bytes((tiny_run / name).read_bytes())
+    planted = tmp_path / "planted"  # a run one of whose checkpoints another workload's run wrote
+    shutil.copytree(tiny_run, planted, ignore=shutil.ignore_patterns("*.lock"))
+    payload = load_checkpoint(checkpoint_dir(tiny_run) / checkpoint_name(3))
+    payload["config"] = json.dumps({**json.loads(payload["config"]), "workload": "stylegan3"})
+    save_checkpoint(planted, 3, payload, keep=0)
     cases = [
         (["study", "critical-batch", "--out", str(out)], "give --from RUN_DIR"),
         (["study", "critical-batch", "--out", str(out), "--from", str(tmp_path)],
@@ -123,6 +139,12 @@ def test_bad_input_is_one_line_before_anything_runs(tiny_run: Path, tmp_path: Pa
         ([*study, "--seeds", "1"], "--seeds 1 gives the factor-1 branches no spread"),
         ([*study, "--workload", "stylegan3"], "is a run of workload 'mahjong', not --workload stylegan3"),
         ([*study, "--target", "gpu:eager:fp32"], "unknown device 'gpu'"),
+        (["study", "critical-batch", "--out", str(out), "--from", str(planted), "--at", "0.5"],
+         "was written by a run of workload 'stylegan3', and this run trains 'mahjong'"),
+        ([*study, "--compare-study", str(tmp_path / "no-study")], "critical-batch study: --compare-study: "),
+        ([*study, "--metric", "top1_accuracy>="], "has no validation metric 'top1_accuracy' to judge the branches by "
+         "(its metrics: loss, accuracy, majority_baseline, samples); give --metric NAME<= or NAME>="),
+        ([*study, "--metric", "accuracy"], "write NAME<= (lower is better) or NAME>="),
     ]
     for argv, message in cases:
         line = cli_error(*argv)

@@ -12,6 +12,8 @@ from trainspeed.rows import Batch, Positive
 from trainspeed.studies.common import MAX_FACTOR
 
 AT_STEPS = re.compile(r"(\d+)steps?")
+METRIC = re.compile(r"(?:val/)?([A-Za-z0-9_.\-]+)\s*(<=|>=)")
+"""--metric: a validation metric and the direction in which it is better, `loss<=` or `val/accuracy>=`."""
 """A branch point given as a step of the base run: `40steps` (`1step`)."""
 DEFAULT_BRANCH_STEPS = 8
 """Steps of the largest branch batch that a branch trains where --branch-samples is not given."""
@@ -43,6 +45,21 @@ def branch_point(text: str) -> BranchPoint:
     if not 0 < fraction <= 1:
         raise argparse.ArgumentTypeError(f"{text!r} lies outside (0, 1]: a fraction of the base run's samples")
     return BranchPoint(fraction=fraction)
+
+
+def judged_metric(text: str) -> str:
+    """--metric as given, checked for its form: NAME<= (lower is better) or NAME>= (higher is better)."""
+    if METRIC.fullmatch(text.strip()) is None:
+        raise argparse.ArgumentTypeError(f"{text!r}: write NAME<= (lower is better) or NAME>= (higher is better), "
+                                         "e.g. loss<= or val/accuracy>=")
+    return text.strip()
+
+
+def metric_and_op(text: str) -> tuple[str, str]:
+    """The metric's name and direction of a --metric `judged_metric` accepted."""
+    match = METRIC.fullmatch(text)
+    assert match is not None
+    return match[1], match[2]
 
 
 def _at_item(text: str) -> str:
@@ -78,6 +95,9 @@ class CriticalBatchConfig:
                                             "may be and still match, in the metric's units",
                                             default_text="t(0.975) x the factor-1 seeds' standard deviation x "
                                             "sqrt(2 / seeds)", value_range=Range(0, 1e9, low_open=True))
+    metric: str | None = flag_field(None, help="the validation metric the branches are judged by and the direction "
+                                    "it is better in: NAME<= or NAME>= (e.g. mean_loss<=)", read=judged_metric,
+                                    default_text="the base run's --until goal's, else loss<=")
     workload: str | None = flag_field(None, help="the workload the base run must have trained (a check)",
                                       default_text="the base run's")
     data: str | None = flag_field(None, help="the dataset the branches train and validate on",
@@ -92,8 +112,10 @@ class CriticalBatchConfig:
     parallel_runs: int = flag_field(2, help="branches trained at once", value_range=PROCESSES)
     val_samples: int | None = flag_field(None, help="validation samples of every branch, a multiple of every branch "
                                          "batch", value_range=POSITIVE, default_text="the whole validation split")
-    compare: str | None = flag_field(None, help="rows of `study time-to-target` on the same workload: the samples "
-                                     "this study spent are given as a fraction of that study's")
+    compare_study: str | None = flag_field(None, help="a `study time-to-target` folder (or its rows) of the same "
+                                           "workload and size: the samples this study spent are also given as a "
+                                           "fraction of what that study spent", default_text="none: the samples "
+                                           "spent are given as a fraction of the base run's only")
     runs_dir: str = flag_field("", help="where the branches go", default_text="OUT/critical_batch_runs")
 
     @property

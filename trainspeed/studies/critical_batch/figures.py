@@ -30,10 +30,10 @@ def study_lines(axes, label: str, colour: str, header: CriticalBatchSettingsRow,
     if header.b_simple_curve:
         axes.plot([sample for sample, _ in header.b_simple_curve], [value for _, value in header.b_simple_curve], "-.",
                   color=colour, alpha=0.6, linewidth=1, label=f"{label}: B_simple of the base run")
-    resolved = [row for row in points if row.b_simple is not None]
-    if resolved:
-        axes.plot([row.samples for row in resolved], [row.b_simple for row in resolved], "x", color=colour,
-                  markersize=7, label=f"{label}: B_simple at the branch points")
+    resolved = [row for row in points if row.b_simple is not None and row.b_simple_step is not None]
+    if resolved:  # each where its window ended, at or before its point: on the curve, not beside it
+        axes.plot([row.b_simple_step * row.base_global_batch for row in resolved], [row.b_simple for row in resolved],
+                  "x", color=colour, markersize=7, label=f"{label}: B_simple the branch points take")
     axes.axhline(header.base_global_batch, color=colour, linestyle=":", linewidth=1,
                  label=f"{label}: the base run's batch {header.base_global_batch}")
 

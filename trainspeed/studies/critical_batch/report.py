@@ -23,16 +23,18 @@ def _studies(rows: Sequence[object]) -> list[tuple[str, CriticalBatchSettingsRow
     studies = []
     for header in (row for row in rows if isinstance(row, CriticalBatchSettingsRow)):
         points = [row for row in rows if isinstance(row, CriticalBatchRow) and row.study_id == header.study_id]
-        label = f"{workload_label(header.workload, header.workload_sha256, header.size)} ({header.base_run})"
+        # the base run by its folder's name: a label the legend holds whole (the table gives its path)
+        label = f"{workload_label(header.workload, header.workload_sha256, header.size)} ({Path(header.base_run).name})"
         studies.append((label, header, points))
     return studies
 
 
 def _spent(header: CriticalBatchSettingsRow) -> str:
+    base = f"{header.fraction_of_base_run:.1%} of the base run's {header.base_samples:,}"
     if header.fraction_of_time_to_target is None:
-        return "no time-to-target study given (--compare)"
-    return (f"{header.fraction_of_time_to_target:.1%} of {header.time_to_target_samples:,} "
-            f"({header.time_to_target_rows})")
+        return f"{base}; no time-to-target study given (--compare-study)"
+    return (f"{header.fraction_of_time_to_target:.1%} of the time-to-target study's {header.time_to_target_samples:,} "
+            f"({header.time_to_target_rows}); {base}")
 
 
 def study_section(reads: Sequence[Read]) -> Section:
@@ -59,7 +61,7 @@ def study_section(reads: Sequence[Read]) -> Section:
             "table-critical-batch-studies", "Each study: its base run, its branches, and the samples they spent",
             [("study", False), ("workload", False), ("base run", False), ("base batch", True), ("base samples", True),
              ("metric", False), ("LR rule", False), ("branch target", False), ("samples per branch", True),
-             ("branches", True), ("samples spent", True), ("of a time-to-target study", False)],
+             ("branches", True), ("samples spent", True), ("as a fraction of", False)],
             [[text(h.study_id), text(workload_label(h.workload, h.workload_sha256, h.size)), text(h.base_run),
               number(h.base_global_batch, "{:d}"), number(h.base_samples, "{:,d}"), text(f"val/{h.metric} ({h.op})"),
               text(h.lr_rule), text(f"{h.target} x{h.nproc}"), number(h.branch_samples, "{:,d}"),

@@ -39,7 +39,7 @@ class CriticalBatchSettingsRow:
     """The target of every branch."""
     nproc: Batch
     metric: str
-    """The validation metric judged (the base run's --until goal's, else `loss`)."""
+    """The validation metric judged (--metric, else the base run's --until goal's, else `loss`)."""
     op: str
     """`<=` (lower is better) or `>=` (higher is better)."""
     lr_rule: str
@@ -50,8 +50,10 @@ class CriticalBatchSettingsRow:
     branch_runs: int
     samples_spent: int
     """Samples every branch trained, added up (validation not counted): what the study cost beyond the base run."""
+    fraction_of_base_run: NonNegative
+    """samples_spent / base_samples: what the study cost beside the run it measured."""
     time_to_target_rows: str | None
-    """The rows of `study time-to-target` given with --compare (None: none given)."""
+    """The rows of `study time-to-target` given with --compare-study (None: none given)."""
     time_to_target_samples: int | None
     """Samples the runs of that study trained, added up (each to the validation that met its goal, or its budget)."""
     fraction_of_time_to_target: NonNegative | None

@@ -13,15 +13,15 @@ run's. This study does that for any run of `trainspeed train` that kept its chec
    learning rate, the base run's at that step times the base run's LR scaling rule's factor for f
    (sqrt(f) for sqrt, f for linear, 1 for none), without a new warm-up (the optimizer's moments
    carry on); every factor trains the same samples;
-3. one validation at the branch's end: the base run's --until metric where it had a goal, else the
-   validation loss;
+3. one validation at the branch's end: --metric, else the base run's --until metric where it had
+   a goal, else the validation loss;
 4. the critical batch at the point: the largest B x f whose mean metric is no worse than the
    factor-1 branches' by more than a tolerance from the factor-1 seeds' spread (`decision.py`,
    stated in every row), and the base run's B_simple there beside it.
 
-Rows go to OUT/critical_batch.jsonl under one study id, with the samples the branches spent (and,
-given `study time-to-target` rows of the same workload with --compare, that as a fraction of what
-that study spent). A rerun with the same settings continues each branch (`train --resume`): a
+Rows go to OUT/critical_batch.jsonl under one study id, with the samples the branches spent, as a
+fraction of the base run's samples and, given a `study time-to-target` of the same workload with
+--compare-study, of what that study spent. A rerun with the same settings continues each branch (`train --resume`): a
 finished one is not trained again.
 """
 
@@ -40,7 +40,12 @@ from trainspeed.errors import UsageError
 from trainspeed.rows import Provenance, append_row
 from trainspeed.studies.common import COMMAND_START_S, Progress, StudyFailed, no_progress, run_trainspeed, shown
 from trainspeed.studies.critical_batch import STUDY
-from trainspeed.studies.critical_batch.config import DEFAULT_BRANCH_STEPS, BranchPoint, CriticalBatchConfig
+from trainspeed.studies.critical_batch.config import (
+    DEFAULT_BRANCH_STEPS,
+    BranchPoint,
+    CriticalBatchConfig,
+    metric_and_op,
+)
 from trainspeed.studies.critical_batch.decision import (
     HIGHER_IS_BETTER,
     LOWER_IS_BETTER,
@@ -220,6 +225,8 @@ class StudyPlan:
     lr_rule: str
     points: list[Point]
     identity: dict[str, str | None]
+    time_to_target_samples: int | None
+    """What the time-to-target study of --compare-study spent (None: none given)."""
 
     @property
     def branch_samples(self) -> int:
@@ -258,10 +265,13 @@ class StudyPlan:
             init_step=branch.point.step, out_dir=str(self.run_dir(branch)))
 
 
-def _metric(base: Base) -> tuple[str, str]:
-    """The metric the branches are judged by and its direction: the base run's goal's, else the loss."""
+def _metric(config: CriticalBatchConfig, base: Base) -> tuple[str, str]:
+    """The metric the branches are judged by and its direction: --metric's, else the base run's
+    goal's, else the validation loss."""
     from trainspeed.train.time_to_target import parse_goal
 
+    if config.metric is not None:
+        return metric_and_op(config.metric)
     if base.config.until is None:
         return "loss", LOWER_IS_BETTER
     goal = parse_goal(base.config.until)
@@ -277,7 +287,7 @@ def resolve_plan(config: CriticalBatchConfig) -> StudyPlan:
     from trainspeed.workloads.identity import identify
 
     base = read_base(config)
-    metric, op = _metric(base)
+    metric, op = _metric(config, base)
     try:
         workload = get_workload(base.config.workload)
         size = resolve_size(workload, base.config.size)
@@ -285,12 +295,14 @@ def resolve_plan(config: CriticalBatchConfig) -> StudyPlan:
     except UsageError as error:
         raise _refused(str(error)) from None
     if metric not in names:
-        raise _refused(f"the base run's workload has no validation metric {metric!r} (its metrics: "
-                       f"{', '.join(names) or 'none'})")
+        raise _refused(f"the base run's workload has no validation metric {metric!r} to judge the branches by (its "
+                       f"metrics: {', '.join(names) or 'none'}); give --metric NAME<= or NAME>=")
     _check_settings(config, base)
     points = read_points(config, base, size)
+    compared = (time_to_target_samples(config.compare_study, base.config.workload, size)
+                if config.compare_study is not None else None)
     plan = StudyPlan(config=config, base=base, size=size, metric=metric, op=op, lr_rule=base.config.lr.scaling or "none",
-                     points=points, identity=identify(workload).row_fields())
+                     points=points, identity=identify(workload).row_fields(), time_to_target_samples=compared)
     largest = Branch(points[0], max(config.all_factors), 0)
     try:
         check_runnable(plan.train_config(largest))
@@ -446,15 +458,15 @@ def time_to_target_samples(path: str, workload: str, size: str) -> int:
     try:
         inputs = read_inputs([rows], [PART])
     except UsageError as error:
-        raise _refused(f"--compare: {error}") from None
+        raise _refused(f"--compare-study: {error}") from None
     others = {(read.row.workload, read.row.size) for read in inputs.of(TimeToTargetSettingsRow)}
     if others - {(workload, size)}:
         found = ", ".join(f"{name} {of}" for name, of in sorted(others))
-        raise _refused(f"--compare {path} holds a time-to-target study of {found}, not of {workload} {size}; give "
+        raise _refused(f"--compare-study {path} holds a time-to-target study of {found}, not of {workload} {size}; give "
                        "that study's rows for the base run's workload and size")
     runs = [read.row for read in inputs.of(TimeToTargetRunRow)]
     if not runs or not others:
-        raise _refused(f"--compare {path} holds no runs of a time-to-target study (OUT/time_to_target.jsonl of "
+        raise _refused(f"--compare-study {path} holds no runs of a time-to-target study (OUT/time_to_target.jsonl of "
                        "`trainspeed study time-to-target`)")
     return sum(run.validated_step * run.global_batch if run.reached and run.validated_step is not None
                else run.max_samples for run in runs)
@@ -471,8 +483,7 @@ def run(config: CriticalBatchConfig, command: str, progress: Progress = no_progr
     points = [point_row(study_id, plan, point, [row for row in branches if row.step == point.step])
               for point in plan.points]
     spent = sum(row.samples for row in branches)
-    compared = (time_to_target_samples(config.compare, plan.base.config.workload, plan.size)
-                if config.compare is not None else None)
+    compared = plan.time_to_target_samples
     summary = plan.base.run.summary
     header = CriticalBatchSettingsRow(
         study_id=study_id, settings=config, base_run=str(plan.base.directory), workload=plan.base.config.workload,
@@ -480,7 +491,8 @@ def run(config: CriticalBatchConfig, command: str, progress: Progress = no_progr
         base_global_batch=plan.base.global_batch, base_steps=plan.base.steps, base_samples=plan.base.samples,
         target=config.target or summary.target, nproc=config.nproc or 1, metric=plan.metric, op=plan.op,
         lr_rule=plan.lr_rule, branch_samples=plan.branch_samples, b_simple_curve=b_simple_curve(plan.base),
-        branch_runs=len(branches), samples_spent=spent, time_to_target_rows=config.compare,
+        branch_runs=len(branches), samples_spent=spent, fraction_of_base_run=spent / plan.base.samples,
+        time_to_target_rows=config.compare_study,
         time_to_target_samples=compared, fraction_of_time_to_target=None if not compared else spent / compared,
         total_s=time.perf_counter() - started,
         **Provenance(command=command, machine=branches[0].machine if branches else None, **plan.identity)
@@ -502,11 +514,14 @@ def table(header: CriticalBatchSettingsRow, points: list[CriticalBatchRow]) -> s
         means = ", ".join(f"x{factor:g}: {mean:.4g}{'' if ok else ' (worse)'}"
                           for factor, mean, ok in zip(row.factors, row.means, row.matches))
         lines.append(f"| {row.step} | {row.samples:,} | {row.critical_text} | {simple} | {tolerance} | {means} |")
-    spent = f"critical batch: {header.branch_runs} branches spent {header.samples_spent:,} samples"
+    spent = (f"critical batch: {header.branch_runs} branches spent {header.samples_spent:,} samples, "
+             f"{header.fraction_of_base_run:.1%} of the base run's {header.base_samples:,}")
     if header.time_to_target_samples:
         spent += (f", {header.fraction_of_time_to_target:.1%} of the {header.time_to_target_samples:,} the "
                   f"time-to-target study in {header.time_to_target_rows} spent")
-    return "\n".join([*lines, spent + f" (the base run: {header.base_samples:,})"])
+    else:
+        spent += " (no time-to-target study given: --compare-study DIR)"
+    return "\n".join([*lines, spent])
 
 
 # --- the study's face ------------------------------------------------------------------------------
