@@ -47,7 +47,6 @@ from trainspeed.studies.critical_batch.config import (
     metric_and_op,
 )
 from trainspeed.studies.critical_batch.decision import (
-    HIGHER_IS_BETTER,
     LOWER_IS_BETTER,
     Spread,
     judge,
