@@ -33,6 +33,7 @@ from trainspeed.train.checkpoint import capture_rng_states, save_checkpoint
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.evaluation import can_evaluate, evaluate
+from trainspeed.train.init_from import start_from
 from trainspeed.train.lifecycle import StopRequest
 from trainspeed.train.lr_schedule import (
     LearningRates,
@@ -253,6 +254,9 @@ class RankTrainer:
             print(self.learning_rates.line(), flush=True)
         self.state = LoopState()
         restored = restore(config.run_dir, self._resumed_parts()) if config.resume else None
+        # A run started from another run's checkpoint loads it unless it continues from its own.
+        self.started_from = (start_from(config, self.trainable if restored is None else None)
+                             if config.init_from is not None else None)
         if restored is not None:
             self.state = LoopState(step=restored.step, epoch=restored.epoch)
             self.totals_before = restored.totals
@@ -545,6 +549,7 @@ class RankTrainer:
             time_to_target=self._target_record(clock) if self.tracker is not None else None,
             **summary_fields(self.meter.last_quarter(0, self.state.step) if self.meter is not None else None),
             startup_s=trace.startup_s,
+            init_from=self.started_from,
             **identify(self.workload).provenance(machine=trace.machine.at_end() if trace.machine else None)
             .fields_of(RunSummary),
         )

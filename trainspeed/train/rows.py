@@ -102,6 +102,9 @@ class RunSummary:
     """Each network's noise scale over the last quarter as a reader may act on it: a value where
     resolved, else a lower bound, with the standard error of |G|^2 (`trainspeed.gradients.rows`).
     None where not measured, and in summaries written before (`last_quarter_noise_scale`)."""
+    init_from: InitFrom | None = None
+    """The checkpoint of another run this run started from (`--init-from`; None: from the workload's
+    own initialisation)."""
 
     def last_quarter_noise_scale(self) -> dict[str, NoiseScaleReading]:
         """Each network's noise scale over the last quarter; a summary written before readings
@@ -141,6 +144,8 @@ class RunSummary:
         ]
         if self.validation:
             text.append("validation: " + ", ".join(f"{name} {value:.4g}" for name, value in self.validation.items()))
+        if self.init_from is not None:
+            text.append(self.init_from.line())
         if self.time_to_target is not None:
             text.append(self.time_to_target.line())
         noise = self.noise_scale_text()
@@ -152,6 +157,27 @@ class RunSummary:
                 f"vs bench {self.bench_samples_per_s:,.1f} samples/s)"
             )
         return text
+
+
+@dataclass(frozen=True)
+class InitFrom:
+    """Where a run started from another run's checkpoint (`--init-from`): the networks and optimizer
+    states it loaded were that run's at `step`, after `samples` of its samples; its steps, batch,
+    learning rate, seed and data order are its own (`trainspeed.train.init_from`)."""
+
+    run_dir: str
+    """The run the checkpoint belongs to."""
+    checkpoint: str
+    """The checkpoint file."""
+    step: int
+    samples: int
+    """The samples that run had trained at `step`."""
+    global_batch: Batch
+    """That run's global batch at `step`."""
+
+    def line(self) -> str:
+        return (f"started from {self.checkpoint} (step {self.step}, {self.samples:,} samples at global batch "
+                f"{self.global_batch} of {self.run_dir})")
 
 
 @dataclass(frozen=True)
