@@ -69,7 +69,8 @@ def run(*, target: str = EAGER, batch: int = 64, devices: int = 1, steps: int = 
             method="micro-batches" if micro_batches > 1 else "previous-step", biased=micro_batches == 1,
             small_batch=batch // micro_batches if micro_batches > 1 else batch,
             big_batch=batch if micro_batches > 1 else 2 * batch, grad_sq=1.0, trace_sigma=64.0, b_simple=measured,
-            grad_sq_avg=1.0, trace_sigma_avg=64.0, b_simple_avg=measured, window_steps=10))
+            grad_sq_avg=1.0, trace_sigma_avg=64.0, b_simple_avg=measured, window_steps=10,
+            grad_sq_se=0.1, grad_sq_avg_se=0.1, resolved=measured is not None, b_simple_lower=None))
         if step % 20 == 0:
             metrics.append(EvalRecord(step=step, metrics={"accuracy": 0.8 * step / steps}))
             paused += validation_s + (first_validation_extra_s if step == 20 else 0.0)
