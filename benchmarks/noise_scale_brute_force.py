@@ -28,6 +28,14 @@ decayed the learning rate (`--min-lr-ratio`) and a smoothing whose span lies ins
 (`--noise-scale-smoothing`). The row's window values (a plain mean over its `window_steps`) are
 recorded beside it, not compared: one window is a few steps and too noisy to judge by.
 
+Near convergence the true |G|^2 can be within its noise of 0, and B_simple is then no number, here
+as in training. Both sides are read by the same criterion (`trainspeed.gradients.rows`): |G|^2 is
+resolved where it exceeds 2 standard errors (here the jackknife's; in training the row's
+`grad_sq_avg_se`), and an unresolved side has no `b_simple`, only `b_simple_lower`, a lower bound
+(and no `ratio_b_simple`). `agreement` says how the two readings meet: both resolved (compare the
+ratios), both unresolved, or one only, and then whether an in-training lower bound lies below the
+brute-force value, as a bound must.
+
 One `measurement` row per (run, step, network) goes to `--out` (a JSONL file; a row of the same
 run, step and network is replaced), written atomically. Bad input is one line on stderr and exit status 2.
 """
@@ -55,6 +63,7 @@ from trainspeed.atomic import atomic_write_text  # noqa: E402
 from trainspeed.bench.measurement import MeasurementRow  # noqa: E402
 from trainspeed.data.base import Batch, LoaderConfig  # noqa: E402
 from trainspeed.errors import UsageError  # noqa: E402
+from trainspeed.gradients.rows import NoiseScaleReading, assess, bound_text  # noqa: E402
 from trainspeed.machine import Machine  # noqa: E402
 from trainspeed.rows import row_record  # noqa: E402
 from trainspeed.train.checkpoint import checkpoint_dir, checkpoint_name, load_checkpoint  # noqa: E402
@@ -215,6 +224,10 @@ class InTraining:
     window_trace_sigma: float
     window_b_simple: float | None
     window_steps: int
+    resolved: bool | None
+    """Whether the row's |G|^2 average was above 2 standard errors (None: a row written before)."""
+    grad_sq_se: float | None
+    b_simple_lower: float | None
 
 
 def noise_scale_row(run: Path, step: int, network: str) -> InTraining:
@@ -240,7 +253,9 @@ def noise_scale_row(run: Path, step: int, network: str) -> InTraining:
     return InTraining(method=row["method"], small_batch=row["small_batch"], big_batch=row["big_batch"],
                       grad_sq=row["grad_sq_avg"], trace_sigma=row["trace_sigma_avg"], b_simple=row["b_simple_avg"],
                       window_grad_sq=row["grad_sq"], window_trace_sigma=row["trace_sigma"],
-                      window_b_simple=row["b_simple"], window_steps=row["window_steps"])
+                      window_b_simple=row["b_simple"], window_steps=row["window_steps"],
+                      resolved=row.get("resolved"), grad_sq_se=row.get("grad_sq_avg_se"),
+                      b_simple_lower=row.get("b_simple_lower"))
 
 
 def load_run(run: Path, step: int) -> tuple[TrainConfig, dict[str, Any]]:
@@ -263,6 +278,24 @@ def trained_network(workload: Any, config: TrainConfig, payload: dict[str, Any])
     network = trainable.networks[name]
     network.load_state_dict(payload["trainable"]["networks"][name])
     return name, network.train()
+
+
+def agreement(in_training: InTraining, brute: NoiseScaleReading) -> str:
+    """How the in-training reading meets the brute-force one, each resolved or a lower bound only."""
+    if in_training.resolved is None:
+        return "not assessed in training (a row written before the meter kept a standard error)"
+    if in_training.resolved and brute.resolved:
+        return "both resolved"
+    if not in_training.resolved and not brute.resolved:
+        return "both unresolved"
+    if in_training.resolved:
+        return "resolved in training only: brute force finds |G|^2 within its noise of 0"
+    bound = in_training.b_simple_lower
+    if bound is None or brute.value is None:
+        return "resolved by brute force only: training gave no lower bound"
+    held = "holds" if brute.value >= bound else "fails"
+    return (f"resolved by brute force only: the lower bound in training {held} "
+            f"(brute force {brute.value:.4g}, bound {bound:.4g})")
 
 
 def ratio(numerator: float | None, denominator: float | None) -> float | None:
@@ -288,22 +321,25 @@ def check_row(args: argparse.Namespace, argv: list[str], machine: Machine) -> di
     result = measure(network, loss, sample_batches(loader, args.chunk, args.samples), args.blocks,
                      args.samples // args.chunk)
     value = result.estimate
+    reading = assess(value.grad_sq, value.trace_sigma, result.grad_sq_se)
     values = {
         "workload": workload.name, "workload_spec": config.workload, "size": config.size, "network": name,
         "run": str(args.run), "step": args.step, "data": str(data), "seed": args.seed,
         "samples_used": result.samples, "jackknife_blocks": result.blocks,
-        "grad_sq": value.grad_sq, "trace_sigma": value.trace_sigma, "b_simple": value.b_simple,
+        "grad_sq": value.grad_sq, "trace_sigma": value.trace_sigma, "b_simple": reading.value,
+        "resolved": reading.resolved, "b_simple_lower": reading.lower_bound,
         "grad_sq_se": result.grad_sq_se, "trace_sigma_se": result.trace_sigma_se, "b_simple_se": result.b_simple_se,
         "in_training_compared": COMPARED, "in_training_method": in_training.method,
         "in_training_small_batch": in_training.small_batch, "in_training_big_batch": in_training.big_batch,
         "in_training_smoothing": config.noise_scale_smoothing,
         "in_training_grad_sq": in_training.grad_sq, "in_training_trace_sigma": in_training.trace_sigma,
-        "in_training_b_simple": in_training.b_simple,
+        "in_training_b_simple": in_training.b_simple, "in_training_resolved": in_training.resolved,
+        "in_training_grad_sq_se": in_training.grad_sq_se, "in_training_b_simple_lower": in_training.b_simple_lower,
         "window_grad_sq": in_training.window_grad_sq, "window_trace_sigma": in_training.window_trace_sigma,
         "window_b_simple": in_training.window_b_simple, "window_steps": in_training.window_steps,
         "ratio_grad_sq": ratio(in_training.grad_sq, value.grad_sq),
         "ratio_trace_sigma": ratio(in_training.trace_sigma, value.trace_sigma),
-        "ratio_b_simple": ratio(in_training.b_simple, value.b_simple),
+        "ratio_b_simple": ratio(in_training.b_simple, reading.value), "agreement": agreement(in_training, reading),
         "train_steps": config.steps, "train_batch_size_per_device": config.batch_size_per_device,
         "train_world_size": config.world_size, "train_micro_batches": config.noise_scale_micro_batches,
         "train_min_lr_ratio": config.lr.min_lr_ratio, "train_seed": config.seed,
@@ -367,11 +403,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     write_row(args.out, row)
     row = row["values"]
+    brute = bound_text(row["b_simple"], row["b_simple_lower"], "{:.4g}")
+    in_training = bound_text(row["in_training_b_simple"], row["in_training_b_simple_lower"], "{:.4g}")
     print(f"{row['workload']} {row['size']} step {row['step']}: brute force |G|^2 {row['grad_sq']:.4g} "
-          f"tr(Sigma) {row['trace_sigma']:.4g} B_simple {row['b_simple']} over {row['samples_used']} samples; "
-          f"in training {row['in_training_grad_sq']:.4g} {row['in_training_trace_sigma']:.4g} "
-          f"{row['in_training_b_simple']} (ratios {row['ratio_grad_sq']}, {row['ratio_trace_sigma']}, "
-          f"{row['ratio_b_simple']})")
+          f"tr(Sigma) {row['trace_sigma']:.4g} B_simple {brute} over {row['samples_used']} samples; "
+          f"in training {row['in_training_grad_sq']:.4g} {row['in_training_trace_sigma']:.4g} {in_training} "
+          f"(ratios {row['ratio_grad_sq']}, {row['ratio_trace_sigma']}, {row['ratio_b_simple']}); {row['agreement']}")
     return 0
 
 

@@ -86,6 +86,18 @@ class BeforeFusedClassifier(ToyClassifier):
         self.optimizers = {"net": torch.optim.SGD(self.networks["net"].parameters(), lr=LEARNING_RATE)}
 
 
+class ValidatedClassifier(ToyClassifier):
+    """Measures its accuracy on the validation split, so a run can train to a goal."""
+
+    def eval_metrics(self, batch: Batch) -> dict[str, torch.Tensor]:
+        with torch.no_grad():
+            predicted = self.wrapped["net"](batch["x"]).argmax(dim=1)
+        return {"correct": (predicted == batch["y"]).sum().float(), "count": torch.tensor(float(len(batch["y"])))}
+
+    def summarize_eval(self, totals: dict[str, torch.Tensor]) -> dict[str, float]:
+        return {"accuracy": float(totals["correct"]) / max(1.0, float(totals["count"]))}
+
+
 def labelled(inputs: torch.Tensor) -> Batch:
     """A batch of these inputs with the label the classifier learns."""
     return {"x": inputs, "y": inputs[:, :CLASSES].argmax(dim=1)}
@@ -185,6 +197,11 @@ def wide_by_default() -> ToyWorkload:
 
 def before_fused() -> ToyWorkload:
     return ToyWorkload("before-fused", OWN_SIZES, trainable=BeforeFusedClassifier)
+
+
+def validated() -> ToyWorkload:
+    """Validates its accuracy: a run of it trains to a goal (`--until val/accuracy>=...`)."""
+    return ToyWorkload("validated", trainable=ValidatedClassifier)
 
 
 def float64_data() -> ToyWorkload:

@@ -193,6 +193,20 @@ def resample(generator: "np.random.Generator", count: int, draws: int) -> "np.nd
     return generator.integers(0, count, (draws, count))
 
 
+def resampled_medians(values: Sequence[float], generator: "np.random.Generator", draws: int) -> "np.ndarray":
+    """The median of each of `draws` resamples of `values` (the bootstrap of a median measured over
+    timed windows or runs): a measurement that is a median keeps its spread in a model that draws
+    from it. One value, or none varying, gives that value in every draw (no spread to draw)."""
+    import numpy as np
+
+    array = np.asarray(values, dtype=float)
+    if array.ndim != 1 or array.size == 0 or not np.isfinite(array).all():
+        raise ValueError("resampled medians need one or more finite values")
+    if array.size == 1:
+        return np.full(draws, float(array[0]))
+    return np.median(array[resample(generator, array.size, draws)], axis=1)
+
+
 DETECTABLE = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(0.80)
 """A difference this many standard errors wide is found with 80% power by a two-sided 5% test."""
 

@@ -54,6 +54,8 @@ def test_brute_force_finds_the_closed_form(least_squares_run, examples_importabl
     assert row["grad_sq"] == pytest.approx(1.0, rel=0.1)
     assert row["trace_sigma"] == pytest.approx(33.0, rel=0.1)
     assert row["in_training_method"] == "micro-batches" and row["ratio_b_simple"] is not None
+    assert (row["resolved"], row["in_training_resolved"], row["agreement"]) == (True, True, "both resolved")
+    assert row["b_simple_lower"] is None and row["in_training_b_simple_lower"] is None
 
 
 @pytest.mark.e2e
@@ -63,3 +65,26 @@ def test_a_missing_checkpoint_step_is_one_line_and_exit_2(least_squares_run, exa
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "no checkpoint of step 7" in error
     assert not out.exists()
+
+
+def in_training(resolved: bool | None, b_simple: float | None, lower: float | None) -> noise_scale_brute_force.InTraining:
+    return noise_scale_brute_force.InTraining(
+        method="micro-batches", small_batch=64, big_batch=256, grad_sq=0.01, trace_sigma=50.0, b_simple=b_simple,
+        window_grad_sq=0.01, window_trace_sigma=50.0, window_b_simple=None, window_steps=4, resolved=resolved,
+        grad_sq_se=0.02, b_simple_lower=lower)
+
+
+def test_the_check_reads_both_sides_by_one_criterion_and_says_how_they_meet():
+    """Brute force and training are each resolved or a lower bound; an unresolved one is no number to
+    take a ratio of, and a bound in training is checked against the brute-force value."""
+    from trainspeed.gradients.rows import assess
+
+    agreement = noise_scale_brute_force.agreement
+    resolved, unresolved = assess(1.0, 33.0, 0.02), assess(-0.02, 33.0, 0.05)
+    assert unresolved.value is None and unresolved.lower_bound == pytest.approx(330.0)
+    assert agreement(in_training(True, 30.0, None), resolved) == "both resolved"
+    assert agreement(in_training(False, None, 265.0), unresolved) == "both unresolved"
+    assert agreement(in_training(True, 1951.0, None), unresolved).startswith("resolved in training only")
+    assert "lower bound in training holds" in agreement(in_training(False, None, 20.0), resolved)
+    assert "lower bound in training fails" in agreement(in_training(False, None, 40.0), resolved)
+    assert agreement(in_training(None, 1951.0, None), unresolved).startswith("not assessed in training")

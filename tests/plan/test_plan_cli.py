@@ -283,7 +283,7 @@ def test_a_built_in_workload_or_a_library_model_needs_no_workload_flag(tmp_path:
 
 def test_the_workload_flag_belongs_to_the_check(cli_error, tmp_path: Path):
     error = cli_error("plan", _committed(tmp_path, BENCH), _committed(tmp_path, STUDY), "--workload", "mahjong")
-    assert "plan: --workload names the workload --check trains; give it with --check" in error
+    assert "plan: --workload names the workload --check trains and --measure runs; give it with one of them" in error
 
 
 def test_study_settings_that_train_refuses_here_are_refused_before_anything_is_written(cli_error, tmp_path: Path,

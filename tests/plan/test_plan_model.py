@@ -81,8 +81,11 @@ def test_a_prediction_is_steps_times_step_time_plus_start_up_compilation_and_val
     assert (eager.steps_trained, eager.validations) == (trained, validations)
     assert eager.predicted_s == pytest.approx(2.0 + trained * 0.01 + validations * 0.5)
     compiled = by_target["cpu:compile:fp32"]
-    compiling = (5.01 - 0.005) - (0.02 - 0.01)  # its first step beyond its steady one, less eager's
+    compiling = 5.01 - 0.005  # its first step beyond its steady one: the training graph's compilation
     assert compiled.compile_s == pytest.approx(compiling)
+    assert [(item.graph, item.batch, item.seconds) for item in compiled.compilations] == [
+        ("training", 64, pytest.approx(compiling)), ("validation", 64, None)]  # no run of it validated: not measured
+    assert eager.compilations == []  # an eager target compiles nothing (its first step's excess is no compilation)
     assert compiled.predicted_s == pytest.approx(2.0 + compiling + trained * 0.005 + validations * 0.5)
     assert eager.recommended and not compiled.recommended and compiled.rank == 2
     assert eager.statistical_efficiency == pytest.approx(1 / (1 + 64 / B_CRIT))
@@ -179,5 +182,29 @@ def test_with_no_study_only_a_run_with_a_noise_scale_above_0_gives_the_steps():
         return dataclasses.replace(inputs([], []), runs=[run], settings=None, fit=None)
 
     assert steps_model(plan_of(_goal_run(64.0))).steps(64) == pytest.approx(100.0)
-    with pytest.raises(UsageError, match="no run that met the goal with a noise scale above 0"):
+    with pytest.raises(UsageError, match=r"near its goal .* is unresolved \(\|G\|\^2 within its noise of 0\) and "
+                                         "bounds nothing"):
         steps_model(plan_of(_goal_run(-32.0)))
+
+
+def test_with_no_study_a_summarys_unresolved_noise_scale_is_a_lower_bound_never_a_value():
+    """A run's last quarter whose |G|^2 is within its noise of 0 gives only B_simple > N: the plan
+    predicts at that bound, its interval running to perfect scaling, and says so; a resolved
+    reading is the value, and a summary written before readings were assessed gives its value."""
+    from trainspeed.gradients.rows import assess, summary_fields
+    from trainspeed.plan.model import steps_model
+
+    def run_of(readings: dict, name: str) -> TrainRun:
+        row = dataclasses.replace(_goal_run(0.0).row, **summary_fields(readings))
+        return TrainRun(row, Source(f"runs/{name}/summary.json"), {})
+
+    def plan_of(*runs: TrainRun) -> PlanInputs:
+        return dataclasses.replace(inputs([], []), runs=list(runs), settings=None, fit=None)
+
+    bound = steps_model(plan_of(run_of({"net": assess(0.01, 530.0, 1.0)}, "u")))
+    assert "B_noise at least 264 (unresolved near the goal)" in bound.source, bound.source
+    assert bound.steps(64) == pytest.approx(100.0)  # through its run, with B_noise at the bound
+    resolved = steps_model(plan_of(run_of({"net": assess(2.0, 128.0, 0.1)}, "r")))
+    assert "B_noise 64 near the goal" in resolved.source, resolved.source
+    older = steps_model(plan_of(_goal_run(64.0)))  # a summary written before: its value, not assessed
+    assert "B_noise 64 near the goal" in older.source, older.source

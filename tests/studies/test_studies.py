@@ -34,7 +34,8 @@ def test_a_flags_help_shows_its_default_at_every_preset(study, flag, default, ca
     assert its_help.split(")")[0] + ")" == its_help[:its_help.index(default) + len(default)], its_help
 
 
-@pytest.mark.parametrize("name", ["throughput", "remote", "scaling", "batch-size", "time-to-target", "all"])
+@pytest.mark.parametrize("name", ["throughput", "remote", "scaling", "batch-size", "time-to-target", "critical-batch",
+                                  "all"])
 def test_every_study_face_finds_its_runner_and_report_part(name):
     from trainspeed.studies import STUDIES
 

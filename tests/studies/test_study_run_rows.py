@@ -53,6 +53,21 @@ def test_a_time_to_target_run_row_counts_the_validations_and_takes_the_noise_sca
     assert row.samples is not None and 32768 < row.samples <= 40960 and row.command_s == 30.0
 
 
+def test_a_time_to_target_run_row_whose_noise_scale_near_the_goal_is_unresolved_holds_its_lower_bound(tmp_path):
+    recipe = _recipe(tmp_path)
+    metrics = time_to_target.run_dir(recipe.config, SPEC) / "metrics.jsonl"
+    rows = _metrics(metrics.parent)
+    for row in rows:
+        if row["kind"] == "noise-scale":  # as the meter writes it now: the last window unresolved
+            unresolved = row["step"] == 640
+            row.update(schema_version=2, grad_sq_se=1.0, grad_sq_avg_se=row["grad_sq_avg"] if unresolved else 1.0,
+                       resolved=not unresolved, b_simple_lower=1234.0 if unresolved else None,
+                       b_simple_avg=None if unresolved else row["b_simple_avg"])
+    metrics.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    row = time_to_target.run_row("study", recipe, SPEC, "lr sweep")
+    assert (row.b_simple, row.b_simple_lower, row.noise_scale_method) == (None, 1234.0, "micro-batches")
+
+
 def test_a_time_to_target_run_with_a_bad_metrics_row_is_one_line(tmp_path):
     recipe = _recipe(tmp_path)
     metrics = time_to_target.run_dir(recipe.config, SPEC) / "metrics.jsonl"

@@ -28,6 +28,8 @@ CONFIGS = {
     "several nodes": TrainConfig(synthetic_data=True, steps=5, threads=2, noise_scale="off",
                                  launch=LaunchConfig(nproc=2, nnodes=2, node_rank=1, rdzv_backend="static",
                                                      rdzv_endpoint="node0:29500", rdzv_id="job42")),
+    "a branch of another run": TrainConfig(data="d", steps=2, resume=True, init_from="runs/base", init_step=40,
+                                           lr=LRConfig(base_lr=3e-4, scaling="none", warmup_steps=0, min_lr_ratio=1.0)),
     "odd texts": TrainConfig(workload="timm:resnet18", size="tiny,n_layer=4", data="-data with spaces",
                              out_dir="-out", until="val/loss<=0.3", bench_jsonl="b.jsonl", steps=2),
 }

@@ -6,52 +6,20 @@ import argparse
 import dataclasses
 import sys
 
-from trainspeed.bench.config import (
-    BATCH_SIZE_LIST,
-    FEED_LIST,
-    NOISE_SCALE_LIST,
-    TARGET_LIST,
-    BenchConfig,
-)
-from trainspeed.flags import WORKLOAD_HELP, add_flag, config_from_flags, thread_count
+from trainspeed.bench.config import BenchConfig
+from trainspeed.flags import add_flags, config_from_flags
 from trainspeed.user_json import check_rows_file
 
 
 def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
+    from trainspeed.bench.flags import BENCH_FLAGS
+
     parser = subparsers.add_parser(
         "bench",
         help="time training steps per target and batch size (batch on the device, or copied from the host)",
         description="Sweep batch sizes on each target; append result rows to JSONL (+CSV), print ratios, plot.",
     )
-    add_flag(parser, "--workload", BenchConfig, "workload", WORKLOAD_HELP)
-    add_flag(parser, "--size", BenchConfig, "size", "workload size (default: the workload's default size, mahjong tiny); a library model "
-             "takes PRESET[,key=value...], e.g. tiny,res=96 (docs/workloads.md)")
-    add_flag(parser, "--targets", BenchConfig, "targets", "comma list of device:mode:precision", type=TARGET_LIST)
-    add_flag(parser, "--batch-sizes", BenchConfig, "batch_sizes",
-             "range 2^6..2^14 or list 64,256,1024 (each at most 2^40)", type=BATCH_SIZE_LIST)
-    add_flag(parser, "--baseline", BenchConfig, "baseline", "target the ratios are taken to (default: the first)")
-    add_flag(parser, "--out", BenchConfig, "out", "JSONL file rows are appended to")
-    add_flag(parser, "--warmup-steps", BenchConfig, "plan.warmup_steps", "untimed steps after the first")
-    add_flag(parser, "--windows", BenchConfig, "plan.windows", "timed windows; the median is reported")
-    add_flag(parser, "--min-window-s", BenchConfig, "plan.min_window_s", "seconds each window lasts at least")
-    add_flag(parser, "--min-steps-per-window", BenchConfig, "plan.min_steps_per_window",
-             "steps every window holds at least (a pipelined remote target overlaps steps only inside a window)")
-    add_flag(parser, "--max-steps-per-window", BenchConfig, "plan.max_steps_per_window",
-             "cap on steps per window (a row says steps_capped when it left a window short)")
-    add_flag(parser, "--feed", BenchConfig, "feeds",
-             "device: one batch kept on the device; host: each step copies a host batch to the device; "
-             "device,host: both, back to back for each target and batch size",
-             type=FEED_LIST)
-    add_flag(parser, "--noise-scale", BenchConfig, "noise_scale",
-             "on: each step also measures the gradient noise scale as one rank of `trainspeed train` does; "
-             "off,on: both, back to back, to read the meter's cost as a ratio", type=NOISE_SCALE_LIST)
-    add_flag(parser, "--peak-tflops", BenchConfig, "peak_tflops", "peak for MFU (default: measured)")
-    add_flag(parser, "--threads", BenchConfig, "threads", "torch CPU threads (recorded in every row)",
-             type=thread_count)
-    add_flag(parser, "--seed", BenchConfig, "seed", "seed of the model and the synthetic batch")
-    add_flag(parser, "--run-id", BenchConfig, "run_id",
-             "the rows' run id (default: a fresh one); ratios pair only rows of one run, so give commands "
-             "measured as one comparison the same id")
+    add_flags(parser, BenchConfig, BENCH_FLAGS)
     parser.add_argument("--no-plot", action="store_true", help="do not write OUT.png/OUT.svg")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run_bench)

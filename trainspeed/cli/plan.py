@@ -3,21 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 from trainspeed.bench.config import TARGET_LIST
-from trainspeed.flags import POSITIVE_INTS, WORKLOAD_HELP, CommaListAction, Range, comma_list, seed_value
+from trainspeed.flags import POSITIVE_INTS, TIMEOUT, WORKLOAD_HELP, CommaListAction, Range, comma_list, seed_value
+
+if TYPE_CHECKING:
+    from trainspeed.plan.measure import Measurement
+    from trainspeed.plan.inputs import PlanInputs
+    from trainspeed.plan.plan import PlanGrid
+    from trainspeed.plan.steps import StepsModel
 
 CHECK_LIST = comma_list(what="configurations (target/devices/batch) or keywords", example="best,samples-per-s")
+SCHEDULE_LIST = comma_list(choices=("fixed", "auto"), what="fixed (the global batch held) or auto (a batch that doubles "
+                           "while the noise scale says it still scales)", example="fixed,auto", distinct=True)
 
 EPILOG = """\
 reads bench rows (samples/s per target and per-device batch), run directories of `trainspeed train`
 (their efficiency against the bench, by device count) and the rows of `trainspeed study time-to-target`
 (steps to the goal against the batch); with no study, one run that met its --until goal and measured its
-noise scale gives the steps by McCandlish's model, and the plan says so
+noise scale gives the steps by McCandlish's model, and the plan says so; a `trainspeed study critical-batch`
+folder of that run gives its critical batch in place of the noise scale. --measure first runs the bench rows
+and short runs the plan lacks, within --budget-s
 examples:
   trainspeed plan bench.jsonl runs/two-ranks study/time_to_target.jsonl --out plan.jsonl
   trainspeed plan ... --out plan.jsonl --check best,samples-per-s,cpu:eager:fp32/2/512 --check-dir checks
+  trainspeed plan runs/base --measure --budget-s 300 --measure-dir measured --devices 1,2 --out plan.jsonl
 """
 
 
@@ -30,13 +43,18 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
         "the goal (from a study's fit) x step time (from bench and run rows), plus start-up and validation.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("inputs", nargs="+", type=Path, metavar="INPUT",
-                        help="bench result files, run directories, a time-to-target study's rows or folder")
+                        help="bench result files, run directories, a time-to-target study's rows or folder, a "
+                        "critical-batch study's folder")
     parser.add_argument("--targets", action=CommaListAction, items=TARGET_LIST, default=None,
                         help="targets to plan for (default: every one the bench rows measured)")
     parser.add_argument("--devices", action=CommaListAction, items=POSITIVE_INTS, default=None,
                         help="device counts, e.g. 1,2,8 (default: 1 and those of the runs given)")
     parser.add_argument("--global-batches", action=CommaListAction, items=POSITIVE_INTS, default=None,
-                        help="global batches (default: the study's)")
+                        help="global batches (default: the study's, else the bench rows')")
+    parser.add_argument("--schedules", action=CommaListAction, items=SCHEDULE_LIST, default=None,
+                        help="fixed: each global batch held; auto: per target and device count, a batch from the "
+                        "smallest global batch doubling up to the largest (default: both where the inputs measured "
+                        "the noise scale over a run, else fixed)")
     parser.add_argument("--borrow-steps", action="store_true",
                         help="plan the bench rows' size with the steps measured at another size of the workload (an "
                         "assumption every row states; without it, rows of two sizes are refused)")
@@ -48,8 +66,17 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--check-seed", type=seed_value, default=1000, help="training seed of the check runs "
                         "(default 1000: not one of a study's)")
     parser.add_argument("--workload", default=None,
-                        help="the study's workload, which --check trains: needed where it is your own module "
+                        help="the inputs' workload, which --check trains and --measure runs: needed where it is "
+                        "your own module "
                         f"(rows are data and never choose code to run); one of {WORKLOAD_HELP}")
+    parser.add_argument("--measure", action="store_true",
+                        help="first run the bench rows and short runs of 1 and N devices the plan lacks, within "
+                        "--budget-s, into --measure-dir, and plan with them")
+    parser.add_argument("--budget-s", type=TIMEOUT.parser(float), default=None,
+                        help="seconds --measure may spend (each measurement is estimated first; the ones that do not "
+                        "fit are left out, and said)")
+    parser.add_argument("--measure-dir", type=Path, default=None,
+                        help="a new or empty folder for what --measure runs (bench.jsonl, runs/)")
     parser.add_argument("--tolerance", type=Range(0, 10, low_open=True).parser(float), default=0.25,
                         help="a check within 1 +- this of its prediction is 'within' (default 0.25)")
     parser.set_defaults(handler=run_plan)
@@ -75,10 +102,16 @@ def run_plan(args: argparse.Namespace) -> int:
     from trainspeed.user_json import check_rows_file
 
     targets = checked_targets(args.targets) if args.targets is not None else None
+    if args.measure and (args.budget_s is None or args.measure_dir is None):
+        raise UsageError("plan: --measure needs --budget-s (the seconds it may spend) and --measure-dir (a new or "
+                         "empty folder for what it runs)")
+    if not args.measure and (args.budget_s is not None or args.measure_dir is not None):
+        raise UsageError("plan: --budget-s and --measure-dir are --measure's; give --measure too")
     if args.check and (args.out is None or args.check_dir is None):
         raise UsageError("plan: --check needs --out (where the checks' rows go) and --check-dir (where their runs go)")
-    if args.workload is not None and not args.check:
-        raise UsageError("plan: --workload names the workload --check trains; give it with --check")
+    if args.workload is not None and not (args.check or args.measure):
+        raise UsageError("plan: --workload names the workload --check trains and --measure runs; give it with one "
+                         "of them")
     if args.out is not None:
         if args.out.is_dir():
             raise UsageError(f"plan: --out {args.out} is a directory; name a JSONL file, e.g. {args.out / 'plan.jsonl'}")
@@ -86,9 +119,16 @@ def run_plan(args: argparse.Namespace) -> int:
             raise UsageError(f"plan: --out {args.out} is one of the inputs; append the plan to another file")
         check_rows_file(args.out, f"plan: --out {args.out}", kinds=(PlanRow.KIND, PlanCheckRow.KIND))
         check_writable_directory(args.out.parent, f"--out {args.out}")
+    if args.measure:
+        from trainspeed.plan.measure import check_measure_dir
+
+        check_measure_dir(args.measure_dir)
     inputs = read_plan_inputs(args.inputs, args.borrow_steps)
     model = steps_model(inputs)  # no steps to the goal is the first thing to say
-    rows = plan_rows(inputs, default_grid(inputs, targets, args.devices, args.global_batches), args.command_line, model)
+    grid = default_grid(inputs, targets, args.devices, args.global_batches, args.schedules, model, args.measure)
+    if args.measure:
+        inputs, model, grid = measured(args, inputs, model, grid, targets)
+    rows = plan_rows(inputs, grid, args.command_line, model)
     to_check = chosen(rows, args.check) if args.check else []
     dirs = check_dirs(inputs, to_check, args.check_dir) if to_check else {}
     commands = check_commands(inputs, to_check, dirs, args.check_seed) if to_check else {}
@@ -98,7 +138,7 @@ def run_plan(args: argparse.Namespace) -> int:
         check_writable_directory(args.check_dir, f"--check-dir {args.check_dir}")  # the last check: it makes the folder
     print(f"plan: {inputs.identity} to {inputs.until}")
     print(table(rows))
-    print(verdict(rows))
+    print(verdict(rows, model.note))
     if args.out is not None:
         for row in rows:
             append_row(args.out, row)
@@ -117,6 +157,42 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def measured(args: argparse.Namespace, inputs: PlanInputs, model: StepsModel, grid: PlanGrid,
+             targets: tuple[str, ...] | None) -> tuple[PlanInputs, StepsModel, PlanGrid]:
+    """`--measure`: what the plan lacks, estimated, taken within the budget (one line where even the
+    smallest does not fit, before anything is written), run, and read beside the inputs."""
+    from trainspeed.atomic import check_writable_directory
+    from trainspeed.plan.inputs import read_plan_inputs
+    from trainspeed.plan.measure import lacking, run_measurements, within_budget
+    from trainspeed.plan.model import overheads, steps_model
+    from trainspeed.plan.plan import default_grid
+
+    micro = overheads(inputs, model.base_run).micro_batches
+    wants, runs, no_runs = lacking(inputs, grid, model, micro, args.measure_dir, args.workload)
+    config_threads = next((run.row.threads for run in inputs.runs if run.row.threads), None)
+    chosen, left_out = within_budget(inputs, wants, runs, args.budget_s, args.measure_dir, config_threads)
+    if not chosen:
+        print("measure: nothing lacking" if not left_out else "measure: nothing fits the budget")
+        return inputs, model, grid
+    check_measure_flags(chosen)
+    check_writable_directory(args.measure_dir, f"--measure-dir {args.measure_dir}")
+    total = sum(measurement.estimate_s for measurement in chosen)
+    print(f"measure: {len(chosen)} measurement(s), ~{total:,.0f} s of the {args.budget_s:,.0f} s budget")
+    for line in left_out:
+        print(f"measure: left out (over the budget): {line}")
+    if no_runs:
+        print(f"measure: no short runs: {no_runs}")
+    started = time.monotonic()
+    outputs = run_measurements(chosen, args.budget_s)
+    print(f"measure: took {time.monotonic() - started:,.0f} s of the {args.budget_s:,.0f} s budget")
+    paths = [*args.inputs, *(path for path in outputs if path.exists())]
+    inputs = read_plan_inputs(paths, args.borrow_steps)
+    model = steps_model(inputs)
+    grid = default_grid(inputs, targets or grid.targets, args.devices or grid.devices,
+                        args.global_batches or grid.global_batches, args.schedules, model)
+    return inputs, model, grid
+
+
 def check_train_flags(commands: dict[str, list[str]]) -> None:
     """Each check's `trainspeed train` flags read by train's own parser before anything is written:
     a value the study's rows hand down that train refuses (more threads than this machine's CPUs, a
@@ -131,6 +207,22 @@ def check_train_flags(commands: dict[str, list[str]]) -> None:
         except UsageError as error:
             raise UsageError(f"plan: --check {config}: its `trainspeed train` would refuse the study's settings: "
                              f"{error}") from None
+
+
+def check_measure_flags(measurements: Sequence[Measurement]) -> None:
+    """Each measurement's command read by its own parser before anything is written: a setting of
+    the base run's that this machine refuses (more threads than its CPUs) is one line now, not a
+    failed measurement after the folder was made."""
+    from trainspeed.cli import build_parser
+    from trainspeed.errors import UsageError
+
+    parser = build_parser()
+    for measurement in measurements:
+        try:
+            parser.parse_args(list(measurement.command))
+        except UsageError as error:
+            raise UsageError(f"plan: --measure: {measurement.what}: its `trainspeed {measurement.command[0]}` would "
+                             f"refuse the settings it is made of: {error}") from None
 
 
 def checked_targets(targets: tuple[str, ...]) -> tuple[str, ...]:

@@ -26,6 +26,15 @@ ratio is taken, as AdaptDL's `GradientNoiseScale` does. Where the two batches co
 The norms stay on the device (an XLA step stays one graph) and are read at the logging interval
 only. The gradient is the raw one, before the optimizer's preconditioning (Adam's): B_simple is a
 property of the data and the model at these weights, whatever the optimizer.
+
+Near convergence the true |G|^2 can be within its noise of 0, and the ratio is then no number. So
+the meter also keeps, on the device beside the averages, the sum and the moving average of each
+step's |G|^2 estimate squared: their variance gives the standard error of the |G|^2 averages, and
+a noise scale whose |G|^2 is not above 2 standard errors is reported as unresolved, with a lower
+bound instead of a value (the criterion and the bound: `trainspeed.gradients.rows`). On N ranks
+each rank's estimate uses its own batch (b) against the averaged one (B); their variance is at
+least that of the estimate from the ranks' mean, so the standard error errs high, towards
+"unresolved".
 """
 
 from __future__ import annotations
@@ -37,7 +46,13 @@ from typing import Any, Callable
 import torch
 
 from trainspeed.errors import UsageError
-from trainspeed.gradients.rows import NoiseScaleRecord
+from trainspeed.gradients.rows import (
+    NoiseScaleReading,
+    NoiseScaleRecord,
+    assess,
+    ema_weight_sq_sum,
+    standard_error,
+)
 from trainspeed.workloads.base import Batch, Trainable
 
 SumOverRanks = Callable[[list[float]], list[float]]
@@ -58,19 +73,19 @@ def two_batch_estimates(small_sq: float, big_sq: float, small_batch: int, big_ba
     return grad_sq, trace_sigma
 
 
-def ratio(trace_sigma: float, grad_sq: float) -> float | None:
-    return trace_sigma / grad_sq if grad_sq > 0 and math.isfinite(trace_sigma) else None
-
-
 @dataclass
 class NetworkNorms:
     """One network's squared norms on the device: the open window's sums and the moving averages."""
 
     window_small: torch.Tensor | None = None
     window_big: torch.Tensor | None = None
+    window_grad_sq_sq: torch.Tensor | None = None
+    """The window's sum of each step's |G|^2 estimate squared (its standard error)."""
     window_count: int = 0
     average_small: torch.Tensor | None = None
     average_big: torch.Tensor | None = None
+    average_grad_sq_sq: torch.Tensor | None = None
+    """The moving average of each step's |G|^2 estimate squared."""
     count: int = 0
     """Measurements since the start of the run (the moving averages' bias correction)."""
     pending_small: list[torch.Tensor] = field(default_factory=list)
@@ -78,16 +93,24 @@ class NetworkNorms:
     carried_small: float = 0.0
     """Moving averages restored from a checkpoint (host numbers), until the first measurement."""
     carried_big: float = 0.0
+    carried_grad_sq_sq: float = 0.0
 
-    def add(self, small: torch.Tensor, big: torch.Tensor, smoothing: float) -> None:
+    def add(self, small: torch.Tensor, big: torch.Tensor, smoothing: float, weights: tuple[float, float]) -> None:
+        """One measurement; `weights` (B/(B-b), b/(B-b)) make this step's |G|^2 estimate of the two."""
         if self.window_small is None:
             self.window_small, self.window_big = torch.zeros_like(small), torch.zeros_like(big)
+            self.window_grad_sq_sq = torch.zeros_like(big)
             self.average_small = torch.full_like(small, self.carried_small)
             self.average_big = torch.full_like(big, self.carried_big)
+            self.average_grad_sq_sq = torch.full_like(big, self.carried_grad_sq_sq)
+        grad_sq = big * weights[0] - small * weights[1]
+        grad_sq_sq = grad_sq * grad_sq
         self.window_small.add_(small)
         self.window_big.add_(big)
+        self.window_grad_sq_sq.add_(grad_sq_sq)
         self.average_small.mul_(smoothing).add_(small, alpha=1.0 - smoothing)
         self.average_big.mul_(smoothing).add_(big, alpha=1.0 - smoothing)
+        self.average_grad_sq_sq.mul_(smoothing).add_(grad_sq_sq, alpha=1.0 - smoothing)
         self.window_count += 1
         self.count += 1
 
@@ -102,6 +125,12 @@ class WindowEstimate:
     big_sq: float
     average_small_sq: float
     average_big_sq: float
+    grad_sq_sq: float
+    """The window's mean of each step's |G|^2 estimate squared."""
+    average_grad_sq_sq: float
+    """Its moving average (bias corrected)."""
+    count: int
+    """Measurements the moving averages hold (since the start of the run)."""
 
 
 class NoiseScaleMeter:
@@ -123,6 +152,9 @@ class NoiseScaleMeter:
             self.small_batch, self.big_batch = samples_per_rank // micro_batches, samples_per_rank
         else:
             self.method, self.small_batch, self.big_batch = "previous-step", samples_per_rank, 2 * samples_per_rank
+        self.weights = (self.big_batch / (self.big_batch - self.small_batch),
+                        self.small_batch / (self.big_batch - self.small_batch))
+        """|G|^2 = weights[0] |G_B|^2 - weights[1] |G_b|^2 (`two_batch_estimates`), per step on the device."""
         self.networks: dict[str, NetworkNorms] = {name: NetworkNorms() for name in trainable.optimizers}
         self._previous: dict[str, torch.Tensor] = {}
         self._accumulated: dict[str, list[torch.Tensor]] = {}
@@ -136,6 +168,13 @@ class NoiseScaleMeter:
     @property
     def biased(self) -> bool:
         return self.method == "previous-step"
+
+    @property
+    def variance_inflation(self) -> float:
+        """2 for `previous-step`: each gradient is in two neighbouring estimates, whose correlation
+        (at most 1/2 for a sequence of which each term shares one input with the next) at most
+        doubles the variance of their mean; 1 for estimates of disjoint steps."""
+        return 2.0 if self.method == "previous-step" else 1.0
 
     # --- hooks ---------------------------------------------------------------------------------------
     def attach(self, gradient_sync: str, ddp_modules: dict[str, Any]) -> None:
@@ -171,7 +210,7 @@ class NoiseScaleMeter:
 
     def ranks_step(self, name: str, local_sq: torch.Tensor, averaged_sq: torch.Tensor) -> None:
         """One step on N ranks: this rank's squared norm before the all-reduce, and after it."""
-        self.networks[name].add(local_sq, averaged_sq, self.smoothing)
+        self.networks[name].add(local_sq, averaged_sq, self.smoothing, self.weights)
 
     def _single_rank_hook(self, name: str):
         def measure(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
@@ -192,7 +231,7 @@ class NoiseScaleMeter:
         if previous is not None and previous.shape == flat.shape:
             current_sq, previous_sq = torch.dot(flat, flat), torch.dot(previous, previous)
             big = (current_sq + previous_sq + 2 * torch.dot(flat, previous)) / 4
-            self.networks[name].add((current_sq + previous_sq) / 2, big, self.smoothing)
+            self.networks[name].add((current_sq + previous_sq) / 2, big, self.smoothing, self.weights)
         self._previous[name] = flat
 
     def _micro_batch(self, name: str, optimizer: torch.optim.Optimizer, grads: list[torch.Tensor]) -> None:
@@ -215,7 +254,7 @@ class NoiseScaleMeter:
             tensor.zero_()
         small = torch.stack(norms.pending_small).mean()
         norms.pending_small.clear()
-        norms.add(small, squared_norm(grads), self.smoothing)
+        norms.add(small, squared_norm(grads), self.smoothing, self.weights)
 
     # --- the step ------------------------------------------------------------------------------------
     def run_step(self, step: Any, batch: Batch) -> torch.Tensor:
@@ -244,18 +283,22 @@ class NoiseScaleMeter:
         for name, norms in self.networks.items():
             if norms.window_count == 0:
                 continue
-            window_small, window_big, average_small, average_big = (
+            window_small, window_big, window_sq, average_small, average_big, average_sq = (
                 float(value) for value in torch.stack(
-                    [norms.window_small, norms.window_big, norms.average_small, norms.average_big]).double().cpu())
+                    [norms.window_small, norms.window_big, norms.window_grad_sq_sq, norms.average_small,
+                     norms.average_big, norms.average_grad_sq_sq]).double().cpu())
             if self.world_size > 1:
-                window_small, average_small = (total / self.world_size for total in
-                                               sum_over_ranks([window_small, average_small]))
+                window_small, window_sq, average_small, average_sq = (
+                    total / self.world_size for total in sum_over_ranks([window_small, window_sq, average_small,
+                                                                         average_sq]))
             correction = 1.0 - self.smoothing ** norms.count
-            estimate = WindowEstimate(name, norms.window_count, window_small / norms.window_count,
-                                      window_big / norms.window_count, average_small / correction,
-                                      average_big / correction)
+            steps = norms.window_count
+            estimate = WindowEstimate(name, steps, window_small / steps, window_big / steps,
+                                      average_small / correction, average_big / correction, window_sq / steps,
+                                      average_sq / correction, norms.count)
             norms.window_small.zero_()
             norms.window_big.zero_()
+            norms.window_grad_sq_sq.zero_()
             norms.window_count = 0
             self.history.append((step, estimate))
             records.append(self._record(estimate, step, samples))
@@ -263,31 +306,52 @@ class NoiseScaleMeter:
 
     def _record(self, estimate: WindowEstimate, step: int, samples: int) -> NoiseScaleRecord:
         grad_sq, trace_sigma = two_batch_estimates(estimate.small_sq, estimate.big_sq, self.small_batch, self.big_batch)
+        window = assess(grad_sq, trace_sigma, self._window_se(grad_sq, estimate))
         grad_sq_avg, trace_sigma_avg = two_batch_estimates(estimate.average_small_sq, estimate.average_big_sq,
                                                            self.small_batch, self.big_batch)
+        average = assess(grad_sq_avg, trace_sigma_avg, self._average_se(grad_sq, grad_sq_avg, estimate))
         return NoiseScaleRecord(
             step=step, samples=samples, network=estimate.network, method=self.method, biased=self.biased,
             small_batch=self.small_batch, big_batch=self.big_batch, grad_sq=grad_sq, trace_sigma=trace_sigma,
-            b_simple=ratio(trace_sigma, grad_sq), grad_sq_avg=grad_sq_avg, trace_sigma_avg=trace_sigma_avg,
-            b_simple_avg=ratio(trace_sigma_avg, grad_sq_avg), window_steps=estimate.steps)
+            b_simple=window.value, grad_sq_avg=grad_sq_avg, trace_sigma_avg=trace_sigma_avg,
+            b_simple_avg=average.value, window_steps=estimate.steps, grad_sq_se=window.grad_sq_se,
+            grad_sq_avg_se=average.grad_sq_se, resolved=average.resolved, b_simple_lower=average.lower_bound)
 
-    def last_quarter(self, first_step: int, last_step: int) -> dict[str, float] | None:
+    def _window_se(self, grad_sq: float, estimate: WindowEstimate) -> float | None:
+        """The standard error of the window's mean |G|^2 over its steps."""
+        return standard_error(grad_sq, estimate.grad_sq_sq, 1.0 / estimate.steps, self.variance_inflation)
+
+    def _average_se(self, grad_sq: float, grad_sq_avg: float, estimate: WindowEstimate) -> float | None:
+        """The standard error of the moving average of |G|^2: the variance of the per-step
+        estimates under the average's own weights, or, where it holds one step's weight only (a
+        smoothing of 0), under the window's."""
+        weight_sq_sum = ema_weight_sq_sum(self.smoothing, estimate.count)
+        variance_from = standard_error(grad_sq_avg, estimate.average_grad_sq_sq, weight_sq_sum, self.variance_inflation)
+        if variance_from is not None or weight_sq_sum < 1.0:
+            return variance_from
+        window = self._window_se(grad_sq, estimate)
+        return None if window is None else window * math.sqrt(estimate.steps)
+
+    def last_quarter(self, first_step: int, last_step: int) -> dict[str, NoiseScaleReading] | None:
         """Each network's B_simple from the windows in the last quarter of the steps up to
-        `last_step` (the sums of the window means, weighted by their steps, then the ratio)."""
+        `last_step`: the means of the window means, weighted by their steps, then the ratio where
+        their |G|^2 is resolved over those steps, else a lower bound (`trainspeed.gradients.rows`)."""
         start = last_step - (last_step - min(first_step, last_step)) / 4
-        values: dict[str, float] = {}
+        readings: dict[str, NoiseScaleReading] = {}
         for name in self.networks:
             windows = [estimate for step, estimate in self.history if estimate.network == name and step >= start]
             steps = sum(estimate.steps for estimate in windows)
             if not steps:
                 continue
-            small = sum(estimate.small_sq * estimate.steps for estimate in windows) / steps
-            big = sum(estimate.big_sq * estimate.steps for estimate in windows) / steps
-            grad_sq, trace_sigma = two_batch_estimates(small, big, self.small_batch, self.big_batch)
-            value = ratio(trace_sigma, grad_sq)
-            if value is not None:
-                values[name] = value
-        return values or None
+
+            def mean(value: Callable[[WindowEstimate], float]) -> float:
+                return sum(value(estimate) * estimate.steps for estimate in windows) / steps
+
+            grad_sq, trace_sigma = two_batch_estimates(mean(lambda e: e.small_sq), mean(lambda e: e.big_sq),
+                                                       self.small_batch, self.big_batch)
+            se = standard_error(grad_sq, mean(lambda e: e.grad_sq_sq), 1.0 / steps, self.variance_inflation)
+            readings[name] = assess(grad_sq, trace_sigma, se)
+        return readings or None
 
     # --- checkpoint ----------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -295,20 +359,24 @@ class NoiseScaleMeter:
         state = {}
         for name, norms in self.networks.items():
             if norms.average_small is None:
-                state[name] = {"small": norms.carried_small, "big": norms.carried_big, "count": norms.count}
+                small, big, grad_sq_sq = norms.carried_small, norms.carried_big, norms.carried_grad_sq_sq
             else:
-                small, big = (float(value) for value in torch.stack([norms.average_small, norms.average_big]).cpu())
-                state[name] = {"small": small, "big": big, "count": norms.count}
+                small, big, grad_sq_sq = (float(value) for value in torch.stack(
+                    [norms.average_small, norms.average_big, norms.average_grad_sq_sq]).cpu())
+            state[name] = {"small": small, "big": big, "grad_sq_sq": grad_sq_sq, "count": norms.count}
         return {"method": self.method, "smoothing": self.smoothing, "networks": state}
 
     def load_state(self, state: Any) -> None:
-        """Continue the moving averages a checkpoint of the same method carries (else start anew)."""
+        """Continue the moving averages a checkpoint of the same method carries (else start anew:
+        also where it holds no moving average of |G|^2 squared, which the standard error needs over
+        the same steps as the averages)."""
         if not isinstance(state, dict) or state.get("method") != self.method or state.get("smoothing") != self.smoothing:
             return
         for name, saved in (state.get("networks") or {}).items():
-            if name in self.networks and isinstance(saved, dict):
+            if name in self.networks and isinstance(saved, dict) and "grad_sq_sq" in saved:
                 norms = self.networks[name]
                 norms.carried_small, norms.carried_big = float(saved["small"]), float(saved["big"])
+                norms.carried_grad_sq_sq = float(saved["grad_sq_sq"])
                 norms.count = int(saved["count"])
 
 

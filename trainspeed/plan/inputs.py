@@ -1,4 +1,5 @@
-"""What `trainspeed plan` reads: bench rows, run directories, and a time-to-target study's rows,
+"""What `trainspeed plan` reads: bench rows, run directories, a time-to-target study's rows, and a
+critical-batch study's points (`trainspeed.plan.critical_batch`),
 each read by its producer's reader, then checked to describe one workload, one size and one goal
 (rows that do not fit together are one line, never a plan mixed from two)."""
 
@@ -11,6 +12,7 @@ from typing import Sequence
 from trainspeed.bench import report as bench_report
 from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
+from trainspeed.plan.critical_batch import CriticalBatchPoint, split_studies
 from trainspeed.report.inputs import Read, read_inputs
 from trainspeed.studies import report as studies_report
 from trainspeed.studies.time_to_target import report as study_report
@@ -63,11 +65,17 @@ class PlanInputs:
     """The size the steps to the goal were measured at (another only with `--borrow-steps`)."""
     settings_source: str | None = None
     """Where the study's settings row was read (file:line)."""
+    critical_points: tuple[CriticalBatchPoint, ...] = ()
+    """The critical batch measured along the base run (a critical-batch study's rows), if given."""
 
 
 def read_plan_inputs(paths: Sequence[Path], borrow_steps: bool = False) -> PlanInputs:
     """Every row of every path, with one UsageError where they do not describe one workload, size
     and goal; `borrow_steps`: the bench rows may be of another size than the steps (one size)."""
+    paths, critical_studies = split_studies(paths)
+    if not paths:
+        raise UsageError("plan: a critical-batch study's rows alone give no steps to the goal: give its base run "
+                         "(the run directory its branches started from) too")
     inputs = read_inputs(list(paths), PARTS)
     bench = [read for read in inputs.of(ResultRow) if read.row.status == "ok"]
     runs = [read for read in inputs.of(RunSummary) if isinstance(read, TrainRun)]
@@ -113,13 +121,18 @@ def read_plan_inputs(paths: Sequence[Path], borrow_steps: bool = False) -> PlanI
         if record is not None and record.until != until:
             raise UsageError(f"plan: {run.source} trained to {record.until}, the other inputs to {until}; a plan "
                              "predicts one goal: give rows of that goal only")
+    for study in critical_studies:  # its size, and its definition where its rows hash it
+        _check_fits(Identity(identity.name, identity.sha256, steps_size),
+                    Identity(study.workload if study.workload_sha256 else identity.name, study.workload_sha256,
+                             study.size or steps_size), study.source)
     study_runs = [read.row for read in inputs.of(TimeToTargetRunRow)
                   if setting is not None and read.row.study_id == setting.study_id]
     study_batches = [read.row for read in inputs.of(TimeToTargetBatchRow)
                      if setting is not None and read.row.study_id == setting.study_id]
     return PlanInputs(bench=bench, runs=runs, settings=setting, study_runs=study_runs, study_batches=study_batches,
                       fit=fit, identity=identity, until=until, steps_size=steps_size,
-                      settings_source=str(setting_reads[0].source) if setting is not None else None)
+                      settings_source=str(setting_reads[0].source) if setting is not None else None,
+                      critical_points=tuple(point for study in critical_studies for point in study.points))
 
 
 def _check_goal(until: str, where: str) -> None:
@@ -147,3 +160,10 @@ def _check_fits(expected: Identity, found: Identity, where: str) -> None:
         raise UsageError(f"plan: {where} is of workload {found}, the plan's steps of {expected}; give rows of "
                          "one workload and size (another definition of a workload is another workload; --borrow-steps "
                          "plans another size with these steps, as an assumption)")
+
+
+def bench_row(inputs: PlanInputs, target: str, batch: int) -> Read[ResultRow] | None:
+    """The newest ok bench row of the target at that per-device batch."""
+    rows = [read for read in inputs.bench if read.row.target == target and read.row.batch_size == batch
+            and read.row.samples_per_s]
+    return max(rows, key=lambda read: read.row.timestamp) if rows else None

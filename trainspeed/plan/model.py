@@ -1,24 +1,33 @@
-"""How `trainspeed plan` predicts the time to a goal of one configuration (target, devices D, global batch B):
+"""How `trainspeed plan` predicts the time to a goal of one configuration: a target, D devices, and
+a global batch held fixed or one that grows (`auto`, from B_min doubling up to B_max):
 
-    time = overhead + compilation + steps(S(B)) x step(target, D, B / D) + validations(S(B)) x validation / D
+    time = start-up(D) + compilations + sum over phases of steps trained x step(target, D, B / D)
+           + validations x validation x D_measured / D
 
-- S(B), the steps to the goal, depend on the batch and the recipe, not on the device: from a
-  time-to-target study's fit S_min (1 + B_crit / B) with its bootstrap draws, or, with no study,
-  from one run that met the goal and measured its noise scale, by McCandlish et al.'s model
-  S = S_min (1 + B_noise / B), S_min set so that it passes through that run's steps.
+- the steps to the goal, and the phases of a growing batch: `trainspeed.plan.steps`;
 - step(target, D, b) = b / (bench samples/s of the target at per-device batch b) / efficiency(D):
   the efficiency is a run's per-device samples/s over the bench's at its target and per-device batch
   (data IO, the all-reduce, the loop), taken from a run of D devices (the nearest per-device batch,
   the same target where there is one). Where no run of D devices was given, the model is stated in
-  the row: one device's efficiency with perfect scaling, or the bench alone.
-- overhead (start-up, the stop checkpoint, shutdown) and seconds per validation are medians over the
-  study's runs, and starting D devices adds what the runs given measured (their start-up of D
-  devices less that of the study's count); validations are one per `eval_every_samples`, shared by
-  the D devices, and a run trains and validates up to the first validation at or past the
-  crossing, where it learns it met the goal (`stopping_point`); compilation is the bench's first
-  step beyond its steady step, less the study target's.
+  the row: one device's efficiency with perfect scaling, or the bench alone;
+- start-up: with a study, the median over its runs of the command's seconds beyond the run's
+  wall clock (start-up, the stop checkpoint, shutdown); with one base run, its own `startup_s`
+  (command start to first step; shutdown is not measured). Starting D devices adds what the runs
+  given measured (their start-up of D devices less that of the study's or base run's count);
+- compilations: every graph a compiled target compiles (`trainspeed.plan.compiles`), at every
+  per-device batch the run reaches; one nothing measured is "not measured" and left out, which
+  the row says;
+- validations: one per `eval_every_samples` (the study's, or the base run's cadence), each the
+  median pause of the study's runs or of the base run's validations, shared by the D devices; a
+  run trains and validates up to the first validation at or past the crossing, where it learns it
+  met the goal (`stopping_point`).
 
-The interval is the steps' (the throughput is taken as measured). Nothing here imports torch.
+The interval draws every input that was measured more than once: the steps (the study's bootstrap
+draws, or an unresolved noise scale's two ends), the step time (the bench row's timed windows and
+the efficiency run's windows, each a median resampled), the start-up (the runs' values) and the
+validation (its pauses); the steps trained and the validations are counted in every draw, so the
+rounding to a validation does not collapse the interval while anything else varies. Where nothing
+varies the interval is one point, and the row says why. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -26,71 +35,51 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
 
 from trainspeed.bench.results import ResultRow
-from trainspeed.errors import UsageError
 from trainspeed.machine import Machine
-from trainspeed.plan.inputs import PlanInputs
+from trainspeed.plan.compiles import compilations, micro_batches_of
+from trainspeed.plan.inputs import PlanInputs, bench_row
+from trainspeed.plan.rows import Compilation, Phase
+from trainspeed.plan.run_costs import steady_validation_s, steady_window_samples_per_s, validation_every_samples
+from trainspeed.plan.steps import DRAWS, StepsModel, auto_phases, steps_model, stopping_phases
 from trainspeed.report.inputs import Read
-from trainspeed.stats import StepsFit, percentile_interval
+from trainspeed.stats import percentile_interval, resampled_medians
 from trainspeed.train.runs import TrainRun
 from trainspeed.train.time_to_target import parse_goal
 
-
-@dataclass(frozen=True)
-class StepsModel:
-    fit: StepsFit
-    draws: list[StepsFit]
-    source: str
-
-    def steps(self, batch: int) -> float:
-        return self.fit.steps(batch)
-
-    def interval(self, batch: int) -> list[float] | None:
-        if not self.draws:
-            return None
-        return list(percentile_interval([draw.steps(batch) for draw in self.draws]))
-
-
-def steps_model(inputs: PlanInputs) -> StepsModel:
-    """The study's fit where there is one; else McCandlish's model through one run's steps."""
-    borrowed = ("" if inputs.steps_size == inputs.identity.size else
-                f"; steps of size {inputs.steps_size} assumed for size {inputs.identity.size} (--borrow-steps)")
-    if inputs.fit is not None:
-        row = inputs.fit.row
-        return StepsModel(StepsFit(row.s_min, row.e_min), [StepsFit(s, e) for s, e in row.draws],
-                          f"fit of study {row.study_id} ({inputs.fit.source}){borrowed}")
-    threshold = parse_goal(inputs.until).threshold
-    for run in inputs.runs:
-        record, noise = run.row.time_to_target, run.row.noise_scale
-        samples = record.crossing_samples(threshold) if record is not None else None
-        if samples is None or samples <= 0 or not noise or next(iter(noise.values())) <= 0:
-            continue  # a noise scale of 0 or below (a tr(Sigma) estimate below 0) predicts no steps
-        b_noise = next(iter(noise.values()))
-        steps = samples / run.row.global_batch
-        s_min = steps / (1 + b_noise / run.row.global_batch)
-        return StepsModel(StepsFit(s_min, s_min * b_noise), [],
-                          f"McCandlish's model S_min (1 + B_noise / B) with B_noise {b_noise:,.0f}, through the "
-                          f"{steps:,.1f} steps of run {run.source} (no study: an estimate){borrowed}")
-    raise UsageError("plan: no study fit and no run that met the goal with a noise scale above 0: give a time-to-target "
-                     "study's rows, or a run of `trainspeed train --until ...` that met its goal")
-
-
-def bench_row(inputs: PlanInputs, target: str, batch: int) -> Read[ResultRow] | None:
-    """The newest ok bench row of the target at that per-device batch."""
-    rows = [read for read in inputs.bench if read.row.target == target and read.row.batch_size == batch
-            and read.row.samples_per_s]
-    return max(rows, key=lambda read: read.row.timestamp) if rows else None
+__all__ = ["StepsModel", "steps_model", "bench_row", "predict", "predict_auto", "overheads", "Overheads",
+           "Prediction", "stopping_point", "config_name", "auto_name"]
 
 
 def _step_s(read: Read[ResultRow]) -> float:
     return read.row.batch_size / read.row.samples_per_s  # type: ignore[operator]
 
 
+def _window_step_s(read: Read[ResultRow]) -> list[float]:
+    """The seconds per step of each timed window of a bench row (its step time is their median)."""
+    row = read.row
+    if row.window_s and row.steps_per_window:
+        return [seconds / row.steps_per_window for seconds in row.window_s if seconds > 0]
+    return [_step_s(read)]
+
+
 @dataclass(frozen=True)
 class Efficiency:
     value: float
     source: str
+    run: TrainRun | None = None
+    """The run it was measured by (its windows are its spread); None where assumed."""
+
+    def draws(self, generator: np.random.Generator) -> np.ndarray:
+        """The efficiency in every draw: the run's median window resampled, relative to its median."""
+        windows = steady_window_samples_per_s(self.run) if self.run is not None else []
+        if len(windows) < 2:
+            return np.full(DRAWS, self.value)
+        return self.value * resampled_medians(windows, generator, DRAWS) / statistics.median(windows)
 
 
 def _run_efficiency(inputs: PlanInputs, run: TrainRun) -> float | None:
@@ -114,19 +103,42 @@ def efficiency(inputs: PlanInputs, target: str, devices: int, batch: int) -> Eff
     if measured:
         run, value = nearest(measured)
         return Efficiency(value, f"{value:.2f} of the bench, measured by the {devices}-device run {run.source} "
-                                 f"({run.row.target}, {run.row.batch_size_per_device}/device)")
+                                 f"({run.row.target}, {run.row.batch_size_per_device}/device)", run)
     single = candidates(1)
     if single:
         run, value = nearest(single)
         return Efficiency(value, f"{value:.2f} of the bench from the 1-device run {run.source}, with perfect scaling to "
-                                 f"{devices} devices assumed (no {devices}-device run given)")
+                                 f"{devices} devices assumed (no {devices}-device run given)", run)
     return Efficiency(1.0, "the bench alone: no run measured data IO or scaling (assumed perfect)")
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Seconds per step of a target at D devices and a per-device batch: the value and its draws."""
+
+    seconds: float
+    draws: np.ndarray
+    source: str
+    bench: Read[ResultRow]
+
+
+def step_time(inputs: PlanInputs, target: str, devices: int, batch: int,
+              generator: np.random.Generator) -> StepTime | None:
+    bench = bench_row(inputs, target, batch)
+    if bench is None:
+        return None
+    scaling = efficiency(inputs, target, devices, batch)
+    bench_draws = resampled_medians(_window_step_s(bench), generator, DRAWS)
+    return StepTime(_step_s(bench) / scaling.value, bench_draws / scaling.draws(generator),
+                    f"bench {bench.row.samples_per_s:,.1f} samples/s at {batch}/device; efficiency {scaling.source}",
+                    bench)
 
 
 @dataclass(frozen=True)
 class Overheads:
     overhead_s: float
-    """Start-up, the stop checkpoint and shutdown of one study run (on the study's device count)."""
+    """Start-up, the stop checkpoint and shutdown of one run (on the study's or base run's device
+    count): a study's runs' median; a base run's start-up alone."""
     validation_s: float
     eval_every_samples: int
     study_target: str | None
@@ -136,13 +148,20 @@ class Overheads:
     """The study's machine: its start-up and validation seconds hold for bench rows of that machine only."""
     startup_s: dict[int, float] = field(default_factory=dict)
     """Median start-up seconds (command start to first step) of the runs given, by device count."""
+    overhead_values: tuple[float, ...] = ()
+    """What `overhead_s` is the median of (the study's runs, or the base run's count's start-ups)."""
+    validation_values: tuple[float, ...] = ()
+    """What `validation_s` is the median of (each run's or each validation's seconds)."""
+    micro_batches: int = 1
+    """Slices of a one-rank step the planned runs take (a base run's recipe), each a graph of its own."""
 
     def on(self, machine: Machine | None) -> "Overheads":
         """These overheads for bench rows of `machine`: left out (zero) where it is another one."""
         if self.machine is None or machine is None or _same_machine(self.machine, machine):
             return self
         return Overheads(0.0, 0.0, self.eval_every_samples, self.study_target, self.study_devices,
-                         "start-up and validation left out: the study ran on another machine than the bench")
+                         "start-up and validation left out: the study ran on another machine than the bench",
+                         micro_batches=self.micro_batches)
 
     def at(self, devices: int) -> tuple[float, str]:
         """One run's overhead at `devices`: the study's, plus what the runs given say starting
@@ -156,41 +175,71 @@ class Overheads:
                 f"(the runs given)")
         return self.overhead_s, f"{self.source}; starting {devices} devices assumed to cost the same (no runs of both)"
 
+    def overhead_draws(self, devices: int, generator: np.random.Generator) -> np.ndarray:
+        value, _ = self.at(devices)
+        if len(set(self.overhead_values)) < 2 or value == 0:
+            return np.full(DRAWS, value)
+        return np.maximum(0.0, resampled_medians(self.overhead_values, generator, DRAWS) + (value - self.overhead_s))
+
+    def validation_draws(self, generator: np.random.Generator) -> np.ndarray:
+        if len(set(self.validation_values)) < 2 or self.validation_s == 0:
+            return np.full(DRAWS, self.validation_s)
+        return resampled_medians(self.validation_values, generator, DRAWS)
+
+    @property
+    def spread(self) -> list[str]:
+        return [what for what, values in (("the start-up", self.overhead_values),
+                                          ("the validation", self.validation_values)) if len(set(values)) > 1]
+
 
 def _same_machine(one: Machine, other: Machine) -> bool:
     return (one.hostname, one.cpu_model, one.cores_total) == (other.hostname, other.cpu_model, other.cores_total)
 
 
-def overheads(inputs: PlanInputs) -> Overheads:
+def goal_run(inputs: PlanInputs) -> TrainRun | None:
+    """The base run: the first run given that met the goal."""
+    threshold = parse_goal(inputs.until).threshold
+    return next((run for run in inputs.runs if run.row.time_to_target is not None
+                 and run.row.time_to_target.crossing_samples(threshold)), None)
+
+
+def overheads(inputs: PlanInputs, base: TrainRun | None = None) -> Overheads:
+    """The study's start-up and validation, or, with no study, the base run's (`base`, else the
+    first run that met the goal)."""
     starts: dict[int, list[float]] = {}
     for run in inputs.runs:
         if run.row.startup_s is not None:
             starts.setdefault(run.row.world_size, []).append(run.row.startup_s)
     startup = {devices: statistics.median(values) for devices, values in starts.items()}
     runs = inputs.study_runs
-    if not runs or inputs.settings is None:
+    if runs and inputs.settings is not None:
+        per_validation = [max(0.0, run.wall_s - run.train_s) / run.validations for run in runs if run.validations]
+        overhead = [max(0.0, run.command_s - run.wall_s) for run in runs]
+        return Overheads(overhead_s=statistics.median(overhead),
+                         validation_s=statistics.median(per_validation) if per_validation else 0.0,
+                         eval_every_samples=inputs.settings.settings.eval_every_samples,
+                         study_target=inputs.settings.settings.target, study_devices=inputs.settings.settings.nproc,
+                         source=f"start-up and validation: medians over the {len(runs)} runs of study "
+                                f"{inputs.settings.study_id}", machine=runs[0].machine, startup_s=startup,
+                         overhead_values=tuple(overhead), validation_values=tuple(per_validation))
+    base = base or goal_run(inputs)
+    if base is None:
         return Overheads(0.0, 0.0, 0, None, 1, "no study runs: start-up, shutdown and validation left out",
                          startup_s=startup)
-    per_validation = [max(0.0, run.wall_s - run.train_s) / run.validations for run in runs if run.validations]
-    return Overheads(overhead_s=statistics.median(max(0.0, run.command_s - run.wall_s) for run in runs),
-                     validation_s=statistics.median(per_validation) if per_validation else 0.0,
-                     eval_every_samples=inputs.settings.settings.eval_every_samples,
-                     study_target=inputs.settings.settings.target, study_devices=inputs.settings.settings.nproc,
-                     source=f"start-up and validation: medians over the {len(runs)} runs of study "
-                            f"{inputs.settings.study_id}", machine=runs[0].machine, startup_s=startup)
-
-
-def compile_s(inputs: PlanInputs, target: str, batch: int, study_target: str | None) -> float:
-    """The bench's first step beyond its steady one (compilation), less the study target's own."""
-    def extra(name: str) -> float | None:
-        read = bench_row(inputs, name, batch)
-        if read is None or read.row.first_step_s is None:
-            return None
-        return max(0.0, read.row.first_step_s - _step_s(read))
-
-    own = extra(target) or 0.0
-    base = extra(study_target) if study_target else None
-    return max(0.0, own - (base or 0.0))
+    validations = steady_validation_s(base)
+    same_count = tuple(starts.get(base.row.world_size, [])) if base.row.startup_s is not None else ()
+    start = statistics.median(same_count) if same_count else None
+    said = (f"start-up {start:,.1f} s (command start to first step: run {base.source}"
+            + (f" and {len(same_count) - 1} more of {base.row.world_size} device(s), median)" if len(same_count) > 1
+               else ")") if start is not None else f"start-up not recorded by run {base.source} (left out)")
+    validation = (f"validation {statistics.median(validations):,.2f} s (median of its {len(validations)} measured)"
+                  if validations else "validation not measured (left out)")
+    return Overheads(overhead_s=start or 0.0, validation_s=statistics.median(validations) if validations else 0.0,
+                     eval_every_samples=validation_every_samples(base) or 0, study_target=base.row.target,
+                     study_devices=base.row.world_size,
+                     source=f"{said}; {validation}; shutdown not measured (no study)", machine=base.row.machine,
+                     startup_s=startup, overhead_values=same_count, validation_values=tuple(validations),
+                     micro_batches=micro_batches_of(base))
 
 
 @dataclass(frozen=True)
@@ -215,9 +264,19 @@ class Prediction:
     validation_s: float | None = None
     sources: tuple[str, ...] = ()
     bench: Read[ResultRow] | None = None
+    schedule: str = "fixed"
+    """"fixed", or "auto": from `global_batch` doubling up to `batch_max`."""
+    batch_max: int | None = None
+    phases: tuple[Phase, ...] = ()
+    """The batches the run trains at and the steps at each, to the validation where it stops."""
+    compilations: tuple[Compilation, ...] = ()
+    interval_from: str = ""
+    """What the interval draws, and why it is one point where it is."""
 
     @property
     def config(self) -> str:
+        if self.schedule == "auto":
+            return auto_name(self.target, self.devices, self.global_batch, self.batch_max or self.global_batch)
         return config_name(self.target, self.devices, self.global_batch)
 
 
@@ -236,36 +295,129 @@ def config_name(target: str, devices: int, global_batch: int) -> str:
     return f"{target}/{devices}/{global_batch}"
 
 
+def auto_name(target: str, devices: int, batch_min: int, batch_max: int) -> str:
+    return f"{target}/{devices}/auto:{batch_min}..{batch_max}"
+
+
+def _trained_draws(phases: Sequence[Phase], ratio: np.ndarray, every: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per draw, with the steps to the crossing scaled by `ratio`: the steps trained at each phase
+    but the last (draws, phases - 1), at the last, and the validations, counted as `stopping_phases`
+    counts them."""
+    steps = np.asarray([phase.steps for phase in phases])[None, :] * ratio[:, None]
+    batches = np.asarray([phase.global_batch for phase in phases], dtype=float)
+    if not every:
+        return steps[:, :-1], steps[:, -1], np.zeros(len(ratio))
+    samples = (steps * batches[None, :]).sum(axis=1)
+    validations = np.maximum(1, np.ceil(samples / every - 1e-9))
+    last = batches[-1]
+    if len(phases) == 1:
+        return steps[:, :-1], np.ceil(validations * every / last - 1e-9), validations
+    more = np.ceil(np.maximum(0.0, validations * every - samples) / last - 1e-9)
+    return steps[:, :-1], steps[:, -1] + more, validations
+
+
 def predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: str, devices: int,
             global_batch: int) -> Prediction:
-    per_device = global_batch // devices
-    bench = bench_row(inputs, target, per_device)
-    if bench is None:
-        return Prediction(target, devices, global_batch,
-                          missing=f"no bench row of {target} at batch {per_device} (`trainspeed bench --targets {target} "
-                                  f"--batch-sizes {per_device}`)")
-    scaling = efficiency(inputs, target, devices, per_device)
-    costs = costs.on(bench.row.machine)
-    step_s = _step_s(bench) / scaling.value
+    """A global batch held fixed."""
     steps = model.steps(global_batch)
-    trained, validations = stopping_point(steps, global_batch, costs.eval_every_samples)
-    compiling = compile_s(inputs, target, per_device, costs.study_target)
+    draws = model.step_draws(global_batch)
+    ratio = np.asarray(draws) / steps if draws is not None else np.ones(DRAWS)
+    return _predict(inputs, model, costs, target, devices, [Phase(global_batch, steps)], ratio,
+                    model.interval(global_batch), Prediction(target, devices, global_batch))
+
+
+def predict_auto(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: str, devices: int,
+                 batch_min: int, batch_max: int) -> Prediction:
+    """A batch that starts at `batch_min` and doubles, up to `batch_max`, while the noise scale says
+    the doubled batch still scales (`steps.auto_phases`). Its steps spread as the fixed model's at its
+    samples-weighted mean batch."""
+    base = Prediction(target, devices, batch_min, schedule="auto", batch_max=batch_max)
+    segments = model.segments()
+    if segments is None:
+        return _missing(base, "no profile of the critical batch over a run (a base run's noise-scale rows, or "
+                              "critical-batch rows) to grow the batch by")
+    phases = auto_phases(segments, batch_min, batch_max)
+    samples = sum(phase.samples for phase in phases)
+    steps = sum(phase.steps for phase in phases)
+    mean_batch = samples / steps
+    draws = model.step_draws(mean_batch)
+    ratio = np.asarray(draws) / model.steps(mean_batch) if draws is not None else np.ones(DRAWS)
+    interval = model.interval(mean_batch)
+    steps_interval = [steps * end / model.steps(mean_batch) for end in interval] if interval else None
+    return _predict(inputs, model, costs, target, devices, phases, ratio, steps_interval, base)
+
+
+def _missing(base: Prediction, why: str) -> Prediction:
+    return Prediction(base.target, base.devices, base.global_batch, missing=why, schedule=base.schedule,
+                      batch_max=base.batch_max)
+
+
+def _predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: str, devices: int,
+             phases: list[Phase], ratio: np.ndarray, steps_interval: list[float] | None,
+             base: Prediction) -> Prediction:
+    generator = np.random.default_rng(0)
+    per_device = [phase.global_batch // devices for phase in phases]
+    times = {batch: step_time(inputs, target, devices, batch, generator) for batch in dict.fromkeys(per_device)}
+    lacking = [batch for batch, found in times.items() if found is None]
+    if lacking:
+        sizes = ",".join(map(str, lacking))
+        return _missing(base, f"no bench row of {target} at batch {sizes} (`trainspeed bench --targets {target} "
+                              f"--batch-sizes {sizes}`)")
+    first = times[per_device[0]]
+    assert first is not None
+    costs = costs.on(first.bench.row.machine)
+    every = costs.eval_every_samples
+    trained, validations = stopping_phases(phases, every)
+    micro = costs.micro_batches if devices == 1 else 1
+    compiled = tuple(compilations(inputs, target, per_device, micro, validates=validations > 0))
+    compile_s = sum(item.seconds for item in compiled if item.seconds is not None)
     overhead_s, overhead_from = costs.at(devices)
-    fixed = overhead_s + compiling
+    validation_share = costs.validation_s * costs.study_devices / devices
+    step_seconds = [times[batch].seconds for batch in per_device]  # type: ignore[union-attr]
+    training_s = sum(phase.steps * seconds for phase, seconds in zip(trained, step_seconds))
+    predicted = overhead_s + compile_s + training_s + validations * validation_share
 
-    def total(step_count: float) -> float:
-        run_steps, run_validations = stopping_point(step_count, global_batch, costs.eval_every_samples)
-        return fixed + run_steps * step_s + run_validations * costs.validation_s / devices
+    step_draws = np.stack([times[batch].draws for batch in per_device], axis=1)  # type: ignore[union-attr]
+    before, last, counted = _trained_draws(phases, ratio, every)
+    totals = (costs.overhead_draws(devices, generator) + compile_s
+              + (before * step_draws[:, :-1]).sum(axis=1) + last * step_draws[:, -1]
+              + counted * costs.validation_draws(generator) * costs.study_devices / devices)
+    interval = list(percentile_interval(totals))
 
-    interval = model.interval(global_batch)
-    samples_per_s = global_batch / step_s
-    efficiency_of_batch = model.fit.statistical_efficiency(global_batch)
+    steps = sum(phase.steps for phase in phases)
+    steps_trained = sum(phase.steps for phase in trained)
+    samples = sum(phase.samples for phase in trained)
+    samples_per_s = samples / training_s
+    e_min = model.fit.e_min
+    statistical = e_min / sum(phase.samples for phase in phases) if e_min > 0 else 1.0
+    unmeasured = [item for item in compiled if item.seconds is None]
     return Prediction(
-        target, devices, global_batch, predicted_s=total(steps),
-        predicted_s_ci95=[total(interval[0]), total(interval[1])] if interval else None,
-        steps=steps, steps_ci95=interval, steps_trained=trained, step_s=step_s,
-        step_s_from=f"bench {bench.row.samples_per_s:,.1f} samples/s at {per_device}/device; efficiency {scaling.source}",
-        samples_per_s=samples_per_s, statistical_efficiency=efficiency_of_batch,
-        goodput=samples_per_s * efficiency_of_batch, overhead_s=overhead_s, compile_s=compiling,
-        validations=validations, validation_s=costs.validation_s, sources=(str(bench.source), model.source, overhead_from),
-        bench=bench)
+        target, devices, base.global_batch, predicted_s=predicted, predicted_s_ci95=interval, steps=steps,
+        steps_ci95=steps_interval, steps_trained=steps_trained, step_s=training_s / steps_trained,
+        step_s_from=first.source if len(times) == 1 else "; ".join(found.source for found in times.values()),  # type: ignore[union-attr]
+        samples_per_s=samples_per_s, statistical_efficiency=min(1.0, statistical),
+        goodput=samples_per_s * min(1.0, statistical), overhead_s=overhead_s, compile_s=compile_s,
+        validations=validations, validation_s=costs.validation_s,
+        sources=(str(first.bench.source), model.source, overhead_from,
+                 *([f"{len(unmeasured)} compilation(s) not measured, left out of the time"] if unmeasured else [])),
+        bench=first.bench, schedule=base.schedule, batch_max=base.batch_max, phases=tuple(trained),
+        compilations=compiled, interval_from=_interval_from(model, costs, times, interval))
+
+
+def _interval_from(model: StepsModel, costs: Overheads, times: dict[int, StepTime | None],
+                   interval: list[float]) -> str:
+    """What the interval drew and what it could not (measured once), and why it is one point where it is."""
+    found = [item for item in times.values() if item is not None]
+    steps_vary = bool(model.draws) or model.bound is not None
+    step_time_varies = any(float(item.draws.min()) < float(item.draws.max()) for item in found)
+    parts = [(model.spread, steps_vary),
+             ("the step time (the bench's timed windows, the efficiency run's windows)" if step_time_varies else
+              "the step time (one timed window, or all alike)", step_time_varies),
+             ("the start-up", "the start-up" in costs.spread), ("the validation", "the validation" in costs.spread)]
+    drawn = [text for text, varies in parts if varies]
+    once = [text for text, varies in parts if not varies]
+    said = ("draws " + ", ".join(drawn) if drawn else "draws nothing") + (
+        "; measured once: " + ", ".join(once) if once else "")
+    if interval[0] == interval[1]:
+        said += "; one point: " + ("no input it draws varied" if not drawn else "every draw came out alike")
+    return said

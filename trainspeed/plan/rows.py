@@ -11,6 +11,34 @@ from trainspeed.rows import Batch, NonNegative, Positive, PositiveInterval, Shar
 
 
 @dataclass(frozen=True)
+class Phase:
+    """A stretch of a run at one global batch: its steps (a batch held fixed is one phase)."""
+
+    global_batch: Batch
+    steps: NonNegative
+
+    @property
+    def samples(self) -> float:
+        return self.global_batch * self.steps
+
+
+@dataclass(frozen=True)
+class Compilation:
+    """One graph a run of a compiled target compiles: which, at which per-device batch, and its
+    seconds (None: nothing measured it, and the predicted time leaves it out)."""
+
+    graph: str
+    """"training", "micro-batch" or "validation"."""
+    batch: Batch
+    seconds: NonNegative | None
+    source: str
+
+    def line(self) -> str:
+        seconds = "not measured" if self.seconds is None else f"{self.seconds:,.1f} s"
+        return f"{self.graph} graph at {self.batch}/device: {seconds} ({self.source})"
+
+
+@dataclass(frozen=True)
 class PlanRow:
     """One configuration (target, devices, global batch): its predicted time to the goal, how it was
     predicted and from which rows; or "not measured" with what is missing."""
@@ -37,7 +65,7 @@ class PlanRow:
     predicted_s: Positive | None
     """Start-up and shutdown + compilation + steps trained x step time + validations x validation time."""
     predicted_s_ci95: PositiveInterval | None
-    """From the interval on the steps to the goal (the throughput is taken as measured)."""
+    """Over draws of the steps, the step time, the start-up and the validation (`interval_from`)."""
     steps: Positive | None
     steps_ci95: PositiveInterval | None
     steps_from: str
@@ -52,9 +80,11 @@ class PlanRow:
     goodput: NonNegative | None
     """samples_per_s x statistical_efficiency (Pollux): useful samples per second."""
     overhead_s: NonNegative | None
-    """Start-up, stop checkpoint and shutdown of one run (median over the study's runs)."""
+    """Start-up, stop checkpoint and shutdown of one run (median over the study's runs); with no
+    study, the base run's start-up (command start to first step)."""
     compile_s: NonNegative | None
-    """The bench's first step over its steady step, beyond the study target's (compilation)."""
+    """Every compilation measured (`compilations`); rows of older plans: the bench's first step over
+    its steady step, beyond the study target's."""
     validations: int | None
     validation_s: NonNegative | None
     """Seconds per validation (median over the study's runs)."""
@@ -71,6 +101,16 @@ class PlanRow:
     steps_trained: Positive | None = None
     """The steps the run trains: up to the first validation at or past the crossing `steps`, where
     it learns it met the goal (None in rows of plans that counted the crossing's steps)."""
+    schedule: str = "fixed"
+    """"fixed": the global batch held; "auto": from `global_batch` doubling up to `batch_max` while
+    the noise scale says the doubled batch still scales."""
+    batch_max: Batch | None = None
+    phases: list[Phase] | None = None
+    """The global batches the run trains at and the steps at each, to the validation where it stops."""
+    compilations: list[Compilation] | None = None
+    """Every graph the run compiles ([] on an eager target; None in rows of plans that counted one)."""
+    interval_from: str | None = None
+    """What the interval draws (steps, step time, start-up, validation), and why it is one point where it is."""
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,10 @@ A new study is a folder beside these, plus its line in `STUDIES` (`docs/architec
 
 from __future__ import annotations
 
-from trainspeed.studies import batch_size, everything, remote, scaling, throughput, time_to_target
+from trainspeed.studies import batch_size, critical_batch, everything, remote, scaling, throughput, time_to_target
 from trainspeed.studies.face import Study
 
 STUDIES: dict[str, Study] = {package.STUDY.name: package.STUDY
-                             for package in (throughput, remote, scaling, batch_size, time_to_target, everything)}
+                             for package in (throughput, remote, scaling, batch_size, time_to_target, critical_batch,
+                                            everything)}
 """Every study by its command name, in the order `trainspeed study --help` lists them."""

@@ -77,6 +77,11 @@ class TrainConfig:
     keep_checkpoints: int = 2
     """The newest checkpoints kept; 0 keeps every one (to evaluate a policy as it learnt)."""
     resume: bool = False
+    init_from: str | None = None
+    """Start from a checkpoint of another run (`trainspeed.train.init_from`): its networks and optimizer
+    states only; RUN_DIR with `init_step`, or the file RUN_DIR/checkpoints/step-NNNNNNNNN.pt."""
+    init_step: int | None = ranged(None, 0, MAX_STEPS, why_high=" steps (a checkpoint's name holds its step in 9 digits)")
+    """The step of the checkpoint of --init-from RUN_DIR (None where --init-from names the file)."""
     eval_every: int = 0
     """Steps between validations; 0 = only at the end."""
     eval_every_samples: int = 0
@@ -181,6 +186,8 @@ class TrainConfig:
             raise UsageError(f"train: --eval-every-samples must be >= 0, got {self.eval_every_samples}")
         if self.eval_every and self.eval_every_samples:
             raise UsageError("train: give one of --eval-every STEPS or --eval-every-samples SAMPLES, not both")
+        if self.init_step is not None and self.init_from is None:
+            raise UsageError("train: --init-step is the step of --init-from RUN_DIR's checkpoint; give --init-from too")
         self._validate_goal()
         self._validate_noise_scale()
         if self.eval_batches is not None and self.eval_batches < 1:

@@ -10,8 +10,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, PercentFormatter
 
+from trainspeed.gradients.rows import UNRESOLVED_REASON
 from trainspeed.report.figures import COLOURS, compact_number, plt
 from trainspeed.train.runs import TrainRun
 
@@ -111,10 +113,17 @@ def curves_figure(runs: Sequence[TrainRun]) -> Figure:
     return figure
 
 
+LOWER_BOUND_MARKER = "^"
+LOWER_BOUND_LABEL = f"unresolved window: B_simple above this ({UNRESOLVED_REASON})"
+
+
 def noise_scale_figure(runs: Sequence[TrainRun]) -> Figure:
     """Training loss (left) and B_simple's moving average per network (right), against samples: the
-    noise scale grows as the loss falls."""
+    noise scale grows as the loss falls. A window whose |G|^2 is unresolved has no value, only a
+    lower bound (`trainspeed.gradients.rows`): it is drawn as an upward triangle at its bound, apart
+    from the curve, which joins the values only."""
     figure, (loss_axes, noise_axes) = plt.subplots(1, 2, figsize=(13, 4.2), constrained_layout=True)
+    bounds_drawn = False
     for index, run in enumerate(runs):
         colour = COLOURS[index % len(COLOURS)]
         batch = run.row.global_batch
@@ -123,12 +132,20 @@ def noise_scale_figure(runs: Sequence[TrainRun]) -> Figure:
                            [record.loss for record in run.train_curve], color=colour, label=run.label)
         networks = list(dict.fromkeys(record.network for record in run.noise_curve))
         for network, style in zip(networks, ("-", "--", ":", "-.")):
-            points = [(record.samples, record.b_simple_avg) for record in run.noise_curve
-                      if record.network == network and record.b_simple_avg is not None and record.b_simple_avg > 0]
+            readings = [(record.samples, record.reading) for record in run.noise_curve if record.network == network]
+            points = [(samples, reading.value) for samples, reading in readings
+                      if reading.value is not None and reading.value > 0]
+            bounds = [(samples, reading.lower_bound) for samples, reading in readings
+                      if reading.resolved is False and reading.lower_bound is not None and reading.lower_bound > 0]
+            method = next(record.method for record in run.noise_curve if record.network == network)
             if points:
-                method = next(record.method for record in run.noise_curve if record.network == network)
                 noise_axes.plot(*zip(*points), color=colour, linestyle=style,
                                 label=f"{run.label}: {network} ({method})")
+            if bounds:
+                noise_axes.plot(*zip(*bounds), color=colour, linestyle="none", marker=LOWER_BOUND_MARKER,
+                                markersize=5, fillstyle="none",
+                                label=None if points else f"{run.label}: {network} ({method}), lower bounds only")
+                bounds_drawn = True
     loss_axes.set(xlabel="samples", ylabel="training loss", title="Training loss")
     noise_axes.set(xlabel="samples", ylabel="B_simple = tr(Sigma) / |G|^2 (moving average)",
                    title="Gradient noise scale")
@@ -140,6 +157,10 @@ def noise_scale_figure(runs: Sequence[TrainRun]) -> Figure:
     for axes in (loss_axes, noise_axes):
         axes.xaxis.set_major_formatter(FuncFormatter(compact_number))
         axes.grid(True, alpha=0.3)
-        if axes.get_legend_handles_labels()[0]:
-            axes.legend(fontsize=7)
+        handles, labels = axes.get_legend_handles_labels()
+        if axes is noise_axes and bounds_drawn:
+            handles.append(Line2D([], [], color="grey", linestyle="none", marker=LOWER_BOUND_MARKER, fillstyle="none"))
+            labels.append(LOWER_BOUND_LABEL)
+        if handles:
+            axes.legend(handles, labels, fontsize=7)
     return figure

@@ -53,6 +53,10 @@ TRAIN_FLAGS = (
         flag("--checkpoint-every", "checkpoint_every", "steps between checkpoints (0: end only)"),
         flag("--keep-checkpoints", "keep_checkpoints", "newest checkpoints kept (0: every one)"),
         flag("--resume", "resume", "continue from the run directory's latest checkpoint"),
+        flag("--init-from", "init_from", "start from another run's checkpoint (its networks and optimizer states; "
+             "this run's own batch, LR, seed and budget): RUN_DIR with --init-step S, or "
+             "RUN_DIR/checkpoints/step-NNNNNNNNN.pt"),
+        flag("--init-step", "init_step", "the step of --init-from RUN_DIR's checkpoint"),
         flag("--eval-every", "eval_every", "steps between validations (0: end only)"),
         flag("--eval-every-samples", "eval_every_samples",
              "samples between validations (runs at different batches validate at the same samples)"),

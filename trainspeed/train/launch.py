@@ -35,6 +35,7 @@ from trainspeed.targets.base import Target
 from trainspeed.train.config import MAX_STEPS, TrainConfig, resolve_lr
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.evaluation import metric_names
+from trainspeed.train.init_from import check_init
 from trainspeed.train.lifecycle import (
     STOP_SIGNALS,
     StopRequest,
@@ -77,6 +78,7 @@ def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int 
         raise UsageError(f"train: {config.target} drives one host's devices from one process; it has no multi-node mode")
     workload = get_workload(config.workload)
     config = resolve_workload_settings(config, workload)
+    check_init(config)
     check_target_builds(config.target, workload)
     _check_quality_settings(config, workload, family)
     batches_per_epoch = None

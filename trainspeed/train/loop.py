@@ -24,6 +24,7 @@ import torch
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.gradients.noise_scale import NoiseScaleMeter
+from trainspeed.gradients.rows import summary_fields
 from trainspeed.machine import Machine
 from trainspeed.targets import get_target
 from trainspeed.targets.base import BatchPlacer, Target
@@ -32,6 +33,7 @@ from trainspeed.train.checkpoint import capture_rng_states, save_checkpoint
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.evaluation import can_evaluate, evaluate
+from trainspeed.train.init_from import start_from
 from trainspeed.train.lifecycle import StopRequest
 from trainspeed.train.lr_schedule import (
     LearningRates,
@@ -252,6 +254,9 @@ class RankTrainer:
             print(self.learning_rates.line(), flush=True)
         self.state = LoopState()
         restored = restore(config.run_dir, self._resumed_parts()) if config.resume else None
+        # A run started from another run's checkpoint loads it unless it continues from its own.
+        self.started_from = (start_from(config, self.trainable if restored is None else None)
+                             if config.init_from is not None else None)
         if restored is not None:
             self.state = LoopState(step=restored.step, epoch=restored.epoch)
             self.totals_before = restored.totals
@@ -542,8 +547,9 @@ class RankTrainer:
             learning_rates=dataclasses.asdict(self.learning_rates),
             cpu_s_per_wall_s=cpu_s_per_wall_s,
             time_to_target=self._target_record(clock) if self.tracker is not None else None,
-            noise_scale=self.meter.last_quarter(0, self.state.step) if self.meter is not None else None,
+            **summary_fields(self.meter.last_quarter(0, self.state.step) if self.meter is not None else None),
             startup_s=trace.startup_s,
+            init_from=self.started_from,
             **identify(self.workload).provenance(machine=trace.machine.at_end() if trace.machine else None)
             .fields_of(RunSummary),
         )

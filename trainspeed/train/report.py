@@ -89,7 +89,10 @@ def quality_section(runs: Sequence[TrainRun]) -> Section | None:
         "of samples/s) and the wall seconds with validation and checkpoints, over every invocation of a resumed run, "
         "and the validation before it, which brackets the crossing. B_simple = tr(Sigma)/|G|^2 is the gradient noise "
         "scale (moving averages of the two-batch estimates): roughly the batch above which doubling the batch no "
-        "longer halves the steps; 'previous-step' estimates are biased (the weights moved between the two gradients).",
+        "longer halves the steps; 'previous-step' estimates are biased (the weights moved between the two gradients). "
+        "Where |G|^2 is within 2 standard errors of 0 (near convergence, or at a batch far below B_simple) the ratio "
+        "is no number: such a window is unresolved and shows only a lower bound on B_simple (an upward triangle in "
+        "the figure, '> N' in the table).",
     )
     if with_noise:
         section.figures.append(figure_block("fig-noise-scale", "Training loss and the gradient noise scale B_simple "
@@ -108,7 +111,7 @@ def _target_cells(run: TrainRun) -> list[Any]:
     goal = run.row.time_to_target
     assert goal is not None
     before = (f"{goal.previous_step}: {goal.previous_value:.4g}" if goal.previous_value is not None else "none")
-    noise = ", ".join(f"{name} {value:,.4g}" for name, value in (run.row.noise_scale or {}).items())
+    noise = run.row.noise_scale_text()
     return [text(run.label), text(goal.until), text("yes" if goal.reached else f"no (within {goal.samples:,} samples)"),
             number(goal.step if goal.reached else None, "{:d}"), number(goal.samples if goal.reached else None, "{:,d}"),
             number(goal.train_s if goal.reached else None, "{:.1f}"), number(goal.wall_s if goal.reached else None, "{:.1f}"),

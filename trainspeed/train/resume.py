@@ -303,7 +303,7 @@ class ResumePlan:
 
 MUST_MATCH_ON_RESUME = (
     "workload", "size", "seed", "data", "synthetic_data", "batch_size_per_device", "world_size",
-    "lr.base_lr", "lr.scaling", "lr.reference_batch", "lr.warmup_steps", "lr.min_lr_ratio",
+    "lr.base_lr", "lr.scaling", "lr.reference_batch", "lr.warmup_steps", "lr.min_lr_ratio", "init_from", "init_step",
 )
 """Settings a checkpoint cannot continue under: they change the model, the sample order or the
 LR schedule that the saved optimizer and scheduler states belong to."""

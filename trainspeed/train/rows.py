@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from trainspeed.atomic import atomic_write_text
 from trainspeed.errors import UsageError
+from trainspeed.gradients.rows import NoiseScaleReading
 from trainspeed.machine import Machine
 from trainspeed.rows import (
     KIND,
@@ -91,10 +92,31 @@ class RunSummary:
     time_to_target: TimeToTargetRecord | None = None
     """The run's `--until` goal: when it was first met, or the best value while it was not."""
     noise_scale: dict[str, float] | None = None
-    """Each trained network's gradient noise scale B_simple over the last quarter of the run's steps."""
+    """Each trained network's gradient noise scale B_simple over the last quarter of the run's steps,
+    where its |G|^2 is resolved there (`noise_scale_readings` has the others' lower bounds). In
+    summaries written before the meter kept a standard error, every network's, not assessed."""
     startup_s: NonNegative | None = None
     """Seconds from the `trainspeed train` command's start to the first step (`trainspeed.train.startup`):
     imports, the model, the data, the ranks; the first compilation is in the first step."""
+    noise_scale_readings: dict[str, NoiseScaleReading] | None = None
+    """Each network's noise scale over the last quarter as a reader may act on it: a value where
+    resolved, else a lower bound, with the standard error of |G|^2 (`trainspeed.gradients.rows`).
+    None where not measured, and in summaries written before (`last_quarter_noise_scale`)."""
+    init_from: InitFrom | None = None
+    """The checkpoint of another run this run started from (`--init-from`; None: from the workload's
+    own initialisation)."""
+
+    def last_quarter_noise_scale(self) -> dict[str, NoiseScaleReading]:
+        """Each network's noise scale over the last quarter; a summary written before readings
+        were assessed gives its values as not assessed (`resolved` None)."""
+        if self.noise_scale_readings is not None:
+            return dict(self.noise_scale_readings)
+        return {name: NoiseScaleReading(value, None, None) for name, value in (self.noise_scale or {}).items()}
+
+    def noise_scale_text(self) -> str | None:
+        """`policy 1,951` or `policy > 265 (unresolved: ...)` per network; None where not measured."""
+        readings = self.last_quarter_noise_scale()
+        return ", ".join(f"{name} {reading.text()}" for name, reading in readings.items()) or None
 
     def provenance(self, command: str) -> Provenance:
         """The provenance of a row about this run, written by `command`: the run's workload and machine."""
@@ -122,17 +144,40 @@ class RunSummary:
         ]
         if self.validation:
             text.append("validation: " + ", ".join(f"{name} {value:.4g}" for name, value in self.validation.items()))
+        if self.init_from is not None:
+            text.append(self.init_from.line())
         if self.time_to_target is not None:
             text.append(self.time_to_target.line())
-        if self.noise_scale:
-            text.append("gradient noise scale B_simple (last quarter): "
-                        + ", ".join(f"{name} {value:,.4g}" for name, value in self.noise_scale.items()))
+        noise = self.noise_scale_text()
+        if noise:
+            text.append(f"gradient noise scale B_simple (last quarter): {noise}")
         if self.io_efficiency is not None:
             text.append(
                 f"IO efficiency {self.io_efficiency:.3f} (per device {self.samples_per_s_per_device:,.1f} "
                 f"vs bench {self.bench_samples_per_s:,.1f} samples/s)"
             )
         return text
+
+
+@dataclass(frozen=True)
+class InitFrom:
+    """Where a run started from another run's checkpoint (`--init-from`): the networks and optimizer
+    states it loaded were that run's at `step`, after `samples` of its samples; its steps, batch,
+    learning rate, seed and data order are its own (`trainspeed.train.init_from`)."""
+
+    run_dir: str
+    """The run the checkpoint belongs to."""
+    checkpoint: str
+    """The checkpoint file."""
+    step: int
+    samples: int
+    """The samples that run had trained at `step`."""
+    global_batch: Batch
+    """That run's global batch at `step`."""
+
+    def line(self) -> str:
+        return (f"started from {self.checkpoint} (step {self.step}, {self.samples:,} samples at global batch "
+                f"{self.global_batch} of {self.run_dir})")
 
 
 @dataclass(frozen=True)

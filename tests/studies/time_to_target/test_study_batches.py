@@ -2,6 +2,7 @@
 the smallest and largest, which is what 2 or 3 seeds can say), rows of the older schema that held
 them as an interval, and the table the study prints."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,25 @@ def test_a_batch_every_seed_of_which_reached_keeps_the_mean_and_the_smallest_and
     assert row.samples_min_max == [640.0, 960.0]
     printed = table([row], None).splitlines()
     assert "steps to goal, mean [min, max] over seeds" in printed[0] and "| 12.5 [10.0, 15.0] |" in printed[2]
+
+
+def test_a_batch_whose_seeds_noise_scale_is_unresolved_near_the_goal_holds_a_lower_bound_not_a_median():
+    def measured(seed: int, value: float | None, lower: float | None = None) -> TimeToTargetRunRow:
+        return dataclasses.replace(run(2.0, 640.0, seed=seed), b_simple=value, b_simple_lower=lower,
+                                   noise_scale_method="micro-batches")
+
+    tuned = [run(1.0, 900.0), measured(0, 100.0)]
+    resolved = batch_row("s", recipe(), 64, tuned, [tuned[1], measured(1, 300.0), measured(2, 200.0)])
+    assert (resolved.b_simple, resolved.b_simple_lower) == (200.0, None)
+    # One seed says only "above 500": the median of the seeds is at least the median of 100, 200, 500.
+    seeds = [tuned[1], measured(1, None, 500.0), measured(2, 200.0)]
+    bounded = batch_row("s", recipe(), 64, tuned, seeds)
+    assert (bounded.b_simple, bounded.b_simple_lower) == (None, 200.0)
+    assert "| > 200 |" in table([bounded], None)
+    other = dataclasses.replace(bounded, global_batch=256, steps_per_seed=[5.0] * 3, steps_mean=5.0)
+    fit = fit_row("s", recipe(), [bounded, other], {64: seeds, 256: seeds})
+    assert fit is not None and (fit.b_simple, fit.b_simple_lower) == (None, 200.0)
+    assert "B_simple near the goal > 200 (unresolved: |G|^2 within its noise of 0)" in table([bounded], fit)
 
 
 def version_1(row: TimeToTargetBatchRow, steps_ci95: list[float] | None) -> dict:

@@ -69,6 +69,11 @@ def study_panels(axes_pair: Sequence, label: str, colour: str, batches: Sequence
         if fit.b_simple is not None and shown[0] <= fit.b_simple <= shown[1]:
             axes.axvline(fit.b_simple, color=colour, linestyle="-.", linewidth=1,
                          label=f"{label}: B_simple near the goal {fit.b_simple:,.0f}" if axes is steps_axes else None)
+        elif fit.b_simple is None and fit.b_simple_lower is not None and shown[0] <= fit.b_simple_lower <= shown[1]:
+            # Unresolved: a bound, drawn as where B_simple starts at the earliest, not as its value.
+            axes.axvspan(fit.b_simple_lower, shown[1], color=colour, alpha=0.25, hatch="//", fill=False,
+                         label=(f"{label}: B_simple near the goal > {fit.b_simple_lower:,.0f} (unresolved)"
+                                if axes is steps_axes else None))
     samples_axes.axhline(fit.e_min, color=colour, linestyle=":", linewidth=1)
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Sequence
 
 from trainspeed.errors import UsageError
+from trainspeed.gradients.rows import UNRESOLVED_REASON, bound_text
 from trainspeed.report.figures import caption_machines, figure_block, save_figure
 from trainspeed.report.inputs import Read, ReportInputs
-from trainspeed.report.page import Section, Table, interval, number, text, workload_label
+from trainspeed.report.page import Cell, Section, Table, interval, number, text, workload_label
 from trainspeed.report.part import PlotRequest, ReportPart, RowKind
 from trainspeed.report.provenance import provenance
 from trainspeed.studies.time_to_target.figures import steps_to_target_figure
@@ -42,6 +43,14 @@ def _bound(value: float | None) -> str:
     return "∞" if value is None else f"{value:,.0f}"
 
 
+def _b_simple(value: float | None, lower_bound: float | None) -> Cell:
+    """B_simple near the goal, or `> N` where it is unresolved (a lower bound, never a value)."""
+    if value is not None or lower_bound is None:
+        return number(value, "{:,.0f}")
+    return Cell(bound_text(None, lower_bound), sort=float(lower_bound), numeric=True,
+                title=f"unresolved: {UNRESOLVED_REASON}; a lower bound")
+
+
 def study_section(reads: Sequence[Read]) -> Section:
     rows = [read.row for read in reads]
     section = Section(
@@ -50,7 +59,7 @@ def study_section(reads: Sequence[Read]) -> Section:
         "on seed 0 (the sweep extended while its best factor lay at an edge), then every seed at the best factor; "
         "steps are interpolated between the two validations that bracket the crossing. The fit is S(B) = S_min (1 + "
         "B_crit / B), with 95% bootstrap intervals over seeds; B_simple is the gradient noise scale each run "
-        "measured near the goal. A batch that did not reach the goal says so and is left out of the fit.")
+        "measured near the goal ('> N' where its |G|^2 was within its noise of 0: a lower bound, not a value). A batch that did not reach the goal says so and is left out of the fit.")
     studies = _studies(rows)
     if any(batches for _, batches, _, _ in studies):
         figure = steps_to_target_figure(studies)
@@ -69,7 +78,7 @@ def study_section(reads: Sequence[Read]) -> Section:
             [[text(f.study_id), text(workload_label(f.workload, f.workload_sha256, f.size)), text(f.until),
               text(", ".join(map(str, f.batches))), number(f.s_min, "{:,.1f}"), text(interval(f.s_min_ci95, "{:,.1f}")),
               number(f.e_min, "{:,.0f}"), text(interval(f.e_min_ci95, "{:,.0f}")), number(f.b_crit, "{:,.0f}"),
-              text(f"[{_bound(f.b_crit_ci95[0])}, {_bound(f.b_crit_ci95[1])}]"), number(f.b_simple, "{:,.0f}"),
+              text(f"[{_bound(f.b_crit_ci95[0])}, {_bound(f.b_crit_ci95[1])}]"), _b_simple(f.b_simple, f.b_simple_lower),
               number(f.relative_rms * 100, "{:.1f}%"), text("; ".join(f.left_out))]
              for f in (read.row for read in fits)], provenance(fits)))
     batches = [read for read in reads if isinstance(read.row, TimeToTargetBatchRow)]
@@ -85,7 +94,8 @@ def study_section(reads: Sequence[Read]) -> Section:
                              for factor, samples in b.lr_sweep.items())),
               number(b.best_lr_factor, "{:g}"), text("yes" if b.best_at_edge else "no"),
               text(f"{b.reached} of {len(b.seeds)}"), number(b.steps_mean, "{:,.1f}"),
-              text(interval(b.steps_min_max, "{:,.1f}")), number(b.samples_mean, "{:,.0f}"), number(b.b_simple, "{:,.0f}"),
+              text(interval(b.steps_min_max, "{:,.1f}")), number(b.samples_mean, "{:,.0f}"),
+              _b_simple(b.b_simple, b.b_simple_lower),
               text(b.outcome)] for b in (read.row for read in batches)], provenance(batches)))
     runs = [read for read in reads if isinstance(read.row, TimeToTargetRunRow)]
     if runs:
@@ -97,7 +107,7 @@ def study_section(reads: Sequence[Read]) -> Section:
             [[text(r.study_id), text(r.run), text(r.purpose), text(r.target), number(r.global_batch, "{:d}"),
               number(r.lr_factor, "{:g}"), number(r.peak_lr, "{:.3g}"), number(r.seed, "{:d}"), text(r.outcome),
               number(r.steps, "{:,.1f}"), number(r.wall_s, "{:,.1f}"), number(r.command_s, "{:,.1f}"),
-              number(r.b_simple, "{:,.0f}")] for r in (read.row for read in runs)], provenance(runs)))
+              _b_simple(r.b_simple, r.b_simple_lower)] for r in (read.row for read in runs)], provenance(runs)))
     return section
 
 

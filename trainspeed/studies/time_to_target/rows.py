@@ -89,11 +89,14 @@ class TimeToTargetRunRow:
     command_s: NonNegative
     """The whole `trainspeed train` command: start-up, the steps, the stop checkpoint and shutdown."""
     b_simple: float | None
-    """B_simple (moving average) of the last noise-scale window at or before the crossing."""
+    """B_simple (moving average) of the last noise-scale window at or before the crossing, where
+    its |G|^2 is resolved (`trainspeed.gradients.rows`); None otherwise."""
     noise_scale_method: str | None
     end_to_end_samples_per_s: NonNegative
     command: str
     machine: Machine | None = None
+    b_simple_lower: NonNegative | None = None
+    """Where that window is unresolved: its lower bound on B_simple (`b_simple` is None)."""
 
 
 def seeds_min_max(steps: list[float], batch: int) -> tuple[list[float], list[float]]:
@@ -149,8 +152,11 @@ class TimeToTargetBatchRow:
     samples_mean: Positive | None
     samples_min_max: PositiveInterval | None
     b_simple: float | None
-    """Median over seeds of B_simple near the goal."""
+    """Median over seeds of B_simple near the goal, where every seed's is resolved."""
     wall_s_mean: NonNegative | None
+    b_simple_lower: NonNegative | None = None
+    """Where some seed's is unresolved: the median over seeds of each one's value or lower bound,
+    a lower bound on the median (`trainspeed.gradients.rows.median_reading`)."""
 
 
 @dataclass(frozen=True)
@@ -181,10 +187,12 @@ class TimeToTargetFitRow:
     """[S_min, E_min] of some bootstrap refits, for intervals on the steps at other batches."""
     bootstrap_draws: Batch
     b_simple: float | None
-    """Median B_simple near the goal over every fitted batch's seeds."""
+    """Median B_simple near the goal over every fitted batch's seeds, where every one is resolved."""
     b_simple_per_batch: dict[str, float | None]
     relative_rms: NonNegative
     """Root mean square of (fitted - measured) / measured over the fitted batches' means."""
     workload_module: str | None = None
     workload_version: str | None = None
     workload_sha256: str | None = None
+    b_simple_lower: NonNegative | None = None
+    """Where some seed's is unresolved: a lower bound on that median, as a batch's `b_simple_lower`."""

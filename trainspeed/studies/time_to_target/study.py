@@ -34,6 +34,7 @@ from pathlib import Path
 
 from trainspeed.atomic import create_exclusive_text, move_to_new
 from trainspeed.errors import UsageError
+from trainspeed.gradients.rows import UNRESOLVED_REASON, NoiseScaleReading, bound_text, median_reading
 from trainspeed.rows import Provenance, append_row
 from trainspeed.stats import bootstrap_fit
 from trainspeed.studies.common import (
@@ -232,6 +233,7 @@ def run_row(study_id: str, recipe: StudyRecipe, spec: RunSpec, purpose: str) -> 
         raise StudyFailed(f"run {run_dir(config, spec)} recorded no time to target; train it again")
     validations = len(run.validations(until_step=record.step))
     near = run.noise_scale_at(record.step)
+    reading = near.reading if near is not None else None
     samples = steps = None
     if record.reached and record.value is not None:
         samples = record.crossing_samples(recipe.goal.threshold)
@@ -247,9 +249,10 @@ def run_row(study_id: str, recipe: StudyRecipe, spec: RunSpec, purpose: str) -> 
         reached=record.reached, outcome=outcome, steps=steps, samples=samples,
         validated_step=record.step if record.reached else None, value=record.value, best_value=record.best_value,
         train_s=record.train_s, wall_s=record.wall_s, validations=validations, command_s=_command_s(config, spec),
-        b_simple=near.b_simple_avg if near is not None else None,
+        b_simple=reading.value if reading is not None else None,
         noise_scale_method=near.method if near is not None else None,
         end_to_end_samples_per_s=summary.end_to_end_samples_per_s,
+        b_simple_lower=reading.lower_bound if reading is not None else None,
         **summary.provenance(shown(*train_command(run_config(recipe, spec)))).fields_of(TimeToTargetRunRow))
 
 
@@ -313,7 +316,7 @@ def batch_row(study_id: str, recipe: StudyRecipe, batch: int, tuned: list[TimeTo
     steps = [row.steps for row in seeds]
     reached = [value for value in steps if value is not None]
     everyone = len(reached) == len(seeds) and bool(seeds)
-    simple = [row.b_simple for row in seeds if row.b_simple is not None]
+    simple = median_reading(seed_readings(seeds))
     spread = seeds_min_max(reached, batch) if everyone else (None, None)
     if best is None:
         outcome = f"not reached within {config.steps(batch) * batch:,} samples at any LR factor tried"
@@ -331,8 +334,16 @@ def batch_row(study_id: str, recipe: StudyRecipe, batch: int, tuned: list[TimeTo
         outcome=outcome, steps_per_seed=steps,
         steps_mean=statistics.fmean(reached) if everyone else None, steps_min_max=spread[0],
         samples_mean=statistics.fmean(reached) * batch if everyone else None, samples_min_max=spread[1],
-        b_simple=statistics.median(simple) if simple else None,
-        wall_s_mean=statistics.fmean(row.wall_s for row in seeds) if everyone else None)
+        b_simple=simple.value if simple is not None else None,
+        wall_s_mean=statistics.fmean(row.wall_s for row in seeds) if everyone else None,
+        b_simple_lower=simple.lower_bound if simple is not None else None)
+
+
+def seed_readings(runs: list[TimeToTargetRunRow]) -> list[NoiseScaleReading]:
+    """Each run's noise scale near the goal (a value, or a lower bound), of the runs that measured one."""
+    return [NoiseScaleReading(run.b_simple, run.b_simple_lower, run.b_simple is not None)
+            for run in runs if run.b_simple is not None or run.b_simple_lower is not None
+            or run.noise_scale_method is not None]
 
 
 def _finite(value: float) -> float | None:
@@ -348,7 +359,7 @@ def fit_row(study_id: str, recipe: StudyRecipe, batches: list[TimeToTargetBatchR
               f"({'; '.join(left_out)})", flush=True)
         return None
     fit = bootstrap_fit({row.global_batch: [v for v in row.steps_per_seed if v is not None] for row in fitted})
-    simple = [run.b_simple for row in fitted for run in seeds[row.global_batch] if run.b_simple is not None]
+    simple = median_reading(seed_readings([run for row in fitted for run in seeds[row.global_batch]]))
     errors = [(fit.fit.steps(row.global_batch) - row.steps_mean) / row.steps_mean for row in fitted]
     return TimeToTargetFitRow(
         study_id=study_id, workload=recipe.config.workload, size=recipe.size, until=recipe.config.until,
@@ -357,9 +368,10 @@ def fit_row(study_id: str, recipe: StudyRecipe, batches: list[TimeToTargetBatchR
         e_min_ci95=list(fit.interval("e_min")),
         b_crit=_finite(fit.fit.b_crit), b_crit_ci95=[_finite(value) for value in fit.interval("b_crit")],
         draws=[[draw.s_min, draw.e_min] for draw in fit.draws[:KEPT_DRAWS]], bootstrap_draws=len(fit.draws),
-        b_simple=statistics.median(simple) if simple else None,
+        b_simple=simple.value if simple is not None else None,
         b_simple_per_batch={str(row.global_batch): row.b_simple for row in fitted},
         relative_rms=math.sqrt(statistics.fmean(error * error for error in errors)),
+        b_simple_lower=simple.lower_bound if simple is not None else None,
         **Provenance(**recipe.identity).fields_of(TimeToTargetFitRow))
 
 
@@ -427,7 +439,7 @@ def table(batches: list[TimeToTargetBatchRow], fit: TimeToTargetFitRow | None) -
         factor = "–" if row.best_lr_factor is None else f"{row.best_lr_factor:g}" + (" (at an edge)" if row.best_at_edge else "")
         lines.append(f"| {row.global_batch} | {factor} | {steps} | "
                      f"{'–' if row.samples_mean is None else f'{row.samples_mean:,.0f}'} | "
-                     f"{'–' if row.b_simple is None else f'{row.b_simple:,.0f}'} | {row.outcome} |")
+                     f"{bound_text(row.b_simple, row.b_simple_lower)} | {row.outcome} |")
     if fit is not None:
         lines.append(fit_line(fit))
     return "\n".join(lines)
@@ -438,7 +450,9 @@ def fit_line(fit: TimeToTargetFitRow) -> str:
         return "no bound" if value is None else f"{value:,.0f}"
 
     b_crit = "beyond every batch fitted (perfect scaling throughout)" if fit.b_crit is None else f"{fit.b_crit:,.0f}"
-    simple = "" if fit.b_simple is None else f"; B_simple near the goal {fit.b_simple:,.0f}"
+    simple = ("" if fit.b_simple is None and fit.b_simple_lower is None else
+              f"; B_simple near the goal {bound_text(fit.b_simple, fit.b_simple_lower)}"
+              + ("" if fit.b_simple is not None else f" (unresolved: {UNRESOLVED_REASON})"))
     return (f"S(B) = S_min (1 + B_crit / B): S_min {fit.s_min:,.1f} [{fit.s_min_ci95[0]:,.1f}, {fit.s_min_ci95[1]:,.1f}], "
             f"E_min {fit.e_min:,.0f} [{fit.e_min_ci95[0]:,.0f}, {fit.e_min_ci95[1]:,.0f}], B_crit {b_crit} "
             f"[{bound(fit.b_crit_ci95[0])}, {bound(fit.b_crit_ci95[1])}]{simple}; relative rms {fit.relative_rms:.1%}")

@@ -1,0 +1,300 @@
+"""A plan without a study: one run that met the goal gives the steps (McCandlish's model through its
+own steps, with its noise scale near the goal), its start-up and its validations; every compilation a
+compiled run makes is counted or said to be not measured; the interval draws the step time and the
+start-up, not only the steps; and a batch that grows is integrated over the run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from trainspeed.bench.results import ResultRow
+from trainspeed.gradients.rows import NoiseScaleRecord
+from trainspeed.plan.inputs import Identity, PlanInputs
+from trainspeed.plan.plan import PlanGrid, plan_rows
+from trainspeed.plan.run_costs import NoiseReading
+from trainspeed.plan.steps import Profile, ProfilePiece, Segment, auto_phases, noise_model, steps_model
+from trainspeed.report.inputs import Read
+from trainspeed.rows import Source
+from trainspeed.train.rows import EvalRecord, RunSummary, TimeToTargetRecord, WindowRecord
+from trainspeed.train.runs import TrainRun
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
+GOAL = "val/accuracy>=0.8"
+EAGER, COMPILED = "cpu:eager:fp32", "cpu:compile:fp32"
+
+
+def GROWING(step: int) -> float:
+    """A noise scale that grows from 20 to 200 over a run of 100 steps."""
+    return 2.0 * step
+
+
+def bench(target: str, batch: int, step_s: float, first_step_s: float | None = None,
+          window_step_s: list[float] | None = None) -> Read:
+    """A bench row of `step_s` seconds per step; its timed windows (10 steps each) where given."""
+    windows = [10 * seconds for seconds in window_step_s] if window_step_s else None
+    row = ResultRow(run_id="r", timestamp="2026-01-01T00:00:00", workload="mahjong", size="tiny", target=target,
+                    batch_size=batch, status="ok", samples_per_s=batch / step_s, step_time_s=step_s,
+                    first_step_s=first_step_s, window_s=windows, steps_per_window=10 if windows else None,
+                    workload_sha256="abc")
+    return Read(row, Source("bench.jsonl", 1), {})
+
+
+def run(*, target: str = EAGER, batch: int = 64, devices: int = 1, steps: int = 100, step_s: float = 0.01,
+        first_window_extra_s: float = 0.0, validation_s: float = 0.5, first_validation_extra_s: float = 0.0,
+        noise: float | Callable[[int], float | None] | None = 64.0, noise_last_quarter: float = 999.0,
+        startup_s: float | None = 3.0, reached: bool = True, micro_batches: int = 1, name: str = "base") -> TrainRun:
+    """A run of `steps` steps at global `batch`: a window every 10 steps of `step_s` each (the first
+    `first_window_extra_s` longer), a validation every 20 steps pausing `validation_s` (the first
+    `first_validation_extra_s` more), the goal met at its last validation (interpolated to the
+    end: its value lies on the goal), its noise scale `noise` in every window (or `noise(step)`;
+    None: unresolved), and a summary whose noise scale over the last quarter is `noise_last_quarter`."""
+    metrics: list = []
+    paused = 0.0
+    for step in range(10, steps + 1, 10):
+        train_s = step * step_s + first_window_extra_s
+        metrics.append(WindowRecord(step=step, epoch=0, loss=1.0, lr=1e-3, samples_per_s=batch / step_s,
+                                    step_time_s=(train_s if step == 10 else 10 * step_s) / 10, data_wait_s_per_step=0.0,
+                                    data_wait_fraction=0.0, data_wait_fraction_worst_rank=0.0, h2d_s_per_step=0.0,
+                                    elapsed_s=train_s, run_train_s=train_s, run_wall_s=train_s + paused))
+        measured = noise(step) if callable(noise) else noise
+        metrics.append(NoiseScaleRecord(
+            step=step, samples=step * batch, network="policy",
+            method="micro-batches" if micro_batches > 1 else "previous-step", biased=micro_batches == 1,
+            small_batch=batch // micro_batches if micro_batches > 1 else batch,
+            big_batch=batch if micro_batches > 1 else 2 * batch, grad_sq=1.0, trace_sigma=64.0, b_simple=measured,
+            grad_sq_avg=1.0, trace_sigma_avg=64.0, b_simple_avg=measured, window_steps=10,
+            grad_sq_se=0.1, grad_sq_avg_se=0.1, resolved=measured is not None, b_simple_lower=None))
+        if step % 20 == 0:
+            metrics.append(EvalRecord(step=step, metrics={"accuracy": 0.8 * step / steps}))
+            paused += validation_s + (first_validation_extra_s if step == 20 else 0.0)
+    train_s = steps * step_s + first_window_extra_s
+    record = TimeToTargetRecord(
+        until=GOAL, metric="accuracy", reached=reached, step=steps, samples=steps * batch, value=0.8 if reached else None,
+        train_s=train_s, wall_s=train_s + paused, previous_step=steps - 20, previous_samples=(steps - 20) * batch,
+        previous_value=0.8 * (steps - 20) / steps, previous_train_s=None, previous_wall_s=None, best_value=0.8,
+        best_step=steps, resumes=0, lost_train_s=0.0, lost_wall_s=0.0, global_batch=batch, world_size=devices,
+        target=target)
+    summary = RunSummary(
+        workload="mahjong", size="tiny", target=target, world_size=devices, batch_size_per_device=batch // devices,
+        global_batch=batch, synthetic_data=False, num_workers=1, threads=1, first_step=0, last_step=steps,
+        samples=steps * batch, wall_s=train_s, paused_s=paused, end_to_end_samples_per_s=batch / step_s,
+        steady_samples_per_s=batch / step_s, samples_per_s_per_device=batch / step_s / devices, step_time_s=step_s,
+        data_wait_fraction=0.0, data_wait_fraction_worst_rank=0.0, steady_data_wait_fraction=None, h2d_s_per_step=0.0,
+        final_loss=1.0, validation=None, bench_samples_per_s=None, io_efficiency=None, stopped_by_signal=False,
+        torch_version="2", time_to_target=record, noise_scale={"policy": noise_last_quarter}, startup_s=startup_s,
+        workload_sha256="abc")
+    return TrainRun(summary, Source(f"runs/{name}/summary.json"), {}, metrics=tuple(metrics))
+
+
+def inputs(benches: list[Read], runs: list[TrainRun]) -> PlanInputs:
+    return PlanInputs(bench=benches, runs=runs, settings=None, study_runs=[], study_batches=[], fit=None,
+                      identity=Identity("mahjong", "abc", "tiny"), until=GOAL, steps_size="tiny")
+
+
+def predicted(benches: list[Read], runs: list[TrainRun], targets=(EAGER,), devices=(1,), batches=(64,),
+              schedules=("fixed",)) -> dict[str, object]:
+    plan = inputs(benches, runs)
+    rows = plan_rows(plan, PlanGrid(tuple(targets), tuple(devices), tuple(batches), tuple(schedules)), "plan",
+                     steps_model(plan))
+    return {row.config: row for row in rows}
+
+
+# --- the steps from one run ------------------------------------------------------------------------
+
+def test_one_run_gives_s_min_and_e_min_through_its_own_steps_with_its_noise_scale_near_the_goal():
+    """S0 = 100 steps at B0 = 64 and B_noise = 64 near the goal: S_min = 100 / (1 + 64/64) = 50,
+    E_min = 50 x 64. The summary's noise scale over the last quarter (999) is not the one near the goal."""
+    model = steps_model(inputs([], [run(noise=64.0, noise_last_quarter=999.0)]))
+    assert (model.fit.s_min, model.fit.e_min) == (pytest.approx(50.0), pytest.approx(3200.0))
+    assert model.steps(64) == pytest.approx(100.0)  # through the run's own steps
+    assert model.steps(256) == pytest.approx(62.5)
+    assert "B_noise 64 near the goal (the noise-scale row of step 100" in model.source
+
+
+def test_an_unresolved_noise_scale_with_a_lower_bound_bounds_the_steps_between_it_and_perfect_scaling():
+    """At least 192 near the goal: at 4 x B0 the steps lie between perfect scaling through the run
+    (100 / 4) and the model at 192 (S_min = 25, 25 (1 + 192 / 256))."""
+    model = noise_model(100.0, 64, NoiseReading(None, 192.0, 100, "row 9"), "what", "through")
+    assert not isinstance(model, str)
+    assert model.steps(256) == pytest.approx(43.75)
+    assert model.interval(256) == [pytest.approx(25.0), pytest.approx(43.75)]
+    assert "unresolved (row 9): at least 192" in model.note
+    refusal = noise_model(100.0, 64, NoiseReading(None, None, 100, "row 9"), "what", "through")
+    assert isinstance(refusal, str) and "is unresolved (|G|^2 within its noise of 0) and bounds nothing" in refusal
+
+
+def test_an_unresolved_noise_scale_near_the_goal_without_a_bound_is_refused_in_one_line(cli_error, tmp_path: Path):
+    """A committed run whose last noise-scale window before its goal resolved no B_simple."""
+    base = tmp_path / "base"
+    shutil.copytree(RESULTS / "plan_charlm" / "checks" / "cpu-eager-fp32-1-8", base)
+    lines = [json.loads(line) for line in (base / "metrics.jsonl").read_text().splitlines()]
+    last = max(index for index, row in enumerate(lines) if row["kind"] == "noise-scale" and row["step"] <= 768)
+    lines[last]["b_simple_avg"] = None
+    (base / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in lines))
+    error = cli_error("plan", str(RESULTS / "plan_bench_charlm.jsonl"), str(base))
+    assert f"plan: the noise scale of run {base / 'summary.json'} near its goal" in error
+    assert "is unresolved (|G|^2 within its noise of 0) and bounds nothing" in error
+
+
+# --- start-up, validation and the committed run -------------------------------------------------------
+
+def test_a_plan_from_one_run_counts_its_start_up_and_its_validations():
+    """100 steps at 10 ms, a validation every 20 steps (1,280 samples) of 0.5 s, 3 s of start-up: the
+    run itself is predicted at what it took, start-up included."""
+    row = predicted([bench(EAGER, 64, 0.01)], [run()])["cpu:eager:fp32/1/64"]
+    assert (row.steps_trained, row.validations) == (100, 5)
+    assert row.overhead_s == 3.0 and row.validation_s == pytest.approx(0.5)
+    assert row.predicted_s == pytest.approx(3.0 + 100 * 0.01 + 5 * 0.5)
+
+
+@pytest.mark.parametrize("workload, config, base", [
+    ("charlm", "cpu:eager:fp32/1/8", "cpu-eager-fp32-1-8"),
+    ("mahjong", "cpu:eager:fp32/2/128", "cpu-eager-fp32-2-128"),
+])
+def test_a_committed_run_to_the_goal_predicts_its_own_command_with_start_up_and_validation(capsys, tmp_path: Path,
+                                                                                           workload, config, base):
+    """Each committed check run met the goal and measured its noise scale: planned from it alone,
+    as the docs allow, its own configuration is predicted within 25% of the whole command it took.
+    The plan once left out start-up, validation and compilation here, and predicted 0.60x and
+    0.57x of these commands."""
+    from trainspeed.cli import main
+
+    run_dir = RESULTS / f"plan_{workload}" / "checks" / base
+    devices, batch = config.split("/")[1:]
+    out = tmp_path / "plan.jsonl"
+    assert main(["plan", str(RESULTS / f"plan_bench_{workload}.jsonl"), str(run_dir), "--devices", devices,
+                 "--global-batches", batch, "--out", str(out)]) == 0
+    row = next(row for row in map(json.loads, out.read_text().splitlines()) if row["config"] == config)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    checked = next(json.loads(line) for line in (RESULTS / f"plan_{workload}.jsonl").read_text().splitlines()
+                   if '"plan-check"' in line and json.loads(line)["config"] == config)
+    assert row["overhead_s"] == pytest.approx(summary["startup_s"])
+    assert row["validations"] == len([1 for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+                                      if json.loads(line)["kind"] == "val"])
+    assert row["validation_s"] > 0
+    assert 0.75 <= checked["measured_s"] / row["predicted_s"] <= 1.25, (checked["measured_s"], row["predicted_s"])
+
+
+# --- compilations ---------------------------------------------------------------------------------
+
+def test_a_compiled_run_counts_its_training_micro_batch_and_validation_graphs():
+    """One rank, 2 micro-batches of 32: the bench's first steps at 64 (8 s beyond steady) and at 32
+    (5 s), and a compiled run at 64 whose first validation took 1.5 s beyond the others: 14.5 s."""
+    compiled = run(target=COMPILED, step_s=0.005, first_validation_extra_s=1.5, micro_batches=2, name="compiled")
+    base = run(micro_batches=2)
+    row = predicted([bench(EAGER, 64, 0.01), bench(COMPILED, 64, 0.005, first_step_s=8.005),
+                     bench(COMPILED, 32, 0.004, first_step_s=5.004)], [base, compiled],
+                    targets=(EAGER, COMPILED))["cpu:compile:fp32/1/64"]
+    assert [(item.graph, item.batch, item.seconds) for item in row.compilations] == [
+        ("training", 64, pytest.approx(8.0)), ("micro-batch", 32, pytest.approx(5.0)),
+        ("validation", 64, pytest.approx(1.5))]
+    assert row.compile_s == pytest.approx(14.5)
+    assert row.predicted_s == pytest.approx(3.0 + 14.5 + 100 * 0.005 + 5 * 0.5)
+
+
+def test_a_compilation_nothing_measured_is_not_measured_never_0_and_the_time_says_at_least():
+    from trainspeed.plan.plan import table, verdict
+
+    rows = predicted([bench(COMPILED, 64, 0.005, first_step_s=8.005)], [run()], targets=(COMPILED,))
+    row = rows["cpu:compile:fp32/1/64"]
+    assert [(item.graph, item.seconds) for item in row.compilations] == [("training", pytest.approx(8.0)),
+                                                                          ("validation", None)]
+    assert "no run of cpu:compile:fp32 at 64/device validated twice" in row.compilations[1].source
+    assert "| >= " in table(list(rows.values())) and "8.0 + 1 not measured" in table(list(rows.values()))
+    assert "left out of its time: validation graph at 64/device: not measured" in verdict(list(rows.values()))
+
+
+def test_a_growing_batch_compiles_every_graph_again_at_every_batch_it_reaches():
+    benches = [bench(COMPILED, batch, 0.001 * batch / 16, first_step_s=2.0) for batch in (16, 32, 64, 128)]
+    row = predicted(benches, [run(target=COMPILED, batch=16, noise=GROWING)], targets=(COMPILED,), batches=(16, 128),
+                    schedules=("auto",))
+    (auto,) = row.values()
+    reached = sorted({phase.global_batch for phase in auto.phases})
+    assert len(reached) > 1
+    assert sorted(item.batch for item in auto.compilations if item.graph == "training") == reached
+
+
+# --- the interval ---------------------------------------------------------------------------------
+
+def test_the_interval_holds_the_spread_of_the_step_time_where_the_steps_have_none():
+    """One run (no spread of the steps), trained steps rounded to a validation: the interval was a
+    point. With the bench's windows spread it holds their resampled median's spread, and says so."""
+    flat = predicted([bench(EAGER, 64, 0.01)], [run(startup_s=None)])["cpu:eager:fp32/1/64"]
+    assert flat.predicted_s_ci95[0] == flat.predicted_s_ci95[1]
+    assert "one point: no input it draws varied" in flat.interval_from
+    windows = [0.008, 0.009, 0.010, 0.011, 0.012]
+    spread = predicted([bench(EAGER, 64, 0.01, window_step_s=windows)], [run(startup_s=None)])["cpu:eager:fp32/1/64"]
+    low, high = spread.predicted_s_ci95
+    assert low < spread.predicted_s < high
+    assert high - low > 100 * 0.001  # the step's median moves between the windows' by at least 1 ms per step
+    assert "draws the step time (the bench's timed windows" in spread.interval_from
+
+
+def test_the_interval_holds_the_spread_of_the_start_up_of_the_runs_given():
+    runs = [run(startup_s=3.0), *(dataclasses.replace(run(name=f"short{n}"), row=dataclasses.replace(
+        run().row, time_to_target=None, startup_s=seconds)) for n, seconds in enumerate((2.0, 4.0, 5.0)))]
+    row = predicted([bench(EAGER, 64, 0.01)], runs)["cpu:eager:fp32/1/64"]
+    low, high = row.predicted_s_ci95
+    assert low < high and "the start-up" in row.interval_from.split("; measured once")[0]
+
+
+def test_a_study_whose_draws_round_to_one_validation_still_has_the_step_time_s_spread():
+    """Every draw of the steps trains up to the same validation (a point before); the bench's windows spread."""
+    from trainspeed.plan.model import Overheads, predict
+    from trainspeed.plan.steps import StepsModel
+    from trainspeed.stats import StepsFit
+
+    model = StepsModel(StepsFit(50.0, 3200.0), [StepsFit(50.0 + d, 3200.0) for d in (-1.0, -0.5, 0.0)], "study")
+    costs = Overheads(2.0, 0.5, 6400, EAGER, 1, "study")
+    plain = predict(inputs([bench(EAGER, 64, 0.01)], []), model, costs, EAGER, 1, 64)
+    assert plain.predicted_s_ci95[0] == plain.predicted_s_ci95[1]  # every draw: 100 steps, 1 validation
+    windowed = predict(inputs([bench(EAGER, 64, 0.01, window_step_s=[0.009, 0.01, 0.011])], []), model, costs, EAGER, 1, 64)
+    assert windowed.predicted_s_ci95[0] < windowed.predicted_s_ci95[1]
+
+
+# --- a batch that grows ---------------------------------------------------------------------------
+
+def test_a_growing_batch_doubles_once_two_readings_in_a_row_say_the_doubled_batch_scales():
+    """Segments of 5 optimal steps at critical batches 100, 100, 400 x 4, from 32 up to 512: the
+    batch doubles at the second reading of each pair that says 2B <= b (one doubling at a time),
+    and each segment takes 5 (1 + b / B) steps at the batch it runs at."""
+    segments = [Segment(5.0, b, b) for b in (100.0, 100.0, 400.0, 400.0, 400.0, 400.0)]
+    phases = auto_phases(segments, 32, 512)
+    assert [(phase.global_batch, phase.steps) for phase in phases] == [
+        (32, pytest.approx(5 * (1 + 100 / 32))),
+        (64, pytest.approx(5 * (1 + 100 / 64) + 5 * (1 + 400 / 64))),
+        (128, pytest.approx(2 * 5 * (1 + 400 / 128))),
+        (256, pytest.approx(5 * (1 + 400 / 256)))]
+    assert [phase.global_batch for phase in auto_phases(segments, 32, 512, patience=1)] == [64, 128, 256]
+    assert [phase.global_batch for phase in auto_phases(segments, 32, 128)] == [32, 64, 128]  # capped
+    unresolved = auto_phases([Segment(5.0, 100.0, float("inf"))] * 4, 32, 512)
+    assert [phase.global_batch for phase in unresolved] == [32, 64, 128]  # larger than any batch: it agrees
+
+
+def test_the_profile_is_calibrated_to_the_fixed_model_and_a_batch_held_fixed_predicts_what_the_fixed_model_does():
+    profile = Profile(64, (ProfilePiece(40.0, 30.0, 30.0), ProfilePiece(30.0, 90.0, 90.0),
+                           ProfilePiece(30.0, 300.0, 300.0)), "run")
+    segments = profile.calibrated(200.0, 50.0)
+    progress = np.array([segment.progress for segment in segments])
+    critical = np.array([segment.critical_batch for segment in segments])
+    assert progress.sum() == pytest.approx(50.0)
+    assert (progress * critical).sum() / progress.sum() == pytest.approx(200.0)
+    assert critical / critical[0] == pytest.approx([1.0, 3.0, 10.0])  # the run's shape, scaled
+    for batch in (32, 256, 4096):
+        held = auto_phases(segments, batch, batch)
+        assert sum(phase.steps for phase in held) == pytest.approx(50.0 * (1 + 200.0 / batch))
+
+
+def test_a_plan_from_one_run_predicts_fixed_and_auto_configurations():
+    benches = [bench(EAGER, batch, 0.001 * (1 + batch / 64)) for batch in (16, 32, 64, 128, 256)]
+    rows = predicted(benches, [run(batch=16, noise=GROWING)], batches=(16, 256), schedules=("fixed", "auto"))
+    assert set(rows) == {"cpu:eager:fp32/1/16", "cpu:eager:fp32/1/256", "cpu:eager:fp32/1/auto:16..256"}
+    auto = rows["cpu:eager:fp32/1/auto:16..256"]
+    assert auto.schedule == "auto" and auto.status == "predicted" and auto.phases[0].global_batch == 16

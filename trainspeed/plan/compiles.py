@@ -1,0 +1,113 @@
+"""Every compilation a run of a compiled target makes, and what each one costs.
+
+A compiled target (any mode but `eager`: `torch.compile`, CUDA graphs, XLA) compiles a graph for
+each shape it runs, once: per per-device batch of the run, its training step; where one rank splits
+its steps into k micro-batches to measure the noise scale unbiased, the step on B/k samples too;
+and its validation, a graph of its own (no backward, evaluation mode). A run whose batch grows
+compiles each of these again at every batch it reaches.
+
+Each is read from what measured it, nearest first:
+- the training graph at b: the bench row of the target at b (its first step beyond its steady
+  step), else a run of the target at b per device (its first window beyond as many steady steps,
+  which holds its micro-batch graph too where that run split its steps the same way);
+- the micro-batch graph at b/k: the bench row of the target at b/k;
+- the validation graph at b: a run of the target at b per device that validated twice or more (its
+  first validation beyond the later ones).
+
+Where nothing measured one, it is "not measured", never 0, and the prediction says that its time
+leaves it out. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Sequence
+
+from trainspeed.plan.inputs import PlanInputs, bench_row
+from trainspeed.plan.rows import Compilation
+from trainspeed.plan.run_costs import first_step_excess, first_validation_excess
+from trainspeed.train.runs import TrainRun
+
+
+def compiles(target: str) -> bool:
+    """Whether the target compiles a graph per shape: its mode is not `eager` (a remote target's
+    mode is its server's, `remote:HOST:PORT/device:mode:precision`)."""
+    inner = target.split("/")[1] if target.startswith("remote:") and "/" in target else target
+    parts = inner.split(":")
+    return len(parts) < 2 or parts[1] != "eager"
+
+
+def micro_batches_of(run: TrainRun) -> int:
+    """How many micro-batches the run split each step into (1 where it measured its noise scale
+    otherwise, or not at all)."""
+    for row in run.noise_curve:
+        if row.method == "micro-batches" and row.small_batch > 0:
+            return max(1, row.big_batch // row.small_batch)
+    return 1
+
+
+def _bench_excess(inputs: PlanInputs, target: str, batch: int) -> tuple[float, str] | None:
+    read = bench_row(inputs, target, batch)
+    if read is None or read.row.first_step_s is None:
+        return None
+    steady = read.row.step_time_s or read.row.batch_size / read.row.samples_per_s  # type: ignore[operator]
+    return max(0.0, read.row.first_step_s - steady), f"bench {read.source}: first step beyond the steady one"
+
+
+def _runs_at(inputs: PlanInputs, target: str, batch: int) -> list[TrainRun]:
+    return [run for run in inputs.runs if run.row.target == target and run.row.batch_size_per_device == batch]
+
+
+def _run_first_step(inputs: PlanInputs, target: str, batch: int, micro: int) -> tuple[float, str] | None:
+    """The median first-step excess of the runs of this target, batch and micro-batches."""
+    found = [(run, first_step_excess(run)) for run in _runs_at(inputs, target, batch)
+             if run.row.world_size == 1 or micro == 1]
+    measured = [(run, excess) for run, excess in found if excess is not None and micro_batches_of(run) == micro]
+    if not measured:
+        return None
+    value = statistics.median(excess.seconds for _, excess in measured)  # type: ignore[union-attr]
+    return value, f"first window beyond its steady steps, run {measured[0][0].source}" + (
+        f" and {len(measured) - 1} more" if len(measured) > 1 else "")
+
+
+def _run_first_validation(inputs: PlanInputs, target: str, batch: int) -> tuple[float, str] | None:
+    measured = [(run, excess) for run in _runs_at(inputs, target, batch)
+                if (excess := first_validation_excess(run)) is not None]
+    if not measured:
+        return None
+    value = statistics.median(excess for _, excess in measured)
+    return value, f"first validation beyond the later ones, run {measured[0][0].source}"
+
+
+def compilations(inputs: PlanInputs, target: str, batches: Sequence[int], micro_batches: int = 1,
+                 validates: bool = True) -> list[Compilation]:
+    """Every graph a run of `target` compiles at these per-device batches (none for an eager
+    target), with `micro_batches` slices of each step (one rank) and a validation where it validates."""
+    if not compiles(target):
+        return []
+    found = []
+    for batch in dict.fromkeys(batches):
+        micro = micro_batches if micro_batches > 1 and batch % micro_batches == 0 else 1
+        bench = _bench_excess(inputs, target, batch)
+        run = _run_first_step(inputs, target, batch, micro)
+        if bench is not None:
+            found.append(Compilation("training", batch, bench[0], bench[1]))
+            if micro > 1:
+                small = _bench_excess(inputs, target, batch // micro)
+                found.append(Compilation("micro-batch", batch // micro, small[0] if small else None,
+                                         small[1] if small else f"no bench row of {target} at {batch // micro}"))
+        elif run is not None:
+            found.append(Compilation("training", batch, run[0], run[1] + (
+                f" (its micro-batch graph at {batch // micro} with it)" if micro > 1 else "")))
+        else:
+            found.append(Compilation("training", batch, None, f"no bench row or run of {target} at {batch}/device"))
+            if micro > 1:
+                small = _bench_excess(inputs, target, batch // micro)
+                found.append(Compilation("micro-batch", batch // micro, small[0] if small else None,
+                                         small[1] if small else f"no bench row of {target} at {batch // micro}"))
+        if validates:
+            validation = _run_first_validation(inputs, target, batch)
+            found.append(Compilation("validation", batch, validation[0] if validation else None,
+                                     validation[1] if validation else
+                                     f"no run of {target} at {batch}/device validated twice"))
+    return found
