@@ -1,7 +1,7 @@
 """`trainspeed train --batch-schedule`: runs of the whole trainer with a batch that grows (explicit
 and auto), their rows, summary, report and learning rates; bad input, refused in one line before
 anything runs; a run that is killed with kill -9 and resumed ends with the parameters of an
-uninterrupted one, on one rank and on two (DDP); XLA (SPMD over two devices) compiles each shape once.
+uninterrupted one; XLA (SPMD over two devices) compiles each shape once.
 The schedule's parts on their own are tested in test_batch_schedule.py."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from child_commands import start_child
+from child_commands import TESTS, start_child
 from toy_workload import write_toy_data
 from train_runs import TINY_RUN, all_networks, run_train, train_command, train_env
 
@@ -42,7 +42,7 @@ def test_an_explicit_schedule_switches_at_its_samples_with_the_lr_of_the_rule_an
     out = tmp_path / "run"
     assert main(["train", *TOY, "--data", str(toy_data), "--batch-schedule", "16@0,32@64,128@192",
                  "--max-batch-per-device", "32", "--samples", "1000", "--warmup-steps", "1", "--lr-scaling", "linear",
-                 "--out", str(out)]) == 0
+                 "--timing-warmup-steps", "1", "--out", str(out)]) == 0
     switches = _rows(out, "batch-switch")
     assert [(row["step"], row["samples"], row["from_global_batch"], row["to_global_batch"],
              row["batch_size_per_device"], row["micro_batches"], row["reason"]) for row in switches] == \
@@ -209,36 +209,30 @@ def _wait_for_step(run_dir: Path, process: subprocess.Popen, step: int, timeout_
     raise AssertionError(f"no checkpoint of step {step} appeared under {run_dir} (exit code {process.poll()})")
 
 
-KILL_9_CASES = [
-    pytest.param(["--nproc", "1", "--batch-schedule", "auto", "--global-batch-min", "8", "--global-batch-max", "32",
-                  "--noise-scale-micro-batches", "2", "--samples", "480"], id="one-rank-auto"),
-    pytest.param(["--nproc", "2", "--batch-schedule", "16@0,32@64,64@160", "--max-batch-per-device", "16",
-                  "--samples", "480"], id="two-ranks-schedule-past-the-cap"),
-]
+KILL_9_RUN = ["--batch-schedule", "auto", "--global-batch-min", "8", "--global-batch-max", "32",
+              "--noise-scale-micro-batches", "2", "--samples", "480", "--num-workers", "1", "--checkpoint-every", "3"]
+"""One rank, auto from 8 to 32: two switches, the second after the checkpoint the run is killed past."""
 
 
 @pytest.mark.e2e
 @pytest.mark.slow
-@pytest.mark.long
-@pytest.mark.parametrize("schedule", KILL_9_CASES)
 def test_kill_9_then_resume_with_a_schedule_ends_with_the_parameters_of_an_uninterrupted_run(
-        tmp_path: Path, data_args: list[str], schedule: list[str]) -> None:
-    args = [*data_args, *schedule, "--num-workers", "1", "--checkpoint-every", "3"]
+        tmp_path: Path, data_args: list[str]) -> None:
+    """The killed run is a child process; the uninterrupted run and the resume run in this one."""
+    args = [*TINY_RUN, *data_args, *KILL_9_RUN]
     uninterrupted = tmp_path / "uninterrupted"
-    result = run_train(*args, "--out", str(uninterrupted), timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert main(["train", *args, "--out", str(uninterrupted)]) == 0
     reference = _rows(uninterrupted, "batch-switch")
     assert len(reference) == 2
     killed = tmp_path / "killed"
-    process = start_child(train_command(*args, "--out", str(killed)), env=train_env(), start_new_session=True,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = start_child(train_command(*data_args, *KILL_9_RUN, "--out", str(killed)), env=train_env(),
+                          start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for_step(killed, process, reference[0]["step"], timeout_s=240)  # past the first switch
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     assert not (killed / "summary.json").exists(), "the run finished before it was killed"
 
-    resumed = run_train(*args, "--out", str(killed), "--resume", timeout=300)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert main(["train", *args, "--out", str(killed), "--resume"]) == 0
     summary = json.loads((killed / "summary.json").read_text())
     assert 0 < summary["first_step"] < summary["last_step"]
     finished, expected = all_networks(killed), all_networks(uninterrupted)
@@ -255,20 +249,25 @@ XLA_MISSING = available_targets()["xla:lazy:fp32"]
 @pytest.mark.e2e
 @pytest.mark.skipif(XLA_MISSING is not None, reason=str(XLA_MISSING))
 def test_spmd_on_xla_compiles_each_shape_once_and_keeps_it_out_of_the_steady_samples_per_s(tmp_path: Path) -> None:
-    """Per device 4, then 8 (a new shape), then 8 in two micro-batches of 4 and 16 in four: the
-    micro-batch graphs compile at their first switch, and the last switch compiles nothing."""
+    """Per device 4, then 8 (a new shape), then 16 in two micro-batches of 8 (the accumulation's
+    graphs): every compilation lies in the first steps (the run's warm-up) or in the steps that
+    settle a new batch, which the switch's row counts; the steady windows after them compile nothing."""
     out = tmp_path / "xla"
-    result = run_train("--synthetic-data", "--target", "xla:lazy:fp32", "--nproc", "2", "--num-workers", "0",
-                       "--batch-schedule", "8@0,16@16,32@48,64@112", "--max-batch-per-device", "8", "--steps", "7",
-                       "--timing-warmup-steps", "1", "--log-every", "1", "--out", str(out), timeout=300)
+    result = run_train("--workload", "toy_workload:ToyWorkload", "--synthetic-data", "--target", "xla:lazy:fp32",
+                       "--nproc", "2", "--num-workers", "0", "--batch-schedule", "8@0,16@16,32@48",
+                       "--max-batch-per-device", "8", "--steps", "8", "--timing-warmup-steps", "2", "--log-every", "1",
+                       "--out", str(out), timeout=300, extra_pythonpath=str(TESTS))
     assert result.returncode == 0, result.stdout + result.stderr
     switches = _rows(out, "batch-switch")
-    assert [(row["batch_size_per_device"], row["micro_batches"]) for row in switches] == [(8, 1), (16, 2), (32, 4)]
-    compiled = [row["compilations"] for row in switches]
-    assert compiled[0] > 0 and compiled[1] > 0 and compiled[2] == 0, compiled
-    assert switches[-1]["compilations_total"] >= sum(compiled)
+    assert [(row["step"], row["batch_size_per_device"], row["micro_batches"]) for row in switches] == \
+        [(3, 8, 1), (5, 16, 2)]
+    assert all(row["compilations"] > 0 for row in switches), switches
+    windows = _rows(out, "train")
+    settling = [row["step"] for row in windows if row["holds_switch"]]
+    assert settling == [3, 4, 5, 6]  # two steps settle each new batch (--timing-warmup-steps 2)
+    compiled = [row["step"] for row in windows if row["compilations"]]
+    assert compiled and set(compiled) <= {1, 2, *settling}, windows
+    assert [row["compilations"] for row in windows if row["step"] > 6] == [0, 0]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["batch_schedule"]["compilations"] >= sum(compiled)
-    marked = [row["step"] for row in _rows(out, "train") if row["holds_switch"]]
-    assert marked == [row["step"] for row in switches]
+    assert summary["batch_schedule"]["compilations"] >= sum(row["compilations"] for row in windows)
     assert summary["steady_samples_per_s"] is not None and math.isfinite(summary["steady_samples_per_s"])

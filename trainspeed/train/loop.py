@@ -11,9 +11,12 @@ validation and checkpoints, which are reported apart. The steady-state rate leav
 
 With a batch schedule (`trainspeed.train.batch_schedule`) a step reads as many of the loader's
 batches as its global batch holds, steps over micro-batches past the memory cap, and a switch closes
-the logged window, changes the LR, the meter's batches and the micro-batches, and writes a
-`batch-switch` row after the first step at the new batch, which is timed apart (with a sync on
-either side) and kept out of the steady-state samples/s, since it compiles the new shape.
+the logged window and changes the LR, the meter's batches and the micro-batches. The first
+`timing_warmup_steps` steps at a new batch (at least one) settle it, as the run's first steps do:
+they compile the new shape (and, on a compiled target, the graphs a second step differs by), so they
+are timed apart, with a sync on either side, kept out of the steady-state samples/s, and their
+compilations go into the `batch-switch` row written after them. Every `train` row counts the
+compilations of its window.
 """
 
 from __future__ import annotations
@@ -117,7 +120,7 @@ class RunClock:
     steady_first_step: int = 0
     steady_first_samples: int = 0
     steady_excluded_s: float = 0.0
-    """The first steps at each new batch of a schedule (their compilation), kept out of steady samples/s."""
+    """The steps that settled each new batch of a schedule (`Settling`), kept out of steady samples/s."""
     steady_excluded_samples: int = 0
     paused_s: float = 0.0
     steady_paused_s: float = 0.0
@@ -167,6 +170,20 @@ class RunTrace:
     startup_s: float | None = None
     first_samples: int = 0
     compiles_at_start: int = 0
+    window_compiles_at_start: int = 0
+    settling: Settling | None = None
+
+
+@dataclass
+class Settling:
+    """The steps that settle a schedule's new batch (module docstring): through `last_step`, timed
+    from `started_at` (None until the steady clock runs) less the pauses in between."""
+
+    last_step: int
+    compiles_at_start: int
+    started_at: float | None = None
+    steady_paused_at_start: float = 0.0
+    samples: int = 0
 
 
 class BatchStream:
@@ -491,7 +508,8 @@ class RankTrainer:
         trace.startup_s = seconds_since_start()
         trace.compiles_at_start = self.target.compile_count()
         trace.clock.started_at, trace.clock.cpu_started_at = time.perf_counter(), time.process_time()
-        trace.window = StepWindow(holds_switch=self.plan is not None and self.plan.pending is not None)
+        trace.window = StepWindow()
+        trace.window_compiles_at_start = trace.compiles_at_start
         stopped = False
         self._switch_if_due(trace)
         while not self._done() and not stopped:
@@ -541,16 +559,17 @@ class RankTrainer:
         trace.clock.steady_started_at = time.perf_counter()
         trace.clock.steady_first_step = self.state.step
         trace.clock.steady_first_samples = self.state.samples
+        if trace.settling is not None:  # the steady clock starts while a new batch settles
+            trace.settling.started_at = trace.clock.steady_started_at
+            trace.settling.steady_paused_at_start = trace.clock.steady_paused_s
 
     def _train_one_step(self, stream: BatchStream, trace: RunTrace) -> None:
         waited_from = time.perf_counter()
         host_batch = stream.next(self.batch_size_per_device // self.unit)
         data_wait_s = time.perf_counter() - waited_from
         batch, h2d_s = self._place(host_batch, timed=trace.window.wants_h2d_sample)
-        switch = self.plan.pending if self.plan is not None else None
-        if switch is not None:  # the first step at a new batch compiles its shape: timed apart
-            self.target.sync()
-            compiles_before, step_from = self.target.compile_count(), time.perf_counter()
+        if self.plan is not None and self.plan.pending is not None and trace.settling is None:
+            self._start_settling(trace)
         partition = self.meter.partition(batch_size(batch)) if self.meter is not None else None
         trace.losses.append(self.accumulation.run(lambda part: self.target.run_step(self.trainable, part), batch,
                                                   self.parts, partition))
@@ -559,16 +578,39 @@ class RankTrainer:
         self._step_batch = self.global_batch
         for scheduler in self.schedulers.values():
             scheduler.step()
-        if switch is not None:
-            self.target.sync()
-            if trace.clock.steady_started_at is not None:
-                trace.clock.steady_excluded_s += time.perf_counter() - step_from
-                trace.clock.steady_excluded_samples += self.global_batch
-            self._write_switch(trace, switch, self.target.compile_count() - compiles_before)
+        if trace.settling is not None:
+            trace.window.holds_switch = True
+            if trace.settling.started_at is not None:
+                trace.settling.samples += self.global_batch
+            if self.state.step >= trace.settling.last_step or self._done():
+                self._end_settling(trace)
         trace.window.add_step(data_wait_s, h2d_s, self.global_batch)
         trace.clock.add_data_wait(data_wait_s)
         if h2d_s is not None:
             trace.clock.h2d_samples.append(h2d_s)
+
+    def _start_settling(self, trace: RunTrace) -> None:
+        """Time the steps that settle the new batch apart from here (a sync first)."""
+        self.target.sync()
+        settling = Settling(last_step=self.state.step + max(1, self.config.timing_warmup_steps),
+                            compiles_at_start=self.target.compile_count())
+        if trace.clock.steady_started_at is not None:
+            settling.started_at, settling.steady_paused_at_start = time.perf_counter(), trace.clock.steady_paused_s
+        trace.settling = settling
+
+    def _end_settling(self, trace: RunTrace) -> None:
+        """The new batch settled (or the run ends, or switches again): keep its steps out of the
+        steady samples/s, and write the switch's row with their compilations."""
+        settling = trace.settling
+        assert settling is not None and self.plan is not None and self.plan.pending is not None
+        self.target.sync()
+        clock = trace.clock
+        if settling.started_at is not None:
+            clock.steady_excluded_s += (time.perf_counter() - settling.started_at
+                                        - (clock.steady_paused_s - settling.steady_paused_at_start))
+            clock.steady_excluded_samples += settling.samples
+        trace.settling = None
+        self._write_switch(trace, self.plan.pending, self.target.compile_count() - settling.compiles_at_start)
 
     def _place(self, host_batch: Batch, timed: bool) -> tuple[Batch, float | None]:
         """Copy the batch to the device; when `timed`, fence the copy with syncs and time it."""
@@ -599,13 +641,17 @@ class RankTrainer:
             run_wall_s=trace.clock.run_wall_s(time.perf_counter()),
             samples=self.state.samples,
         )
+        records = [] if self.meter is None else self.meter.read_window(self.state.step, self.samples,
+                                                                       self.collectives.sum)
+        compiles = self.target.compile_count()  # the window's steps' and its noise-scale reading's
+        trace.last_record = dataclasses.replace(trace.last_record,
+                                                compilations=compiles - trace.window_compiles_at_start)
+        trace.window_compiles_at_start = compiles
         self.metrics.write(trace.last_record, self.state.step)
-        if self.meter is not None:
-            records = self.meter.read_window(self.state.step, self.samples, self.collectives.sum)
-            for record in records:
-                self.metrics.write(record, self.state.step)
-            if records and self.plan is not None and self.plan.rule is not None:
-                self._read_noise_scale(records)
+        for record in records:
+            self.metrics.write(record, self.state.step)
+        if records and self.plan is not None and self.plan.rule is not None:
+            self._read_noise_scale(records)
         trace.losses.clear()
         trace.window = StepWindow()
 
@@ -631,6 +677,8 @@ class RankTrainer:
             return
         if trace.window.steps:
             self._close_window(trace)
+        if trace.settling is not None:
+            self._end_settling(trace)
         lr_before = current_lr(self.trainable.optimizers)
         made = self.plan.switch(self.state.step, self.state.samples)
         refresh_lrs(self.schedulers)
@@ -642,11 +690,10 @@ class RankTrainer:
             "micro_batches": self.parts, "lr_before": lr_before, "lr_after": current_lr(self.trainable.optimizers),
             "lr_scaling": self.config.lr.scaling or "none", "reference_batch": self.config.lr.reference_batch,
             "reason": "auto" if auto else "schedule", **(self._last_reading if auto else {})}
-        trace.window.holds_switch = True
 
     def _write_switch(self, trace: RunTrace, pending: dict[str, Any], compilations: int) -> None:
-        """The switch's row, once the first step at the new batch ran (a checkpoint before that step
-        carries it in the schedule's state, so a resumed run writes it)."""
+        """The switch's row, once the new batch settled (a checkpoint before that carries it in the
+        schedule's state, so a resumed run writes it)."""
         assert self.plan is not None
         record = BatchSwitchRecord(**pending, compilations=compilations,
                                    compilations_total=self.target.compile_count() - trace.compiles_at_start)

@@ -40,7 +40,7 @@ class StepWindow:
     samples: int = 0
     """Samples of the window's steps, every rank's."""
     holds_switch: bool = False
-    """The window starts with a batch schedule's first step at a new batch."""
+    """The window holds steps that settle a batch schedule's new batch (`trainspeed.train.loop`)."""
 
     def add_step(self, data_wait_s: float, h2d_s: float | None, samples: int) -> None:
         self.steps += 1

@@ -37,7 +37,7 @@ METRICS_FILE = "metrics.jsonl"
 @dataclass(frozen=True)
 class BatchSwitchRecord:
     """One `kind: batch-switch` row: a batch schedule's switch (`trainspeed.train.batch_schedule`),
-    written after the first step at the new batch (with the compilations that step made)."""
+    written once the new batch settled (with the compilations its first steps made)."""
 
     KIND: ClassVar[str] = "batch-switch"
     SCHEMA_VERSION: ClassVar[int] = 1
@@ -69,8 +69,9 @@ class BatchSwitchRecord:
     critical_batch: float | None = None
     """auto: c x B_simple (None where it was not resolved: larger than any batch tried)."""
     compilations: int = 0
-    """Graphs the target compiled in the first step at the new batch (0 where it compiles none, or
-    the shape was compiled before)."""
+    """Graphs the target compiled in the steps that settled the new batch (its first
+    `--timing-warmup-steps`, at least one; 0 where it compiles none, or the shapes were compiled
+    before)."""
     compilations_total: int = 0
     """Graphs compiled by this invocation of the run up to that step."""
 
@@ -250,8 +251,10 @@ class WindowRecord:
     global_batch: Batch | None = None
     """The global batch of the window's steps (a batch schedule closes a window at each switch)."""
     holds_switch: bool = False
-    """The window's first step is a batch schedule's first at a new batch, where a compilation of
-    the new shape happens: that step is kept out of the steady-state samples/s."""
+    """The window holds steps that settle a batch schedule's new batch (its compilations): they are
+    kept out of the steady-state samples/s."""
+    compilations: int = 0
+    """Graphs the target compiled in the window's steps, on rank 0 (0 where it compiles none)."""
 
 
 @dataclass(frozen=True)
