@@ -195,9 +195,11 @@ def test_until_and_stop_at_target_record_the_batch_and_samples_of_the_crossing(t
                  "--until", "val/accuracy>=0.0001", "--stop-at-target", "--out", str(out)]) == 0
     (crossing,) = _rows(out, "time-to-target")
     assert (crossing["step"], crossing["samples"], crossing["global_batch"]) == (6, 128, 32)
+    (switch,) = _rows(out, "batch-switch")  # the run stopped while its new batch settled: the row is written
+    assert (switch["step"], switch["samples"], switch["to_global_batch"]) == (5, 64, 32)
 
 
-# --- kill -9 and --resume, one rank and two; XLA ---------------------------------------------------------
+# --- kill -9 and --resume; XLA ---------------------------------------------------------
 
 def _wait_for_step(run_dir: Path, process: subprocess.Popen, step: int, timeout_s: float) -> None:
     pointer = run_dir / "checkpoints" / "latest"

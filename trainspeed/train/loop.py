@@ -525,6 +525,8 @@ class RankTrainer:
             self._between_steps(trace, stopped)
             if self.reached_now and self.config.stop_at_target:
                 break
+        if trace.settling is not None and not stopped:  # ended (at its goal) while a new batch settled
+            self._end_settling(trace)
         self.target.sync()
         self.collectives.barrier()
         ended_at = time.perf_counter()
