@@ -64,13 +64,17 @@ def _exact() -> tuple[float, float]:
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("ranks", [
-    pytest.param(["--batch-size-per-device", "256", "--noise-scale-micro-batches", "4"], id="1-rank-micro-batches"),
-    pytest.param(["--batch-size-per-device", "128", "--nproc", "2"], id="2-ranks"),
+    pytest.param(["--batch-size-per-device", "256", "--noise-scale-micro-batches", "4", "--steps", "300"],
+                 id="1-rank-micro-batches"),
+    pytest.param(["--nproc", "2", "--batch-schedule", "256@0,512@38400", "--max-batch-per-device", "128",
+                  "--samples", "76800"], id="2-ranks-batch-schedule-past-the-cap"),
 ])
 def test_the_estimate_of_least_squares_at_fixed_weights_is_within_10_percent_of_the_closed_form(
         least_squares_data: Path, tmp_path: Path, ranks: list[str]) -> None:
+    """Two ranks switch halfway from 128 per device to 256 in two micro-batches of 128 (a batch
+    schedule past the memory cap): each micro-batch measures as one step of the same batches."""
     out = tmp_path / "run"
-    run_ok("train", *LEAST_SQUARES, *ranks, "--data", str(least_squares_data), "--steps", "300", "--out", str(out),
+    run_ok("train", *LEAST_SQUARES, *ranks, "--data", str(least_squares_data), "--out", str(out),
            path=(EXAMPLES,), timeout=300)
     grad_sq, trace_sigma = _exact()
     last = _rows(out, "noise-scale")[-1]
@@ -82,6 +86,9 @@ def test_the_estimate_of_least_squares_at_fixed_weights_is_within_10_percent_of_
     assert last["resolved"] is True and last["grad_sq_avg"] > RESOLVED_Z * last["grad_sq_avg_se"] > 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["noise_scale"]["model"] == pytest.approx(trace_sigma / grad_sq, rel=TOLERANCE)
+    if "--batch-schedule" in ranks:
+        (switch,) = _rows(out, "batch-switch")
+        assert (switch["samples"], switch["batch_size_per_device"], switch["micro_batches"]) == (38400, 256, 2)
 
 
 def test_the_two_batch_estimators_invert_the_expected_squared_norms() -> None:

@@ -126,7 +126,7 @@ def test_a_summary_that_is_not_one_run_summary_is_one_line(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("row, said", [
     ({"kind": "bench", "schema_version": 1},
-     "a 'bench' row is no metrics row (train, val, noise-scale, time-to-target, train-summary)"),
+     "a 'bench' row is no metrics row (train, val, noise-scale, time-to-target, batch-switch, train-summary)"),
     ({"kind": "val", "schema_version": 1, "step": 4, "loss": "low"}, "val row: metric loss must be a number"),
     ({"kind": "train", "schema_version": 1, "step": 4}, "train row without its field"),
     ([1, 2], "not a JSON object but list"),
@@ -148,7 +148,7 @@ def test_a_torn_metrics_line_is_refused_by_the_reader(tmp_path: Path) -> None:
 
 
 def test_every_metrics_kind_has_one_dataclass() -> None:
-    assert set(METRICS_KINDS) == {"train", "val", "noise-scale", "time-to-target", "train-summary"}
+    assert set(METRICS_KINDS) == {"train", "val", "noise-scale", "time-to-target", "batch-switch", "train-summary"}
     assert all(METRICS_KINDS[row_type.KIND] is row_type for row_type in METRICS_ROWS)
     source = "metrics.jsonl:1"
     record = parse_metrics_row({"kind": "val", "schema_version": 1, "step": 3, "loss": 2}, source)

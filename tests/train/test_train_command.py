@@ -11,7 +11,7 @@ import pytest
 from trainspeed.cli import build_parser
 from trainspeed.errors import UsageError
 from trainspeed.flags import FlagGroup, OneLineParser, add_flags, config_argv, config_from_flags, flag
-from trainspeed.train.config import LaunchConfig, LRConfig, TrainConfig
+from trainspeed.train.config import BatchScheduleConfig, LaunchConfig, LRConfig, TrainConfig
 from trainspeed.train.flags import TRAIN_FLAGS, config_of_command, train_command
 
 CONFIGS = {
@@ -107,7 +107,7 @@ def test_every_field_of_train_s_config_has_a_flag() -> None:
     """So `train_command` states every config a study can build (none is refused for want of a flag)."""
     parser = OneLineParser(prog="train")
     add_flags(parser, TrainConfig, TRAIN_FLAGS)
-    nested = {"LRConfig": LRConfig, "LaunchConfig": LaunchConfig}
+    nested = {"LRConfig": LRConfig, "LaunchConfig": LaunchConfig, "BatchScheduleConfig": BatchScheduleConfig}
     fields = {f"{field.name}.{inner.name}" if field.type in nested else field.name
               for field in dataclasses.fields(TrainConfig)
               for inner in (dataclasses.fields(nested[field.type]) if field.type in nested else [field])}

@@ -16,12 +16,19 @@ ratio is taken, as AdaptDL's `GradientNoiseScale` does. Where the two batches co
   device; they are linear in the squared norms, so one small all-reduce at the logging interval
   averages them over ranks and nothing is communicated per step.
 - 1 rank, `--noise-scale-micro-batches k` (`micro-batches`): the step runs its backward over k
-  slices of the batch (b = B/k); their gradients are summed before the one optimizer step, which
-  therefore takes the same update as one backward over the whole batch. The slices are a random
-  partition: a loader's batch may hold neighbouring samples next to each other (sorted for its
-  reads), and contiguous slices of it would differ by more than independent batches do.
+  slices of the batch (b = B/k); their gradients are averaged before the one optimizer step, which
+  therefore takes the same update as one backward over the whole batch
+  (`trainspeed.gradients.accumulation`, which a batch schedule past a device's memory cap steps
+  through too). The slices are a random partition, drawn from the seed and the measurements so far
+  (so a resumed run draws the same): a loader's batch may hold neighbouring samples next to each
+  other (sorted for its reads), and contiguous slices of it would differ by more than independent
+  batches do. On N ranks, micro-batches of a step each measure as one step of b = B/(N k).
 - 1 rank otherwise (`previous-step`): this step's gradient and the last one's (b = B, B = 2B). The
   weights moved between the two, so the estimate is biased (the rows say so); it is cheap.
+
+A batch schedule changes the batches at a switch (`resize`): the moving averages estimate
+E|G_b|^2 = |G|^2 + tr(Sigma)/b, linear in the two, so they are carried over to the new batches
+exactly, as their |G|^2 and tr(Sigma) put at the new sizes.
 
 The norms stay on the device (an XLA step stays one graph) and are read at the logging interval
 only. The gradient is the raw one, before the optimizer's preconditioning (Adam's): B_simple is a
@@ -45,7 +52,7 @@ from typing import Any, Callable
 
 import torch
 
-from trainspeed.errors import UsageError
+from trainspeed.gradients.accumulation import GradientAccumulation, batch_size, gradients, split_batch
 from trainspeed.gradients.rows import (
     NoiseScaleReading,
     NoiseScaleRecord,
@@ -139,14 +146,26 @@ class NoiseScaleMeter:
     def __init__(self, trainable: Trainable, *, world_size: int, samples_per_rank: int, micro_batches: int,
                  smoothing: float, seed: int = 0) -> None:
         self.trainable = trainable
-        self._partitions = torch.Generator().manual_seed(seed)
-        """Draws each step's random partition into micro-batches (apart from the run's own RNGs)."""
+        self.seed = seed
+        """With the measurements so far, draws each step's random partition into micro-batches."""
         self.smoothing = smoothing
         self.world_size = world_size
+        self._set_sizes(samples_per_rank, micro_batches)
+        self.networks: dict[str, NetworkNorms] = {name: NetworkNorms() for name in trainable.optimizers}
+        self._previous: dict[str, torch.Tensor] = {}
+        self.accumulation: GradientAccumulation | None = None
+        self.history: list[tuple[int, WindowEstimate]] = []
+        """(step, estimate) of every window of this invocation, for the summary's last quarter."""
+
+    def _set_sizes(self, samples_per_rank: int, micro_batches: int) -> None:
+        """The method and its two batches for `samples_per_rank` samples per rank and step, in
+        `micro_batches` slices."""
         self.micro_batches = micro_batches
         self.samples_per_rank = samples_per_rank
-        if world_size > 1:
-            self.method, self.small_batch, self.big_batch = "ranks", samples_per_rank, samples_per_rank * world_size
+        if self.world_size > 1:
+            self.method = "ranks"
+            self.small_batch = samples_per_rank // micro_batches
+            self.big_batch = self.small_batch * self.world_size
         elif micro_batches > 1:
             self.method = "micro-batches"
             self.small_batch, self.big_batch = samples_per_rank // micro_batches, samples_per_rank
@@ -155,15 +174,25 @@ class NoiseScaleMeter:
         self.weights = (self.big_batch / (self.big_batch - self.small_batch),
                         self.small_batch / (self.big_batch - self.small_batch))
         """|G|^2 = weights[0] |G_B|^2 - weights[1] |G_b|^2 (`two_batch_estimates`), per step on the device."""
-        self.networks: dict[str, NetworkNorms] = {name: NetworkNorms() for name in trainable.optimizers}
-        self._previous: dict[str, torch.Tensor] = {}
-        self._accumulated: dict[str, list[torch.Tensor]] = {}
-        self._micro_index = 0
-        self._hook_calls = 0
-        """Step pre-hook calls so far: a step that runs its optimizers without them (a compiled
-        step may) would leave the micro-batches' updates unaccumulated, so it is refused."""
-        self.history: list[tuple[int, WindowEstimate]] = []
-        """(step, estimate) of every window of this invocation, for the summary's last quarter."""
+
+    def resize(self, samples_per_rank: int, micro_batches: int) -> None:
+        """Measure at a new batch from the next step on (a batch schedule's switch): the moving
+        averages (and an open window's sums) carried over to the new batches (module docstring)."""
+        old_small, old_big = self.small_batch, self.big_batch
+        self._set_sizes(samples_per_rank, micro_batches)
+        if (old_small, old_big) == (self.small_batch, self.big_batch):
+            return
+        self._previous.clear()
+
+        def carried(small: Any, big: Any) -> tuple[Any, Any]:
+            grad_sq, trace_sigma = two_batch_estimates(small, big, old_small, old_big)
+            return grad_sq + trace_sigma / self.small_batch, grad_sq + trace_sigma / self.big_batch
+
+        for norms in self.networks.values():
+            norms.carried_small, norms.carried_big = carried(norms.carried_small, norms.carried_big)
+            if norms.average_small is not None:
+                norms.average_small, norms.average_big = carried(norms.average_small, norms.average_big)
+                norms.window_small, norms.window_big = carried(norms.window_small, norms.window_big)
 
     @property
     def biased(self) -> bool:
@@ -200,7 +229,7 @@ class NoiseScaleMeter:
 
     def _averaged_hook(self, name: str):
         def measure(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
-            grads = _gradients(optimizer)
+            grads = gradients(optimizer)
             norms = self.networks[name]
             if grads and norms.pending_small:
                 self.ranks_step(name, torch.stack(norms.pending_small).sum(), squared_norm(grads))
@@ -214,13 +243,10 @@ class NoiseScaleMeter:
 
     def _single_rank_hook(self, name: str):
         def measure(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
-            self._hook_calls += 1
-            grads = _gradients(optimizer)
-            if not grads:
-                return
-            if self.method == "micro-batches":
-                self._micro_batch(name, optimizer, grads)
-            else:
+            if self.method != "previous-step":
+                return  # micro-batches: measured from the accumulation's slices (`micro_batch`)
+            grads = gradients(optimizer)
+            if grads:
                 self._previous_step(name, grads)
 
         return measure
@@ -234,46 +260,41 @@ class NoiseScaleMeter:
             self.networks[name].add((current_sq + previous_sq) / 2, big, self.smoothing, self.weights)
         self._previous[name] = flat
 
-    def _micro_batch(self, name: str, optimizer: torch.optim.Optimizer, grads: list[torch.Tensor]) -> None:
-        """Micro-batches 1..k-1: keep the gradient and take it away, so the step updates nothing
-        (an optimizer skips parameters without a gradient); micro-batch k: the mean of all k."""
+    def accumulate_with(self, accumulation: GradientAccumulation) -> None:
+        """Measure one rank's micro-batches from the slices `accumulation` steps through."""
+        self.accumulation = accumulation
+        accumulation.observers.append(self)
+
+    def micro_batch(self, name: str, grads: list[torch.Tensor]) -> None:
+        if self.method == "micro-batches":
+            self.networks[name].pending_small.append(squared_norm(grads))
+
+    def accumulated(self, name: str, grads: list[torch.Tensor]) -> None:
+        """The mean of a step's slices: the big batch's gradient, beside the slices' mean squared norm."""
         norms = self.networks[name]
-        norms.pending_small.append(squared_norm(grads))
-        accumulated = self._accumulated.get(name)
-        if accumulated is None:
-            accumulated = self._accumulated[name] = [torch.zeros_like(grad) for grad in grads]
-        torch._foreach_add_(accumulated, grads)
-        if self._micro_index < self.micro_batches - 1:
-            for group in optimizer.param_groups:
-                for parameter in group["params"]:
-                    parameter.grad = None
-            return
-        torch._foreach_copy_(grads, accumulated)
-        torch._foreach_div_(grads, float(self.micro_batches))
-        for tensor in accumulated:
-            tensor.zero_()
-        small = torch.stack(norms.pending_small).mean()
-        norms.pending_small.clear()
-        norms.add(small, squared_norm(grads), self.smoothing, self.weights)
+        if self.method == "micro-batches" and norms.pending_small:
+            small = torch.stack(norms.pending_small).mean()
+            norms.pending_small.clear()
+            norms.add(small, squared_norm(grads), self.smoothing, self.weights)
 
     # --- the step ------------------------------------------------------------------------------------
+    def partition(self, size: int) -> torch.Tensor | None:
+        """The random order of a step's samples before they are cut into micro-batches (None unless
+        the method is `micro-batches`), drawn from the seed and the measurements so far."""
+        if self.method != "micro-batches":
+            return None
+        count = next(iter(self.networks.values())).count if self.networks else 0
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + count)
+        return torch.randperm(size, generator=generator)
+
     def run_step(self, step: Any, batch: Batch) -> torch.Tensor:
         """Run `step(batch)`; in k micro-batches (the mean loss) when the method is `micro-batches`."""
         if self.method != "micro-batches":
             return step(batch)
-        losses = []
-        calls_before = self._hook_calls
-        size = next(iter(batch.values())).shape[0]
-        permutation = torch.randperm(size, generator=self._partitions)
-        for index, part in enumerate(split_batch(batch, self.micro_batches, permutation)):
-            self._micro_index = index
-            losses.append(step(part))
-        self._micro_index = 0
-        if self._hook_calls - calls_before < self.micro_batches:
-            raise UsageError("train: --noise-scale-micro-batches: the workload's step ran its optimizer without "
-                             "its step hooks (a compiled optimizer step does), so the micro-batches cannot be "
-                             "accumulated into one update; drop --noise-scale-micro-batches")
-        return torch.stack(losses).mean()
+        if self.accumulation is None:
+            self.accumulate_with(GradientAccumulation(self.trainable))
+        assert self.accumulation is not None
+        return self.accumulation.run(step, batch, self.micro_batches, self.partition(batch_size(batch)))
 
     # --- reading -------------------------------------------------------------------------------------
     def read_window(self, step: int, samples: int, sum_over_ranks: SumOverRanks) -> list[NoiseScaleRecord]:
@@ -364,13 +385,20 @@ class NoiseScaleMeter:
                 small, big, grad_sq_sq = (float(value) for value in torch.stack(
                     [norms.average_small, norms.average_big, norms.average_grad_sq_sq]).cpu())
             state[name] = {"small": small, "big": big, "grad_sq_sq": grad_sq_sq, "count": norms.count}
-        return {"method": self.method, "smoothing": self.smoothing, "networks": state}
+        return {"method": self.method, "smoothing": self.smoothing, "networks": state,
+                "samples_per_rank": self.samples_per_rank, "micro_batches": self.micro_batches}
 
     def load_state(self, state: Any) -> None:
-        """Continue the moving averages a checkpoint of the same method carries (else start anew:
+        """Continue the moving averages a checkpoint of the same method carries, at the batches it
+        measured at (a batch schedule's, where it switched before the checkpoint); else start anew:
         also where it holds no moving average of |G|^2 squared, which the standard error needs over
-        the same steps as the averages)."""
-        if not isinstance(state, dict) or state.get("method") != self.method or state.get("smoothing") != self.smoothing:
+        the same steps as the averages."""
+        if not isinstance(state, dict):
+            return
+        sizes = (state.get("samples_per_rank"), state.get("micro_batches"))
+        if all(isinstance(size, int) and not isinstance(size, bool) and size > 0 for size in sizes):
+            self._set_sizes(*sizes)
+        if state.get("method") != self.method or state.get("smoothing") != self.smoothing:
             return
         for name, saved in (state.get("networks") or {}).items():
             if name in self.networks and isinstance(saved, dict) and "grad_sq_sq" in saved:
@@ -380,19 +408,4 @@ class NoiseScaleMeter:
                 norms.count = int(saved["count"])
 
 
-def _gradients(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
-    return [parameter.grad for group in optimizer.param_groups for parameter in group["params"]
-            if parameter.grad is not None]
-
-
-def split_batch(batch: Batch, parts: int, permutation: torch.Tensor | None = None) -> list[Batch]:
-    """The batch as `parts` equal slices along its first dimension, of the samples in the order of
-    `permutation` (host indices) where given."""
-    sizes = {tensor.shape[0] for tensor in batch.values()}
-    if len(sizes) != 1 or next(iter(sizes)) % parts:
-        raise UsageError(f"train: --noise-scale-micro-batches {parts} needs a batch whose every tensor has a "
-                         f"first dimension divisible by {parts}, got {sorted(sizes)}")
-    if permutation is not None:
-        batch = {key: tensor.index_select(0, permutation.to(tensor.device)) for key, tensor in batch.items()}
-    chunks = {key: tensor.chunk(parts) for key, tensor in batch.items()}
-    return [{key: chunk[index] for key, chunk in chunks.items()} for index in range(parts)]
+__all__ = ["NoiseScaleMeter", "split_batch", "two_batch_estimates"]

@@ -41,6 +41,25 @@ class LRConfig:
 
 
 @dataclass(frozen=True)
+class BatchScheduleConfig:
+    """A global batch that changes as the run trains (`trainspeed.train.batch_schedule`)."""
+
+    schedule: str | None = None
+    """`64@0,128@20000` (global batch @ samples trained), `auto` (doubled while the noise scale says
+    the next batch still scales), or None: the fixed --batch-size-per-device."""
+    global_batch_min: int | None = ranged(None, 1, MAX_BATCH_SIZE)
+    """auto: the global batch it starts at."""
+    global_batch_max: int | None = ranged(None, 1, MAX_BATCH_SIZE)
+    """auto: the largest global batch it doubles to."""
+    critical_batch: str | None = None
+    """auto: critical-batch rows (a study's folder or a JSONL file) that calibrate B_crit = c x B_simple."""
+    max_batch_per_device: int | None = ranged(None, 1, MAX_BATCH_SIZE)
+    """The most samples one device holds in one forward and backward: a schedule steps past it in
+    micro-batches of at most this many (auto stops below it). The launcher writes the smaller of
+    this and what --bench-jsonl's out-of-memory rows allow."""
+
+
+@dataclass(frozen=True)
 class LaunchConfig:
     """Where the ranks run: processes per node and torchrun's rendezvous for several nodes."""
 
@@ -66,6 +85,8 @@ class TrainConfig:
     batch_size_per_device: int = ranged(1024, 1, MAX_BATCH_SIZE, why_high=" samples (2^40, a TiB even at a byte each)")
     steps: int | None = ranged(None, 1, MAX_STEPS, why_high=" steps (a checkpoint's name holds its step in 9 digits)")
     epochs: float | None = ranged(None, 0, 1e6, low_open=True)
+    samples: int | None = ranged(None, 1, 2**62)
+    """The budget in samples trained: the run ends at the first step at or past it."""
     seed: int = 0
     num_workers: int = ranged(1, 0, machine_cpus, why_high=" loader processes per rank, more than this machine's CPUs")
     """Loader worker processes per rank."""
@@ -108,6 +129,7 @@ class TrainConfig:
     progress: bool = True
     lr: LRConfig = field(default_factory=LRConfig)
     launch: LaunchConfig = field(default_factory=LaunchConfig)
+    batch: BatchScheduleConfig = field(default_factory=BatchScheduleConfig)
 
     # --- derived ----------------------------------------------------------------------------------
     @property
@@ -123,9 +145,12 @@ class TrainConfig:
         return Path(self.out_dir)
 
     def total_steps(self, batches_per_epoch: int | None) -> int:
-        """Optimizer steps of the whole run, from --steps or from --epochs and the loader length."""
+        """Optimizer steps of the whole run at the fixed batch, from --steps, --samples, or --epochs
+        and the loader length (a batch schedule's are `trainspeed.train.batch_schedule.run_length`'s)."""
         if self.steps is not None:
             return self.steps
+        if self.samples is not None:
+            return math.ceil(self.samples / self.global_batch)
         assert self.epochs is not None and batches_per_epoch is not None
         return max(1, math.ceil(self.epochs * batches_per_epoch))
 
@@ -159,8 +184,8 @@ class TrainConfig:
             raise UsageError(f"train: --data {self.data}: no such file or directory")
         if self.keep_checkpoints < 0:
             raise UsageError(f"train: --keep-checkpoints {self.keep_checkpoints}: give 0 (keep all) or more")
-        if (self.steps is None) == (self.epochs is None):
-            raise UsageError("train: give exactly one of --steps N or --epochs E")
+        if [self.steps, self.epochs, self.samples].count(None) != 2:
+            raise UsageError("train: give exactly one of --steps N or --epochs E (or --samples N)")
         if self.synthetic_data and self.epochs is not None:
             raise UsageError("train: --synthetic-data has no epochs; use --steps N")
         _require_positive("--steps", self.steps)
@@ -190,6 +215,7 @@ class TrainConfig:
             raise UsageError("train: --init-step is the step of --init-from RUN_DIR's checkpoint; give --init-from too")
         self._validate_goal()
         self._validate_noise_scale()
+        self._validate_batch_schedule()
         if self.eval_batches is not None and self.eval_batches < 1:
             raise UsageError(f"train: --eval-batches must be >= 1, got {self.eval_batches}")
         if not 0.0 <= self.lr.min_lr_ratio <= 1.0:
@@ -231,16 +257,22 @@ class TrainConfig:
         if micro > 1 and self.world_size > 1:
             raise UsageError(f"train: --noise-scale-micro-batches is for one rank ({self.world_size} ranks measure "
                              "the noise scale from each rank's gradient); drop it")
-        if micro > 1 and self.batch_size_per_device % micro:
+        if micro > 1 and self.batch.schedule is None and self.batch_size_per_device % micro:
             raise UsageError(f"train: --noise-scale-micro-batches {micro} must divide --batch-size-per-device "
                              f"{self.batch_size_per_device}")
         if not 0.0 <= self.noise_scale_smoothing < 1.0:
             raise UsageError(f"train: --noise-scale-smoothing must be in [0, 1), got {self.noise_scale_smoothing}")
 
-    def is_eval_due(self, step: int, global_batch: int) -> bool:
-        """A validation after `step` (not the last: the run validates at its end anyway)?"""
+    def _validate_batch_schedule(self) -> None:
+        from trainspeed.train.batch_schedule import check_schedule_settings
+
+        check_schedule_settings(self)
+
+    def is_eval_due(self, step: int, samples_before: int, samples_after: int) -> bool:
+        """A validation after `step`, which trained from `samples_before` to `samples_after` (not
+        the last: the run validates at its end anyway)?"""
         if self.eval_every_samples:
-            return step * global_batch // self.eval_every_samples > (step - 1) * global_batch // self.eval_every_samples
+            return samples_after // self.eval_every_samples > samples_before // self.eval_every_samples
         return self.eval_every > 0 and step % self.eval_every == 0
 
 

@@ -1,6 +1,6 @@
 """The trainer's figures: end-to-end samples/s per configuration with where its ranks waited for
-data (a scaling study draws its runs with them too), each run's training and validation curves, and
-its gradient noise scale against samples."""
+data (a scaling study draws its runs with them too), each run's training and validation curves, its
+gradient noise scale against samples, and a batch schedule's global batch against samples."""
 
 from __future__ import annotations
 
@@ -126,10 +126,8 @@ def noise_scale_figure(runs: Sequence[TrainRun]) -> Figure:
     bounds_drawn = False
     for index, run in enumerate(runs):
         colour = COLOURS[index % len(COLOURS)]
-        batch = run.row.global_batch
         if run.train_curve:
-            loss_axes.plot([record.step * batch for record in run.train_curve],
-                           [record.loss for record in run.train_curve], color=colour, label=run.label)
+            loss_axes.plot(*zip(*_loss_by_samples(run)), color=colour, label=run.label)
         networks = list(dict.fromkeys(record.network for record in run.noise_curve))
         for network, style in zip(networks, ("-", "--", ":", "-.")):
             readings = [(record.samples, record.reading) for record in run.noise_curve if record.network == network]
@@ -163,4 +161,40 @@ def noise_scale_figure(runs: Sequence[TrainRun]) -> Figure:
             labels.append(LOWER_BOUND_LABEL)
         if handles:
             axes.legend(handles, labels, fontsize=7)
+    return figure
+
+
+def _loss_by_samples(run: TrainRun) -> list[tuple[float, float]]:
+    """(samples, loss) of each logged window: the samples its row records, else (a row written
+    before rows recorded them, at a fixed batch) its step at the run's batch."""
+    return [(record.samples if record.samples is not None else record.step * run.row.global_batch, record.loss)
+            for record in run.train_curve]
+
+
+def batch_schedule_figure(runs: Sequence[TrainRun]) -> Figure:
+    """The global batch against samples (right, with B_simple on the same axes: both are batches)
+    beside the training loss (left): a schedule's switches, and where the noise scale stood at each."""
+    figure, (loss_axes, batch_axes) = plt.subplots(1, 2, figsize=(13, 4.2), constrained_layout=True)
+    for index, run in enumerate(runs):
+        colour = COLOURS[index % len(COLOURS)]
+        if run.train_curve:
+            loss_axes.plot(*zip(*_loss_by_samples(run)), color=colour, label=run.label)
+        schedule = run.row.batch_schedule
+        batch_axes.plot(*zip(*run.batch_curve()), color=colour, linewidth=2,
+                        label=f"{run.label}: global batch ({schedule.schedule if schedule else 'fixed'})")
+        for switch in run.batch_switches:
+            batch_axes.plot(switch.samples, switch.to_global_batch, "o", color=colour, markersize=4)
+        noise = [(record.samples, record.b_simple_avg) for record in run.noise_curve
+                 if record.b_simple_avg is not None and record.b_simple_avg > 0]
+        if noise:
+            batch_axes.plot(*zip(*noise), color=colour, linestyle=":", label=f"{run.label}: B_simple (moving average)")
+    loss_axes.set(xlabel="samples", ylabel="training loss", title="Training loss")
+    batch_axes.set(xlabel="samples", ylabel="samples per step", title="Global batch and B_simple against samples")
+    batch_axes.set_yscale("log", base=2)
+    batch_axes.yaxis.set_major_formatter(FuncFormatter(compact_number))
+    for axes in (loss_axes, batch_axes):
+        axes.xaxis.set_major_formatter(FuncFormatter(compact_number))
+        axes.grid(True, alpha=0.3)
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(fontsize=7)
     return figure

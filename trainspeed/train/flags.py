@@ -24,8 +24,21 @@ TRAIN_FLAGS = (
     FlagGroup("how long", (
         flag("--steps", "steps", "optimizer steps"),
         flag("--epochs", "epochs", "passes over the training split (real data only)"),
+        flag("--samples", "samples", "samples to train (the run ends at the first step at or past them)"),
         flag("--batch-size-per-device", "batch_size_per_device", "samples per device and step", always=True),
         flag("--seed", "seed", "seed of the model, the data order and every rank's random numbers"),
+    )),
+    FlagGroup("batch schedule (docs/batch_schedule.md)", (
+        flag("--batch-schedule", "batch.schedule", "a global batch that grows: 64@0,128@20000,256@60000 (global "
+             "batch @ samples trained), or auto (doubles while the noise scale says the next batch still scales); "
+             "the run starts at its first batch, not --batch-size-per-device"),
+        flag("--global-batch-min", "batch.global_batch_min", "auto: the global batch it starts at"),
+        flag("--global-batch-max", "batch.global_batch_max", "auto: the largest global batch it doubles to"),
+        flag("--critical-batch", "batch.critical_batch", "auto: critical-batch rows (a study's folder or a JSONL) "
+             "that calibrate B_crit = c x B_simple (default: c = 1)"),
+        flag("--max-batch-per-device", "batch.max_batch_per_device", "the most samples a device steps at once: a "
+             "schedule goes past it in micro-batches, auto stops below it (also read from --bench-jsonl's "
+             "out-of-memory rows)"),
     )),
     FlagGroup("where (torchrun)", (
         flag("--nproc", "launch.nproc", "processes (devices) per node", always=True),
@@ -63,7 +76,8 @@ TRAIN_FLAGS = (
         flag("--eval-batches", "eval_batches", "cap on validation batches per rank"),
         flag("--log-every", "log_every", "steps per logged window"),
         flag("--timing-warmup-steps", "timing_warmup_steps", "steps left out of steady samples/s"),
-        flag("--bench-jsonl", "bench_jsonl", "bench results to compute the IO efficiency against"),
+        flag("--bench-jsonl", "bench_jsonl", "bench results to compute the IO efficiency against (with a "
+             "--batch-schedule: the memory cap its out-of-memory rows show)"),
         flag("--no-progress", "progress", "no progress bar"),
     )),
     FlagGroup("time to target and gradient noise scale", (

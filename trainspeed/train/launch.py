@@ -18,6 +18,7 @@ Multi-node: start the same command on every node with `--nnodes N --rdzv-endpoin
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import signal
 import subprocess
@@ -32,6 +33,16 @@ from trainspeed.errors import UsageError
 from trainspeed.safe_path import isolated_environment
 from trainspeed.targets import check_target_builds, get_target, target_family
 from trainspeed.targets.base import Target
+from trainspeed.train.batch_schedule import (
+    AUTO,
+    RunLength,
+    batches_of,
+    bench_memory_cap,
+    loader_unit,
+    read_calibration,
+    run_length,
+    start_batch,
+)
 from trainspeed.train.config import MAX_STEPS, TrainConfig, resolve_lr
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.evaluation import metric_names
@@ -63,6 +74,44 @@ def resolve_workload_settings(config: TrainConfig, workload: Workload) -> TrainC
                                lr=resolve_lr(config.lr, reference_batch(workload)))
 
 
+def resolve_batch_schedule(config: TrainConfig, workload: Workload, family: type[Target]) -> TrainConfig:
+    """A schedule's config as the run follows it: the per-device batch it starts at, and the memory
+    cap, the smaller of --max-batch-per-device and what --bench-jsonl's out-of-memory rows allow;
+    UsageError for a schedule this workload and target cannot follow."""
+    settings = config.batch
+    devices = config.world_size
+    cap = settings.max_batch_per_device
+    if config.bench_jsonl:
+        assert config.size is not None
+        found = bench_memory_cap(config.bench_jsonl, workload.name, config.size, config.target)
+        cap = found if cap is None else (cap if found is None else min(cap, found))
+    config = dataclasses.replace(config, batch_size_per_device=start_batch(config) // devices,
+                                 batch=dataclasses.replace(settings, max_batch_per_device=cap))
+    if settings.schedule == AUTO:
+        if not family.gradients_here:
+            raise UsageError(f"train: --batch-schedule auto follows the gradient noise scale, and {config.target} keeps "
+                             "its gradients on the server, where it is not measured; give an explicit schedule")
+        if settings.critical_batch:
+            read_calibration(settings.critical_batch)
+        if cap is not None and settings.global_batch_min // devices > cap:  # type: ignore[operator]
+            raise UsageError(f"train: --global-batch-min {settings.global_batch_min} is more than the memory cap of {cap} "
+                             "per device (--max-batch-per-device, or --bench-jsonl's out-of-memory rows), and auto never "
+                             "steps in micro-batches; give a smaller min")
+        return config
+    largest = max(batches_of(config)) // devices
+    if cap is not None and largest > cap:
+        if not family.gradients_here:
+            raise UsageError(f"train: --batch-schedule steps past the memory cap of {cap} per device in micro-batches, "
+                             f"whose gradients {config.target} keeps on the server; give batches of at most "
+                             f"{cap * devices}")
+        trained = workload.build(config.size, seed=0).trained_network_names()
+        if len(trained) > 1:
+            raise UsageError(f"train: --batch-schedule steps past the memory cap of {cap} per device in micro-batches, "
+                             f"which accumulate a step that trains one network, and {workload.name!r} trains "
+                             f"{len(trained)} ({', '.join(trained)}) in phases; give batches of at most {cap * devices}")
+    return config
+
+
 def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int | None]:
     """Raise UsageError for anything that would fail later in a rank; returns the config with the
     workload's defaults resolved, the target family and the batches per epoch of the training
@@ -81,13 +130,18 @@ def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int 
     check_init(config)
     check_target_builds(config.target, workload)
     _check_quality_settings(config, workload, family)
+    if config.batch.schedule is not None:
+        config = resolve_batch_schedule(config, workload, family)
     batches_per_epoch = None
     if config.data is not None:
         if not hasattr(workload, "open_dataset"):
             raise UsageError(f"train: workload {workload.name!r} has no real dataset; use --synthetic-data")
-        probe = LoaderConfig(batch_size=config.batch_size_per_device, world_size=config.world_size, num_workers=0)
+        unit = loader_unit(config) if config.batch.schedule is not None else config.batch_size_per_device
+        probe = LoaderConfig(batch_size=unit, world_size=config.world_size, num_workers=0)
         loader = workload.open_dataset(config.data, config.size, probe)
         batches_per_epoch = len(loader)
+        if config.batch.schedule is not None:
+            _check_schedule_fits(config, loader.num_samples, batches_per_epoch, unit)
         if batches_per_epoch == 0:
             raise UsageError(
                 f"train: the training split of --data {config.data} has {loader.num_samples} samples, fewer than "
@@ -97,12 +151,35 @@ def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int 
         _check_loader_batches(config, workload, loader)
     else:
         _check_synthetic_batches_fit(config, workload)
-    if config.total_steps(batches_per_epoch) > MAX_STEPS:
+    if config.batch.schedule is None and config.total_steps(batches_per_epoch) > MAX_STEPS:
         raise UsageError(f"train: --epochs {config.epochs} makes {config.total_steps(batches_per_epoch):,} steps, more than "
                          f"the {MAX_STEPS:,} a checkpoint's name can hold; give fewer epochs")
-    if config.bench_jsonl:
+    if config.batch.schedule is not None:
+        length = run_length(config, None if config.data is None else loader.num_samples)
+        most = length.total_steps or math.ceil(length.total_samples / start_batch(config))
+        if most > MAX_STEPS:
+            raise UsageError(f"train: the schedule makes up to {most:,} steps, more than the {MAX_STEPS:,} a checkpoint's "
+                             "name can hold; give a smaller budget")
+    elif config.bench_jsonl:
         bench_samples_per_s(config.bench_jsonl, workload.name, config.size, config.target, config.batch_size_per_device)
     return config, family, batches_per_epoch
+
+
+def _check_schedule_fits(config: TrainConfig, samples: int, unit_batches: int, unit: int) -> None:
+    """Every batch of the schedule fits into one epoch of the training split."""
+    largest = max(batches_of(config))
+    if largest // config.world_size // unit > unit_batches:
+        flag = "--global-batch-max" if config.batch.schedule == AUTO else "--batch-schedule"
+        raise UsageError(f"train: the training split of --data {config.data} has {samples} samples, fewer than the "
+                         f"schedule's largest global batch of {largest} ({flag}); give smaller batches or more data")
+
+
+def run_length_of(config: TrainConfig, batches_per_epoch: int | None, train_samples: int | None) -> RunLength:
+    """How long the run trains: its steps at a fixed batch, or its schedule's length."""
+    if config.batch.schedule is None:
+        steps = config.total_steps(batches_per_epoch)
+        return RunLength(total_samples=steps * config.global_batch, total_steps=steps)
+    return run_length(config, train_samples)
 
 
 def _check_quality_settings(config: TrainConfig, workload: Workload, family: type[Target]) -> None:
@@ -164,7 +241,8 @@ def launch(config: TrainConfig) -> int:
             run_dir.check_fresh()
         else:
             processes = 1 if family.data_parallel == "spmd" else config.world_size
-            if prepare(run_dir, config, processes, config.total_steps(batches_per_epoch)) is None:
+            length = run_length_of(config, batches_per_epoch, _train_samples(config))
+            if prepare(run_dir, config, processes, length.total_steps, length.budget_samples) is None:
                 return 0
         config_path = run_dir.write_config(config)
         if family.data_parallel == "spmd":
@@ -172,6 +250,15 @@ def launch(config: TrainConfig) -> int:
         if config.world_size == 1:
             return run_in_process(config)
         return run_agent(config_path, config)
+
+
+def _train_samples(config: TrainConfig) -> int | None:
+    """The samples of the training split, where a schedule's --epochs needs them."""
+    if config.batch.schedule is None or config.epochs is None or config.data is None:
+        return None
+    workload = get_workload(config.workload)
+    probe = LoaderConfig(batch_size=loader_unit(config), world_size=config.world_size, num_workers=0)
+    return workload.open_dataset(config.data, config.size, probe).num_samples  # type: ignore[attr-defined]
 
 
 def _run(config: TrainConfig, layout: Layout, target: Target, place=None) -> int:

@@ -8,6 +8,15 @@ Timing follows the study's definition of end-to-end throughput: the wall time fr
 last step across all ranks (a barrier and a device sync on both ends), without the pauses for
 validation and checkpoints, which are reported apart. The steady-state rate leaves out the first
 `timing_warmup_steps` steps (compilation, loader start-up) and is the one compared with the bench.
+
+With a batch schedule (`trainspeed.train.batch_schedule`) a step reads as many of the loader's
+batches as its global batch holds, steps over micro-batches past the memory cap, and a switch closes
+the logged window and changes the LR, the meter's batches and the micro-batches. The first
+`timing_warmup_steps` steps at a new batch (at least one) settle it, as the run's first steps do:
+they compile the new shape (and, on a compiled target, the graphs a second step differs by), so they
+are timed apart, with a sync on either side, kept out of the steady-state samples/s, and their
+compilations go into the `batch-switch` row written after them. Every `train` row counts the
+compilations of its window.
 """
 
 from __future__ import annotations
@@ -23,12 +32,22 @@ import torch
 
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
+from trainspeed.gradients.accumulation import GradientAccumulation, batch_size
 from trainspeed.gradients.noise_scale import NoiseScaleMeter
 from trainspeed.gradients.rows import summary_fields
 from trainspeed.machine import Machine
 from trainspeed.targets import get_target
 from trainspeed.targets.base import BatchPlacer, Target
 from trainspeed.targets.threads import configure_threads
+from trainspeed.train.batch_schedule import (
+    BatchPlan,
+    RunLength,
+    least_reading,
+    loader_unit,
+    micro_batches_for,
+    noise_reading,
+    run_length,
+)
 from trainspeed.train.checkpoint import capture_rng_states, save_checkpoint
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
@@ -37,15 +56,26 @@ from trainspeed.train.init_from import start_from
 from trainspeed.train.lifecycle import StopRequest
 from trainspeed.train.lr_schedule import (
     LearningRates,
+    build_sample_schedulers,
     build_schedulers,
     current_lr,
     first_group_lrs,
+    refresh_lrs,
+    warmup_samples,
 )
 from trainspeed.train.metrics import MetricsLog, StepWindow, reduce_window
 from trainspeed.train.parallel import make_data_parallel
 from trainspeed.train.progress import ProgressBar
 from trainspeed.train.resume import RankParts, restore
-from trainspeed.train.rows import EvalRecord, RunSummary, TimeToTargetRecord, WindowRecord
+from trainspeed.train.rows import (
+    BatchSwitchRecord,
+    EvalRecord,
+    RunSummary,
+    ScheduleSummary,
+    SwitchEntry,
+    TimeToTargetRecord,
+    WindowRecord,
+)
 from trainspeed.train.startup import seconds_since_start
 from trainspeed.train.summary import bench_samples_per_s
 from trainspeed.train.synthetic import SyntheticLoader
@@ -77,6 +107,8 @@ class LoopState:
     step: int = 0
     """Optimizer steps completed."""
     epoch: int = 0
+    samples: int = 0
+    """Samples trained by those steps (every rank's)."""
 
 
 @dataclass
@@ -88,6 +120,10 @@ class RunClock:
     """This process's CPU time at `started_at`."""
     steady_started_at: float | None = None
     steady_first_step: int = 0
+    steady_first_samples: int = 0
+    steady_excluded_s: float = 0.0
+    """The steps that settled each new batch of a schedule (`Settling`), kept out of steady samples/s."""
+    steady_excluded_samples: int = 0
     paused_s: float = 0.0
     steady_paused_s: float = 0.0
     data_wait_s: float = 0.0
@@ -134,27 +170,55 @@ class RunTrace:
     machine: Machine | None = None
     """The machine at the first step (the summary completes it at the last)."""
     startup_s: float | None = None
+    first_samples: int = 0
+    compiles_at_start: int = 0
+    window_compiles_at_start: int = 0
+    settling: Settling | None = None
+
+
+@dataclass
+class Settling:
+    """The steps that settle a schedule's new batch (module docstring): through `last_step`, timed
+    from `started_at` (None until the steady clock runs) less the pauses in between."""
+
+    last_step: int
+    compiles_at_start: int
+    started_at: float | None = None
+    steady_paused_at_start: float = 0.0
+    samples: int = 0
 
 
 class BatchStream:
     """The loader's batches across epoch boundaries (a new epoch reshuffles)."""
 
-    def __init__(self, loader: BatchLoader, state: LoopState) -> None:
+    def __init__(self, loader: BatchLoader, state: LoopState, pin_memory: bool = False) -> None:
         self._loader = loader
         self._state = state
+        self._pin_memory = pin_memory
         self._batches: Iterator[Batch] = iter(loader)
 
-    def next(self) -> Batch:
-        try:
-            return next(self._batches)
-        except StopIteration:
-            self._state.epoch += 1
-            self._loader.set_epoch(self._state.epoch)
-            self._batches = iter(self._loader)
+    def next(self, units: int = 1) -> Batch:
+        """The next `units` of the loader's batches as one: consecutive global batches of the epoch's
+        order. Where the epoch ends before `units` batches, the next epoch starts and its first
+        `units` are taken (the rest of the ended epoch is not trained, as a fixed batch drops its
+        last incomplete global batch)."""
+        parts: list[Batch] = []
+        fresh = False
+        while len(parts) < units:
             try:
-                return next(self._batches)
+                parts.append(next(self._batches))
             except StopIteration:
-                raise UsageError("train: the training split has fewer samples than one global batch") from None
+                if fresh:
+                    raise UsageError("train: the training split has fewer samples than one global batch") from None
+                self._state.epoch += 1
+                self._loader.set_epoch(self._state.epoch)
+                self._batches = iter(self._loader)
+                parts.clear()
+                fresh = True
+        if units == 1:
+            return parts[0]
+        joined = {key: torch.cat([part[key] for part in parts]) for key in parts[0]}
+        return {key: tensor.pin_memory() for key, tensor in joined.items()} if self._pin_memory else joined
 
 
 def seed_everything(seed: int) -> None:
@@ -165,10 +229,13 @@ def seed_everything(seed: int) -> None:
 
 
 def open_loader(
-    workload: Workload, config: TrainConfig, layout: Layout, target: Target, split: str
+    workload: Workload, config: TrainConfig, layout: Layout, target: Target, split: str,
+    batch_size_per_device: int | None = None,
 ) -> BatchLoader:
+    """This rank's loader of `split` at `batch_size_per_device` (the run's by default)."""
+    per_device = batch_size_per_device or config.batch_size_per_device
     loader_config = LoaderConfig(
-        batch_size=config.batch_size_per_device * layout.devices_per_process,
+        batch_size=per_device * layout.devices_per_process,
         rank=layout.context.rank,
         world_size=layout.context.world_size,
         seed=config.seed,
@@ -200,14 +267,17 @@ def checkpoint_payload(
     rank_parts: list[dict[str, Any]],
     totals: RunTotals,
     tracker: TargetTracker | None,
+    plan: BatchPlan | None = None,
 ) -> dict[str, Any]:
     return {
         "run_clock": totals.as_state(),
         "time_to_target": tracker.as_state() if tracker is not None else None,
         "step": state.step,
         "epoch": state.epoch,
+        "samples": state.samples,
+        "batch_schedule": plan.state() if plan is not None else None,
         "world_size": len(rank_parts),
-        "global_batch": config.global_batch,
+        "global_batch": plan.global_batch if plan is not None else config.global_batch,
         "trainable": trainable.state_dict(),
         "schedulers": {name: scheduler.state_dict() for name, scheduler in schedulers.items()},
         "ranks": rank_parts,
@@ -237,29 +307,51 @@ class RankTrainer:
         self.target = target
         self.workload = get_workload(config.workload)
         self.trainable = self.target.build(self.workload, config.size, config.seed)
+        self.plan = BatchPlan.of(config, config.batch.max_batch_per_device) if config.batch.schedule else None
+        self.parts = self._parts_at(self.global_batch)
+        """Micro-batches each step runs over (one optimizer step)."""
         self.meter = self._noise_scale_meter()
         self.gradient_sync = make_data_parallel(self.trainable, self.target, self.context, self.meter)
+        self.accumulation = GradientAccumulation(self.trainable)
+        if self.meter is not None:
+            self.meter.accumulate_with(self.accumulation)
         self.tracker = TargetTracker(parse_goal(config.until), config.until) if config.until else None
         self.totals_before = RunTotals()
         self.reached_now = False
         self.place: BatchPlacer = place or self.target.move_batch
-        self.train_loader = open_loader(self.workload, config, layout, self.target, "train")
+        self.unit = loader_unit(config) if self.plan is not None else config.batch_size_per_device
+        """The per-device batch the training loader reads; a step reads `global batch / devices / unit` of them."""
+        self.train_loader = open_loader(self.workload, config, layout, self.target, "train", self.unit)
         self.evaluated = self._evaluated_trainable()
         self.val_loader = self._open_val_loader()
-        self.total_steps = config.total_steps(None if config.synthetic_data else len(self.train_loader))
+        self.length = self._run_length()
+        self.total_steps = self.length.total_steps
+        self.state = LoopState()
+        self._step_batch = self.global_batch
+        """The global batch of the last step (`_is_eval_due` counts its samples)."""
+        self._last_reading: dict[str, Any] = {}
         workload_lrs = first_group_lrs(self.trainable.optimizers)
-        self.schedulers = build_schedulers(self.trainable.optimizers, config.lr, self.global_batch, self.total_steps)
-        self.learning_rates = LearningRates.derive(workload_lrs, config.lr, self.global_batch, self.total_steps)
+        if self.plan is None:
+            self.schedulers = build_schedulers(self.trainable.optimizers, config.lr, self.global_batch, self.length.total_steps)
+            self.learning_rates = LearningRates.derive(workload_lrs, config.lr, self.global_batch, self.length.total_steps)
+        else:
+            start, total = self.global_batch, self.length.total_samples
+            self.schedulers = build_sample_schedulers(self.trainable.optimizers, config.lr, start, total,
+                                                      progress=lambda: (self.state.samples, self.global_batch))
+            self.learning_rates = dataclasses.replace(
+                LearningRates.derive(workload_lrs, config.lr, start, max(1, round(total / start))),
+                warmup_samples=warmup_samples(config.lr, total, start))
         if self.context.is_main:
             print(self.learning_rates.line(), flush=True)
-        self.state = LoopState()
         restored = restore(config.run_dir, self._resumed_parts()) if config.resume else None
         # A run started from another run's checkpoint loads it unless it continues from its own.
         self.started_from = (start_from(config, self.trainable if restored is None else None)
                              if config.init_from is not None else None)
         if restored is not None:
-            self.state = LoopState(step=restored.step, epoch=restored.epoch)
+            self.state = LoopState(step=restored.step, epoch=restored.epoch, samples=restored.samples)
             self.totals_before = restored.totals
+            self._follow_batch()
+            self._step_batch = self.global_batch
         else:
             # Each rank draws its own random numbers (dropout, augmentation) after the shared init.
             seed_everything(config.seed * 1_000_003 + 7919 * self.context.rank + 1)
@@ -270,14 +362,41 @@ class RankTrainer:
 
     @property
     def global_batch(self) -> int:
+        """The global batch of the next step (a schedule's current one)."""
+        if self.plan is not None:
+            return self.plan.global_batch
         return self.config.batch_size_per_device * self.layout.devices
+
+    @property
+    def batch_size_per_device(self) -> int:
+        return self.global_batch // self.layout.devices
 
     @property
     def samples(self) -> int:
         """Samples of the run so far (every invocation)."""
-        return self.state.step * self.global_batch
+        return self.state.samples
 
     # --- set-up ----------------------------------------------------------------------------------
+    def _parts_at(self, global_batch: int) -> int:
+        """The micro-batches of a step at `global_batch`: the noise scale's slices; with a schedule,
+        as many more as keep each within the memory cap."""
+        if self.plan is None:
+            return self.config.noise_scale_micro_batches
+        return micro_batches_for(global_batch // self.layout.devices, self.config.batch.max_batch_per_device,
+                                 at_least=self.config.noise_scale_micro_batches)
+
+    def _run_length(self) -> RunLength:
+        if self.plan is None:
+            steps = self.config.total_steps(None if self.config.synthetic_data else len(self.train_loader))
+            return RunLength(total_samples=steps * self.global_batch, total_steps=steps)
+        return run_length(self.config, None if self.config.synthetic_data else self.train_loader.num_samples)
+
+    def _follow_batch(self) -> None:
+        """Step at the schedule's current batch: its micro-batches and the meter's batches."""
+        self.parts = self._parts_at(self.global_batch)
+        if self.meter is not None:
+            self.meter.resize(self.batch_size_per_device * self.layout.devices_per_process, self.parts)
+
     def _noise_scale_meter(self) -> NoiseScaleMeter | None:
         if self.config.noise_scale == "off":
             return None
@@ -287,14 +406,16 @@ class RankTrainer:
                       "stay on the server", flush=True)
             return None
         return NoiseScaleMeter(self.trainable, world_size=self.context.world_size,
-                               samples_per_rank=self.config.batch_size_per_device * self.layout.devices_per_process,
-                               micro_batches=self.config.noise_scale_micro_batches,
-                               smoothing=self.config.noise_scale_smoothing, seed=self.config.seed)
+                               samples_per_rank=self.batch_size_per_device * self.layout.devices_per_process,
+                               micro_batches=self.parts, smoothing=self.config.noise_scale_smoothing,
+                               seed=self.config.seed)
 
     def _open_val_loader(self) -> BatchLoader | None:
         if self.config.synthetic_data or self.evaluated is None:
             return None
-        return open_loader(self.workload, self.config, self.layout, self.target, "val")
+        cap = self.config.batch.max_batch_per_device
+        per_device = self.config.batch_size_per_device if cap is None else min(cap, self.config.batch_size_per_device)
+        return open_loader(self.workload, self.config, self.layout, self.target, "val", per_device)
 
     def _evaluated_trainable(self) -> Trainable | None:
         """What validation runs on: the trained networks; or, where they live on a remote server,
@@ -309,7 +430,8 @@ class RankTrainer:
     def _resumed_parts(self) -> RankParts:
         """What this rank's part of a checkpoint restores (`trainspeed.train.resume.restore`)."""
         return RankParts(rank=self.context.rank, trainable=self.trainable, schedulers=self.schedulers,
-                         loader=self.train_loader, target=self.target, tracker=self.tracker, meter=self.meter)
+                         loader=self.train_loader, target=self.target, tracker=self.tracker, meter=self.meter,
+                         plan=self.plan)
 
     # --- periodic work -------------------------------------------------------------------------
     def save(self, clock: RunClock) -> None:
@@ -320,7 +442,7 @@ class RankTrainer:
         parts = self.collectives.gather_objects(rank_part)
         if self.context.is_main:
             payload = checkpoint_payload(self.config, self.state, self.trainable, self.schedulers, parts,
-                                         clock.totals(time.perf_counter()), self.tracker)
+                                         clock.totals(time.perf_counter()), self.tracker, self.plan)
             save_checkpoint(self.config.run_dir, self.state.step, payload, keep=self.config.keep_checkpoints)
         self.collectives.barrier()
 
@@ -338,7 +460,7 @@ class RankTrainer:
     def _target_record(self, clock: RunClock) -> TimeToTargetRecord:
         assert self.tracker is not None
         return self.tracker.record(clock.totals(time.perf_counter()), step=self.state.step, samples=self.samples,
-                                   global_batch=self.global_batch, world_size=self.layout.devices,
+                                   global_batch=self._step_batch, world_size=self.layout.devices,
                                    target=self.config.target)
 
     def _validate(self) -> EvalRecord | None:
@@ -368,38 +490,48 @@ class RankTrainer:
         self.metrics.write(record.as_row(), self.state.step)
         return record
 
+    def _done(self) -> bool:
+        return self.length.done(self.state.step, self.state.samples)
+
     def _is_due(self, every: int) -> bool:
-        return every > 0 and self.state.step % every == 0 and self.state.step < self.total_steps
+        return every > 0 and self.state.step % every == 0 and not self._done()
 
     def _is_eval_due(self) -> bool:
-        return self.state.step < self.total_steps and self.config.is_eval_due(self.state.step, self.global_batch)
+        return not self._done() and self.config.is_eval_due(self.state.step, self.state.samples - self._step_batch,
+                                                            self.state.samples)
 
     # --- the loop --------------------------------------------------------------------------------
     def run(self, stop: StopRequest) -> RunSummary:
-        trace = RunTrace(first_step=self.state.step)
+        trace = RunTrace(first_step=self.state.step, first_samples=self.state.samples)
         trace.clock.totals_before = self.totals_before
         self.reached_now = False
-        stream = BatchStream(self.train_loader, self.state)
-        progress = ProgressBar(self.total_steps, trace.first_step, enabled=self.config.progress and self.context.is_main)
+        stream = BatchStream(self.train_loader, self.state, pin_memory=self.target.pin_memory)
+        progress = self._progress_bar()
         self.collectives.barrier()
         self.target.sync()
         trace.machine = Machine.at_start()
         trace.startup_s = seconds_since_start()
+        trace.compiles_at_start = self.target.compile_count()
         trace.clock.started_at, trace.clock.cpu_started_at = time.perf_counter(), time.process_time()
         trace.window = StepWindow()
+        trace.window_compiles_at_start = trace.compiles_at_start
         stopped = False
-        while self.state.step < self.total_steps and not stopped:
+        self._switch_if_due(trace)
+        while not self._done() and not stopped:
             if self.state.step - trace.first_step == self.config.timing_warmup_steps:
                 self._start_steady_clock(trace)
             self._train_one_step(stream, trace)
-            progress.advance()
-            if self.state.step % self.config.log_every == 0 or self.state.step == self.total_steps:
+            progress.advance(1 if self.total_steps is not None else self._step_batch)
+            if self.state.step % self.config.log_every == 0 or self._done():
                 self._close_window(trace)
                 progress.show(loss=trace.last_record.loss, samples_per_s=trace.last_record.samples_per_s)
+            self._switch_if_due(trace)
             stopped = self.collectives.any(stop.requested)
             self._between_steps(trace, stopped)
             if self.reached_now and self.config.stop_at_target:
                 break
+        if trace.settling is not None and not stopped:  # ended (at its goal) while a new batch settled
+            self._end_settling(trace)
         self.target.sync()
         self.collectives.barrier()
         ended_at = time.perf_counter()
@@ -421,28 +553,71 @@ class RankTrainer:
         self.metrics.close()
         return summary
 
+    def _progress_bar(self) -> ProgressBar:
+        """In steps; in samples where the steps are not known in advance (auto)."""
+        enabled = self.config.progress and self.context.is_main
+        if self.total_steps is not None:
+            return ProgressBar(self.total_steps, self.state.step, enabled)
+        return ProgressBar(self.length.total_samples, self.state.samples, enabled, unit="sample")
+
     def _start_steady_clock(self, trace: RunTrace) -> None:
         """The steady state starts after `timing_warmup_steps` steps (at once when that is 0)."""
         self.target.sync()
         trace.clock.steady_started_at = time.perf_counter()
         trace.clock.steady_first_step = self.state.step
+        trace.clock.steady_first_samples = self.state.samples
+        if trace.settling is not None:  # the steady clock starts while a new batch settles
+            trace.settling.started_at = trace.clock.steady_started_at
+            trace.settling.steady_paused_at_start = trace.clock.steady_paused_s
 
     def _train_one_step(self, stream: BatchStream, trace: RunTrace) -> None:
         waited_from = time.perf_counter()
-        host_batch = stream.next()
+        host_batch = stream.next(self.batch_size_per_device // self.unit)
         data_wait_s = time.perf_counter() - waited_from
         batch, h2d_s = self._place(host_batch, timed=trace.window.wants_h2d_sample)
-        if self.meter is not None:
-            trace.losses.append(self.meter.run_step(lambda part: self.target.run_step(self.trainable, part), batch))
-        else:
-            trace.losses.append(self.target.run_step(self.trainable, batch))
+        if self.plan is not None and self.plan.pending is not None and trace.settling is None:
+            self._start_settling(trace)
+        partition = self.meter.partition(batch_size(batch)) if self.meter is not None else None
+        trace.losses.append(self.accumulation.run(lambda part: self.target.run_step(self.trainable, part), batch,
+                                                  self.parts, partition))
+        self.state.step += 1
+        self.state.samples += self.global_batch
+        self._step_batch = self.global_batch
         for scheduler in self.schedulers.values():
             scheduler.step()
-        self.state.step += 1
-        trace.window.add_step(data_wait_s, h2d_s)
+        if trace.settling is not None:
+            trace.window.holds_switch = True
+            if trace.settling.started_at is not None:
+                trace.settling.samples += self.global_batch
+            if self.state.step >= trace.settling.last_step or self._done():
+                self._end_settling(trace)
+        trace.window.add_step(data_wait_s, h2d_s, self.global_batch)
         trace.clock.add_data_wait(data_wait_s)
         if h2d_s is not None:
             trace.clock.h2d_samples.append(h2d_s)
+
+    def _start_settling(self, trace: RunTrace) -> None:
+        """Time the steps that settle the new batch apart from here (a sync first)."""
+        self.target.sync()
+        settling = Settling(last_step=self.state.step + max(1, self.config.timing_warmup_steps),
+                            compiles_at_start=self.target.compile_count())
+        if trace.clock.steady_started_at is not None:
+            settling.started_at, settling.steady_paused_at_start = time.perf_counter(), trace.clock.steady_paused_s
+        trace.settling = settling
+
+    def _end_settling(self, trace: RunTrace) -> None:
+        """The new batch settled (or the run ends, or switches again): keep its steps out of the
+        steady samples/s, and write the switch's row with their compilations."""
+        settling = trace.settling
+        assert settling is not None and self.plan is not None and self.plan.pending is not None
+        self.target.sync()
+        clock = trace.clock
+        if settling.started_at is not None:
+            clock.steady_excluded_s += (time.perf_counter() - settling.started_at
+                                        - (clock.steady_paused_s - settling.steady_paused_at_start))
+            clock.steady_excluded_samples += settling.samples
+        trace.settling = None
+        self._write_switch(trace, self.plan.pending, self.target.compile_count() - settling.compiles_at_start)
 
     def _place(self, host_batch: Batch, timed: bool) -> tuple[Batch, float | None]:
         """Copy the batch to the device; when `timed`, fence the copy with syncs and time it."""
@@ -457,7 +632,7 @@ class RankTrainer:
     def _close_window(self, trace: RunTrace) -> None:
         """Read the window's mean loss (after a device sync: a device whose results arrive later,
         such as a remote server with steps in flight, has filled them in only then), reduce its
-        timings over ranks, log them."""
+        timings over ranks, log them; auto reads the noise scale of the window."""
         self.target.sync()
         loss = float(torch.stack(trace.losses).float().mean().cpu())
         trace.last_record = reduce_window(
@@ -467,17 +642,72 @@ class RankTrainer:
             epoch=self.state.epoch,
             loss=loss,
             lr=current_lr(self.trainable.optimizers),
-            global_batch=self.global_batch,
+            global_batch=self._step_batch,
             elapsed_s=time.perf_counter() - trace.clock.started_at - trace.clock.paused_s,
             run_train_s=trace.clock.run_train_s(time.perf_counter()),
             run_wall_s=trace.clock.run_wall_s(time.perf_counter()),
+            samples=self.state.samples,
         )
+        records = [] if self.meter is None else self.meter.read_window(self.state.step, self.samples,
+                                                                       self.collectives.sum)
+        compiles = self.target.compile_count()  # the window's steps' and its noise-scale reading's
+        trace.last_record = dataclasses.replace(trace.last_record,
+                                                compilations=compiles - trace.window_compiles_at_start)
+        trace.window_compiles_at_start = compiles
         self.metrics.write(trace.last_record, self.state.step)
-        if self.meter is not None:
-            for record in self.meter.read_window(self.state.step, self.samples, self.collectives.sum):
-                self.metrics.write(record, self.state.step)
+        for record in records:
+            self.metrics.write(record, self.state.step)
+        if records and self.plan is not None and self.plan.rule is not None:
+            self._read_noise_scale(records)
         trace.losses.clear()
         trace.window = StepWindow()
+
+    def _read_noise_scale(self, records: list[Any]) -> None:
+        """auto's reading of the window: the batch of the steps after it, the same on every rank."""
+        assert self.plan is not None
+        reading = least_reading([noise_reading(record) for record in records])
+        if reading is None:
+            return
+        decision = self.plan.read(reading, self.state.samples)
+        (agreed,) = self.collectives.max([float(decision.global_batch)])
+        self.plan.next_global_batch = int(agreed)
+        self._last_reading = {"b_simple": reading.b_simple, "b_simple_lower": reading.lower,
+                              "resolved": reading.resolved, "calibration": decision.calibration,
+                              "critical_batch": None if decision.critical_batch == float("inf")
+                              else decision.critical_batch}
+
+    def _switch_if_due(self, trace: RunTrace) -> None:
+        """Switch to the schedule's due batch before the next step: a window holds steps of one
+        batch, the LR follows the rule, the micro-batches and the meter the new per-device batch; the
+        switch's row waits for the first step at the new batch."""
+        if self.plan is None or self._done() or self.plan.due(self.state.samples) == self.plan.global_batch:
+            return
+        if trace.window.steps:
+            self._close_window(trace)
+        if trace.settling is not None:
+            self._end_settling(trace)
+        lr_before = current_lr(self.trainable.optimizers)
+        made = self.plan.switch(self.state.step, self.state.samples)
+        refresh_lrs(self.schedulers)
+        self._follow_batch()
+        auto = self.plan.rule is not None
+        self.plan.pending = {
+            "step": made.step, "samples": made.samples, "from_global_batch": made.from_global_batch,
+            "to_global_batch": made.to_global_batch, "batch_size_per_device": self.batch_size_per_device,
+            "micro_batches": self.parts, "lr_before": lr_before, "lr_after": current_lr(self.trainable.optimizers),
+            "lr_scaling": self.config.lr.scaling or "none", "reference_batch": self.config.lr.reference_batch,
+            "reason": "auto" if auto else "schedule", **(self._last_reading if auto else {})}
+
+    def _write_switch(self, trace: RunTrace, pending: dict[str, Any], compilations: int) -> None:
+        """The switch's row, once the new batch settled (a checkpoint before that carries it in the
+        schedule's state, so a resumed run writes it)."""
+        assert self.plan is not None
+        record = BatchSwitchRecord(**pending, compilations=compilations,
+                                   compilations_total=self.target.compile_count() - trace.compiles_at_start)
+        self.plan.pending = None
+        self.metrics.write(record, self.state.step)
+        if self.context.is_main:
+            print(record.line(), flush=True)
 
     def _between_steps(self, trace: RunTrace, stopped: bool) -> None:
         """Checkpoint and validate when due (or checkpoint on a stop), off the training clock."""
@@ -496,22 +726,25 @@ class RankTrainer:
         config, clock, first_step = self.config, trace.clock, trace.first_step
         last_record, last_eval = trace.last_record, trace.last_eval
         steps = self.state.step - first_step
+        samples = self.state.samples - trace.first_samples
         wall_s = max(ended_at - clock.started_at - clock.paused_s, 1e-9)
         cpu_s_per_wall_s = (time.process_time() - clock.cpu_started_at) / max(time.perf_counter() - clock.started_at, 1e-9)
         steady, steady_wait_fraction = None, float("nan")
         if clock.steady_started_at is not None and self.state.step > clock.steady_first_step:
             steady_wall = ended_at - clock.steady_started_at - clock.steady_paused_s
-            steady = (self.state.step - clock.steady_first_step) * self.global_batch / steady_wall
+            steady_samples = self.state.samples - clock.steady_first_samples - clock.steady_excluded_samples
+            if steady_samples > 0:
+                steady = steady_samples / max(steady_wall - clock.steady_excluded_s, 1e-9)
             steady_wait_fraction = clock.steady_data_wait_s / steady_wall
         wait_fraction = clock.data_wait_s / wall_s
         h2d = sum(clock.h2d_samples) / max(len(clock.h2d_samples), 1)
         wait_sum, steady_wait_sum, h2d_sum = self.collectives.sum([wait_fraction, steady_wait_fraction, h2d])
         (wait_worst,) = self.collectives.max([wait_fraction])
         world = self.context.world_size
-        end_to_end = steps * self.global_batch / wall_s
+        end_to_end = samples / wall_s
         per_device = (steady or end_to_end) / self.layout.devices
         bench = None
-        if config.bench_jsonl:
+        if config.bench_jsonl and self.plan is None:
             bench = bench_samples_per_s(
                 config.bench_jsonl, self.workload.name, config.size, config.target, config.batch_size_per_device
             )
@@ -520,14 +753,14 @@ class RankTrainer:
             size=config.size,
             target=config.target,
             world_size=self.layout.devices,
-            batch_size_per_device=config.batch_size_per_device,
-            global_batch=self.global_batch,
+            batch_size_per_device=self._step_batch // self.layout.devices,
+            global_batch=self._step_batch,
             synthetic_data=config.synthetic_data,
             num_workers=config.num_workers,
             threads=config.threads,
             first_step=first_step,
             last_step=self.state.step,
-            samples=steps * self.global_batch,
+            samples=samples,
             wall_s=wall_s,
             paused_s=clock.paused_s,
             end_to_end_samples_per_s=end_to_end,
@@ -550,6 +783,17 @@ class RankTrainer:
             **summary_fields(self.meter.last_quarter(0, self.state.step) if self.meter is not None else None),
             startup_s=trace.startup_s,
             init_from=self.started_from,
+            batch_schedule=self._schedule_summary(trace),
             **identify(self.workload).provenance(machine=trace.machine.at_end() if trace.machine else None)
             .fields_of(RunSummary),
         )
+
+    def _schedule_summary(self, trace: RunTrace) -> ScheduleSummary | None:
+        if self.plan is None:
+            return None
+        switches = [SwitchEntry(made.step, made.samples, made.from_global_batch, made.to_global_batch)
+                    for made in self.plan.switches if made.step <= self.state.step]
+        start = switches[0].from_global_batch if switches else self.plan.global_batch
+        return ScheduleSummary(schedule=self.plan.text, start_global_batch=start, final_global_batch=self._step_batch,
+                               switches=switches, max_batch_per_device=self.config.batch.max_batch_per_device,
+                               compilations=self.target.compile_count() - trace.compiles_at_start)

@@ -37,9 +37,14 @@ class StepWindow:
     data_wait_s: float = 0.0
     h2d_s: float = 0.0
     h2d_measured_steps: int = 0
+    samples: int = 0
+    """Samples of the window's steps, every rank's."""
+    holds_switch: bool = False
+    """The window holds steps that settle a batch schedule's new batch (`trainspeed.train.loop`)."""
 
-    def add_step(self, data_wait_s: float, h2d_s: float | None) -> None:
+    def add_step(self, data_wait_s: float, h2d_s: float | None, samples: int) -> None:
         self.steps += 1
+        self.samples += samples
         self.data_wait_s += data_wait_s
         if h2d_s is not None:
             self.h2d_s += h2d_s
@@ -62,8 +67,10 @@ def reduce_window(
     elapsed_s: float,
     run_train_s: float,
     run_wall_s: float,
+    samples: int | None = None,
 ) -> WindowRecord:
-    """Close a window (call after the device sync) and reduce it over ranks."""
+    """Close a window (call after the device sync) and reduce it over ranks. `global_batch`: the
+    batch of the window's steps; `samples`: the run's after them."""
     wall_s = max(time.perf_counter() - window.started_at, 1e-9)
     world_size = collectives.context.world_size
     fraction = window.data_wait_s / wall_s
@@ -76,7 +83,7 @@ def reduce_window(
         epoch=epoch,
         loss=loss_sum / world_size,
         lr=lr,
-        samples_per_s=global_batch * window.steps / slowest_wall,
+        samples_per_s=window.samples / slowest_wall,
         step_time_s=slowest_wall / steps,
         data_wait_s_per_step=wait_sum / world_size / steps,
         data_wait_fraction=wait_sum / wall_sum,
@@ -85,6 +92,9 @@ def reduce_window(
         elapsed_s=elapsed_s,
         run_train_s=run_train_s,
         run_wall_s=run_wall_s,
+        samples=samples,
+        global_batch=global_batch,
+        holds_switch=window.holds_switch,
     )
 
 

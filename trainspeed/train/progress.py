@@ -8,16 +8,17 @@ from tqdm import tqdm
 
 
 class ProgressBar:
-    def __init__(self, total_steps: int, first_step: int, enabled: bool) -> None:
+    def __init__(self, total_steps: int, first_step: int, enabled: bool, unit: str = "step") -> None:
+        """In `unit`s: steps, or samples for a run whose steps are not known in advance."""
         self._bar = (
-            tqdm(total=total_steps, initial=first_step, unit="step", dynamic_ncols=True, file=sys.stderr)
+            tqdm(total=total_steps, initial=first_step, unit=unit, dynamic_ncols=True, file=sys.stderr)
             if enabled
             else None
         )
 
-    def advance(self) -> None:
+    def advance(self, count: int = 1) -> None:
         if self._bar is not None:
-            self._bar.update(1)
+            self._bar.update(count)
 
     def show(self, *, loss: float, samples_per_s: float) -> None:
         if self._bar is not None:

@@ -21,7 +21,13 @@ from trainspeed.report.page import (
 from trainspeed.report.part import PlotRequest, ReportPart, RowKind
 from trainspeed.report.provenance import provenance
 from trainspeed.rows import KIND, Source
-from trainspeed.train.figures import TrainBar, curves_figure, noise_scale_figure, training_figure
+from trainspeed.train.figures import (
+    TrainBar,
+    batch_schedule_figure,
+    curves_figure,
+    noise_scale_figure,
+    training_figure,
+)
 from trainspeed.train.rows import METRICS_FILE, SUMMARY_FILE, RunSummary
 from trainspeed.train.runs import METRICS_ROWS, TrainRun, has_summary, is_run_directory, read_run
 
@@ -77,10 +83,12 @@ def training_section(runs: Sequence[TrainRun]) -> Section:
 
 
 def quality_section(runs: Sequence[TrainRun]) -> Section | None:
-    """Time to each run's --until goal, and its gradient noise scale against samples."""
+    """Time to each run's --until goal, its gradient noise scale against samples, and a batch
+    schedule's global batch against samples."""
     with_goal = [run for run in runs if run.row.time_to_target is not None]
     with_noise = [run for run in runs if run.noise_curve]
-    if not with_goal and not with_noise:
+    with_schedule = [run for run in runs if run.row.batch_schedule is not None]
+    if not with_goal and not with_noise and not with_schedule:
         return None
     section = Section(
         "time-to-quality", "Time to target and gradient noise scale",
@@ -92,11 +100,23 @@ def quality_section(runs: Sequence[TrainRun]) -> Section | None:
         "longer halves the steps; 'previous-step' estimates are biased (the weights moved between the two gradients). "
         "Where |G|^2 is within 2 standard errors of 0 (near convergence, or at a batch far below B_simple) the ratio "
         "is no number: such a window is unresolved and shows only a lower bound on B_simple (an upward triangle in "
-        "the figure, '> N' in the table).",
+        "the figure, '> N' in the table). "
+        "A run with a batch schedule (`--batch-schedule`, fixed entries or auto) draws its global batch against samples "
+        "beside its loss, with B_simple on the same axes: each dot is a switch (a `batch-switch` row).",
     )
     if with_noise:
         section.figures.append(figure_block("fig-noise-scale", "Training loss and the gradient noise scale B_simple "
                                             "per network, against samples", noise_scale_figure(with_noise), with_noise))
+    if with_schedule:
+        section.figures.append(figure_block("fig-batch-schedule", "Global batch against samples, beside the training "
+                                            "loss and B_simple", batch_schedule_figure(with_schedule), with_schedule))
+        section.tables.append(Table(
+            "table-batch-switches", "Every switch of a batch schedule",
+            [("run", False), ("schedule", False), ("step", True), ("samples", True), ("global batch", False),
+             ("per device x micro-batches", False), ("LR before → after", False), ("why", False),
+             ("compilations", True)],
+            [_switch_cells(run, switch) for run in with_schedule for switch in run.batch_switches],
+            provenance(with_schedule)))
     if with_goal:
         section.tables.append(Table(
             "table-time-to-target", "Time to target per run",
@@ -105,6 +125,20 @@ def quality_section(runs: Sequence[TrainRun]) -> Section | None:
              ("resumes", True), ("B_simple (last quarter)", False), ("summary", False)],
             [_target_cells(run) for run in with_goal], provenance(with_goal)))
     return section
+
+
+def _switch_cells(run: TrainRun, switch: Any) -> list[Any]:
+    schedule = run.row.batch_schedule
+    if switch.reason == "auto":
+        reading = "unresolved (larger than any batch)" if not switch.resolved else f"B_simple {switch.b_simple:,.4g}"
+        why = f"auto: {reading} x c {switch.calibration:.3g}"
+    else:
+        why = "the schedule"
+    return [text(run.label), text(schedule.schedule if schedule else ""), number(switch.step, "{:d}"),
+            number(switch.samples, "{:,d}"), text(f"{switch.from_global_batch} → {switch.to_global_batch}"),
+            text(f"{switch.batch_size_per_device} x {switch.micro_batches}"),
+            text(f"{switch.lr_before:.3g} → {switch.lr_after:.3g} ({switch.lr_scaling})"), text(why),
+            number(switch.compilations, "{:d}")]
 
 
 def _target_cells(run: TrainRun) -> list[Any]:

@@ -16,7 +16,8 @@ resume in `resumes.jsonl`, drops the metrics rows of the steps it trains again a
 
 `restore` runs in each rank: it reads the plan and loads the checkpoint the plan names (it searches
 nothing itself) into the parts the rank continues with (`RankParts`: the trainable, the schedules,
-the loader's position, the RNG states and buffers, the noise-scale meter, the --until tracker),
+the loader's position, the RNG states and buffers, the noise-scale meter, the --until tracker, the
+batch schedule's state),
 each through its own load method, and continues the run's clock. The loop holds no resume code:
 it builds its parts, calls `restore`, and starts from the step it returns.
 """
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     from trainspeed.data.base import BatchLoader
     from trainspeed.gradients.noise_scale import NoiseScaleMeter
     from trainspeed.targets.base import Target
+    from trainspeed.train.batch_schedule import BatchPlan
 
 PLAN_MAX_BYTES = 1 << 20
 SHOWN_NAMES = 3
@@ -154,6 +156,8 @@ def check_checkpoint(path: Path, payload: dict[str, Any]) -> TrainConfig:
             shown = scheduler.get("last_epoch") if isinstance(scheduler, dict) else scheduler
             raise CheckpointMismatch(path, f"has a learning-rate schedule {name!r} at step {_shown(shown)}, not at "
                                      f"its step {step}")
+    if config.batch.schedule is not None:
+        _check_schedule_state(path, payload.get("batch_schedule"))
     ranks = _part(payload, "ranks", list, path)
     if len(ranks) != payload["world_size"]:
         raise CheckpointMismatch(path, f"holds {len(ranks)} rank parts for {payload['world_size']} ranks")
@@ -161,6 +165,17 @@ def check_checkpoint(path: Path, payload: dict[str, Any]) -> TrainConfig:
     for rank, part in enumerate(ranks):
         _check_rank_part(path, rank, part, buffers)
     return config
+
+
+def _check_schedule_state(path: Path, state: Any) -> None:
+    """The batch schedule's state loads (its batch, count and switches are numbers)."""
+    from trainspeed.train.batch_schedule import BatchPlan
+
+    try:
+        BatchPlan(entries=None, rule=None, global_batch=1).load_state(state)
+    except (KeyError, TypeError, ValueError, IndexError) as error:
+        raise CheckpointMismatch(path, f"holds a batch schedule's state that does not load ({_first_line(error)}); "
+                                 "it is not a checkpoint of this run's schedule") from None
 
 
 def _part(container: dict[str, Any] | list[Any], key: str, kind: type, path: Path, inside: str = "") -> Any:
@@ -293,6 +308,8 @@ class ResumePlan:
     """The run's training seconds its last logged window recorded before this resume (a killed
     invocation's time after its checkpoint, which the resumed run adds to its clock)."""
     logged_wall_s: float | None = None
+    samples: int | None = None
+    """Samples the run had trained at the checkpoint (None: from step 0)."""
 
     def path(self, run_dir: Path) -> Path | None:
         return None if self.checkpoint is None else checkpoint_dir(run_dir) / self.checkpoint
@@ -304,9 +321,11 @@ class ResumePlan:
 MUST_MATCH_ON_RESUME = (
     "workload", "size", "seed", "data", "synthetic_data", "batch_size_per_device", "world_size",
     "lr.base_lr", "lr.scaling", "lr.reference_batch", "lr.warmup_steps", "lr.min_lr_ratio", "init_from", "init_step",
+    "batch.schedule", "batch.global_batch_min", "batch.global_batch_max", "batch.critical_batch",
+    "batch.max_batch_per_device",
 )
-"""Settings a checkpoint cannot continue under: they change the model, the sample order or the
-LR schedule that the saved optimizer and scheduler states belong to."""
+"""Settings a checkpoint cannot continue under: they change the model, the sample order, the
+LR schedule that the saved optimizer and scheduler states belong to, or the batch schedule."""
 CHANGES_NOT_RECORDED = ("resume", "out_dir", "progress")
 
 
@@ -359,13 +378,23 @@ def _plan_for(found: FoundCheckpoint, config: TrainConfig, processes: int) -> Re
     if found.payload["world_size"] != processes:
         raise UsageError(f"train: cannot resume {found.path}: it was written by {found.payload['world_size']} rank "
                          f"processes, this run has {processes}; resume with the same --nproc/--nnodes and target")
-    if found.payload["global_batch"] != config.global_batch:
+    if config.batch.schedule is None and found.payload["global_batch"] != config.global_batch:
         raise UsageError(f"train: cannot resume {found.path}: it records global batch {found.payload['global_batch']}, "
                          f"but the run's settings make {config.global_batch}; restore it, or start a new run in "
                          "another --out")
     changed = {key: (before[key], value) for key, value in now.items()
                if key in before and before[key] != value and key not in CHANGES_NOT_RECORDED}
-    return ResumePlan(step=found.payload["step"], checkpoint=found.path.name, changed=changed, skipped=found.skipped)
+    return ResumePlan(step=found.payload["step"], checkpoint=found.path.name, changed=changed, skipped=found.skipped,
+                      samples=trained_samples(found.payload))
+
+
+def trained_samples(payload: dict[str, Any]) -> int:
+    """The samples a checkpoint's run had trained: its own record, or (a checkpoint of a fixed batch
+    written before runs recorded them) its steps at its global batch."""
+    samples = payload.get("samples")
+    if isinstance(samples, int) and not isinstance(samples, bool) and samples >= 0:
+        return samples
+    return payload["step"] * payload["global_batch"]
 
 
 def write_plan(run_dir: Path, plan: ResumePlan) -> Path:
@@ -383,7 +412,7 @@ def read_plan(run_dir: Path) -> ResumePlan:
                           changed={key: tuple(value) for key, value in raw["changed"].items()},
                           skipped=tuple(raw["skipped"]), set_aside=raw["set_aside"],
                           logged_train_s=_seconds(raw.get("logged_train_s")),
-                          logged_wall_s=_seconds(raw.get("logged_wall_s")))
+                          logged_wall_s=_seconds(raw.get("logged_wall_s")), samples=raw.get("samples"))
     except (FileRefused, UnicodeDecodeError, KeyError, TypeError, AttributeError) as error:
         raise UsageError(f"train: {path}: not the resume plan the launcher writes ({_first_line(error)}); "
                          "start the resume with `trainspeed train ... --resume`") from None
@@ -416,16 +445,23 @@ def load_planned(run_dir: Path, plan: ResumePlan) -> dict[str, Any] | None:
 
 # --- the launcher: prepare --------------------------------------------------------------------------
 
-def prepare(run_dir: RunDirectory, config: TrainConfig, processes: int, total_steps: int) -> ResumePlan | None:
+def prepare(run_dir: RunDirectory, config: TrainConfig, processes: int, total_steps: int | None,
+            budget_samples: int | None = None) -> ResumePlan | None:
     """Prepare `--resume` in `run_dir` (call with its lock held) for `processes` rank processes:
     choose and check the checkpoint, then make the directory continue from it and write the plan
-    the ranks follow. None when the run already finished `total_steps` (said so; nothing changed).
-    UsageError, before anything changes, when the run has checkpoints but none that fits."""
+    the ranks follow. None when the run already finished `total_steps` (or, where its steps are not
+    known in advance, `budget_samples`; said so; nothing changed). UsageError, before anything
+    changes, when the run has checkpoints but none that fits."""
     run_dir.check_holds_nothing_else()  # again, now that the lock is held
     plan = plan_resume(run_dir.path, config, processes)
-    if plan.checkpoint is not None and plan.step >= total_steps:
+    if plan.checkpoint is not None and total_steps is not None and plan.step >= total_steps:
         print(f"train: the run in {run_dir.path} already finished step {plan.step} of {total_steps}; "
               "nothing to do (give a larger --steps to train on)")
+        return None
+    if (plan.checkpoint is not None and total_steps is None and budget_samples is not None
+            and (plan.samples or 0) >= budget_samples):
+        print(f"train: the run in {run_dir.path} already trained {plan.samples:,} of {budget_samples:,} samples; "
+              "nothing to do (give a larger --samples to train on)")
         return None
     return _continue_from(run_dir.path, plan)
 
@@ -507,6 +543,8 @@ class RankParts:
     """Where the device's RNG state goes."""
     tracker: TargetTracker | None = None
     meter: NoiseScaleMeter | None = None
+    plan: BatchPlan | None = None
+    """The batch schedule, which continues at the batch and with the switches the checkpoint records."""
 
 
 @dataclass(frozen=True)
@@ -519,6 +557,8 @@ class Restored:
     totals: RunTotals
     """The run's seconds before this invocation, this resume and the killed invocation's lost
     seconds counted."""
+    samples: int = 0
+    """The samples the run had trained."""
 
 
 def restore(run_dir: Path, parts: RankParts) -> Restored | None:
@@ -537,14 +577,14 @@ def restore(run_dir: Path, parts: RankParts) -> Restored | None:
     assert path is not None
     try:
         totals = _load_into(parts, payload)
-        step, epoch = payload["step"], payload["epoch"]
+        step, epoch, samples = payload["step"], payload["epoch"], trained_samples(payload)
     except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
         raise UsageError(f"train: {path} does not fit this rank ({type(error).__name__}: "
                          f"{str(error).splitlines()[0][:160] if str(error) else ''}); restore it or start a new "
                          "run in another --out") from None
     if parts.rank == 0:
         print(f"train: resumed from {path} at step {step}", flush=True)
-    return Restored(path=path, step=step, epoch=epoch, totals=_continued(totals, plan))
+    return Restored(path=path, step=step, epoch=epoch, totals=_continued(totals, plan), samples=samples)
 
 
 def _load_into(parts: RankParts, payload: dict[str, Any]) -> RunTotals:
@@ -561,6 +601,8 @@ def _load_into(parts: RankParts, payload: dict[str, Any]) -> RunTotals:
         parts.tracker.load_state(payload.get("time_to_target"))
     if parts.meter is not None:
         parts.meter.load_state(own.get("noise_scale"))
+    if parts.plan is not None:
+        parts.plan.load_state(payload.get("batch_schedule"))
     return totals
 
 

@@ -1,5 +1,6 @@
 """The trainer's rows: a run's summary (`summary.json`, and the last row of `metrics.jsonl`), and
-the rows of `metrics.jsonl` (a `train` row per logged window, a `val` row per validation).
+the rows of `metrics.jsonl` (a `train` row per logged window, a `val` row per validation, a
+`batch-switch` row per switch of a batch schedule).
 
 A run directory is read through `trainspeed.train.runs`, by the report and the studies, which import
 no torch, so this module imports none.
@@ -32,6 +33,87 @@ from trainspeed.rows import (
 SUMMARY_FILE = "summary.json"
 CONFIG_FILE = "train_config.json"
 METRICS_FILE = "metrics.jsonl"
+
+
+@dataclass(frozen=True)
+class BatchSwitchRecord:
+    """One `kind: batch-switch` row: a batch schedule's switch (`trainspeed.train.batch_schedule`),
+    written once the new batch settled (with the compilations its first steps made)."""
+
+    KIND: ClassVar[str] = "batch-switch"
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    step: int
+    """The first step at the new batch."""
+    samples: int
+    """Samples trained before it: where the new batch starts."""
+    from_global_batch: Batch
+    to_global_batch: Batch
+    batch_size_per_device: Batch
+    """The new per-device batch (all its micro-batches)."""
+    micro_batches: Batch
+    """Equal slices each device's batch is stepped over (1: none), one optimizer step in all."""
+    lr_before: NonNegative
+    lr_after: NonNegative
+    lr_scaling: str
+    """The rule the peak LR follows the batch by (none, linear, sqrt), from `reference_batch`."""
+    reference_batch: int | None
+    reason: str
+    """`schedule` (an explicit schedule's entry) or `auto` (the noise scale's readings)."""
+    b_simple: float | None = None
+    """auto: the reading's B_simple (moving average; None where it was not resolved)."""
+    b_simple_lower: float | None = None
+    """auto: a lower bound of an unresolved reading, where the meter gives one."""
+    resolved: bool | None = None
+    calibration: float | None = None
+    """auto: c of B_crit = c x B_simple at these samples (1 without --critical-batch rows)."""
+    critical_batch: float | None = None
+    """auto: c x B_simple (None where it was not resolved: larger than any batch tried)."""
+    compilations: int = 0
+    """Graphs the target compiled in the steps that settled the new batch (its first
+    `--timing-warmup-steps`, at least one; 0 where it compiles none, or the shapes were compiled
+    before)."""
+    compilations_total: int = 0
+    """Graphs compiled by this invocation of the run up to that step."""
+
+    def line(self) -> str:
+        why = "the schedule" if self.reason == "schedule" else (
+            f"auto: B_simple {'unresolved' if not self.resolved else format(self.b_simple, ',.4g')}"
+            f" x {self.calibration:.3g}")
+        return (f"train: global batch {self.from_global_batch} -> {self.to_global_batch} at step {self.step} "
+                f"({self.samples:,} samples; {self.batch_size_per_device}/device in {self.micro_batches} micro-batch(es)), "
+                f"LR {self.lr_before:.3g} -> {self.lr_after:.3g} ({self.lr_scaling}), by {why}")
+
+
+@dataclass(frozen=True)
+class SwitchEntry:
+    """One switch in a run's summary."""
+
+    step: int
+    samples: int
+    from_global_batch: Batch
+    to_global_batch: Batch
+
+
+@dataclass(frozen=True)
+class ScheduleSummary:
+    """A run's batch schedule: what it was given, where it started and ended, every switch."""
+
+    schedule: str
+    """`auto`, or the schedule's entries (`64@0,128@20000`)."""
+    start_global_batch: Batch
+    final_global_batch: Batch
+    switches: list[SwitchEntry]
+    max_batch_per_device: int | None
+    """The memory cap it stepped past in micro-batches (auto: stopped below)."""
+    compilations: int
+    """Graphs the target compiled in this invocation."""
+
+    def line(self) -> str:
+        path = " -> ".join([str(self.start_global_batch)] + [f"{entry.to_global_batch} (from {entry.samples:,} samples)"
+                                                             for entry in self.switches])
+        return (f"batch schedule {self.schedule}: global batch {path}; {len(self.switches)} switch(es), "
+                f"{self.compilations} compilation(s) in this invocation")
 
 
 @dataclass(frozen=True)
@@ -106,6 +188,10 @@ class RunSummary:
     """The checkpoint of another run this run started from (`--init-from`; None: from the workload's
     own initialisation)."""
 
+    batch_schedule: ScheduleSummary | None = None
+    """The run's batch schedule (None: a fixed batch); `global_batch` and `batch_size_per_device`
+    are then the last step's, `samples` this invocation's at every batch."""
+
     def last_quarter_noise_scale(self) -> dict[str, NoiseScaleReading]:
         """Each network's noise scale over the last quarter; a summary written before readings
         were assessed gives its values as not assessed (`resolved` None)."""
@@ -148,6 +234,8 @@ class RunSummary:
             text.append(self.init_from.line())
         if self.time_to_target is not None:
             text.append(self.time_to_target.line())
+        if self.batch_schedule is not None:
+            text.append(self.batch_schedule.line())
         noise = self.noise_scale_text()
         if noise:
             text.append(f"gradient noise scale B_simple (last quarter): {noise}")
@@ -204,6 +292,15 @@ class WindowRecord:
     resume reads the rows a killed invocation logged after its checkpoint to count what it lost)."""
     run_wall_s: NonNegative | None = None
     """The same with validation and checkpoint pauses."""
+    samples: int | None = None
+    """Samples the run trained up to this row (None in rows written before runs recorded them)."""
+    global_batch: Batch | None = None
+    """The global batch of the window's steps (a batch schedule closes a window at each switch)."""
+    holds_switch: bool = False
+    """The window holds steps that settle a batch schedule's new batch (its compilations): they are
+    kept out of the steady-state samples/s."""
+    compilations: int = 0
+    """Graphs the target compiled in the window's steps, on rank 0 (0 where it compiles none)."""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from trainspeed.train.rows import (
     CONFIG_FILE,
     METRICS_FILE,
     SUMMARY_FILE,
+    BatchSwitchRecord,
     EvalRecord,
     RunSummary,
     TimeToTargetRecord,
@@ -41,7 +42,8 @@ from trainspeed.user_files import read_regular
 
 RowT = TypeVar("RowT")
 
-METRICS_ROWS: tuple[type, ...] = (WindowRecord, EvalRecord, NoiseScaleRecord, TimeToTargetRecord, RunSummary)
+METRICS_ROWS: tuple[type, ...] = (WindowRecord, EvalRecord, NoiseScaleRecord, TimeToTargetRecord, BatchSwitchRecord,
+                                  RunSummary)
 """Every kind of row a run's `metrics.jsonl` holds. A class reads its rows with its own `from_row`
 where it has one (a validation's metrics are named by the workload), else with `parse_row`."""
 
@@ -102,6 +104,23 @@ class TrainRun(Read[RunSummary]):
     def noise_curve(self) -> list[NoiseScaleRecord]:
         """A row per logged window and network where the run measured its gradient noise scale."""
         return self.rows_of(NoiseScaleRecord)
+
+    @property
+    def batch_switches(self) -> list[BatchSwitchRecord]:
+        """A row per switch of the run's batch schedule (none for a fixed batch)."""
+        return self.rows_of(BatchSwitchRecord)
+
+    def batch_curve(self) -> list[tuple[int, int]]:
+        """(samples, global batch) from the run's first step through each switch to its last: the
+        global batch against samples (one point at either end for a fixed batch)."""
+        summary = self.row
+        schedule = summary.batch_schedule
+        start = schedule.start_global_batch if schedule is not None else summary.global_batch
+        points = [(0, start)]
+        for switch in self.batch_switches:
+            points += [(switch.samples, switch.from_global_batch), (switch.samples, switch.to_global_batch)]
+        end = max([points[-1][0]] + [row.samples for row in self.train_curve if row.samples is not None])
+        return points + [(end, points[-1][1])]
 
     @property
     def time_to_target(self) -> TimeToTargetRecord | None:

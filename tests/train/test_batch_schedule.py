@@ -1,0 +1,276 @@
+"""A batch schedule's parts on their own: the schedule's grammar and its refusals, the run's length,
+the micro-batches, auto's rule, the calibration of critical-batch rows, the memory cap of bench rows,
+the learning rate over samples, the data order across a switch, and the meter at a new batch. Runs
+of the whole trainer are in test_batch_schedule_runs.py."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from toy_workload import write_toy_data
+
+from trainspeed.bench.results import ResultRow
+from trainspeed.data import open_dataset
+from trainspeed.data.base import LoaderConfig
+from trainspeed.errors import UsageError
+from trainspeed.gradients.noise_scale import NoiseScaleMeter, two_batch_estimates
+from trainspeed.gradients.rows import NoiseScaleRecord
+from trainspeed.rows import row_line
+from trainspeed.train.batch_schedule import (
+    AutoRule,
+    BatchPlan,
+    CalibrationPoint,
+    NoiseReading,
+    ScheduleEntry,
+    auto_step,
+    bench_memory_cap,
+    calibration_at,
+    least_reading,
+    micro_batches_for,
+    noise_reading,
+    parse_schedule,
+    read_calibration,
+    scheduled_batch,
+    walk,
+)
+from trainspeed.train.loop import BatchStream, LoopState
+from trainspeed.train.lr_schedule import lr_multiplier, samples_multiplier
+
+
+def test_a_schedule_is_global_batches_at_samples_from_zero_on() -> None:
+    entries = parse_schedule("64@0, 128@20000,256@60000", devices=2)
+    assert entries == (ScheduleEntry(64, 0), ScheduleEntry(128, 20000), ScheduleEntry(256, 60000))
+    assert [scheduled_batch(entries, samples) for samples in (0, 19999, 20000, 59999, 60000, 10**9)] == \
+        [64, 64, 128, 128, 256, 256]
+
+
+@pytest.mark.parametrize(("text", "devices", "said"), [
+    ("64@0,128@100,96@200", 1, "the batch must grow from entry to entry, and 96@200 follows 128@100"),
+    ("64@0,128@100,256@100", 1, "the samples must increase from entry to entry, and 256@100 follows 128@100"),
+    ("64@0,128@100,256@50", 1, "the samples must increase"),
+    ("64@10,128@100", 1, "the first batch must start at @0"),
+    ("64@0,100@1000", 8, "global batch 100 is not a multiple of the run's 8 devices"),
+    ("64", 1, "'64' is not GLOBAL_BATCH@SAMPLES"),
+    ("64@0,x@5", 1, "'x@5' is not GLOBAL_BATCH@SAMPLES"),
+    (",", 1, "no entry"),
+    ("0@0", 1, "a global batch of 0 trains nothing"),
+])
+def test_a_schedule_that_does_not_grow_from_zero_in_multiples_of_the_devices_is_refused(
+        text: str, devices: int, said: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        parse_schedule(text, devices)
+    assert str(refused.value).startswith(f"train: --batch-schedule {text!r}: ") and said in str(refused.value)
+
+
+def test_a_schedule_s_steps_and_samples_are_walked_in_closed_form() -> None:
+    entries = parse_schedule("8@0,16@32,32@96")
+    assert walk(entries, steps=10) == (10, 4 * 8 + 4 * 16 + 2 * 32)
+    assert walk(entries, samples=100) == (9, 4 * 8 + 4 * 16 + 32)  # the first step boundary at or past 100
+    assert walk(entries, samples=1) == (1, 8)
+    assert walk(parse_schedule("8@0,16@4"), steps=3) == (3, 8 + 16 + 16)  # a step past an entry's samples
+    assert walk(parse_schedule("7@0"), steps=3 * 10**8) == (3 * 10**8, 21 * 10**8)
+
+
+@pytest.mark.parametrize(("per_device", "cap", "at_least", "parts"), [
+    (64, None, 1, 1), (64, 64, 1, 1), (128, 64, 1, 2), (256, 100, 1, 4), (96, 40, 1, 3), (7, 3, 1, 7),
+    (64, None, 2, 2), (64, 16, 2, 4), (48, 10, 4, 8),
+])
+def test_micro_batches_are_the_fewest_equal_slices_within_the_cap(per_device, cap, at_least, parts) -> None:
+    assert micro_batches_for(per_device, cap, at_least) == parts
+
+
+RULE = AutoRule(global_batch_min=64, global_batch_max=512, devices=2)
+
+
+def _reading(value: float | None) -> NoiseReading:
+    return NoiseReading(b_simple=value, lower=None, resolved=value is not None)
+
+
+def test_auto_doubles_after_two_readings_in_a_row_that_say_the_next_batch_still_scales() -> None:
+    first = auto_step(RULE, 64, 0, _reading(200.0), samples=0)
+    assert (first.global_batch, first.agreeing, first.critical_batch) == (64, 1, 200.0)
+    second = auto_step(RULE, 64, first.agreeing, _reading(128.0), samples=0)  # B_crit >= 2 x 64
+    assert (second.global_batch, second.agreeing) == (128, 0)
+    interrupted = auto_step(RULE, 64, 1, _reading(127.0), samples=0)
+    assert (interrupted.global_batch, interrupted.agreeing) == (64, 0)
+
+
+def test_an_unresolved_noise_scale_is_larger_than_any_batch_tried_yet_auto_stops_at_the_max_and_the_cap() -> None:
+    unresolved = NoiseReading(b_simple=None, lower=30.0, resolved=False)
+    decision = auto_step(RULE, 256, 1, unresolved, samples=0)
+    assert decision.global_batch == 512 and decision.critical_batch == math.inf
+    assert auto_step(RULE, 512, 1, unresolved, samples=0).global_batch == 512  # the max
+    capped = AutoRule(global_batch_min=64, global_batch_max=4096, devices=2, max_batch_per_device=128)
+    assert auto_step(capped, 256, 1, unresolved, samples=0).global_batch == 256  # 512 is 256 per device
+
+
+def _noise_row(network: str, b_simple_avg: float | None, resolved: bool | None = True) -> NoiseScaleRecord:
+    return NoiseScaleRecord(step=4, samples=256, network=network, method="ranks", biased=False, small_batch=32,
+                            big_batch=64, grad_sq=1.0, trace_sigma=1.0, b_simple=b_simple_avg, grad_sq_avg=1.0,
+                            trace_sigma_avg=1.0, b_simple_avg=b_simple_avg, window_steps=2, grad_sq_se=0.1,
+                            grad_sq_avg_se=0.1, resolved=resolved, b_simple_lower=None if resolved else 40.0)
+
+
+def test_a_noise_scale_row_without_a_positive_g_squared_is_read_as_unresolved_and_agrees_to_double() -> None:
+    unresolved = noise_reading(_noise_row("policy", None, resolved=False))
+    assert (unresolved.resolved, unresolved.b_simple, unresolved.lower) == (False, None, 40.0)
+    not_positive = noise_reading(_noise_row("policy", None, resolved=None))  # a row written before assessing
+    assert (not_positive.resolved, not_positive.b_simple) == (False, None)
+    assert noise_reading(_noise_row("policy", 90.0, resolved=None)).b_simple == 90.0
+    assert auto_step(RULE, 64, 1, unresolved, samples=0).global_batch == 128
+    resolved = noise_reading(_noise_row("policy", 90.0))
+    assert (resolved.resolved, resolved.b_simple) == (True, 90.0)
+    assert auto_step(RULE, 64, 1, resolved, samples=0).global_batch == 64  # 90 < 2 x 64
+    # Of several networks, the one that allows the smallest batch decides; unresolved ones allow any.
+    assert least_reading([unresolved, resolved, noise_reading(_noise_row("value", 300.0))]) == resolved
+    assert least_reading([unresolved]) == unresolved
+
+
+def test_the_calibration_scales_b_simple_into_the_critical_batch_at_the_samples_trained() -> None:
+    points = (CalibrationPoint(1000, 0.5), CalibrationPoint(3000, 1.5))
+    assert [calibration_at(points, samples) for samples in (0, 1000, 2000, 3000, 10**6)] == [0.5, 0.5, 1.0, 1.5, 1.5]
+    assert calibration_at((), 123) == 1.0
+    rule = AutoRule(global_batch_min=64, global_batch_max=512, devices=1, calibration=points)
+    assert auto_step(rule, 64, 1, _reading(200.0), samples=1000).global_batch == 64  # 0.5 x 200 < 128
+    assert auto_step(rule, 64, 1, _reading(200.0), samples=3000).global_batch == 128
+
+
+def test_critical_batch_rows_are_read_from_a_study_folder_and_a_folder_without_them_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "study"
+    folder.mkdir()
+    rows = [{"kind": "critical-batch", "schema_version": 1, "samples": 2000, "critical_batch": 300, "b_simple": 100.0},
+            {"kind": "critical-batch", "schema_version": 1, "samples": 2000, "critical_batch": 100, "b_simple": 100.0},
+            {"kind": "critical-batch", "schema_version": 1, "samples": 500, "critical_batch": 64, "b_simple": 128.0},
+            {"kind": "critical-batch", "schema_version": 1, "samples": 900, "critical_batch": 64, "b_simple": None},
+            {"kind": "study", "schema_version": 1, "samples": 1, "critical_batch": 1, "b_simple": 1.0}]
+    (folder / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert read_calibration(str(folder)) == (CalibrationPoint(500, 0.5), CalibrationPoint(2000, 2.0))
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(json.dumps({"samples": 10, "critical_batch": 50, "b_simple": 25}) + "\n")
+    assert read_calibration(str(plain)) == (CalibrationPoint(10, 2.0),)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(UsageError, match="holds no critical-batch rows"):
+        read_calibration(str(empty))
+
+
+def _bench(path: Path, *batches: tuple[int, str], target: str = "cpu:eager:fp32") -> Path:
+    path.write_text("".join(row_line(ResultRow(run_id="r", timestamp="t", workload="mahjong", size="tiny",
+                                               target=target, batch_size=batch, status=status,
+                                               samples_per_s=100.0 if status == "ok" else None)) + "\n"
+                            for batch, status in batches))
+    return path
+
+
+def test_the_memory_cap_is_the_largest_batch_the_bench_ran_below_its_first_out_of_memory(tmp_path: Path) -> None:
+    bench = _bench(tmp_path / "b.jsonl", (64, "ok"), (128, "ok"), (256, "oom"), (512, "skipped"), (1024, "ok"),
+                   (32, "oom", ), target="cpu:eager:fp32")
+    with pytest.raises(UsageError, match="ran out of memory at every batch"):
+        bench_memory_cap(str(bench), "mahjong", "tiny", "cpu:eager:fp32")
+    bench = _bench(tmp_path / "b.jsonl", (64, "ok"), (128, "invalid"), (256, "oom"), (512, "skipped"))
+    assert bench_memory_cap(str(bench), "mahjong", "tiny", "cpu:eager:fp32") == 128
+    assert bench_memory_cap(str(_bench(tmp_path / "c.jsonl", (64, "ok"))), "mahjong", "tiny", "cpu:eager:fp32") is None
+    with pytest.raises(UsageError, match="has no row of mahjong/tiny on xla:lazy:fp32"):
+        bench_memory_cap(str(bench), "mahjong", "tiny", "xla:lazy:fp32")
+
+
+def test_the_lr_over_samples_is_the_lr_over_steps_where_the_batch_never_switches() -> None:
+    batch, steps, warmup = 24, 50, 4
+    for step in range(steps):
+        assert samples_multiplier(step * batch, batch, steps * batch, warmup * batch, 0.1, batch) == \
+            pytest.approx(lr_multiplier(step, steps, warmup, 0.1))
+
+
+def test_the_lr_over_samples_does_not_jump_where_the_batch_switches() -> None:
+    before = samples_multiplier(4000, 64, 10000, 500, 0.0, 64)
+    after = samples_multiplier(4000, 256, 10000, 500, 0.0, 64)
+    assert before == after
+
+
+def test_a_plan_switches_to_the_due_batch_and_carries_its_switches_through_a_checkpoint() -> None:
+    plan = BatchPlan(entries=parse_schedule("8@0,16@32"), rule=None, global_batch=8)
+    assert plan.due(24) == 8 and plan.due(32) == 16
+    made = plan.switch(step=4, samples=32)
+    assert (made.step, made.from_global_batch, made.to_global_batch, plan.global_batch) == (5, 8, 16, 16)
+    resumed = BatchPlan(entries=plan.entries, rule=None, global_batch=8)
+    resumed.load_state(json.loads(json.dumps(plan.state())))
+    assert resumed.global_batch == 16 and resumed.switches == plan.switches
+
+
+def _read_ids(loader, units_per_step: list[int], state: LoopState) -> list[np.ndarray]:
+    stream = BatchStream(loader, state)
+    return [stream.next(units)["meta_sample_id"].numpy() for units in units_per_step]
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_the_samples_read_across_switches_are_the_epoch_s_order_in_order_and_each_once(tmp_path: Path, ranks: int) -> None:
+    """Steps of 1, then 2, then 4 of the loader's batches read the epoch's one permutation in order;
+    a step that no longer fits the epoch starts the next epoch, whose order starts again."""
+    folder = write_toy_data(tmp_path / "toy", samples=256)
+    unit = 4
+    configs = [LoaderConfig(batch_size=unit, rank=rank, world_size=ranks, seed=3, num_workers=0) for rank in range(ranks)]
+    loaders = [open_dataset(folder, config, outputs=("x", "y")) for config in configs]
+    global_unit = unit * ranks
+    per_epoch = len(loaders[0])
+    units = [1, 1, 2, 2, 4, 4, 4]
+    states = [LoopState() for _ in loaders]
+    read = [_read_ids(loader, units, state) for loader, state in zip(loaders, states)]
+    order = loaders[0].layout.epoch_order(configs[0], 0)
+    steps_ids = [np.concatenate([read[rank][step] for rank in range(ranks)]) for step in range(len(units))]
+    trained = np.concatenate(steps_ids)
+    assert sorted(trained) == sorted(order[:sum(units) * global_unit])
+    assert len(set(trained.tolist())) == len(trained)
+    for step, ids in enumerate(steps_ids):  # each step is consecutive global batches of the order
+        start = sum(units[:step]) * global_unit
+        assert sorted(ids) == sorted(order[start:start + units[step] * global_unit])
+    # Past the epoch's end: the unfinished step is read from the next epoch's order from its start.
+    left = per_epoch - sum(units)
+    tail = [_read_ids(loader, [left + 1], state) for loader, state in zip(loaders, states)]
+    assert all(state.epoch == 1 for state in states)
+    next_order = loaders[0].layout.epoch_order(configs[0], 1)
+    assert sorted(np.concatenate([ids[0] for ids in tail])) == sorted(next_order[:(left + 1) * global_unit])
+
+
+def test_a_step_larger_than_an_epoch_is_one_line(tmp_path: Path) -> None:
+    folder = write_toy_data(tmp_path / "toy", samples=64)
+    loader = open_dataset(folder, LoaderConfig(batch_size=8, num_workers=0), outputs=("x", "y"))
+    with pytest.raises(UsageError, match="fewer samples than one global batch"):
+        BatchStream(loader, LoopState()).next(len(loader) + 1)
+
+
+class _Linear(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(3))
+
+
+def test_the_meter_carries_its_moving_averages_to_the_new_batches_of_a_switch() -> None:
+    from trainspeed.workloads.base import Trainable
+
+    class One(Trainable):
+        def setup_optimizers(self, fused: bool = False) -> None:
+            self.optimizers = {"net": torch.optim.SGD(self.networks["net"].parameters(), lr=0.1)}
+
+        def train_step(self, batch):  # pragma: no cover - not stepped here
+            raise AssertionError
+
+    trainable = One({"net": _Linear()})
+    trainable.setup_optimizers()
+    meter = NoiseScaleMeter(trainable, world_size=2, samples_per_rank=32, micro_batches=1, smoothing=0.5)
+    grad_sq, trace_sigma = 2.0, 300.0
+    meter.ranks_step("net", torch.tensor(grad_sq + trace_sigma / 32), torch.tensor(grad_sq + trace_sigma / 64))
+    meter.resize(samples_per_rank=128, micro_batches=2)
+    assert (meter.method, meter.small_batch, meter.big_batch) == ("ranks", 64, 128)
+    norms = meter.networks["net"]
+    carried = two_batch_estimates(float(norms.average_small), float(norms.average_big), 64, 128)
+    assert carried == pytest.approx((grad_sq * 0.5, trace_sigma * 0.5))  # one step of smoothing 0.5, uncorrected
+    state = meter.state()
+    fresh = NoiseScaleMeter(trainable, world_size=2, samples_per_rank=32, micro_batches=1, smoothing=0.5)
+    fresh.load_state(state)
+    assert (fresh.small_batch, fresh.big_batch, fresh.networks["net"].carried_small) == \
+        (64, 128, pytest.approx(float(norms.average_small)))
