@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from trainspeed.bench.config import TARGET_LIST
 from trainspeed.flags import POSITIVE_INTS, WORKLOAD_HELP, CommaListAction, Range, comma_list, seed_value
@@ -56,6 +57,13 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    planned_rows(args)
+    return 0
+
+
+def planned_rows(args: argparse.Namespace) -> list[Any]:
+    """Plan (and check) what the flags describe, print and append what the command does, and
+    return the plan's rows and its checks' (`trainspeed.plan` returns them to a Python caller)."""
     from trainspeed.atomic import check_writable_directory
     from trainspeed.errors import UsageError
     from trainspeed.plan.check import (
@@ -86,6 +94,7 @@ def run_plan(args: argparse.Namespace) -> int:
             raise UsageError(f"plan: --out {args.out} is one of the inputs; append the plan to another file")
         check_rows_file(args.out, f"plan: --out {args.out}", kinds=(PlanRow.KIND, PlanCheckRow.KIND))
         check_writable_directory(args.out.parent, f"--out {args.out}")
+    checks: list[PlanCheckRow] = []
     inputs = read_plan_inputs(args.inputs, args.borrow_steps)
     model = steps_model(inputs)  # no steps to the goal is the first thing to say
     rows = plan_rows(inputs, default_grid(inputs, targets, args.devices, args.global_batches), args.command_line, model)
@@ -114,7 +123,7 @@ def run_plan(args: argparse.Namespace) -> int:
             print(line)
     if args.out is not None:
         print(f"plan: rows in {args.out}")
-    return 0
+    return [*rows, *checks]
 
 
 def check_train_flags(commands: dict[str, list[str]]) -> None:
