@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from child_commands import EXAMPLES, python_argv, run_child, trainspeed_env
 from torch import nn
 
 import trainspeed
@@ -26,7 +27,10 @@ from trainspeed.flags import config_from_flags
 from trainspeed.studies import STUDIES
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.flags import TRAIN_FLAGS, config_of_command
+from trainspeed.plan.rows import PlanRow
+from trainspeed.rows import read_records
 from trainspeed.train.rows import EvalRecord, RunSummary
+from trainspeed.train.runs import read_run
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 FUNCTIONS = ("bench", "check", "train", "plan", "report")
@@ -202,3 +206,35 @@ def test_a_workload_only_this_process_holds_is_never_handed_to_other_processes(t
 def test_the_cli_stays_a_thin_layer_of_exit_codes(capsys):
     assert main(["bench", "--batch-sizes", "0"]) == 2
     assert capsys.readouterr().err.startswith("trainspeed: error: ")
+
+
+@pytest.mark.e2e
+def test_the_example_benches_a_sequential_on_two_backends_trains_it_on_two_ranks_and_plans_it(tmp_path):
+    """examples/python_api.py, a few steps of each call: one bench call measures eager and compiled at
+    two batch sizes, with counted FLOPs and no module path given; the same workload trains on two
+    ranks (each loads the script to rebuild it); the script writes nothing beside its results."""
+    result = run_child(python_argv(str(EXAMPLES / "python_api.py")), env=trainspeed_env(TRAINSPEED_EXAMPLE_QUICK="1"),
+                       cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (out,) = [path for path in tmp_path.iterdir()]
+    assert out.name.startswith("python_api-")
+    rows = read_rows(out / "bench.jsonl")
+    assert sorted((row.target, row.batch_size, row.status, row.mfu_flops_source) for row in rows) == [
+        (target, batch, "ok", "counted") for target in ("cpu:compile:fp32", "cpu:eager:fp32") for batch in (64, 256)]
+    # 2 x (16x64 + 64x4) multiply-adds forward; backward the weights' gradients of both layers and the
+    # input gradient of the second
+    assert {row.flops_per_sample for row in rows} == {2560 + 2560 + 512}
+    assert rows[0].command.startswith("trainspeed bench --workload 'python:{")
+    summary = read_run(out / "run").summary
+    assert (summary.workload, summary.world_size, summary.last_step) == ("model", 2, 8)
+    assert PlanRow.KIND in {record["kind"] for record, _ in read_records(out / "plan.jsonl")}
+    assert "ported" in result.stdout
+
+
+def test_the_notebook_is_the_example_script_exported(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    from export_notebook import notebook_text
+
+    notebook = EXAMPLES / "python_api.ipynb"
+    assert notebook.read_text() == notebook_text(EXAMPLES / "python_api.py"), \
+        "export it again: python examples/export_notebook.py examples/python_api.py"
