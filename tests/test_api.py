@@ -203,6 +203,52 @@ def test_a_workload_only_this_process_holds_is_never_handed_to_other_processes(t
     assert not (tmp_path / "run").exists()
 
 
+def test_a_study_of_pieces_runs_at_their_size_where_its_commands_can_rebuild_them(tmp_path):
+    workload = trainspeed.workload_from(model=mlp, loss=loss, optimizer=functools.partial(torch.optim.SGD, lr=0.1),
+                                        batch={"x": torch.randn(8, 4), "y": torch.randint(0, 3, (8,))})
+    # its size (`default`, not the preset's `tiny`) is accepted: the estimate is what refuses it
+    with pytest.raises(trainspeed.UsageError, match=r"^study throughput: the estimate is .* longer than --max-hours"):
+        trainspeed.study("throughput", workload=workload, out=tmp_path / "study", preset="smoke", max_hours=1e-6)
+    unportable = trainspeed.workload_from(model=lambda: mlp(), loss=loss, batch={"x": torch.randn(8, 4), "y": torch.zeros(8).long()},
+                                          optimizer=functools.partial(torch.optim.SGD, lr=0.1))
+    with pytest.raises(trainspeed.UsageError, match=r"^study throughput: the commands this study runs cannot rebuild "
+                                                    r"workload 'model' \(model= is a lambda\)"):
+        trainspeed.study("throughput", workload=unportable, out=tmp_path / "unportable", preset="smoke")
+    assert not (tmp_path / "unportable").exists()
+
+
+INTERACTIVE_SESSION = """
+import functools, sys, torch, trainspeed
+def model():
+    return torch.nn.Linear(4, 3)
+def loss(outputs, batch):
+    return torch.nn.functional.cross_entropy(outputs, batch["y"])
+workload = trainspeed.workload_from(model=model, loss=loss, optimizer=functools.partial(torch.optim.SGD, lr=0.1),
+                                    batch={"x": torch.randn(8, 4), "y": torch.randint(0, 3, (8,))})
+try:
+    trainspeed.train(workload=workload, nproc=2, synthetic_data=True, steps=2, out=sys.argv[1] + "/two")
+except trainspeed.UsageError as error:
+    print(f"refused: {error}")
+run = trainspeed.train(workload=workload, synthetic_data=True, steps=2, out=sys.argv[1] + "/one", no_progress=True,
+                       noise_scale="off", batch_size_per_device=4, num_workers=0)
+print(f"run: step {run.summary.last_step} on {run.summary.world_size} rank")
+"""
+
+
+@pytest.mark.e2e
+def test_pieces_of_an_interactive_session_say_so_in_one_line_and_train_in_its_own_process(tmp_path):
+    """Pieces defined where no file holds them (`python -c`, as a notebook's cells) cannot be rebuilt
+    by ranks of their own: the call says so before starting any, and one rank trains in the process."""
+    result = run_child(python_argv("-c", INTERACTIVE_SESSION, str(tmp_path)), timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    refused, trained = [line for line in result.stdout.splitlines() if line.startswith(("refused: ", "run: "))]
+    assert refused == ("refused: train: the 2 rank processes of this run cannot rebuild workload 'model' (model= "
+                       "(model) is defined in a notebook cell or an interactive session; loss= (loss) is defined in a "
+                       "notebook cell or an interactive session): run it in this process (train: nproc=1), or define "
+                       "its pieces at the top level of a script or module and give those")
+    assert trained == "run: step 2 on 1 rank" and not (tmp_path / "two").exists()
+
+
 def test_the_cli_stays_a_thin_layer_of_exit_codes(capsys):
     assert main(["bench", "--batch-sizes", "0"]) == 2
     assert capsys.readouterr().err.startswith("trainspeed: error: ")

@@ -282,8 +282,21 @@ def _train_processes(args: argparse.Namespace) -> str | None:
 
 # --- the commands ------------------------------------------------------------------------------------
 
+def _with_workload_size(command: str, values: dict[str, Any], study: str | None) -> dict[str, Any]:
+    """A workload of `workload_from` has one size of its own (`default`): a command that takes `--size`
+    is given it unless the caller gave one, as a study's `--size` defaults to its preset's (`tiny`)."""
+    workload = values.get("workload")
+    own_size = getattr(workload, "default_size", None)
+    if not isinstance(getattr(workload, "reference", None), str) or values.get("size") is not None:
+        return values
+    if "size" not in flag_keywords(command_parser(command, study)):
+        return values
+    return {**values, "size": own_size}
+
+
 def _run(command: str, values: dict[str, Any], study: str | None = None) -> Rows:
     _stop_if_loading()
+    values = _with_workload_size(command, values, study)
     args = parse_command(command, values, study)
     workload = values.get("workload")
     if command == "train":
