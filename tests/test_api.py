@@ -31,6 +31,7 @@ from trainspeed.plan.rows import PlanRow
 from trainspeed.rows import read_records
 from trainspeed.train.rows import EvalRecord, RunSummary
 from trainspeed.train.runs import read_run
+from trainspeed.workloads.pieces import IN_PROCESS
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 FUNCTIONS = ("bench", "check", "train", "plan", "report")
@@ -151,6 +152,18 @@ def test_bench_returns_the_rows_it_appended(tmp_path):
     table = rows.to_pandas()
     assert list(table["batch_size"]) == [4, 8] and set(table["kind"]) == {"bench"} and "machine.cpu_model" in table
     assert isinstance(rows.figure(), matplotlib.figure.Figure)
+
+
+def test_a_server_given_its_reference_benches_it_for_a_remote_client(serve, tmp_path):
+    workload = trainspeed.workload_from(model=mlp, loss=loss, optimizer=functools.partial(torch.optim.SGD, lr=0.1),
+                                        batch={"x": torch.randn(8, 4), "y": torch.randint(0, 3, (8,))}, name="remote-mlp")
+    del IN_PROCESS[workload.reference]  # the server rebuilds it from the reference, as its own process would
+    server = serve(workloads=(workload.reference,), threads=1)
+    rows = trainspeed.bench(workload=workload, targets=[server.remote_name], batch_sizes=[4], windows=1, warmup_steps=0,
+                            min_window_s=0.01, max_steps_per_window=2, feed=["host"], out=tmp_path / "b.jsonl",
+                            no_plot=True, no_progress=True)
+    assert [(row.workload, row.status, row.transport, row.mfu_flops_source) for row in rows] == [
+        ("remote-mlp", "ok", "grpc", "counted")]
 
 
 def test_rows_without_pandas_say_how_to_get_it(monkeypatch):
