@@ -53,6 +53,7 @@ def commands() -> list[Command]:
     return [
         Command("python -c pass", ["-c", "pass"]),
         Command("python -c 'import torch'", ["-c", "import torch"]),
+        Command("python -c 'import trainspeed'", ["-c", "import trainspeed"]),
         Command("trainspeed --help", [*trainspeed, "--help"]),
         Command("trainspeed bench --help", [*trainspeed, "bench", "--help"]),
         Command("trainspeed train --help", [*trainspeed, "train", "--help"]),
@@ -94,12 +95,17 @@ def start_once(argv: list[str], tree: Path) -> Start:
     return Start(wall_s, usage.ru_maxrss * 1024)
 
 
-def heavy_imports(argv: list[str], tree: Path) -> list[str]:
-    """The HEAVY packages a run imports, from `python -X importtime`'s report."""
+def imported_modules(argv: list[str], tree: Path) -> set[str]:
+    """Every module a run imports, from `python -X importtime`'s report."""
     result = subprocess.run([sys.executable, "-X", "importtime", *argv], cwd=tree, env=child_environment(tree),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
-    imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in result.stderr.splitlines()
-                if line.startswith("import time:") and "|" in line}
+    return {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+def heavy_imports(argv: list[str], tree: Path) -> list[str]:
+    """The HEAVY packages a run imports, from `python -X importtime`'s report."""
+    imported = {name.split(".")[0] for name in imported_modules(argv, tree)}
     return [name for name in HEAVY if name in imported]
 
 

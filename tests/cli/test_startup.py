@@ -1,6 +1,7 @@
 """Commands that need no device start without the device stack: `--help` of every command imports
 none of torch, torch_xla, jax, grpc, matplotlib or numpy, and `report`, `plot` and `data
-verify/inspect` import no torch (each read from `python -X importtime` of a fresh process, as
+verify/inspect` import no torch; `import trainspeed` imports nothing heavy and no module `trainspeed
+--help` does not (each read from `python -X importtime` of a fresh process, as
 benchmarks/startup.py reads it)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 from child_commands import REPO_ROOT, run_ok
 
-from benchmarks.startup import REPORT_INPUT, heavy_imports
+from benchmarks.startup import REPORT_INPUT, heavy_imports, imported_modules
 
 pytestmark = pytest.mark.e2e
 
@@ -31,6 +32,13 @@ def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                      ["eval", "mahjong"]], ids=lambda command: " ".join(command) or "trainspeed")
 def test_help_imports_nothing_heavy(command: list[str]) -> None:
     assert heavy_imports(["-m", "trainspeed", *command, "--help"], REPO_ROOT) == []
+
+
+def test_import_trainspeed_imports_no_more_than_help() -> None:
+    """The package's public names (`trainspeed.bench` ...) load their modules on first use only."""
+    package = imported_modules(["-c", "import trainspeed; trainspeed.__all__"], REPO_ROOT)
+    assert "trainspeed" in package and heavy_imports(["-c", "import trainspeed"], REPO_ROOT) == []
+    assert package - imported_modules(["-m", "trainspeed", "--help"], REPO_ROOT) == set()
 
 
 def test_report_and_plot_import_no_torch(tmp_path: Path) -> None:

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from typing import TYPE_CHECKING
 
 from trainspeed.bench.config import BenchConfig
 from trainspeed.flags import add_flags, config_from_flags
 from trainspeed.user_json import check_rows_file
+
+if TYPE_CHECKING:
+    from trainspeed.bench.results import ResultRow
 
 
 def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
@@ -26,7 +30,15 @@ def add_bench_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+    """The command: exit code 1 where a configuration ended in an error row."""
+    rows = bench_rows(args)
+    return 1 if any(row.status == "error" for row in rows) else 0
+
+
+def bench_rows(args: argparse.Namespace) -> list["ResultRow"]:
+    """Run the sweep the flags describe, print and write what the command does, and return its rows
+    (`trainspeed.bench` returns them to a Python caller)."""
+    from tqdm.auto import tqdm
 
     from trainspeed.bench.ratios import format_table, ratio_table
     from trainspeed.bench.results import ResultRow, read_rows, write_csv
@@ -64,4 +76,4 @@ def run_bench(args: argparse.Namespace) -> int:
     errors = [row for row in rows if row.status == "error"]
     for row in errors:
         print(f"error: {row.target} batch {row.batch_size}: {row.error}", file=sys.stderr)
-    return 1 if errors else 0
+    return rows

@@ -6,9 +6,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from typing import TYPE_CHECKING
 
 from trainspeed.bench.port_check import PortCheckConfig
 from trainspeed.flags import WORKLOAD_HELP, add_flag, config_from_flags, seed_value
+
+if TYPE_CHECKING:
+    from trainspeed.bench.port_check_rows import PortCheck
 
 
 def add_check_command(subparsers: argparse._SubParsersAction) -> None:
@@ -33,18 +37,27 @@ def add_check_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from trainspeed.bench.port_check import StepFailed, check_out, run_port_check, write_check
+    from trainspeed.bench.port_check import StepFailed
 
-    config = dataclasses.replace(config_from_flags(PortCheckConfig, args), command=args.command_line)
-    check_out(config.out)
     try:
-        check = run_port_check(config)
+        check = port_check(args)
     except StepFailed as error:
         print(f"trainspeed: error: {error}", file=sys.stderr)
         return 1
+    return 1 if args.strict and not check.ported else 0
+
+
+def port_check(args: argparse.Namespace) -> "PortCheck":
+    """Run the check the flags describe, print it and write it where --out says, and return it
+    (`trainspeed.check` returns it to a Python caller); StepFailed where the step raised."""
+    from trainspeed.bench.port_check import check_out, run_port_check, write_check
+
+    config = dataclasses.replace(config_from_flags(PortCheckConfig, args), command=args.command_line)
+    check_out(config.out)
+    check = run_port_check(config)
     print("\n".join(check.lines()), flush=True)
     if config.out is not None:
         write_check(config.out, check)
         print(f"result written to {config.out}")
-    return 1 if config.strict and not check.ported else 0
+    return check
 

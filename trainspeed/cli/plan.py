@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from trainspeed.bench.config import TARGET_LIST
 from trainspeed.flags import POSITIVE_INTS, TIMEOUT, WORKLOAD_HELP, CommaListAction, Range, comma_list, seed_value
@@ -83,6 +83,13 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    planned_rows(args)
+    return 0
+
+
+def planned_rows(args: argparse.Namespace) -> list[Any]:
+    """Plan (and check) what the flags describe, print and append what the command does, and
+    return the plan's rows and its checks' (`trainspeed.plan` returns them to a Python caller)."""
     from trainspeed.atomic import check_writable_directory
     from trainspeed.errors import UsageError
     from trainspeed.plan.check import (
@@ -123,6 +130,7 @@ def run_plan(args: argparse.Namespace) -> int:
         from trainspeed.plan.measure import check_measure_dir
 
         check_measure_dir(args.measure_dir)
+    checks: list[PlanCheckRow] = []
     inputs = read_plan_inputs(args.inputs, args.borrow_steps)
     model = steps_model(inputs)  # no steps to the goal is the first thing to say
     grid = default_grid(inputs, targets, args.devices, args.global_batches, args.schedules, model, args.measure)
@@ -154,7 +162,7 @@ def run_plan(args: argparse.Namespace) -> int:
             print(line)
     if args.out is not None:
         print(f"plan: rows in {args.out}")
-    return 0
+    return [*rows, *checks]
 
 
 def measured(args: argparse.Namespace, inputs: PlanInputs, model: StepsModel, grid: PlanGrid,

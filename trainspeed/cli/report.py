@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainspeed.atomic import check_writable_directory
 from trainspeed.errors import UsageError
+
+if TYPE_CHECKING:
+    from trainspeed.report.inputs import ReportInputs
 
 EPILOG = """\
 reads (each row by the reader of its kind; extra fields are kept):
@@ -47,10 +51,17 @@ def check_output(out: Path, read: set[Path], flag: str = "--out") -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    report_inputs(args)
+    return 0
+
+
+def report_inputs(args: argparse.Namespace) -> "ReportInputs":
+    """Write the page the flags describe and return what it was drawn from (`trainspeed.report`
+    returns its rows to a Python caller)."""
     from trainspeed.kinds import read_inputs, write_report
 
     inputs = read_inputs(args.results)
     check_output(args.out, inputs.read)
     write_report(inputs, args.out, args.title, args.baseline)
     print(f"report: {args.out} ({inputs.count} rows and runs from {len(inputs.files)} inputs)")
-    return 0
+    return inputs

@@ -57,7 +57,14 @@ def _minutes(seconds: float) -> str:
 
 
 def run_study(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+    study_files(args)
+    return 0
+
+
+def study_files(args: argparse.Namespace) -> list[Path]:
+    """Run the study the flags describe, print what the command does, and return the files it
+    wrote rows to (`trainspeed.study` returns their rows to a Python caller)."""
+    from tqdm.auto import tqdm
 
     from trainspeed.atomic import check_writable_directory
     from trainspeed.machine import Machine
@@ -98,4 +105,4 @@ def run_study(args: argparse.Namespace) -> int:
     print("\n".join(str(path) for path in files))
     print(f"study {face.name}: {_minutes(record.wall_s)} (estimated {_minutes(estimate)}); "
           f"read it with `trainspeed report {args.out} --out {args.out / 'report.html'}`")
-    return 0
+    return files

@@ -1,10 +1,11 @@
-"""The progress bar with ETA, on rank 0 only (N bars interleaved on one terminal help nobody)."""
+"""The progress bar with ETA, on rank 0 only (N bars interleaved on one terminal help nobody); a
+notebook's own bar where a rank runs in a notebook's kernel (`tqdm.auto`)."""
 
 from __future__ import annotations
 
 import sys
 
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 
 class ProgressBar:

@@ -1,7 +1,8 @@
 """Workload registry: one line per built-in workload, the named models of a library
 (`timm:resnet50`, `torchvision:resnet18`, `hf:gpt2`: `trainspeed.workloads.named`), plus
-`package.module:factory` for your own (a module of your own called timm, torchvision or hf is
-reached as `timm.module:factory`, with its package path).
+`package.module:factory` for your own (a module of your own called timm, torchvision, hf or python
+is reached as `timm.module:factory`, with its package path), and a workload of plain PyTorch pieces
+by the name `trainspeed.workload_from` gave it (`python:...`, `trainspeed.workloads.pieces`).
 
 Every command that names a workload gets it from `get_workload` and checks its `--size` with
 `resolve_size`, so a bad factory or an unknown size is the same one line whichever command met it.
@@ -29,6 +30,8 @@ BUILTIN_WORKLOADS: dict[str, str] = {
 }
 
 REQUIRED_METHODS = ("build", "synthetic_batch", "flops_per_sample")
+PIECES_PREFIX = "python:"
+"""A workload `trainspeed.workload_from` made (`trainspeed.workloads.pieces`)."""
 
 
 def _load_factory(reference: str):
@@ -88,6 +91,10 @@ def get_workload(name: str) -> Workload:
     protocol's attributes (see docs/workloads.md). A factory that cannot be imported, raises, or
     returns something else is a UsageError naming `--workload NAME`, never a traceback.
     """
+    if name.startswith(PIECES_PREFIX):
+        from trainspeed.workloads.pieces import workload_of_reference
+
+        return workload_of_reference(name)
     if family_of(name) is not None:
         try:
             return named_workload(name)

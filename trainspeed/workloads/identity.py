@@ -9,7 +9,9 @@ holds the workload's class (for a built-in: its whole folder, model and data cod
 single module file where the class lives outside a package. A workload may also declare a
 `version` string of its own; it is recorded beside the hash, which is what identity compares. A
 workload built from a library (`timm:resnet50`) is defined by that library as much as by its
-source: it declares `library_version` ("timm 1.0.31"), which the hash covers too.
+source: it declares `library_version` ("timm 1.0.31"), which the hash covers too. A workload whose
+class is trainspeed's own and whose definition is someone else's (`trainspeed.workload_from`'s
+pieces) says where it is defined (`definition_module`) and hashes that itself (`definition_sha256()`).
 """
 
 from __future__ import annotations
@@ -66,7 +68,10 @@ def definition_files(workload: object) -> tuple[Path, list[Path]]:
 
 def definition_sha256(workload: object) -> str:
     """sha256 over each definition file's relative path and bytes, each length-prefixed (and the
-    workload's `library_version`, where it has one)."""
+    workload's `library_version`, where it has one); the workload's own, where it hashes itself."""
+    own = getattr(workload, "definition_sha256", None)
+    if callable(own):
+        return str(own())
     root, files = definition_files(workload)
     digest = hashlib.sha256()
     library_version = getattr(workload, "library_version", None)
@@ -85,7 +90,7 @@ def identify(workload: object) -> WorkloadIdentity:
     version = getattr(workload, "version", None)
     return WorkloadIdentity(
         name=str(getattr(workload, "name")),
-        module=type(workload).__module__,
+        module=str(getattr(workload, "definition_module", type(workload).__module__)),
         version=None if version is None else str(version),
         definition_sha256=definition_sha256(workload),
     )

@@ -1,0 +1,299 @@
+"""trainspeed's commands as Python functions: their keywords are the command line's flags, they build
+the config the command line builds, bad input is `trainspeed.UsageError` with the command line's own
+line (nothing exits the interpreter), and they return the rows the command wrote."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import sys
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from child_commands import EXAMPLES, python_argv, run_child, trainspeed_env
+from torch import nn
+
+import trainspeed
+from trainspeed.api import command_parser
+from trainspeed.bench.config import BenchConfig
+from trainspeed.bench.results import ResultRow, read_rows
+from trainspeed.cli import build_parser, main
+from trainspeed.flags import config_from_flags
+from trainspeed.studies import STUDIES
+from trainspeed.train.config import TrainConfig
+from trainspeed.train.flags import TRAIN_FLAGS, config_of_command
+from trainspeed.plan.rows import PlanRow
+from trainspeed.rows import read_records
+from trainspeed.train.rows import EvalRecord, RunSummary
+from trainspeed.train.runs import read_run
+from trainspeed.workloads.pieces import IN_PROCESS
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+FUNCTIONS = ("bench", "check", "train", "plan", "report")
+
+
+def cli_keywords(parser: argparse.ArgumentParser) -> set[str]:
+    """What the command line takes, read from the parser's own table of option strings: every long
+    flag without its dashes, and every positional argument's name."""
+    flags = {option for option in parser._option_string_actions if option.startswith("--") and option != "--help"}
+    positionals = {action.dest for action in parser._get_positional_actions()}
+    return {flag[2:].replace("-", "_") for flag in flags} | positionals
+
+
+def command_parser_of_cli(*names: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    for name in names:
+        parser = next(action for action in parser._actions
+                      if isinstance(action, argparse._SubParsersAction)).choices[name]
+    return parser
+
+
+@pytest.mark.parametrize("command", FUNCTIONS)
+def test_each_function_takes_exactly_the_flags_of_its_command(command):
+    function = getattr(trainspeed, command)
+    keywords = set(inspect.signature(function).parameters)
+    assert keywords == cli_keywords(command_parser_of_cli(command))
+    assert all(parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.default is None
+               for parameter in inspect.signature(function).parameters.values())
+
+
+def test_train_takes_every_flag_of_train_s_flag_table():
+    keywords = set(inspect.signature(trainspeed.train).parameters)
+    assert {row.name[2:].replace("-", "_") for group in TRAIN_FLAGS for row in group.flags} <= keywords
+
+
+@pytest.mark.parametrize("name", list(STUDIES))
+def test_a_study_takes_exactly_the_flags_of_its_command(name):
+    assert set(inspect.signature(trainspeed.study).parameters) == {"name", "values"}
+    from trainspeed.api import flag_keywords
+
+    assert set(flag_keywords(command_parser("study", name))) == cli_keywords(command_parser_of_cli("study", name))
+
+
+def args_of(function_name: str, **values) -> argparse.Namespace:
+    from trainspeed.api import parse_command
+
+    return parse_command(function_name, values)
+
+
+def test_a_call_builds_the_config_its_command_line_builds(tmp_path):
+    argv = ["train", "--workload", "mahjong", "--target", "cpu:eager:fp32", "--nproc", "2", "--batch-size-per-device",
+            "64", "--synthetic-data", "--lr", "0.003", "--until", "val/loss<=0.5", "--out", str(tmp_path / "run"),
+            "--no-progress", "--noise-scale", "off", "--steps", "7"]
+    called = args_of("train", workload="mahjong", target="cpu:eager:fp32", nproc=2, batch_size_per_device=64,
+                     synthetic_data=True, lr=0.003, until="val/loss<=0.5", out=tmp_path / "run", no_progress=True,
+                     noise_scale="off", steps=7, resume=False)
+    assert config_from_flags(TrainConfig, called) == config_of_command(argv)
+    bench = args_of("bench", targets=["cpu:eager:fp32", "cpu:compile:fp32"], batch_sizes=[256, 64], feed=("device", "host"),
+                    min_window_s=0.25, peak_tflops=1.5, out=tmp_path / "b.jsonl")
+    cli = build_parser().parse_args(["bench", "--targets", "cpu:eager:fp32,cpu:compile:fp32", "--batch-sizes", "256,64",
+                                     "--feed", "device,host", "--min-window-s", "0.25", "--peak-tflops", "1.5",
+                                     "--out", str(tmp_path / "b.jsonl")])
+    assert config_from_flags(BenchConfig, bench) == config_from_flags(BenchConfig, cli)
+    assert bench.command_line == ("trainspeed bench --targets cpu:eager:fp32,cpu:compile:fp32 --batch-sizes 256,64 "
+                                  f"--feed device,host --min-window-s 0.25 --peak-tflops 1.5 --out {tmp_path / 'b.jsonl'}")
+    report = args_of("report", results=[RESULTS / "a.jsonl", "-odd"], baseline=["cpu:eager:fp32", "xla:lazy:fp32"])
+    assert (report.results, report.baseline) == ([RESULTS / "a.jsonl", Path("-odd")], ["cpu:eager:fp32", "xla:lazy:fp32"])
+
+
+@pytest.mark.parametrize("command, values, argv", [
+    ("bench", {"batch_sizes": [64, 0]}, ["--batch-sizes", "64,0"]),
+    ("bench", {"min_window_s": float("nan")}, ["--min-window-s", "nan"]),
+    ("train", {"nproc": 0}, ["--nproc", "0"]),
+    ("check", {"target": "cpu:eager:fp32"}, ["--target", "cpu:eager:fp32"]),
+], ids=["a-batch-of-0", "nan", "no-processes", "check-off-xla"])
+def test_a_bad_argument_raises_usage_error_with_the_command_line_s_line(cli_error, command, values, argv):
+    line = cli_error(command, *argv)
+    with pytest.raises(trainspeed.UsageError) as raised:  # SystemExit is no Exception: it would fail the test
+        getattr(trainspeed, command)(**values)
+    assert f"trainspeed: error: {raised.value}" == line
+
+
+def test_a_keyword_the_command_does_not_take_is_one_line():
+    with pytest.raises(trainspeed.UsageError, match=r"^bench: no keyword batch_size=, did you mean batch_sizes=\?; it "
+                                                    r"takes workload, size, "):
+        trainspeed.bench(batch_size=8)
+    with pytest.raises(trainspeed.UsageError, match=r"^bench: no_plot= is a switch \(--no-plot\); give True or False"):
+        trainspeed.bench(no_plot="yes")
+    with pytest.raises(trainspeed.UsageError, match="^no such command 'nosuch': choose one of"):
+        trainspeed.study("nosuch")
+
+
+def test_the_public_names_are_those_of_all():
+    namespace: dict = {}
+    exec("from trainspeed import *", namespace)
+    assert set(namespace) - {"__builtins__"} == set(trainspeed.__all__)
+    assert trainspeed.UsageError is __import__("trainspeed.errors").errors.UsageError
+    assert callable(trainspeed.bench) and trainspeed.bench.results is sys.modules["trainspeed.bench.results"]
+
+
+def mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+def loss(outputs, batch):
+    return F.cross_entropy(outputs, batch["y"])
+
+
+def test_bench_returns_the_rows_it_appended(tmp_path):
+    workload = trainspeed.workload_from(model=mlp, loss=loss, optimizer=functools.partial(torch.optim.SGD, lr=0.1),
+                                        batch={"x": torch.randn(8, 4), "y": torch.randint(0, 3, (8,))})
+    rows = trainspeed.bench(workload=workload, targets=["cpu:eager:fp32"], batch_sizes=[4, 8], windows=1,
+                            warmup_steps=0, min_window_s=0.01, max_steps_per_window=2, out=tmp_path / "b.jsonl",
+                            no_plot=True, no_progress=True)
+    assert isinstance(rows, trainspeed.Rows) and rows == read_rows(tmp_path / "b.jsonl") and rows.path == tmp_path / "b.jsonl"
+    assert [(row.batch_size, row.status, row.mfu_flops_source) for row in rows] == [(4, "ok", "counted"), (8, "ok", "counted")]
+    assert rows[0].command.startswith("trainspeed bench --workload 'python:{")
+    table = rows.to_pandas()
+    assert list(table["batch_size"]) == [4, 8] and set(table["kind"]) == {"bench"} and "machine.cpu_model" in table
+    assert isinstance(rows.figure(), matplotlib.figure.Figure)
+
+
+def test_a_server_given_its_reference_benches_it_for_a_remote_client(serve, tmp_path):
+    workload = trainspeed.workload_from(model=mlp, loss=loss, optimizer=functools.partial(torch.optim.SGD, lr=0.1),
+                                        batch={"x": torch.randn(8, 4), "y": torch.randint(0, 3, (8,))}, name="remote-mlp")
+    del IN_PROCESS[workload.reference]  # the server rebuilds it from the reference, as its own process would
+    server = serve(workloads=(workload.reference,), threads=1)
+    rows = trainspeed.bench(workload=workload, targets=[server.remote_name], batch_sizes=[4], windows=1, warmup_steps=0,
+                            min_window_s=0.01, max_steps_per_window=2, feed=["host"], out=tmp_path / "b.jsonl",
+                            no_plot=True, no_progress=True)
+    assert [(row.workload, row.status, row.transport, row.mfu_flops_source) for row in rows] == [
+        ("remote-mlp", "ok", "grpc", "counted")]
+
+
+def test_rows_without_pandas_say_how_to_get_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as where pandas is not installed
+    with pytest.raises(trainspeed.UsageError, match=r"^Rows.to_pandas\(\) needs pandas, which is not installed here: "
+                                                    "pip install pandas$"):
+        trainspeed.Rows(read_rows(RESULTS / "bench_cpu_mahjong_tiny.jsonl")).to_pandas()
+
+
+def test_report_returns_every_row_it_read(tmp_path, capsys):
+    rows = trainspeed.report(results=[RESULTS / "bench_cpu_mahjong_tiny.jsonl"], out=tmp_path / "page.html")
+    assert rows == read_rows(RESULTS / "bench_cpu_mahjong_tiny.jsonl") and (tmp_path / "page.html").stat().st_size
+    assert rows.path == tmp_path / "page.html" and "report: " in capsys.readouterr().out
+    with pytest.raises(trainspeed.UsageError, match="no figure of mahjong-eval rows"):
+        trainspeed.Rows(trainspeed.report(results=[RESULTS / "mahjong_eval.jsonl"], out=tmp_path / "e.html")
+                        ).figure()
+
+
+def features_label(count: int, seed: int) -> dict[str, np.ndarray]:
+    x = np.random.default_rng(seed).normal(size=(count, 4)).astype(np.float32)
+    return {"x": x, "y": x[:, :3].argmax(axis=1).astype(np.int64)}
+
+
+def accuracy(outputs, batch):
+    return {"accuracy": (outputs.argmax(dim=1) == batch["y"]).float().mean()}
+
+
+def test_train_in_this_process_on_real_data_returns_its_run(tmp_path):
+    from trainspeed.data import open_dataset, write_dataset
+
+    write_dataset(features_label(2048, 0), tmp_path / "data")
+    workload = trainspeed.workload_from(model=lambda: mlp(), loss=loss, metrics=accuracy, data=open_dataset,
+                                        optimizer=functools.partial(torch.optim.SGD, lr=0.5),
+                                        batch={k: torch.from_numpy(v[:8]) for k, v in features_label(8, 1).items()})
+    run = trainspeed.train(workload=workload, data=tmp_path / "data", steps=4, eval_every=2, batch_size_per_device=32,
+                           num_workers=0, out=tmp_path / "run", no_progress=True, noise_scale="off")
+    assert isinstance(run.summary, RunSummary) and run.summary.last_step == 4 and run.path == tmp_path / "run"
+    assert [row.step for row in run.of(EvalRecord)] == [2, 4]
+    assert set(run.summary.validation) == {"loss", "accuracy"}
+    assert isinstance(run.figure(), matplotlib.figure.Figure)
+
+
+def test_a_workload_only_this_process_holds_is_never_handed_to_other_processes(tmp_path):
+    workload = trainspeed.workload_from(model=lambda: mlp(), loss=loss, optimizer=functools.partial(torch.optim.SGD, lr=0.1),
+                                        batch={"x": torch.randn(8, 4), "y": torch.randint(0, 3, (8,))})
+    with pytest.raises(trainspeed.UsageError, match=r"^train: the 2 rank processes of this run cannot rebuild workload "
+                                                    r"'model' \(model= is a lambda\): run it in this process \(train: "
+                                                    r"nproc=1\)"):
+        trainspeed.train(workload=workload, nproc=2, synthetic_data=True, out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_study_of_pieces_runs_at_their_size_where_its_commands_can_rebuild_them(tmp_path):
+    workload = trainspeed.workload_from(model=mlp, loss=loss, optimizer=functools.partial(torch.optim.SGD, lr=0.1),
+                                        batch={"x": torch.randn(8, 4), "y": torch.randint(0, 3, (8,))})
+    # its size (`default`, not the preset's `tiny`) is accepted: the estimate is what refuses it
+    with pytest.raises(trainspeed.UsageError, match=r"^study throughput: the estimate is .* longer than --max-hours"):
+        trainspeed.study("throughput", workload=workload, out=tmp_path / "study", preset="smoke", max_hours=1e-6)
+    unportable = trainspeed.workload_from(model=lambda: mlp(), loss=loss, batch={"x": torch.randn(8, 4), "y": torch.zeros(8).long()},
+                                          optimizer=functools.partial(torch.optim.SGD, lr=0.1))
+    with pytest.raises(trainspeed.UsageError, match=r"^study throughput: the commands this study runs cannot rebuild "
+                                                    r"workload 'model' \(model= is a lambda\)"):
+        trainspeed.study("throughput", workload=unportable, out=tmp_path / "unportable", preset="smoke")
+    assert not (tmp_path / "unportable").exists()
+
+
+INTERACTIVE_SESSION = """
+import functools, sys, torch, trainspeed
+def model():
+    return torch.nn.Linear(4, 3)
+def loss(outputs, batch):
+    return torch.nn.functional.cross_entropy(outputs, batch["y"])
+workload = trainspeed.workload_from(model=model, loss=loss, optimizer=functools.partial(torch.optim.SGD, lr=0.1),
+                                    batch={"x": torch.randn(8, 4), "y": torch.randint(0, 3, (8,))})
+try:
+    trainspeed.train(workload=workload, nproc=2, synthetic_data=True, steps=2, out=sys.argv[1] + "/two")
+except trainspeed.UsageError as error:
+    print(f"refused: {error}")
+run = trainspeed.train(workload=workload, synthetic_data=True, steps=2, out=sys.argv[1] + "/one", no_progress=True,
+                       noise_scale="off", batch_size_per_device=4, num_workers=0)
+print(f"run: step {run.summary.last_step} on {run.summary.world_size} rank")
+"""
+
+
+@pytest.mark.e2e
+def test_pieces_of_an_interactive_session_say_so_in_one_line_and_train_in_its_own_process(tmp_path):
+    """Pieces defined where no file holds them (`python -c`, as a notebook's cells) cannot be rebuilt
+    by ranks of their own: the call says so before starting any, and one rank trains in the process."""
+    result = run_child(python_argv("-c", INTERACTIVE_SESSION, str(tmp_path)), timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    refused, trained = [line for line in result.stdout.splitlines() if line.startswith(("refused: ", "run: "))]
+    assert refused == ("refused: train: the 2 rank processes of this run cannot rebuild workload 'model' (model= "
+                       "(model) is defined in a notebook cell or an interactive session; loss= (loss) is defined in a "
+                       "notebook cell or an interactive session): run it in this process (train: nproc=1), or define "
+                       "its pieces at the top level of a script or module and give those")
+    assert trained == "run: step 2 on 1 rank" and not (tmp_path / "two").exists()
+
+
+def test_the_cli_stays_a_thin_layer_of_exit_codes(capsys):
+    assert main(["bench", "--batch-sizes", "0"]) == 2
+    assert capsys.readouterr().err.startswith("trainspeed: error: ")
+
+
+@pytest.mark.e2e
+def test_the_example_benches_a_sequential_on_two_backends_trains_it_on_two_ranks_and_plans_it(tmp_path):
+    """examples/python_api.py, a few steps of each call: one bench call measures eager and compiled at
+    two batch sizes, with counted FLOPs and no module path given; the same workload trains on two
+    ranks (each loads the script to rebuild it); the script writes nothing beside its results."""
+    result = run_child(python_argv(str(EXAMPLES / "python_api.py")), env=trainspeed_env(TRAINSPEED_EXAMPLE_QUICK="1"),
+                       cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (out,) = [path for path in tmp_path.iterdir()]
+    assert out.name.startswith("python_api-")
+    rows = read_rows(out / "bench.jsonl")
+    assert sorted((row.target, row.batch_size, row.status, row.mfu_flops_source) for row in rows) == [
+        (target, batch, "ok", "counted") for target in ("cpu:compile:fp32", "cpu:eager:fp32") for batch in (64, 256)]
+    # 2 x (16x64 + 64x4) multiply-adds forward; backward the weights' gradients of both layers and the
+    # input gradient of the second
+    assert {row.flops_per_sample for row in rows} == {2560 + 2560 + 512}
+    assert rows[0].command.startswith("trainspeed bench --workload 'python:{")
+    summary = read_run(out / "run").summary
+    assert (summary.workload, summary.world_size, summary.last_step) == ("model", 2, 8)
+    assert PlanRow.KIND in {record["kind"] for record, _ in read_records(out / "plan.jsonl")}
+    assert "ported" in result.stdout
+
+
+def test_the_notebook_is_the_example_script_exported(monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    from export_notebook import notebook_text
+
+    notebook = EXAMPLES / "python_api.ipynb"
+    assert notebook.read_text() == notebook_text(EXAMPLES / "python_api.py"), \
+        "export it again: python examples/export_notebook.py examples/python_api.py"
