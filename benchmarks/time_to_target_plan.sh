@@ -88,3 +88,11 @@ rm -f docs/results/plan_h200_mahjong_base.jsonl
 "$T" plan docs/results/bench_h200_mahjong_base.jsonl docs/results/time_to_target_study_mahjong.jsonl --borrow-steps \
     --devices 1,8 --targets cuda:eager:tf32,cuda:eager:bf16,cuda:compile:bf16 --global-batches 512,1024,2048,4096,8192,16384 \
     --out docs/results/plan_h200_mahjong_base.jsonl > docs/results/plan_h200_mahjong_base.txt
+
+# The same prediction with a batch that grows (`--schedules fixed,auto`): auto's profile of the noise
+# scale over a run comes from the committed one-rank run of tiny Mahjong (docs/results/time_to_target_one_rank).
+rm -f docs/results/plan_h200_mahjong_base_auto.jsonl
+"$T" plan docs/results/bench_h200_mahjong_base.jsonl docs/results/time_to_target_study_mahjong.jsonl \
+    docs/results/time_to_target_one_rank --borrow-steps --devices 1,8 --targets cuda:eager:bf16,cuda:compile:bf16 \
+    --global-batches 512,1024,2048,4096,8192,16384 --schedules fixed,auto \
+    --out docs/results/plan_h200_mahjong_base_auto.jsonl > docs/results/plan_h200_mahjong_base_auto.txt
