@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from child_commands import run_ok, run_trainspeed
+from child_commands import run_ok
+
+from trainspeed.cli import main
 
 pytestmark = pytest.mark.e2e
 
@@ -53,15 +55,15 @@ def test_a_rerun_with_the_same_settings_trains_nothing_again(studied: Path, self
     assert len(rows_of(tmp_path / "time_to_target.jsonl", "time-to-target-study-run")) == 4
 
 
-def test_a_plan_of_study_rows_without_a_fit_says_what_it_needs(studied: Path, tmp_path: Path):
+def test_a_plan_of_study_rows_without_a_fit_says_what_it_needs(studied: Path, tmp_path: Path, capsys):
     rows = tmp_path / "time_to_target.jsonl"
     lines = (studied / "study" / "time_to_target.jsonl").read_text().splitlines()
     rows.write_text("".join(line + "\n" for line in lines if json.loads(line)["kind"] != "time-to-target-study-fit"))
-    failed = run_trainspeed("plan", str(studied / "bench.jsonl"), str(rows))
-    assert failed.returncode == 2 and "no study fit" in failed.stderr
+    assert main(["plan", str(studied / "bench.jsonl"), str(rows)]) == 2
+    assert "no study fit" in capsys.readouterr().err
 
 
-def test_the_plan_ranks_the_configurations_and_checks_the_best(studied: Path):
+def test_the_plan_ranks_the_configurations_and_checks_the_best(studied: Path, capsys):
     plan = studied / "plan.jsonl"
     result = run_ok("plan", str(studied / "bench.jsonl"), str(studied / "study"), "--devices", "1,2", "--out", str(plan),
                     "--check", "best", "--check-dir", str(studied / "checks"), timeout=600)
@@ -74,23 +76,26 @@ def test_the_plan_ranks_the_configurations_and_checks_the_best(studied: Path):
     (check,) = rows_of(plan, "plan-check")
     assert check["recommended"] and check["reached"] and check["measured_s"] > 0
     assert check["ratio"] == pytest.approx(check["measured_s"] / check["predicted_s"])
-    again = run_trainspeed("plan", str(studied / "bench.jsonl"), str(studied / "study"), "--out", str(plan),
-                           "--check", "best", "--check-dir", str(studied / "checks"))
-    assert again.returncode == 2 and "is not an empty folder; name a new --check-dir" in again.stderr
+    assert main(["plan", str(studied / "bench.jsonl"), str(studied / "study"), "--out", str(plan),
+                 "--check", "best", "--check-dir", str(studied / "checks")]) == 2
+    assert "is not an empty folder; name a new --check-dir" in capsys.readouterr().err
     report = studied / "report.html"
-    run_ok("report", str(studied / "study"), str(plan), "--out", str(report))
+    assert main(["report", str(studied / "study"), str(plan), "--out", str(report)]) == 0
     page = report.read_text()
     for anchor in ("fig-steps-to-target", "table-time-to-target-fit", "table-plan", "fig-plan-check"):
         assert anchor in page
 
 
-def test_inputs_of_two_workloads_are_one_line(studied: Path, tmp_path: Path):
+def test_inputs_of_two_workloads_are_one_line(studied: Path, tmp_path: Path, capsys):
     other = tmp_path / "bench.jsonl"
     rows = [json.loads(line) for line in (studied / "bench.jsonl").read_text().splitlines()]
     other.write_text("".join(json.dumps({**row, "size": "base"}) + "\n" for row in rows))
-    failed = run_trainspeed("plan", str(other), str(studied / "study"))
-    assert failed.returncode == 2 and len(failed.stderr.strip().splitlines()) == 1
-    assert "size base" in failed.stderr and "give rows of one workload and size" in failed.stderr
-    borrowed = run_ok("plan", str(other), str(studied / "study"), "--borrow-steps")
-    assert "steps of size tiny assumed for size base (--borrow-steps)" in borrowed.stdout
-    assert "recommended: cpu:eager:fp32/1/" in borrowed.stdout
+    capsys.readouterr()
+    assert main(["plan", str(other), str(studied / "study")]) == 2
+    failed = capsys.readouterr().err
+    assert len(failed.strip().splitlines()) == 1
+    assert "size base" in failed and "give rows of one workload and size" in failed
+    assert main(["plan", str(other), str(studied / "study"), "--borrow-steps"]) == 0
+    borrowed = capsys.readouterr().out
+    assert "steps of size tiny assumed for size base (--borrow-steps)" in borrowed
+    assert "recommended: cpu:eager:fp32/1/" in borrowed
