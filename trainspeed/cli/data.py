@@ -49,14 +49,18 @@ def add_data_commands(subparsers: argparse._SubParsersAction) -> None:
                              "array must be below it (recorded in the index); default: any id int32 holds")
     from_arrays.set_defaults(handler=run_from_arrays_command)
 
-    inspect = data_subparsers.add_parser("inspect", help="summarize a shard folder from its index")
-    inspect.add_argument("folder", type=Path)
+    data_help = ("a shard folder, or data read where it lies: an image folder (ROOT/CLASS/*.jpg), a token file "
+                 "(.bin, .npy, or a folder with train.bin), a Hugging Face dataset, WebDataset .tar shards")
+    inspect = data_subparsers.add_parser("inspect", help="summarize a dataset: a shard folder from its index, data "
+                                         "read where it lies from its listing")
+    inspect.add_argument("folder", type=Path, metavar="DATA", help=data_help)
     inspect.add_argument("--json", action="store_true", help="print the summary as JSON")
     inspect.set_defaults(handler=run_inspect_command)
 
     verify = data_subparsers.add_parser(
-        "verify", help="check sizes, checksums, counts and token ids (and a workload's own checks of its format)")
-    verify.add_argument("folder", type=Path)
+        "verify", help="check sizes, checksums, counts and token ids (and a workload's own checks of its format); "
+        "decode every image of data read where it lies")
+    verify.add_argument("folder", type=Path, metavar="DATA", help=data_help)
     verify.add_argument("--vocab", type=positive_int, help="report token ids at or past it (default: the vocabulary "
                         "the index records, if any; negative ids and ids past int32 always)")
     verify.set_defaults(handler=run_verify_command)
@@ -80,7 +84,10 @@ def run_from_arrays_command(args: argparse.Namespace) -> int:
 
 def run_inspect_command(args: argparse.Namespace) -> int:
     from trainspeed.data.dataset import summarize_dataset
+    from trainspeed.data.sources import SHARDS, detect_format
 
+    if detect_format(args.folder) != SHARDS:
+        return _inspect_in_place(args)
     summary = summarize_dataset(args.folder)
     if args.json:
         print(json.dumps(summary, indent=1))
@@ -94,10 +101,39 @@ def run_inspect_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inspect_in_place(args: argparse.Namespace) -> int:
+    from trainspeed.data.verify_in_place import summarize_in_place
+
+    summary = summarize_in_place(args.folder)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+        return 0
+    lines = [f"{args.folder}: {summary['format']}"]
+    lines += [f"  {key}: {json.dumps(value)}" for key, value in summary.items() if key != "format"]
+    print("\n".join(printable(line) for line in lines))  # names of files are anyone's text
+    return 0
+
+
+def _verify_in_place(args: argparse.Namespace) -> int:
+    from trainspeed.data.verify_in_place import verify_in_place
+
+    report = verify_in_place(args.folder, args.vocab)
+    for problem in report.problems:
+        print(printable(f"FAIL {problem}"))
+    if report.is_ok:
+        print(printable(f"{args.folder}: OK, {report.described}"))
+        return 0
+    print(printable(f"{args.folder}: {len(report.problems)} problems ({report.described})"))
+    return 1
+
+
 def run_verify_command(args: argparse.Namespace) -> int:
     from trainspeed.data.dataset import verify_dataset
     from trainspeed.data.shards import load_index
+    from trainspeed.data.sources import SHARDS, detect_format
 
+    if detect_format(args.folder) != SHARDS:
+        return _verify_in_place(args)
     data_format = load_index(args.folder)["format"]
     format_check = format_checks().get(data_format)
     if format_check is not None and args.vocab is not None:

@@ -83,7 +83,8 @@ def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int 
     if config.data is not None:
         if not hasattr(workload, "open_dataset"):
             raise UsageError(f"train: workload {workload.name!r} has no real dataset; use --synthetic-data")
-        probe = LoaderConfig(batch_size=config.batch_size_per_device, world_size=config.world_size, num_workers=0)
+        probe = LoaderConfig(batch_size=config.batch_size_per_device, world_size=config.world_size, num_workers=0,
+                             bad_samples=config.bad_samples)
         loader = workload.open_dataset(config.data, config.size, probe)
         batches_per_epoch = len(loader)
         if batches_per_epoch == 0:

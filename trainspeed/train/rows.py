@@ -95,6 +95,10 @@ class RunSummary:
     startup_s: NonNegative | None = None
     """Seconds from the `trainspeed train` command's start to the first step (`trainspeed.train.startup`):
     imports, the model, the data, the ranks; the first compilation is in the first step."""
+    data: dict | None = None
+    """What the run read (`trainspeed.data.sources.DataSource`): its format, path, file count, a
+    content fingerprint and what it covers, and the bad samples its loaders skipped in this
+    invocation, all ranks (`--bad-samples skip`); None for synthetic data."""
 
     def provenance(self, command: str) -> Provenance:
         """The provenance of a row about this run, written by `command`: the run's workload and machine."""
@@ -120,6 +124,8 @@ class RunSummary:
             + f"), H2D {self.h2d_s_per_step * 1e3:.2f} ms/step, "
             f"loss {'–' if self.final_loss is None else format(self.final_loss, '.4f')}",
         ]
+        if self.data and self.data.get("skipped"):
+            text.append(f"data: {self.data['skipped']:,} unreadable samples skipped (--bad-samples skip)")
         if self.validation:
             text.append("validation: " + ", ".join(f"{name} {value:.4g}" for name, value in self.validation.items()))
         if self.time_to_target is not None:
