@@ -5,13 +5,16 @@ model (and its kill -9 and resume), a token file with hf:gpt2, a corrupt JPEG re
 from __future__ import annotations
 
 import json
+import os
 import signal
+import tarfile
 from pathlib import Path
 
 import pytest
 import torch
 from child_commands import run_trainspeed, start_child, trainspeed_argv, trainspeed_env
-from in_place_data import corrupt, snapshot, write_image_folder
+from in_place_data import (add_member, corrupt, image_bytes, snapshot, write_hf_images, write_image_folder,
+                           write_tar_shards, write_tokens)
 from train_runs import all_networks
 
 from trainspeed.cli import main
@@ -87,9 +90,11 @@ def test_a_corrupt_jpeg_is_refused_or_counted_as_bad_samples_says_and_never_a_tr
         tmp_path: Path, policy: str, capsys: pytest.CaptureFixture) -> None:
     folder = write_image_folder(tmp_path / "photos", per_class=3)
     corrupt(folder / "bee" / "000.jpg")
+    before = snapshot(folder)
     code = main(["train", *VISION, "--data", str(folder), "--epochs", "2", "--num-workers", "1",
                  "--bad-samples", policy, "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
+    assert snapshot(folder) == before  # the damaged file is neither moved, fixed nor marked
     assert "Traceback" not in err
     if policy == "refuse":
         lines = err.strip().splitlines()
@@ -120,3 +125,69 @@ def test_hf_gpt2_trains_on_a_token_bin_from_the_command_line_and_data_verify_che
                      "--steps", "1", "--out", str(tmp_path / "refused"))
     assert f"--data {tokens} holds token ids up to" in line and "set vocab_size=" in line
     assert not (tmp_path / "refused").exists()
+
+
+def _image_folder_with(problem: str):
+    def make(tmp_path: Path) -> Path:
+        root = write_image_folder(tmp_path / "photos", per_class=2, classes=("ant", "bee"))
+        if problem == "empty-class-folder":
+            (root / "cat").mkdir()
+        elif problem == "class-folder-named-like-a-file":
+            (root / "dog.jpg").mkdir()
+            (root / "dog.jpg" / "000.png").write_bytes((root / "ant" / "001.png").read_bytes())
+        elif problem == "symlink-loop":
+            os.symlink(root, root / "ant" / "again")
+        elif problem == "no-images-at-all":
+            for path in sorted(root.rglob("*.*")):
+                path.rename(path.with_suffix(".txt"))
+        return root
+    return make
+
+
+def _tokens_not_whole_ids(tmp_path: Path) -> Path:
+    (tmp_path / "odd.bin").write_bytes(b"\x01\x02\x03" * 101)
+    return tmp_path / "odd.bin"
+
+
+def _tokens_past_the_vocabulary(tmp_path: Path) -> Path:
+    return write_tokens(tmp_path / "wide.bin", 400, vocabulary=5000)
+
+
+def _hf_without_a_label_column(tmp_path: Path) -> Path:
+    return write_hf_images(tmp_path / "hf", label="target")
+
+
+def _tar_with_a_member_that_is_no_sample(tmp_path: Path) -> Path:
+    shards = write_tar_shards(tmp_path / "tars", shards=1, per_shard=3)
+    with tarfile.open(shards / "000001.tar", "w") as archive:
+        add_member(archive, "000100.jpg", image_bytes(0, (9, 9), "JPEG"))
+        add_member(archive, "000100.cls", b"1")
+        add_member(archive, "LICENSE", b"text")
+    return shards
+
+
+GPT2 = ["--workload", "hf:gpt2", "--size", "tiny,seq=9,n_layer=1,n_embd=16,n_head=2,vocab_size=300"]
+
+
+@pytest.mark.parametrize(("make", "workload", "said"), [
+    pytest.param(_image_folder_with("empty-class-folder"), VISION, "cat: an empty class folder", id="empty-class"),
+    pytest.param(_image_folder_with("no-images-at-all"), VISION, "an empty class folder", id="no-images"),
+    pytest.param(_image_folder_with("class-folder-named-like-a-file"), VISION,
+                 "dog.jpg: a class folder named like an image file", id="class-named-like-a-file"),
+    pytest.param(_image_folder_with("symlink-loop"), VISION, "a symlink loop", id="symlink-loop"),
+    pytest.param(_tokens_not_whole_ids, GPT2, "303 bytes is not a whole number of uint16 ids", id="not-whole-ids"),
+    pytest.param(_tokens_past_the_vocabulary, GPT2, "holds token ids up to", id="ids-past-the-vocabulary"),
+    pytest.param(_hf_without_a_label_column, VISION, "no label column (label or labels)", id="hf-without-column"),
+    pytest.param(_tar_with_a_member_that_is_no_sample, VISION, "member 'LICENSE' has no KEY.EXTENSION name",
+                 id="tar-member-no-sample"),
+])
+def test_bad_data_is_refused_in_one_line_before_training_and_left_as_it_was(tmp_path: Path, make, workload, said,
+                                                                            cli_error) -> None:
+    data = make(tmp_path)
+    before = snapshot(data) if data.is_dir() else data.stat().st_mtime_ns
+    listing = sorted(p.name for p in tmp_path.iterdir())
+    line = cli_error("train", *workload, "--data", str(data), "--steps", "1", "--no-progress",
+                     "--out", str(tmp_path / "run"))
+    assert said in line, line
+    assert (snapshot(data) if data.is_dir() else data.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == listing  # no run folder, nothing beside the data
