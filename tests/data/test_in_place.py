@@ -209,3 +209,18 @@ def test_tar_shards_read_their_samples_and_a_member_that_is_no_sample_is_one_lin
         add_member(archive, "LICENSE", b"text")
     with pytest.raises(UsageError, match="member 'LICENSE' has no KEY.EXTENSION name"):
         open_images(shards, LoaderConfig(batch_size=1), RES)
+
+
+def test_a_token_batch_reads_its_windows_not_the_whole_file(tmp_path: Path) -> None:
+    import tracemalloc
+
+    path = write_tokens(tmp_path / "big.bin", 2_000_000)  # 4 MB of ids
+    batches = iter(open_tokens(path, LoaderConfig(batch_size=4, num_workers=0), 65).loader)
+    next(batches)
+    tracemalloc.start()
+    try:
+        next(batches)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000, f"one batch of 4 windows allocated {peak:,} bytes"
