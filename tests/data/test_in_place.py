@@ -127,7 +127,7 @@ def test_an_image_folder_layout_problem_is_one_line_before_any_image_is_read(tmp
 def test_a_folder_without_images_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "photos" / "ant").mkdir(parents=True)
     (tmp_path / "photos" / "ant" / "notes.txt").write_text("no images here")
-    with pytest.raises(UsageError, match="empty class folder"):
+    with pytest.raises(UsageError, match=r"no images at all in its 1 class folder\(s\)"):
         open_images(tmp_path / "photos", LoaderConfig(batch_size=1), RES)
     (tmp_path / "empty").mkdir()
     with pytest.raises(UsageError, match="an empty folder"):

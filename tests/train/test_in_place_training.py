@@ -171,7 +171,8 @@ GPT2 = ["--workload", "hf:gpt2", "--size", "tiny,seq=9,n_layer=1,n_embd=16,n_hea
 
 @pytest.mark.parametrize(("make", "workload", "said"), [
     pytest.param(_image_folder_with("empty-class-folder"), VISION, "cat: an empty class folder", id="empty-class"),
-    pytest.param(_image_folder_with("no-images-at-all"), VISION, "an empty class folder", id="no-images"),
+    pytest.param(_image_folder_with("no-images-at-all"), VISION, "no images at all in its 2 class folder(s)",
+                 id="no-images"),
     pytest.param(_image_folder_with("class-folder-named-like-a-file"), VISION,
                  "dog.jpg: a class folder named like an image file", id="class-named-like-a-file"),
     pytest.param(_image_folder_with("symlink-loop"), VISION, "a symlink loop", id="symlink-loop"),

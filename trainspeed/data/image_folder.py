@@ -154,9 +154,13 @@ def _tree_images(tree: Path, root: Path, classes: list[str], skip: set[str]) -> 
     if not folders:
         raise UsageError(f"{tree}: no class folders; the layout is ROOT/CLASS/IMAGE (one folder per class)")
     tree_status = os.stat(tree)
+    listed = [list(_walk(folder, root, frozenset({(tree_status.st_dev, tree_status.st_ino)}))) for folder in folders]
+    if not any(listed):
+        raise UsageError(f"{tree}: no images at all in its {len(folders)} class folder(s) (no "
+                         f"{', '.join(s.lstrip('.') for s in IMAGE_SUFFIXES[:5])} ... files); the layout is "
+                         "ROOT/CLASS/IMAGE")
     paths, labels, names = [], [], []
-    for folder in folders:
-        found = list(_walk(folder, root, frozenset({(tree_status.st_dev, tree_status.st_ino)})))
+    for folder, found in zip(folders, listed):
         if not found:
             raise UsageError(f"{folder}: an empty class folder (no {', '.join(s.lstrip('.') for s in IMAGE_SUFFIXES[:5])} "
                              "... images); add its images or remove the folder")
