@@ -21,6 +21,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from trainspeed.atomic import check_writable_directory
 from trainspeed.bench.config import TimingPlan
 from trainspeed.bench.data_feed_report import DataBenchRow
@@ -56,6 +58,9 @@ class DataBenchConfig:
     out: Path = Path("results/data_bench.jsonl")
     seed: int = 0
     bad_samples: str = "refuse"
+    threads: int = 1
+    """torch threads of the step (and of a loader with 0 workers), as `trainspeed train` sets them
+    per rank; each loader worker runs one."""
     command: str | None = None
 
     def __post_init__(self) -> None:
@@ -144,6 +149,7 @@ def run_data_bench(config: DataBenchConfig, report=print) -> list[DataBenchRow]:
     check_out(config.out)
     loader = open_loader(config, workload, size, 0)  # refuses bad data before anything is timed
     del loader
+    torch.set_num_threads(config.threads)
     if config.bench_rows is not None:
         step, source = step_from_rows(config.bench_rows, workload, size, config.batch_size), str(config.bench_rows)
     else:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from trainspeed.errors import UsageError
-from trainspeed.flags import WORKERS, CommaListAction, Range, comma_list, positive_int
+from trainspeed.flags import THREADS, WORKERS, CommaListAction, Range, comma_list, positive_int
 from trainspeed.user_json import printable
 from trainspeed.workloads.mahjong.data.cli import add_data_commands as add_mahjong_data_commands
 from trainspeed.workloads.stylegan3.cli import add_images_command as add_image_data_command
@@ -83,6 +83,8 @@ def add_data_commands(subparsers: argparse._SubParsersAction) -> None:
                        "fastest measured row of the workload, size and batch (default: a quick bench)")
     bench.add_argument("--target", default="cpu:eager:fp32", help="where the quick bench times the step "
                        "(default: cpu:eager:fp32)")
+    bench.add_argument("--threads", type=THREADS.parser(int), default=1,
+                       help="torch threads of the step, as train's --threads (default: 1)")
     bench.add_argument("--bad-samples", choices=("refuse", "skip"), default="refuse",
                        help="an unreadable image: refuse (default) or skip and count it")
     bench.add_argument("--out", type=Path, default=Path("results/data_bench.jsonl"),
@@ -157,7 +159,7 @@ def run_data_bench_command(args: argparse.Namespace) -> int:
 
     config = DataBenchConfig(data=args.data, workload=args.workload, size=args.size, workers=list(args.workers),
                              batch_size=args.batch_size, batches=args.batches, bench_rows=args.bench_rows,
-                             target=args.target, out=args.out, bad_samples=args.bad_samples,
+                             target=args.target, out=args.out, bad_samples=args.bad_samples, threads=args.threads,
                              command=args.command_line)
     rows = run_data_bench(config, report=lambda line: print(printable(line), flush=True))
     print(printable(f"{args.out}: {len(rows)} rows; {verdict(rows)}"))
