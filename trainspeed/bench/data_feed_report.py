@@ -103,6 +103,7 @@ def data_bench_figure(rows: Sequence[Read[Any]]):
         if first.step_samples_per_s is not None:
             axes.plot([min(workers), max(workers)], [first.step_samples_per_s] * 2, "--", color=colour,
                       label=f"step: {first.workload}")
+    axes.set_xticks(sorted({read.row.workers for read in rows}))
     axes.set_xlabel("loader workers")
     axes.set_ylabel("samples/s")
     samples_axis(axes)
