@@ -21,7 +21,7 @@ from trainspeed.cli import main
 
 VISION = ["--workload", "timm:test_resnet", "--size", "tiny,res=16,classes=3", "--no-progress", "--threads", "1",
           "--batch-size-per-device", "4", "--lr", "0.05"]
-STEPS = 12
+STEPS = 8
 
 KILLED_WORKLOAD = '''
 import os
@@ -72,7 +72,7 @@ def test_kill_9_then_resume_on_an_image_folder_ends_with_the_parameters_of_an_un
 
     (tmp_path / "killed_workload.py").write_text(KILLED_WORKLOAD)
     killed_run = [*run, "--workload", "killed_workload:KilledAtStep", "--out", str(tmp_path / "killed")]
-    process = start_child(trainspeed_argv("train", *killed_run), env=trainspeed_env(tmp_path, KILL_AT_STEP="8"),
+    process = start_child(trainspeed_argv("train", *killed_run), env=trainspeed_env(tmp_path, KILL_AT_STEP="7"),
                           start_new_session=True)
     assert process.wait(timeout=300) == -signal.SIGKILL
     assert not (tmp_path / "killed" / "summary.json").exists()
