@@ -23,6 +23,7 @@ from trainspeed.data.verify_in_place import summarize_in_place, verify_in_place
 from trainspeed.errors import UsageError
 
 RES = 12
+SAMPLE_ID = "meta_sample_id"
 
 
 @pytest.fixture
@@ -224,3 +225,29 @@ def test_a_token_batch_reads_its_windows_not_the_whole_file(tmp_path: Path) -> N
     finally:
         tracemalloc.stop()
     assert peak < 1_000_000, f"one batch of 4 windows allocated {peak:,} bytes"
+
+
+@pytest.mark.parametrize("data", ["tokens", "tar-shards", "hf-dataset"])
+def test_one_and_two_ranks_read_the_same_global_batches_of_every_format(tmp_path: Path, data: str) -> None:
+    if data == "tokens":
+        path = write_tokens(tmp_path / "tokens.bin", 600)
+        def opened(**config):
+            return open_tokens(path, LoaderConfig(num_workers=0, seed=4, **config), 9).loader
+    else:
+        path = write_tar_shards(tmp_path / "tars") if data == "tar-shards" else write_hf_images(tmp_path / "hf")
+        def opened(**config):
+            return open_images(path, LoaderConfig(num_workers=0, seed=4, **config), RES).loader
+    key = "tokens" if data == "tokens" else "images"
+    for epoch in (0, 1):
+        loaders = [opened(batch_size=4), opened(batch_size=2, rank=0, world_size=2),
+                   opened(batch_size=2, rank=1, world_size=2)]
+        for loader in loaders:
+            loader.set_epoch(epoch)
+        batches = 0
+        for whole, first, second in zip(*loaders):
+            by_id = {int(i): row for i, row in zip(whole[SAMPLE_ID], whole[key])}
+            halves = [*zip(first[SAMPLE_ID], first[key]), *zip(second[SAMPLE_ID], second[key])]
+            assert sorted(int(i) for i, _ in halves) == sorted(by_id)
+            assert all(torch.equal(row, by_id[int(i)]) for i, row in halves)
+            batches += 1
+        assert batches == len(loaders[0]) > 0
