@@ -13,6 +13,7 @@ RESULTS := docs/results
 REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.jsonl \
 	$(RESULTS)/batch_size_study.jsonl $(RESULTS)/batch_size_study_throughput.jsonl $(RESULTS)/bench_cpu_feed_mahjong_tiny.jsonl \
 	$(RESULTS)/charlm_cpu_bench.jsonl $(RESULTS)/charlm_cpu \
+	$(RESULTS)/data_in_place.jsonl $(RESULTS)/data_in_place_real \
 	$(RESULTS)/bench_cpu_mahjong_tiny.jsonl $(RESULTS)/bench_h200_mahjong_base.jsonl \
 	$(RESULTS)/harness_overhead.json $(RESULTS)/loader_bench.jsonl $(RESULTS)/loader_bench_checks.jsonl \
 	$(RESULTS)/loader_bench_h200_cuda.jsonl $(RESULTS)/loader_bench_h200_ranks.jsonl \

@@ -6,6 +6,7 @@ plot` read each kind of row into its writer's dataclass and hand it to its write
 | `bench/report.py` | `bench` | `trainspeed bench`, the throughput and remote studies, the reference peers |
 | `bench/remote_report.py` | `bench` rows of a `remote:` target | the same |
 | `bench/port_check_report.py` | `xla-port-check` | `trainspeed check --out` |
+| `bench/data_feed_report.py` | `data-bench` | `trainspeed data bench` |
 | `train/report.py` | `train-summary` (`summary.json`; `train` and `val` rows only in a run's `metrics.jsonl`) | `trainspeed train` |
 | `evaluate/report.py` | `mahjong-eval`, `mahjong-agreement`, `mahjong-null-test` | `trainspeed eval ...`, the batch-size study |
 | each study's `report.py` | its own kinds (`scaling-run`, `batch-size-*`) | `trainspeed study NAME` |
@@ -22,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from trainspeed.bench import measurement, port_check_report, remote_report
+from trainspeed.bench import data_feed_report, measurement, port_check_report, remote_report
 from trainspeed.bench import report as bench_report
 from trainspeed.errors import UsageError
 from trainspeed.evaluate import report as evaluate_report
@@ -39,6 +40,7 @@ PARTS: tuple[ReportPart, ...] = (
     bench_report.PART,
     remote_report.PART,
     port_check_report.PART,
+    data_feed_report.PART,
     train_report.PART,
     evaluate_report.PART,
     *(part for part in (study.report_part() for study in STUDIES.values()) if part is not None),

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
 EPILOG = """\
 reads (each row by the reader of its kind; extra fields are kept):
-  bench rows (trainspeed bench, the studies, benchmarks/*), remote bench rows, mahjong-eval rows,
-  scaling and batch-size study rows, the scripts' measurements, run directories
+  bench rows (trainspeed bench, the studies, benchmarks/*), remote bench rows, data bench rows,
+  mahjong-eval rows, scaling and batch-size study rows, the scripts' measurements, run directories
   (summary.json + metrics.jsonl), or folders of them (trainspeed study all --out DIR)
 example:
   trainspeed report results/*.jsonl runs/mahjong --out report.html

@@ -41,6 +41,10 @@ class LoaderConfig:
     check_data: bool = True
     """Refuse damaged data while reading it (each shard's bytes once per run, every batch's values
     as cheaply as the workload can); off only to measure what the checks cost."""
+    bad_samples: str = "refuse"
+    """A sample that cannot be read (a corrupt image in a folder read where it lies): "refuse" (one
+    line, the run stops) or "skip" (counted, warned about, the next readable sample takes its place;
+    `trainspeed.data.samples`)."""
 
 
 @runtime_checkable

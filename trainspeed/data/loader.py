@@ -21,6 +21,7 @@ by the tests to prove exactly-once reading). A workload's step ignores keys it d
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import signal
 import weakref
@@ -288,14 +289,15 @@ def one_line_worker_error(error: UsageError) -> UsageError:
     return UsageError(last.split("UsageError: ", 1)[-1])
 
 
-class _PositionSampler(Sampler):
-    """Yields (epoch, batch number) from the loader's current position to the epoch's end.
+class PositionSampler(Sampler):
+    """Yields (epoch, batch number) from the loader's current position to the epoch's end (of any
+    loader with `epoch`, `position` and `len`: the shard loader, `trainspeed.data.samples`).
 
     It holds its loader weakly: a reference cycle (loader -> DataLoader -> sampler -> loader) would
     leave the loader to the garbage collector, which could then run the DataLoader's shutdown in a
     forked worker of another loader, where it must not."""
 
-    def __init__(self, loader: "ShardLoader") -> None:
+    def __init__(self, loader: "ShardLoader | BatchLoader") -> None:
         self._loader = weakref.ref(loader)
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
@@ -307,7 +309,7 @@ class _PositionSampler(Sampler):
         return len(loader) - loader.position
 
 
-def _worker_context() -> multiprocessing.context.BaseContext:
+def worker_context() -> multiprocessing.context.BaseContext:
     """Fork where the platform has it, whatever the process's default: workers start in
     milliseconds, and they inherit the shared slots and the open memory maps. (A process that was
     itself spawned defaults to spawn, measured at ~8 s per worker start, once per epoch.)"""
@@ -334,7 +336,7 @@ def leave_interrupts_to_the_trainer(worker_id: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _single_thread_worker(worker_id: int) -> None:
+def single_thread_worker(worker_id: int) -> None:
     leave_interrupts_to_the_trainer(worker_id)
     torch.set_num_threads(1)
 
@@ -350,6 +352,8 @@ class ShardLoader(BatchLoader):
             raise UsageError(problems[0])
         self.config = config
         self.spec = spec
+        self.folder = Path(folder)
+        self.data_format = index["format"]
         self.layout = split_layout(folder, index, config.split, spec)
         self.epoch = 0
         self.position = 0
@@ -360,10 +364,10 @@ class ShardLoader(BatchLoader):
         # Workers persist across epochs: forking them anew each epoch cost a small dataset (a few
         # steps per epoch) its start-up every few steps. Each worker computes a new epoch's order.
         self._dataloader = DataLoader(
-            self.dataset, batch_size=None, sampler=_PositionSampler(self), num_workers=workers,
+            self.dataset, batch_size=None, sampler=PositionSampler(self), num_workers=workers,
             prefetch_factor=prefetch if workers > 0 else None, persistent_workers=workers > 0,
-            worker_init_fn=_single_thread_worker if workers > 0 else None, generator=worker_seed_generator(config),
-            multiprocessing_context=_worker_context() if workers > 0 else None)
+            worker_init_fn=single_thread_worker if workers > 0 else None, generator=worker_seed_generator(config),
+            multiprocessing_context=worker_context() if workers > 0 else None)
 
     @property
     def num_samples(self) -> int:
@@ -417,3 +421,11 @@ class ShardLoader(BatchLoader):
                 raise UsageError(f"loader state was saved with {key}={state[key]}, this run uses "
                                  f"{getattr(self.config, key)}: resume with the same setting")
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+    def data_record(self) -> dict:
+        """What this loader reads, for the run's summary: the shard set's format, its shard files,
+        and a fingerprint over the checksums its index records for them (the content, cheaply)."""
+        digest = hashlib.sha256("\n".join(info["sha256"] for info in self.layout.shard_infos).encode())
+        return {"format": f"shards ({self.data_format})", "path": str(self.folder),
+                "files": len(self.layout.shard_infos), "samples": self.num_samples, "fingerprint": digest.hexdigest(),
+                "fingerprint_covers": "the sha256 of every shard file, as the index records them", "skipped": 0}

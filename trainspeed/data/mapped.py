@@ -32,3 +32,8 @@ class MappedLoader:
 
     def load_state_dict(self, state: dict) -> None:
         self.loader.load_state_dict(state)
+
+    def data_record(self) -> dict | None:
+        """What the loader it maps read (`trainspeed.data.sources.DataSource`), where it says."""
+        record = getattr(self.loader, "data_record", None)
+        return record() if record is not None else None

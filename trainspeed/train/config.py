@@ -82,6 +82,9 @@ class TrainConfig:
     target: str = "cpu:eager:fp32"
     data: str | None = None
     synthetic_data: bool = False
+    bad_samples: str = "refuse"
+    """A sample of --data that cannot be read (a corrupt image): refuse (one line, the run stops) or
+    skip (counted in the summary, warned about; the next readable sample takes its place)."""
     batch_size_per_device: int = ranged(1024, 1, MAX_BATCH_SIZE, why_high=" samples (2^40, a TiB even at a byte each)")
     steps: int | None = ranged(None, 1, MAX_STEPS, why_high=" steps (a checkpoint's name holds its step in 9 digits)")
     epochs: float | None = ranged(None, 0, 1e6, low_open=True)

@@ -17,7 +17,10 @@ TRAIN_FLAGS = (
         flag("--workload", "workload", WORKLOAD_HELP, always=True),
         flag("--size", "size", "model size of the workload (default: the workload's default size); a library "
              "model takes PRESET[,key=value...], e.g. tiny,n_layer=4 (docs/workloads.md)"),
-        flag("--data", "data", "dataset directory (or file) of the workload"),
+        flag("--data", "data", "the workload's data: a trainspeed shard set, or data read where it lies (an image "
+             "folder, a token .bin/.npy, a Hugging Face dataset, WebDataset .tar shards; docs/workloads.md)"),
+        flag("--bad-samples", "bad_samples", "a sample of --data that cannot be read (a corrupt image): refuse it "
+             "(the run stops) or skip it (counted in the summary, warned about)", choices=("refuse", "skip")),
         flag("--synthetic-data", "synthetic_data", "no data IO: cycle synthetic batches"),
         flag("--target", "target", "device:mode:precision", always=True),
     )),

@@ -137,7 +137,8 @@ def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int 
         if not hasattr(workload, "open_dataset"):
             raise UsageError(f"train: workload {workload.name!r} has no real dataset; use --synthetic-data")
         unit = loader_unit(config) if config.batch.schedule is not None else config.batch_size_per_device
-        probe = LoaderConfig(batch_size=unit, world_size=config.world_size, num_workers=0)
+        probe = LoaderConfig(batch_size=unit, world_size=config.world_size, num_workers=0,
+                             bad_samples=config.bad_samples)
         loader = workload.open_dataset(config.data, config.size, probe)
         batches_per_epoch = len(loader)
         if config.batch.schedule is not None:

@@ -244,6 +244,7 @@ def open_loader(
         pin_memory=target.pin_memory,
         shuffle=split == "train",
         drop_last=split == "train",
+        bad_samples=config.bad_samples,
     )
     if config.synthetic_data:
         return SyntheticLoader(workload, config.size, loader_config)
@@ -722,6 +723,16 @@ class RankTrainer:
         trace.clock.pause_started_at = None
         trace.window.started_at += pause_s
 
+    def _data_record(self) -> dict | None:
+        """What the run read, as its training loader says (`data_record`: format, files, fingerprint),
+        with the samples every rank's loaders skipped; None where the loader records nothing."""
+        records = [getattr(loader, "data_record", None) for loader in (self.train_loader, self.val_loader)]
+        if records[0] is None:
+            return None
+        read = [record() for record in records if record is not None]
+        (skipped,) = self.collectives.sum([float(sum(record.get("skipped", 0) for record in read if record))])
+        return {**read[0], "skipped": int(skipped)} if read[0] else None
+
     def _summarise(self, trace: RunTrace, ended_at: float, stopped: bool) -> RunSummary:
         config, clock, first_step = self.config, trace.clock, trace.first_step
         last_record, last_eval = trace.last_record, trace.last_eval
@@ -784,6 +795,7 @@ class RankTrainer:
             startup_s=trace.startup_s,
             init_from=self.started_from,
             batch_schedule=self._schedule_summary(trace),
+            data=self._data_record(),
             **identify(self.workload).provenance(machine=trace.machine.at_end() if trace.machine else None)
             .fields_of(RunSummary),
         )

@@ -187,10 +187,13 @@ class RunSummary:
     init_from: InitFrom | None = None
     """The checkpoint of another run this run started from (`--init-from`; None: from the workload's
     own initialisation)."""
-
     batch_schedule: ScheduleSummary | None = None
     """The run's batch schedule (None: a fixed batch); `global_batch` and `batch_size_per_device`
     are then the last step's, `samples` this invocation's at every batch."""
+    data: dict | None = None
+    """What the run read (`trainspeed.data.sources.DataSource`): its format, path, file count, a
+    content fingerprint and what it covers, and the bad samples its loaders skipped in this
+    invocation, all ranks (`--bad-samples skip`); None for synthetic data."""
 
     def last_quarter_noise_scale(self) -> dict[str, NoiseScaleReading]:
         """Each network's noise scale over the last quarter; a summary written before readings
@@ -228,6 +231,8 @@ class RunSummary:
             + f"), H2D {self.h2d_s_per_step * 1e3:.2f} ms/step, "
             f"loss {'–' if self.final_loss is None else format(self.final_loss, '.4f')}",
         ]
+        if self.data and self.data.get("skipped"):
+            text.append(f"data: {self.data['skipped']:,} unreadable samples skipped (--bad-samples skip)")
         if self.validation:
             text.append("validation: " + ", ".join(f"{name} {value:.4g}" for name, value in self.validation.items()))
         if self.init_from is not None:

@@ -194,11 +194,16 @@ class ImageClassifierWorkload(CountedFlops, ABC):
 
 
     def open_dataset(self, path: str, size: str, config: LoaderConfig):
-        """Labelled images as `trainspeed data from-arrays` writes them: `images` uint8 (3, res,
-        res) and integer `labels` below the size's classes (`checked_labels`)."""
+        """Labelled images at the size's `res`, with integer labels below its classes
+        (`checked_labels`): read where they lie (an image folder, a Hugging Face dataset, tar
+        shards: decoded and augmented on the rank's workers, `trainspeed.data.in_place`), or
+        as `trainspeed data from-arrays` writes them (`images` uint8 (3, res, res), `labels`)."""
         from trainspeed.data import open_dataset
+        from trainspeed.data.sources import SHARDS, detect_format
 
         classifier_size = self.classifier_size(size)
+        if detect_format(path) != SHARDS:
+            return self._open_in_place(path, size, classifier_size, config)
         loader = open_dataset(path, config, outputs=("images", "labels"))
         columns = loader.spec.schema.columns
         resolution = classifier_size.resolution
@@ -210,3 +215,13 @@ class ImageClassifierWorkload(CountedFlops, ABC):
         if np.dtype(labels_dtype).kind not in "iu" or tuple(labels_shape) != ():
             raise UsageError(f"{path}: labels are {np.dtype(labels_dtype)} {tuple(labels_shape)}; write one integer class per image")
         return MappedLoader(loader, functools.partial(checked_labels, classes=classifier_size.classes, path=str(path)))
+
+    def _open_in_place(self, path: str, size: str, classifier_size: ClassifierSize, config: LoaderConfig):
+        from trainspeed.data.in_place import open_images
+
+        opened = open_images(path, config, classifier_size.resolution)
+        if opened.classes > classifier_size.classes:
+            raise UsageError(f"--data {path} has {opened.classes} classes; {self.name} at size {size!r} has "
+                             f"{classifier_size.classes}: set classes={opened.classes} in --size")
+        return MappedLoader(opened.loader, functools.partial(checked_labels, classes=classifier_size.classes,
+                                                             path=str(path)))

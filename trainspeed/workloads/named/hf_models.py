@@ -12,7 +12,8 @@ class's defaults, windows of up to 1,024), then overrides: `seq` (tokens per sam
 standard alias (`n_layer=4` and `num_hidden_layers=4` are one size for GPT-2), except the dtype
 (the target's precision decides it). The size is checked by building the model and running it (on
 the meta device where it can, within a time limit), so a size has at most MAX_LAYERS layers. Real
-data: token windows of `seq` from `trainspeed data from-arrays`.
+data: token windows of `seq` from `trainspeed data from-arrays`, or read where they lie (a token
+file, a Hugging Face dataset, tar shards: `trainspeed.data.in_place`).
 """
 
 from __future__ import annotations
@@ -280,8 +281,11 @@ class HuggingFaceWorkload(CountedFlops):
         batch is checked (`checked_tokens`)."""
         from trainspeed.data import open_dataset
         from trainspeed.data.dataset import recorded_range
+        from trainspeed.data.sources import SHARDS, detect_format
 
         language_model_size = self.language_model_size(size)
+        if detect_format(path) != SHARDS:
+            return self._open_in_place(path, size, language_model_size, config)
         loader = open_dataset(path, config, outputs=("tokens",))
         dtype, shape = loader.spec.schema.columns["tokens"]
         wanted = (language_model_size.sequence,)
@@ -300,6 +304,23 @@ class HuggingFaceWorkload(CountedFlops):
                              f"data with ids below {vocabulary}")
         return MappedLoader(loader, functools.partial(checked_tokens, vocabulary=vocabulary, data=str(path),
                                                       model=self.name))
+
+    def _open_in_place(self, path: str, size: str, language_model_size: LanguageModelSize, config: LoaderConfig):
+        """Token windows of `seq` ids read where they lie (`trainspeed.data.in_place`): a token
+        file, a Hugging Face dataset, tar shards; ids past the vocabulary refused before training."""
+        from trainspeed.data.in_place import open_tokens
+
+        opened = open_tokens(path, config, language_model_size.sequence)
+        vocabulary = language_model_size.vocabulary
+        low, high = opened.id_range
+        if low < 0:
+            raise UsageError(f"--data {path} holds token ids down to {low}; token ids count from 0")
+        if high >= vocabulary:
+            raise UsageError(f"--data {path} holds token ids up to {high}; {self.name} at size {size!r} has a vocabulary "
+                             f"of {vocabulary}: set {self._config_key('vocab_size')}={high + 1} in --size, or give "
+                             f"data with ids below {vocabulary}")
+        return MappedLoader(opened.loader, functools.partial(checked_tokens, vocabulary=vocabulary, data=str(path),
+                                                             model=self.name))
 
 
 WORKLOAD = HuggingFaceWorkload
