@@ -29,6 +29,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 XLA_MISSING = available_targets()["xla:lazy:fp32"]
 STYLEGAN3_STEPS = 12
+XLA_STEPS = 12
+"""Steps of the XLA runs: each XLA step traces its graph on the host, so the case is the suite's
+most expensive per step; 12 leave 8 steps between the first checkpoint and the end to kill in."""
 
 
 def _workload_args(workload: str, data_args: list[str], image_data_args: list[str]) -> list[str]:
@@ -65,15 +68,16 @@ def test_kill_9_then_resume_on_real_data_ends_with_the_parameters_of_an_uninterr
     workload: str, target: str, workers: int, request: pytest.FixtureRequest, tmp_path: Path,
     data_args: list[str], image_data_args: list[str],
 ) -> None:
+    steps = ["--steps", str(XLA_STEPS)] if target.startswith("xla:") else []
     args = [*_workload_args(workload, data_args, image_data_args), "--target", target, "--nproc", "2",
-            "--num-workers", str(workers), "--checkpoint-every", "4"]
+            "--num-workers", str(workers), "--checkpoint-every", "4", *steps]
     if workload == "stylegan3":
         uninterrupted = request.getfixturevalue("stylegan3_run")  # trained with one loader worker per rank
     elif target == "cpu:eager:fp32":
         uninterrupted = request.getfixturevalue("two_rank_run")
     else:
         uninterrupted = tmp_path / "uninterrupted"
-        train_checkpointed(uninterrupted, 2, data_args, "--target", target)
+        train_checkpointed(uninterrupted, 2, data_args, "--target", target, *steps)
     killed = tmp_path / "killed"
     process = start_child(
         train_command(*args, "--out", str(killed)), env=train_env(), start_new_session=True,
