@@ -13,7 +13,8 @@ samples, a linear warm-up over `--warmup-samples` then a constant learning rate 
 1`, as `study time-to-target` trains), one torch thread, and on one rank the noise scale from 2
 micro-batches (auto needs it; the fixed runs measure it too, so every run pays the same meter).
 Each configuration adds its own flags (`--config NAME=FLAGS`): the batch (fixed, or the schedule),
-the ranks and the learning rate.
+the ranks and the learning rate. A configuration with `--adaptdl` runs
+`benchmarks/adaptdl_side_by_side.py` instead (AdaptDL's adaptive batch), with the same recipe.
 
 The runs are interleaved seed by seed, the order of the configurations rotated at each seed, so
 the machine's load hits every configuration alike. Each run records the whole command's seconds
@@ -98,6 +99,9 @@ def flag_value(flags: Sequence[str], name: str) -> str | None:
 def first_batches(flags: Sequence[str]) -> tuple[int, int]:
     """(global batch, per-device batch) a configuration's run starts at: its fixed per-device batch
     times the ranks, `--global-batch-min` of auto, or an explicit schedule's first entry."""
+    if "--adaptdl" in flags:
+        start = int(flag_value(flags, "--batch") or 32)
+        return start, start
     ranks = int(flag_value(flags, "--nproc") or 1) * int(flag_value(flags, "--nnodes") or 1)
     schedule = flag_value(flags, "--batch-schedule")
     if schedule is None:
@@ -121,6 +125,12 @@ def train_command(recipe: Recipe, configuration: Configuration, seed: int, out: 
     `--samples`; the warm-up and the validation batches are counted from the first batch, so
     every run warms up over the same samples and validates on the same samples."""
     flags = configuration.flags
+    if "--adaptdl" in flags:
+        return [sys.executable, str(Path(__file__).with_name("adaptdl_side_by_side.py")), "--workload", recipe.workload,
+                "--size", recipe.size, "--data", recipe.data, "--until", recipe.until,
+                "--eval-every-samples", str(recipe.eval_every_samples), "--val-samples", str(recipe.val_samples),
+                "--warmup-samples", str(recipe.warmup_samples), "--max-samples", str(recipe.max_samples),
+                "--threads", str(recipe.threads), "--seed", str(seed), *flags, "--out", str(out)]
     global_batch, per_device = first_batches(flags)
     ranks = global_batch // per_device
     length = (["--samples", str(recipe.max_samples)] if flag_value(flags, "--batch-schedule") is not None
