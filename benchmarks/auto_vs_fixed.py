@@ -173,6 +173,8 @@ class RunResult:
     load_before: float | None = None
     load_after: float | None = None
     flags: str = ""
+    error: str | None = None
+    """Where the command failed: the end of its output."""
 
 
 def one_run(recipe: Recipe, configuration: Configuration, seed: int, order: int, scratch: Path) -> RunResult:
@@ -183,13 +185,19 @@ def one_run(recipe: Recipe, configuration: Configuration, seed: int, order: int,
     result = subprocess.run(command, capture_output=True, text=True)
     command_s = time.perf_counter() - started
     load_after = os.getloadavg()[0]
-    if result.returncode != 0:
-        raise SystemExit(f"auto_vs_fixed: {shlex.join(command)} failed ({result.returncode}): {result.stderr.strip()[-800:]}")
+    global_batch, _ = first_batches(configuration.flags)
+    if result.returncode != 0 or not (out / "summary.json").is_file():
+        # A failed run is a row too (not reached, with its error), so the series goes on.
+        error = (result.stderr.strip() or result.stdout.strip())[-600:]
+        print(f"auto_vs_fixed: {shlex.join(command)} failed ({result.returncode}): {error}", file=sys.stderr)
+        return RunResult(config=configuration.name, seed=seed, order=order, ranks=0, reached=False, command_s=command_s,
+                         train_s=None, wall_s=None, startup_s=None, steps=None, samples=None, value=None,
+                         start_global_batch=global_batch, final_global_batch=None, load_before=load_before,
+                         load_after=load_after, flags=shlex.join(configuration.flags), error=error)
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     goal = summary.get("time_to_target") or {}
     schedule = summary.get("batch_schedule") or {}
     rates = summary.get("learning_rates") or {}
-    global_batch, _ = first_batches(configuration.flags)
     reached = bool(goal.get("reached"))
     return RunResult(
         config=configuration.name, seed=seed, order=order, ranks=int(summary.get("world_size") or 1), reached=reached,
@@ -230,9 +238,10 @@ def summarize(results: Sequence[RunResult], configurations: Sequence[Configurati
         row["final_global_batches"] = [r.final_global_batch for r in own]
         if ref and reference != configuration.name:
             seeds = {r.seed for r in reached} & {r.seed for r in ref if r.reached}
-            for name in ("command_s", "train_s"):
+            for name in ("command_s", "train_s", "wall_s"):
                 mine = [getattr(r, name) for r in reached if r.seed in seeds]
                 theirs = [getattr(r, name) for r in ref if r.seed in seeds and r.reached]
+                mine, theirs = [v for v in mine if v is not None], [v for v in theirs if v is not None]
                 row[f"{name}_ratio_to_{reference}"] = (statistics.fmean(mine) / statistics.fmean(theirs)
                                                        if mine and theirs else None)
             row["ratio_seeds"] = sorted(seeds)
@@ -348,7 +357,8 @@ def main() -> None:
                     kept.mkdir(parents=True, exist_ok=True)
                     for name in ("summary.json", "metrics.jsonl"):
                         source = Path(scratch) / f"{configuration.name}-s{seed}" / name
-                        atomic_write_bytes(kept / name, source.read_bytes())
+                        if source.is_file():
+                            atomic_write_bytes(kept / name, source.read_bytes())
                 print(f"{configuration.name} seed {seed}: {'reached' if result.reached else 'MISSED'} in "
                       f"{result.command_s:.1f} s (train {result.train_s}, steps {result.steps}, samples {result.samples}, "
                       f"batch {result.start_global_batch}->{result.final_global_batch} {' '.join(result.switches)}; "
@@ -356,6 +366,9 @@ def main() -> None:
                 write_outputs(args.out, results, configurations, args.reference, command, machine, recipe)
     for row in summarize(results, configurations, args.reference):
         ratio = row.get(f"command_s_ratio_to_{args.reference}")
+        if not row["reached"]:
+            print(f"{row['config']}: 0/{row['seeds']} reached")
+            continue
         print(f"{row['config']}: {row['reached']}/{row['seeds']} reached, command {row['command_s_mean']:.1f} s "
               f"[{row['command_s_min']:.1f}, {row['command_s_max']:.1f}]"
               + (f", {ratio:.2f}x {args.reference}" if ratio is not None else ""))

@@ -7,7 +7,9 @@
 # PARTs (default: all, in this order):
 #   mahjong     tiny Mahjong to val/accuracy>=0.85 on 1 rank: auto, auto at the workload's LR, the
 #               committed study's best fixed batch (32) and its runner-up (128), the default batch
-#               (1024), 3 seeds interleaved            -> docs/results/auto_vs_fixed_mahjong.{jsonl,csv,png}
+#               (1024), AdaptDL's adaptive batch from 32 (benchmarks/adaptdl_side_by_side.py; needs
+#               `pip install adaptdl requests`), 3 seeds interleaved
+#                                                       -> docs/results/auto_vs_fixed_mahjong.{jsonl,csv,png}
 #   mahjong2    the same on 2 ranks: auto, fixed 32 and 128 -> docs/results/auto_vs_fixed_mahjong_2ranks.*
 #   critical    one base run at batch 64 that keeps its checkpoints, and its critical-batch study,
 #               its samples against the committed study's -> docs/results/critical_batch_mahjong.jsonl,
@@ -48,7 +50,8 @@ for part in $PARTS; do
             --config 'best-fixed-b32=--batch-size-per-device 32 --lr 0.0003 --lr-scaling none' \
             --config 'fixed-b128=--batch-size-per-device 128 --lr 0.0006 --lr-scaling none' \
             --config 'default-b1024=--batch-size-per-device 1024' \
-            --out "$RESULTS/auto_vs_fixed_mahjong.jsonl" ;;
+            --config 'adaptdl=--adaptdl --batch 32 --max-batch 2048 --lr 0.0003' \
+            --keep-runs runs_mahjong --out "$RESULTS/auto_vs_fixed_mahjong.jsonl" ;;
     mahjong2)
         "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]}" \
             --config 'auto=--nproc 2 --batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
