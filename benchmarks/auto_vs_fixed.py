@@ -212,6 +212,13 @@ def one_run(recipe: Recipe, configuration: Configuration, seed: int, order: int,
         load_before=load_before, load_after=load_after, flags=shlex.join(configuration.flags))
 
 
+def repo_relative(arg: str) -> str:
+    """An argument as the rows record it: a path inside this repository relative to its root, so
+    committed rows name no folder of the machine they ran on."""
+    root = str(Path(__file__).resolve().parents[1]) + os.sep
+    return arg.replace(root, "")
+
+
 def mean_range(values: Sequence[float]) -> tuple[float | None, float | None, float | None]:
     if not values:
         return None, None, None
@@ -344,7 +351,7 @@ def main() -> None:
         raise SystemExit(f"auto_vs_fixed: --reference {args.reference} is none of the --config names")
     seeds = [int(seed) for seed in args.seeds.split(",")]
     machine = Machine.at_start()
-    command = shlex.join(["python", *sys.argv])
+    command = shlex.join(["python", *(repo_relative(arg) for arg in sys.argv)])
     results: list[RunResult] = []
     with tempfile.TemporaryDirectory(prefix="auto_vs_fixed-") as scratch:
         for index, seed in enumerate(seeds):
