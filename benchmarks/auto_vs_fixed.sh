@@ -11,6 +11,7 @@
 #               `pip install adaptdl requests`), 3 seeds interleaved
 #                                                       -> docs/results/auto_vs_fixed_mahjong.{jsonl,csv,png}
 #   mahjong2    the same on 2 ranks: auto and the best fixed batch (32) -> docs/results/auto_vs_fixed_mahjong_2ranks.*
+#   mahjong2-b128  2 ranks: auto and fixed 128 (the plan's 2-device pick) -> ..._mahjong_2ranks_b128.*
 #   calibrated  auto calibrated by critical_batch_mahjong_tolerance.jsonl (part critical), auto and
 #               the best fixed batch, 1 rank, 3 seeds -> docs/results/auto_vs_fixed_mahjong_calibrated.*
 #   critical    one base run at batch 64 that keeps its checkpoints, and its critical-batch study,
@@ -60,6 +61,12 @@ for part in $PARTS; do
             --config 'auto=--nproc 2 --batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
             --config 'best-fixed-b32=--nproc 2 --batch-size-per-device 16 --lr 0.0003 --lr-scaling none' \
             --out "$RESULTS/auto_vs_fixed_mahjong_2ranks.jsonl" ;;
+    mahjong2-b128)
+        # 2 ranks: auto beside fixed 128 (64 per device), the plan's recommendation on 2 devices.
+        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]/best-fixed-b32/fixed-b128}" \
+            --config 'auto=--nproc 2 --batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
+            --config 'fixed-b128=--nproc 2 --batch-size-per-device 64 --lr 0.0006 --lr-scaling none' \
+            --out "$RESULTS/auto_vs_fixed_mahjong_2ranks_b128.jsonl" ;;
     calibrated)
         # auto with B_crit = c x B_simple, c from the critical-batch rows (part critical), beside
         # auto uncalibrated and the best fixed batch.
@@ -97,6 +104,6 @@ for part in $PARTS; do
             --config 'auto=--batch-schedule auto --global-batch-min 8 --global-batch-max 512 --lr 0.0226274 --lr-scaling sqrt --lr-reference-batch 32' \
             --config 'best-fixed-b32=--batch-size-per-device 32 --lr 0.0226274 --lr-scaling none' \
             --out "$RESULTS/auto_vs_fixed_charlm.jsonl" ;;
-    *) echo "auto_vs_fixed.sh: unknown part $part (mahjong, mahjong2, calibrated, critical, charlm)" >&2; exit 2 ;;
+    *) echo "auto_vs_fixed.sh: unknown part $part (mahjong, mahjong2, mahjong2-b128, calibrated, critical, charlm)" >&2; exit 2 ;;
     esac
 done
