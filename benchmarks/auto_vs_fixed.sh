@@ -55,7 +55,9 @@ for part in $PARTS; do
             --config 'fixed-b128=--batch-size-per-device 128 --lr 0.0006 --lr-scaling none' \
             --config 'default-b1024=--batch-size-per-device 1024' \
             --config 'adaptdl=--adaptdl --batch 32 --max-batch 2048 --lr 0.0003' \
-            --keep-runs runs_mahjong --out "$RESULTS/auto_vs_fixed_mahjong.jsonl" ;;
+            --keep-runs runs_mahjong --out "$RESULTS/auto_vs_fixed_mahjong.jsonl"
+        mkdir -p "$RESULTS/auto_vs_fixed_mahjong_auto_run"   # one auto run: its batch against samples
+        cp runs_mahjong/auto-s0/summary.json runs_mahjong/auto-s0/metrics.jsonl "$RESULTS/auto_vs_fixed_mahjong_auto_run/" ;;
     mahjong2)
         "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]}" \
             --config 'auto=--nproc 2 --batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
