@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# `train --batch-schedule auto` against fixed batches, and `study critical-batch` from one run, on the
+# data and goals of the committed time-to-target studies (benchmarks/time_to_target_plan.sh):
+#
+#   bash benchmarks/auto_vs_fixed.sh [WORK] [PART...]   # WORK defaults to build/auto_vs_fixed
+#
+# PARTs (default: all, in this order):
+#   mahjong     tiny Mahjong to val/accuracy>=0.85 on 1 rank: auto, auto at the workload's LR, the
+#               committed study's best fixed batch (32) and its runner-up (128), the default batch
+#               (1024), AdaptDL's adaptive batch from 32 (benchmarks/adaptdl_side_by_side.py; needs
+#               `pip install adaptdl requests`), 3 seeds interleaved
+#                                                       -> docs/results/auto_vs_fixed_mahjong.{jsonl,csv,png}
+#   mahjong2    the same on 2 ranks: auto and the best fixed batch (32) -> docs/results/auto_vs_fixed_mahjong_2ranks.*
+#   mahjong2-b128  2 ranks: auto and fixed 128 (the plan's 2-device pick) -> ..._mahjong_2ranks_b128.*
+#   calibrated  auto calibrated by critical_batch_mahjong_tolerance.jsonl (part critical), auto and
+#               the best fixed batch, 1 rank, 3 seeds -> docs/results/auto_vs_fixed_mahjong_calibrated.*
+#   critical    one base run at batch 64 that keeps its checkpoints, and its critical-batch study,
+#               its samples against the committed study's -> docs/results/critical_batch_mahjong.jsonl
+#               (the t rule of 2 seeds), critical_batch_mahjong_tolerance.jsonl (a tolerance of 0.01),
+#               docs/results/critical_batch_mahjong_base/ (summary.json and metrics.jsonl)
+#   charlm      the char-LM example to val/bits_per_char<=3.6 on 1 rank: auto and the study's best
+#               fixed batch (32)                        -> docs/results/auto_vs_fixed_charlm.*
+# Each part writes its rows after every run, so a part cut short keeps what it measured.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+WORK=${1:-$REPO/build/auto_vs_fixed}
+shift || true
+PARTS=${*:-mahjong mahjong2 critical calibrated charlm}
+PYTHON=${PYTHON:-$REPO/.venv/bin/python}
+RESULTS=$REPO/docs/results
+export PYTHONPATH=$REPO/examples:$REPO${PYTHONPATH:+:$PYTHONPATH}
+T=("$PYTHON" -m trainspeed)
+mkdir -p "$WORK"
+cd "$WORK"
+
+# The committed studies' data: 200 self-play games (seed 0); the first 200 standard-library sources.
+[ -f data/mahjong/index.json ] || "${T[@]}" data mahjong-selfplay --games 200 --workers 1 --out data/mahjong --seed 0 --no-progress
+if [ ! -f data/text/index.json ]; then
+    "$PYTHON" "$REPO/examples/char_lm_workload.py" text.npz --files 200
+    "${T[@]}" data from-arrays text.npz --out data/text --split-by document --val-fraction 0.1
+fi
+
+# The committed Mahjong study's recipe: a validation every 4,096 samples over 2,048, a warm-up over
+# 4,096 samples, then a constant LR. Its best LR factor is 4 at batches 32, 128 and 512: 4x the
+# workload's sqrt rule, i.e. --lr 0.0012 at the reference batch 512.
+MAHJONG=(--workload mahjong --size tiny --data data/mahjong --until 'val/accuracy>=0.85' --eval-every-samples 4096
+         --val-samples 2048 --warmup-samples 4096 --max-samples 393216 --seeds 0,1,2 --reference best-fixed-b32)
+for part in $PARTS; do
+    case $part in
+    mahjong)
+        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]}" \
+            --config 'auto=--batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
+            --config 'auto-workload-lr=--batch-schedule auto --global-batch-min 32 --global-batch-max 2048' \
+            --config 'best-fixed-b32=--batch-size-per-device 32 --lr 0.0003 --lr-scaling none' \
+            --config 'fixed-b128=--batch-size-per-device 128 --lr 0.0006 --lr-scaling none' \
+            --config 'default-b1024=--batch-size-per-device 1024' \
+            --config 'adaptdl=--adaptdl --batch 32 --max-batch 2048 --lr 0.0003' \
+            --keep-runs runs_mahjong --out "$RESULTS/auto_vs_fixed_mahjong.jsonl"
+        mkdir -p "$RESULTS/auto_vs_fixed_mahjong_auto_run"   # one auto run: its batch against samples
+        cp runs_mahjong/auto-s0/summary.json runs_mahjong/auto-s0/metrics.jsonl "$RESULTS/auto_vs_fixed_mahjong_auto_run/" ;;
+    mahjong2)
+        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]}" \
+            --config 'auto=--nproc 2 --batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
+            --config 'best-fixed-b32=--nproc 2 --batch-size-per-device 16 --lr 0.0003 --lr-scaling none' \
+            --out "$RESULTS/auto_vs_fixed_mahjong_2ranks.jsonl" ;;
+    mahjong2-b128)
+        # 2 ranks: auto beside fixed 128 (64 per device), the plan's recommendation on 2 devices.
+        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]/best-fixed-b32/fixed-b128}" \
+            --config 'auto=--nproc 2 --batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
+            --config 'fixed-b128=--nproc 2 --batch-size-per-device 64 --lr 0.0006 --lr-scaling none' \
+            --out "$RESULTS/auto_vs_fixed_mahjong_2ranks_b128.jsonl" ;;
+    calibrated)
+        # auto with B_crit = c x B_simple, c from the critical-batch rows (part critical), beside
+        # auto uncalibrated and the best fixed batch.
+        cp "$RESULTS/critical_batch_mahjong_tolerance.jsonl" critical_batch_mahjong_tolerance.jsonl
+        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]}" \
+            --config "auto-calibrated=--batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012 --critical-batch critical_batch_mahjong_tolerance.jsonl" \
+            --config 'auto=--batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
+            --config 'best-fixed-b32=--batch-size-per-device 32 --lr 0.0003 --lr-scaling none' \
+            --keep-runs runs_calibrated --out "$RESULTS/auto_vs_fixed_mahjong_calibrated.jsonl" ;;
+    critical)
+        # The base run: batch 64 at the study's LR rule, to the goal, a checkpoint every 40 steps, all kept.
+        [ -f cb_base/summary.json ] || "${T[@]}" train --workload mahjong --size tiny --data data/mahjong \
+            --batch-size-per-device 64 --lr 0.0012 --warmup-steps 64 --min-lr-ratio 1 --steps 6144 \
+            --until 'val/accuracy>=0.85' --stop-at-target --eval-every-samples 4096 --eval-batches 32 \
+            --noise-scale-micro-batches 2 --log-every 16 --checkpoint-every 40 --keep-checkpoints 0 \
+            --threads 1 --num-workers 1 --no-progress --out cb_base
+        # The branches (trained once, into cb_mahjong), then their rows against the committed study
+        # (a relative copy of its rows, so the rows name no path of this machine), by the t rule of
+        # 2 seeds and by a tolerance of 1 point of accuracy; neither trains a branch again.
+        cp "$RESULTS/time_to_target_study_mahjong.jsonl" time_to_target_study_mahjong.jsonl
+        CB=(study critical-batch --from cb_base --at 0.25,0.5,1 --factors 1,2,4,8,16 --seeds 2 --branch-samples 8192
+            --val-samples 8192 --parallel-runs 1 --no-progress --compare-study time_to_target_study_mahjong.jsonl)
+        "${T[@]}" "${CB[@]}" --out cb_mahjong
+        "${T[@]}" "${CB[@]}" --runs-dir cb_mahjong/critical_batch_runs --out cb_mahjong_rows
+        "${T[@]}" "${CB[@]}" --tolerance 0.01 --runs-dir cb_mahjong/critical_batch_runs --out cb_mahjong_tol
+        cp cb_mahjong_rows/critical_batch.jsonl "$RESULTS/critical_batch_mahjong.jsonl"
+        cp cb_mahjong_tol/critical_batch.jsonl "$RESULTS/critical_batch_mahjong_tolerance.jsonl"
+        cp cb_base/summary.json cb_base/metrics.jsonl "$RESULTS/critical_batch_mahjong_base/" ;;
+    charlm)
+        # The committed char-LM study's recipe; its best fixed batch is 32 at LR factor 16 of the
+        # sqrt rule from 0.002 at 64 (0.0226); the example declares no reference batch (no scaling).
+        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" --workload char_lm_workload:CharLMWorkload --size tiny \
+            --data data/text --until 'val/bits_per_char<=3.6' --eval-every-samples 2048 --val-samples 1024 \
+            --warmup-samples 2048 --max-samples 262144 --log-every 8 --seeds 0,1,2 --reference best-fixed-b32 \
+            --config 'auto=--batch-schedule auto --global-batch-min 8 --global-batch-max 512 --lr 0.0226274 --lr-scaling sqrt --lr-reference-batch 32' \
+            --config 'best-fixed-b32=--batch-size-per-device 32 --lr 0.0226274 --lr-scaling none' \
+            --out "$RESULTS/auto_vs_fixed_charlm.jsonl" ;;
+    *) echo "auto_vs_fixed.sh: unknown part $part (mahjong, mahjong2, mahjong2-b128, calibrated, critical, charlm)" >&2; exit 2 ;;
+    esac
+done
