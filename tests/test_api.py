@@ -21,7 +21,7 @@ from torch import nn
 import trainspeed
 from trainspeed.api import command_parser
 from trainspeed.bench.config import BenchConfig
-from trainspeed.bench.results import ResultRow, read_rows
+from trainspeed.bench.results import read_rows
 from trainspeed.cli import build_parser, main
 from trainspeed.flags import config_from_flags
 from trainspeed.studies import STUDIES
