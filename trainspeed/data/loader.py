@@ -341,7 +341,31 @@ def single_thread_worker(worker_id: int) -> None:
     torch.set_num_threads(1)
 
 
-class ShardLoader(BatchLoader):
+class ResumablePosition:
+    """The position of a rank's loader in its epoch order, which a checkpoint carries: the epoch
+    and the batches read of it, with the settings that order depends on, refused on resume where
+    they differ (another seed, world size or batch would read other samples)."""
+
+    config: LoaderConfig
+    epoch: int
+    position: int
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch, self.position = int(epoch), 0
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "position": self.position, "seed": self.config.seed,
+                "world_size": self.config.world_size, "batch_size": self.config.batch_size}
+
+    def load_state_dict(self, state: dict) -> None:
+        for key in ("seed", "world_size", "batch_size"):
+            if key in state and state[key] != getattr(self.config, key):
+                raise UsageError(f"loader state was saved with {key}={state[key]}, this run uses "
+                                 f"{getattr(self.config, key)}: resume with the same setting")
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+
+class ShardLoader(ResumablePosition, BatchLoader):
     """The BatchLoader of one rank over a shard folder (see the module docstring for the order)."""
 
     def __init__(self, folder: Path, config: LoaderConfig, spec: ShardBatchSpec) -> None:
@@ -407,20 +431,6 @@ class ShardLoader(BatchLoader):
             self.dataset.gather(ids, out)
             self.position += 1
             yield out.as_batch(self.spec)
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch, self.position = int(epoch), 0
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position, "seed": self.config.seed,
-                "world_size": self.config.world_size, "batch_size": self.config.batch_size}
-
-    def load_state_dict(self, state: dict) -> None:
-        for key in ("seed", "world_size", "batch_size"):
-            if key in state and state[key] != getattr(self.config, key):
-                raise UsageError(f"loader state was saved with {key}={state[key]}, this run uses "
-                                 f"{getattr(self.config, key)}: resume with the same setting")
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
     def data_record(self) -> dict:
         """What this loader reads, for the run's summary: the shard set's format, its shard files,

@@ -33,6 +33,7 @@ from trainspeed.data.base import Batch, LoaderConfig
 from trainspeed.data.decode import BadSample
 from trainspeed.data.loader import (
     PositionSampler,
+    ResumablePosition,
     one_line_worker_error,
     single_thread_worker,
     worker_context,
@@ -132,7 +133,7 @@ class SampleBatches(Dataset):
         return batch, skipped
 
 
-class SampleLoader:
+class SampleLoader(ResumablePosition):
     """The BatchLoader of one rank over a `SampleReader` (module docstring)."""
 
     def __init__(self, reader: SampleReader, config: LoaderConfig) -> None:
@@ -184,20 +185,6 @@ class SampleLoader:
                 more = "; further skipped samples are counted only" if self.skipped == MAX_WARNINGS else ""
                 print(f"trainspeed: warning: {problem}; skipped (--bad-samples skip), the next readable sample "
                       f"takes its place{more}", file=sys.stderr, flush=True)
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch, self.position = int(epoch), 0
-
-    def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position, "seed": self.config.seed,
-                "world_size": self.config.world_size, "batch_size": self.config.batch_size}
-
-    def load_state_dict(self, state: dict) -> None:
-        for key in ("seed", "world_size", "batch_size"):
-            if key in state and state[key] != getattr(self.config, key):
-                raise UsageError(f"loader state was saved with {key}={state[key]}, this run uses "
-                                 f"{getattr(self.config, key)}: resume with the same setting")
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
     def data_record(self) -> dict:
         """What this loader read, for the run's summary: format, files, fingerprint, samples skipped."""
