@@ -86,6 +86,13 @@ class BeforeFusedClassifier(ToyClassifier):
         self.optimizers = {"net": torch.optim.SGD(self.networks["net"].parameters(), lr=LEARNING_RATE)}
 
 
+class AdamWClassifier(ToyClassifier):
+    """Trains with AdamW: an optimizer with state (moments and a step count) that a resume restores."""
+
+    def setup_optimizers(self, fused: bool = False) -> None:
+        self.optimizers = {"net": torch.optim.AdamW(self.networks["net"].parameters(), lr=LEARNING_RATE / 10)}
+
+
 class ValidatedClassifier(ToyClassifier):
     """Measures its accuracy on the validation split, so a run can train to a goal."""
 
@@ -202,6 +209,11 @@ def before_fused() -> ToyWorkload:
 def validated() -> ToyWorkload:
     """Validates its accuracy: a run of it trains to a goal (`--until val/accuracy>=...`)."""
     return ToyWorkload("validated", trainable=ValidatedClassifier)
+
+
+def with_adamw() -> ToyWorkload:
+    """The toy with optimizer state: what `kill -9` and `--resume` must carry over on every target."""
+    return ToyWorkload("adamw", trainable=AdamWClassifier)
 
 
 def float64_data() -> ToyWorkload:
