@@ -77,6 +77,9 @@ FEED_LIST = comma_list(choices=FEEDS, what="device (one batch kept on the device
                        "batch to the device) or data (each step's batch read from --data by a training rank's loader)",
                        example="device,host", distinct=True)
 """`--feed`: `device`, `host`, `data`, or several (each configuration then runs with each, back to back)."""
+SYNTHETIC_FEED_LIST = comma_list(choices=FEEDS[:2], what="device (one batch kept on the device) or host (each step "
+                                 "copies a host batch to the device)", example="device,host", distinct=True)
+"""The studies' `--feed` (they bench synthetic batches, with no --data): `device`, `host`, or both."""
 NOISE_SCALE_VARIANTS = ("off", "on")
 NOISE_SCALE_LIST = comma_list(choices=NOISE_SCALE_VARIANTS, what="off or on (the one-rank gradient noise scale meter "
                               "of `trainspeed train`)", example="off,on", distinct=True)
