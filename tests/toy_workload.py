@@ -145,7 +145,7 @@ class ToyWorkload:
     def __init__(self, name: str = "toy", sizes: dict[str, int] | None = None, *, default_size: str | None = None,
                  habits: StepHabits = StepHabits(), trainable: type[ToyClassifier] = ToyClassifier,
                  declared_flops_factor: float = 1.0, flops_counted_with_a_backward: bool = False,
-                 float64_loader: bool = False) -> None:
+                 float64_loader: bool = False, reads_tokens: bool = False) -> None:
         self.name = name
         self.features = dict(sizes or SIZES)
         self.sizes = tuple(self.features)
@@ -155,6 +155,7 @@ class ToyWorkload:
         self.declared_flops_factor = declared_flops_factor
         self.flops_counted_with_a_backward = flops_counted_with_a_backward
         self.float64_loader = float64_loader
+        self.reads_tokens = reads_tokens
 
     def build(self, size: str, seed: int = 0) -> ToyClassifier:
         return self.trainable(self.features[size], CLASSES, seed, self.habits)
@@ -173,7 +174,19 @@ class ToyWorkload:
     def open_dataset(self, path: str, size: str, config: LoaderConfig):
         if self.float64_loader:
             return Float64Loader(self.features[size], config)
+        if self.reads_tokens:
+            return token_loader(path, self.features[size], config)
         return open_dataset(path, config, outputs=("x", "y"))
+
+
+def token_loader(path: str, features: int, config: LoaderConfig):
+    """A token file (or any token data read where it lies) as the toy's batches: each window of
+    `features` ids, scaled, is a sample's inputs, labelled by the toy's rule."""
+    from trainspeed.data.in_place import open_tokens
+    from trainspeed.data.mapped import MappedLoader
+
+    opened = open_tokens(path, config, features)
+    return MappedLoader(opened.loader, lambda batch: labelled(batch["tokens"].float() / 128.0 - 1.0))
 
 
 def exact_flops(features: int) -> float:
@@ -214,6 +227,11 @@ def validated() -> ToyWorkload:
 def with_adamw() -> ToyWorkload:
     """The toy with optimizer state: what `kill -9` and `--resume` must carry over on every target."""
     return ToyWorkload("adamw", trainable=AdamWClassifier)
+
+
+def token_windows() -> ToyWorkload:
+    """Validates its accuracy on windows of a token file read where it lies (`token_loader`)."""
+    return ToyWorkload("token-windows", trainable=ValidatedClassifier, reads_tokens=True)
 
 
 def float64_data() -> ToyWorkload:

@@ -101,7 +101,7 @@ def test_a_row_faster_than_its_peak_gets_no_mfu_and_says_why(tmp_results):
     ({"batch_sizes": [0, 8]}, "batch sizes must be positive integers up to 2^40"),
     ({"peak_tflops": float("inf")}, "--peak-tflops must be a positive number of TFLOP/s, got inf"),
     ({"threads": 0}, "--threads must be between 1 and "),
-    ({"feeds": ["device", "device"]}, "bad feeds device,device: choose device, host or device,host"),
+    ({"feeds": ["device", "device"]}, "bad feeds device,device: choose device, host, data or several"),
     ({"plan": TimingPlan(min_window_s=float("nan"))}, "--min-window-s must be a positive number of seconds, got nan"),
 ], ids=["no-batch-sizes", "batch-size-0", "infinite-peak", "no-threads", "a-feed-twice", "nan-window"])
 def test_a_bench_config_made_in_python_is_checked_as_the_flags_are(settings: dict, message: str) -> None:

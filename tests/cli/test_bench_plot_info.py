@@ -28,7 +28,7 @@ def run_cli(capsys, *argv):
         (["--workload", "no_such_module:factory"], "--workload no_such_module:factory: cannot import 'no_such_module'"),
         (["--size", "huge"], "--size 'huge' is not a size of workload mahjong"),
         (["--baseline", "cpu:eager:bf16"], "--baseline cpu:eager:bf16 is not among --targets"),
-        (["--feed", "sideways"], "--feed 'sideways': give device (one batch kept on the device) or host"),
+        (["--feed", "sideways"], "--feed 'sideways': give device (one batch kept on the device), host"),
         (["--feed", "host,sideways"], "--feed 'host,sideways': give device"),
         (["--feed", "host,host"], "--feed 'host,host': give device"),
         (["--feed", "host,host"], "; 'host' is named twice"),

@@ -251,3 +251,45 @@ def test_one_and_two_ranks_read_the_same_global_batches_of_every_format(tmp_path
             assert all(torch.equal(row, by_id[int(i)]) for i, row in halves)
             batches += 1
         assert batches == len(loaders[0]) > 0
+
+
+@pytest.mark.parametrize("data", ["token-file", "hf-token-dataset"])
+def test_token_windows_of_each_format_take_a_new_order_each_epoch_split_over_ranks_and_resume_exactly(
+        tmp_path: Path, data: str) -> None:
+    if data == "token-file":
+        path = write_tokens(tmp_path / "tokens.bin", 400)
+    else:
+        datasets = pytest.importorskip("datasets")
+        datasets.disable_progress_bars()
+        path = tmp_path / "hf"
+        datasets.Dataset.from_dict({"input_ids": [list(range(i, i + 100)) for i in range(0, 400, 100)]}).save_to_disk(
+            str(path))
+
+    def opened(**config):
+        return open_tokens(path, LoaderConfig(num_workers=0, seed=9, **config), 9).loader
+
+    orders = []
+    for epoch in (0, 1):
+        loaders = [opened(batch_size=4), opened(batch_size=2, rank=0, world_size=2),
+                   opened(batch_size=2, rank=1, world_size=2)]
+        for loader in loaders:
+            loader.set_epoch(epoch)
+        order = []
+        for whole, first, second in zip(*loaders, strict=True):
+            assert set(first[SAMPLE_ID].tolist()).isdisjoint(second[SAMPLE_ID].tolist())  # each rank its share
+            assert sorted([*first[SAMPLE_ID].tolist(), *second[SAMPLE_ID].tolist()]) == whole[SAMPLE_ID].tolist()
+            order += whole[SAMPLE_ID].tolist()
+        assert len(set(order)) == len(order) == len(loaders[0]) * 4
+        orders.append(order)
+    assert orders[0] != orders[1]
+    interrupted = opened(batch_size=4)
+    interrupted.set_epoch(1)
+    batches = iter(interrupted)
+    next(batches), next(batches)
+    resumed = opened(batch_size=4)
+    resumed.load_state_dict(interrupted.state_dict())
+    whole = opened(batch_size=4)
+    whole.set_epoch(1)
+    rest = list(whole)[2:]
+    for got, want in zip(resumed, rest, strict=True):
+        assert torch.equal(got["tokens"], want["tokens"]) and torch.equal(got[SAMPLE_ID], want[SAMPLE_ID])

@@ -221,12 +221,23 @@ def test_a_negative_check_seed_is_refused_before_anything_is_written(cli_error, 
     assert "argument --check-seed: '-5' must be at least 0" in error and _nothing_written(tmp_path)
 
 
-def test_study_data_that_is_not_here_is_refused_before_anything_is_written(cli_error, tmp_path: Path, monkeypatch):
+@pytest.mark.parametrize("there", [None, "an empty folder"])
+def test_study_data_that_is_not_here_is_refused_before_anything_is_written(cli_error, tmp_path: Path, monkeypatch,
+                                                                           there: str | None):
     monkeypatch.chdir(tmp_path)
+    if there is not None:  # a folder, but no data `--data` reads
+        (tmp_path / "data" / "text").mkdir(parents=True)
     study = _committed(tmp_path, STUDY)
     error = cli_error(*_check_args(tmp_path, study, "--workload", "char_lm_workload:CharLMWorkload"))
     assert f"--check trains on the study's data data/text ({study}:1), which is not here" in error
+    assert there is None or f"(data/text: {there};" in error
     assert _nothing_written(tmp_path)
+
+
+def _text_data(tmp_path: Path) -> None:
+    """The study's data where its rows say it lies: a token folder (data/text/train.bin)."""
+    (tmp_path / "data" / "text").mkdir(parents=True)
+    (tmp_path / "data" / "text" / "train.bin").write_bytes(bytes(range(256)) * 4)
 
 
 def _user_module(tmp_path: Path, monkeypatch) -> tuple[str, str]:
@@ -234,7 +245,7 @@ def _user_module(tmp_path: Path, monkeypatch) -> tuple[str, str]:
     file behind where it is imported; and that module's workload name."""
     module = "module_beside_the_rows"
     (tmp_path / f"{module}.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\n")
-    (tmp_path / "data" / "text").mkdir(parents=True)
+    _text_data(tmp_path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     name = f"{module}:Workload"
@@ -274,7 +285,7 @@ def test_a_built_in_workload_or_a_library_model_needs_no_workload_flag(tmp_path:
     from trainspeed.plan.check import check_runnable
     from trainspeed.plan.inputs import read_plan_inputs
 
-    (tmp_path / "data" / "text").mkdir(parents=True)
+    _text_data(tmp_path)
     monkeypatch.chdir(tmp_path)
     study = _committed(tmp_path, STUDY, "time-to-target-study-config",
                        lambda record: record["settings"].update(workload=workload))
@@ -289,7 +300,7 @@ def test_the_workload_flag_belongs_to_the_check(cli_error, tmp_path: Path):
 def test_study_settings_that_train_refuses_here_are_refused_before_anything_is_written(cli_error, tmp_path: Path,
                                                                                        monkeypatch):
     """A study run with 4,096 threads elsewhere: its check's `trainspeed train` refuses them on this machine."""
-    (tmp_path / "data" / "text").mkdir(parents=True)
+    _text_data(tmp_path)
     monkeypatch.chdir(tmp_path)
     study = _committed(tmp_path, STUDY, "time-to-target-study-config",
                        lambda record: record["settings"].update(threads=4096))

@@ -75,6 +75,24 @@ def test_the_budget_takes_the_measurements_in_order_and_leaves_out_what_does_not
         within_budget(inputs, wants, runs, smallest * 0.99, tmp_path / "measured", None)
 
 
+@pytest.mark.parametrize("kind", ["token-file", "image-folder", "empty-folder"])
+def test_the_runs_train_on_the_base_run_s_data_of_any_format_and_data_that_is_none_says_why(tmp_path, kind):
+    from in_place_data import write_image_folder, write_tokens
+
+    run = base_run(tmp_path)
+    data = {"token-file": lambda: write_tokens(tmp_path / "text.bin", 500),
+            "image-folder": lambda: write_image_folder(tmp_path / "photos", per_class=1),
+            "empty-folder": lambda: (tmp_path / "empty").mkdir() or tmp_path / "empty"}[kind]()
+    config = json.loads((run / "train_config.json").read_text())
+    (run / "train_config.json").write_text(json.dumps({**config, "data": str(data)}))
+    _, (wants, runs, no_runs) = wanted(tmp_path, run)
+    assert wants
+    if kind == "empty-folder":
+        assert not runs and f"which is not here ({data}: an empty folder;" in (no_runs or "")
+    else:
+        assert no_runs is None and runs and config_of_command(list(runs[0].command)).data == str(data)
+
+
 def test_a_run_without_its_settings_gets_bench_rows_only_and_says_why(tmp_path):
     _, (wants, runs, no_runs) = wanted(tmp_path, base_run(tmp_path, with_settings=False))
     assert wants and not runs and "holds no train_config.json" in (no_runs or "")

@@ -71,6 +71,8 @@ def test_the_flags_given_override_the_preset_and_the_rest_is_the_presets(argv, s
 @pytest.mark.parametrize(("argv", "message"), [
     (["throughput", "--targets", "gpu:eager:fp32"], "unknown device 'gpu'"),
     (["throughput", "--feed", "sideways"], "--feed 'sideways': give device"),
+    (["throughput", "--feed", "device,data"], "'data' is not one of device, host"),  # the studies have no --data
+    (["remote", "--feed", "data"], "'data' is not one of device, host"),
     (["remote", "--links", "loopback,fast"], "--links: bad link 'fast'"),
     (["remote", "--emulation", "magic"], "--emulation 'magic'"),
     (["scaling", "--ranks", "2,4"], "must include 1"),

@@ -25,7 +25,8 @@ from trainspeed.flags import (
 
 POWER_RANGE = re.compile(r"2\^(\d+)\.\.2\^(\d+)", re.ASCII)
 POWER = re.compile(r"2\^(\d+)", re.ASCII)
-FEEDS = ("device", "host")
+FEEDS = ("device", "host", "data")
+DATA_FEED = "data"
 INTEGER = re.compile(r"-?\d+", re.ASCII)
 
 
@@ -72,9 +73,13 @@ BATCH_SIZE_LIST = CommaList(_batch_size, f"batch sizes from 1 to 2^{MAX_BATCH_PO
                             "64,256,1024, or a range of powers of two such as 2^6..2^14", whole=_power_range, sort=True)
 """`--batch-sizes`: a range of powers of two (`2^6..2^14`) or a list (`64,256,1024`, `2^8,2^12`),
 sorted, each size once."""
-FEED_LIST = comma_list(choices=FEEDS, what="device (one batch kept on the device) or host (each step copies a host "
-                       "batch to the device)", example="device,host", distinct=True)
-"""`--feed`: `device`, `host`, or both (each configuration then runs with both, back to back)."""
+FEED_LIST = comma_list(choices=FEEDS, what="device (one batch kept on the device), host (each step copies a host "
+                       "batch to the device) or data (each step's batch read from --data by a training rank's loader)",
+                       example="device,host", distinct=True)
+"""`--feed`: `device`, `host`, `data`, or several (each configuration then runs with each, back to back)."""
+SYNTHETIC_FEED_LIST = comma_list(choices=FEEDS[:2], what="device (one batch kept on the device) or host (each step "
+                                 "copies a host batch to the device)", example="device,host", distinct=True)
+"""The studies' `--feed` (they bench synthetic batches, with no --data): `device`, `host`, or both."""
 NOISE_SCALE_VARIANTS = ("off", "on")
 NOISE_SCALE_LIST = comma_list(choices=NOISE_SCALE_VARIANTS, what="off or on (the one-rank gradient noise scale meter "
                               "of `trainspeed train`)", example="off,on", distinct=True)
@@ -109,9 +114,18 @@ class BenchConfig:
     """The target ratios are taken to (None: the first)."""
     plan: TimingPlan = field(default_factory=TimingPlan)
     feeds: list[str] = field(default_factory=lambda: ["device"])
-    """"device": one batch kept on the device; "host": each step copies a host batch to the device.
-    With both, each (target, batch size) runs with each feed back to back, so the two are compared
-    side by side."""
+    """"device": one batch kept on the device; "host": each step copies a host batch to the device;
+    "data": each step's batch is read from `data` by the loader a training rank opens (the
+    workload's `open_dataset`) and copied to the device. With several, each (target, batch size)
+    runs with each feed back to back, so they are compared side by side in one run's rows."""
+    data: Path | None = None
+    """What `--feed data` reads: any `--data` of `trainspeed train` (a shard set, or data read where
+    it lies: an image folder, a token file, a Hugging Face dataset, tar shards)."""
+    num_workers: int = ranged(1, 0, machine_cpus, why_high=" loader processes, more than this machine's CPUs")
+    """Loader worker processes of `--feed data` (0: the bench's own process reads), as
+    `trainspeed train --num-workers` sets them per rank."""
+    bad_samples: str = "refuse"
+    """A sample of `--data` that cannot be read: "refuse" or "skip" (counted in the rows), as in train."""
     noise_scale: list[str] = field(default_factory=lambda: ["off"])
     """"on": each step also measures the gradient noise scale as a one-rank `trainspeed train` does
     (`trainspeed.gradients.noise_scale`, previous-step method); with off,on both run back to back, so
@@ -145,7 +159,15 @@ class BenchConfig:
         if not variants or set(variants) - set(NOISE_SCALE_VARIANTS) or len(set(variants)) != len(variants):
             raise UsageError(f"bad noise-scale variants {','.join(variants)}: choose off, on or off,on")
         if not self.feeds or set(self.feeds) - set(FEEDS) or len(set(self.feeds)) != len(self.feeds):
-            raise UsageError(f"bad feeds {','.join(self.feeds)}: choose device, host or device,host")
+            raise UsageError(f"bad feeds {','.join(self.feeds)}: choose device, host, data or several, e.g. device,host")
+        if DATA_FEED in self.feeds and self.data is None:
+            raise UsageError("--feed data reads each step's batch from --data: give --data PATH (a shard set, an "
+                             "image folder, a token file, a Hugging Face dataset or tar shards)")
+        if self.data is not None and DATA_FEED not in self.feeds:
+            raise UsageError(f"--data {self.data} is read only by --feed data: add it (e.g. --feed device,data, the "
+                             "step with and without its data) or drop --data")
+        if self.bad_samples not in ("refuse", "skip"):
+            raise UsageError(f"--bad-samples {self.bad_samples}: choose refuse or skip")
         if self.plan.max_steps_per_window < 1:
             raise UsageError(f"--max-steps-per-window must be >= 1, got {self.plan.max_steps_per_window}")
         if not 1 <= self.plan.min_steps_per_window <= self.plan.max_steps_per_window:

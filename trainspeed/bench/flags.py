@@ -31,7 +31,13 @@ BENCH_FLAGS = (
              type=BATCH_SIZE_LIST),
         flag("--baseline", "baseline", "target the ratios are taken to (default: the first)"),
         flag("--feed", "feeds", "device: one batch kept on the device; host: each step copies a host batch to the "
-             "device; device,host: both, back to back for each target and batch size", type=FEED_LIST),
+             "device; data: each step's batch read from --data by a training rank's loader; several (device,data): "
+             "each, back to back for each target and batch size", type=FEED_LIST),
+        flag("--data", "data", "what --feed data reads: the data of `trainspeed train --data` (a shard set, an image "
+             "folder, a token .bin/.npy, a Hugging Face dataset, WebDataset .tar shards; docs/data_in_place.md)"),
+        flag("--num-workers", "num_workers", "loader worker processes of --feed data (0: the bench's process reads)"),
+        flag("--bad-samples", "bad_samples", "a sample of --data that cannot be read: refuse it, or skip it "
+             "(counted in the rows)", choices=("refuse", "skip")),
         flag("--noise-scale", "noise_scale", "on: each step also measures the gradient noise scale as one rank of "
              "`trainspeed train` does; off,on: both, back to back, to read the meter's cost as a ratio",
              type=NOISE_SCALE_LIST),

@@ -55,9 +55,23 @@ class ResultRow:
     workload_sha256: str | None = None
     feed: str | None = None
     """"device": one batch kept on the device (no data IO); "host": each step copies the next of a
-    few host batches to the device inside the timed step."""
+    few host batches to the device inside the timed step; "data": each step's batch is read from
+    `data` by a training rank's loader and copied inside the timed step."""
     bytes_per_step: int | None = None
     """Host-to-device bytes each timed step copies (0 with the device feed)."""
+    data: str | None = None
+    """The `--data` the data feed read, as given (None: a synthetic feed)."""
+    data_format: str | None = None
+    """What it is (`trainspeed.data.sources`: shards, image-folder, tokens, hf-dataset, webdataset)."""
+    data_files: int | None = None
+    data_samples: int | None = None
+    """Training samples of the data the loader reads from."""
+    data_fingerprint: str | None = None
+    """The content fingerprint a training run's summary records of the same data."""
+    data_workers: int | None = None
+    """Loader worker processes that read it (0: the bench's own process)."""
+    data_skipped: int | None = None
+    """Unreadable samples skipped while the configuration ran (--bad-samples skip)."""
     noise_scale: str | None = None
     """The noise-scale meter's method when the steps also measured it (`previous-step`); None: off."""
     samples_per_s: Positive | None = None

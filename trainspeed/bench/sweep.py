@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 
 from trainspeed.bench.config import BenchConfig, TimingPlan
-from trainspeed.bench.feed import make_feed
+from trainspeed.bench.feed import DataFeedSource, Feed, check_data_feed, make_feed
 from trainspeed.bench.flops import check_flops
 from trainspeed.bench.peak import device_peak_tflops, refused_peak
 from trainspeed.bench.results import (
@@ -57,8 +57,10 @@ def measure_configuration(
     base: ResultRow,
     feed: str = "device",
     noise_scale: str = "off",
+    data: DataFeedSource | None = None,
 ) -> ResultRow:
-    """Build, feed and time one (target, batch size); an OOM becomes an `oom` row."""
+    """Build, feed and time one (target, batch size); an OOM becomes an `oom` row. The data feed
+    reads `data` (its row records what it read)."""
     target.reset_compilation()
     target.free_memory()
     target.reset_peak_memory()
@@ -69,9 +71,10 @@ def measure_configuration(
         trainable = target.build(workload, size, seed)
         if noise_scale == "on":
             base = dataclasses.replace(base, noise_scale=attach_meter(trainable, target, batch_size))
-        batches = make_feed(feed, target, workload, size, batch_size, seed)
+        batches = make_feed(feed, target, workload, size, batch_size, seed, data)
         bytes_per_step = batches.bytes_per_step
         timing = time_training(target, trainable, batches.next_batch, plan)
+        base = dataclasses.replace(base, **_data_fields(batches, data))
     except DeviceLost:
         raise  # the device is gone: no later configuration can run either
     except Exception as error:  # noqa: BLE001 - every failure becomes a row; OOM is told apart
@@ -86,6 +89,19 @@ def measure_configuration(
                      bytes_per_step=bytes_per_step, peak_memory_bytes=target.peak_memory_bytes()),
         machine=machine.at_end(), **target.row_fields(),
     )
+
+
+def _data_fields(feed: Feed, data: DataFeedSource | None) -> dict:
+    """What a data feed read, as the row's `data_*` fields ({} for a synthetic feed)."""
+    if feed.kind != "data" or data is None:
+        return {}
+    from trainspeed.data.sources import detect_format
+
+    record = feed.data_record() or {}
+    return {"data": str(data.path), "data_format": record.get("format") or detect_format(data.path),
+            "data_files": record.get("files"), "data_samples": record.get("samples"),
+            "data_fingerprint": record.get("fingerprint"), "data_workers": data.num_workers,
+            "data_skipped": record.get("skipped", 0)}
 
 
 def attach_meter(trainable: Trainable, target: Target, batch_size: int) -> str | None:
@@ -123,6 +139,10 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
         torch.set_num_threads(config.threads)
     workload = get_workload(config.workload)
     config = dataclasses.replace(config, size=resolve_size(workload, config.size))
+    data = None
+    if config.data is not None:  # data the workload cannot read is refused before anything is built or measured
+        data = DataFeedSource(config.data, config.num_workers, config.bad_samples)
+        check_data_feed(data, workload, config.size, config.batch_sizes, config.seed)
     # Build every target first: a bad or unavailable one fails before any time is spent, and
     # XLA registers its device before the first backward in this process (autograd sizes its
     # device queues then; a workload may count its FLOPs with a backward pass, and so does the
@@ -164,7 +184,8 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                     row = dataclasses.replace(base, error=f"batch {out_of_memory_at[variant]} already ran out of memory")
                 else:
                     row = measure_configuration(
-                        target, workload, config.size, batch_size, config.plan, config.seed, base, feed, noise_scale
+                        target, workload, config.size, batch_size, config.plan, config.seed, base, feed, noise_scale,
+                        data if feed == "data" else None,
                     )
                     if row.status == "oom":
                         out_of_memory_at[variant] = batch_size

@@ -137,6 +137,21 @@ def detect_format(path: str | os.PathLike) -> str:
     raise UsageError(f"{path}: holds no data trainspeed reads; give {FORMATS_HELP}")
 
 
+def data_missing(path: str | os.PathLike | None) -> str | None:
+    """Why `path` holds no data a run can read, in one line (it is not there, or it is no format
+    `--data` reads: an empty folder, a file of another kind), or None where it does. The commands
+    that start runs on another command's `--data` (the studies, the plan's checks and measurements)
+    ask this before any run, for every format alike: from names alone, as `detect_format` tells
+    them apart, so a folder of a million images costs a listing, not a scan."""
+    if path is None or str(path) == "":
+        return "no data given"
+    try:
+        detect_format(path)
+    except UsageError as error:
+        return str(error)
+    return None
+
+
 class PathTable:
     """Relative paths of a million files in two numpy arrays (UTF-8 bytes and offsets), not a list
     of str: forked loader workers share them unchanged, where touching a million Python strings'

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from trainspeed.data.sources import data_missing
 from trainspeed.errors import UsageError
 from trainspeed.plan import CHECK_KEYWORDS
 from trainspeed.plan.inputs import PlanInputs
@@ -83,9 +84,11 @@ def check_runnable(inputs: PlanInputs, workload: str | None) -> None:
     if workload is None and is_users_module(named):
         raise UsageError(f"plan: --check would import {named}, a module the study's rows name ({where}); rows are "
                          f"data and never choose code to run: give --workload {named} if it is yours to run")
-    if not Path(settings.settings.data).exists():
+    missing = data_missing(settings.settings.data)
+    if missing is not None:
         raise UsageError(f"plan: --check trains on the study's data {settings.settings.data} ({where}), which is not "
-                         "here; run the plan from the folder the study ran in, where that path holds its data")
+                         f"here ({missing}); run the plan from the folder the study ran in, where that path holds its "
+                         "data")
     if settings.settings.until != settings.until:
         raise UsageError(f"plan: {where}: the study's settings train to {settings.settings.until!r} and its rows "
                          f"say {settings.until!r} (the file was edited or written by another program)")

@@ -36,6 +36,7 @@ from typing import Sequence
 from trainspeed.bench.config import BenchConfig, TimingPlan
 from trainspeed.bench.flags import bench_command
 from trainspeed.bench.results import ResultRow
+from trainspeed.data.sources import data_missing
 from trainspeed.errors import UsageError
 from trainspeed.plan.compiles import compiles
 from trainspeed.plan.inputs import PlanInputs, bench_row
@@ -234,9 +235,10 @@ def lacking(inputs: PlanInputs, grid: PlanGrid, model: StepsModel, micro_batches
     runs: list[Measurement] = []
     if config is None:
         return wants, runs, from_where
-    if config.data and not config.synthetic_data and not Path(config.data).exists():
-        return wants, runs, (f"they would train on the data {config.data} of {from_where}, which is not here; run the "
-                             "plan from the folder the base run ran in")
+    missing = data_missing(config.data) if config.data and not config.synthetic_data else None
+    if missing is not None:
+        return wants, runs, (f"they would train on the data {config.data} of {from_where}, which is not here "
+                             f"({missing}); run the plan from the folder the base run ran in")
     run_target = first_target or config.target
     have = {run.row.world_size for run in inputs.runs if not run.row.synthetic_data}
     for devices in grid.devices:

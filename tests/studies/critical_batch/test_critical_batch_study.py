@@ -120,6 +120,8 @@ def test_bad_input_is_one_line_before_anything_runs(tiny_run: Path, tmp_path: Pa
     payload = load_checkpoint(checkpoint_dir(tiny_run) / checkpoint_name(3))
     payload["config"] = json.dumps({**json.loads(payload["config"]), "workload": "stylegan3"})
     save_checkpoint(planted, 3, payload, keep=0)
+    no_data = tmp_path / "no-data"  # a folder, but nothing `--data` reads
+    no_data.mkdir()
     cases = [
         (["study", "critical-batch", "--out", str(out)], "give --from RUN_DIR"),
         (["study", "critical-batch", "--out", str(out), "--from", str(tmp_path)],
@@ -145,6 +147,9 @@ def test_bad_input_is_one_line_before_anything_runs(tiny_run: Path, tmp_path: Pa
         ([*study, "--metric", "top1_accuracy>="], "has no validation metric 'top1_accuracy' to judge the branches by "
          "(its metrics: loss, accuracy, majority_baseline, samples); give --metric NAME<= or NAME>="),
         ([*study, "--metric", "accuracy"], "write NAME<= (lower is better) or NAME>="),
+        ([*study, "--data", str(tmp_path / "gone")], f"the branches train on {tmp_path / 'gone'}, which is not here "
+         f"({tmp_path / 'gone'}: no such file or folder)"),
+        ([*study, "--data", str(no_data)], f"which is not here ({no_data}: an empty folder;"),
     ]
     for argv, message in cases:
         line = cli_error(*argv)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainspeed.data.sources import data_missing
 from trainspeed.errors import UsageError
 from trainspeed.rows import Provenance, append_row
 from trainspeed.studies.common import COMMAND_START_S, Progress, StudyFailed, no_progress, run_trainspeed, shown
@@ -329,9 +330,10 @@ def _check_settings(config: CriticalBatchConfig, base: Base) -> None:
     if config.tolerance is None and config.seeds < 2:
         raise _refused("--seeds 1 gives the factor-1 branches no spread to take the tolerance from; give 2 or more "
                        "seeds, or a --tolerance")
-    if not Path(config.data or "").exists():
-        raise _refused(f"the branches train on {config.data}, which is not here; run the study from the folder the "
-                       "base run ran in, or give --data")
+    missing = data_missing(config.data)
+    if missing is not None:
+        raise _refused(f"the branches train on {config.data}, which is not here ({missing}); run the study from the "
+                       "folder the base run ran in, or give --data")
 
 
 def _check_runs_dir(plan: StudyPlan) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainspeed.bench.config import BATCH_SIZE_LIST, FEED_LIST
+from trainspeed.bench.config import BATCH_SIZE_LIST, SYNTHETIC_FEED_LIST
 from trainspeed.flags import POSITIVE, THREADS, Range, comma_list, flag_field
 
 EMULATIONS = ("auto", "client")
@@ -20,7 +20,7 @@ class RemoteConfig:
     """loopback or RATE/RTT in tc's spelling."""
     emulation: str = flag_field("auto", help="auto (namespaces and tc where possible, else in the client) or client")
     """auto: namespaces and tc where possible, else in the client; client: always in the client."""
-    feeds: tuple[str, ...] = flag_field(("host", "device"), name="--feed", read=FEED_LIST,
+    feeds: tuple[str, ...] = flag_field(("host", "device"), name="--feed", read=SYNTHETIC_FEED_LIST,
                                         help="host, device or host,device")
     target: str = flag_field("cpu:eager:fp32", help="the local baseline and what every server serves")
     """The local baseline, and what every server serves."""

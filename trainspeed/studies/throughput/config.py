@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainspeed.bench.config import BATCH_SIZE_LIST, FEED_LIST, TARGET_LIST, BenchConfig, TimingPlan
+from trainspeed.bench.config import BATCH_SIZE_LIST, SYNTHETIC_FEED_LIST, TARGET_LIST, BenchConfig, TimingPlan
 from trainspeed.flags import POSITIVE, THREADS, WORKLOAD_HELP, Range, flag_field
 
 ROWS_FILE = "throughput.jsonl"
@@ -23,7 +23,7 @@ class ThroughputConfig:
     """(): the study's targets that this machine has (`study.default_targets`)."""
     batch_sizes: tuple[int, ...] = flag_field(tuple(2**k for k in range(6, 13)), read=BATCH_SIZE_LIST,
                                               help="a range 2^6..2^12 or a list 64,256,1024")
-    feeds: tuple[str, ...] = flag_field(("device", "host"), name="--feed", read=FEED_LIST,
+    feeds: tuple[str, ...] = flag_field(("device", "host"), name="--feed", read=SYNTHETIC_FEED_LIST,
                                         help="device, host or device,host")
     windows: int = flag_field(5, help="timed windows per configuration", value_range=POSITIVE)
     min_window_s: float = flag_field(0.5, help="seconds each window lasts at least", value_range=WINDOW_S)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainspeed.atomic import create_exclusive_text, move_to_new
+from trainspeed.data.sources import data_missing
 from trainspeed.errors import UsageError
 from trainspeed.gradients.rows import UNRESOLVED_REASON, NoiseScaleReading, bound_text, median_reading
 from trainspeed.rows import Provenance, append_row
@@ -499,9 +500,10 @@ def config_from_args(args: argparse.Namespace, out: Path) -> TimeToTargetConfig:
     settings = {"workload": DEFAULT_WORKLOAD, **STUDY.settings(args)}
     config = TimeToTargetConfig(out=str(out), **settings)  # type: ignore[arg-type]
     config.check()
-    if not Path(config.data).exists():
-        raise UsageError(f"time-to-target study: --data {config.data} does not exist; make the workload's dataset first "
-                         "(`trainspeed data ...`)")
+    missing = data_missing(config.data)
+    if missing is not None:
+        raise UsageError(f"time-to-target study: --data {missing}; give the workload's dataset: a shard set "
+                         "(`trainspeed data ...`) or data read where it lies (docs/data_in_place.md)")
     resolve_recipe(config)
     check_records(config)
     return config
