@@ -26,10 +26,9 @@ def studied(tmp_path_factory, selfplay_data: Path) -> Path:
     out = tmp_path_factory.mktemp("time_to_target")
     run_ok("study", "time-to-target", "--preset", "smoke", "--data", str(selfplay_data), "--until", EASY,
            "--out", str(out / "study"), "--no-progress", timeout=600)
-    run_ok("bench", "--workload", "mahjong", "--size", "tiny", "--targets", "cpu:eager:fp32", "--batch-sizes", "8,16,32",
-           "--threads", "1", "--windows", "2", "--min-window-s", "0.05", "--warmup-steps", "1", "--peak-tflops", "1000",
-           "--no-progress", "--no-plot",
-           "--out", str(out / "bench.jsonl"), timeout=600)
+    assert main(["bench", "--workload", "mahjong", "--size", "tiny", "--targets", "cpu:eager:fp32", "--batch-sizes",
+                 "8,16,32", "--threads", "1", "--windows", "2", "--min-window-s", "0.05", "--warmup-steps", "1",
+                 "--peak-tflops", "1000", "--no-progress", "--no-plot", "--out", str(out / "bench.jsonl")]) == 0
     return out
 
 
@@ -48,10 +47,13 @@ def test_the_study_measures_steps_at_every_batch_and_fits_them(studied: Path):
         assert summary["time_to_target"]["until"] == EASY and summary["time_to_target"]["reached"]
 
 
-def test_a_rerun_with_the_same_settings_trains_nothing_again(studied: Path, selfplay_data: Path, tmp_path: Path):
-    again = run_ok("study", "time-to-target", "--preset", "smoke", "--data", str(selfplay_data), "--until", EASY,
-                   "--out", str(tmp_path), "--runs-dir", str(studied / "study" / "time_to_target_runs"), "--no-progress")
-    assert "trainspeed train" not in again.stdout
+def test_a_rerun_with_the_same_settings_trains_nothing_again(studied: Path, selfplay_data: Path, tmp_path: Path,
+                                                            capsys):
+    capsys.readouterr()
+    assert main(["study", "time-to-target", "--preset", "smoke", "--data", str(selfplay_data), "--until", EASY,
+                 "--out", str(tmp_path), "--runs-dir", str(studied / "study" / "time_to_target_runs"),
+                 "--no-progress"]) == 0
+    assert "trainspeed train" not in capsys.readouterr().out
     assert len(rows_of(tmp_path / "time_to_target.jsonl", "time-to-target-study-run")) == 4
 
 
@@ -65,9 +67,11 @@ def test_a_plan_of_study_rows_without_a_fit_says_what_it_needs(studied: Path, tm
 
 def test_the_plan_ranks_the_configurations_and_checks_the_best(studied: Path, capsys):
     plan = studied / "plan.jsonl"
-    result = run_ok("plan", str(studied / "bench.jsonl"), str(studied / "study"), "--devices", "1,2", "--out", str(plan),
-                    "--check", "best", "--check-dir", str(studied / "checks"), timeout=600)
-    assert "recommended:" in result.stdout and "check " in result.stdout
+    capsys.readouterr()
+    assert main(["plan", str(studied / "bench.jsonl"), str(studied / "study"), "--devices", "1,2", "--out", str(plan),
+                 "--check", "best", "--check-dir", str(studied / "checks")]) == 0
+    printed = capsys.readouterr().out
+    assert "recommended:" in printed and "check " in printed
     rows = rows_of(plan, "plan")
     predicted = [row for row in rows if row["status"] == "predicted"]
     assert [row["rank"] for row in predicted] == list(range(1, len(predicted) + 1))
