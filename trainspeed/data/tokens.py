@@ -165,17 +165,6 @@ def open_token_data(path: str | os.PathLike) -> TokenData:
     return data
 
 
-def check_vocabulary(data: TokenData, vocabulary: int, what: str, fix: str) -> None:
-    """UsageError when an id of the data lies past `vocabulary` (or below 0), naming the largest."""
-    for file in data.files:
-        low, high = id_range(file)
-        if low < 0:
-            raise UsageError(f"{file.path}: holds token id {low}; token ids count from 0")
-        if high >= vocabulary:
-            raise UsageError(f"{file.path}: holds token ids up to {high}; {what} has a vocabulary of {vocabulary}: "
-                             f"{fix}")
-
-
 class TokenReader:
     """One split of token data for `trainspeed.data.samples.SampleLoader`: `tokens` (seq,) as
     int32 (int64 for ids of 32 bits, which the workload narrows after checking them)."""
