@@ -170,8 +170,5 @@ class PathTable:
         start, end = self.offsets[index], self.offsets[index + 1]
         return self.blob[start:end].tobytes().decode("utf-8", "surrogateescape")
 
-    def select(self, indices: np.ndarray) -> "PathTable":
-        return PathTable([self[int(i)] for i in indices])
-
     def __iter__(self):
         return (self[i] for i in range(len(self)))
