@@ -50,3 +50,9 @@ def test_an_unwritable_out_is_refused_before_any_game_is_played(tmp_path, capsys
         assert main(["data", *command, "--out", str(blocker / "out")]) == 2
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert line.startswith("trainspeed: error: cannot write to --out"), line
+
+
+def test_vocab_with_a_mahjong_shard_set_is_refused(mahjong_shards, capsys):
+    assert main(["data", "verify", str(mahjong_shards), "--vocab", "100"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.endswith("shard set, which holds no token ids; drop --vocab"), line
