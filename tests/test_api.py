@@ -27,7 +27,7 @@ from trainspeed.flags import config_from_flags
 from trainspeed.studies import STUDIES
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.flags import TRAIN_FLAGS, config_of_command
-from trainspeed.plan.rows import PlanRow
+from trainspeed.plan.rows import PlanCheckRow, PlanRow
 from trainspeed.rows import read_records
 from trainspeed.train.rows import EvalRecord, RunSummary
 from trainspeed.train.runs import read_run
@@ -297,3 +297,36 @@ def test_the_notebook_is_the_example_script_exported(monkeypatch):
     notebook = EXAMPLES / "python_api.ipynb"
     assert notebook.read_text() == notebook_text(EXAMPLES / "python_api.py"), \
         "export it again: python examples/export_notebook.py examples/python_api.py"
+
+
+def test_rows_show_as_a_table_in_a_notebook_where_pandas_is(monkeypatch):
+    rows = trainspeed.Rows(read_rows(RESULTS / "bench_cpu_mahjong_tiny.jsonl"))
+    html = rows._repr_html_()
+    assert html.startswith("<div>") and "<table" in html and "batch_size" in html
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as where pandas is not installed: the list's own repr
+    assert rows._repr_html_() is None
+
+
+def test_a_plans_checks_draw_the_figure_plot_draws_of_them():
+    from trainspeed.kinds import read_inputs
+
+    rows = trainspeed.Rows(read.row for reads in read_inputs([RESULTS / "plan_charlm.jsonl"]).rows.values() for read in reads)
+    assert len(rows.of(PlanCheckRow)) == 3 and isinstance(rows.figure(), matplotlib.figure.Figure)
+
+
+def test_a_keyword_given_none_takes_its_flags_default():
+    args = args_of("bench", batch_sizes=None, windows=2)
+    assert args.command_line == "trainspeed bench --windows 2"
+    assert args.batch_sizes == build_parser().parse_args(["bench"]).batch_sizes
+    with pytest.raises(trainspeed.UsageError, match="^trainspeed bench has no commands below it$"):
+        command_parser("bench", study="throughput")
+
+
+def test_a_plan_whose_check_runs_cannot_rebuild_its_workload_is_one_line(tmp_path):
+    unportable = trainspeed.workload_from(model=lambda: mlp(), loss=loss, batch={"x": torch.randn(8, 4), "y": torch.zeros(8).long()},
+                                          optimizer=functools.partial(torch.optim.SGD, lr=0.1))
+    with pytest.raises(trainspeed.UsageError, match=r"^plan: the check runs cannot rebuild workload 'model' \(model= is "
+                                                    r"a lambda\)"):
+        trainspeed.plan(inputs=[RESULTS / "bench_cpu_mahjong_tiny.jsonl"], workload=unportable, check="best",
+                        out=tmp_path / "plan.jsonl")
+    assert not (tmp_path / "plan.jsonl").exists()
