@@ -232,10 +232,6 @@ class Named:
             return self.text
         return {"call": self.text, "args": list(self.args), "kwargs": dict(self.kwargs)}
 
-    @property
-    def module(self) -> str:
-        return self.text.partition(":")[0]
-
 
 @dataclass
 class Naming:
