@@ -5,6 +5,8 @@ and which says in one line what keeps another process from rebuilding it."""
 from __future__ import annotations
 
 import functools
+import json
+import sys
 import math
 
 import pytest
@@ -13,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import trainspeed
+from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.workloads import get_workload, resolve_size
 from trainspeed.workloads.base import Workload
@@ -186,3 +189,125 @@ def test_a_library_model_is_counted_as_its_named_workload_counts_it():
         workload.reference
     named = get_workload("torchvision:resnet18")
     assert workload.flops_per_sample("default") == named.flops_per_sample(resolve_size(named, "tiny,res=32,classes=10"))
+
+
+def reconstruct(outputs, batch):
+    return F.mse_loss(outputs, batch)
+
+
+def test_a_tensor_batch_is_the_models_input_and_the_losss_batch():
+    workload = trainspeed.workload_from(model=functools.partial(nn.Linear, FEATURES, FEATURES), loss=reconstruct,
+                                        batch=torch.randn(8, FEATURES), optimizer=sgd())
+    batch = workload.synthetic_batch("default", 4, torch.Generator().manual_seed(0))
+    assert list(batch) == ["input"] and batch["input"].shape == (4, FEATURES)
+    trainable = workload.build("default")
+    trainable.setup_optimizers()
+    assert math.isfinite(float(trainable.train_step(batch)))
+
+
+def test_a_bool_tensor_of_the_example_is_drawn_as_bools():
+    workload = trainspeed.workload_from(model=mlp, loss=classification_loss, optimizer=sgd(),
+                                        batch={"x": torch.randn(8, FEATURES), "mask": torch.rand(8, 3) > 0.5})
+    mask = workload.synthetic_batch("default", 64, torch.Generator().manual_seed(0))["mask"]
+    assert mask.dtype == torch.bool and mask.shape == (64, 3) and 0 < int(mask.sum()) < mask.numel()
+
+
+def not_a_module():
+    return "a model"
+
+
+@pytest.mark.parametrize("pieces, said", [
+    ({"batch": torch.zeros(4, 2, dtype=torch.complex64)}, "batch= example: 'input' is complex64; give real numbers"),
+    ({"name": "two\nlines"}, "name='two\\nlines': give a short printable name for the rows"),
+], ids=["complex-batch", "name-of-two-lines"])
+def test_more_of_what_is_not_a_piece_is_one_line(pieces, said):
+    given = {"model": mlp, "loss": classification_loss, "batch": example_batch(), "optimizer": sgd(), **pieces}
+    with pytest.raises(UsageError) as raised:
+        trainspeed.workload_from(**given)
+    assert said in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_model_factory_that_returns_no_module_is_one_line_when_built():
+    workload = trainspeed.workload_from(model=not_a_module, loss=classification_loss, batch=example_batch(),
+                                        optimizer=sgd())
+    with pytest.raises(UsageError, match=r"^--workload not_a_module: model= returned a str, not an nn.Module$"):
+        workload.build("default")
+
+
+class Scaled:
+    """A callable object: it has no importable name of its own."""
+
+    def __call__(self, outputs, batch):
+        return F.cross_entropy(outputs, batch[1])
+
+
+def shadowed_loss(outputs, batch):
+    return F.cross_entropy(outputs, batch[1])
+
+
+def test_pieces_without_an_importable_name_say_why(monkeypatch):
+    original = shadowed_loss
+    monkeypatch.setattr(sys.modules[__name__], "shadowed_loss", Scaled())  # its module now holds another object
+    workload = trainspeed.workload_from(model=functools.partial(lambda: mlp()), loss=original, batch=example_batch(),
+                                        optimizer=functools.partial(torch.optim.SGD, lr=torch.tensor(0.1)),
+                                        metrics=Scaled())
+    assert workload.unportable == [
+        "model= is a lambda",
+        "loss= (test_workload_from.shadowed_loss) is not what its module holds under that name",
+        "optimizer= is a partial whose arguments are not plain numbers, text or lists",
+        "metrics= is a Scaled, which has no importable name"]
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda d: d.update(loss="test_workload_from:no_such_loss"), "test_workload_from defines no no_such_loss (for loss=)"),
+    (lambda d: d.update(loss="no_such_module_of_losses:loss"),
+     "cannot import 'no_such_module_of_losses' (ModuleNotFoundError: No module named 'no_such_module_of_losses')"),
+    (lambda d: d.update(model=None), "its model= cannot be imported by another process"),
+    (lambda d: d.update(model="__main__:mlp", main={"file": "/nowhere/script.py"}),
+     "the script that defines its pieces (/nowhere/script.py) is not here"),
+    (lambda d: d.update(model="__main__:mlp", main={"module": "no_such_script_module"}),
+     "cannot find no_such_script_module, the script that defines its pieces"),
+    (lambda d: d.pop("name"), "not the JSON trainspeed.workload_from writes (no name)"),
+], ids=["no-such-piece", "no-such-module", "unimportable-model", "script-gone", "script-module-gone", "no-name"])
+def test_a_reference_another_process_cannot_rebuild_is_one_line(change, said):
+    description = json.loads(mlp_workload().reference.removeprefix("python:"))
+    change(description)
+    with pytest.raises(UsageError) as raised:
+        get_workload("python:" + json.dumps(description))
+    assert str(raised.value).startswith("--workload python:...: ") and said in str(raised.value)
+    assert "\n" not in str(raised.value)
+    with pytest.raises(UsageError, match=r"^--workload python:\.\.\.: not the JSON trainspeed.workload_from writes \("):
+        get_workload('python:{"name": ')
+
+
+def test_a_script_that_fails_while_its_pieces_load_is_one_line(tmp_path):
+    script = tmp_path / "train_script.py"
+    script.write_text("import torch\nraise RuntimeError('no GPU here\\nsecond line')\n")
+    description = json.loads(mlp_workload().reference.removeprefix("python:"))
+    description.update(model="__main__:mlp", main={"file": str(script)})
+    for _ in range(2):  # not left half-loaded: the next try loads it again
+        with pytest.raises(UsageError, match=r"^--workload python:\.\.\.: loading .*train_script.py raised "
+                                             r"RuntimeError: no GPU here$"):
+            get_workload("python:" + json.dumps(description))
+
+
+def batches_of_another_structure(path, config):
+    """A loader whose batches are not of the example's structure, one kind of mistake each."""
+    x, y = example_batch()
+    return {"tensor": [x], "short": [(x,)], "dict": [{"x": x}]}[path]
+
+
+@pytest.mark.parametrize("path, example, said", [
+    ("tensor", example_batch(), "a batch is a Tensor, but the example batch was a tuple (0, 1)"),
+    ("short", example_batch(), "a batch is a tuple of 1, but the example batch was a tuple (0, 1)"),
+    ("dict", torch.randn(8, FEATURES), "a batch is a dict, but the example batch was a tensor (input)"),
+    ("tensor", {"x": torch.randn(8, FEATURES)}, "a batch is a Tensor, but the example batch was a dict (x)"),
+    ("dict", {"x": torch.randn(8, FEATURES), "y": torch.zeros(8)}, "a batch lacks y: the example batch was a dict (x, y)"),
+], ids=["tensor-for-tuple", "short-tuple", "dict-for-tensor", "tensor-for-dict", "dict-lacking-a-key"])
+def test_a_loader_batch_of_another_structure_than_the_example_is_one_line(path, example, said):
+    workload = trainspeed.workload_from(model=mlp, loss=classification_loss, batch=example, optimizer=sgd(),
+                                        data=batches_of_another_structure)
+    loader = workload.open_dataset(path, "default", LoaderConfig(batch_size=8))
+    with pytest.raises(UsageError) as raised:
+        next(iter(loader))
+    assert str(raised.value) == said
