@@ -3,6 +3,7 @@ command ran, and lines are appended only to a regular file."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -40,6 +41,36 @@ def test_a_link_that_appeared_meanwhile_is_not_followed(tmp_path: Path) -> None:
 
 
 def test_a_move_never_replaces_what_is_at_the_target(tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("a\n")
+    (tmp_path / "b").write_text("b\n")
+    assert not move_to_new(tmp_path / "a", tmp_path / "b")
+    assert (tmp_path / "a").read_text() == "a\n" and (tmp_path / "b").read_text() == "b\n"
+    assert move_to_new(tmp_path / "a", tmp_path / "c")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["b", "c"] and (tmp_path / "c").read_text() == "a\n"
+
+
+@pytest.fixture
+def no_hard_links(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a file system without hard links (FAT, some network and FUSE mounts), which this
+    machine has none of: `link` fails with EPERM."""
+
+    def link(*args, **kwargs) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", link)
+
+
+def test_without_hard_links_a_new_file_is_still_written_whole_and_never_over_one(tmp_path: Path,
+                                                                               no_hard_links: None) -> None:
+    create_exclusive_text(tmp_path / "result.json", "{}\n", "--out result.json")
+    assert (tmp_path / "result.json").read_text() == "{}\n" and [p.name for p in tmp_path.iterdir()] == ["result.json"]
+    with pytest.raises(FileAppeared):
+        create_exclusive_text(tmp_path / "result.json", "[]\n", "--out result.json")
+    assert (tmp_path / "result.json").read_text() == "{}\n" and [p.name for p in tmp_path.iterdir()] == ["result.json"]
+
+
+def test_without_hard_links_a_move_still_never_replaces_what_is_at_the_target(tmp_path: Path,
+                                                                            no_hard_links: None) -> None:
     (tmp_path / "a").write_text("a\n")
     (tmp_path / "b").write_text("b\n")
     assert not move_to_new(tmp_path / "a", tmp_path / "b")
