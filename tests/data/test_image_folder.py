@@ -12,6 +12,7 @@ from in_place_data import corrupt, image_bytes, write_image_folder
 from trainspeed.data.base import LoaderConfig
 from trainspeed.data.image_folder import scan_image_folder, verify_image_folder
 from trainspeed.data.in_place import open_images
+from trainspeed.data.samples import MAX_SUBSTITUTES
 from trainspeed.errors import UsageError
 
 RES = 8
@@ -94,3 +95,25 @@ def test_an_image_removed_after_the_folder_was_opened_is_a_bad_sample(tmp_path: 
     batches = list(loader)
     assert len(batches) == loader.num_samples and loader.data_record()["skipped"] == 1
     assert f"warning: {gone}: no such file; skipped" in capfd.readouterr().err
+
+
+def test_a_folder_of_junk_is_refused_even_when_skipping_after_a_run_of_unreadable_samples(tmp_path: Path) -> None:
+    root = tmp_path / "junk"
+    (root / "ant").mkdir(parents=True)
+    for i in range(MAX_SUBSTITUTES + 1):
+        (root / "ant" / f"{i:03d}.jpg").write_bytes(b"not an image")
+    loader = open_images(root, LoaderConfig(batch_size=1, num_workers=0, shuffle=False, bad_samples="skip"), RES).loader
+    with pytest.raises(UsageError) as raised:
+        next(iter(loader))
+    assert str(raised.value).startswith(f"{MAX_SUBSTITUTES} unreadable samples in a row, the first {root / 'ant'}/")
+    assert str(raised.value).endswith("; `trainspeed data verify` lists every one")
+
+
+@pytest.mark.parametrize(("config", "said"), [
+    (dict(split="test"), "split 'test': use one of train, val"),
+    (dict(bad_samples="ignore"), "bad samples 'ignore': use one of refuse, skip"),
+])
+def test_a_loader_setting_of_no_meaning_is_one_line(tmp_path: Path, config: dict, said: str) -> None:
+    with pytest.raises(UsageError) as raised:
+        open_images(_photos(tmp_path), LoaderConfig(batch_size=1, **config), RES)
+    assert str(raised.value) == said
