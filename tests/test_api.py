@@ -330,3 +330,12 @@ def test_a_plan_whose_check_runs_cannot_rebuild_its_workload_is_one_line(tmp_pat
         trainspeed.plan(inputs=[RESULTS / "bench_cpu_mahjong_tiny.jsonl"], workload=unportable, check="best",
                         out=tmp_path / "plan.jsonl")
     assert not (tmp_path / "plan.jsonl").exists()
+
+
+def test_runs_that_logged_no_metrics_rows_have_no_figure(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "summary.json").write_bytes((RESULTS / "charlm_cpu" / "summary.json").read_bytes())
+    run = read_run(tmp_path / "run")
+    with pytest.raises(trainspeed.UsageError, match=r"^the runs logged no metrics rows to draw \(log_every= sets how "
+                                                    r"often they do\)$"):
+        trainspeed.Rows([run.summary], runs=[run]).figure()
