@@ -89,3 +89,15 @@ def test_a_token_reader_sent_to_a_worker_reads_the_same_windows(tmp_path: Path) 
     there = {"tokens": np.empty((3, 8), np.int32)}
     pickle.loads(pickle.dumps(reader)).read_batch(ids, 0, there)
     assert np.array_equal(here["tokens"], there["tokens"])
+
+
+def test_a_loader_resumed_at_the_end_of_its_epoch_reads_nothing_until_the_next(tmp_path: Path) -> None:
+    path = write_tokens(tmp_path / "ids.bin", 200)
+    config = LoaderConfig(batch_size=4, num_workers=0, seed=1)
+    first = open_tokens(path, config, 8).loader
+    whole = list(first)
+    resumed = open_tokens(path, config, 8).loader
+    resumed.load_state_dict(first.state_dict())
+    assert whole and list(resumed) == []
+    resumed.set_epoch(1)
+    assert len(list(resumed)) == len(whole)
