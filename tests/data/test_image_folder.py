@@ -112,7 +112,7 @@ def test_a_folder_of_junk_is_refused_even_when_skipping_after_a_run_of_unreadabl
 @pytest.mark.parametrize(("config", "said"), [
     (dict(split="test"), "split 'test': use one of train, val"),
     (dict(bad_samples="ignore"), "bad samples 'ignore': use one of refuse, skip"),
-])
+], ids=["split", "bad-samples"])
 def test_a_loader_setting_of_no_meaning_is_one_line(tmp_path: Path, config: dict, said: str) -> None:
     with pytest.raises(UsageError) as raised:
         open_images(_photos(tmp_path), LoaderConfig(batch_size=1, **config), RES)
