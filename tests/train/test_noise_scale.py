@@ -70,12 +70,11 @@ def _exact() -> tuple[float, float]:
     return exact.grad_sq, exact.trace_sigma
 
 
-@pytest.mark.e2e
 @pytest.mark.parametrize("ranks", [
     pytest.param(["--batch-size-per-device", "256", "--noise-scale-micro-batches", "4", "--steps", "300"],
                  id="1-rank-micro-batches"),
     pytest.param(["--nproc", "2", "--batch-schedule", "256@0,512@38400", "--max-batch-per-device", "128",
-                  "--samples", "76800"], id="2-ranks-batch-schedule-past-the-cap"),
+                  "--samples", "76800"], id="2-ranks-batch-schedule-past-the-cap", marks=pytest.mark.e2e),
 ])
 def test_the_estimate_of_least_squares_at_fixed_weights_is_within_10_percent_of_the_closed_form(
         least_squares_data: Path, tmp_path: Path, ranks: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
