@@ -1,7 +1,7 @@
 """The remote family as users run it: its names, and `bench` and `train` through it from the CLI,
-against a server in this process (so a local run in the same process is bit-comparable), or, for a
-workload of the user's own (the tests' toy, tests/toy_workload.py), a `trainspeed serve --workload`
-process."""
+against a server in this process (so a local run in the same process is bit-comparable), also one
+serving a workload of the user's own (the tests' toy, tests/toy_workload.py) as `trainspeed serve
+--workload` does."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import statistics
 import pytest
 import toy_workload
 import torch
-from child_commands import TESTS, ServeProcess, run_trainspeed, trainspeed_env
+from child_commands import run_trainspeed, trainspeed_env
 
 from trainspeed.bench.config import TimingPlan
 from trainspeed.bench.timing import time_training
@@ -175,54 +175,53 @@ def test_a_workload_the_server_does_not_build_is_one_line_before_any_row_or_run(
     assert not out.exists() and not run_dir.exists()
 
 
-@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_user_workload_served_with_serve_workload_benches_and_trains_through_the_remote_target(capsys, tmp_path,
-                                                                                                monkeypatch):
-    server = ServeProcess("--workload", USER_WORKLOAD, path=(TESTS,))
-    try:
-        out = tmp_path / "rows.jsonl"
-        code, _, err = run_cli(capsys, "bench", "--workload", USER_WORKLOAD, "--size", "tiny", "--targets", server.name,
-                               "--batch-sizes", "8,16", "--windows", "2", "--min-window-s", "0.01", "--warmup-steps", "1",
-                               "--out", str(out), "--no-progress", "--no-plot", "--peak-tflops", "1")
-        assert code == 0, err
-        rows = [json.loads(line) for line in out.read_text().splitlines()]
-        assert [(row["workload"], row["batch_size"], row["status"], row["transport"]) for row in rows] == [
-            ("toy", 8, "ok", "grpc"), ("toy", 16, "ok", "grpc")]
+                                                                                                monkeypatch, serve):
+    """The server in this process, serving the workload as `trainspeed serve --workload` does (the
+    setting that flag gives); the client reaches it over gRPC as it would reach another machine."""
+    running = serve(workloads=(USER_WORKLOAD,))
+    name = running.remote_name
+    out = tmp_path / "rows.jsonl"
+    code, _, err = run_cli(capsys, "bench", "--workload", USER_WORKLOAD, "--size", "tiny", "--targets", name,
+                           "--batch-sizes", "8,16", "--windows", "2", "--min-window-s", "0.01", "--warmup-steps", "1",
+                           "--out", str(out), "--no-progress", "--no-plot", "--peak-tflops", "1")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(row["workload"], row["batch_size"], row["status"], row["transport"]) for row in rows] == [
+        ("toy", 8, "ok", "grpc"), ("toy", 16, "ok", "grpc")]
 
-        train = ("train", "--workload", USER_WORKLOAD, "--synthetic-data", "--size", "tiny", "--batch-size-per-device", "8",
-                 "--steps", "4", "--log-every", "2", "--no-progress", "--threads", "1")
-        code, _, err = run_cli(capsys, *train, "--target", "cpu:eager:fp32", "--out", str(tmp_path / "local"))
-        assert code == 0, err
-        code, _, err = run_cli(capsys, *train, "--target", server.name, "--out", str(tmp_path / "remote"))
-        assert code == 0, err
-        assert losses(tmp_path / "remote") == losses(tmp_path / "local") and len(losses(tmp_path / "local")) == 2
+    train = ("train", "--workload", USER_WORKLOAD, "--synthetic-data", "--size", "tiny", "--batch-size-per-device", "8",
+             "--steps", "4", "--log-every", "2", "--no-progress", "--threads", "1")
+    code, _, err = run_cli(capsys, *train, "--target", "cpu:eager:fp32", "--out", str(tmp_path / "local"))
+    assert code == 0, err
+    code, _, err = run_cli(capsys, *train, "--target", name, "--out", str(tmp_path / "remote"))
+    assert code == 0, err
+    assert losses(tmp_path / "remote") == losses(tmp_path / "local") and len(losses(tmp_path / "local")) == 2
 
-        # Real data: the loader's own keys (its sample ids) stay on the client.
-        data = ("--data", str(toy_workload.write_toy_data(tmp_path / "data")), "--num-workers", "0")
-        on_data = tuple(arg for arg in train if arg != "--synthetic-data") + data
-        code, _, err = run_cli(capsys, *on_data, "--target", "cpu:eager:fp32", "--out", str(tmp_path / "local-data"))
-        assert code == 0, err
-        code, _, err = run_cli(capsys, *on_data, "--target", server.name, "--out", str(tmp_path / "remote-data"))
-        assert code == 0, err
-        assert losses(tmp_path / "remote-data") == losses(tmp_path / "local-data") and len(losses(tmp_path / "local-data")) == 2
+    # Real data: the loader's own keys (its sample ids) stay on the client.
+    data = ("--data", str(toy_workload.write_toy_data(tmp_path / "data")), "--num-workers", "0")
+    on_data = tuple(arg for arg in train if arg != "--synthetic-data") + data
+    code, _, err = run_cli(capsys, *on_data, "--target", "cpu:eager:fp32", "--out", str(tmp_path / "local-data"))
+    assert code == 0, err
+    code, _, err = run_cli(capsys, *on_data, "--target", name, "--out", str(tmp_path / "remote-data"))
+    assert code == 0, err
+    assert losses(tmp_path / "remote-data") == losses(tmp_path / "local-data") and len(losses(tmp_path / "local-data")) == 2
 
-        # The same workload, edited here but not on the server: another definition under its name.
-        edited = tmp_path / "edited" / "edited_workload.py"
-        edited.parent.mkdir()
-        shutil.copy(toy_workload.__file__, edited)
-        edited.write_text(edited.read_text() + "\n# edited on the client only\n")
-        monkeypatch.syspath_prepend(str(edited.parent))
-        code, _, err = run_cli(capsys, "bench", "--workload", "edited_workload:ToyWorkload", "--size", "tiny",
-                               "--targets", server.name, "--batch-sizes", "8", "--out", str(tmp_path / "edited.jsonl"),
-                               "--no-progress", "--no-plot")
-        lines = err.strip().splitlines()
-        assert code == 2 and len(lines) == 1, err
-        assert "builds another definition of workload 'toy' (server: module toy_workload, sha256 " in lines[0]
-        assert "here: module edited_workload, sha256 " in lines[0] and lines[0].endswith("run the same code on both machines")
-        assert not (tmp_path / "edited.jsonl").exists()
-    finally:
-        server.stop()
+    # The same workload, edited here but not on the server: another definition under its name.
+    edited = tmp_path / "edited" / "edited_workload.py"
+    edited.parent.mkdir()
+    shutil.copy(toy_workload.__file__, edited)
+    edited.write_text(edited.read_text() + "\n# edited on the client only\n")
+    monkeypatch.syspath_prepend(str(edited.parent))
+    code, _, err = run_cli(capsys, "bench", "--workload", "edited_workload:ToyWorkload", "--size", "tiny",
+                           "--targets", name, "--batch-sizes", "8", "--out", str(tmp_path / "edited.jsonl"),
+                           "--no-progress", "--no-plot")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert "builds another definition of workload 'toy' (server: module toy_workload, sha256 " in lines[0]
+    assert "here: module edited_workload, sha256 " in lines[0] and lines[0].endswith("run the same code on both machines")
+    assert not (tmp_path / "edited.jsonl").exists()
 
 
 @pytest.mark.e2e

@@ -25,10 +25,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from child_commands import run_child, start_child
+from child_commands import start_child
 from train_runs import (
     PER_DEVICE,
     STEPS,
+    TINY_RUN,
     ATOL_FLOAT64,
     final_parameters,
     float64_initial_parameters,
@@ -39,6 +40,8 @@ from train_runs import (
     train_env,
     wait_for_checkpoint,
 )
+
+from trainspeed.cli import main
 
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
@@ -92,16 +95,19 @@ class FailingWorkload(MahjongWorkload):
 
 
 @pytest.mark.slow
-def test_a_dying_rank_brings_the_job_down_and_its_error_is_shown(tmp_path: Path) -> None:
+def test_a_dying_rank_brings_the_job_down_and_its_error_is_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture
+) -> None:
+    """The command in this process (its ranks and their agent are its children, which import the
+    workload from PYTHONPATH): what is tested is how the ranks' failure comes back, which the
+    output of the whole process tree shows (capfd: its file descriptors)."""
     (tmp_path / "failing_workload.py").write_text(FAILING_WORKLOAD)
-    result = run_child(
-        [*train_command("--synthetic-data", "--nproc", "2", "--batch-size-per-device", "8", "--steps", "50",
-                        "--out", str(tmp_path / "run")),
-         "--workload", "failing_workload:FailingWorkload"],
-        env=train_env(str(tmp_path)), timeout=120,
-    )
-    assert result.returncode == 1
-    (line,) = result.stderr.strip().splitlines()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    code = main(["train", *TINY_RUN, "--synthetic-data", "--nproc", "2", "--batch-size-per-device", "8", "--steps",
+                 "50", "--out", str(tmp_path / "run"), "--workload", "failing_workload:FailingWorkload"])
+    assert code == 1
+    (line,) = capfd.readouterr().err.strip().splitlines()
     assert line.startswith("trainspeed: error: rank 1: RuntimeError: injected failure on rank 1 at step 3"), line
     logs = tmp_path / "run" / "logs"
     assert "Traceback" in "".join(p.read_text() for p in logs.rglob("stderr.log"))
@@ -174,8 +180,10 @@ def test_a_stop_signal_checkpoints_at_the_current_step_says_so_in_one_line_and_r
     latest = (tmp_path / "checkpoints" / "latest").read_text().strip()
     assert latest == f"step-{summary['last_step']:09d}.pt"
 
-    resumed = run_train(*[a if a != "400" else str(summary["last_step"] + 3) for a in args], "--resume")
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    # The resumed command in this process (with its ranks as its children where there are two):
+    # what is tested is that the stop's checkpoint resumes, not the command's process.
+    assert main(["train", *TINY_RUN, *[a if a != "400" else str(summary["last_step"] + 3) for a in args],
+                 "--resume"]) == 0
     assert json.loads((tmp_path / "summary.json").read_text())["first_step"] == summary["last_step"]
 
 
@@ -192,18 +200,24 @@ def test_two_nodes_on_loopback_end_with_the_parameters_of_one_node(
     """Two `trainspeed train` processes, one rank each, meet at a static rendezvous on 127.0.0.1.
     Two ranks add two gradients, which is exact in any order, so the result equals one node's."""
     endpoint = f"127.0.0.1:{_free_port()}"
-    nodes = [
-        start_child(
-            train_command(*data_args, "--nproc", "1", "--nnodes", "2", "--rdzv-backend", "static",
-                          "--node-rank", str(rank), "--rdzv-endpoint", endpoint,
-                          "--batch-size-per-device", str(PER_DEVICE), "--steps", str(STEPS), "--checkpoint-every", "4",
-                          "--out", str(tmp_path / f"node{rank}")),
-            env=train_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        for rank in (0, 1)
-    ]
-    outputs = [node.communicate(timeout=180)[0] for node in nodes]
-    assert [node.returncode for node in nodes] == [0, 0], outputs
+
+    def node_args(rank: int) -> list[str]:
+        return [*data_args, "--nproc", "1", "--nnodes", "2", "--rdzv-backend", "static", "--node-rank", str(rank),
+                "--rdzv-endpoint", endpoint, "--batch-size-per-device", str(PER_DEVICE), "--steps", str(STEPS),
+                "--checkpoint-every", "4", "--out", str(tmp_path / f"node{rank}")]
+
+    # Node 1's command in a process of its own, node 0's in this one (its agent and rank are its
+    # children): two agents and two ranks meet as on two machines; node 0's command process adds nothing.
+    node1 = start_child(train_command(*node_args(1)), env=train_env(), stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, text=True)
+    try:
+        code0 = main(["train", *TINY_RUN, *node_args(0)])
+        output1 = node1.communicate(timeout=180)[0]
+    finally:
+        if node1.poll() is None:
+            node1.kill()
+            node1.wait(30)
+    assert [code0, node1.returncode] == [0, 0], output1
     summary = json.loads((tmp_path / "node0" / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["global_batch"] == 2 * PER_DEVICE
     assert max_abs_difference(final_parameters(tmp_path / "node0"), final_parameters(two_rank_run)) == 0.0

@@ -10,8 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from train_runs import latest_payload, max_abs_difference, run_train
+from train_runs import TINY_RUN, latest_payload, max_abs_difference
 
+from trainspeed.cli import main
 from trainspeed.train.checkpoint import checkpoint_dir, checkpoint_name, load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.e2e
@@ -26,13 +27,16 @@ def checkpoint_payload(run: Path, step: int) -> dict:
 
 
 def test_a_run_from_another_run_s_checkpoint_takes_its_networks_and_moments_and_keeps_its_own_settings(
-        tiny_run: Path, data_args: list[str], tmp_path: Path, cli_error):
+        tiny_run: Path, data_args: list[str], tmp_path: Path, cli_error, capsys: pytest.CaptureFixture):
+    """The branches train in this process (one rank, no loader workers): what is tested is what they
+    take from the checkpoint, not their processes."""
     out = tmp_path / "branch"
     flags = [*data_args, "--steps", "1", "--batch-size-per-device", "64", "--seed", "5", "--lr", str(TINY_LR),
              "--lr-scaling", "none", "--warmup-steps", "0", "--min-lr-ratio", "1", "--noise-scale", "off",
              "--out", str(out)]
-    result = run_train("--init-from", str(tiny_run), "--init-step", "3", *flags)
-    assert result.returncode == 0, result.stderr[-2000:]
+    code = main(["train", *TINY_RUN, "--num-workers", "0", "--init-from", str(tiny_run), "--init-step", "3", *flags])
+    result = capsys.readouterr()
+    assert code == 0, result.err[-2000:]
     base, branch = checkpoint_payload(tiny_run, 3), latest_payload(out)
     assert max_abs_difference(base["trainable"]["networks"]["policy"], branch["trainable"]["networks"]["policy"]) < 1e-9
     base_adam, branch_adam = base["trainable"]["optimizers"]["policy"], branch["trainable"]["optimizers"]["policy"]
@@ -43,15 +47,16 @@ def test_a_run_from_another_run_s_checkpoint_takes_its_networks_and_moments_and_
     summary = json.loads((out / "summary.json").read_text())
     assert summary["init_from"] == {"run_dir": str(tiny_run), "checkpoint": str(checkpoint_dir(tiny_run) / checkpoint_name(3)),
                                     "step": 3, "samples": 96, "global_batch": 32}
-    assert f"started from {checkpoint_dir(tiny_run) / checkpoint_name(3)} (step 3, 96 samples" in result.stdout
+    assert f"started from {checkpoint_dir(tiny_run) / checkpoint_name(3)} (step 3, 96 samples" in result.out
     config = json.loads((out / "train_config.json").read_text())
     assert (config["init_from"], config["init_step"]) == (str(tiny_run), 3)
     resumed = cli_error("train", "--workload", "mahjong", "--size", "tiny", "--threads", "1", "--log-every", "2",
                         "--init-from", str(tiny_run), "--init-step", "4", "--resume", *flags)
     assert "cannot resume" in resumed and "init_step 3 -> 4" in resumed  # a branch continues from where it began
-    named = run_train(*data_args, "--init-from", str(checkpoint_dir(tiny_run) / checkpoint_name(3)), "--steps", "1",
-                      "--batch-size-per-device", "64", "--noise-scale", "off", "--out", str(tmp_path / "by-file"))
-    assert named.returncode == 0, named.stderr[-2000:]
+    named = main(["train", *TINY_RUN, "--num-workers", "0", *data_args, "--init-from",
+                  str(checkpoint_dir(tiny_run) / checkpoint_name(3)), "--steps", "1", "--batch-size-per-device", "64",
+                  "--noise-scale", "off", "--out", str(tmp_path / "by-file")])
+    assert named == 0, capsys.readouterr().err[-2000:]
     assert json.loads((tmp_path / "by-file" / "summary.json").read_text())["init_from"]["step"] == 3
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from child_commands import run_child, start_child
+from child_commands import start_child
 from train_runs import TINY_RUN, train_command, train_env
 
 from trainspeed.cli import main
@@ -100,7 +100,11 @@ def test_rows_a_killed_run_logged_after_its_checkpoint_are_dropped_on_resume(tmp
 
 
 @pytest.mark.e2e
-def test_a_second_run_on_the_same_directory_is_refused_naming_the_holder(tmp_path: Path) -> None:
+def test_a_second_run_on_the_same_directory_is_refused_naming_the_holder(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The first run in a process of its own, the second command in this one: the lock is another
+    process's, whichever process the refused command runs in."""
     first = start_child(train_command("--synthetic-data", "--batch-size-per-device", "8", "--steps", "100000",
                                            "--out", str(tmp_path)),
                              env=train_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -109,14 +113,12 @@ def test_a_second_run_on_the_same_directory_is_refused_naming_the_holder(tmp_pat
         while not (tmp_path / "metrics.jsonl").exists():
             assert time.monotonic() < deadline and first.poll() is None, "the first run did not start"
             time.sleep(0.05)
-        second = run_child(train_command("--synthetic-data", "--batch-size-per-device", "8", "--steps", "4",
-                                              "--resume", "--out", str(tmp_path)),
-                                env=train_env(), timeout=60)
+        code, _, err = _train(capsys, tmp_path, "--steps", "4", "--resume")
     finally:
         first.terminate()
         first.wait(timeout=60)
-    assert second.returncode == 2
-    assert f"is in use by pid {first.pid}" in _one_error_line(second.stderr)
+    assert code == 2
+    assert f"is in use by pid {first.pid}" in _one_error_line(err)
 
 
 def test_an_unwritable_out_is_refused_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -172,10 +174,11 @@ for worker in workers:
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_after_kill_9_of_the_launcher_its_orphaned_loader_workers_do_not_hold_the_run(
-    tmp_path: Path, data_args: list[str]
+    tmp_path: Path, data_args: list[str], capsys: pytest.CaptureFixture
 ) -> None:
     """kill -9 of a one-rank run leaves its forked loader workers alive for a while (here: stopped,
-    so for as long as the test needs); `--resume` must not be refused in the name of the dead pid."""
+    so for as long as the test needs); `--resume` must not be refused in the name of the dead pid.
+    The resume runs in this process: the lock it takes is what is tested, not its process."""
     run = tmp_path / "run"
     common = [*data_args, "--batch-size-per-device", "16", "--num-workers", "2", "--checkpoint-every", "2"]
     command = train_command(*common, "--steps", "100000", "--out", str(run))
@@ -187,13 +190,13 @@ def test_after_kill_9_of_the_launcher_its_orphaned_loader_workers_do_not_hold_th
                                          for pid in killed["workers"]), "the run's loader workers are not alive"
         assert str(killed["launcher"]) in (run / ".lock").read_text(), "the lock does not name the killed launcher"
         step = int((run / "checkpoints" / "latest").read_text().strip()[len("step-"):-len(".pt")])
-        resumed = run_child(train_command(*common, "--steps", str(step + 2), "--resume", "--out", str(run)),
-                                 env=train_env(), timeout=120)
+        code = main(["train", *TINY_RUN, *common, "--steps", str(step + 2), "--resume", "--out", str(run)])
+        resumed = capsys.readouterr()
         assert all(psutil.pid_exists(pid) for pid in killed["workers"]), "the orphans died before the resume ended"
     finally:
         keeper.communicate("done\n", timeout=60)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert f"resumed from {run}/checkpoints/step-{step:09d}.pt at step {step}" in resumed.stdout
+    assert code == 0, resumed.out + resumed.err
+    assert f"resumed from {run}/checkpoints/step-{step:09d}.pt at step {step}" in resumed.out
 
 
 @pytest.mark.parametrize("resume", [False, True], ids=["fresh", "resume"])

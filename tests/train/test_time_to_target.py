@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from child_commands import start_child, trainspeed_argv
-from train_runs import TINY_RUN, run_train
+from train_runs import TINY_RUN
 
 from trainspeed.cli import main
 from trainspeed.errors import UsageError
@@ -89,12 +89,13 @@ def _summary_line(run_dir: Path) -> str:
 
 
 @pytest.mark.e2e
-def test_two_ranks_stop_at_the_target_with_a_checkpoint(tmp_path, data_args) -> None:
+def test_two_ranks_stop_at_the_target_with_a_checkpoint(tmp_path, data_args, capsys) -> None:
+    """The command in this process, its agent and two ranks its children: the ranks are what is tested."""
     out = tmp_path / "run"
-    result = run_train(*data_args, "--nproc", "2", "--batch-size-per-device", "16", "--steps", "40",
-                       "--eval-every-samples", "128", "--eval-batches", "1", "--out", str(out),
-                       "--until", REACHABLE, "--stop-at-target", timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
+    code = main(["train", *TINY_RUN, *data_args, "--nproc", "2", "--batch-size-per-device", "16", "--steps", "40",
+                 "--eval-every-samples", "128", "--eval-batches", "1", "--out", str(out),
+                 "--until", REACHABLE, "--stop-at-target"])
+    assert code == 0, capsys.readouterr().err[-2000:]
     (row,) = _rows(out, "time-to-target")
     assert row["reached"] and row["step"] == 4 and row["samples"] == 128 and row["world_size"] == 2
     assert row["previous_step"] is None  # the first validation met it
