@@ -51,7 +51,8 @@ def stylegan3_two_rank_run(tmp_path_factory: pytest.TempPathFactory, image_data_
     from train_runs import STYLEGAN3_TWO_RANKS, run_train, stylegan3_args
 
     def build(folder: Path) -> None:
-        result = run_train(*stylegan3_args(image_data_args), *STYLEGAN3_TWO_RANKS, "--out", str(folder / "run"), timeout=300)
+        result = run_train(*stylegan3_args(image_data_args), *STYLEGAN3_TWO_RANKS, "--out", str(folder / "run"),
+                           timeout=300)
         assert result.returncode == 0, result.stdout + result.stderr
 
     return built_once(tmp_path_factory, "stylegan3_two_rank_run", build) / "run"

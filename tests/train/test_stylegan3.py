@@ -19,4 +19,5 @@ def test_stylegan3_trains_on_two_ranks_from_its_image_dataset(stylegan3_two_rank
     assert summary["workload"] == "stylegan3" and summary["samples"] == STYLEGAN3_STEPS * 2 * 2
     assert math.isfinite(summary["final_loss"]) and summary["validation"] is None
     payload = latest_payload(stylegan3_two_rank_run)
-    assert set(payload["trainable"]["networks"]) == {"G", "D", "G_ema"} and payload["trainable"]["step"] == STYLEGAN3_STEPS
+    assert set(payload["trainable"]["networks"]) == {"G", "D", "G_ema"}
+    assert payload["trainable"]["step"] == STYLEGAN3_STEPS

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import torch
 import torch_xla
@@ -27,7 +28,7 @@ SMALL = dataclasses.replace(
 
 
 def main() -> None:
-    torch.set_num_threads(1)
+    torch.set_num_threads(int(os.environ.get("TRAINSPEED_TEST_THREADS", "2")))  # the test session's threads
     target = get_target("xla:lazy:fp32")  # hands over XLA's activation checkpoint
     trainable = target.prepare(build_trainable(SMALL))
     batch = target.move_batch({"images": torch.randint(0, 256, (2, 3, 16, 16), dtype=torch.uint8)})
