@@ -43,3 +43,16 @@ def two_rank_run(tmp_path_factory: pytest.TempPathFactory, data_args: list[str])
     the uninterrupted run that the data-parallel tests compare theirs with."""
     return built_once(tmp_path_factory, "two_rank_run", lambda folder: train_checkpointed(folder / "run", 2, data_args)) / "run"
 
+
+@pytest.fixture(scope="session")
+def stylegan3_two_rank_run(tmp_path_factory: pytest.TempPathFactory, image_data_args: list[str]) -> Path:
+    """StyleGAN3 trained on two ranks from the session's image dataset (`stylegan3_args`), built once:
+    the run that tests/train/test_stylegan3.py reads and the kill -9 test's uninterrupted reference."""
+    from train_runs import STYLEGAN3_TWO_RANKS, run_train, stylegan3_args
+
+    def build(folder: Path) -> None:
+        result = run_train(*stylegan3_args(image_data_args), *STYLEGAN3_TWO_RANKS, "--out", str(folder / "run"),
+                           timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+    return built_once(tmp_path_factory, "stylegan3_two_rank_run", build) / "run"

@@ -22,6 +22,7 @@ from train_runs import (
     STEPS,
     all_networks,
     run_train,
+    stylegan3_args,
     train_command,
     train_env,
     wait_for_checkpoint,
@@ -32,7 +33,6 @@ from trainspeed.targets import available_targets
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
 XLA_MISSING = available_targets()["xla:lazy:fp32"]
-STYLEGAN3_STEPS = 12
 
 
 @pytest.fixture(scope="module")
@@ -49,17 +49,7 @@ def _workload_args(workload: str, data_args: list[str], image_data_args: list[st
         return [*data_args, "--batch-size-per-device", str(PER_DEVICE), "--steps", str(STEPS)]
     if workload == "toy":
         return [*data_args, "--batch-size-per-device", "8", "--steps", str(STEPS)]
-    return ["--workload", "stylegan3", "--size", "tiny-t", *image_data_args, "--batch-size-per-device", "2",
-            "--steps", str(STYLEGAN3_STEPS)]
-
-
-@pytest.fixture(scope="module")
-def stylegan3_run(tmp_path_factory: pytest.TempPathFactory, data_args: list[str], image_data_args: list[str]) -> Path:
-    out = tmp_path_factory.mktemp("stylegan3_two_ranks")
-    result = run_train(*_workload_args("stylegan3", data_args, image_data_args), "--nproc", "2",
-                       "--checkpoint-every", "4", "--out", str(out), timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return out
+    return stylegan3_args(image_data_args)
 
 
 KILL_9_CASES = [
@@ -84,7 +74,8 @@ def test_kill_9_then_resume_on_real_data_ends_with_the_parameters_of_an_uninterr
     args = [*_workload_args(workload, data_args, image_data_args), "--target", target, "--nproc", "2",
             "--num-workers", str(workers), "--checkpoint-every", "4"]
     if workload == "stylegan3":
-        uninterrupted = request.getfixturevalue("stylegan3_run")  # trained with one loader worker per rank
+        # trained with these flags (tests/train/conftest.py), shared with test_stylegan3.py
+        uninterrupted = request.getfixturevalue("stylegan3_two_rank_run")
     elif workload == "mahjong":
         uninterrupted = request.getfixturevalue("two_rank_run")
     else:

@@ -155,3 +155,18 @@ def wait_for_checkpoint(run_dir: Path, process: subprocess.Popen, timeout_s: flo
         time.sleep(0.01)
     raise AssertionError(f"no checkpoint appeared under {run_dir} (exit code {process.poll()})")
 
+
+STYLEGAN3_STEPS = 8
+"""StyleGAN3's two-rank runs: 8 steps of 2 images per rank on the 24 images of `image_data_args`
+(6 steps an epoch), a checkpoint every 4: a resume from step 4 crosses the epoch's end."""
+
+
+def stylegan3_args(image_data_args: list[str]) -> list[str]:
+    """StyleGAN3 tiny-t on the session's image dataset (`image_data_args`), `STYLEGAN3_STEPS` steps of
+    2 images per rank."""
+    return ["--workload", "stylegan3", "--size", "tiny-t", *image_data_args, "--batch-size-per-device", "2",
+            "--steps", str(STYLEGAN3_STEPS)]
+
+
+STYLEGAN3_TWO_RANKS = ["--target", "cpu:eager:fp32", "--nproc", "2", "--num-workers", "1", "--checkpoint-every", "4"]
+"""The rest of `stylegan3_two_rank_run`'s flags: the kill -9 test's StyleGAN3 case resumes with these."""

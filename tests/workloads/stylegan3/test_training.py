@@ -13,7 +13,7 @@ from trainspeed.data.base import LoaderConfig
 from trainspeed.workloads.stylegan3.dataset_tool import build_image_dataset
 from trainspeed.workloads.stylegan3.workload import StyleGAN3Workload
 
-STEPS = 32
+STEPS = 24
 BATCH = 8
 CHANCE_D_LOSS = 2 * float(np.log(2))  # D cannot tell real from fake: softplus(0) twice
 
@@ -58,7 +58,7 @@ def test_tiny_config_trains_on_real_images(tmp_path):
     assert all(np.isfinite(list(losses.values())).all() for losses in history)
     d_losses = np.array([losses["D"] for losses in history])
     g_losses = np.array([losses["G"] for losses in history])
-    # D separates real from fake early: below the chance loss within the first half
+    # D separates real from fake early: below the chance loss within the first 16 steps
     assert d_losses[4:16].mean() < CHANCE_D_LOSS - 0.05
-    # G's loss responds: it rises from about log 2 as D gets better at rejecting fakes
+    # G's loss responds: over the last 8 it rises from about log 2 as D gets better at rejecting fakes
     assert g_losses[16:].mean() > g_losses[:3].mean() + 0.05

@@ -197,11 +197,13 @@ def test_the_bf16_kernels_compile_for_hopper_without_spilling(side, up, up_taps,
 @pytest.mark.slow
 def test_the_kernels_and_a_fused_training_step_with_r1_match_the_plain_ops_under_the_interpreter():
     """Every check of triton_lrelu_checks.py in one process of its own: triton reads TRITON_INTERPRET
-    at import, so the interpreter needs a fresh process."""
+    at import, so the interpreter needs a fresh process (without the tests' conftest.py, whose XLA
+    client it never uses)."""
     if TRITON_MISSING:
         pytest.skip("triton is not installed: the fused filtered leaky ReLU's kernels cannot be checked here")
     environment = {**os.environ, "TRITON_INTERPRET": "1"}
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(HERE / "triton_lrelu_checks.py")]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--noconftest",
+               str(HERE / "triton_lrelu_checks.py")]
     result = run_child(command, env=environment, timeout=1200)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
     assert " passed" in result.stdout and " skipped" not in result.stdout, result.stdout[-3000:]
