@@ -59,7 +59,8 @@ KILL_9_CASES = [
     pytest.param("stylegan3", "cpu:eager:fp32", 1, id="stylegan3-images-cpu-one-loader-worker"),
 ]
 """(workload, target, loader workers per rank): one target of every family that runs on this
-machine's CPU (XLA through its PJRT CPU client), both workloads on their real data, and a loader
+machine's CPU (XLA through its PJRT CPU client, on the toy's shards: the module's docstring says
+why), both workloads on their real data, and a loader
 without workers (the data position kept in the rank) and with them (kept in each worker)."""
 
 
