@@ -24,7 +24,8 @@ DEVICE_STACK = {"torch", "torch_xla", "jax", "grpc"}
 def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("arrays")
     np.savez(folder / "arrays.npz", x=np.zeros((64, 3), dtype=np.float32), y=np.arange(64, dtype=np.int64))
-    assert main(["data", "from-arrays", str(folder / "arrays.npz"), "--out", str(folder / "shards")]) == 0  # not what is tested
+    # written in this process: the checks below start the commands whose imports are tested
+    assert main(["data", "from-arrays", str(folder / "arrays.npz"), "--out", str(folder / "shards")]) == 0
     return folder / "shards"
 
 
