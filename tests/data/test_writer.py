@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from child_commands import run_ok, run_trainspeed, start_child, trainspeed_argv
+from child_commands import start_child, trainspeed_argv
 
 from trainspeed.cli import main
 
@@ -141,23 +141,27 @@ def _kill_when(command: list[str], appears: Path, timeout_s: float = 120) -> Non
             f"{appears.name} did not appear while the writer ran (exit code {ended}): {output.read()[-3000:]}"
 
 
-def _verify_refuses_in_one_line(folder: Path) -> str:
-    result = run_trainspeed("data", "verify", str(folder))
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("trainspeed: error: "), result
-    assert result.stdout == "", "a partial set was reported"
+def _verify_refuses_in_one_line(folder: Path, capsys: pytest.CaptureFixture) -> str:
+    capsys.readouterr()
+    code = main(["data", "verify", str(folder)])
+    printed = capsys.readouterr()
+    lines = printed.err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("trainspeed: error: "), (code, printed)
+    assert printed.out == "", "a partial set was reported"
     return lines[0]
 
 
-def _verify_ok(folder: Path, shards: int) -> None:
-    result = run_trainspeed("data", "verify", str(folder))
-    assert result.returncode == 0 and f"OK, {shards} shards" in result.stdout, result
+def _verify_ok(folder: Path, shards: int, capsys: pytest.CaptureFixture) -> None:
+    capsys.readouterr()
+    code = main(["data", "verify", str(folder)])
+    printed = capsys.readouterr()
+    assert code == 0 and f"OK, {shards} shards" in printed.out, (code, printed)
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("extending", [False, True], ids=["fresh", "extending-a-finished-set"])
 def test_selfplay_killed_mid_write_is_refused_by_verify_and_completed_by_a_rerun(
-        extending: bool, selfplay_set: Path, tmp_path: Path) -> None:
+        extending: bool, selfplay_set: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     import shutil
 
     folder = tmp_path / "set"
@@ -166,25 +170,26 @@ def test_selfplay_killed_mid_write_is_refused_by_verify_and_completed_by_a_rerun
     command = ["data", "mahjong-selfplay", "--games", "6", "--games-per-shard", "1", "--seed", "3",
                "--out", str(folder), "--no-progress"]
     _kill_when(command, folder / "shard-000003.json")
-    line = _verify_refuses_in_one_line(folder)
+    line = _verify_refuses_in_one_line(folder, capsys)
     assert "an unfinished write of `trainspeed data mahjong-selfplay`" in line, line
     assert main(["data", "inspect", str(folder)]) == 2, "inspect showed a partial set"
-    run_ok(*command)
-    _verify_ok(folder, 6)
+    assert main(command) == 0  # the rerun in this process: the writer killed above is the child that matters
+    _verify_ok(folder, 6, capsys)
     assert json.loads((folder / "index.json").read_text())["games"] == 6
 
 
 @pytest.mark.e2e
-def test_from_arrays_killed_mid_write_is_refused_by_verify_and_written_whole_by_a_rerun(tmp_path: Path) -> None:
+def test_from_arrays_killed_mid_write_is_refused_by_verify_and_written_whole_by_a_rerun(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     source = tmp_path / "arrays.npz"
     np.savez_compressed(source, x=np.arange(4000, dtype=np.int64), y=np.zeros((4000, 3), dtype=np.float32))
     out = tmp_path / "data"
     command = ["data", "from-arrays", str(source), "--out", str(out), "--samples-per-shard", "10"]
     _kill_when(command, out / "shard-000005.json")
-    line = _verify_refuses_in_one_line(out)
+    line = _verify_refuses_in_one_line(out, capsys)
     assert "an unfinished write of `trainspeed data from-arrays`" in line, line
-    run_ok(*command)
-    _verify_ok(out, 400)
+    assert main(command) == 0  # the rerun in this process: the writer killed above is the child that matters
+    _verify_ok(out, 400, capsys)
 
 
 def _npz(folder: Path) -> Path:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import io
 import subprocess
 import textwrap
+import threading
 import time
 
 import grpc
 import pytest
 import torch
-from child_commands import ServeProcess, python_argv, run_trainspeed, start_child, trainspeed_argv
+from child_commands import ServeProcess, python_argv, start_child
 from serve_runs import (
     WORKLOAD,
     batch_messages,
@@ -24,6 +25,7 @@ from serve_runs import (
     wait_until,
 )
 
+from trainspeed.cli import main
 from trainspeed.errors import DeviceLost, UsageError
 from trainspeed.serve.config import ServeConfig
 from trainspeed.serve.server import start_server
@@ -271,38 +273,38 @@ def test_a_killed_client_process_frees_its_session_and_the_next_client_works(ser
 
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_a_killed_server_process_fails_the_bench_fast_with_one_line(tmp_path):
+def test_a_killed_server_process_fails_the_bench_fast_with_one_line(tmp_path, capsys):
     server = ServeProcess()
     out = tmp_path / "rows.jsonl"
-    bench = start_child(
-        trainspeed_argv("bench", "--targets", server.name, "--batch-sizes", "64,128", "--windows", "50",
-                        "--min-window-s", "1", "--threads", "1", "--no-progress", "--no-plot", "--out", str(out)),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    # The bench runs in this process, in a thread (what is tested is its exit code and its one line,
+    # not its process); the server is a process of its own, killed.
+    exit_codes: list[int] = []
+    bench = threading.Thread(target=lambda: exit_codes.append(main(
+        ["bench", "--targets", server.name, "--batch-sizes", "64,128", "--windows", "50", "--min-window-s", "1",
+         "--threads", "1", "--no-progress", "--no-plot", "--out", str(out)])), daemon=True)
+    bench.start()
     try:
         assert wait_until(lambda: "built" in server.stderr(), timeout_s=60), server.stderr()
         time.sleep(1.0)
         server.kill()
         # Well within the client's 600 s reply timeout: the killed server's closed connection says it.
-        _, err = bench.communicate(timeout=120)
+        bench.join(120)
     finally:
-        bench.kill()
         server.stop()
+    bench.join(120)
+    err = capsys.readouterr().err
     lines = err.strip().splitlines()
-    assert bench.returncode == 1 and len(lines) == 1, err
+    assert exit_codes == [1] and len(lines) == 1, err
     assert lines[0].startswith("trainspeed: error: remote server 127.0.0.1:") and "went away" in lines[0]
     assert "sent no reply" not in lines[0], lines[0]
 
 
-@pytest.mark.e2e
-@pytest.mark.slow
-def test_a_second_server_on_a_taken_port_fails_with_one_line(serve_process):
-    port = serve_process.name.split(":")[2].split("/")[0]
-    second = run_trainspeed("serve", "--listen", f"127.0.0.1:{port}", timeout=60)
-    lines = second.stderr.strip().splitlines()
-    assert second.returncode == 2 and lines == [f"trainspeed: error: serve: cannot listen on 127.0.0.1:{port}: the port is "
-                                                "taken (another server?) or the address is not this machine's"], second.stderr
-    assert second.stdout == ""
+def test_a_second_server_on_a_taken_port_fails_with_one_line(serve, cli_error, capsys):
+    port = serve().address.port
+    line = cli_error("serve", "--listen", f"127.0.0.1:{port}")
+    assert line == (f"trainspeed: error: serve: cannot listen on 127.0.0.1:{port}: the port is taken (another "
+                    "server?) or the address is not this machine's")
+    assert capsys.readouterr().out == ""
 
 
 def test_a_second_server_in_process_cannot_share_the_port(serve):

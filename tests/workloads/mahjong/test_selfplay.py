@@ -104,10 +104,10 @@ def test_a_killed_run_leaves_no_partial_files_after_the_rerun(selfplay_run, self
 @pytest.mark.e2e
 def test_a_run_killed_midway_is_finished_by_a_rerun_as_if_never_killed(tmp_path):
     killed, clean = tmp_path / "killed", tmp_path / "clean"
-    config = SelfPlayConfig(games=8, out=killed, seed=3, workers=1, games_per_shard=2, progress=False)
+    config = SelfPlayConfig(games=6, out=killed, seed=3, workers=1, games_per_shard=2, progress=False)
     script = ("import sys; from pathlib import Path; "
               "from trainspeed.workloads.mahjong.data.selfplay import SelfPlayConfig, run_selfplay; "
-              "run_selfplay(SelfPlayConfig(games=8, out=Path(sys.argv[1]), seed=3, workers=1, games_per_shard=2, progress=False))")
+              "run_selfplay(SelfPlayConfig(games=6, out=Path(sys.argv[1]), seed=3, workers=1, games_per_shard=2, progress=False))")
     process = start_child([sys.executable, "-c", script, str(killed)], start_new_session=True)
     deadline = time.monotonic() + 60
     while not (killed / "shard-000000.json").exists() and time.monotonic() < deadline:
@@ -117,7 +117,7 @@ def test_a_run_killed_midway_is_finished_by_a_rerun_as_if_never_killed(tmp_path)
     assert not (killed / "index.json").exists(), "the run finished before it was killed"
 
     resumed = run_selfplay(config)
-    assert resumed.games_played + resumed.games_replayed < 8  # the finished chunk was not redone
+    assert resumed.games_played + resumed.games_replayed < 6  # the finished chunk was not redone
     reference = run_selfplay(dataclasses.replace(config, out=clean))
     assert _checksums(killed) == _checksums(clean) and resumed.samples == reference.samples
 
