@@ -49,6 +49,7 @@ def test_bench_writes_rows_csv_ratio_table_and_plot(capsys, tmp_results):
         capsys, "bench", "--workload", "mahjong", "--size", "tiny",
         "--targets", "cpu:eager:fp32,cpu:eager:bf16", "--batch-sizes", "2^3..2^4",
         "--windows", "2", "--min-window-s", "0.01", "--warmup-steps", "1", "--out", str(tmp_results), "--no-progress",
+        "--peak-tflops", "1",  # no probe of the peak (1.5 s per target): the next test runs it
     )
     assert code == 0, err
     rows = [json.loads(line) for line in tmp_results.read_text().splitlines()]
@@ -68,6 +69,7 @@ def test_bench_writes_rows_csv_ratio_table_and_plot(capsys, tmp_results):
 
 
 def test_both_feeds_run_back_to_back_for_every_configuration(capsys, tmp_results):
+    """Without --peak-tflops: the bench measures the peak its rows' MFU is against."""
     code, out, err = run_cli(
         capsys, "bench", "--workload", "mahjong", "--size", "tiny", "--targets", "cpu:eager:fp32",
         "--batch-sizes", "8,16", "--feed", "device,host", "--windows", "1", "--min-window-s", "0.01",
@@ -78,6 +80,7 @@ def test_both_feeds_run_back_to_back_for_every_configuration(capsys, tmp_results
     assert [(r["batch_size"], r["feed"]) for r in rows] == [(8, "device"), (8, "host"), (16, "device"), (16, "host")]
     assert [r["bytes_per_step"] > 0 for r in rows] == [False, True, False, True]
     assert "cpu:eager:fp32 host-fed" in out
+    assert all(r["peak_tflops_source"] == "measured" and r["peak_tflops"] > 0 for r in rows)
 
 
 def test_plot_of_a_corrupt_results_file_names_the_line(capsys, tmp_results):

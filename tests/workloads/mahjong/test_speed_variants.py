@@ -180,10 +180,12 @@ def test_compiled_adamw_takes_the_same_steps_as_eager_adamw():
 
 @pytest.mark.slow
 def test_switches_compile_into_one_graph():
-    """torch.compile takes every switch without a graph break (sdpa_kernel inside forward too)."""
+    """torch.compile takes every switch without a graph break (sdpa_kernel inside forward too).
+    Graph breaks are the capture's (Dynamo's): the eager backend runs the captured graph as it is,
+    without the seconds of AOT autograd's tracing that a backend adds after the capture."""
     model = _models("tiny+bf16-stream+pad-matmuls+attn-sdpa-math")[1]
     eager = copy.deepcopy(model)
-    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    compiled = torch.compile(model, fullgraph=True, backend="eager")
     batch = _batch()
     for autocast in (False, True):
         expected = _run(eager, batch, autocast)
