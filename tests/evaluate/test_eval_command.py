@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from child_commands import untrusted_modules_imported
+from child_commands import untrusted_modules_imported, write_untrusted_modules
 
 from trainspeed.cli import main
 from trainspeed.errors import UsageError
 from trainspeed.evaluate.config import MahjongEvalConfig
 from trainspeed.evaluate.mahjong import run_mahjong_eval
+from trainspeed.evaluate.rows import MahjongEvalRow
 
 ROW_FIELDS = (
     "kind", "timestamp", "policy", "policy_size", "policy_step", "opponent", "games", "deals", "eval_seed", "target",
@@ -127,24 +128,38 @@ def test_an_interrupted_evaluation_resumes_without_replaying_finished_deals(tiny
     assert not progress.exists() and len(rows(Path(config.out))) == 1
 
 
+def _worker_games(run: Path) -> dict:
+    """The games both worker tests play."""
+    return dict(policy=str(run), opponent="rule-based", games=12, seed=6, batch_games=2, progress=False)
+
+
+@pytest.fixture(scope="module")
+def split_over_workers(untrained_run, tmp_path_factory) -> tuple[Path, MahjongEvalRow]:
+    """12 games (3 deals) against rule-based agents over two worker processes, started from a working
+    folder that holds untrusted modules: the one evaluation with workers that the worker tests read
+    (each worker process is a start of torch); the folder and the result."""
+    folder = write_untrusted_modules(tmp_path_factory.mktemp("workers") / "untrusted")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)  # spawn starts each worker in it, as `python -c ...`
+        config = MahjongEvalConfig(out="eval.jsonl", workers=2, **_worker_games(untrained_run))
+        return folder, run_mahjong_eval(config, "two")
+
+
 @pytest.mark.e2e
-def test_worker_processes_play_the_same_games_as_one_process(untrained_run, tmp_path):
-    common = dict(policy=str(untrained_run), opponent="rule-based", games=12, seed=6, batch_games=2, progress=False)
-    alone = run_mahjong_eval(MahjongEvalConfig(out=str(tmp_path / "one.jsonl"), **common), "one")
-    split = run_mahjong_eval(MahjongEvalConfig(out=str(tmp_path / "two.jsonl"), workers=2, **common), "two")
+def test_worker_processes_play_the_same_games_as_one_process(untrained_run, split_over_workers, tmp_path):
+    alone = run_mahjong_eval(MahjongEvalConfig(out=str(tmp_path / "one.jsonl"), **_worker_games(untrained_run)), "one")
+    _, split = split_over_workers
     assert split.workers == 2 and split.games_played == 12
     assert split.deal_ranks == alone.deal_ranks and split.deal_score_deltas == alone.deal_score_deltas
     assert split.decisions == alone.decisions and split.forward_calls >= alone.forward_calls
 
 
 @pytest.mark.e2e
-def test_worker_processes_import_nothing_from_the_working_folder(untrained_run, untrusted_folder, monkeypatch):
-    monkeypatch.chdir(untrusted_folder)  # spawn starts each worker in it, as `python -c ...`
-    config = MahjongEvalConfig(policy=str(untrained_run), opponent="rule-based", games=8, seed=6, batch_games=2,
-                               workers=2, progress=False, out="eval.jsonl")
-    assert run_mahjong_eval(config, "workers").games_played == 8
-    assert untrusted_modules_imported(untrusted_folder) == []
-    assert len(rows(untrusted_folder / "eval.jsonl")) == 1  # a relative path still means the working folder
+def test_worker_processes_import_nothing_from_the_working_folder(split_over_workers):
+    folder, split = split_over_workers
+    assert split.games_played == 12
+    assert untrusted_modules_imported(folder) == []
+    assert len(rows(folder / "eval.jsonl")) == 1  # a relative path still means the working folder
 
 
 @pytest.mark.e2e

@@ -65,13 +65,14 @@ def test_step_evaluates_that_checkpoint_and_a_step_not_kept_is_one_line(
     assert code == 2 and len(lines) == 1 and "--step 7: no checkpoint of that step (kept: 1, 2, 3, 4, 5, 6" in lines[0]
 
 
-@pytest.mark.parametrize("flag", ["--policy", "--opponent"])
-@pytest.mark.parametrize("kind", ["fifo", "symlink-to-dev-zero"])
+@pytest.mark.parametrize(("flag", "kind"), [("--policy", "fifo"), ("--opponent", "symlink-to-dev-zero")])
 def test_a_checkpoint_that_is_no_regular_file_is_one_line_never_a_hang(
     flag: str, kind: str, untrained_run: Path, tmp_path: Path
 ) -> None:
     """The run's only checkpoint replaced by a FIFO or a link to /dev/zero, its sha256 line kept:
-    refused without opening it for reading (a subprocess with a deadline, since the danger is a hang)."""
+    refused without opening it for reading (a subprocess with a deadline, since the danger is a hang).
+    Both flags read a run through one function (`read_run_checkpoint`, which names its flag), so each
+    kind of file meets one of them and each flag one kind."""
     import os
 
     from child_commands import run_trainspeed

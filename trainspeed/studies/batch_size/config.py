@@ -119,7 +119,7 @@ class BatchSizeConfig:
 
 
 PRESETS = {
-    "smoke": dict(batches=(32, 64), samples=512, lr_factors=(1.0,), seeds=(0, 1), warmup_samples=64, checkpoints=8,
+    "smoke": dict(batches=(32, 64), samples=512, lr_factors=(1.0,), seeds=(0, 1), warmup_samples=64, checkpoints=2,
                   eval_games=8, head_to_head_games=8, eval_workers=1, eval_batch_games=8, make_data_games=22,
                   val_samples=64, parallel_runs=1),
     "quick": dict(batches=(256, 2048), samples=65536, lr_factors=(1.0, 2.0), seeds=(0, 1), warmup_samples=4096,
