@@ -96,6 +96,7 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         best_check_line,
         check_commands,
         check_dirs,
+        check_recipe,
         check_runnable,
         chosen,
         run_checks,
@@ -138,10 +139,11 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         inputs, model, grid = measured(args, inputs, model, grid, targets)
     rows = plan_rows(inputs, grid, args.command_line, model)
     to_check = chosen(rows, args.check) if args.check else []
-    dirs = check_dirs(inputs, to_check, args.check_dir) if to_check else {}
-    commands = check_commands(inputs, to_check, dirs, args.check_seed) if to_check else {}
-    if to_check:
-        check_runnable(inputs, args.workload)
+    recipe = check_recipe(inputs, model) if to_check else None
+    dirs = check_dirs(recipe, to_check, args.check_dir) if recipe is not None else {}
+    if recipe is not None:
+        check_runnable(inputs, recipe, args.workload)
+        commands = check_commands(recipe, to_check, dirs, args.check_seed)
         check_train_flags(commands)
         check_writable_directory(args.check_dir, f"--check-dir {args.check_dir}")  # the last check: it makes the folder
     print(f"plan: {inputs.identity} to {inputs.until}")
@@ -152,7 +154,7 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
             append_row(args.out, row)
     if to_check:
         try:
-            checks = run_checks(inputs, to_check, dirs, commands, args.check_seed, args.tolerance)
+            checks = run_checks(recipe, to_check, dirs, commands, args.check_seed, args.tolerance)  # type: ignore[arg-type]
         except CommandFailed as error:
             raise UsageError(f"plan: {error}") from None
         for check in checks:
@@ -213,7 +215,7 @@ def check_train_flags(commands: dict[str, list[str]]) -> None:
         try:
             parser.parse_args(command)
         except UsageError as error:
-            raise UsageError(f"plan: --check {config}: its `trainspeed train` would refuse the study's settings: "
+            raise UsageError(f"plan: --check {config}: its `trainspeed train` would refuse the recipe's settings: "
                              f"{error}") from None
 
 

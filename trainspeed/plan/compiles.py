@@ -28,6 +28,10 @@ from trainspeed.plan.rows import Compilation
 from trainspeed.plan.run_costs import first_step_excess, first_validation_excess
 from trainspeed.train.runs import TrainRun
 
+AUTO_MICRO_BATCHES = 2
+"""Slices of a one-rank `auto` step: one rank reads its noise scale without bias only over
+micro-batches, which auto needs, so an `auto` run of one rank compiles their graph too."""
+
 
 def compiles(target: str) -> bool:
     """Whether the target compiles a graph per shape: its mode is not `eager` (a remote target's

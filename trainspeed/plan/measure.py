@@ -37,7 +37,7 @@ from trainspeed.bench.config import BenchConfig, TimingPlan
 from trainspeed.bench.flags import bench_command
 from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
-from trainspeed.plan.compiles import compiles
+from trainspeed.plan.compiles import AUTO_MICRO_BATCHES, compiles
 from trainspeed.plan.inputs import PlanInputs, bench_row
 from trainspeed.plan.model import goal_run
 from trainspeed.plan.plan import PlanGrid
@@ -191,10 +191,14 @@ def per_device_batches(grid: PlanGrid, model: StepsModel, micro_batches: int, ta
             found += [batch // devices for batch in grid.global_batches if batch % devices == 0]
         extent = grid.auto_range(devices)
         segments = model.segments() if "auto" in grid.schedules else None
-        if extent is not None and segments is not None:
-            found += [phase.global_batch // devices for phase in auto_phases(segments, *extent)]
+        growing = ([phase.global_batch // devices for phase in auto_phases(segments, *extent)]
+                   if extent is not None and segments is not None else [])
         if devices == 1 and micro_batches > 1 and compiles(target):
             found += [batch // micro_batches for batch in list(found) if batch % micro_batches == 0]
+        found += growing
+        auto_micro = max(AUTO_MICRO_BATCHES, micro_batches)
+        if devices == 1 and compiles(target):  # a one-rank auto run steps in micro-batches
+            found += [batch // auto_micro for batch in growing if batch % auto_micro == 0]
     return list(dict.fromkeys(found))
 
 
