@@ -23,13 +23,15 @@ BASE = RESULTS / "plan_mahjong" / "checks" / "cpu-eager-fp32-2-128"
 """A committed 2-device run at global batch 128 that met val/accuracy>=0.85 and measured its noise scale."""
 
 
-def base_run(tmp_path: Path, with_settings: bool = True) -> Path:
-    """The committed run, with the settings it ran with (its train_config.json) where asked."""
+def base_run(tmp_path: Path, with_settings: bool = True, **length: int) -> Path:
+    """The committed run, with the settings it ran with (its train_config.json) where asked: 400
+    steps, or the `length` given (`samples=N`)."""
     run = tmp_path / "base"
     shutil.copytree(BASE, run)
     if with_settings:
-        config = TrainConfig(workload="mahjong", size="tiny", data=str(tmp_path), batch_size_per_device=64, steps=400,
-                             until="val/accuracy>=0.85", launch=LaunchConfig(nproc=2), out_dir=str(run))
+        config = TrainConfig(workload="mahjong", size="tiny", data=str(tmp_path), batch_size_per_device=64,
+                             **(length or {"steps": 400}), until="val/accuracy>=0.85", launch=LaunchConfig(nproc=2),
+                             out_dir=str(run))
         (run / "train_config.json").write_text(config.to_json())
     return run
 
@@ -55,6 +57,14 @@ def test_the_plan_lacks_every_bench_row_its_configurations_run_and_a_run_of_each
     assert (config.launch.nproc, config.batch_size_per_device, config.target) == (1, 128, "cpu:eager:fp32")
     assert (config.workload, config.size, config.until, config.resume) == ("mahjong", "tiny", None, False)
     assert 20 <= (config.steps or 0) <= 120 and Path(config.out_dir).parent == tmp_path / "measured" / "runs"
+
+
+def test_a_short_run_of_a_base_run_that_trained_to_a_number_of_samples_is_as_long_as_its_steps(tmp_path):
+    """The base run's length was `--samples`: the short run's steps replace it (train takes one length)."""
+    _, (_, runs, _) = wanted(tmp_path, base_run(tmp_path, samples=393216))
+    (run,) = runs
+    config = config_of_command(list(run.command))
+    assert config.samples is None and 20 <= (config.steps or 0) <= 120
 
 
 def test_the_budget_takes_the_measurements_in_order_and_leaves_out_what_does_not_fit(tmp_path):

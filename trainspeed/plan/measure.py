@@ -208,7 +208,7 @@ def short_run(config: TrainConfig, target: str, devices: int, batch: int, out: P
     steps = max(20, min(120, RUN_SAMPLES // (batch * devices)))
     micro = config.noise_scale_micro_batches if devices == 1 and batch % config.noise_scale_micro_batches == 0 else 1
     return dataclasses.replace(
-        config, target=target, batch_size_per_device=batch, steps=steps, epochs=None, seed=0,
+        config, target=target, batch_size_per_device=batch, steps=steps, epochs=None, samples=None, seed=0,
         launch=LaunchConfig(nproc=devices, collective_timeout_s=config.launch.collective_timeout_s),
         out_dir=str(out), resume=False, checkpoint_every=0, eval_every=steps // 2, eval_every_samples=0,
         eval_batches=EVAL_BATCHES, until=None, stop_at_target=False, noise_scale_micro_batches=micro,
