@@ -57,6 +57,8 @@ def test_the_plan_lacks_every_bench_row_its_configurations_run_and_a_run_of_each
     assert (config.launch.nproc, config.batch_size_per_device, config.target) == (1, 128, "cpu:eager:fp32")
     assert (config.workload, config.size, config.until, config.resume) == ("mahjong", "tiny", None, False)
     assert 20 <= (config.steps or 0) <= 120 and Path(config.out_dir).parent == tmp_path / "measured" / "runs"
+    # two validations with a window after each (their pauses are measured), then the one at the end
+    assert 2 * config.eval_every < config.steps and config.log_every <= config.eval_every
 
 
 def test_a_short_run_of_a_base_run_that_trained_to_a_number_of_samples_is_as_long_as_its_steps(tmp_path):
