@@ -184,19 +184,22 @@ def test_a_committed_run_to_the_goal_predicts_its_own_command_with_start_up_and_
 
 # --- compilations ---------------------------------------------------------------------------------
 
-def test_a_compiled_run_counts_its_training_micro_batch_and_validation_graphs():
-    """One rank, 2 micro-batches of 32: the bench's first steps at 64 (8 s beyond steady) and at 32
-    (5 s), and a compiled run at 64 whose first validation took 1.5 s beyond the others: 14.5 s."""
+def test_a_compiled_run_counts_its_micro_batch_graph_in_place_of_the_whole_batch_s_and_its_validation():
+    """One rank, 2 micro-batches of 32: its forward and backward run on the slices only, so the run
+    compiles the graph at 32 (the bench's first step there, 5 s beyond steady) and not the one at 64
+    (8 s); and its validation graph at 64 (a compiled run's first validation, 1.5 s beyond the
+    others): 6.5 s. Without micro-batches, the graph at 64."""
     compiled = run(target=COMPILED, step_s=0.005, first_validation_extra_s=1.5, micro_batches=2, name="compiled")
-    base = run(micro_batches=2)
-    row = predicted([bench(EAGER, 64, 0.01), bench(COMPILED, 64, 0.005, first_step_s=8.005),
-                     bench(COMPILED, 32, 0.004, first_step_s=5.004)], [base, compiled],
-                    targets=(EAGER, COMPILED))["cpu:compile:fp32/1/64"]
+    benches = [bench(EAGER, 64, 0.01), bench(COMPILED, 64, 0.005, first_step_s=8.005),
+               bench(COMPILED, 32, 0.004, first_step_s=5.004)]
+    row = predicted(benches, [run(micro_batches=2), compiled], targets=(EAGER, COMPILED))["cpu:compile:fp32/1/64"]
     assert [(item.graph, item.batch, item.seconds) for item in row.compilations] == [
-        ("training", 64, pytest.approx(8.0)), ("micro-batch", 32, pytest.approx(5.0)),
-        ("validation", 64, pytest.approx(1.5))]
-    assert row.compile_s == pytest.approx(14.5)
-    assert row.predicted_s == pytest.approx(3.0 + 14.5 + 100 * 0.005 + 5 * 0.5)
+        ("micro-batch", 32, pytest.approx(5.0)), ("validation", 64, pytest.approx(1.5))]
+    assert row.compile_s == pytest.approx(6.5)
+    assert row.predicted_s == pytest.approx(3.0 + 6.5 + 100 * 0.005 + 5 * 0.5)
+    whole = predicted(benches, [run(), run(target=COMPILED, step_s=0.005, first_validation_extra_s=1.5,
+                                           name="compiled")], targets=(EAGER, COMPILED))["cpu:compile:fp32/1/64"]
+    assert [(item.graph, item.batch) for item in whole.compilations] == [("training", 64), ("validation", 64)]
 
 
 def test_a_compilation_nothing_measured_is_not_measured_never_0_and_the_time_says_at_least():
@@ -218,10 +221,10 @@ def test_a_growing_batch_compiles_every_graph_again_at_every_batch_it_reaches():
     (auto,) = row.values()
     reached = sorted({phase.global_batch for phase in auto.phases})
     assert len(reached) > 1
-    assert sorted(item.batch for item in auto.compilations if item.graph == "training") == reached
-    # one rank: auto reads its noise scale over 2 micro-batches, each a graph of its own
+    # one rank: auto reads its noise scale over 2 micro-batches, so each batch's step compiles at half of it
     assert sorted(item.batch for item in auto.compilations if item.graph == "micro-batch") == [
         batch // 2 for batch in reached]
+    assert sorted(item.batch for item in auto.compilations if item.graph == "validation") == reached
 
 
 # --- the interval ---------------------------------------------------------------------------------
