@@ -375,3 +375,23 @@ def test_a_check_s_steps_to_the_crossing_lie_between_the_validations_around_it_i
     assert crossing_steps(dataclasses.replace(record, previous_step=None, previous_samples=None,
                                               previous_value=None), 0.8) == 150.0
     assert crossing_steps(dataclasses.replace(record, reached=False, value=None), 0.8) is None
+
+
+def test_a_check_without_a_study_imports_a_users_module_only_where_the_user_names_it(tmp_path, monkeypatch):
+    """The base run's settings name a module of the user's own: rows and settings are data, so the
+    check runs it only with `--workload` naming it too, and refuses another workload than the run's."""
+    import dataclasses as dc
+
+    from trainspeed.errors import UsageError
+    from trainspeed.plan.check import check_recipe, check_runnable
+
+    base = base_run_with_settings(tmp_path, monkeypatch)
+    plan = inputs([bench(EAGER, 64, 0.01)], [base])
+    recipe = dc.replace(check_recipe(plan, steps_model(plan)), workload="my_module:Workload", data=None)
+    with pytest.raises(UsageError, match=r"--check would import my_module:Workload, a module the base run's rows name"):
+        check_runnable(plan, recipe, None)
+    with pytest.raises(UsageError, match=r"--workload mahjong: the base run .* trained my_module:Workload"):
+        check_runnable(plan, recipe, "mahjong")
+    check_runnable(plan, recipe, "my_module:Workload")
+    with pytest.raises(UsageError, match=r"--check trains on the base run's data data .*which is not here"):
+        check_runnable(plan, check_recipe(plan, steps_model(plan)), None)
