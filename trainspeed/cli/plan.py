@@ -60,7 +60,8 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
                         "assumption every row states; without it, rows of two sizes are refused)")
     parser.add_argument("--out", type=Path, default=None, help="JSONL file the plan's rows (and checks) are appended to")
     parser.add_argument("--check", action=CommaListAction, items=CHECK_LIST, default=None, metavar="CONFIGS",
-                        help="run these configurations to the goal and compare: target/devices/batch, or "
+                        help="run these configurations to the goal and compare: target/devices/batch, "
+                        "target/devices/auto:MIN..MAX (train --batch-schedule auto), or "
                         + ", ".join(f"{name} ({what})" for name, what in CHECK_KEYWORDS.items()))
     parser.add_argument("--check-dir", type=Path, default=None, help="a new or empty folder for the check runs")
     parser.add_argument("--check-seed", type=seed_value, default=1000, help="training seed of the check runs "
