@@ -24,6 +24,8 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 	$(RESULTS)/named_plan_bench_gpt2.jsonl $(RESULTS)/named_plan_gpt2.jsonl \
 	$(RESULTS)/plan_bench_mahjong.jsonl $(RESULTS)/plan_bench_charlm.jsonl $(RESULTS)/plan_mahjong.jsonl \
 	$(RESULTS)/plan_charlm.jsonl $(RESULTS)/plan_h200_mahjong_base.jsonl $(RESULTS)/plan_h200_mahjong_base_auto.jsonl \
+	$(RESULTS)/plan_checks_mahjong.jsonl $(RESULTS)/plan_checks_charlm.jsonl $(RESULTS)/plan_checks_gpt2.jsonl \
+	$(RESULTS)/plan_checks_mahjong $(RESULTS)/plan_checks_charlm $(RESULTS)/plan_checks_gpt2 $(RESULTS)/plan_checks_warm_cache.jsonl \
 	$(RESULTS)/noise_scale_bench_cpu.jsonl $(RESULTS)/noise_scale_bench_cpu_b64.jsonl $(RESULTS)/noise_scale_check.jsonl $(RESULTS)/noise_scale_overhead.jsonl $(RESULTS)/reference_cpu_mahjong_tiny.jsonl \
 	$(RESULTS)/remote_cpu_mahjong_tiny.jsonl $(RESULTS)/remote_pipelined_cpu_mahjong_tiny.jsonl \
 	$(RESULTS)/stylegan3_cpu.jsonl $(RESULTS)/stylegan3_cpu_fir.jsonl $(RESULTS)/stylegan3_cpu_targets.jsonl \
@@ -32,7 +34,7 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 	$(RESULTS)/time_to_target_study_mahjong.jsonl $(RESULTS)/time_to_target_study_charlm.jsonl \
 	$(RESULTS)/time_to_target_two_ranks $(RESULTS)/time_to_target_killed_resumed $(RESULTS)/train_cuda.jsonl $(RESULTS)/train_quality \
 	$(RESULTS)/auto_vs_fixed_mahjong.jsonl $(RESULTS)/auto_vs_fixed_mahjong_2ranks.jsonl $(RESULTS)/auto_vs_fixed_mahjong_2ranks_b128.jsonl $(RESULTS)/auto_vs_fixed_charlm.jsonl \
-	$(RESULTS)/auto_vs_fixed_mahjong_calibrated.jsonl $(RESULTS)/auto_vs_fixed_mahjong_auto_run $(RESULTS)/critical_batch_mahjong.jsonl $(RESULTS)/critical_batch_mahjong_tolerance.jsonl $(RESULTS)/critical_batch_mahjong_base \
+	$(RESULTS)/auto_vs_fixed_mahjong_calibrated.jsonl $(RESULTS)/auto_vs_fixed_gpt2.jsonl $(RESULTS)/auto_vs_fixed_gpt2_default.jsonl $(RESULTS)/auto_vs_fixed_mahjong_auto_run $(RESULTS)/critical_batch_mahjong.jsonl $(RESULTS)/critical_batch_mahjong_tolerance.jsonl $(RESULTS)/critical_batch_mahjong_base \
 	$(RESULTS)/train_quality_tiny $(RESULTS)/train_scaling.jsonl $(RESULTS)/xla_cpu_threads.jsonl
 
 $(BIN)/trainspeed: requirements.txt pyproject.toml

@@ -269,27 +269,31 @@ def test_a_users_module_named_only_by_the_rows_is_never_imported(cli_error, tmp_
 
 
 def test_a_users_module_is_trained_where_the_user_names_it_too(tmp_path: Path, monkeypatch):
-    from trainspeed.plan.check import check_runnable
+    from trainspeed.plan.check import check_recipe, check_runnable
     from trainspeed.plan.inputs import read_plan_inputs
+    from trainspeed.plan.model import steps_model
 
     study, name = _user_module(tmp_path, monkeypatch)
     inputs = read_plan_inputs([Path(_committed(tmp_path, BENCH)), Path(study)])
-    check_runnable(inputs, name)  # the user's choice: the runs may import it
+    recipe = check_recipe(inputs, steps_model(inputs))
+    check_runnable(inputs, recipe, name)  # the user's choice: the runs may import it
     with pytest.raises(UsageError, match="a module the study's rows name"):
-        check_runnable(inputs, None)
+        check_runnable(inputs, recipe, None)
     assert not (tmp_path / "imported").exists()
 
 
 @pytest.mark.parametrize("workload", ["mahjong", "hf:gpt2", "timm:resnet18"])
 def test_a_built_in_workload_or_a_library_model_needs_no_workload_flag(tmp_path: Path, monkeypatch, workload):
-    from trainspeed.plan.check import check_runnable
+    from trainspeed.plan.check import check_recipe, check_runnable
     from trainspeed.plan.inputs import read_plan_inputs
+    from trainspeed.plan.model import steps_model
 
     _text_data(tmp_path)
     monkeypatch.chdir(tmp_path)
     study = _committed(tmp_path, STUDY, "time-to-target-study-config",
                        lambda record: record["settings"].update(workload=workload))
-    check_runnable(read_plan_inputs([Path(_committed(tmp_path, BENCH)), Path(study)]), None)
+    inputs = read_plan_inputs([Path(_committed(tmp_path, BENCH)), Path(study)])
+    check_runnable(inputs, check_recipe(inputs, steps_model(inputs)), None)
 
 
 def test_the_workload_flag_belongs_to_the_check(cli_error, tmp_path: Path):
@@ -305,7 +309,7 @@ def test_study_settings_that_train_refuses_here_are_refused_before_anything_is_w
     study = _committed(tmp_path, STUDY, "time-to-target-study-config",
                        lambda record: record["settings"].update(threads=4096))
     error = cli_error(*_check_args(tmp_path, study, "--workload", "char_lm_workload:CharLMWorkload"))
-    assert "plan: --check cpu:eager:fp32/1/8: its `trainspeed train` would refuse the study's settings: " in error
+    assert "plan: --check cpu:eager:fp32/1/8: its `trainspeed train` would refuse the recipe's settings: " in error
     assert "argument --threads: '4096' is more than" in error and _nothing_written(tmp_path)
 
 
@@ -314,7 +318,7 @@ def test_a_check_trains_the_study_s_recipe_at_its_batch_on_the_configuration_s_t
     recipe), with the configuration's target and devices, the check's seed and folder."""
     import math
 
-    from trainspeed.plan.check import check_commands, chosen
+    from trainspeed.plan.check import check_commands, check_recipe, chosen
     from trainspeed.plan.inputs import read_plan_inputs
     from trainspeed.plan.model import steps_model
     from trainspeed.plan.plan import default_grid, plan_rows
@@ -323,7 +327,8 @@ def test_a_check_trains_the_study_s_recipe_at_its_batch_on_the_configuration_s_t
     inputs = read_plan_inputs([Path(_committed(tmp_path, BENCH)), Path(_committed(tmp_path, STUDY))])
     rows = plan_rows(inputs, default_grid(inputs, None, (2,), None), "trainspeed plan", steps_model(inputs))
     (row,) = chosen(rows, ["best"])
-    (command,) = check_commands(inputs, [row], {row.config: tmp_path / "check"}, seed=1000).values()
+    recipe = check_recipe(inputs, steps_model(inputs))
+    (command,) = check_commands(recipe, [row], {row.config: tmp_path / "check"}, seed=1000).values()
     config, settings = config_of_command(command), inputs.settings
     factor = next(batch.best_lr_factor for batch in inputs.study_batches if batch.global_batch == row.global_batch)
     assert (config.target, config.launch.nproc, config.batch_size_per_device * 2) == (row.target, 2, row.global_batch)
@@ -334,3 +339,30 @@ def test_a_check_trains_the_study_s_recipe_at_its_batch_on_the_configuration_s_t
     assert (config.lr.scaling, config.lr.min_lr_ratio, config.stop_at_target, config.seed) == ("none", 1.0, True, 1000)
     assert config.steps == settings.settings.max_samples // row.global_batch and config.out_dir == str(tmp_path / "check")
     assert config.noise_scale_micro_batches == 1 and not config.progress
+
+
+def test_an_auto_check_trains_the_study_s_recipe_growing_over_the_range_the_plan_predicted(tmp_path: Path):
+    """With the committed char-LM study and a run to its goal (the noise scale's profile), the plan
+    predicts `auto`; its check is `train --batch-schedule auto` from the smallest to the largest
+    batch, at the study's rule (base LR x the best factor at the smallest batch, scaled by sqrt from
+    the reference batch), its warm-up samples and its budget, in micro-batches on one rank."""
+    from trainspeed.plan.check import check_commands, check_recipe, chosen
+    from trainspeed.plan.inputs import read_plan_inputs
+    from trainspeed.plan.model import steps_model
+    from trainspeed.plan.plan import default_grid, plan_rows
+    from trainspeed.train.flags import config_of_command
+
+    goal_run = RESULTS / "plan_charlm" / "checks" / "cpu-eager-fp32-1-8"
+    inputs = read_plan_inputs([Path(_committed(tmp_path, BENCH)), Path(_committed(tmp_path, STUDY)), goal_run])
+    model = steps_model(inputs)
+    rows = plan_rows(inputs, default_grid(inputs, None, (1,), None, None, model), "trainspeed plan", model)
+    (row,) = chosen(rows, ["cpu:eager:fp32/1/auto:8..512"])
+    (command,) = check_commands(check_recipe(inputs, model), [row], {row.config: tmp_path / "check"}, seed=1000).values()
+    config, settings = config_of_command(command), inputs.settings
+    factor = next(batch.best_lr_factor for batch in inputs.study_batches if batch.global_batch == 8)
+    assert (config.batch.schedule, config.batch.global_batch_min, config.batch.global_batch_max) == ("auto", 8, 512)
+    assert (config.lr.scaling, config.lr.reference_batch) == ("sqrt", settings.reference_batch)
+    assert config.lr.base_lr == pytest.approx(settings.base_lr * factor, rel=1e-5)
+    assert config.lr.warmup_steps == settings.settings.warmup_samples // 8 and config.lr.min_lr_ratio == 1.0
+    assert (config.samples, config.steps, config.noise_scale_micro_batches) == (settings.settings.max_samples, None, 2)
+    assert (config.until, config.stop_at_target, config.seed, config.target) == (settings.until, True, 1000, row.target)

@@ -23,13 +23,15 @@ BASE = RESULTS / "plan_mahjong" / "checks" / "cpu-eager-fp32-2-128"
 """A committed 2-device run at global batch 128 that met val/accuracy>=0.85 and measured its noise scale."""
 
 
-def base_run(tmp_path: Path, with_settings: bool = True) -> Path:
-    """The committed run, with the settings it ran with (its train_config.json) where asked."""
+def base_run(tmp_path: Path, with_settings: bool = True, **length: int) -> Path:
+    """The committed run, with the settings it ran with (its train_config.json) where asked: 400
+    steps, or the `length` given (`samples=N`)."""
     run = tmp_path / "base"
     shutil.copytree(BASE, run)
     if with_settings:
-        config = TrainConfig(workload="mahjong", size="tiny", data=str(tmp_path), batch_size_per_device=64, steps=400,
-                             until="val/accuracy>=0.85", launch=LaunchConfig(nproc=2), out_dir=str(run))
+        config = TrainConfig(workload="mahjong", size="tiny", data=str(tmp_path), batch_size_per_device=64,
+                             **(length or {"steps": 400}), until="val/accuracy>=0.85", launch=LaunchConfig(nproc=2),
+                             out_dir=str(run))
         (run / "train_config.json").write_text(config.to_json())
     return run
 
@@ -55,6 +57,16 @@ def test_the_plan_lacks_every_bench_row_its_configurations_run_and_a_run_of_each
     assert (config.launch.nproc, config.batch_size_per_device, config.target) == (1, 128, "cpu:eager:fp32")
     assert (config.workload, config.size, config.until, config.resume) == ("mahjong", "tiny", None, False)
     assert 20 <= (config.steps or 0) <= 120 and Path(config.out_dir).parent == tmp_path / "measured" / "runs"
+    # two validations with a window after each (their pauses are measured), then the one at the end
+    assert 2 * config.eval_every < config.steps and config.log_every <= config.eval_every
+
+
+def test_a_short_run_of_a_base_run_that_trained_to_a_number_of_samples_is_as_long_as_its_steps(tmp_path):
+    """The base run's length was `--samples`: the short run's steps replace it (train takes one length)."""
+    _, (_, runs, _) = wanted(tmp_path, base_run(tmp_path, samples=393216))
+    (run,) = runs
+    config = config_of_command(list(run.command))
+    assert config.samples is None and 20 <= (config.steps or 0) <= 120
 
 
 def test_the_budget_takes_the_measurements_in_order_and_leaves_out_what_does_not_fit(tmp_path):
@@ -133,9 +145,10 @@ def test_a_users_module_that_only_the_inputs_name_is_never_run(cli_error, tmp_pa
 
 
 @pytest.mark.e2e
-def test_one_command_measures_what_the_plan_lacks_and_plans_with_it(tmp_path, monkeypatch, capsys):
+def test_one_command_measures_what_the_plan_lacks_plans_with_it_and_checks_it(tmp_path, monkeypatch, capsys):
     """A run of the toy to its goal; `plan --measure` benches its batch (the one measurement the plan
-    lacks here) by `trainspeed bench` in a child process and predicts from the row it wrote."""
+    lacks here) by `trainspeed bench` in a child process, predicts from the row it wrote, and
+    `--check` trains the base run's own settings (no study) to the goal on the check's seed."""
     from child_commands import TESTS
     from toy_workload import write_toy_data
     from trainspeed.cli import main
@@ -151,14 +164,16 @@ def test_one_command_measures_what_the_plan_lacks_and_plans_with_it(tmp_path, mo
     # base run's own start-up and step times, which the machine's load stretches.
     assert main(["plan", "base", "--measure", "--budget-s", "86400", "--measure-dir", "measured", "--workload",
                  "toy_workload:validated", "--devices", "1", "--global-batches", "16", "--schedules", "fixed",
-                 "--out", "plan.jsonl"]) == 0
+                 "--out", "plan.jsonl", "--check", "best", "--check-dir", "checks"]) == 0
     printed = capsys.readouterr().out
     assert "measure: 1 measurement(s)" in printed and "trainspeed bench --workload toy_workload:validated" in printed
     (bench,) = [json.loads(line) for line in (tmp_path / "measured" / "bench.jsonl").read_text().splitlines()]
     assert (bench["batch_size"], bench["status"], bench["workload"]) == (16, "ok", "validated")
-    (row,) = [json.loads(line) for line in (tmp_path / "plan.jsonl").read_text().splitlines()]
+    row, check = [json.loads(line) for line in (tmp_path / "plan.jsonl").read_text().splitlines()]
     assert (row["config"], row["status"]) == ("cpu:eager:fp32/1/16", "predicted")
     assert any("measured/bench.jsonl" in source for source in row["sources"])
+    assert (check["kind"], check["config"], check["reached"], check["seed"]) == ("plan-check", row["config"], True, 1000)
+    assert "--until 'val/accuracy>=0.9' --stop-at-target" in check["command"] and "--lr 0.5" in check["command"]
 
 
 # --- a critical-batch study in place of a time-to-target study -------------------------------------

@@ -184,19 +184,22 @@ def test_a_committed_run_to_the_goal_predicts_its_own_command_with_start_up_and_
 
 # --- compilations ---------------------------------------------------------------------------------
 
-def test_a_compiled_run_counts_its_training_micro_batch_and_validation_graphs():
-    """One rank, 2 micro-batches of 32: the bench's first steps at 64 (8 s beyond steady) and at 32
-    (5 s), and a compiled run at 64 whose first validation took 1.5 s beyond the others: 14.5 s."""
+def test_a_compiled_run_counts_its_micro_batch_graph_in_place_of_the_whole_batch_s_and_its_validation():
+    """One rank, 2 micro-batches of 32: its forward and backward run on the slices only, so the run
+    compiles the graph at 32 (the bench's first step there, 5 s beyond steady) and not the one at 64
+    (8 s); and its validation graph at 64 (a compiled run's first validation, 1.5 s beyond the
+    others): 6.5 s. Without micro-batches, the graph at 64."""
     compiled = run(target=COMPILED, step_s=0.005, first_validation_extra_s=1.5, micro_batches=2, name="compiled")
-    base = run(micro_batches=2)
-    row = predicted([bench(EAGER, 64, 0.01), bench(COMPILED, 64, 0.005, first_step_s=8.005),
-                     bench(COMPILED, 32, 0.004, first_step_s=5.004)], [base, compiled],
-                    targets=(EAGER, COMPILED))["cpu:compile:fp32/1/64"]
+    benches = [bench(EAGER, 64, 0.01), bench(COMPILED, 64, 0.005, first_step_s=8.005),
+               bench(COMPILED, 32, 0.004, first_step_s=5.004)]
+    row = predicted(benches, [run(micro_batches=2), compiled], targets=(EAGER, COMPILED))["cpu:compile:fp32/1/64"]
     assert [(item.graph, item.batch, item.seconds) for item in row.compilations] == [
-        ("training", 64, pytest.approx(8.0)), ("micro-batch", 32, pytest.approx(5.0)),
-        ("validation", 64, pytest.approx(1.5))]
-    assert row.compile_s == pytest.approx(14.5)
-    assert row.predicted_s == pytest.approx(3.0 + 14.5 + 100 * 0.005 + 5 * 0.5)
+        ("micro-batch", 32, pytest.approx(5.0)), ("validation", 64, pytest.approx(1.5))]
+    assert row.compile_s == pytest.approx(6.5)
+    assert row.predicted_s == pytest.approx(3.0 + 6.5 + 100 * 0.005 + 5 * 0.5)
+    whole = predicted(benches, [run(), run(target=COMPILED, step_s=0.005, first_validation_extra_s=1.5,
+                                           name="compiled")], targets=(EAGER, COMPILED))["cpu:compile:fp32/1/64"]
+    assert [(item.graph, item.batch) for item in whole.compilations] == [("training", 64), ("validation", 64)]
 
 
 def test_a_compilation_nothing_measured_is_not_measured_never_0_and_the_time_says_at_least():
@@ -218,7 +221,10 @@ def test_a_growing_batch_compiles_every_graph_again_at_every_batch_it_reaches():
     (auto,) = row.values()
     reached = sorted({phase.global_batch for phase in auto.phases})
     assert len(reached) > 1
-    assert sorted(item.batch for item in auto.compilations if item.graph == "training") == reached
+    # one rank: auto reads its noise scale over 2 micro-batches, so each batch's step compiles at half of it
+    assert sorted(item.batch for item in auto.compilations if item.graph == "micro-batch") == [
+        batch // 2 for batch in reached]
+    assert sorted(item.batch for item in auto.compilations if item.graph == "validation") == reached
 
 
 # --- the interval ---------------------------------------------------------------------------------
@@ -298,3 +304,94 @@ def test_a_plan_from_one_run_predicts_fixed_and_auto_configurations():
     assert set(rows) == {"cpu:eager:fp32/1/16", "cpu:eager:fp32/1/256", "cpu:eager:fp32/1/auto:16..256"}
     auto = rows["cpu:eager:fp32/1/auto:16..256"]
     assert auto.schedule == "auto" and auto.status == "predicted" and auto.phases[0].global_batch == 16
+
+
+# --- checks of a plan without a study -------------------------------------------------------------
+
+def base_run_with_settings(tmp_path: Path, monkeypatch, **settings) -> TrainRun:
+    """The run above at global batch 64 with the settings it ran with (its train_config.json beside
+    its summary): a LR rule, a warm-up of 10 steps, a validation every 20 steps on 4 batches."""
+    from trainspeed.train.config import LRConfig, TrainConfig
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "base").mkdir(parents=True)
+    config = TrainConfig(workload="mahjong", size="tiny", data="data", batch_size_per_device=64, steps=100, until=GOAL,
+                         eval_every=20, eval_batches=4, noise_scale_micro_batches=2, out_dir="runs/base",
+                         lr=LRConfig(base_lr=0.01, scaling="sqrt", reference_batch=64, warmup_steps=10), **settings)
+    (tmp_path / "runs" / "base" / "train_config.json").write_text(config.to_json())
+    return run(batch=64, noise=GROWING, micro_batches=2)
+
+
+def test_a_check_without_a_study_trains_the_base_run_s_settings_at_the_configuration_s_batch(tmp_path, monkeypatch):
+    """Fixed and auto checks of a plan from one base run: its LR rule, its warm-up and validations
+    counted in samples (the same samples at every batch), its goal, on the check's seed, target and
+    devices; auto over the range the plan predicted, in micro-batches on one rank."""
+    from trainspeed.plan.check import check_commands, check_recipe, chosen
+    from trainspeed.train.flags import config_of_command
+
+    base = base_run_with_settings(tmp_path, monkeypatch)
+    benches = [bench(target, batch, 0.001 * (1 + batch / 64)) for target in (EAGER, COMPILED)
+               for batch in (16, 32, 64, 128)]
+    plan = inputs(benches, [base])
+    model = steps_model(plan)
+    rows = plan_rows(plan, PlanGrid((EAGER, COMPILED), (1, 2), (32, 128), ("fixed", "auto")), "plan", model)
+    picked = chosen(rows, ["cpu:compile:fp32/2/128", "cpu:eager:fp32/1/auto:32..128"])
+    commands = check_commands(check_recipe(plan, model), picked, {row.config: tmp_path / row.config for row in picked},
+                              seed=1000)
+    fixed, auto = (config_of_command(commands[row.config]) for row in picked)
+    assert (fixed.target, fixed.launch.nproc, fixed.batch_size_per_device, fixed.seed) == (COMPILED, 2, 64, 1000)
+    assert (fixed.until, fixed.stop_at_target, fixed.checkpoint_every, fixed.workload, fixed.data) == (
+        GOAL, True, 0, "mahjong", "data")
+    assert (fixed.lr.base_lr, fixed.lr.scaling, fixed.lr.reference_batch) == (0.01, "sqrt", 64)
+    assert (fixed.lr.warmup_steps, fixed.eval_every_samples, fixed.eval_batches) == (5, 20 * 64, 2)
+    assert fixed.noise_scale_micro_batches == 1 and fixed.samples >= 100 * 64 and fixed.steps is None
+    assert (auto.batch.schedule, auto.batch.global_batch_min, auto.batch.global_batch_max) == ("auto", 32, 128)
+    assert (auto.target, auto.launch.nproc, auto.lr.warmup_steps, auto.eval_batches) == (EAGER, 1, 20, 8)
+    assert auto.noise_scale_micro_batches == 2 and auto.steps is None and auto.samples >= 100 * 64
+
+
+def test_a_check_without_a_study_needs_the_base_run_s_settings(tmp_path, monkeypatch):
+    from trainspeed.errors import UsageError
+    from trainspeed.plan.check import check_recipe
+
+    monkeypatch.chdir(tmp_path)
+    plan = inputs([bench(EAGER, 64, 0.01)], [run()])
+    with pytest.raises(UsageError, match=r"run runs/base holds no train_config.json .*give a time-to-target study's rows, "
+                                         r"or the base run's folder as `trainspeed train` wrote it"):
+        check_recipe(plan, steps_model(plan))
+
+
+def test_a_check_s_steps_to_the_crossing_lie_between_the_validations_around_it_in_samples():
+    """A growing batch: 100 steps to 3,200 samples, 50 more to 9,600; the goal met halfway in samples
+    between those validations was crossed at step 125, not at 6,400 samples over the last batch."""
+    from trainspeed.plan.check import crossing_steps
+
+    record = TimeToTargetRecord(
+        until=GOAL, metric="accuracy", reached=True, step=150, samples=9600, value=0.9, train_s=1.0, wall_s=1.0,
+        previous_step=100, previous_samples=3200, previous_value=0.7, previous_train_s=None, previous_wall_s=None,
+        best_value=0.9, best_step=150, resumes=0, lost_train_s=0.0, lost_wall_s=0.0, global_batch=128, world_size=1,
+        target=EAGER)
+    assert crossing_steps(record, 0.8) == pytest.approx(125.0)
+    assert crossing_steps(dataclasses.replace(record, previous_step=None, previous_samples=None,
+                                              previous_value=None), 0.8) == 150.0
+    assert crossing_steps(dataclasses.replace(record, reached=False, value=None), 0.8) is None
+
+
+def test_a_check_without_a_study_imports_a_users_module_only_where_the_user_names_it(tmp_path, monkeypatch):
+    """The base run's settings name a module of the user's own: rows and settings are data, so the
+    check runs it only with `--workload` naming it too, and refuses another workload than the run's."""
+    import dataclasses as dc
+
+    from trainspeed.errors import UsageError
+    from trainspeed.plan.check import check_recipe, check_runnable
+
+    base = base_run_with_settings(tmp_path, monkeypatch)
+    plan = inputs([bench(EAGER, 64, 0.01)], [base])
+    recipe = dc.replace(check_recipe(plan, steps_model(plan)), workload="my_module:Workload", data=None)
+    with pytest.raises(UsageError, match=r"--check would import my_module:Workload, a module the base run's rows name"):
+        check_runnable(plan, recipe, None)
+    with pytest.raises(UsageError, match=r"--workload mahjong: the base run .* trained my_module:Workload"):
+        check_runnable(plan, recipe, "mahjong")
+    check_runnable(plan, recipe, "my_module:Workload")
+    with pytest.raises(UsageError, match=r"--check trains on the base run's data data .*which is not here"):
+        check_runnable(plan, check_recipe(plan, steps_model(plan)), None)

@@ -60,7 +60,8 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
                         "assumption every row states; without it, rows of two sizes are refused)")
     parser.add_argument("--out", type=Path, default=None, help="JSONL file the plan's rows (and checks) are appended to")
     parser.add_argument("--check", action=CommaListAction, items=CHECK_LIST, default=None, metavar="CONFIGS",
-                        help="run these configurations to the goal and compare: target/devices/batch, or "
+                        help="run these configurations to the goal and compare: target/devices/batch, "
+                        "target/devices/auto:MIN..MAX (train --batch-schedule auto), or "
                         + ", ".join(f"{name} ({what})" for name, what in CHECK_KEYWORDS.items()))
     parser.add_argument("--check-dir", type=Path, default=None, help="a new or empty folder for the check runs")
     parser.add_argument("--check-seed", type=seed_value, default=1000, help="training seed of the check runs "
@@ -96,6 +97,7 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         best_check_line,
         check_commands,
         check_dirs,
+        check_recipe,
         check_runnable,
         chosen,
         run_checks,
@@ -138,10 +140,11 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         inputs, model, grid = measured(args, inputs, model, grid, targets)
     rows = plan_rows(inputs, grid, args.command_line, model)
     to_check = chosen(rows, args.check) if args.check else []
-    dirs = check_dirs(inputs, to_check, args.check_dir) if to_check else {}
-    commands = check_commands(inputs, to_check, dirs, args.check_seed) if to_check else {}
-    if to_check:
-        check_runnable(inputs, args.workload)
+    recipe = check_recipe(inputs, model) if to_check else None
+    dirs = check_dirs(recipe, to_check, args.check_dir) if recipe is not None else {}
+    if recipe is not None:
+        check_runnable(inputs, recipe, args.workload)
+        commands = check_commands(recipe, to_check, dirs, args.check_seed)
         check_train_flags(commands)
         check_writable_directory(args.check_dir, f"--check-dir {args.check_dir}")  # the last check: it makes the folder
     print(f"plan: {inputs.identity} to {inputs.until}")
@@ -152,7 +155,7 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
             append_row(args.out, row)
     if to_check:
         try:
-            checks = run_checks(inputs, to_check, dirs, commands, args.check_seed, args.tolerance)
+            checks = run_checks(recipe, to_check, dirs, commands, args.check_seed, args.tolerance)  # type: ignore[arg-type]
         except CommandFailed as error:
             raise UsageError(f"plan: {error}") from None
         for check in checks:
@@ -213,7 +216,7 @@ def check_train_flags(commands: dict[str, list[str]]) -> None:
         try:
             parser.parse_args(command)
         except UsageError as error:
-            raise UsageError(f"plan: --check {config}: its `trainspeed train` would refuse the study's settings: "
+            raise UsageError(f"plan: --check {config}: its `trainspeed train` would refuse the recipe's settings: "
                              f"{error}") from None
 
 

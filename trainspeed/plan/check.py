@@ -1,9 +1,18 @@
 """`trainspeed plan ... --check CONFIGS`: run configurations of the plan to the goal and set what
-they took beside what was predicted. Each run is the study's recipe at that batch (its best
-learning-rate factor, the same warm-up, validations and budget) on another seed than the study's,
-with the configuration's target and devices: `trainspeed train --until ... --stop-at-target`.
+they took beside what was predicted: the fixed ones at their batch, the `auto` ones as
+`trainspeed train --batch-schedule auto` over the range the plan predicted. Each run is the recipe
+the plan's steps came from, on another seed than any input's, with the configuration's target and
+devices, stopped at the goal (`--until ... --stop-at-target`):
 
-Rows are data, never code: the study's rows name its workload, and a workload of the user's own
+- with a time-to-target study, the study's recipe at that batch (its best learning-rate factor,
+  the same warm-up, validations and budget; `trainspeed.train.goal_runs.GoalRecipe`);
+- without one (a base run, or a critical-batch study of it), the base run's own settings (its
+  `train_config.json`: its learning-rate rule, warm-up, validations and goal) at the
+  configuration's target, devices and batch (`base_run_config`).
+
+Every check's command is its TrainConfig's own (`trainspeed.train.flags.train_command`).
+
+Rows are data, never code: the rows name their workload, and a workload of the user's own
 (`package.module:factory`) is code that training imports and runs. Rows may come from anyone (a
 colleague's results, a download, a folder with a module beside them), so such a workload is
 trained only where the user names it on the command line too (`--workload`); a built-in workload
@@ -11,25 +20,37 @@ or a library's model by name (`timm:resnet18`, `hf:gpt2`) runs no code of the ro
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from trainspeed.data.sources import data_missing
 from trainspeed.errors import UsageError
 from trainspeed.plan import CHECK_KEYWORDS
+from trainspeed.plan.compiles import AUTO_MICRO_BATCHES
 from trainspeed.plan.inputs import PlanInputs
 from trainspeed.plan.rows import PlanCheckRow, PlanRow
+from trainspeed.plan.steps import StepsModel
 from trainspeed.report.page import slug
 from trainspeed.subcommands import run_trainspeed, shown
+from trainspeed.train.config import BatchScheduleConfig, LRConfig, TrainConfig
 from trainspeed.train.flags import train_command
 from trainspeed.train.goal_runs import GoalRecipe
-from trainspeed.train.runs import read_run_summary
+from trainspeed.train.rows import RunSummary, TimeToTargetRecord
+from trainspeed.train.runs import TrainRun, read_run_summary
 from trainspeed.train.time_to_target import parse_goal
+
+BUDGET_MARGIN = 2.0
+"""A base run's recipe at another batch trains up to this many times the samples the plan predicts
+for it where that is more than the base run's own budget (a larger batch needs more samples)."""
 
 
 def chosen(rows: Sequence[PlanRow], names: Sequence[str]) -> list[PlanRow]:
-    """The rows `--check` names: configurations (`target/devices/batch`), `best` or `samples-per-s`."""
+    """The rows `--check` names: configurations (`target/devices/batch`, `target/devices/auto:MIN..MAX`),
+    `best` or `samples-per-s`."""
     predicted = {row.config: row for row in rows if row.status == "predicted"}
     picked: list[PlanRow] = []
     for name in names:
@@ -48,71 +69,182 @@ def chosen(rows: Sequence[PlanRow], names: Sequence[str]) -> list[PlanRow]:
     return picked
 
 
-def check_dirs(inputs: PlanInputs, rows: Sequence[PlanRow], out: Path) -> dict[str, Path]:
+@dataclass(frozen=True)
+class CheckRecipe:
+    """How the checks train: a time-to-target study's recipe (`study`, with its best learning-rate
+    factor per batch), or a base run's own settings (`base`)."""
+
+    workload: str
+    data: str | None
+    until: str
+    source: str
+    """Where the recipe was read, as a refusal names it."""
+    study: GoalRecipe | None = None
+    best_factors: dict[int, float | None] = dataclasses.field(default_factory=dict)
+    base: TrainConfig | None = None
+    base_run: TrainRun | None = None
+
+
+def check_recipe(inputs: PlanInputs, model: StepsModel) -> CheckRecipe:
+    """The study's recipe where the inputs hold a time-to-target study; else the base run's settings
+    (its `train_config.json`); one line where neither is here."""
+    settings = inputs.settings
+    if settings is not None:
+        recipe = GoalRecipe.from_settings(settings.settings, settings.size, settings.base_lr, settings.reference_batch)
+        return CheckRecipe(settings.settings.workload, settings.settings.data, settings.until,
+                           inputs.settings_source or "the study's settings", study=recipe,
+                           best_factors={row.global_batch: row.best_lr_factor for row in inputs.study_batches})
+    from trainspeed.plan.measure import base_config
+    from trainspeed.plan.model import goal_run
+
+    base_run = model.base_run or goal_run(inputs)
+    config, where = base_config(inputs, model)
+    if config is None or base_run is None:
+        raise UsageError(f"plan: --check trains the recipe the steps came from, and {where}; give a time-to-target "
+                         "study's rows, or the base run's folder as `trainspeed train` wrote it (with its "
+                         "train_config.json)")
+    return CheckRecipe(config.workload, None if config.synthetic_data else config.data, config.until or inputs.until,
+                       where, base=config, base_run=base_run)
+
+
+def check_dirs(recipe: CheckRecipe, rows: Sequence[PlanRow], out: Path) -> dict[str, Path]:
     """Each check's run directory, refused before anything runs where it exists (never overwritten)."""
-    if inputs.settings is None:
-        raise UsageError("plan: --check runs the study's recipe, and the inputs hold no time-to-target study "
-                         "settings; give the study's rows")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"plan: --check-dir {out} exists and is not an empty folder; name a new --check-dir")
-    best = {row.global_batch: row.best_lr_factor for row in inputs.study_batches}
     dirs = {}
     for row in rows:
-        if best.get(row.global_batch) is None:
+        if recipe.study is not None and recipe.best_factors.get(row.global_batch) is None:
+            tuned = ", ".join(str(b) for b, f in recipe.best_factors.items() if f is not None)
             raise UsageError(f"plan: --check {row.config}: the study tuned no learning rate at global batch "
-                             f"{row.global_batch}; check a batch the study measured "
-                             f"({', '.join(str(b) for b, f in best.items() if f is not None)})")
+                             f"{row.global_batch}" + (" (where the growing batch starts)" if row.schedule == "auto"
+                                                      else "") + f"; check a batch the study measured ({tuned})")
         dirs[row.config] = out / slug(row.config)
     return dirs
 
 
-def check_runnable(inputs: PlanInputs, workload: str | None) -> None:
+def check_runnable(inputs: PlanInputs, recipe: CheckRecipe, workload: str | None) -> None:
     """Before anything is written: the check's runs can start here, with code the user chose.
 
-    The study's workload is the one `--workload` names where the user gave it (it must be the
-    study's), and a module of the user's own that only the rows name is refused; the study's data
-    must be here, and its settings train to the goal its rows say (which the inputs checked)."""
+    The recipe's workload is the one `--workload` names where the user gave it (it must be the
+    recipe's), and a module of the user's own that only the rows name is refused; the recipe's data
+    must be here, and it trains to the goal the plan predicts."""
     from trainspeed.workloads import is_users_module
 
-    settings = inputs.settings
-    assert settings is not None
-    where = inputs.settings_source or "the study's settings"
-    named = settings.settings.workload
+    where = recipe.source
+    named = recipe.workload
+    trained = "the study" if recipe.study is not None else "the base run"
     if workload is not None and workload != named:
-        raise UsageError(f"plan: --workload {workload}: the study ({where}) trained {named}; --check trains the "
-                         "study's workload, so give its name or leave --workload out")
+        raise UsageError(f"plan: --workload {workload}: {trained} ({where}) trained {named}; --check trains "
+                         f"{trained}'s workload, so give its name or leave --workload out")
     if workload is None and is_users_module(named):
-        raise UsageError(f"plan: --check would import {named}, a module the study's rows name ({where}); rows are "
+        raise UsageError(f"plan: --check would import {named}, a module {trained}'s rows name ({where}); rows are "
                          f"data and never choose code to run: give --workload {named} if it is yours to run")
-    missing = data_missing(settings.settings.data)
+    missing = data_missing(recipe.data) if recipe.data is not None else None
     if missing is not None:
-        raise UsageError(f"plan: --check trains on the study's data {settings.settings.data} ({where}), which is not "
-                         f"here ({missing}); run the plan from the folder the study ran in, where that path holds its "
-                         "data")
-    if settings.settings.until != settings.until:
-        raise UsageError(f"plan: {where}: the study's settings train to {settings.settings.until!r} and its rows "
-                         f"say {settings.until!r} (the file was edited or written by another program)")
+        raise UsageError(f"plan: --check trains on {trained}'s data {recipe.data} ({where}), which is not here "
+                         f"({missing}); run the plan from the folder {trained} ran in, where that path holds its data")
+    if recipe.study is not None and inputs.settings is not None and inputs.settings.settings.until != recipe.until:
+        raise UsageError(f"plan: {where}: the study's settings train to {inputs.settings.settings.until!r} and its "
+                         f"rows say {recipe.until!r} (the file was edited or written by another program)")
+    if recipe.base is not None and recipe.until != inputs.until:
+        raise UsageError(f"plan: {where}: the base run trained to {recipe.until!r}, the plan predicts "
+                         f"{inputs.until!r}; give that run's rows")
 
 
-def check_commands(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path], seed: int) -> dict[str, list[str]]:
-    """Each check's `trainspeed train` arguments, by configuration: the study's recipe (what its
-    settings row records) at the batch's best learning-rate factor, with the configuration's target
-    and devices, and the previous step's gradient for the noise scale (the check measures time)."""
-    settings = inputs.settings
-    assert settings is not None
-    recipe = GoalRecipe.from_settings(settings.settings, settings.size, settings.base_lr, settings.reference_batch)
-    best = {row.global_batch: row.best_lr_factor for row in inputs.study_batches}
-    return {row.config: train_command(recipe.run_config(row.global_batch, best[row.global_batch], seed,  # type: ignore[arg-type]
-                                                        dirs[row.config], target=row.target, nproc=row.devices,
-                                                        noise_scale_micro_batches=1))
-            for row in rows}
+def check_config(recipe: CheckRecipe, row: PlanRow, seed: int, out: Path) -> TrainConfig:
+    """One check's TrainConfig: the recipe at the row's target, devices and batch (fixed), or
+    growing from the row's smallest to its largest global batch (`auto`)."""
+    if recipe.study is not None:
+        return study_check_config(recipe.study, recipe.best_factors, row, seed, out)
+    assert recipe.base is not None and recipe.base_run is not None
+    return base_run_config(recipe.base, recipe.base_run, row, seed, out)
 
 
-def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path], commands: dict[str, list[str]],
-               seed: int, tolerance: float) -> list[PlanCheckRow]:
-    settings = inputs.settings
-    assert settings is not None
-    goal = parse_goal(settings.until)
+def study_check_config(recipe: GoalRecipe, best: dict[int, float | None], row: PlanRow, seed: int,
+                       out: Path) -> TrainConfig:
+    """The study's run at the row's batch and its best LR factor, with the configuration's target and
+    devices, the previous step's gradient for the noise scale (a fixed check measures time). `auto`
+    starts as the study's run at its smallest batch and follows the study's rule as it grows: the
+    peak LR base x factor x sqrt(B / reference) at every batch B, the same warm-up samples, the
+    study's budget in samples."""
+    start = row.global_batch
+    factor = best[start]
+    assert factor is not None
+    config = recipe.run_config(start, factor, seed, out, target=row.target, nproc=row.devices,
+                               noise_scale_micro_batches=1)
+    if row.schedule != "auto":
+        return config
+    lr = dataclasses.replace(config.lr, base_lr=float(f"{recipe.base_lr * factor:.6g}"), scaling="sqrt",
+                             reference_batch=recipe.reference_batch)
+    return _auto(config, row, lr, recipe.max_samples)
+
+
+def base_run_config(base: TrainConfig, run: TrainRun, row: PlanRow, seed: int, out: Path) -> TrainConfig:
+    """The base run's settings at the row's target, devices and batch: its LR rule (the peak scaled
+    to the batch by its own rule), its warm-up and its validations counted in samples, so every
+    batch warms up and validates at the same samples as the base run did; its goal, stopped there;
+    its noise-scale meter. The budget is the base run's in samples, or `BUDGET_MARGIN` x the
+    samples the plan predicts where that is more."""
+    from trainspeed.plan.run_costs import validation_every_samples
+
+    base_batch = base.global_batch
+    start = row.global_batch
+    budget = (base.samples or (base.steps * base_batch if base.steps else None)
+              or run.row.samples or 0)
+    predicted = sum(phase.global_batch * phase.steps for phase in row.phases or []) or start * (row.steps or 0)
+    budget = max(budget, math.ceil(BUDGET_MARGIN * predicted))
+    every = base.eval_every_samples or validation_every_samples(run) or 0
+    per_device = start // row.devices
+    validation_samples = base.eval_batches * base.batch_size_per_device * base.world_size if base.eval_batches else None
+    lr = base.lr
+    if lr.warmup_steps is not None:
+        lr = dataclasses.replace(lr, warmup_steps=max(1, round(lr.warmup_steps * base_batch / start)))
+    micro = base.noise_scale_micro_batches if row.devices == 1 else 1
+    config = dataclasses.replace(
+        base, target=row.target, launch=dataclasses.replace(base.launch, nproc=row.devices),
+        batch_size_per_device=per_device, steps=None, epochs=None, samples=budget, seed=seed, lr=lr,
+        eval_every=0 if every else base.eval_every, eval_every_samples=every,
+        eval_batches=None if validation_samples is None else max(1, validation_samples // start),
+        until=row.until, stop_at_target=True, checkpoint_every=0, resume=False, init_from=None, init_step=None,
+        noise_scale_micro_batches=micro if per_device % micro == 0 else 1,
+        batch=BatchScheduleConfig(max_batch_per_device=base.batch.max_batch_per_device), bench_jsonl=None,
+        out_dir=str(out), progress=False)
+    if row.schedule != "auto":
+        return config
+    return _auto(config, row, lr, budget)
+
+
+def _auto(config: TrainConfig, row: PlanRow, lr: LRConfig, samples: int) -> TrainConfig:
+    """`config` as `--batch-schedule auto` from the row's smallest to its largest global batch: its
+    length in samples (auto decides its steps), `--noise-scale-micro-batches` on one rank."""
+    micro = max(AUTO_MICRO_BATCHES, config.noise_scale_micro_batches) if row.devices == 1 else 1
+    return dataclasses.replace(
+        config, lr=lr, steps=None, epochs=None, samples=samples, noise_scale="on", noise_scale_micro_batches=micro,
+        batch=dataclasses.replace(config.batch, schedule="auto", global_batch_min=row.global_batch,
+                                  global_batch_max=row.batch_max or row.global_batch))
+
+
+def check_commands(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Path],
+                   seed: int) -> dict[str, list[str]]:
+    """Each check's `trainspeed train` arguments, by configuration, from its TrainConfig."""
+    return {row.config: train_command(check_config(recipe, row, seed, dirs[row.config])) for row in rows}
+
+
+def crossing_steps(record: TimeToTargetRecord, threshold: float) -> float | None:
+    """The steps to the crossing, linear between the validation that met the goal and the one before
+    (in samples, as `crossing_samples`; a growing batch's steps are not samples over one batch)."""
+    samples = record.crossing_samples(threshold)
+    if samples is None:
+        return None
+    if record.previous_step is None or record.previous_samples is None or record.samples == record.previous_samples:
+        return float(record.step)  # the crossing is that validation's own samples
+    share = (samples - record.previous_samples) / (record.samples - record.previous_samples)
+    return record.previous_step + share * (record.step - record.previous_step)
+
+
+def run_checks(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Path],
+               commands: dict[str, list[str]], seed: int, tolerance: float) -> list[PlanCheckRow]:
+    goal = parse_goal(recipe.until)
     checked = []
     for row in rows:
         args = commands[row.config]
@@ -122,8 +254,7 @@ def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path
         measured_s = time.perf_counter() - started
         summary = read_run_summary(dirs[row.config])
         record = summary.time_to_target
-        samples = record.crossing_samples(goal.threshold) if record is not None else None
-        steps = samples / row.global_batch if samples is not None else None
+        steps = crossing_steps(record, goal.threshold) if record is not None else None
         ratio = measured_s / row.predicted_s  # type: ignore[operator]
         check = PlanCheckRow(
             plan_id=row.plan_id, config=row.config, target=row.target, devices=row.devices,
@@ -134,15 +265,26 @@ def run_checks(inputs: PlanInputs, rows: Sequence[PlanRow], dirs: dict[str, Path
             predicted_steps=row.steps, measured_steps=steps, predicted_step_s=row.step_s,  # type: ignore[arg-type]
             measured_step_s=record.train_s / record.step if record is not None and record.step else None,
             reached=bool(record is not None and record.reached), seed=seed, run_dir=str(dirs[row.config]),
+            schedule=row.schedule, batch_max=row.batch_max,
+            batches=_batches_trained(summary) if row.schedule == "auto" else None,
             **summary.provenance(shown(*args)).fields_of(PlanCheckRow))
         print(check_line(check), flush=True)
         checked.append(check)
     return checked
 
 
+def _batches_trained(summary: RunSummary) -> list[int] | None:
+    """The global batches a growing run trained at, in order (its summary's schedule)."""
+    schedule = summary.batch_schedule
+    if schedule is None:
+        return None
+    return [schedule.start_global_batch, *(entry.to_global_batch for entry in schedule.switches)]
+
+
 def check_line(row: PlanCheckRow) -> str:
     steps = "not reached" if row.measured_steps is None else f"{row.measured_steps:,.1f}"
-    return (f"check {row.config}: measured {row.measured_s:,.1f} s, predicted {row.predicted_s:,.1f} s "
+    batches = f" (batches {' -> '.join(map(str, row.batches))})" if row.batches else ""
+    return (f"check {row.config}{batches}: measured {row.measured_s:,.1f} s, predicted {row.predicted_s:,.1f} s "
             f"(ratio {row.ratio:.2f}, {'within' if row.within else 'outside'} ±{row.tolerance:.0%}); steps {steps} "
             f"against {row.predicted_steps:,.1f} predicted")
 

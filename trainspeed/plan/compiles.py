@@ -2,15 +2,16 @@
 
 A compiled target (any mode but `eager`: `torch.compile`, CUDA graphs, XLA) compiles a graph for
 each shape it runs, once: per per-device batch of the run, its training step; where one rank splits
-its steps into k micro-batches to measure the noise scale unbiased, the step on B/k samples too;
-and its validation, a graph of its own (no backward, evaluation mode). A run whose batch grows
-compiles each of these again at every batch it reaches.
+its steps into k micro-batches to measure the noise scale unbiased, the step on B/k samples in its
+place (the forward and backward run on the slices only); and its validation, a graph of its own
+(no backward, evaluation mode). A run whose batch grows compiles each of these again at every
+batch it reaches.
 
 Each is read from what measured it, nearest first:
 - the training graph at b: the bench row of the target at b (its first step beyond its steady
-  step), else a run of the target at b per device (its first window beyond as many steady steps,
-  which holds its micro-batch graph too where that run split its steps the same way);
-- the micro-batch graph at b/k: the bench row of the target at b/k;
+  step), else a run of the target at b per device (its first window beyond as many steady steps);
+- the micro-batch graph at b/k: the bench row of the target at b/k, else a run of the target at b
+  per device that split its steps the same way (its first window);
 - the validation graph at b: a run of the target at b per device that validated twice or more (its
   first validation beyond the later ones).
 
@@ -27,6 +28,10 @@ from trainspeed.plan.inputs import PlanInputs, bench_row
 from trainspeed.plan.rows import Compilation
 from trainspeed.plan.run_costs import first_step_excess, first_validation_excess
 from trainspeed.train.runs import TrainRun
+
+AUTO_MICRO_BATCHES = 2
+"""Slices of a one-rank `auto` step: one rank reads its noise scale without bias only over
+micro-batches, which auto needs, so an `auto` run of one rank compiles their graph too."""
 
 
 def compiles(target: str) -> bool:
@@ -82,29 +87,33 @@ def _run_first_validation(inputs: PlanInputs, target: str, batch: int) -> tuple[
 def compilations(inputs: PlanInputs, target: str, batches: Sequence[int], micro_batches: int = 1,
                  validates: bool = True) -> list[Compilation]:
     """Every graph a run of `target` compiles at these per-device batches (none for an eager
-    target), with `micro_batches` slices of each step (one rank) and a validation where it validates."""
+    target), with `micro_batches` slices of each step (one rank) and a validation where it validates.
+    A step split into k slices runs its forward and backward on the slices only
+    (`trainspeed.gradients.accumulation`), so it compiles the graph at b/k in place of the one at b."""
     if not compiles(target):
         return []
     found = []
     for batch in dict.fromkeys(batches):
         micro = micro_batches if micro_batches > 1 and batch % micro_batches == 0 else 1
-        bench = _bench_excess(inputs, target, batch)
         run = _run_first_step(inputs, target, batch, micro)
-        if bench is not None:
-            found.append(Compilation("training", batch, bench[0], bench[1]))
-            if micro > 1:
-                small = _bench_excess(inputs, target, batch // micro)
-                found.append(Compilation("micro-batch", batch // micro, small[0] if small else None,
-                                         small[1] if small else f"no bench row of {target} at {batch // micro}"))
-        elif run is not None:
-            found.append(Compilation("training", batch, run[0], run[1] + (
-                f" (its micro-batch graph at {batch // micro} with it)" if micro > 1 else "")))
+        if micro > 1:
+            small = _bench_excess(inputs, target, batch // micro)
+            if small is not None:
+                found.append(Compilation("micro-batch", batch // micro, small[0], small[1]))
+            elif run is not None:
+                found.append(Compilation("micro-batch", batch // micro, run[0], run[1] + f" (in {micro} micro-batches)"))
+            else:
+                found.append(Compilation("micro-batch", batch // micro, None,
+                                         f"no bench row of {target} at {batch // micro}, or run of it at {batch}/device "
+                                         f"in {micro} micro-batches"))
         else:
-            found.append(Compilation("training", batch, None, f"no bench row or run of {target} at {batch}/device"))
-            if micro > 1:
-                small = _bench_excess(inputs, target, batch // micro)
-                found.append(Compilation("micro-batch", batch // micro, small[0] if small else None,
-                                         small[1] if small else f"no bench row of {target} at {batch // micro}"))
+            bench = _bench_excess(inputs, target, batch)
+            if bench is not None:
+                found.append(Compilation("training", batch, bench[0], bench[1]))
+            elif run is not None:
+                found.append(Compilation("training", batch, run[0], run[1]))
+            else:
+                found.append(Compilation("training", batch, None, f"no bench row or run of {target} at {batch}/device"))
         if validates:
             validation = _run_first_validation(inputs, target, batch)
             found.append(Compilation("validation", batch, validation[0] if validation else None,

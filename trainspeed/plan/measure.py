@@ -38,7 +38,7 @@ from trainspeed.bench.flags import bench_command
 from trainspeed.bench.results import ResultRow
 from trainspeed.data.sources import data_missing
 from trainspeed.errors import UsageError
-from trainspeed.plan.compiles import compiles
+from trainspeed.plan.compiles import AUTO_MICRO_BATCHES, compiles
 from trainspeed.plan.inputs import PlanInputs, bench_row
 from trainspeed.plan.model import goal_run
 from trainspeed.plan.plan import PlanGrid
@@ -63,7 +63,9 @@ BENCH_TIMING = TimingPlan(warmup_steps=3, windows=3, min_window_s=0.5)
 RUN_SAMPLES = 16384
 """A short run's samples: between 20 and 120 steps of its batch."""
 EVAL_BATCHES = 2
-"""A short run validates twice (at its middle and its end), on this many batches per rank."""
+"""A short run validates three times (at a third, two thirds and its end), on this many batches per
+rank: a validation's pause is read between the windows around it, so the end's is not measured,
+and the first validation's compilation is its pause beyond a later one's."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ class Estimates:
 
     def run_s(self, target: str, devices: int, batch: int, steps: int) -> float:
         return (self.process_start_s(devices) + steps * self.step_s(target, batch) + 2 * self.compile_s(target)
-                + 2 * self.validation_s() + SHUTDOWN_S)
+                + 3 * self.validation_s() + SHUTDOWN_S)
 
 
 def base_config(inputs: PlanInputs, model: StepsModel) -> tuple[TrainConfig | None, str]:
@@ -192,22 +194,27 @@ def per_device_batches(grid: PlanGrid, model: StepsModel, micro_batches: int, ta
             found += [batch // devices for batch in grid.global_batches if batch % devices == 0]
         extent = grid.auto_range(devices)
         segments = model.segments() if "auto" in grid.schedules else None
-        if extent is not None and segments is not None:
-            found += [phase.global_batch // devices for phase in auto_phases(segments, *extent)]
+        growing = ([phase.global_batch // devices for phase in auto_phases(segments, *extent)]
+                   if extent is not None and segments is not None else [])
         if devices == 1 and micro_batches > 1 and compiles(target):
             found += [batch // micro_batches for batch in list(found) if batch % micro_batches == 0]
+        found += growing
+        auto_micro = max(AUTO_MICRO_BATCHES, micro_batches)
+        if devices == 1 and compiles(target):  # a one-rank auto run steps in micro-batches
+            found += [batch // auto_micro for batch in growing if batch % auto_micro == 0]
     return list(dict.fromkeys(found))
 
 
 def short_run(config: TrainConfig, target: str, devices: int, batch: int, out: Path) -> TrainConfig:
     """The base settings as a short run: `target` on `devices` at `batch` per device, 20 to 120 steps,
-    validated at its middle and its end on a few batches, no goal, no checkpoint before its end."""
+    validated at a third, two thirds and its end on a few batches (two pauses measured between
+    windows: the first's compilation beyond the second), no goal, no checkpoint before its end."""
     steps = max(20, min(120, RUN_SAMPLES // (batch * devices)))
     micro = config.noise_scale_micro_batches if devices == 1 and batch % config.noise_scale_micro_batches == 0 else 1
     return dataclasses.replace(
-        config, target=target, batch_size_per_device=batch, steps=steps, epochs=None, seed=0,
+        config, target=target, batch_size_per_device=batch, steps=steps, epochs=None, samples=None, seed=0,
         launch=LaunchConfig(nproc=devices, collective_timeout_s=config.launch.collective_timeout_s),
-        out_dir=str(out), resume=False, checkpoint_every=0, eval_every=steps // 2, eval_every_samples=0,
+        out_dir=str(out), resume=False, checkpoint_every=0, eval_every=steps // 3, eval_every_samples=0,
         eval_batches=EVAL_BATCHES, until=None, stop_at_target=False, noise_scale_micro_batches=micro,
         log_every=max(1, steps // 6), bench_jsonl=None, progress=False)
 

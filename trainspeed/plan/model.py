@@ -41,7 +41,7 @@ import numpy as np
 
 from trainspeed.bench.results import ResultRow
 from trainspeed.machine import Machine
-from trainspeed.plan.compiles import compilations, micro_batches_of
+from trainspeed.plan.compiles import AUTO_MICRO_BATCHES, compilations, micro_batches_of
 from trainspeed.plan.inputs import PlanInputs, bench_row
 from trainspeed.plan.rows import Compilation, Phase
 from trainspeed.plan.run_costs import steady_validation_s, steady_window_samples_per_s, validation_every_samples
@@ -368,7 +368,8 @@ def _predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: st
     costs = costs.on(first.bench.row.machine)
     every = costs.eval_every_samples
     trained, validations = stopping_phases(phases, every)
-    micro = costs.micro_batches if devices == 1 else 1
+    micro = (max(AUTO_MICRO_BATCHES, costs.micro_batches) if base.schedule == "auto" else costs.micro_batches
+             ) if devices == 1 else 1
     compiled = tuple(compilations(inputs, target, per_device, micro, validates=validations > 0))
     compile_s = sum(item.seconds for item in compiled if item.seconds is not None)
     overhead_s, overhead_from = costs.at(devices)

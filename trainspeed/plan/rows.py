@@ -150,3 +150,8 @@ class PlanCheckRow:
     run_dir: str
     command: str
     machine: Machine | None = None
+    schedule: str = "fixed"
+    """"fixed", or "auto": `trainspeed train --batch-schedule auto` from `global_batch` up to `batch_max`."""
+    batch_max: Batch | None = None
+    batches: list[Batch] | None = None
+    """auto: the global batches the run trained at, in order (its summary's switches)."""
