@@ -85,9 +85,9 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_two_ranks_average_gradients_of_every_optimizer(tmp_path: Path) -> None:
-    # Forked, not spawned: each rank starts in milliseconds with this process's imports, where a
-    # spawned one imports torch and trainspeed anew (seconds); what is tested is the averaging.
-    mp.start_processes(_rank_main, args=(_free_port(), str(tmp_path)), nprocs=WORLD, join=True, start_method="fork")
+    # Spawned, not forked: autograd's threads in this process (any earlier test's backward) make a
+    # forked rank's backward refuse to run.
+    mp.spawn(_rank_main, args=(_free_port(), str(tmp_path)), nprocs=WORLD, join=True)
     ranks = [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(WORLD)]
     single = get_target("cpu:eager:fp32").prepare(TwoNetworks(seed=0))
     before = {key: value.clone() for key, value in parameters(single).items()}
