@@ -30,11 +30,8 @@ cd "$WORK"
 export PYTHONPATH=$REPO/examples${PYTHONPATH:+:$PYTHONPATH}
 CHARLM=char_lm_workload:CharLMWorkload
 
-[ -f data/mahjong/index.json ] || "$T" data mahjong-selfplay --games 200 --workers 2 --out data/mahjong --seed 0 --no-progress
-if [ ! -d data/text ]; then
-    "$PYTHON" "$REPO/examples/char_lm_workload.py" text.npz --files 200
-    "$T" data from-arrays text.npz --out data/text --split-by document --val-fraction 0.1
-fi
+source "$REPO/benchmarks/study_data.sh"
+study_data
 
 workload() {  # NAME WORKLOAD SIZE DATA GOAL BATCH MAX_SAMPLES EVAL_SAMPLES VAL_SAMPLES WARMUP_SAMPLES LR-FLAGS...
     local name=$1 workload=$2 size=$3 data=$4 goal=$5 batch=$6 samples=$7 every=$8 val=$9 warmup=${10}

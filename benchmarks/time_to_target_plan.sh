@@ -17,17 +17,15 @@ set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${1:-$REPO/build/time_to_target}
 T=${TRAINSPEED:-$REPO/.venv/bin/trainspeed}
+PYTHON=${PYTHON:-$REPO/.venv/bin/python}
 RESULTS=$REPO/docs/results
 mkdir -p "$WORK"
 cd "$WORK"
 export PYTHONPATH=$REPO/examples${PYTHONPATH:+:$PYTHONPATH}
 CHARLM=char_lm_workload:CharLMWorkload
 
-[ -f data/mahjong/index.json ] || "$T" data mahjong-selfplay --games 200 --workers 2 --out data/mahjong --seed 0 --no-progress
-if [ ! -d data/text ]; then
-    "${PYTHON:-$REPO/.venv/bin/python}" "$REPO/examples/char_lm_workload.py" text.npz --files 200
-    "$T" data from-arrays text.npz --out data/text --split-by document --val-fraction 0.1
-fi
+source "$REPO/benchmarks/study_data.sh"
+study_data
 
 [ -f tt_mahjong/time_to_target.jsonl ] || "$T" study time-to-target --preset full --workload mahjong --size tiny \
     --data data/mahjong --until 'val/accuracy>=0.85' --global-batches 32,128,512,2048 --seeds 3 --lr-factors 1,2,4 \

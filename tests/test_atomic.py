@@ -40,7 +40,11 @@ def test_a_link_that_appeared_meanwhile_is_not_followed(tmp_path: Path) -> None:
     assert (tmp_path / "elsewhere").read_text() == "kept\n"
 
 
-def test_a_move_never_replaces_what_is_at_the_target(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hard_links", [True, False], ids=["hard-links", "no-hard-links"])
+def test_a_move_never_replaces_what_is_at_the_target(tmp_path: Path, hard_links: bool,
+                                                     request: pytest.FixtureRequest) -> None:
+    if not hard_links:
+        request.getfixturevalue("no_hard_links")
     (tmp_path / "a").write_text("a\n")
     (tmp_path / "b").write_text("b\n")
     assert not move_to_new(tmp_path / "a", tmp_path / "b")
@@ -67,16 +71,6 @@ def test_without_hard_links_a_new_file_is_still_written_whole_and_never_over_one
     with pytest.raises(FileAppeared):
         create_exclusive_text(tmp_path / "result.json", "[]\n", "--out result.json")
     assert (tmp_path / "result.json").read_text() == "{}\n" and [p.name for p in tmp_path.iterdir()] == ["result.json"]
-
-
-def test_without_hard_links_a_move_still_never_replaces_what_is_at_the_target(tmp_path: Path,
-                                                                            no_hard_links: None) -> None:
-    (tmp_path / "a").write_text("a\n")
-    (tmp_path / "b").write_text("b\n")
-    assert not move_to_new(tmp_path / "a", tmp_path / "b")
-    assert (tmp_path / "a").read_text() == "a\n" and (tmp_path / "b").read_text() == "b\n"
-    assert move_to_new(tmp_path / "a", tmp_path / "c")
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["b", "c"] and (tmp_path / "c").read_text() == "a\n"
 
 
 def test_a_fifo_put_where_rows_go_is_refused_not_written_to(tmp_path: Path) -> None:
