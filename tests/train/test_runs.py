@@ -174,3 +174,16 @@ def test_a_killed_runs_lines_are_read_whole_or_torn(tmp_path: Path) -> None:
     assert [line.row is None for line in lines] == [False] * 4 + [True, False, True, True]
     assert logged_seconds(run) == LoggedSeconds(train_s=4.0, wall_s=3.0)
 
+
+def test_a_batch_switch_row_is_of_the_step_it_was_written_after_not_of_its_switch(tmp_path: Path) -> None:
+    """A switch at step 5 whose new batch settled through step 7 is written after step 7: a kill
+    after that and a resume from the checkpoint of step 6 must drop it (the checkpoint carries the
+    switch, and the resumed run writes it again), or the run has the switch twice."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_bytes(
+        b'{"kind": "batch-switch", "step": 5, "last_step": 7, "to_global_batch": 16}\n'
+        b'{"kind": "batch-switch", "step": 9, "to_global_batch": 32}\n'
+        b'{"kind": "batch-switch", "step": 11, "last_step": null, "to_global_batch": 64}\n')
+    assert [line.step for line in metrics_lines(run)] == [7, 9, 11]
+

@@ -703,7 +703,7 @@ class RankTrainer:
         """The switch's row, once the new batch settled (a checkpoint before that carries it in the
         schedule's state, so a resumed run writes it)."""
         assert self.plan is not None
-        record = BatchSwitchRecord(**pending, compilations=compilations,
+        record = BatchSwitchRecord(**pending, compilations=compilations, last_step=self.state.step,
                                    compilations_total=self.target.compile_count() - trace.compiles_at_start)
         self.plan.pending = None
         self.metrics.write(record, self.state.step)

@@ -75,6 +75,10 @@ class BatchSwitchRecord:
     before)."""
     compilations_total: int = 0
     """Graphs compiled by this invocation of the run up to that step."""
+    last_step: int | None = None
+    """The step after which the row was written: the last that settled the new batch. A resume
+    from a checkpoint before it drops the row with the other rows logged after that checkpoint, and
+    writes it again (the checkpoint carries the switch); None in rows written before it was kept."""
 
     def line(self) -> str:
         why = "the schedule" if self.reason == "schedule" else (

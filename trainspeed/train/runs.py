@@ -198,12 +198,13 @@ class MetricsLine:
 
     @property
     def step(self) -> float:
-        """The last step the row describes (`step`, or a summary's `last_step`); minus infinity for
-        a row with neither, infinity for a line that is not a whole row."""
+        """The last step the row describes (its `last_step`, as a summary and a batch switch write
+        it, else its `step`); minus infinity for a row with neither, infinity for a line that is not
+        a whole row."""
         if self.row is None:
             return math.inf
-        for key in ("step", "last_step"):
-            if key in self.row:
+        for key in ("last_step", "step"):
+            if self.row.get(key) is not None:
                 try:
                     return int(self.row[key])
                 except (TypeError, ValueError):
