@@ -211,23 +211,30 @@ def _wait_for_step(run_dir: Path, process: subprocess.Popen, step: int, timeout_
     raise AssertionError(f"no checkpoint of step {step} appeared under {run_dir} (exit code {process.poll()})")
 
 
-KILL_9_RUN = ["--batch-schedule", "auto", "--global-batch-min", "8", "--global-batch-max", "32",
-              "--noise-scale-micro-batches", "2", "--samples", "480", "--num-workers", "1", "--checkpoint-every", "3"]
-"""One rank, auto from 8 to 32: two switches, the second after the checkpoint the run is killed past."""
+KILL_9_RUNS = {
+    1: ["--batch-schedule", "auto", "--global-batch-min", "8", "--global-batch-max", "32",
+        "--noise-scale-micro-batches", "2", "--samples", "480", "--num-workers", "1", "--checkpoint-every", "3"],
+    2: ["--nproc", "2", "--batch-schedule", "auto", "--global-batch-min", "8", "--global-batch-max", "32",
+        "--samples", "480", "--num-workers", "1", "--checkpoint-every", "3"],
+}
+"""Auto from 8 to 32: on one rank two switches, the second after the checkpoint the run is killed
+past (its noise scale from 2 micro-batches); on two ranks, the noise scale of the ranks' gradients."""
 
 
 @pytest.mark.e2e
 @pytest.mark.slow
+@pytest.mark.parametrize("nproc", [1, 2], ids=["1-rank", "2-ranks"])
 def test_kill_9_then_resume_with_a_schedule_ends_with_the_parameters_of_an_uninterrupted_run(
-        tmp_path: Path, data_args: list[str]) -> None:
-    """The killed run is a child process; the uninterrupted run and the resume run in this one."""
-    args = [*TINY_RUN, *data_args, *KILL_9_RUN]
+        tmp_path: Path, data_args: list[str], nproc: int) -> None:
+    """The killed run is a child process; the uninterrupted run and the resume run in this one (on
+    two ranks its launcher: the ranks are children)."""
+    args = [*TINY_RUN, *data_args, *KILL_9_RUNS[nproc]]
     uninterrupted = tmp_path / "uninterrupted"
     assert main(["train", *args, "--out", str(uninterrupted)]) == 0
     reference = _rows(uninterrupted, "batch-switch")
     assert len(reference) == 2
     killed = tmp_path / "killed"
-    process = start_child(train_command(*data_args, *KILL_9_RUN, "--out", str(killed)), env=train_env(),
+    process = start_child(train_command(*data_args, *KILL_9_RUNS[nproc], "--out", str(killed)), env=train_env(),
                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for_step(killed, process, reference[0]["step"], timeout_s=240)  # past the first switch
     os.killpg(process.pid, signal.SIGKILL)
