@@ -395,3 +395,12 @@ def test_a_check_without_a_study_imports_a_users_module_only_where_the_user_name
     check_runnable(plan, recipe, "my_module:Workload")
     with pytest.raises(UsageError, match=r"--check trains on the base run's data data .*which is not here"):
         check_runnable(plan, check_recipe(plan, steps_model(plan)), None)
+
+
+def test_a_base_run_whose_batch_grew_is_refused_in_one_line_not_read_as_steps_of_its_last_batch(cli_error):
+    """The committed auto run went 32 -> 256: its samples over its last batch are no steps of one
+    batch, which the steps model goes through."""
+    line = cli_error("plan", str(RESULTS / "plan_bench_mahjong.jsonl"), str(RESULTS / "auto_vs_fixed_mahjong_auto_run"),
+                     "--devices", "1")
+    assert "grew its batch (batch schedule auto: global batch 32 -> 64" in line
+    assert "plan from a run that trained at one batch, or give a critical-batch study of it" in line

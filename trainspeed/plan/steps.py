@@ -183,6 +183,18 @@ def steps_model(inputs: PlanInputs) -> StepsModel:
                      "study's rows, or a run of `trainspeed train --until ...` that met its goal")
 
 
+def grew_its_batch(run: TrainRun) -> str | None:
+    """Why a run whose batch grew (a schedule that switched) is no base of the steps model, in one
+    line; None for a run at one batch. McCandlish's model goes through the steps of one batch, and
+    the run's steps at its last batch are not those (its samples over its last batch count its early
+    small steps as fewer)."""
+    schedule = run.row.batch_schedule
+    if schedule is None or not schedule.switches:
+        return None
+    return (f"plan: run {run.source} grew its batch ({schedule.line()}): the steps model goes through the steps "
+            "of one batch; plan from a run that trained at one batch, or give a critical-batch study of it")
+
+
 def _crossing(run: TrainRun, threshold: float) -> tuple[float, int]:
     record = run.row.time_to_target
     assert record is not None
@@ -204,7 +216,10 @@ def base_run_model(run: TrainRun, threshold: float, points: Sequence[CriticalBat
                    borrowed: str = "") -> StepsModel | str:
     """McCandlish's model through the base run's steps, with the critical batch near the goal from
     critical-batch rows where given, else the run's noise scale near the goal; the refusal's line
-    where that is no number and bounds nothing."""
+    where that is no number and bounds nothing, or the run grew its batch."""
+    grew = grew_its_batch(run)
+    if grew is not None:
+        return grew
     steps, batch = _crossing(run, threshold)
     point = critical_near(points, steps * batch)
     if point is not None:  # one every batch tried still matched bounds it from below, as an unresolved noise scale
@@ -251,7 +266,10 @@ def run_profile(run: TrainRun, threshold: float, points: Sequence[CriticalBatchP
     """The critical batch's shape over the base run up to its crossing: the critical-batch rows'
     points where given (each holding from its samples to the next point's), else the run's noise
     scale window by window. An unresolved window takes its lower bound, or the value before it;
-    an `auto` run measuring it doubles its batch there (larger than any batch)."""
+    an `auto` run measuring it doubles its batch there (larger than any batch). None for a run
+    whose batch grew (its steps are not those of one batch)."""
+    if grew_its_batch(run) is not None:
+        return None
     steps, batch = _crossing(run, threshold)
     if points:
         ordered = sorted(points, key=lambda point: point.samples)
