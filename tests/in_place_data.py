@@ -1,5 +1,6 @@
 """Tiny data in every format `--data` reads where it lies (image folders, token files, Hugging Face
-datasets, WebDataset tars), for the tests of tests/data and tests/train."""
+datasets, WebDataset tars), for the tests of tests/data and tests/train, and the check that one
+and two ranks read the same global batches of it."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import io
 import os
 import tarfile
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
+import torch
 from PIL import Image
+
+from trainspeed.data.order import SAMPLE_ID_KEY
 
 CLASSES = ("ant", "bee", "cat")
 
@@ -85,3 +90,21 @@ def write_hf_images(folder: Path, count: int = 12, label: str = "label") -> Path
     datasets.disable_progress_bars()
     datasets.Dataset.from_dict(rows, features=features).save_to_disk(str(folder))
     return folder
+
+
+def one_and_two_ranks(opened: Callable[..., Any], key: str, epoch: int) -> list[int]:
+    """One epoch read by one rank at batch 4 and by two ranks at 2 each (`opened(batch_size=...,
+    rank=..., world_size=...)` gives a loader): each global batch of the two ranks holds the one
+    rank's samples, ids and `key` alike, each rank its own share. The one rank's sample ids, in order."""
+    loaders = [opened(batch_size=4), opened(batch_size=2, rank=0, world_size=2), opened(batch_size=2, rank=1, world_size=2)]
+    for loader in loaders:
+        loader.set_epoch(epoch)
+    order: list[int] = []
+    for whole, first, second in zip(*loaders, strict=True):
+        assert set(first[SAMPLE_ID_KEY].tolist()).isdisjoint(second[SAMPLE_ID_KEY].tolist())  # each rank its share
+        by_id = {int(i): row for i, row in zip(whole[SAMPLE_ID_KEY], whole[key])}
+        halves = [*zip(first[SAMPLE_ID_KEY], first[key]), *zip(second[SAMPLE_ID_KEY], second[key])]
+        assert sorted(int(i) for i, _ in halves) == sorted(by_id)
+        assert all(torch.equal(row, by_id[int(i)]) for i, row in halves)
+        order += whole[SAMPLE_ID_KEY].tolist()
+    return order

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from in_place_data import (CLASSES, add_member, corrupt, image_bytes, snapshot, write_hf_images, write_image_folder,
+from in_place_data import (CLASSES, add_member, one_and_two_ranks, corrupt, image_bytes, snapshot, write_hf_images, write_image_folder,
                            write_tar_shards, write_tokens)
 
 from trainspeed.data.base import LoaderConfig
@@ -239,18 +239,8 @@ def test_one_and_two_ranks_read_the_same_global_batches_of_every_format(tmp_path
             return open_images(path, LoaderConfig(num_workers=0, seed=4, **config), RES).loader
     key = "tokens" if data == "tokens" else "images"
     for epoch in (0, 1):
-        loaders = [opened(batch_size=4), opened(batch_size=2, rank=0, world_size=2),
-                   opened(batch_size=2, rank=1, world_size=2)]
-        for loader in loaders:
-            loader.set_epoch(epoch)
-        batches = 0
-        for whole, first, second in zip(*loaders):
-            by_id = {int(i): row for i, row in zip(whole[SAMPLE_ID], whole[key])}
-            halves = [*zip(first[SAMPLE_ID], first[key]), *zip(second[SAMPLE_ID], second[key])]
-            assert sorted(int(i) for i, _ in halves) == sorted(by_id)
-            assert all(torch.equal(row, by_id[int(i)]) for i, row in halves)
-            batches += 1
-        assert batches == len(loaders[0]) > 0
+        order = one_and_two_ranks(opened, key, epoch)
+        assert len(order) == 4 * len(opened(batch_size=4)) > 0
 
 
 @pytest.mark.parametrize("data", ["token-file", "hf-token-dataset"])
@@ -270,16 +260,8 @@ def test_token_windows_of_each_format_take_a_new_order_each_epoch_split_over_ran
 
     orders = []
     for epoch in (0, 1):
-        loaders = [opened(batch_size=4), opened(batch_size=2, rank=0, world_size=2),
-                   opened(batch_size=2, rank=1, world_size=2)]
-        for loader in loaders:
-            loader.set_epoch(epoch)
-        order = []
-        for whole, first, second in zip(*loaders, strict=True):
-            assert set(first[SAMPLE_ID].tolist()).isdisjoint(second[SAMPLE_ID].tolist())  # each rank its share
-            assert sorted([*first[SAMPLE_ID].tolist(), *second[SAMPLE_ID].tolist()]) == whole[SAMPLE_ID].tolist()
-            order += whole[SAMPLE_ID].tolist()
-        assert len(set(order)) == len(order) == len(loaders[0]) * 4
+        order = one_and_two_ranks(opened, "tokens", epoch)
+        assert len(set(order)) == len(order) == len(opened(batch_size=4)) * 4
         orders.append(order)
     assert orders[0] != orders[1]
     interrupted = opened(batch_size=4)

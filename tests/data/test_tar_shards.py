@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from in_place_data import add_member, image_bytes, snapshot, write_tar_shards
+from in_place_data import add_member, image_bytes, one_and_two_ranks, snapshot, write_tar_shards
 
 from trainspeed.data.base import LoaderConfig
 from trainspeed.data.in_place import open_images, open_tokens
@@ -206,19 +206,9 @@ def test_each_epoch_a_new_order_the_same_on_two_ranks_each_reading_its_share_and
         key, open_loader = "tokens", lambda **c: open_tokens(folder, LoaderConfig(num_workers=0, seed=2, **c), SEQ).loader
     orders = []
     for epoch in (0, 1):
-        loaders = [open_loader(batch_size=4), open_loader(batch_size=2, rank=0, world_size=2),
-                   open_loader(batch_size=2, rank=1, world_size=2)]
-        for loader in loaders:
-            loader.set_epoch(epoch)
-        order = []
-        for whole, first, second in zip(*loaders, strict=True):
-            assert set(first[SAMPLE_ID_KEY].tolist()).isdisjoint(second[SAMPLE_ID_KEY].tolist())
-            by_id = {int(i): row for i, row in zip(whole[SAMPLE_ID_KEY], whole[key])}
-            halves = [*zip(first[SAMPLE_ID_KEY], first[key]), *zip(second[SAMPLE_ID_KEY], second[key])]
-            assert sorted(int(i) for i, _ in halves) == sorted(by_id)
-            assert all(torch.equal(row, by_id[int(i)]) for i, row in halves)
-            order += whole[SAMPLE_ID_KEY].tolist()
-        assert len(set(order)) == len(order) == loaders[0].num_samples - loaders[0].num_samples % 4
+        order = one_and_two_ranks(open_loader, key, epoch)
+        whole = open_loader(batch_size=4)
+        assert len(set(order)) == len(order) == whole.num_samples - whole.num_samples % 4
         orders.append(order)
     assert orders[0] != orders[1]
     interrupted = open_loader(batch_size=4)
