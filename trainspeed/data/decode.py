@@ -20,12 +20,13 @@ is a `BadSample`, which the loader refuses or skips as told (`trainspeed.data.sa
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import warnings
 import zlib
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Iterator
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -113,20 +114,28 @@ def _reason(error: BaseException) -> str:
     return f"not a readable image ({text[:160]})"
 
 
-def decode_image(source: IO[bytes] | bytes, name: str, plan: ImagePlan, rng: np.random.Generator | None,
-                 out: np.ndarray) -> None:
-    """Decode one image into `out` (uint8 (3, res, res)), as the plan says; BadSample if it cannot."""
+@contextlib.contextmanager
+def decoding(source: IO[bytes] | bytes, name: str) -> Iterator[Image.Image]:
+    """The image opened (`open_checked`) for what the block decodes of it: past the decompression-
+    bomb limit an error there too, every decoding error a BadSample naming it, the file closed."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         source = io.BytesIO(source)
     image = open_checked(source, name)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            _decode_into(image, plan, rng, out)
+            yield image
     except DECODE_ERRORS as error:
         raise BadSample(name, _reason(error)) from None
     finally:
         image.close()
+
+
+def decode_image(source: IO[bytes] | bytes, name: str, plan: ImagePlan, rng: np.random.Generator | None,
+                 out: np.ndarray) -> None:
+    """Decode one image into `out` (uint8 (3, res, res)), as the plan says; BadSample if it cannot."""
+    with decoding(source, name) as image:
+        _decode_into(image, plan, rng, out)
 
 
 def _decode_into(image: Image.Image, plan: ImagePlan, rng: np.random.Generator | None, out: np.ndarray) -> None:
@@ -156,19 +165,10 @@ def _decode_into(image: Image.Image, plan: ImagePlan, rng: np.random.Generator |
 def check_image(source: IO[bytes] | bytes, name: str) -> None:
     """Decode the whole image (at reduced scale for a JPEG: every byte is still parsed), so a
     truncated or corrupt file is found; BadSample if it is one."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        source = io.BytesIO(source)
-    image = open_checked(source, name)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            if image.format == "JPEG":
-                image.draft("RGB", (max(1, image.size[0] // 8), max(1, image.size[1] // 8)))
-            image.load()
-    except DECODE_ERRORS as error:
-        raise BadSample(name, _reason(error)) from None
-    finally:
-        image.close()
+    with decoding(source, name) as image:
+        if image.format == "JPEG":
+            image.draft("RGB", (max(1, image.size[0] // 8), max(1, image.size[1] // 8)))
+        image.load()
 
 
 def sample_rng(seed: int, epoch: int, sample: int) -> np.random.Generator:
