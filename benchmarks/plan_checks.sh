@@ -21,16 +21,10 @@
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${1:-$REPO/build/plan_checks}
-T=${TRAINSPEED:-$REPO/.venv/bin/trainspeed}
-PYTHON=${PYTHON:-$REPO/.venv/bin/python}
-RESULTS=$REPO/docs/results
 BUDGET=${BUDGET_S:-600}
-mkdir -p "$WORK"
-cd "$WORK"
-export PYTHONPATH=$REPO/examples${PYTHONPATH:+:$PYTHONPATH}
-CHARLM=char_lm_workload:CharLMWorkload
 
 source "$REPO/benchmarks/study_data.sh"
+work_in "$WORK"
 study_data
 
 workload() {  # NAME WORKLOAD SIZE DATA GOAL BATCH MAX_SAMPLES EVAL_SAMPLES VAL_SAMPLES WARMUP_SAMPLES LR-FLAGS...

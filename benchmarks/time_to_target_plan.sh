@@ -16,15 +16,9 @@
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${1:-$REPO/build/time_to_target}
-T=${TRAINSPEED:-$REPO/.venv/bin/trainspeed}
-PYTHON=${PYTHON:-$REPO/.venv/bin/python}
-RESULTS=$REPO/docs/results
-mkdir -p "$WORK"
-cd "$WORK"
-export PYTHONPATH=$REPO/examples${PYTHONPATH:+:$PYTHONPATH}
-CHARLM=char_lm_workload:CharLMWorkload
 
 source "$REPO/benchmarks/study_data.sh"
+work_in "$WORK"
 study_data
 
 [ -f tt_mahjong/time_to_target.jsonl ] || "$T" study time-to-target --preset full --workload mahjong --size tiny \

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Generator, Iterator
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
-# XLA's CPU code generation unoptimized (-O0), for this session and every process it starts: the
+# XLA's CPU code generation unoptimized (-O0), for the test run and every process it starts: the
 # tests check what an XLA step computes, when it compiles and where it syncs, never how fast the
 # generated code runs, and -O0 halves the compilations' cost.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
