@@ -364,17 +364,15 @@ def test_a_check_without_a_study_needs_the_base_run_s_settings(tmp_path, monkeyp
 def test_a_check_s_steps_to_the_crossing_lie_between_the_validations_around_it_in_samples():
     """A growing batch: 100 steps to 3,200 samples, 50 more to 9,600; the goal met halfway in samples
     between those validations was crossed at step 125, not at 6,400 samples over the last batch."""
-    from trainspeed.plan.check import crossing_steps
-
     record = TimeToTargetRecord(
         until=GOAL, metric="accuracy", reached=True, step=150, samples=9600, value=0.9, train_s=1.0, wall_s=1.0,
         previous_step=100, previous_samples=3200, previous_value=0.7, previous_train_s=None, previous_wall_s=None,
         best_value=0.9, best_step=150, resumes=0, lost_train_s=0.0, lost_wall_s=0.0, global_batch=128, world_size=1,
         target=EAGER)
-    assert crossing_steps(record, 0.8) == pytest.approx(125.0)
-    assert crossing_steps(dataclasses.replace(record, previous_step=None, previous_samples=None,
-                                              previous_value=None), 0.8) == 150.0
-    assert crossing_steps(dataclasses.replace(record, reached=False, value=None), 0.8) is None
+    assert record.crossing_step(0.8) == pytest.approx(125.0)
+    assert dataclasses.replace(record, previous_step=None, previous_samples=None,
+                               previous_value=None).crossing_step(0.8) == 150.0
+    assert dataclasses.replace(record, reached=False, value=None).crossing_step(0.8) is None
 
 
 def test_a_check_without_a_study_imports_a_users_module_only_where_the_user_names_it(tmp_path, monkeypatch):

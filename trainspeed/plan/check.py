@@ -39,7 +39,7 @@ from trainspeed.subcommands import run_trainspeed, shown
 from trainspeed.train.config import BatchScheduleConfig, LRConfig, TrainConfig
 from trainspeed.train.flags import train_command
 from trainspeed.train.goal_runs import GoalRecipe
-from trainspeed.train.rows import RunSummary, TimeToTargetRecord
+from trainspeed.train.rows import RunSummary
 from trainspeed.train.runs import TrainRun, read_run_summary
 from trainspeed.train.time_to_target import parse_goal
 
@@ -230,18 +230,6 @@ def check_commands(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str,
     return {row.config: train_command(check_config(recipe, row, seed, dirs[row.config])) for row in rows}
 
 
-def crossing_steps(record: TimeToTargetRecord, threshold: float) -> float | None:
-    """The steps to the crossing, linear between the validation that met the goal and the one before
-    (in samples, as `crossing_samples`; a growing batch's steps are not samples over one batch)."""
-    samples = record.crossing_samples(threshold)
-    if samples is None:
-        return None
-    if record.previous_step is None or record.previous_samples is None or record.samples == record.previous_samples:
-        return float(record.step)  # the crossing is that validation's own samples
-    share = (samples - record.previous_samples) / (record.samples - record.previous_samples)
-    return record.previous_step + share * (record.step - record.previous_step)
-
-
 def run_checks(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Path],
                commands: dict[str, list[str]], seed: int, tolerance: float) -> list[PlanCheckRow]:
     goal = parse_goal(recipe.until)
@@ -254,7 +242,7 @@ def run_checks(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Pat
         measured_s = time.perf_counter() - started
         summary = read_run_summary(dirs[row.config])
         record = summary.time_to_target
-        steps = crossing_steps(record, goal.threshold) if record is not None else None
+        steps = record.crossing_step(goal.threshold) if record is not None else None
         ratio = measured_s / row.predicted_s  # type: ignore[operator]
         check = PlanCheckRow(
             plan_id=row.plan_id, config=row.config, target=row.target, devices=row.devices,

@@ -391,6 +391,18 @@ class TimeToTargetRecord:
         share = (threshold - self.previous_value) / (self.value - self.previous_value)
         return self.previous_samples + min(1.0, max(0.0, share)) * (self.samples - self.previous_samples)
 
+    def crossing_step(self, threshold: float) -> float | None:
+        """The steps to the crossing, linear between the validation that met the goal and the one
+        before in samples, as `crossing_samples` (a growing batch's steps are not its samples over
+        one batch); None: not reached."""
+        samples = self.crossing_samples(threshold)
+        if samples is None:
+            return None
+        if self.previous_step is None or self.previous_samples is None or self.samples == self.previous_samples:
+            return float(self.step)  # the crossing is that validation's own samples
+        share = (samples - self.previous_samples) / (self.samples - self.previous_samples)
+        return self.previous_step + share * (self.step - self.previous_step)
+
     def line(self) -> str:
         resumed = f"; resumed {self.resumes}x, {self.lost_wall_s:.1f} s redone" if self.resumes else ""
         if not self.reached:
