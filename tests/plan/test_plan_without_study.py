@@ -182,6 +182,37 @@ def test_a_committed_run_to_the_goal_predicts_its_own_command_with_start_up_and_
     assert 0.75 <= checked["measured_s"] / row["predicted_s"] <= 1.25, (checked["measured_s"], row["predicted_s"])
 
 
+# --- the step time in micro-batches -----------------------------------------------------------------
+
+def test_a_step_in_micro_batches_costs_what_the_bench_measured_at_its_slices():
+    """The base run steps 64 in 2 micro-batches of 32 at 0.01 s: 6,400 samples/s, 0.8 of the bench's
+    8,000 at 32 (not 0.5 of its 12,800 at 64). Batch 128 in slices of 64 then steps in
+    128 / 12,800 / 0.8 = 0.0125 s, and the base run's own batch in its own 0.01 s. Without the
+    slice's bench row, the whole batch's stands in for it, and the step time says so."""
+    benches = [bench(EAGER, 32, 0.004), bench(EAGER, 64, 0.005), bench(EAGER, 128, 0.008)]
+    rows = predicted(benches, [run(micro_batches=2)], batches=(64, 128))
+    own, larger = rows["cpu:eager:fp32/1/64"], rows["cpu:eager:fp32/1/128"]
+    assert own.step_s == pytest.approx(0.01) and larger.step_s == pytest.approx(0.0125)
+    assert "at 64/device (a step of 128 in 2 micro-batches of 64)" in larger.step_s_from
+    assert "0.80 of the bench" in larger.step_s_from
+    without = predicted([bench(EAGER, 32, 0.004), bench(EAGER, 128, 0.008)], [run(micro_batches=2)],
+                        batches=(128,))["cpu:eager:fp32/1/128"]
+    assert without.step_s == pytest.approx(0.008 / 0.8)
+    assert "no bench row at 64, so the whole batch's" in without.step_s_from
+
+
+def test_an_auto_run_of_one_rank_steps_in_micro_batches_and_several_ranks_do_not():
+    """A one-rank auto run reads its noise scale over 2 micro-batches, so each batch it reaches costs
+    the bench at half of it; on 2 ranks each rank's gradient is a slice already, so the whole
+    per-device batch's row holds."""
+    benches = [bench(EAGER, size, 0.001 * size ** 0.5) for size in (16, 32, 64, 128, 256)]
+    one = predicted(benches, [run(micro_batches=2, noise=GROWING)], batches=(64,), schedules=("auto",))
+    auto = next(row for row in one.values() if row.schedule == "auto")
+    assert "micro-batches of 32" in auto.step_s_from
+    two = predicted(benches, [run(micro_batches=2, noise=GROWING)], devices=(2,), batches=(64,), schedules=("fixed",))
+    assert "micro-batches" not in two["cpu:eager:fp32/2/64"].step_s_from
+
+
 # --- compilations ---------------------------------------------------------------------------------
 
 def test_a_compiled_run_counts_its_micro_batch_graph_in_place_of_the_whole_batch_s_and_its_validation():

@@ -42,6 +42,12 @@ def compiles(target: str) -> bool:
     return len(parts) < 2 or parts[1] != "eager"
 
 
+def slice_batch(batch: int, micro_batches: int) -> int:
+    """The per-device batch one slice of a step runs on: a step of b in k micro-batches runs its
+    forward and backward k times on b/k samples (b where k does not divide it: no slices)."""
+    return batch // micro_batches if micro_batches > 1 and batch % micro_batches == 0 else batch
+
+
 def micro_batches_of(run: TrainRun) -> int:
     """How many micro-batches the run split each step into (1 where it measured its noise scale
     otherwise, or not at all)."""
@@ -94,17 +100,18 @@ def compilations(inputs: PlanInputs, target: str, batches: Sequence[int], micro_
         return []
     found = []
     for batch in dict.fromkeys(batches):
-        micro = micro_batches if micro_batches > 1 and batch % micro_batches == 0 else 1
+        piece = slice_batch(batch, micro_batches)
+        micro = batch // piece
         run = _run_first_step(inputs, target, batch, micro)
         if micro > 1:
-            small = _bench_excess(inputs, target, batch // micro)
+            small = _bench_excess(inputs, target, piece)
             if small is not None:
-                found.append(Compilation("micro-batch", batch // micro, small[0], small[1]))
+                found.append(Compilation("micro-batch", piece, small[0], small[1]))
             elif run is not None:
-                found.append(Compilation("micro-batch", batch // micro, run[0], run[1] + f" (in {micro} micro-batches)"))
+                found.append(Compilation("micro-batch", piece, run[0], run[1] + f" (in {micro} micro-batches)"))
             else:
-                found.append(Compilation("micro-batch", batch // micro, None,
-                                         f"no bench row of {target} at {batch // micro}, or run of it at {batch}/device "
+                found.append(Compilation("micro-batch", piece, None,
+                                         f"no bench row of {target} at {piece}, or run of it at {batch}/device "
                                          f"in {micro} micro-batches"))
         else:
             bench = _bench_excess(inputs, target, batch)

@@ -4,7 +4,7 @@ seconds, before it predicts.
 What a plan lacks, most needed first:
 1. the bench rows of every target at every per-device batch its configurations run (the fixed
    batches, the batches a growing one reaches, the micro-batches of one rank), the base run's own
-   target and per-device batch first (its efficiency is measured against that row);
+   target and the batch its steps' slices ran at first (its efficiency is measured against that row);
 2. a short run of each device count no run was given of (their start-up and efficiency against
    the bench), on the base run's target at its per-device batch where the count divides it;
 3. a short run of each compiled target at each per-device batch it runs, where no run of it
@@ -38,7 +38,7 @@ from trainspeed.bench.flags import bench_command
 from trainspeed.bench.results import ResultRow
 from trainspeed.data.sources import data_missing
 from trainspeed.errors import UsageError
-from trainspeed.plan.compiles import AUTO_MICRO_BATCHES, compiles
+from trainspeed.plan.compiles import AUTO_MICRO_BATCHES, compiles, micro_batches_of, slice_batch
 from trainspeed.plan.inputs import PlanInputs, bench_row
 from trainspeed.plan.model import goal_run
 from trainspeed.plan.plan import PlanGrid
@@ -196,11 +196,11 @@ def per_device_batches(grid: PlanGrid, model: StepsModel, micro_batches: int, ta
         segments = model.segments() if "auto" in grid.schedules else None
         growing = ([phase.global_batch // devices for phase in auto_phases(segments, *extent)]
                    if extent is not None and segments is not None else [])
-        if devices == 1 and micro_batches > 1 and compiles(target):
+        if devices == 1 and micro_batches > 1:  # its step time, and a compiled target's graph, at the slice
             found += [batch // micro_batches for batch in list(found) if batch % micro_batches == 0]
         found += growing
         auto_micro = max(AUTO_MICRO_BATCHES, micro_batches)
-        if devices == 1 and compiles(target):  # a one-rank auto run steps in micro-batches
+        if devices == 1:  # a one-rank auto run steps in micro-batches
             found += [batch // auto_micro for batch in growing if batch % auto_micro == 0]
     return list(dict.fromkeys(found))
 
@@ -229,7 +229,8 @@ def lacking(inputs: PlanInputs, grid: PlanGrid, model: StepsModel, micro_batches
     named = measured_workload(inputs, config, workload)
     costs = Estimates(inputs, base, config)
     first_target = base.row.target if base is not None else (inputs.settings.settings.target if inputs.settings else None)
-    first_batch = base.row.batch_size_per_device if base is not None else None
+    first_batch = (slice_batch(base.row.batch_size_per_device, micro_batches_of(base) if base.row.world_size == 1 else 1)
+                   if base is not None else None)
     targets = sorted(grid.targets, key=lambda target: target != first_target)
     wants = []
     for target in targets:

@@ -5,11 +5,15 @@ a global batch held fixed or one that grows (`auto`, from B_min doubling up to B
            + validations x validation x D_measured / D
 
 - the steps to the goal, and the phases of a growing batch: `trainspeed.plan.steps`;
-- step(target, D, b) = b / (bench samples/s of the target at per-device batch b) / efficiency(D):
-  the efficiency is a run's per-device samples/s over the bench's at its target and per-device batch
-  (data IO, the all-reduce, the loop), taken from a run of D devices (the nearest per-device batch,
-  the same target where there is one). Where no run of D devices was given, the model is stated in
-  the row: one device's efficiency with perfect scaling, or the bench alone;
+- step(target, D, b) = b / (bench samples/s of the target at the batch a slice of the step runs on)
+  / efficiency(D). The slice is b, or b/k where one rank steps in k micro-batches (a base run's
+  recipe, and every one-rank `auto` run, to measure the noise scale): its forward and backward run
+  k times on b/k, which on a small batch costs up to k times one pass over b, and on a large one
+  about the same. The efficiency is a run's per-device samples/s over the bench's at its target and
+  slice (data IO, the all-reduce, the loop), taken from a run of D devices (the nearest per-device
+  batch, the same target where there is one). Where no run of D devices was given, the model is
+  stated in the row: one device's efficiency with perfect scaling, or the bench alone. Where the
+  bench lacks the slice's row, the whole batch's stands in for it, and the step time says so;
 - start-up: with a study, the median over its runs of the command's seconds beyond the run's
   wall clock (start-up, the stop checkpoint, shutdown); with one base run, its own `startup_s`
   (command start to first step; shutdown is not measured). Starting D devices adds what the runs
@@ -41,7 +45,7 @@ import numpy as np
 
 from trainspeed.bench.results import ResultRow
 from trainspeed.machine import Machine
-from trainspeed.plan.compiles import AUTO_MICRO_BATCHES, compilations, micro_batches_of
+from trainspeed.plan.compiles import AUTO_MICRO_BATCHES, compilations, micro_batches_of, slice_batch
 from trainspeed.plan.inputs import PlanInputs, bench_row
 from trainspeed.plan.rows import Compilation, Phase
 from trainspeed.plan.run_costs import steady_validation_s, steady_window_samples_per_s, validation_every_samples
@@ -82,8 +86,15 @@ class Efficiency:
         return self.value * resampled_medians(windows, generator, DRAWS) / statistics.median(windows)
 
 
+def slice_bench(inputs: PlanInputs, target: str, batch: int, micro_batches: int) -> Read[ResultRow] | None:
+    """The bench row a step of `batch` per device in `micro_batches` slices costs as: the slice's,
+    else the whole batch's."""
+    return bench_row(inputs, target, slice_batch(batch, micro_batches)) or bench_row(inputs, target, batch)
+
+
 def _run_efficiency(inputs: PlanInputs, run: TrainRun) -> float | None:
-    bench = bench_row(inputs, run.row.target, run.row.batch_size_per_device)
+    micro = micro_batches_of(run) if run.row.world_size == 1 else 1
+    bench = slice_bench(inputs, run.row.target, run.row.batch_size_per_device, micro)
     per_device = (run.row.steady_samples_per_s or run.row.end_to_end_samples_per_s) / run.row.world_size
     return per_device / bench.row.samples_per_s if bench is not None and per_device > 0 else None  # type: ignore[operator]
 
@@ -122,16 +133,23 @@ class StepTime:
     bench: Read[ResultRow]
 
 
-def step_time(inputs: PlanInputs, target: str, devices: int, batch: int,
-              generator: np.random.Generator) -> StepTime | None:
-    bench = bench_row(inputs, target, batch)
+def step_time(inputs: PlanInputs, target: str, devices: int, batch: int, generator: np.random.Generator,
+              micro_batches: int = 1) -> StepTime | None:
+    """A step of `batch` per device, in `micro_batches` slices: the bench's seconds per sample at
+    the slice, times the batch, over the efficiency."""
+    bench = slice_bench(inputs, target, batch, micro_batches)
     if bench is None:
         return None
     scaling = efficiency(inputs, target, devices, batch)
-    bench_draws = resampled_medians(_window_step_s(bench), generator, DRAWS)
-    return StepTime(_step_s(bench) / scaling.value, bench_draws / scaling.draws(generator),
-                    f"bench {bench.row.samples_per_s:,.1f} samples/s at {batch}/device; efficiency {scaling.source}",
-                    bench)
+    per_sample = batch / bench.row.batch_size
+    bench_draws = resampled_medians(_window_step_s(bench), generator, DRAWS) * per_sample
+    piece = slice_batch(batch, micro_batches)
+    sliced = ("" if piece == batch else f" (a step of {batch} in {batch // piece} micro-batches of {piece})"
+              if bench.row.batch_size == piece else
+              f" (a step of {batch} in {batch // piece} micro-batches; no bench row at {piece}, so the whole batch's)")
+    return StepTime(_step_s(bench) * per_sample / scaling.value, bench_draws / scaling.draws(generator),
+                    f"bench {bench.row.samples_per_s:,.1f} samples/s at {bench.row.batch_size}/device{sliced}; "
+                    f"efficiency {scaling.source}", bench)
 
 
 @dataclass(frozen=True)
@@ -357,8 +375,10 @@ def _predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: st
              base: Prediction) -> Prediction:
     generator = np.random.default_rng(0)
     per_device = [phase.global_batch // devices for phase in phases]
-    times = {batch: step_time(inputs, target, devices, batch, generator) for batch in dict.fromkeys(per_device)}
-    lacking = [batch for batch, found in times.items() if found is None]
+    micro = (max(AUTO_MICRO_BATCHES, costs.micro_batches) if base.schedule == "auto" else costs.micro_batches
+             ) if devices == 1 else 1
+    times = {batch: step_time(inputs, target, devices, batch, generator, micro) for batch in dict.fromkeys(per_device)}
+    lacking = [slice_batch(batch, micro) for batch, found in times.items() if found is None]
     if lacking:
         sizes = ",".join(map(str, lacking))
         return _missing(base, f"no bench row of {target} at batch {sizes} (`trainspeed bench --targets {target} "
@@ -368,8 +388,6 @@ def _predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: st
     costs = costs.on(first.bench.row.machine)
     every = costs.eval_every_samples
     trained, validations = stopping_phases(phases, every)
-    micro = (max(AUTO_MICRO_BATCHES, costs.micro_batches) if base.schedule == "auto" else costs.micro_batches
-             ) if devices == 1 else 1
     compiled = tuple(compilations(inputs, target, per_device, micro, validates=validations > 0))
     compile_s = sum(item.seconds for item in compiled if item.seconds is not None)
     overhead_s, overhead_from = costs.at(devices)
