@@ -33,7 +33,7 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 	$(RESULTS)/stylegan3_saved_memory.jsonl $(RESULTS)/startup.jsonl $(RESULTS)/time_to_target_one_rank \
 	$(RESULTS)/time_to_target_study_mahjong.jsonl $(RESULTS)/time_to_target_study_charlm.jsonl \
 	$(RESULTS)/time_to_target_two_ranks $(RESULTS)/time_to_target_killed_resumed $(RESULTS)/train_cuda.jsonl $(RESULTS)/train_quality \
-	$(RESULTS)/auto_vs_fixed_mahjong.jsonl $(RESULTS)/auto_vs_fixed_mahjong_2ranks.jsonl $(RESULTS)/auto_vs_fixed_mahjong_2ranks_b128.jsonl $(RESULTS)/auto_vs_fixed_charlm.jsonl \
+	$(RESULTS)/auto_vs_fixed_mahjong.jsonl $(RESULTS)/auto_vs_fixed_mahjong_2ranks.jsonl $(RESULTS)/auto_vs_fixed_charlm.jsonl \
 	$(RESULTS)/auto_vs_fixed_mahjong_calibrated.jsonl $(RESULTS)/auto_vs_fixed_gpt2.jsonl $(RESULTS)/auto_vs_fixed_gpt2_default.jsonl $(RESULTS)/auto_vs_fixed_mahjong_auto_run $(RESULTS)/critical_batch_mahjong.jsonl $(RESULTS)/critical_batch_mahjong_tolerance.jsonl $(RESULTS)/critical_batch_mahjong_base \
 	$(RESULTS)/train_quality_tiny $(RESULTS)/train_scaling.jsonl $(RESULTS)/xla_cpu_threads.jsonl
 

@@ -10,14 +10,18 @@
 #               (1024), AdaptDL's adaptive batch from 32 (benchmarks/adaptdl_side_by_side.py; needs
 #               `pip install adaptdl requests`), 3 seeds interleaved
 #                                                       -> docs/results/auto_vs_fixed_mahjong.{jsonl,csv,png}
-#   mahjong2    the same on 2 ranks: auto and the best fixed batch (32) -> docs/results/auto_vs_fixed_mahjong_2ranks.*
-#   mahjong2-b128  2 ranks: auto and fixed 128 (the plan's 2-device pick) -> ..._mahjong_2ranks_b128.*
+#   mahjong2    the same on 2 ranks: auto, the best fixed batch (32) and fixed 128 (the plan's
+#               2-device pick), 3 seeds interleaved -> docs/results/auto_vs_fixed_mahjong_2ranks.*
 #   calibrated  auto calibrated by critical_batch_mahjong_tolerance.jsonl (part critical), auto and
 #               the best fixed batch, 1 rank, 3 seeds -> docs/results/auto_vs_fixed_mahjong_calibrated.*
 #   critical    one base run at batch 64 that keeps its checkpoints, and its critical-batch study,
 #               its samples against the committed study's -> docs/results/critical_batch_mahjong.jsonl
 #               (the t rule of 2 seeds), critical_batch_mahjong_tolerance.jsonl (a tolerance of 0.01),
 #               docs/results/critical_batch_mahjong_base/ (summary.json and metrics.jsonl)
+#   critical-charlm, critical-gpt2  the same for the char-LM example (base batch 32) and hf:gpt2 (base
+#               batch 8), at the committed studies' best batch and rate, 3 seeds, the t rule; then the
+#               plan from that base run and its critical-batch rows (no study), and its eager checks
+#                   -> docs/results/critical_batch_{charlm,gpt2}.jsonl, ..._base/, ..._plan.{jsonl,txt}
 #   charlm      the char-LM example to val/bits_per_char<=3.6 on 1 rank: auto and the study's best
 #               fixed batch (32)                        -> docs/results/auto_vs_fixed_charlm.*
 #   gpt2        hf:gpt2 (tiny, seq=65) to val/loss<=2.9 on 1 rank: auto and the committed study's best
@@ -48,6 +52,37 @@ fi
 # workload's sqrt rule, i.e. --lr 0.0012 at the reference batch 512.
 MAHJONG=(--workload mahjong --size tiny --data data/mahjong --until 'val/accuracy>=0.85' --eval-every-samples 4096
          --val-samples 2048 --warmup-samples 4096 --max-samples 393216 --seeds 0,1,2 --reference best-fixed-b32)
+# One base run to the goal that keeps its checkpoints (noise scale from 2 micro-batches, one thread),
+# its branches at 1, 2, 4, 8 and 16 times its batch from a quarter, a half and all of its samples, 3
+# seeds, 2 branches at a time, judged by the t rule against the committed study (a relative copy of
+# its rows, so the rows name no path of this machine).
+critical_study() {  # NAME STUDY-ROWS BRANCH-FLAGS... -- TRAIN-FLAGS...
+    local name=$1 study=$2 branch=()
+    shift 2
+    while [ "$1" != -- ]; do branch+=("$1"); shift; done
+    shift
+    [ -f "cb_${name}_base/summary.json" ] || "${T[@]}" train "$@" --stop-at-target --noise-scale-micro-batches 2 \
+        --keep-checkpoints 0 --threads 1 --num-workers 1 --no-progress --out "cb_${name}_base"
+    cp "$RESULTS/$study" "$study"
+    "${T[@]}" study critical-batch --from "cb_${name}_base" --at 0.25,0.5,1 --factors 1,2,4,8,16 --seeds 3 \
+        "${branch[@]}" --parallel-runs 2 --no-progress --compare-study "$study" --out "cb_$name"
+    cp "cb_$name/critical_batch.jsonl" "$RESULTS/critical_batch_$name.jsonl"
+    mkdir -p "$RESULTS/critical_batch_${name}_base"
+    cp "cb_${name}_base/summary.json" "cb_${name}_base/metrics.jsonl" "$RESULTS/critical_batch_${name}_base/"
+}
+
+# The plan from that base run with its critical-batch rows in place of its noise scale (no study),
+# what it lacks measured, and the eager checks of benchmarks/plan_checks.sh run right after.
+plan_from_critical() {  # NAME WORKLOAD BATCHES CHECKS
+    local name=$1
+    [ -d "cb_${name}_checks" ] || "${T[@]}" plan "cb_${name}_base" "cb_$name" --measure --budget-s 600 \
+        --measure-dir "cb_${name}_measured" --targets cpu:eager:fp32 --devices 1 --global-batches "$3" \
+        --schedules fixed,auto --workload "$2" --check "$4" --check-dir "cb_${name}_checks" \
+        --out "cb_${name}_plan.jsonl" > "cb_${name}_plan.txt"
+    cp "cb_${name}_plan.jsonl" "$RESULTS/critical_batch_${name}_plan.jsonl"
+    cp "cb_${name}_plan.txt" "$RESULTS/critical_batch_${name}_plan.txt"
+}
+
 for part in $PARTS; do
     case $part in
     mahjong)
@@ -65,13 +100,8 @@ for part in $PARTS; do
         "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]}" \
             --config 'auto=--nproc 2 --batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
             --config 'best-fixed-b32=--nproc 2 --batch-size-per-device 16 --lr 0.0003 --lr-scaling none' \
-            --out "$RESULTS/auto_vs_fixed_mahjong_2ranks.jsonl" ;;
-    mahjong2-b128)
-        # 2 ranks: auto beside fixed 128 (64 per device), the plan's recommendation on 2 devices.
-        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]/best-fixed-b32/fixed-b128}" \
-            --config 'auto=--nproc 2 --batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
             --config 'fixed-b128=--nproc 2 --batch-size-per-device 64 --lr 0.0006 --lr-scaling none' \
-            --out "$RESULTS/auto_vs_fixed_mahjong_2ranks_b128.jsonl" ;;
+            --out "$RESULTS/auto_vs_fixed_mahjong_2ranks.jsonl" ;;
     calibrated)
         # auto with B_crit = c x B_simple, c from the critical-batch rows (part critical), beside
         # auto uncalibrated and the best fixed batch.
@@ -100,6 +130,25 @@ for part in $PARTS; do
         cp cb_mahjong_rows/critical_batch.jsonl "$RESULTS/critical_batch_mahjong.jsonl"
         cp cb_mahjong_tol/critical_batch.jsonl "$RESULTS/critical_batch_mahjong_tolerance.jsonl"
         cp cb_base/summary.json cb_base/metrics.jsonl "$RESULTS/critical_batch_mahjong_base/" ;;
+    critical-charlm)
+        # The committed char-LM study's recipe (below) at its best batch, 32: a checkpoint every 16 steps.
+        critical_study charlm time_to_target_study_charlm.jsonl --branch-samples 4096 --val-samples 2048 \
+            --workload char_lm_workload:CharLMWorkload -- \
+            --workload char_lm_workload:CharLMWorkload --size tiny --data data/text --batch-size-per-device 32 \
+            --lr 0.0226274 --lr-scaling sqrt --lr-reference-batch 32 --warmup-steps 64 --min-lr-ratio 1 \
+            --samples 262144 --until 'val/bits_per_char<=3.6' --eval-every-samples 2048 --eval-batches 32 \
+            --log-every 8 --checkpoint-every 16
+        plan_from_critical charlm char_lm_workload:CharLMWorkload 8,32,512 \
+            cpu:eager:fp32/1/8,cpu:eager:fp32/1/auto:8..512 ;;
+    critical-gpt2)
+        # The committed hf:gpt2 study's recipe (below) at its best batch near the goal, 8 (0.002 at 8 by
+        # sqrt from 0.004 at 32): a checkpoint every 32 steps.
+        critical_study gpt2 named_time_to_target_gpt2.jsonl --branch-samples 1024 --val-samples 1024 -- \
+            --workload hf:gpt2 --size tiny,seq=65 --data data/text --batch-size-per-device 8 \
+            --lr 0.004 --lr-scaling sqrt --lr-reference-batch 32 --warmup-steps 128 --min-lr-ratio 1 \
+            --samples 40960 --until 'val/loss<=2.9' --eval-every-samples 1024 --eval-batches 128 \
+            --log-every 16 --checkpoint-every 32
+        plan_from_critical gpt2 hf:gpt2 8,32,128 cpu:eager:fp32/1/32,cpu:eager:fp32/1/auto:8..128 ;;
     charlm)
         # The committed char-LM study's recipe; its best fixed batch is 32 at LR factor 16 of the
         # sqrt rule from 0.002 at 64 (0.0226); the example declares no reference batch (no scaling).
@@ -124,6 +173,6 @@ for part in $PARTS; do
             --config 'auto=--batch-schedule auto --global-batch-min 8 --global-batch-max 128 --lr 0.002 --lr-scaling sqrt --lr-reference-batch 32' \
             --config 'best-fixed-b32=--batch-size-per-device 32 --lr 0.002 --lr-scaling none' \
             "${DEFAULT[@]}" --out "$RESULTS/auto_vs_fixed_gpt2.jsonl" ;;
-    *) echo "auto_vs_fixed.sh: unknown part $part (mahjong, mahjong2, mahjong2-b128, calibrated, critical, charlm, gpt2)" >&2; exit 2 ;;
+    *) echo "auto_vs_fixed.sh: unknown part $part (mahjong, mahjong2, calibrated, critical, critical-charlm, critical-gpt2, charlm, gpt2)" >&2; exit 2 ;;
     esac
 done
