@@ -11,6 +11,9 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from trainspeed.report.figures import COLOURS, compact_number, plt
 from trainspeed.studies.critical_batch.rows import CriticalBatchRow, CriticalBatchSettingsRow
 
+LABEL_CHARS_FOR_TWO_COLUMNS = 60
+"""Legend labels up to this long fit two to a row of the figure's width at its legend's font size."""
+
 
 def study_lines(axes, label: str, colour: str, header: CriticalBatchSettingsRow, points: Sequence[CriticalBatchRow]) -> None:
     """One study on the axes: every batch tried (filled where it matched), the critical batch per
@@ -56,5 +59,6 @@ def critical_batch_figure(studies: Sequence[tuple[str, CriticalBatchSettingsRow,
     axes.grid(True, which="major", alpha=0.3)
     handles, labels = axes.get_legend_handles_labels()
     shown = dict(zip(labels, handles))  # one entry per label: a study run twice draws the same lines twice
-    figure.legend(list(shown.values()), list(shown), loc="outside lower center", ncol=2, fontsize=7)
+    columns = 2 if max(map(len, shown), default=0) <= LABEL_CHARS_FOR_TWO_COLUMNS else 1  # a long workload name
+    figure.legend(list(shown.values()), list(shown), loc="outside lower center", ncol=columns, fontsize=7)
     return figure
