@@ -23,7 +23,8 @@ goal (its `time-to-target` row), its start-up, the steps and samples to that val
 it ended at with every switch, and the machine's load average before and after. After every run
 the rows are written again (atomically): one `measurement` row per run, one per configuration (mean
 and range over its seeds, and its ratio to `--reference`'s mean), and the same as CSV and a figure
-beside `--out` (`.csv`, `.png`).
+beside `--out` (`.csv`, `.png`). `python benchmarks/auto_vs_fixed.py --replot ROWS.jsonl` draws
+that figure again from committed rows.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from trainspeed.atomic import atomic_write_bytes, atomic_write_text  # noqa: E402
 from trainspeed.bench.measurement import MeasurementRow  # noqa: E402
 from trainspeed.machine import Machine  # noqa: E402
-from trainspeed.rows import row_line  # noqa: E402
+from trainspeed.rows import Source, parse_row, row_line  # noqa: E402
 
 BENCHMARK = "auto-vs-fixed"
 """The `benchmark` of this script's `measurement` rows."""
@@ -271,14 +272,23 @@ def write_outputs(out: Path, results: Sequence[RunResult], configurations: Seque
     for r in results:
         writer.writerow({k: (" ".join(v) if isinstance(v, list) else v) for k, v in asdict(r).items()})
     atomic_write_text(out.with_suffix(".csv"), buffer.getvalue())
-    plot(out.with_suffix(".png"), results, configurations, reference, recipe)
+    plot(out.with_suffix(".png"), results, configurations, reference, recipe, ended)
     return summary
 
 
+def machine_footer(results: Sequence[RunResult], machine: Machine) -> str:
+    """The machine the runs took turns on, and the load average before and after each, in one line."""
+    loads = [load for r in results for load in (r.load_before, r.load_after) if load is not None]
+    load = f"load average {min(loads):.1f} to {max(loads):.1f} around the runs" if loads else "load not recorded"
+    return (f"{len(results)} runs, one after another, on {machine.cpu_model or 'an unrecorded CPU'}, "
+            f"{machine.cores_usable} of {machine.cores_total} cores usable, {load}; torch {machine.torch_version}")
+
+
 def plot(path: Path, results: Sequence[RunResult], configurations: Sequence[Configuration], reference: str | None,
-         recipe: Recipe) -> None:
-    """Left: each seed's command seconds to the goal per configuration, with the mean. Right: the
-    global batch against samples of every run with a schedule (its switches)."""
+         recipe: Recipe, machine: Machine) -> None:
+    """Left: each seed's command seconds to the goal per configuration, with the mean, and how many
+    seeds missed it. Right: the global batch against samples of every run with a schedule, one that
+    never switched too. Below: the machine and its load over the runs."""
     import logging
 
     import matplotlib
@@ -287,8 +297,9 @@ def plot(path: Path, results: Sequence[RunResult], configurations: Sequence[Conf
     logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
     import matplotlib.pyplot as plt
 
-    figure, (times, batches) = plt.subplots(1, 2, figsize=(11, 4.2))
+    figure, (times, batches) = plt.subplots(1, 2, figsize=(11, 4.6))
     names = [c.name for c in configurations if any(r.config == c.name for r in results)]
+    scheduled = {c.name for c in configurations if "--batch-schedule" in c.flags}
     for x, name in enumerate(names):
         own = [r for r in results if r.config == name and r.reached]
         times.scatter([x] * len(own), [r.command_s for r in own], color="tab:blue", s=18, zorder=3)
@@ -296,12 +307,20 @@ def plot(path: Path, results: Sequence[RunResult], configurations: Sequence[Conf
             mean = statistics.fmean(r.command_s for r in own)
             times.hlines(mean, x - 0.3, x + 0.3, color="tab:red" if name == reference else "black")
             times.annotate(f"{mean:.1f} s", (x + 0.32, mean), fontsize=8, va="center")
+        missed = sum(1 for r in results if r.config == name and not r.reached)
+        if missed:
+            seeds = sum(1 for r in results if r.config == name)
+            times.annotate(f"missed the goal\n({missed} of {seeds} seeds)", (x, 0), xytext=(0, 12),
+                           textcoords="offset points", ha="center", fontsize=8, color="tab:red")
     times.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
+    times.set_xlim(-0.5, len(names) - 0.5)
     times.set_ylabel("whole command to the goal (s)")
     times.set_ylim(bottom=0)
-    times.set_title(f"{recipe.workload} {recipe.size}: {recipe.until}", fontsize=9)
+    ranks = "/".join(str(count) for count in sorted({r.ranks for r in results}))
+    times.set_title(f"{recipe.workload} {recipe.size}: {recipe.until}, {ranks} rank{'s' if ranks != '1' else ''}",
+                    fontsize=9)
     for r in results:
-        if r.switches or r.start_global_batch != r.final_global_batch:
+        if r.switches or r.start_global_batch != r.final_global_batch or r.config in scheduled:
             xs, ys = [0], [r.start_global_batch]
             for entry in r.switches:
                 to, at = entry.split("@")
@@ -317,14 +336,35 @@ def plot(path: Path, results: Sequence[RunResult], configurations: Sequence[Conf
     batches.set_title("batch schedules (to the validation that met the goal)", fontsize=9)
     if batches.lines:
         batches.legend(fontsize=7)
-    figure.tight_layout()
+    figure.text(0.01, 0.01, machine_footer(results, machine), fontsize=6, va="bottom")
+    figure.tight_layout(rect=(0, 0.04, 1, 1))
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110)
     plt.close(figure)
     atomic_write_bytes(path, buffer.getvalue())
 
 
+def replot(rows_path: Path) -> None:
+    """The figure again from committed rows (`--replot ROWS.jsonl`), beside them: nothing runs."""
+    results, configurations, reference, recipe, machine = [], [], None, None, None
+    for number, line in enumerate(rows_path.read_text(encoding="utf-8").splitlines(), start=1):
+        row, _ = parse_row(MeasurementRow, json.loads(line), Source(str(rows_path), number))
+        values, machine = dict(row.values), row.machine or machine
+        if values.pop("row") == "run":
+            recipe = Recipe(**{name: values.pop(name) for name in Recipe.__dataclass_fields__})
+            results.append(RunResult(**values))
+        else:
+            configurations.append(Configuration(values["config"], tuple(shlex.split(values["flags"]))))
+            reference = values["reference"]
+    if recipe is None or machine is None:
+        raise SystemExit(f"auto_vs_fixed: {rows_path} holds no run rows with their machine")
+    plot(rows_path.with_suffix(".png"), results, configurations, reference, recipe, machine)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--replot"] and len(sys.argv) == 3:
+        replot(Path(sys.argv[2]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", default="mahjong")
     parser.add_argument("--size", default="tiny")

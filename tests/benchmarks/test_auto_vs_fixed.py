@@ -1,9 +1,14 @@
 """auto_vs_fixed.py gives every configuration the same recipe, counted from the batch it starts at,
 and takes its ratios over the seeds both configurations reached the goal on."""
 
+import shutil
 from pathlib import Path
 
-from benchmarks.auto_vs_fixed import Recipe, RunResult, first_batches, flag_value, parse_configuration, summarize, train_command
+from benchmarks.auto_vs_fixed import (Recipe, RunResult, first_batches, flag_value, machine_footer, parse_configuration,
+                                      replot, summarize, train_command)
+from trainspeed.machine import Machine
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 
 RECIPE = Recipe(workload="mahjong", size="tiny", data="data", until="val/accuracy>=0.85", eval_every_samples=4096,
                 val_samples=2048, warmup_samples=4096, max_samples=393216, threads=1, num_workers=1, log_every=16)
@@ -42,3 +47,17 @@ def test_the_ratio_is_over_the_seeds_both_reached():
     assert auto["command_s_ratio_to_fixed"] == 1.5 and auto["ratio_seeds"] == [0]
     assert auto["command_s_mean"] == 40.0 and (auto["command_s_min"], auto["command_s_max"]) == (30.0, 50.0)
     assert fixed["reached"] == 1 and "command_s_ratio_to_fixed" not in fixed
+
+
+def test_the_figure_is_drawn_again_from_committed_rows_with_the_machine_and_its_load(tmp_path: Path):
+    """A configuration that missed the goal on every seed (hf:gpt2's default batch) and an auto run
+    that never switched are in the rows; replotting reads them and writes the figure beside them."""
+    rows = tmp_path / "auto_vs_fixed_gpt2.jsonl"
+    shutil.copy(RESULTS / "auto_vs_fixed_gpt2.jsonl", rows)
+    replot(rows)
+    assert rows.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    runs = [RunResult("auto", 0, 0, 1, True, 10.0, 5.0, 6.0, 1.0, 8, 64, 0.9, 8, 8, load_before=1.25, load_after=2.5),
+            RunResult("fixed", 0, 1, 1, False, 20.0, None, None, None, None, None, None, 8, 8, load_before=2.5,
+                      load_after=0.5)]
+    line = machine_footer(runs, Machine.at_start())
+    assert line.startswith("2 runs, one after another, on ") and "load average 0.5 to 2.5 around the runs" in line

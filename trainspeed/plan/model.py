@@ -144,9 +144,11 @@ def step_time(inputs: PlanInputs, target: str, devices: int, batch: int, generat
     per_sample = batch / bench.row.batch_size
     bench_draws = resampled_medians(_window_step_s(bench), generator, DRAWS) * per_sample
     piece = slice_batch(batch, micro_batches)
-    sliced = ("" if piece == batch else f" (a step of {batch} in {batch // piece} micro-batches of {piece})"
-              if bench.row.batch_size == piece else
-              f" (a step of {batch} in {batch // piece} micro-batches; no bench row at {piece}, so the whole batch's)")
+    sliced = ""
+    if piece != batch and bench.row.batch_size == piece:
+        sliced = f" (a step of {batch} in {batch // piece} micro-batches of {piece})"
+    elif piece != batch:
+        sliced = f" (a step of {batch} in {batch // piece} micro-batches; no bench row at {piece}, so the whole batch's)"
     return StepTime(_step_s(bench) * per_sample / scaling.value, bench_draws / scaling.draws(generator),
                     f"bench {bench.row.samples_per_s:,.1f} samples/s at {bench.row.batch_size}/device{sliced}; "
                     f"efficiency {scaling.source}", bench)
