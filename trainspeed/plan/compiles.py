@@ -50,7 +50,7 @@ def slice_batch(batch: int, micro_batches: int) -> int:
 
 def micro_batches_of(run: TrainRun) -> int:
     """How many micro-batches the run split each step into (1 where it measured its noise scale
-    otherwise, or not at all)."""
+    otherwise, or not at all: a run of several ranks measures it over its ranks)."""
     for row in run.noise_curve:
         if row.method == "micro-batches" and row.small_batch > 0:
             return max(1, row.big_batch // row.small_batch)

@@ -186,8 +186,8 @@ def measured_workload(inputs: PlanInputs, config: TrainConfig | None, workload: 
     return named
 
 
-def per_device_batches(grid: PlanGrid, model: StepsModel, micro_batches: int, target: str) -> list[int]:
-    """Every per-device batch the grid's configurations of `target` run."""
+def per_device_batches(grid: PlanGrid, model: StepsModel, micro_batches: int) -> list[int]:
+    """Every per-device batch the grid's configurations run, and on one rank the slices they step in."""
     found: list[int] = []
     for devices in grid.devices:
         if "fixed" in grid.schedules:
@@ -196,12 +196,11 @@ def per_device_batches(grid: PlanGrid, model: StepsModel, micro_batches: int, ta
         segments = model.segments() if "auto" in grid.schedules else None
         growing = ([phase.global_batch // devices for phase in auto_phases(segments, *extent)]
                    if extent is not None and segments is not None else [])
-        if devices == 1 and micro_batches > 1:  # its step time, and a compiled target's graph, at the slice
-            found += [batch // micro_batches for batch in list(found) if batch % micro_batches == 0]
+        if devices == 1:  # its step time, and a compiled target's graph, at the slice
+            found += [slice_batch(batch, micro_batches) for batch in found]
         found += growing
-        auto_micro = max(AUTO_MICRO_BATCHES, micro_batches)
-        if devices == 1:  # a one-rank auto run steps in micro-batches
-            found += [batch // auto_micro for batch in growing if batch % auto_micro == 0]
+        if devices == 1:  # a one-rank auto run always steps in micro-batches
+            found += [slice_batch(batch, max(AUTO_MICRO_BATCHES, micro_batches)) for batch in growing]
     return list(dict.fromkeys(found))
 
 
@@ -229,12 +228,11 @@ def lacking(inputs: PlanInputs, grid: PlanGrid, model: StepsModel, micro_batches
     named = measured_workload(inputs, config, workload)
     costs = Estimates(inputs, base, config)
     first_target = base.row.target if base is not None else (inputs.settings.settings.target if inputs.settings else None)
-    first_batch = (slice_batch(base.row.batch_size_per_device, micro_batches_of(base) if base.row.world_size == 1 else 1)
-                   if base is not None else None)
+    first_batch = slice_batch(base.row.batch_size_per_device, micro_batches_of(base)) if base is not None else None
     targets = sorted(grid.targets, key=lambda target: target != first_target)
     wants = []
     for target in targets:
-        needed = per_device_batches(grid, model, micro_batches, target)
+        needed = per_device_batches(grid, model, micro_batches)
         needed = sorted(needed, key=lambda batch: (batch != first_batch or target != first_target, batch))
         missing = tuple(batch for batch in needed if bench_row(inputs, target, batch) is None)
         if missing:
@@ -258,7 +256,7 @@ def lacking(inputs: PlanInputs, grid: PlanGrid, model: StepsModel, micro_batches
     for target in targets:
         if not compiles(target):
             continue
-        for batch in per_device_batches(grid, model, 1, target):
+        for batch in per_device_batches(grid, model, 1):
             measured = [run for run in inputs.runs if run.row.target == target and run.row.batch_size_per_device == batch
                         and first_validation_excess(run) is not None]
             if not measured:

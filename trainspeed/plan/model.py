@@ -93,8 +93,7 @@ def slice_bench(inputs: PlanInputs, target: str, batch: int, micro_batches: int)
 
 
 def _run_efficiency(inputs: PlanInputs, run: TrainRun) -> float | None:
-    micro = micro_batches_of(run) if run.row.world_size == 1 else 1
-    bench = slice_bench(inputs, run.row.target, run.row.batch_size_per_device, micro)
+    bench = slice_bench(inputs, run.row.target, run.row.batch_size_per_device, micro_batches_of(run))
     per_device = (run.row.steady_samples_per_s or run.row.end_to_end_samples_per_s) / run.row.world_size
     return per_device / bench.row.samples_per_s if bench is not None and per_device > 0 else None  # type: ignore[operator]
 
@@ -141,15 +140,15 @@ def step_time(inputs: PlanInputs, target: str, devices: int, batch: int, generat
     if bench is None:
         return None
     scaling = efficiency(inputs, target, devices, batch)
-    per_sample = batch / bench.row.batch_size
-    bench_draws = resampled_medians(_window_step_s(bench), generator, DRAWS) * per_sample
+    batches_per_step = batch / bench.row.batch_size  # the bench's steps one step of `batch` is worth
+    bench_draws = resampled_medians(_window_step_s(bench), generator, DRAWS) * batches_per_step
     piece = slice_batch(batch, micro_batches)
     sliced = ""
     if piece != batch and bench.row.batch_size == piece:
         sliced = f" (a step of {batch} in {batch // piece} micro-batches of {piece})"
     elif piece != batch:
         sliced = f" (a step of {batch} in {batch // piece} micro-batches; no bench row at {piece}, so the whole batch's)"
-    return StepTime(_step_s(bench) * per_sample / scaling.value, bench_draws / scaling.draws(generator),
+    return StepTime(_step_s(bench) * batches_per_step / scaling.value, bench_draws / scaling.draws(generator),
                     f"bench {bench.row.samples_per_s:,.1f} samples/s at {bench.row.batch_size}/device{sliced}; "
                     f"efficiency {scaling.source}", bench)
 
