@@ -138,6 +138,9 @@ class BenchConfig:
     run_id: str | None = None
     """The rows' run id (None: a fresh one). Ratios pair only rows of one run, so commands measured
     as one comparison (trainspeed bench beside a reference peer) share one."""
+    exported: Path | None = None
+    """A folder of `trainspeed export`: time its programs on this machine's JAX device, with no
+    torch (`trainspeed.exported.bench`); the target and workload are the folder's."""
     command: str | None = None
     """The command line, recorded in every row (no flag: the command sets it)."""
 

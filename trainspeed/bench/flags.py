@@ -38,6 +38,8 @@ BENCH_FLAGS = (
         flag("--num-workers", "num_workers", "loader worker processes of --feed data (0: the bench's process reads)"),
         flag("--bad-samples", "bad_samples", "a sample of --data that cannot be read: refuse it, or skip it "
              "(counted in the rows)", choices=("refuse", "skip")),
+        flag("--exported", "exported", "a folder of `trainspeed export`: time its steps on this machine's JAX device "
+             "(TPU, or JAX's CPU), with JAX and numpy alone (no torch); its target, workload and batch sizes"),
         flag("--noise-scale", "noise_scale", "on: each step also measures the gradient noise scale as one rank of "
              "`trainspeed train` does; off,on: both, back to back, to read the meter's cost as a ratio",
              type=NOISE_SCALE_LIST),

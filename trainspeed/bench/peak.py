@@ -27,6 +27,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from trainspeed.bench.mfu import refused_peak  # noqa: F401 - where callers found it
 from trainspeed.targets.base import Target
 
 MAX_REPEATS = 20
@@ -93,12 +94,3 @@ def _chain_timer(target: Target, n: int) -> Callable[[int], float]:
         return elapsed
 
     return seconds_for
-
-
-def refused_peak(achieved_tflops: float, peak_tflops: float, source: str | None) -> str | None:
-    """Why `peak_tflops` cannot be this row's peak (None when it can): no step can run faster than
-    the device's peak, so a peak below the achieved TFLOP/s is a wrong peak, and an MFU from it
-    (above 100%) would be a wrong figure."""
-    if achieved_tflops <= peak_tflops:
-        return None
-    return f"{source or 'given'} peak {peak_tflops:.4g} TFLOP/s below achieved {achieved_tflops:.4g} TFLOP/s"

@@ -154,6 +154,13 @@ class ResultRow:
     only before them)."""
     xla_device_to_host_per_step: NonNegative | None = None
     """XLA targets: device-to-host transfers per timed step (a host sync each; 0 when ported)."""
+    jax_versions: str | None = None
+    """JAX targets and exported steps: `jax X, jaxlib Y[, libtpu Z]` the step ran with."""
+    compile_s: NonNegative | None = None
+    """JAX targets and exported steps: seconds to compile the step's program for this batch shape
+    (ahead of the first step, which first_step_s times apart)."""
+    exported: str | None = None
+    """Exported steps: the artifact's folder and the sha256 of its manifest (`trainspeed export`)."""
     error: str | None = None
     command: str | None = None
     """The command line that wrote the row."""

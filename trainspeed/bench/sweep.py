@@ -19,7 +19,8 @@ import torch
 from trainspeed.bench.config import BenchConfig, TimingPlan
 from trainspeed.bench.feed import DataFeedSource, Feed, check_data_feed, make_feed
 from trainspeed.bench.flops import check_flops
-from trainspeed.bench.peak import device_peak_tflops, refused_peak
+from trainspeed.bench.mfu import with_flops
+from trainspeed.bench.peak import device_peak_tflops
 from trainspeed.bench.results import (
     ResultRow,
     append_row,
@@ -114,23 +115,6 @@ def attach_meter(trainable: Trainable, target: Target, batch_size: int) -> str |
     meter = NoiseScaleMeter(trainable, world_size=1, samples_per_rank=batch_size, micro_batches=1, smoothing=0.99)
     meter.attach("single", {})
     return meter.method
-
-
-def with_flops(row: ResultRow, flops_per_sample: float, peak_tflops: float | None, source: str | None) -> ResultRow:
-    """Achieved TFLOP/s and MFU. A peak below the achieved rate is refused: the row keeps its
-    samples/s and says why it has no MFU, rather than claiming more than 100%."""
-    if row.samples_per_s is None:
-        return row
-    achieved = row.samples_per_s * flops_per_sample / 1e12
-    refused = refused_peak(achieved, peak_tflops, source) if peak_tflops else None
-    return dataclasses.replace(
-        row,
-        achieved_tflops=achieved,
-        peak_tflops=peak_tflops,
-        peak_tflops_source=source,
-        mfu=achieved / peak_tflops if peak_tflops and not refused else None,
-        peak_refused=refused,
-    )
 
 
 def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> list[ResultRow]:

@@ -18,15 +18,17 @@ import math
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable, Union
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 from trainspeed.bench.config import TimingPlan
-from trainspeed.targets.base import Target
-from trainspeed.workloads.base import Batch, Trainable
 
-BatchSource = Callable[[], Batch]
+if TYPE_CHECKING:  # the timing itself needs no torch: the bench of exported steps times JAX programs with it
+    import torch
+
+    from trainspeed.targets.base import Target
+    from trainspeed.workloads.base import Batch, Trainable
+
+BatchSource = Callable[[], "Batch"]
 """Returns the batch of the next step on the device; called inside the timed steps."""
 
 GROWTH_MARGIN = 1.2
@@ -72,7 +74,7 @@ def grown_steps(steps: int, short_window_s: float, plan: TimingPlan) -> int:
     return min(plan.max_steps_per_window, max(steps + 1, wanted))
 
 
-def _as_source(batches: Union[Batch, BatchSource]) -> BatchSource:
+def _as_source(batches: Union["Batch", BatchSource]) -> BatchSource:
     """A batch dict is the device feed: the same device batch every step."""
     if callable(batches):
         return batches
@@ -89,7 +91,8 @@ def _timed_steps(target: Target, trainable: Trainable, next_batch: BatchSource, 
     return time.perf_counter() - start, time.process_time() - cpu_start, loss
 
 
-def time_training(target: Target, trainable: Trainable, batches: Union[Batch, BatchSource], plan: TimingPlan) -> Timing:
+def time_training(target: "Target | Any", trainable: "Trainable | Any", batches: Union["Batch", BatchSource],
+                  plan: TimingPlan) -> Timing:
     """Run the first step, warm up, then time `plan.windows` synced windows of training steps.
 
     `batches` is either one device batch (reused every step) or a function returning each step's

@@ -1,4 +1,4 @@
-"""Command line: `trainspeed info | bench | plot | report | study | train | serve | data | eval ...`, one module per command.
+"""Command line: `trainspeed info | bench | export | plot | report | study | train | serve | data | eval ...`, one module per command.
 
 The commands are the top layer: each turns flags into a config, calls the packages below (bench,
 train, report, a workload's data tools) and prints. Every handler returns an exit code. Bad input
@@ -17,6 +17,7 @@ from trainspeed.cli.bench import add_bench_command
 from trainspeed.cli.check import add_check_command
 from trainspeed.cli.data import add_data_commands
 from trainspeed.cli.eval import add_eval_commands
+from trainspeed.cli.export import add_export_command
 from trainspeed.cli.info import add_info_command
 from trainspeed.cli.plan import add_plan_command
 from trainspeed.cli.plot import add_plot_command
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_info_command(subparsers)
     add_bench_command(subparsers)
     add_check_command(subparsers)
+    add_export_command(subparsers)
     add_plot_command(subparsers)
     add_report_command(subparsers)
     add_study_command(subparsers)

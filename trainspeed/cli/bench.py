@@ -38,14 +38,15 @@ def run_bench(args: argparse.Namespace) -> int:
 def bench_rows(args: argparse.Namespace) -> list["ResultRow"]:
     """Run the sweep the flags describe, print and write what the command does, and return its rows
     (`trainspeed.bench` returns them to a Python caller)."""
-    from tqdm.auto import tqdm
-
-    from trainspeed.bench.ratios import format_table, ratio_table
-    from trainspeed.bench.results import ResultRow, read_rows, write_csv
-    from trainspeed.bench.sweep import run_sweep
+    from trainspeed.bench.results import ResultRow
 
     config = dataclasses.replace(config_from_flags(BenchConfig, args), command=args.command_line)
     check_rows_file(config.out, f"--out {config.out}", kinds=(ResultRow.KIND,))
+    if config.exported is not None:
+        return _exported_rows(config, args)
+    from tqdm.auto import tqdm
+
+    from trainspeed.bench.sweep import run_sweep
     total = len(config.targets) * len(config.batch_sizes) * len(config.feeds) * len(config.noise_scale)
     bars: list[tqdm] = []
     """The bar starts with the first configuration: a size refused before it is one line, no bar."""
@@ -63,7 +64,28 @@ def bench_rows(args: argparse.Namespace) -> list["ResultRow"]:
     finally:
         for bar in bars:
             bar.close()
-    baseline = config.baseline or config.targets[0]
+    return _written(rows, config, config.baseline or config.targets[0], args)
+
+
+def _exported_rows(config: BenchConfig, args: argparse.Namespace) -> list["ResultRow"]:
+    """`--exported DIR`: the folder's steps on this machine's JAX device, with no torch imported."""
+    from trainspeed.errors import UsageError
+    from trainspeed.exported.bench import run_exported_bench
+
+    given = set(args.command_line.split())
+    for flag in ("--targets", "--baseline", "--data", "--noise-scale", "--threads"):
+        if flag in given:
+            raise UsageError(f"bench --exported: {flag} does not apply; the folder holds one target's steps, "
+                             "timed on this machine's JAX device")
+    rows = run_exported_bench(config, batch_sizes_given="--batch-sizes" in given)
+    return _written(rows, config, rows[0].target if rows else "", args)
+
+
+def _written(rows: list["ResultRow"], config: BenchConfig, baseline: str, args: argparse.Namespace) -> list["ResultRow"]:
+    """Print the ratio table, write the CSV and the plot beside the rows, name the errors."""
+    from trainspeed.bench.ratios import format_table, ratio_table
+    from trainspeed.bench.results import read_rows, write_csv
+
     print(format_table(ratio_table(rows, baseline)))
     all_rows = read_rows(config.out)
     write_csv(config.out.with_suffix(".csv"), all_rows)

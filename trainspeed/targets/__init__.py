@@ -15,6 +15,7 @@ from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target, TargetSpec
 from trainspeed.targets.cpu import CpuTarget
 from trainspeed.targets.cuda import CudaTarget
+from trainspeed.targets.jaxjit import JaxTarget
 from trainspeed.targets.remote import RemoteTarget
 from trainspeed.targets.xla import XlaTarget
 from trainspeed.workloads.base import Workload
@@ -23,6 +24,7 @@ BUILTIN_FAMILIES: dict[str, type[Target]] = {
     "cpu": CpuTarget,
     "cuda": CudaTarget,
     "xla": XlaTarget,
+    "jax": JaxTarget,
     "remote": RemoteTarget,
 }
 FAMILIES_VARIABLE = "TRAINSPEED_TARGET_FAMILIES"

@@ -94,7 +94,11 @@ class Target(ABC):
     """Whether optimizers should use their fused single-kernel implementation on this device."""
     gradients_here: bool = True
     """Whether the gradients live in this process (the trainer measures their noise scale); False
-    where the model is trained elsewhere (a remote server)."""
+    where the model is trained elsewhere (a remote server) or they exist only inside a compiled
+    program (the jax family)."""
+    gradients_where: str = "on the server"
+    """Where the gradients are when `gradients_here` is False, for messages that say why a gradient
+    measurement does not apply."""
     peak_probe_max_size: int = 2048
     """Largest square matrix of the peak matmul probe: large enough to saturate the device."""
 

@@ -104,6 +104,7 @@ class RemoteTarget(Target):
     data_parallel = "single"
     supports_multi_node = False
     gradients_here = False
+    gradients_where = "on the server"
 
     # --- the name ---------------------------------------------------------------------------------
     @classmethod

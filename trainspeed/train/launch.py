@@ -90,7 +90,7 @@ def resolve_batch_schedule(config: TrainConfig, workload: Workload, family: type
     if settings.schedule == AUTO:
         if not family.gradients_here:
             raise UsageError(f"train: --batch-schedule auto follows the gradient noise scale, and {config.target} keeps "
-                             "its gradients on the server, where it is not measured; give an explicit schedule")
+                             f"its gradients {family.gradients_where}, where it is not measured; give an explicit schedule")
         if settings.critical_batch:
             read_calibration(settings.critical_batch)
         if cap is not None and settings.global_batch_min // devices > cap:  # type: ignore[operator]
@@ -102,7 +102,7 @@ def resolve_batch_schedule(config: TrainConfig, workload: Workload, family: type
     if cap is not None and largest > cap:
         if not family.gradients_here:
             raise UsageError(f"train: --batch-schedule steps past the memory cap of {cap} per device in micro-batches, "
-                             f"whose gradients {config.target} keeps on the server; give batches of at most "
+                             f"whose gradients {config.target} keeps {family.gradients_where}; give batches of at most "
                              f"{cap * devices}")
         trained = workload.build(config.size, seed=0).trained_network_names()
         if len(trained) > 1:
@@ -193,7 +193,7 @@ def _check_quality_settings(config: TrainConfig, workload: Workload, family: typ
         check_goal_metric(parse_goal(config.until), metric_names(on_host, workload, config.size), workload.name)
     if config.noise_scale_micro_batches > 1:
         if not family.gradients_here:
-            raise UsageError(f"train: --noise-scale-micro-batches: {config.target} keeps its gradients on the server, "
+            raise UsageError(f"train: --noise-scale-micro-batches: {config.target} keeps its gradients {family.gradients_where}, "
                              "where they are not measured; drop it")
         trained = on_host.trained_network_names()
         if len(trained) > 1:

@@ -404,7 +404,7 @@ class RankTrainer:
         if not self.target.gradients_here:
             if self.context.is_main:
                 print(f"train: the gradient noise scale is not measured on {self.config.target}: its gradients "
-                      "stay on the server", flush=True)
+                      f"stay {self.target.gradients_where}", flush=True)
             return None
         return NoiseScaleMeter(self.trainable, world_size=self.context.world_size,
                                samples_per_rank=self.batch_size_per_device * self.layout.devices_per_process,

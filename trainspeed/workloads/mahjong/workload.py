@@ -79,7 +79,9 @@ class PolicyTrainable(Trainable):
             "loss_sum": torch.nn.functional.cross_entropy(logits, action, reduction="sum"),
             "correct": (logits.argmax(dim=1) == action).sum(),
             "count": torch.tensor(action.numel(), device=logits.device),
-            "action_counts": torch.bincount(action, minlength=NUM_ACTIONS),
+            # a comparison with every action id, not bincount, whose length depends on the values (no
+            # compiled program, XLA's or JAX's, can have an output of a length read from its input)
+            "action_counts": (action[:, None] == torch.arange(NUM_ACTIONS, device=action.device)).sum(0),
         }
 
     def summarize_eval(self, totals: dict[str, torch.Tensor]) -> dict[str, float]:

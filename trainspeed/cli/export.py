@@ -1,0 +1,41 @@
+"""`trainspeed export`: a workload's training and validation steps, traced through the `jax` family,
+serialized for a platform (a TPU) with the initial state and a manifest, for `bench --exported`
+on a machine that has JAX only."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from trainspeed.bench.config import BATCH_SIZE_LIST
+from trainspeed.flags import WORKLOAD_HELP, seed_value
+
+
+def add_export_command(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "export",
+        help="serialize a workload's step as jax.export artifacts for a machine that has JAX only (a TPU host)",
+        description="Trace a workload's training step (and its validation sums) through a jax:jit:* target and "
+                    "serialize it per batch size for --platform, with the initial state (npz) and a manifest; "
+                    "`trainspeed bench --exported DIR` runs it there with JAX and numpy alone.",
+    )
+    parser.add_argument("--workload", default="mahjong", help=WORKLOAD_HELP)
+    parser.add_argument("--size", default=None, help="workload size (default: the workload's default size)")
+    parser.add_argument("--target", default="jax:jit:fp32", help="jax:jit:fp32 or jax:jit:bf16")
+    parser.add_argument("--platform", default="tpu", help="what the artifacts run on: tpu, cpu, cuda or rocm")
+    parser.add_argument("--batch-sizes", type=BATCH_SIZE_LIST, default=[64], help="one program per batch size, "
+                        "e.g. 2^6..2^12")
+    parser.add_argument("--seed", type=seed_value, default=0, help="seed of the model and the exported batch")
+    parser.add_argument("--out", type=Path, required=True, help="a new folder to write")
+    parser.set_defaults(handler=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from trainspeed.exported.write import export_steps
+
+    manifest = export_steps(args.workload, args.size, args.target, args.platform, list(args.batch_sizes), args.out,
+                            seed=args.seed, command=args.command_line)
+    sizes = ",".join(str(size) for size in manifest.batch_sizes)
+    print(f"exported {manifest.workload}/{manifest.size} {manifest.target} for {','.join(manifest.platforms)}: "
+          f"batch sizes {sizes}, {len(manifest.state)} state leaves -> {args.out}")
+    return 0

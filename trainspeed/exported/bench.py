@@ -1,0 +1,138 @@
+"""`trainspeed bench --exported DIR`: the bench of exported steps, where only JAX and numpy are.
+
+It times the deserialized programs with the bench's own timing (`trainspeed.bench.timing`: first
+step apart, warm-up, synced windows, the median) and writes the bench's own rows, so `report`,
+`plot` and `plan` read them beside every other target's. The rows' target is the one exported
+(`jax:jit:bf16`), their `exported` field names the folder and its manifest's sha256, and their
+`device_name` is this machine's JAX device (`TPU v5 lite`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import sys
+import uuid
+from typing import Any, Callable
+
+from trainspeed import jaxrt
+from trainspeed.bench.config import BenchConfig
+from trainspeed.bench.mfu import with_flops
+from trainspeed.bench.results import ResultRow, append_row, check_results_file, measured_row
+from trainspeed.bench.timing import time_training
+from trainspeed.errors import UsageError
+from trainspeed.exported.load import ExportedSteps
+from trainspeed.exported.manifest import MANIFEST
+from trainspeed.machine import Machine
+
+EXPORTED_FEEDS = ("device", "host")
+
+
+class ExportedDevice:
+    """What the bench's timing asks of a target, for exported programs: run a step, sync, count
+    compilations. The state lives here and each step replaces it (the programs donate it)."""
+
+    def __init__(self, steps: ExportedSteps, batch_size: int) -> None:
+        self.program = steps.train_program(batch_size)
+        self.state = steps.initial_state()
+        self.learning_rates = steps.learning_rates()
+        self.last_loss: Any = None
+
+    def run_step(self, trainable: Any, batch: list[Any]) -> Any:
+        self.state, self.last_loss = self.program(self.state, batch, self.learning_rates)
+        return self.last_loss
+
+    def sync(self) -> None:
+        import jax
+
+        jax.block_until_ready(self.state)
+
+    def compile_count(self) -> int:
+        return self.program.count
+
+    def start_timed_windows(self) -> None:
+        """Nothing to count beyond compilations."""
+
+    def end_timed_windows(self, steps: int) -> None:
+        """Nothing to count beyond compilations."""
+
+
+def _batch_source(steps: ExportedSteps, batch_size: int, feed: str) -> tuple[Callable[[], list[Any]], int]:
+    """Each step's batch and the host-to-device bytes it copies: the device feed puts one batch on
+    the device once; the host feed copies the host batch inside every timed step."""
+    import jax
+
+    host = steps.host_batch(batch_size)
+    if feed == "device":
+        placed = [jax.device_put(column, jaxrt.device()) for column in host]
+        return (lambda: placed), 0
+    return (lambda: [jax.device_put(column, jaxrt.device()) for column in host]), sum(c.nbytes for c in host)
+
+
+def batch_sizes_of(config: BenchConfig, steps: ExportedSteps, given: bool) -> list[int]:
+    """The exported sizes, or those of --batch-sizes, each of which must have been exported."""
+    if not given:
+        return steps.manifest.batch_sizes
+    for batch_size in config.batch_sizes:
+        steps.manifest.program(batch_size)
+    return list(config.batch_sizes)
+
+
+def run_exported_bench(config: BenchConfig, batch_sizes_given: bool) -> list[ResultRow]:
+    assert config.exported is not None
+    check_results_file(config.out)
+    if set(config.feeds) - set(EXPORTED_FEEDS):
+        raise UsageError("--exported: the feeds are device and host (the exported batch; --feed data reads the data "
+                         "through a workload's loader, which needs torch)")
+    workload = None if config.workload == BenchConfig.workload else config.workload
+    steps = ExportedSteps.open(config.exported, workload)
+    manifest = steps.manifest
+    sizes = batch_sizes_of(config, steps, batch_sizes_given)
+    manifest_sha = hashlib.sha256((config.exported / MANIFEST).read_bytes()).hexdigest()
+    run_id = config.run_id or uuid.uuid4().hex[:12]
+    peak_tflops, source = (config.peak_tflops, "given") if config.peak_tflops else (None, None)
+    rows = []
+    for batch_size in sizes:
+        for feed in config.feeds:
+            print(f"exported {manifest.target} batch {batch_size} feed {feed} ...", file=sys.stderr, flush=True)
+            base = ResultRow(
+                run_id=run_id, timestamp=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                workload=manifest.workload, size=manifest.size, target=manifest.target, batch_size=batch_size,
+                status="skipped", feed=feed, workload_module=manifest.workload_module,
+                workload_version=manifest.workload_version, workload_sha256=manifest.workload_sha256,
+                flops_per_sample=manifest.flops_per_sample, flops_per_sample_declared=manifest.flops_per_sample,
+                mfu_flops_source="declared", device_name=jaxrt.device_name(), jax_versions=jaxrt.versions(),
+                exported=f"{config.exported} (manifest sha256 {manifest_sha[:16]})", command=config.command,
+                machine=Machine.at_start(),
+            )
+            row = _measure(steps, batch_size, feed, config, base)
+            if row.is_measured and peak_tflops is None:
+                dtype = "bfloat16" if manifest.precision == "bf16" else "float32"
+                peak_tflops, source = jaxrt.peak_matmul_tflops(dtype, jaxrt.probe_size()), "measured"
+            row = with_flops(row, manifest.flops_per_sample, peak_tflops, source)
+            append_row(config.out, row)
+            rows.append(row)
+    return rows
+
+
+def _measure(steps: ExportedSteps, batch_size: int, feed: str, config: BenchConfig, base: ResultRow) -> ResultRow:
+    machine = base.machine or Machine.at_start()
+    try:
+        device = ExportedDevice(steps, batch_size)
+        next_batch, bytes_per_step = _batch_source(steps, batch_size, feed)
+        timing = time_training(device, None, next_batch, config.plan)
+    except UsageError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a failure is a row; out of memory is told apart
+        text = str(error).strip().splitlines()
+        status = "oom" if jaxrt.is_oom(error) else "error"
+        return dataclasses.replace(base, status=status, error=f"{type(error).__name__}: {text[0] if text else ''}"[:500],
+                                   machine=machine.at_end())
+    peak = jaxrt.peak_memory_bytes()
+    return dataclasses.replace(
+        measured_row(base, timing, min_window_s=config.plan.min_window_s, warmup_steps=config.plan.warmup_steps,
+                     bytes_per_step=bytes_per_step, peak_memory_bytes=peak,
+                     peak_memory_source="jax memory_stats peak_bytes_in_use" if peak else None),
+        compile_s=device.program.last_compile_s(), machine=machine.at_end(),
+    )

@@ -1,0 +1,107 @@
+"""An exported step folder, loaded where only JAX and numpy are: the checked manifest, the initial
+state and batch (npz, no pickle), and the programs, deserialized and compiled per batch size on
+first use (their compile seconds counted apart from the steps)."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainspeed import jaxrt
+from trainspeed.errors import UsageError
+from trainspeed.exported.manifest import (
+    BATCH_FILE,
+    STATE_FILE,
+    Manifest,
+    check_runtime,
+    read_checked,
+    read_manifest,
+)
+
+
+def _arrays(folder: Path, name: str, sha256: str) -> dict[str, Any]:
+    import numpy as np
+
+    data = read_checked(folder, name, sha256)
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as loaded:
+            return {key: loaded[key] for key in loaded.files}
+    except (ValueError, OSError, EOFError) as error:
+        raise UsageError(f"--exported {folder}/{name}: not an npz of plain arrays ({error})") from None
+
+
+@dataclass
+class ExportedSteps:
+    """One exported folder, ready to step on this machine's JAX device."""
+
+    folder: Path
+    manifest: Manifest
+    programs: dict[tuple[str, int], Any] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, folder: Path, workload: str | None = None) -> "ExportedSteps":
+        import jax
+
+        manifest = read_manifest(folder)
+        check_runtime(manifest, folder, jax.__version__, jaxrt.device().platform, workload)
+        return cls(folder, manifest)
+
+    def initial_state(self) -> list[Any]:
+        """The state's leaves in the programs' order, on the device, checked against the manifest."""
+        import jax
+
+        arrays = _arrays(self.folder, STATE_FILE, self.manifest.state_sha256)
+        leaves = []
+        for index, leaf in enumerate(self.manifest.state):
+            array = arrays.get(f"leaf{index:05d}")
+            if array is None or list(array.shape) != leaf.shape or str(array.dtype) != leaf.dtype:
+                raise UsageError(f"--exported {self.folder}/{STATE_FILE}: leaf {leaf.name} is not the manifest's "
+                                 f"{leaf.dtype}{leaf.shape}; export the step again")
+            leaves.append(jax.device_put(array, jaxrt.device()))
+        return leaves
+
+    def host_batch(self, batch_size: int) -> list[Any]:
+        """The exported synthetic batch's first `batch_size` samples, as host arrays in column order."""
+        arrays = _arrays(self.folder, BATCH_FILE, self.manifest.batch_sha256)
+        if batch_size > self.manifest.batch_rows:
+            raise UsageError(f"--exported {self.folder}: its batch holds {self.manifest.batch_rows} samples, "
+                             f"fewer than batch size {batch_size}")
+        columns = []
+        for column in self.manifest.columns:
+            array = arrays.get(column.name)
+            if array is None or list(array.shape[1:]) != column.sample_shape or str(array.dtype) != column.dtype:
+                raise UsageError(f"--exported {self.folder}/{BATCH_FILE}: column {column.name} is not the "
+                                 f"manifest's {column.dtype}{column.sample_shape}; export the step again")
+            columns.append(array[:batch_size])
+        return columns
+
+    def learning_rates(self) -> Any:
+        import jax.numpy as jnp
+
+        return jnp.asarray([group.lr for group in self.manifest.optimizer_groups], dtype=jnp.float32)
+
+    def train_program(self, batch_size: int) -> jaxrt.CompiledPrograms:
+        program = self.manifest.program(batch_size)
+        return self._program("train", batch_size, program.train_file, program.train_sha256, donate=(0,))
+
+    def eval_program(self, batch_size: int) -> jaxrt.CompiledPrograms | None:
+        program = self.manifest.program(batch_size)
+        if program.eval_file is None or program.eval_sha256 is None:
+            return None
+        return self._program("eval", batch_size, program.eval_file, program.eval_sha256, donate=())
+
+    def _program(self, kind: str, batch_size: int, name: str, sha256: str, donate: tuple[int, ...]) -> jaxrt.CompiledPrograms:
+        import jax
+
+        key = (kind, batch_size)
+        if key not in self.programs:
+            data = read_checked(self.folder, name, sha256)
+            try:
+                exported = jax.export.deserialize(bytearray(data))
+            except Exception as error:  # noqa: BLE001 - any failure to read an artifact is one line
+                raise UsageError(f"--exported {self.folder}/{name}: not a jax.export artifact JAX can read "
+                                 f"({type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''})") from None
+            self.programs[key] = jaxrt.CompiledPrograms(exported.call, donate_argnums=donate)
+        return self.programs[key]

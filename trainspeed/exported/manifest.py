@@ -1,0 +1,170 @@
+"""The manifest of an exported step folder: what was exported, for which platform, with what.
+
+A folder is data, never code: the manifest is JSON read into typed fields, the arrays are npz read
+with `allow_pickle=False`, and the programs are `jax.export` artifacts (serialized StableHLO, which
+JAX deserializes without running Python from the file). Every file the manifest names carries its
+sha256, checked before it is used, so a cut or altered file is one line, not a crash on the device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dacite
+
+from trainspeed.errors import UsageError
+from trainspeed.user_files import FileRefused, read_regular
+from trainspeed.user_json import parse_json
+
+FORMAT = "trainspeed-exported-step"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+STATE_FILE = "state.npz"
+BATCH_FILE = "batch.npz"
+MAX_MANIFEST_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the step's batch: its name, dtype and the shape of one sample."""
+
+    name: str
+    dtype: str
+    sample_shape: list[int]
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One leaf of the step's state, in the order the programs take them."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Program:
+    """The programs of one batch size: training step, and validation sums where the workload has them."""
+
+    batch_size: int
+    train_file: str
+    train_sha256: str
+    eval_file: str | None = None
+    eval_sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class OptimizerGroup:
+    """One param group of the workload's own optimizer, as exported: the learning rate the
+    programs get as an input, and the hyperparameters compiled into them."""
+
+    optimizer: str
+    kind: str
+    lr: float
+    hyperparameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    format: str
+    format_version: int
+    workload: str
+    workload_module: str
+    workload_sha256: str
+    workload_version: str | None
+    size: str
+    target: str
+    precision: str
+    platforms: list[str]
+    flops_per_sample: float
+    columns: list[Column]
+    state: list[Leaf]
+    programs: list[Program]
+    optimizer_groups: list[OptimizerGroup]
+    lr_reference_batch: int | None
+    eval_metrics: list[str]
+    batch_rows: int
+    """Samples in the exported synthetic batch (batch.npz); each batch size reads its first rows."""
+    state_sha256: str
+    batch_sha256: str
+    jax_version: str
+    """The exact JAX that serialized the programs; another refuses them (`check_runtime`)."""
+    versions: dict[str, str]
+    seed: int
+    command: str | None = None
+
+    def program(self, batch_size: int) -> Program:
+        for program in self.programs:
+            if program.batch_size == batch_size:
+                return program
+        sizes = ",".join(str(p.batch_size) for p in self.programs)
+        raise UsageError(f"batch size {batch_size} was not exported; this folder has {sizes} "
+                         "(export it again with --batch-sizes to add it)")
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        return [program.batch_size for program in self.programs]
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_manifest(folder: Path) -> Manifest:
+    """The folder's manifest, typed; one UsageError line for anything that is not one."""
+    what = f"--exported {folder}"
+    if not folder.is_dir():
+        raise UsageError(f"{what}: not a folder; give the --out folder of `trainspeed export`")
+    try:
+        text = read_regular(folder / MANIFEST, f"{what}/{MANIFEST}", MAX_MANIFEST_BYTES)
+    except FileRefused as error:
+        raise UsageError(f"{error}; give the --out folder of `trainspeed export`") from None
+    if len(text) > MAX_MANIFEST_BYTES:
+        raise UsageError(f"{what}/{MANIFEST}: over {MAX_MANIFEST_BYTES >> 20} MiB, no manifest is that long")
+    try:
+        raw = parse_json(text.decode("utf-8"), f"{what}/{MANIFEST}")
+    except UnicodeDecodeError:
+        raise UsageError(f"{what}/{MANIFEST}: not UTF-8 text") from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise UsageError(f"{what}: {MANIFEST} is not a trainspeed exported-step manifest")
+    if raw.get("format_version") != FORMAT_VERSION:
+        raise UsageError(f"{what}: manifest format version {raw.get('format_version')!r}, this trainspeed reads "
+                         f"{FORMAT_VERSION}; export the step again with this trainspeed")
+    try:
+        return dacite.from_dict(Manifest, raw, config=dacite.Config(strict=True))
+    except (dacite.DaciteError, TypeError, ValueError) as error:
+        raise UsageError(f"{what}/{MANIFEST}: {str(error).splitlines()[0]}; export the step again") from None
+
+
+def read_checked(folder: Path, name: str, sha256: str) -> bytes:
+    """A file the manifest names, after its sha256 matched the manifest's."""
+    if "/" in name or name.startswith(".") or not name:
+        raise UsageError(f"--exported {folder}: the manifest names {name!r}, not a file of the folder")
+    try:
+        data = read_regular(folder / name, f"--exported {folder}/{name}")
+    except FileRefused as error:
+        raise UsageError(str(error)) from None
+    if sha256_of(data) != sha256:
+        raise UsageError(f"--exported {folder}/{name}: its sha256 is not the manifest's (cut or changed since it was "
+                         "exported); export the step again")
+    return data
+
+
+def check_runtime(manifest: Manifest, folder: Path, jax_version: str, platform: str, workload: str | None) -> None:
+    """Refuse, before anything runs, an artifact of another JAX, platform or workload."""
+    what = f"--exported {folder}"
+    if manifest.jax_version != jax_version:
+        raise UsageError(f"{what}: exported with jax {manifest.jax_version}, and this machine has jax {jax_version}; "
+                         f"export it again with jax {jax_version} (jax.export artifacts are read by the JAX that wrote them)")
+    if platform not in manifest.platforms:
+        raise UsageError(f"{what}: exported for {','.join(manifest.platforms)}, and this machine's JAX runs on {platform}; "
+                         f"export it again with --platform {platform}")
+    if workload is not None and workload != manifest.workload:
+        raise UsageError(f"{what}: holds the steps of workload {manifest.workload!r}, not {workload!r}")

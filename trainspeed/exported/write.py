@@ -1,0 +1,194 @@
+"""`trainspeed export`: a workload's step, traced through the `jax` family, serialized for a platform
+this machine need not have (`jax.export` lowers for a TPU on a CPU-only machine).
+
+Per batch size, the training step (and the validation sums, where the workload has them) becomes
+one artifact taking flat lists: the state's leaves in the manifest's order, the batch's columns in
+its order, and the learning rates; it returns the new state's leaves and the loss (the state is
+donated, so on the device it is updated in place). The initial state and one synthetic batch of
+the largest size go beside them as npz; the manifest names every file with its sha256.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from trainspeed import jaxrt
+from trainspeed.atomic import current_umask
+from trainspeed.errors import UsageError
+from trainspeed.exported.manifest import (
+    BATCH_FILE,
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    STATE_FILE,
+    Column,
+    Leaf,
+    Manifest,
+    OptimizerGroup,
+    Program,
+    sha256_of,
+)
+from trainspeed.targets import get_target
+from trainspeed.targets.jaxjit import JaxTarget
+from trainspeed.targets.jaxjit.functional import FunctionalStep, refuse_untraceable
+from trainspeed.workloads import get_workload, resolve_size
+from trainspeed.workloads.identity import identify
+
+PLATFORMS = ("tpu", "cpu", "cuda", "rocm")
+"""What `jax.export` lowers for."""
+
+
+def host_batch_arrays(batch: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """A torch batch as the arrays a JAX program takes: 64-bit integers become 32-bit, as JAX
+    (without x64) would make them anyway, so the exported signature says what it runs."""
+    arrays = {}
+    for key, tensor in batch.items():
+        array = tensor.numpy()
+        if array.dtype == np.int64:
+            array = array.astype(np.int32)
+        elif array.dtype == np.float64:
+            array = array.astype(np.float32)
+        arrays[key] = array
+    return arrays
+
+
+def _flat_train(functional: FunctionalStep, names: list[str], columns: list[str]) -> Any:
+    def train(state_leaves: list, batch_leaves: list, lrs: Any) -> tuple[list, Any]:
+        state, loss = functional.train(dict(zip(names, state_leaves)), dict(zip(columns, batch_leaves)), lrs)
+        return [state[name] for name in names], loss
+
+    return train
+
+
+def _flat_eval(functional: FunctionalStep, names: list[str], columns: list[str], metrics: list[str]) -> Any:
+    def evaluate(state_leaves: list, batch_leaves: list) -> list:
+        sums = functional.evaluate(dict(zip(names, state_leaves)), dict(zip(columns, batch_leaves)))
+        return [sums[name] for name in metrics]
+
+    return evaluate
+
+
+def _npz(arrays: dict[str, np.ndarray]) -> bytes:
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return float(value)
+    if isinstance(value, (tuple, list)):
+        return [_json_safe(item) for item in value]
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    return repr(value)
+
+
+def _optimizer_groups(functional: FunctionalStep) -> list[OptimizerGroup]:
+    groups = []
+    for name, optimizer in functional.trainable.optimizers.items():
+        for group in optimizer.param_groups:
+            hyper = {key: _json_safe(value) for key, value in group.items() if key not in ("params", "lr")}
+            groups.append(OptimizerGroup(name, type(optimizer).__name__, float(group["lr"]), hyper))
+    return groups
+
+
+def export_steps(workload_name: str, size: str | None, target_name: str, platform: str, batch_sizes: list[int],
+                 out: Path, seed: int = 0, command: str | None = None) -> Manifest:
+    """Write the folder `out` (which must not exist) and return its manifest."""
+    import jax
+
+    if platform not in PLATFORMS:
+        raise UsageError(f"--platform {platform}: choose one of {', '.join(PLATFORMS)}")
+    if os.path.lexists(out):
+        raise UsageError(f"--out {out}: exists; give a new folder (an export never writes over files)")
+    target = get_target(target_name)
+    if not isinstance(target, JaxTarget):
+        raise UsageError(f"--target {target_name}: export traces the step through the jax family; give "
+                         "jax:jit:fp32 or jax:jit:bf16")
+    workload = get_workload(workload_name)
+    size = resolve_size(workload, size)
+    identity = identify(workload)
+    functional = FunctionalStep(workload.build(size, seed=seed), target.spec.precision, seed)
+    state = functional.initial_state()
+    names = sorted(state)
+    largest = max(batch_sizes)
+    host_batch = host_batch_arrays(workload.synthetic_batch(size, largest, torch.Generator().manual_seed(seed)))
+    columns = list(host_batch)
+    state_specs = [jax.ShapeDtypeStruct(state[name].shape, state[name].dtype) for name in names]
+    lrs_spec = jax.ShapeDtypeStruct((functional.group_count,), "float32")
+    files: dict[str, bytes] = {}
+    programs, metric_names = [], []
+    for batch_size in batch_sizes:
+        batch_specs = [jax.ShapeDtypeStruct((batch_size, *host_batch[c].shape[1:]), host_batch[c].dtype) for c in columns]
+        try:
+            train = jax.export.export(jax.jit(_flat_train(functional, names, columns), donate_argnums=(0,)),
+                                      platforms=[platform])(state_specs, batch_specs, lrs_spec)
+        except Exception as error:  # noqa: BLE001 - a failure to trace or lower is the workload's, in one line
+            if isinstance(error, UsageError):
+                raise
+            raise refuse_untraceable(error, f"{workload.name}'s training step") from None
+        train_file = f"train_b{batch_size}.jaxexport"
+        files[train_file] = bytes(train.serialize())
+        program = Program(batch_size, train_file, sha256_of(files[train_file]))
+        try:
+            shapes = jax.eval_shape(functional.evaluate, dict(zip(names, state_specs)), dict(zip(columns, batch_specs)))
+        except Exception as error:  # noqa: BLE001
+            raise refuse_untraceable(error, f"{workload.name}'s validation step") from None
+        metric_names = sorted(shapes)
+        if metric_names:
+            evaluate = jax.export.export(jax.jit(_flat_eval(functional, names, columns, metric_names)),
+                                         platforms=[platform])(state_specs, batch_specs)
+            eval_file = f"eval_b{batch_size}.jaxexport"
+            files[eval_file] = bytes(evaluate.serialize())
+            program = Program(batch_size, train_file, program.train_sha256, eval_file, sha256_of(files[eval_file]))
+        programs.append(program)
+    files[STATE_FILE] = _npz({f"leaf{index:05d}": np.asarray(state[name]) for index, name in enumerate(names)})
+    files[BATCH_FILE] = _npz(host_batch)
+    import torchax
+
+    manifest = Manifest(
+        format=FORMAT, format_version=FORMAT_VERSION, workload=workload.name, workload_module=identity.module,
+        workload_sha256=identity.definition_sha256, workload_version=identity.version, size=size,
+        target=str(target.spec), precision=target.spec.precision, platforms=[platform],
+        flops_per_sample=float(workload.flops_per_sample(size)),
+        columns=[Column(c, str(host_batch[c].dtype), list(host_batch[c].shape[1:])) for c in columns],
+        state=[Leaf(name, list(state[name].shape), str(state[name].dtype)) for name in names],
+        programs=programs, optimizer_groups=_optimizer_groups(functional),
+        lr_reference_batch=getattr(workload, "reference_batch", None), eval_metrics=metric_names,
+        batch_rows=largest, state_sha256=sha256_of(files[STATE_FILE]), batch_sha256=sha256_of(files[BATCH_FILE]),
+        jax_version=jax.__version__,
+        versions={"jax": jaxrt.versions(), "torchax": torchax.__version__, "torch": torch.__version__,
+                  "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")},
+        seed=seed, command=command,
+    )
+    files[MANIFEST] = (json.dumps(manifest.to_json(), indent=1) + "\n").encode()
+    _write_folder(out, files)
+    return manifest
+
+
+def _write_folder(out: Path, files: dict[str, bytes]) -> None:
+    """Every file into a temporary folder beside `out`, then the folder renamed to `out` at once:
+    an interrupted export leaves no half folder, and a folder that appeared meanwhile is kept."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp's folder is private; the export is not
+        for name, data in files.items():
+            (staging / name).write_bytes(data)
+        if os.path.lexists(out):
+            raise UsageError(f"--out {out}: appeared while exporting; it is left as it is (give a new folder)")
+        os.rename(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

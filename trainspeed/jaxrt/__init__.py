@@ -1,0 +1,118 @@
+"""What a JAX process knows of its device, with no torch: the device and its kind, the versions,
+memory, out-of-memory errors, the peak matmul probe, and compiled programs' counts and seconds.
+
+Shared by the `jax` target family (which has torch) and the runner of exported steps (which must
+run where only JAX is), so both write the same row fields.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+JAX_OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory", "Resource exhausted")
+
+
+def jax_missing_reason() -> str | None:
+    """None when JAX imports, else what to install."""
+    import importlib.util
+
+    if importlib.util.find_spec("jax") is None:
+        return "jax is not installed: pip install 'trainspeed[jax]'"
+    return None
+
+
+def device() -> Any:
+    """The device JAX runs on by default: a TPU where one is, else the CPU (JAX_PLATFORMS picks)."""
+    import jax
+
+    return jax.devices()[0]
+
+
+def device_name() -> str:
+    found = device()
+    kind = getattr(found, "device_kind", "") or found.platform
+    return kind if found.platform != "cpu" else f"JAX CPU ({kind})"
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def versions() -> str:
+    """`jax X, jaxlib Y[, libtpu Z]`: what a row was measured with and an artifact was made by."""
+    parts = [f"{name} {_version(name)}" for name in ("jax", "jaxlib", "libtpu") if _version(name)]
+    return ", ".join(parts)
+
+
+def is_oom(error: BaseException) -> bool:
+    return isinstance(error, MemoryError) or any(marker in str(error) for marker in JAX_OOM_MARKERS)
+
+
+def peak_memory_bytes() -> int | None:
+    """The device's peak bytes in use where it says (TPU, GPU); None on the CPU, which does not."""
+    stats = device().memory_stats() if hasattr(device(), "memory_stats") else None
+    peak = (stats or {}).get("peak_bytes_in_use")
+    return int(peak) if peak else None
+
+
+def peak_matmul_tflops(dtype: str, size: int, chain: int = 10, repeats: int = 3) -> float:
+    """TFLOP/s of a dependent chain of `chain` square matmuls of `size` in `dtype` in one program,
+    the best of `repeats` synced timings: the peak MFU is taken against, measured on this chip
+    rather than read from a table. Each product needs the one before it, so the compiler can
+    neither merge nor skip any (the torch probe of `trainspeed.bench.peak` says why)."""
+    import jax
+    import jax.numpy as jnp
+
+    keys = jax.random.split(jax.random.PRNGKey(0))
+    start_vector = jax.random.normal(keys[0], (size, size), dtype)
+    weight = (jax.random.normal(keys[1], (size, size), jnp.float32) / size**0.5).astype(dtype)
+    program = jax.jit(lambda x, w: jax.lax.fori_loop(0, chain, lambda _, y: y @ w, x))
+    program(start_vector, weight).block_until_ready()
+    best = float("inf")
+    for _ in range(repeats):
+        began = time.perf_counter()
+        program(start_vector, weight).block_until_ready()
+        best = min(best, time.perf_counter() - began)
+    return 2 * size**3 * chain / best / 1e12
+
+
+def probe_size() -> int:
+    """8192 on an accelerator (a TPU's matrix units need that to fill), 1024 on the CPU."""
+    return 1024 if device().platform == "cpu" else 8192
+
+
+@dataclass
+class CompiledPrograms:
+    """One jitted function's programs, compiled ahead of time per input shape and counted, with
+    the seconds each compile took (a row says them apart from its steps)."""
+
+    function: Callable[..., Any]
+    donate_argnums: tuple[int, ...] = ()
+    programs: dict[Any, Any] = field(default_factory=dict)
+    compile_s: dict[Any, float] = field(default_factory=dict)
+
+    def __call__(self, *args: Any) -> Any:
+        import jax
+
+        signature = jax.tree.map(lambda leaf: (tuple(leaf.shape), str(leaf.dtype)), args)
+        key = repr(signature)
+        program = self.programs.get(key)
+        if program is None:
+            start = time.perf_counter()
+            program = jax.jit(self.function, donate_argnums=self.donate_argnums).lower(*args).compile()
+            self.compile_s[key] = time.perf_counter() - start
+            self.programs[key] = program
+        return program(*args)
+
+    @property
+    def count(self) -> int:
+        return len(self.programs)
+
+    def last_compile_s(self) -> float | None:
+        return list(self.compile_s.values())[-1] if self.compile_s else None

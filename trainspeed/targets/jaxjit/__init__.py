@@ -1,0 +1,134 @@
+"""PyTorch steps as JAX programs through torchax: `jax:jit:fp32` and `jax:jit:bf16`.
+
+The workload's own `train_step` is traced into one pure JAX function (forward, backward, its own
+optimizers' update; `functional.py`), jitted once per batch shape and run on JAX's default device:
+a TPU where one is, else the CPU, so the same family is tested without an accelerator. bf16 runs
+the matmuls and convolutions in bfloat16 under torchax's autocast, with fp32 parameters and
+optimizer states. The state stays on the device between steps; a batch is copied there with
+`jax.device_put`.
+
+One device, one process (`data_parallel = "single"`). The gradients exist only inside the compiled
+program, so the trainer's noise-scale meter and micro-batches, which hook the optimizers' steps
+in this process, do not apply (`gradients_here = False`). A step the tracer cannot take is refused
+in one line that names the op and the workload's line (`functional.StepNotTraceable`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import weakref
+from typing import Any, ContextManager
+
+import torch
+
+from trainspeed import jaxrt
+from trainspeed.data.order import SAMPLE_ID_KEY
+from trainspeed.targets import host_memory
+from trainspeed.targets.base import Target, is_host_oom
+from trainspeed.targets.host_memory import HostMemoryPeak
+from trainspeed.workloads.base import Batch, Trainable, Workload
+
+
+class JaxTarget(Target):
+    device_type = "cpu"
+    """Batches and losses are host tensors until `move_batch` puts them on the JAX device."""
+    modes = ("jit",)
+    precisions = ("fp32", "bf16")
+    data_parallel = "single"
+    supports_multi_node = False
+    gradients_here = False
+    gradients_where = "inside its compiled JAX step"
+
+    def __init__(self, spec) -> None:
+        super().__init__(spec)
+        self._current: "weakref.ref[Any] | None" = None
+        self._compiles = 0
+        self._host_memory = HostMemoryPeak()
+        self._compile_s: float | None = None
+        """The last configuration's compile seconds, kept past its trainable (the bench frees it first)."""
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        missing = jaxrt.jax_missing_reason()
+        if missing:
+            return missing
+        if importlib.util.find_spec("torchax") is None:
+            return "torchax is not installed: pip install 'trainspeed[jax]'"
+        return None
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def device_name(self) -> str:
+        return jaxrt.device_name()
+
+    def _trainable(self) -> Any:
+        return self._current() if self._current is not None else None
+
+    def build(self, workload: Workload, size: str, seed: int) -> Trainable:
+        return self.prepare(workload.build(size, seed=seed), seed)
+
+    def prepare(self, trainable: Trainable, seed: int = 0) -> Trainable:
+        """Trace the trainable's step on torchax and put its state on the device."""
+        import jax
+
+        from trainspeed.targets.jaxjit.functional import FunctionalStep
+        from trainspeed.targets.jaxjit.trainable import JaxTrainable
+
+        if isinstance(trainable, JaxTrainable):
+            return trainable
+        functional = FunctionalStep(trainable, self.spec.precision, seed)
+        built = JaxTrainable(functional, jax.device_put(functional.initial_state(), jaxrt.device()))
+        self._current, self._compile_s = weakref.ref(built), None
+        return built
+
+    def move_batch(self, batch: Batch) -> Any:
+        """The workload's batch as device arrays; the loader's own keys (sample ids) stay here."""
+        import jax
+
+        return {key: jax.device_put(tensor.numpy(), jaxrt.device()) for key, tensor in batch.items()
+                if key != SAMPLE_ID_KEY}
+
+    def autocast(self) -> ContextManager:
+        return contextlib.nullcontext()  # the traced step applies the precision
+
+    def sync(self) -> None:
+        trainable = self._trainable()
+        if trainable is not None:
+            trainable.sync()
+            self._compile_s = trainable.train_programs.last_compile_s()
+
+    def is_oom(self, error: BaseException) -> bool:
+        return jaxrt.is_oom(error) or is_host_oom(error)
+
+    def compile_count(self) -> int:
+        trainable = self._trainable()
+        own = trainable.train_programs.count + trainable.eval_programs.count if trainable is not None else 0
+        return self._compiles + own
+
+    def reset_compilation(self) -> None:
+        trainable = self._trainable()
+        if trainable is not None:
+            self._compiles += trainable.train_programs.count + trainable.eval_programs.count
+        self._current = None
+
+    def _device_is_host(self) -> bool:
+        return jaxrt.device().platform == "cpu"
+
+    def reset_peak_memory(self) -> None:
+        self._host_memory.reset()
+
+    def peak_memory_bytes(self) -> int | None:
+        if self._device_is_host():
+            return self._host_memory.peak_growth_bytes()
+        return jaxrt.peak_memory_bytes()
+
+    def measured_peak_tflops(self) -> float:
+        """A matmul on the JAX device in this precision (the bench's own probe would time torch on the host)."""
+        return jaxrt.peak_matmul_tflops("bfloat16" if self.spec.precision == "bf16" else "float32", jaxrt.probe_size())
+
+    def row_fields(self) -> dict[str, Any]:
+        source = host_memory.SOURCE if self._device_is_host() else "jax memory_stats peak_bytes_in_use"
+        return {"jax_versions": jaxrt.versions(), "compile_s": self._compile_s, "peak_memory_source": source}

@@ -1,0 +1,398 @@
+"""A workload's own training step as one pure JAX function, traced through torchax.
+
+torchax runs PyTorch ops as JAX ops, but it has no autograd of its own: a `loss.backward()` on its
+tensors has nothing to differentiate. So the workload's `train_step` is traced twice inside one
+function, and the function is jitted as a whole (one XLA program per batch shape):
+
+1. under `jax.value_and_grad` over the trained parameters, with `Tensor.backward` noting the loss
+   it was called on (that loss is the function value) and every optimizer's `step` and
+   `zero_grad` held back;
+2. then the workload's own torch optimizers step on the gradients, on torchax tensors: the same
+   update code and hyperparameters as on every other target.
+
+Everything a step reads and writes is one flat state (`dict[str, jax.Array]`, named
+`param/NET/NAME`, `buffer/NET/NAME`, `optim/OPT/INDEX/KEY` and `rng`), which goes in and comes out
+of the function: parameters, buffers a forward pass updates (BatchNorm's statistics), optimizer
+states and the random key of dropout. The learning rates are an input (one per param group), so a
+schedule never recompiles the step.
+
+What cannot be traced is refused in one line naming the op and the workload's source line
+(`StepNotTraceable`): an op torchax has no lowering for, a value read on the host (`.item()`, an
+`if` on a tensor), a step that calls `backward()` more than once or `torch.autograd.grad`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sysconfig
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+
+from trainspeed.errors import UsageError
+from trainspeed.workloads.base import Batch, Trainable, setup_optimizers
+
+State = dict[str, Any]
+"""Flat state of a step: name -> jax.Array."""
+
+RNG_KEY = "rng"
+
+FRESH_STATE_IS_ZERO = ("Adam", "AdamW", "SGD", "RMSprop", "Adamax", "RAdam")
+"""Optimizers whose state, created at their first step, is all zeros (moments, step counters, an
+SGD momentum buffer without dampening, which equals the first gradient either way): the initial
+state is then written before the first step, so one program serves every step."""
+
+
+class StepNotTraceable(UsageError):
+    """The workload's step does something a traced JAX function cannot."""
+
+
+@dataclass(frozen=True)
+class LeafSpec:
+    """One state leaf's name, shape and dtype (the exported manifest lists them in order)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+def _jax():
+    import jax
+    import torchax
+
+    return jax, torchax
+
+
+def _machinery_roots() -> tuple[list[str], list[str]]:
+    """Folders whose frames are machinery (torch, torchax, JAX, trainspeed's own, the standard
+    library), except trainspeed's built-in workloads, which are the workload here."""
+    import jax
+    import torchax
+
+    import trainspeed
+
+    package = os.path.dirname(trainspeed.__file__)
+    roots = [os.path.dirname(torch.__file__), os.path.dirname(torchax.__file__), os.path.dirname(jax.__file__),
+             package, sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]]
+    return [os.path.join(root, "") for root in roots], [os.path.join(package, "workloads", "")]
+
+
+def workload_line(frames: traceback.StackSummary) -> str | None:
+    """The innermost frame of the workload's own code, as `file:line in function: code`."""
+    skipped, kept = _machinery_roots()
+    for frame in reversed(frames):
+        path = os.path.abspath(frame.filename)
+        if frame.filename.startswith("<"):
+            continue
+        if any(path.startswith(root) for root in skipped) and not any(path.startswith(root) for root in kept):
+            continue
+        shown = os.path.relpath(path) if path.startswith(os.path.join(os.getcwd(), "")) else path
+        code = f": {frame.line.strip()}" if frame.line else ""
+        return f"{shown}:{frame.lineno} in {frame.name}{code}"
+    return None
+
+
+def _why(error: BaseException) -> str:
+    """What went wrong, in the words a workload's author can act on."""
+    jax, _ = _jax()
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if isinstance(error, jax.errors.ConcretizationTypeError) or "Abstract tracer value" in str(error) \
+            or "concrete value" in str(error):
+        return "it reads a tensor's value on the host (.item(), float(t), bool(t) or a Python if on a tensor)"
+    if "OperatorNotFound" in type(error).__name__ or "can only do math within the torchax" in str(error):
+        return f"torchax has no JAX lowering for an op it calls ({text[:200]})"
+    return f"{type(error).__name__}: {text[:300]}"
+
+
+def refuse_untraceable(error: BaseException, what: str) -> StepNotTraceable:
+    """One line: what failed to trace, why, and the workload's line that did it."""
+    line = workload_line(traceback.extract_tb(error.__traceback__))
+    where = f" at {line}" if line else ""
+    return StepNotTraceable(f"{what} does not trace to one JAX program{where}: {_why(error)}; "
+                            "keep the step free of host reads, or see docs/targets.md (the jax family)")
+
+
+_ABSENT = object()
+
+
+class _BackwardCalls:
+    """Holds the loss `Tensor.backward` was called on while the step is traced for its gradient."""
+
+    def __init__(self) -> None:
+        self.losses: list[torch.Tensor] = []
+
+    @contextlib.contextmanager
+    def intercepted(self, optimizers: dict[str, torch.optim.Optimizer]) -> Iterator[None]:
+        original_backward = torch.Tensor.backward
+        original_grad = torch.autograd.grad
+        calls = self
+
+        def noted_backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+            if calls.losses:
+                raise StepNotTraceable("the step calls backward() more than once; the jax family traces a step "
+                                       "of one backward() followed by its optimizers' steps")
+            calls.losses.append(tensor)
+
+        def refused_grad(*args: Any, **kwargs: Any) -> Any:
+            raise StepNotTraceable("the step calls torch.autograd.grad, which the jax family cannot trace "
+                                   "(torchax has no autograd); differentiate one loss with backward()")
+
+        # An LR scheduler wraps `optimizer.step` on the instance: what the instance held is put back.
+        held = [(optimizer, {name: optimizer.__dict__.get(name, _ABSENT) for name in ("step", "zero_grad")})
+                for optimizer in optimizers.values()]
+        torch.Tensor.backward = noted_backward  # type: ignore[method-assign]
+        torch.autograd.grad = refused_grad  # type: ignore[assignment]
+        for optimizer in optimizers.values():
+            optimizer.step = lambda *args, **kwargs: None  # type: ignore[method-assign]
+            optimizer.zero_grad = lambda *args, **kwargs: None  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            torch.Tensor.backward = original_backward  # type: ignore[method-assign]
+            torch.autograd.grad = original_grad  # type: ignore[assignment]
+            for optimizer, own in held:
+                for name, value in own.items():
+                    if value is _ABSENT:
+                        optimizer.__dict__.pop(name, None)
+                    else:
+                        optimizer.__dict__[name] = value
+
+
+class FunctionalStep:
+    """The pure functions of one trainable on torchax (module docstring). Build it from a fresh
+    host trainable; it moves the networks onto torchax and creates their optimizers there."""
+
+    def __init__(self, trainable: Trainable, precision: str, seed: int) -> None:
+        jax, torchax = _jax()
+        self.trainable = trainable
+        self.precision = precision
+        self.env = torchax.default_env()
+        with self.env:
+            for network in trainable.networks.values():
+                network.to("jax")
+        setup_optimizers(trainable, fused=False)
+        self._check_optimizers()
+        self.parameters = self._named("param", lambda network: network.named_parameters())
+        self.buffers = self._named("buffer", lambda network: network.named_buffers())
+        trained = set(trainable.trained_network_names())
+        self.trained = [name for name, tensor in self.parameters.items()
+                        if name.split("/")[1] in trained and tensor.requires_grad and tensor.dtype.is_floating_point]
+        self.optimizer_slots = {
+            name: [parameter for group in optimizer.param_groups for parameter in group["params"]]
+            for name, optimizer in trainable.optimizers.items()
+        }
+        self.group_count = sum(len(optimizer.param_groups) for optimizer in trainable.optimizers.values())
+        self._seed = seed
+        self._optimizer_leaves: dict[str, tuple[tuple[int, ...], Any]] | None = None
+
+    # --- building the state -------------------------------------------------------------------
+    def _named(self, kind: str, items: Callable[[torch.nn.Module], Iterator[tuple[str, torch.Tensor]]]
+               ) -> dict[str, torch.Tensor]:
+        named: dict[str, torch.Tensor] = {}
+        seen: set[int] = set()
+        for network_name, network in self.trainable.networks.items():
+            for name, tensor in items(network):
+                if id(tensor) in seen:  # tied across networks: one leaf
+                    continue
+                seen.add(id(tensor))
+                named[f"{kind}/{network_name}/{name}"] = tensor
+        return named
+
+    def _check_optimizers(self) -> None:
+        for name, optimizer in self.trainable.optimizers.items():
+            kind = type(optimizer).__name__
+            if kind not in FRESH_STATE_IS_ZERO:
+                raise UsageError(f"optimizer {name!r} is a {kind}; the jax family steps {', '.join(FRESH_STATE_IS_ZERO)}")
+            for group in optimizer.param_groups:
+                if kind == "SGD" and group.get("momentum", 0) and group.get("dampening", 0):
+                    raise UsageError(f"optimizer {name!r}: SGD with momentum and dampening starts from the first "
+                                     "gradient, not from zero; the jax family steps it without dampening")
+                for key, value in (("capturable", True), ("foreach", False), ("fused", None), ("differentiable", False)):
+                    if key in group:
+                        group[key] = value
+
+    def learning_rates(self) -> list[float]:
+        """Every param group's learning rate now, in order: the step's `lrs` input."""
+        return [float(group["lr"]) for optimizer in self.trainable.optimizers.values()
+                for group in optimizer.param_groups]
+
+    def initial_state(self) -> State:
+        """Parameters and buffers as built, optimizer states as at their first step, the dropout key."""
+        jax, _ = _jax()
+        state = {name: tensor._elem for name, tensor in {**self.parameters, **self.buffers}.items()}
+        for name, (shape, dtype) in self._optimizer_structure().items():
+            state[name] = jax.numpy.zeros(shape, dtype)
+        state[RNG_KEY] = jax.random.PRNGKey(self._seed)
+        return state
+
+    def _optimizer_structure(self) -> dict[str, tuple[tuple[int, ...], Any]]:
+        """Each optimizer state leaf's shape and dtype, from tracing one update of zero gradients."""
+        if self._optimizer_leaves is None:
+            jax, _ = _jax()
+            parameters = {name: tensor._elem for name, tensor in self.parameters.items()}
+            grads = {name: jax.numpy.zeros_like(parameters[name]) for name in self.trained}
+            shapes = jax.eval_shape(lambda p, g, lrs: self._update(p, g, {}, lrs)[1], parameters, grads,
+                                    jax.numpy.zeros((self.group_count,), "float32"))
+            self._optimizer_leaves = {name: (tuple(leaf.shape), leaf.dtype) for name, leaf in shapes.items()}
+        return self._optimizer_leaves
+
+    def leaf_specs(self, state: State) -> list[LeafSpec]:
+        return [LeafSpec(name, tuple(state[name].shape), str(state[name].dtype)) for name in sorted(state)]
+
+    # --- binding state to the torch objects while tracing ---------------------------------------
+    @contextlib.contextmanager
+    def _bound(self, values: State) -> Iterator[None]:
+        """Parameters and buffers hold `values` (tracers) while tracing; their own values after."""
+        tensors = {**self.parameters, **self.buffers}
+        saved = {name: tensor._elem for name, tensor in tensors.items()}
+        for name, tensor in tensors.items():
+            if name in values:
+                tensor._elem = values[name]
+        try:
+            yield
+        finally:
+            for name, tensor in tensors.items():
+                tensor._elem = saved[name]
+
+    def _wrap(self, array: Any) -> torch.Tensor:
+        from torchax.tensor import Tensor
+
+        return Tensor(array, self.env)
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.precision == "bf16":
+            jax, _ = _jax()
+            return self.env.override_property(autocast_dtype=jax.numpy.bfloat16)
+        return contextlib.nullcontext()
+
+    def _batch(self, batch: dict[str, Any]) -> Batch:
+        return {key: self._wrap(value) for key, value in batch.items()}
+
+    # --- the pure functions ---------------------------------------------------------------------
+    def _loss(self, trained: State, rest: State, batch: dict[str, Any]) -> tuple[Any, tuple[Any, State, Any]]:
+        """The workload's step up to its backward(): (the loss it differentiates, (the loss it
+        returns, the buffers after its forward, the next dropout key))."""
+        calls = _BackwardCalls()
+        with self._bound({**rest, **trained}), self.env, self._autocast(), \
+                self.env.override_property(prng=rest[RNG_KEY]), calls.intercepted(self.trainable.optimizers):
+            returned = self.trainable.train_step(self._batch(batch))
+            buffers = {name: tensor._elem for name, tensor in self.buffers.items()}
+            next_key = self.env.param.prng
+        if not calls.losses:
+            raise StepNotTraceable("the step never calls backward(); the jax family traces a step of one "
+                                   "backward() followed by its optimizers' steps")
+        loss = calls.losses[0]._elem
+        returned_value = returned._elem if hasattr(returned, "_elem") else loss
+        return loss.astype("float32"), (returned_value.astype("float32"), buffers, next_key)
+
+    def _update(self, parameters: State, grads: State, optimizer_state: State, lrs: Any) -> tuple[State, State]:
+        """The workload's own optimizers' steps on `grads`: (parameters after, optimizer states after)."""
+        index = 0
+        rates = [[group["lr"] for group in optimizer.param_groups] for optimizer in self.trainable.optimizers.values()]
+        with self._bound(parameters), self.env, self._rates_kept(rates):
+            for name, optimizer in self.trainable.optimizers.items():
+                for group in optimizer.param_groups:
+                    group["lr"] = self._wrap(lrs[index])
+                    index += 1
+                for slot, parameter in enumerate(self.optimizer_slots[name]):
+                    key = self._key_of(parameter)
+                    parameter.grad = self._wrap(grads[key]) if key in grads else None
+                    prefix = f"optim/{name}/{slot}/"
+                    leaves = {leaf[len(prefix):]: self._wrap(value) for leaf, value in optimizer_state.items()
+                              if leaf.startswith(prefix)}
+                    optimizer.state.pop(parameter, None)
+                    if leaves:
+                        optimizer.state[parameter] = leaves
+                optimizer.step()
+            updated = {name: tensor._elem for name, tensor in self.parameters.items()}
+            states = {}
+            for name, optimizer in self.trainable.optimizers.items():
+                for slot, parameter in enumerate(self.optimizer_slots[name]):
+                    for key, value in optimizer.state.get(parameter, {}).items():
+                        states[f"optim/{name}/{slot}/{key}"] = value._elem if hasattr(value, "_elem") else value
+                    parameter.grad = None
+                optimizer.state.clear()
+        return updated, states
+
+    @contextlib.contextmanager
+    def _rates_kept(self, rates: list[list[Any]]) -> Iterator[None]:
+        """The param groups get their host learning rates back after a trace wrote tracers there."""
+        try:
+            yield
+        finally:
+            for optimizer, group_rates in zip(self.trainable.optimizers.values(), rates):
+                for group, rate in zip(optimizer.param_groups, group_rates):
+                    group["lr"] = rate
+
+    def _key_of(self, parameter: torch.Tensor) -> str:
+        for name, tensor in self.parameters.items():
+            if tensor is parameter:
+                return name
+        raise UsageError("an optimizer steps a tensor that is no parameter of the workload's networks")
+
+    def train(self, state: State, batch: dict[str, Any], lrs: Any) -> tuple[State, Any]:
+        """One training step: (the state after it, the loss the workload's step returned)."""
+        jax, _ = _jax()
+        trained = {name: state[name] for name in self.trained}
+        rest = {name: value for name, value in state.items() if name not in trained}
+        (_, (loss, buffers, next_key)), grads = jax.value_and_grad(self._loss, has_aux=True)(trained, rest, batch)
+        parameters = {name: state[name] for name in self.parameters}
+        optimizer_state = {name: value for name, value in state.items() if name.startswith("optim/")}
+        parameters, optimizer_state = self._update(parameters, grads, optimizer_state, lrs)
+        return {**parameters, **buffers, **optimizer_state, RNG_KEY: next_key}, loss
+
+    def evaluate(self, state: State, batch: dict[str, Any]) -> dict[str, Any]:
+        """The workload's validation sums on one batch, at `state`."""
+        with self._bound(state), self.env, self._autocast():
+            metrics = self.trainable.eval_metrics(self._batch(batch))
+        return {name: value._elem for name, value in (metrics or {}).items()}
+
+    # --- to and from torch (checkpoints) --------------------------------------------------------
+    def torch_state_dict(self, state: State) -> dict:
+        """The trainable's `state_dict` at `state`, as host torch tensors (what checkpoints hold)."""
+        import numpy as np
+
+        def host(value: Any) -> torch.Tensor:
+            return torch.from_numpy(np.array(value))
+
+        networks: dict[str, dict[str, torch.Tensor]] = {name: {} for name in self.trainable.networks}
+        for name in list(self.parameters) + list(self.buffers):
+            _, network, key = name.split("/", 2)
+            networks[network][key] = host(state[name])
+        optimizers = {}
+        for name, optimizer in self.trainable.optimizers.items():
+            per_slot: dict[int, dict[str, torch.Tensor]] = {}
+            for leaf, value in state.items():
+                if leaf.startswith(f"optim/{name}/"):
+                    _, _, slot, key = leaf.split("/", 3)
+                    per_slot.setdefault(int(slot), {})[key] = host(value)
+            groups, start = [], 0
+            for group in optimizer.param_groups:
+                count = len(group["params"])
+                entry = {key: value for key, value in group.items() if key != "params"}
+                groups.append({**entry, "params": list(range(start, start + count))})
+                start += count
+            optimizers[name] = {"state": per_slot, "param_groups": groups}
+        return {"networks": networks, "optimizers": optimizers}
+
+    def state_from_torch(self, state_dict: dict, like: State) -> State:
+        """The flat state of a `state_dict` as `torch_state_dict` wrote it (a checkpoint)."""
+        jax, _ = _jax()
+        state = dict(like)
+        for name in list(self.parameters) + list(self.buffers):
+            _, network, key = name.split("/", 2)
+            state[name] = jax.numpy.asarray(state_dict["networks"][network][key].numpy())
+        for name, optimizer_state in state_dict["optimizers"].items():
+            for slot, leaves in optimizer_state["state"].items():
+                for key, value in leaves.items():
+                    array = value.numpy() if isinstance(value, torch.Tensor) else value
+                    state[f"optim/{name}/{int(slot)}/{key}"] = jax.numpy.asarray(array)
+            groups = self.trainable.optimizers[name].param_groups
+            for group, saved in zip(groups, optimizer_state["param_groups"]):
+                group["lr"] = float(saved["lr"])
+                if "initial_lr" in saved:
+                    group["initial_lr"] = saved["initial_lr"]
+        return state

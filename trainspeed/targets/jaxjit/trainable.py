@@ -1,0 +1,107 @@
+"""The Trainable the `jax` family hands to the bench and the trainer: the workload's networks and
+optimizers stay here as the torch objects the step was traced from, and the values live in one
+flat JAX state that each step replaces.
+
+- the learning rates: the trainer's schedulers set the param groups of the workload's own
+  optimizers, as on any target, and each step passes them to the program as an input;
+- the loss: a host tensor filled in when the target syncs (reading each step's loss would make
+  the host wait for every step);
+- checkpoints: `state_dict` converts the state to the trainable's own `state_dict` layout of host
+  tensors, and `load_state_dict` converts one back.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import torch
+
+from trainspeed.jaxrt import CompiledPrograms
+from trainspeed.targets.jaxjit.functional import FunctionalStep, State, refuse_untraceable
+from trainspeed.workloads.base import Batch, Trainable
+
+
+class JaxTrainable(Trainable):
+    def __init__(self, functional: FunctionalStep, state: State) -> None:
+        super().__init__(functional.trainable.networks)
+        self.functional = functional
+        self.optimizers = functional.trainable.optimizers
+        self.state = state
+        self.train_programs = CompiledPrograms(functional.train, donate_argnums=(0,))
+        self.eval_programs = CompiledPrograms(functional.evaluate)
+        self.pending: list[tuple[torch.Tensor, Any]] = []
+        """(host loss placeholder, device loss) of steps not yet synced."""
+
+    def to(self, device: torch.device) -> "JaxTrainable":
+        return self
+
+    def setup_optimizers(self, fused: bool = False) -> None:
+        """Created on torchax when the step was traced."""
+
+    def wrap(self, wrapper: Any) -> None:
+        """The step is one jitted program; there is nothing to wrap."""
+
+    def trained_network_names(self) -> list[str]:
+        return self.functional.trainable.trained_network_names()
+
+    def parameter_count(self) -> int:
+        return sum(int(tensor.shape.numel()) for tensor in self.functional.parameters.values())
+
+    def _learning_rates(self) -> Any:
+        import jax.numpy as jnp
+
+        return jnp.asarray(self.functional.learning_rates(), dtype=jnp.float32)
+
+    def train_step(self, batch: Batch) -> torch.Tensor:  # type: ignore[override]
+        try:
+            self.state, loss = self.train_programs(self.state, batch, self._learning_rates())
+        except Exception as error:  # noqa: BLE001 - a trace failure is the workload's, in one line
+            raise _traced_error(error, "its training step") from None
+        for optimizer in self.optimizers.values():
+            optimizer._opt_called = True  # type: ignore[attr-defined]  # LR schedulers check that a step ran
+        placeholder = torch.full((), float("nan"))
+        self.pending.append((placeholder, loss))
+        return placeholder
+
+    def sync(self) -> None:
+        """Wait for every step sent, and fill in their losses."""
+        import jax
+
+        jax.block_until_ready(self.state)
+        for placeholder, loss in self.pending:
+            placeholder.fill_(float(loss))
+        self.pending.clear()
+
+    def eval_metrics(self, batch: Batch) -> dict[str, torch.Tensor] | None:  # type: ignore[override]
+        import numpy as np
+
+        try:
+            metrics = self.eval_programs(self.state, batch)
+        except Exception as error:  # noqa: BLE001
+            raise _traced_error(error, "its validation step") from None
+        if not metrics:
+            return None
+        return {name: torch.from_numpy(np.array(value)) for name, value in metrics.items()}
+
+    def summarize_eval(self, totals: dict[str, torch.Tensor]) -> dict[str, float]:
+        return self.functional.trainable.summarize_eval(totals)
+
+    def state_dict(self) -> dict:
+        self.sync()
+        return self.functional.torch_state_dict(self.state)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        import jax
+
+        self.sync()
+        self.state = jax.device_put(self.functional.state_from_torch(dict(state), self.state))
+
+
+def _traced_error(error: BaseException, what: str) -> BaseException:
+    """Out of memory and the step's own UsageErrors as they are; a failure to trace in one line."""
+    from trainspeed.errors import UsageError
+    from trainspeed.jaxrt import is_oom
+
+    if is_oom(error) or isinstance(error, UsageError):
+        return error
+    return refuse_untraceable(error, what)
