@@ -21,7 +21,7 @@ from trainspeed.bench.results import ResultRow
 
 NO_BASELINE = "no baseline in this run"
 REMOTE_PREFIX = "remote:"
-LOCAL_FAMILIES = ("cpu", "cuda", "xla")
+LOCAL_FAMILIES = ("cpu", "cuda", "xla", "jax")
 """The built-in families whose devices are local (the report reads rows without importing the
 targets, which need torch; a test keeps this equal to the registry's)."""
 Item = TypeVar("Item")

@@ -25,6 +25,10 @@ def add_export_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--platform", default="tpu", help="what the artifacts run on: tpu, cpu, cuda or rocm")
     parser.add_argument("--batch-sizes", type=BATCH_SIZE_LIST, default=[64], help="one program per batch size, "
                         "e.g. 2^6..2^12")
+    parser.add_argument("--initial-state", choices=("file", "drawn"), default="file",
+                        help="file: every parameter as built, in state.npz; drawn: parameters of 4,096 elements or more "
+                        "drawn on the device with their mean and standard deviation (a model whose weights would not "
+                        "travel; for benches, not for training that must match another target)")
     parser.add_argument("--seed", type=seed_value, default=0, help="seed of the model and the exported batch")
     parser.add_argument("--out", type=Path, required=True, help="a new folder to write")
     parser.set_defaults(handler=run_export)
@@ -34,7 +38,8 @@ def run_export(args: argparse.Namespace) -> int:
     from trainspeed.exported.write import export_steps
 
     manifest = export_steps(args.workload, args.size, args.target, args.platform, list(args.batch_sizes), args.out,
-                            seed=args.seed, command=args.command_line)
+                            seed=args.seed, command=args.command_line,
+                            initial_state=args.initial_state)
     sizes = ",".join(str(size) for size in manifest.batch_sizes)
     print(f"exported {manifest.workload}/{manifest.size} {manifest.target} for {','.join(manifest.platforms)}: "
           f"batch sizes {sizes}, {len(manifest.state)} state leaves -> {args.out}")

@@ -49,17 +49,32 @@ class ExportedSteps:
         return cls(folder, manifest)
 
     def initial_state(self) -> list[Any]:
-        """The state's leaves in the programs' order, on the device, checked against the manifest."""
+        """The state's leaves in the programs' order, on the device: read from state.npz (checked
+        against the manifest), or made there as the manifest says (zeros, a constant, a draw)."""
         import jax
+        import jax.numpy as jnp
 
-        arrays = _arrays(self.folder, STATE_FILE, self.manifest.state_sha256)
+        needs_file = any(leaf.source == "file" for leaf in self.manifest.state)
+        arrays = _arrays(self.folder, STATE_FILE, self.manifest.state_sha256) if needs_file else {}
+        key = jax.random.PRNGKey(self.manifest.seed)
         leaves = []
         for index, leaf in enumerate(self.manifest.state):
-            array = arrays.get(f"leaf{index:05d}")
-            if array is None or list(array.shape) != leaf.shape or str(array.dtype) != leaf.dtype:
-                raise UsageError(f"--exported {self.folder}/{STATE_FILE}: leaf {leaf.name} is not the manifest's "
-                                 f"{leaf.dtype}{leaf.shape}; export the step again")
-            leaves.append(jax.device_put(array, jaxrt.device()))
+            if leaf.source == "file":
+                array = arrays.get(f"leaf{index:05d}")
+                if array is None or list(array.shape) != leaf.shape or str(array.dtype) != leaf.dtype:
+                    raise UsageError(f"--exported {self.folder}/{STATE_FILE}: leaf {leaf.name} is not the manifest's "
+                                     f"{leaf.dtype}{leaf.shape}; export the step again")
+                leaves.append(jax.device_put(array, jaxrt.device()))
+                continue
+            with jax.default_device(jaxrt.device()):
+                if leaf.source == "zeros":
+                    value = jnp.zeros(leaf.shape, leaf.dtype)
+                elif leaf.source == "constant":
+                    value = jnp.full(leaf.shape, leaf.mean, leaf.dtype)
+                else:
+                    draw = jax.random.normal(jax.random.fold_in(key, index), leaf.shape, jnp.float32)
+                    value = (draw * leaf.std + leaf.mean).astype(leaf.dtype)
+            leaves.append(value)
         return leaves
 
     def host_batch(self, batch_size: int) -> list[Any]:

@@ -37,13 +37,22 @@ class Column:
     sample_shape: list[int]
 
 
+LEAF_SOURCES = ("file", "zeros", "constant", "normal")
+
+
 @dataclass(frozen=True)
 class Leaf:
-    """One leaf of the step's state, in the order the programs take them."""
+    """One leaf of the step's state, in the order the programs take them, and where its initial
+    value comes from: `file` (state.npz), `zeros` (an optimizer's fresh moments and counters),
+    `constant` (every element `mean`), or `normal` (drawn on the device with the leaf's mean and
+    standard deviation: `export --initial-state drawn`, for models whose weights would not travel)."""
 
     name: str
     shape: list[int]
     dtype: str
+    source: str = "file"
+    mean: float | None = None
+    std: float | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +104,9 @@ class Manifest:
     """The exact JAX that serialized the programs; another refuses them (`check_runtime`)."""
     versions: dict[str, str]
     seed: int
+    initial_state: str = "file"
+    """"file": every parameter as built (state.npz); "drawn": large parameters drawn on the device
+    with their mean and standard deviation, the rest from the file."""
     command: str | None = None
 
     def program(self, batch_size: int) -> Program:
@@ -138,9 +150,15 @@ def read_manifest(folder: Path) -> Manifest:
         raise UsageError(f"{what}: manifest format version {raw.get('format_version')!r}, this trainspeed reads "
                          f"{FORMAT_VERSION}; export the step again with this trainspeed")
     try:
-        return dacite.from_dict(Manifest, raw, config=dacite.Config(strict=True))
+        manifest = dacite.from_dict(Manifest, raw, config=dacite.Config(strict=True))
     except (dacite.DaciteError, TypeError, ValueError) as error:
         raise UsageError(f"{what}/{MANIFEST}: {str(error).splitlines()[0]}; export the step again") from None
+    for leaf in manifest.state:
+        if leaf.source not in LEAF_SOURCES or (leaf.source in ("constant", "normal") and leaf.mean is None) \
+                or (leaf.source == "normal" and leaf.std is None):
+            raise UsageError(f"{what}/{MANIFEST}: state leaf {leaf.name} has no initial value it can be made from "
+                             f"(source {leaf.source!r}); export the step again")
+    return manifest
 
 
 def read_checked(folder: Path, name: str, sha256: str) -> bytes:

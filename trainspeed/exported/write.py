@@ -10,6 +10,7 @@ the largest size go beside them as npz; the manifest names every file with its s
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import io
 import json
@@ -46,6 +47,24 @@ from trainspeed.workloads.identity import identify
 
 PLATFORMS = ("tpu", "cpu", "cuda", "rocm")
 """What `jax.export` lowers for."""
+INITIAL_STATES = ("file", "drawn")
+DRAWN_FROM_ELEMENTS = 4096
+"""With `--initial-state drawn`, parameters of at least this many elements are drawn on the device;
+smaller ones (biases, norms' scales) travel in the file as built."""
+
+
+def _leaf(name: str, value: Any, initial_state: str) -> Leaf:
+    """A state leaf's manifest entry: where its initial value comes from (`Leaf`)."""
+    array = np.asarray(value)
+    entry = Leaf(name, list(array.shape), str(array.dtype))
+    if name.startswith("optim/") and not array.any():
+        return dataclasses.replace(entry, source="zeros")
+    if initial_state == "file" or array.size < DRAWN_FROM_ELEMENTS or not np.issubdtype(array.dtype, np.floating):
+        return entry
+    as_float = array.astype(np.float64)
+    if (as_float == as_float.flat[0]).all():
+        return dataclasses.replace(entry, source="constant", mean=float(as_float.flat[0]))
+    return dataclasses.replace(entry, source="normal", mean=float(as_float.mean()), std=float(as_float.std()))
 
 
 def host_batch_arrays(batch: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
@@ -104,10 +123,12 @@ def _optimizer_groups(functional: FunctionalStep) -> list[OptimizerGroup]:
 
 
 def export_steps(workload_name: str, size: str | None, target_name: str, platform: str, batch_sizes: list[int],
-                 out: Path, seed: int = 0, command: str | None = None) -> Manifest:
+                 out: Path, seed: int = 0, command: str | None = None, initial_state: str = "file") -> Manifest:
     """Write the folder `out` (which must not exist) and return its manifest."""
     import jax
 
+    if initial_state not in INITIAL_STATES:
+        raise UsageError(f"--initial-state {initial_state}: choose file or drawn")
     if platform not in PLATFORMS:
         raise UsageError(f"--platform {platform}: choose one of {', '.join(PLATFORMS)}")
     if os.path.lexists(out):
@@ -153,7 +174,9 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
             files[eval_file] = bytes(evaluate.serialize())
             program = Program(batch_size, train_file, program.train_sha256, eval_file, sha256_of(files[eval_file]))
         programs.append(program)
-    files[STATE_FILE] = _npz({f"leaf{index:05d}": np.asarray(state[name]) for index, name in enumerate(names)})
+    leaves = [_leaf(name, state[name], initial_state) for name in names]
+    files[STATE_FILE] = _npz({f"leaf{index:05d}": np.asarray(state[name]) for index, name in enumerate(names)
+                              if leaves[index].source == "file"})
     files[BATCH_FILE] = _npz(host_batch)
     import torchax
 
@@ -163,14 +186,14 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
         target=str(target.spec), precision=target.spec.precision, platforms=[platform],
         flops_per_sample=float(workload.flops_per_sample(size)),
         columns=[Column(c, str(host_batch[c].dtype), list(host_batch[c].shape[1:])) for c in columns],
-        state=[Leaf(name, list(state[name].shape), str(state[name].dtype)) for name in names],
+        state=leaves,
         programs=programs, optimizer_groups=_optimizer_groups(functional),
         lr_reference_batch=getattr(workload, "reference_batch", None), eval_metrics=metric_names,
         batch_rows=largest, state_sha256=sha256_of(files[STATE_FILE]), batch_sha256=sha256_of(files[BATCH_FILE]),
         jax_version=jax.__version__,
         versions={"jax": jaxrt.versions(), "torchax": torchax.__version__, "torch": torch.__version__,
                   "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")},
-        seed=seed, command=command,
+        seed=seed, initial_state=initial_state, command=command,
     )
     files[MANIFEST] = (json.dumps(manifest.to_json(), indent=1) + "\n").encode()
     _write_folder(out, files)

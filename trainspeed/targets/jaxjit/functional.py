@@ -63,7 +63,19 @@ def _jax():
     import jax
     import torchax
 
+    _without_promote_policies()
     return jax, torchax
+
+
+def _without_promote_policies() -> None:
+    """torchax's autocast casts the arguments of `promote` ops (cat, stack, index_put) to their
+    widest dtype by reading `.dtype` of each positional argument, which fails on cat's list of
+    tensors. JAX's own ops promote mixed dtypes the same way, so those entries are dropped."""
+    from torchax import amp
+
+    for op, policy in list(amp.autocast_policy.items()):
+        if policy is amp.CastPolicy.PROMOTE:
+            del amp.autocast_policy[op]
 
 
 def _machinery_roots() -> tuple[list[str], list[str]]:
@@ -264,8 +276,7 @@ class FunctionalStep:
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.precision == "bf16":
-            jax, _ = _jax()
-            return self.env.override_property(autocast_dtype=jax.numpy.bfloat16)
+            return self.env.override_property(autocast_dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
     def _batch(self, batch: dict[str, Any]) -> Batch:

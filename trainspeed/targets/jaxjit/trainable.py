@@ -4,8 +4,9 @@ flat JAX state that each step replaces.
 
 - the learning rates: the trainer's schedulers set the param groups of the workload's own
   optimizers, as on any target, and each step passes them to the program as an input;
-- the loss: a host tensor filled in when the target syncs (reading each step's loss would make
-  the host wait for every step);
+- the loss: a host tensor whose value is read from the device when it is first used, or when the
+  target syncs (`PendingLoss`): reading each step's loss at once would make the host wait for
+  every step, so the next one could not be queued behind it;
 - checkpoints: `state_dict` converts the state to the trainable's own `state_dict` layout of host
   tensors, and `load_state_dict` converts one back.
 """
@@ -21,6 +22,35 @@ from trainspeed.targets.jaxjit.functional import FunctionalStep, State, refuse_u
 from trainspeed.workloads.base import Batch, Trainable
 
 
+class PendingLoss(torch.Tensor):
+    """A host scalar whose value is a device array's: any torch use of it (`float`, `torch.stack`)
+    first waits for that array and copies it in; after that it is an ordinary tensor."""
+
+    _array: Any = None
+
+    @staticmethod
+    def __new__(cls, array: Any) -> "PendingLoss":
+        tensor = torch.Tensor._make_subclass(cls, torch.full((), float("nan")))
+        tensor._array = array
+        return tensor
+
+    def resolve(self) -> None:
+        if self._array is not None:
+            value, self._array = float(self._array), None
+            with torch._C.DisableTorchFunctionSubclass():
+                self.fill_(value)
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        from torch.utils import _pytree
+
+        for value in _pytree.tree_leaves((args, kwargs or {})):
+            if isinstance(value, PendingLoss):
+                value.resolve()
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **(kwargs or {}))
+
+
 class JaxTrainable(Trainable):
     def __init__(self, functional: FunctionalStep, state: State) -> None:
         super().__init__(functional.trainable.networks)
@@ -29,8 +59,8 @@ class JaxTrainable(Trainable):
         self.state = state
         self.train_programs = CompiledPrograms(functional.train, donate_argnums=(0,))
         self.eval_programs = CompiledPrograms(functional.evaluate)
-        self.pending: list[tuple[torch.Tensor, Any]] = []
-        """(host loss placeholder, device loss) of steps not yet synced."""
+        self.pending: list[PendingLoss] = []
+        """Losses of steps not yet synced."""
 
     def to(self, device: torch.device) -> "JaxTrainable":
         return self
@@ -59,17 +89,17 @@ class JaxTrainable(Trainable):
             raise _traced_error(error, "its training step") from None
         for optimizer in self.optimizers.values():
             optimizer._opt_called = True  # type: ignore[attr-defined]  # LR schedulers check that a step ran
-        placeholder = torch.full((), float("nan"))
-        self.pending.append((placeholder, loss))
-        return placeholder
+        pending = PendingLoss(loss)
+        self.pending.append(pending)
+        return pending
 
     def sync(self) -> None:
-        """Wait for every step sent, and fill in their losses."""
+        """Wait for every step sent, and read their losses."""
         import jax
 
         jax.block_until_ready(self.state)
-        for placeholder, loss in self.pending:
-            placeholder.fill_(float(loss))
+        for pending in self.pending:
+            pending.resolve()
         self.pending.clear()
 
     def eval_metrics(self, batch: Batch) -> dict[str, torch.Tensor] | None:  # type: ignore[override]
