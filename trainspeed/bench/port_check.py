@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the check needs torch when it runs; its config and result d
     from trainspeed.workloads.base import Trainable
 
 XLA_DEVICE = "xla"
+JAX_DEVICE = "jax"
 MAX_CALLERS = 5
 """Python lines kept per fallback op: the first few distinct callers point at the fix."""
 PROGRESS_AFTER_S = 30.0
@@ -67,17 +68,25 @@ class PortCheckConfig:
     """A JSON file the result is written to (whole, never over an existing file); None: printed only."""
     strict: bool = False
     """Findings make the command fail (exit code 1), for CI."""
+    platform: str | None = None
+    """A `jax:*` target's check: lower the step for this platform (tpu, cpu, cuda) here, without
+    its device (None: JAX's default device's platform)."""
     command: str | None = None
 
     def __post_init__(self) -> None:
         check_xla_target(self.target)
+        if self.platform is not None and self.target.strip().split(":")[0] != JAX_DEVICE:
+            raise UsageError(f"check: --platform lowers a jax:* target's step for a platform; {self.target} runs its "
+                             "steps here (drop --platform, or give --target jax:jit:fp32)")
 
 
 def check_xla_target(name: str) -> None:
-    """Only an `xla:*` target has the counters the check reads; refused before anything is imported."""
-    if name.strip().split(":")[0] != XLA_DEVICE:
+    """Only an `xla:*` target has the counters the check reads, and a `jax:*` target lowers its step;
+    any other is refused before anything is imported."""
+    if name.strip().split(":")[0] not in (XLA_DEVICE, JAX_DEVICE):
         raise UsageError(f"check: --target {name} is not an XLA target; the port check runs on xla:* targets "
-                         "only, e.g. --target xla:lazy:fp32")
+                         "(steps counted on the device) and jax:* targets (the step lowered for --platform), "
+                         "e.g. --target xla:lazy:fp32")
 
 
 def check_out(path: Path | None) -> None:
@@ -205,6 +214,10 @@ def run_port_check(config: PortCheckConfig) -> PortCheck:
     check_xla_target(config.target)
     workload = get_workload(config.workload)
     size = resolve_size(workload, config.size)
+    if config.target.strip().split(":")[0] == JAX_DEVICE:
+        from trainspeed.bench.jax_port_check import run_lowering_check
+
+        return run_lowering_check(config, workload, size)
     target = get_target(config.target)  # registers the XLA device before any backward in this process
     if target.device_type != XLA_DEVICE:
         raise UsageError(f"check: --target {config.target} runs on {target.device_type or 'another device'}, not XLA")

@@ -67,9 +67,16 @@ class PortCheck:
     compile_s: float | None = None
     """Seconds XLA spent compiling over the whole check (the warm-up's compiles included); None in
     checks written before it was recorded."""
+    lowered_for: str | None = None
+    """A `jax` target's check: the platform the step was lowered for, here, without its device
+    (`trainspeed.targets.jaxjit.lowering`); its fallback ops are ops with no JAX lowering, its
+    compiles the programs a step would add, and its host syncs the host reads that stopped the
+    trace. None: a check of steps run on an XLA device."""
 
     def lines(self) -> list[str]:
         """The report a user reads: each fallback with its callers, compiles, transfers, the verdict."""
+        if self.lowered_for is not None:
+            return self._lowering_lines()
         out = [f"port check: {self.workload} {self.size} on {self.target} ({self.device_name}), batch {self.batch_size}, "
                f"{self.warmup_steps} warm-up steps, then {self.steps} measured"]
         if self.fallback_ops:
@@ -89,6 +96,24 @@ class PortCheck:
         if self.device_to_host_per_step and any(not op.is_host_read for op in self.fallback_ops):
             transfers += " (each fallback copies its inputs to the host)"
         out.append(transfers)
+        out.append(f"verdict: {self.verdict}")
+        return out
+
+
+    def _lowering_lines(self) -> list[str]:
+        out = [f"port check: {self.workload} {self.size} on {self.target}, lowered for {self.lowered_for} on "
+               f"{self.device_name}, batch {self.batch_size}, the step traced twice"]
+        if self.fallback_ops:
+            out.append("ops with no JAX lowering (torchax), each replaced by a stand-in so the trace went on:")
+            for op in self.fallback_ops:
+                out.append(f"  {op.op}")
+                out += [f"    called from {caller}" for caller in op.called_from]
+                if not op.called_from:
+                    out.append("    called from no Python line of the workload (the backward pass, or torch itself)")
+        else:
+            out.append("ops with no JAX lowering: none")
+        out.append(f"programs compiled again per step: {self.compiles_in_steps}"
+                   + (" (a Python value that changes per step is compiled into the step)" if self.compiles_in_steps else ""))
         out.append(f"verdict: {self.verdict}")
         return out
 

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 def add_check_command(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "check",
-        help="port check on an XLA target: ops that fall back to the host, recompiles, host syncs per step",
+        help="port check on an XLA target (ops that fall back to the host, recompiles, host syncs per step), or a "
+             "jax target's step lowered for a platform (tpu) without its device",
         description="Run a few training steps of a workload on an xla:* target and say what keeps its step from "
                     "running whole on the device: aten ops torch_xla runs on the host (with the Python line that "
                     "called each), compilations after the warm-up, and device-to-host transfers per step. Exit 0 "
@@ -33,6 +34,8 @@ def add_check_command(subparsers: argparse._SubParsersAction) -> None:
     add_flag(parser, "--seed", PortCheckConfig, "seed", "seed of the model and the synthetic batch", type=seed_value)
     add_flag(parser, "--out", PortCheckConfig, "out", "write the result as JSON to this new file")
     add_flag(parser, "--strict", PortCheckConfig, "strict", "exit 1 when the check finds anything (for CI)")
+    add_flag(parser, "--platform", PortCheckConfig, "platform", "a jax:* target: lower the step for this platform "
+             "(tpu, cpu, cuda) here, without its device, and name each op that does not lower")
     parser.set_defaults(handler=run_check)
 
 

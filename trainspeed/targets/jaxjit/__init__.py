@@ -24,6 +24,7 @@ import torch
 
 from trainspeed import jaxrt
 from trainspeed.data.order import SAMPLE_ID_KEY
+from trainspeed.errors import UsageError
 from trainspeed.targets import host_memory
 from trainspeed.targets.base import Target, is_host_oom
 from trainspeed.targets.host_memory import HostMemoryPeak
@@ -74,13 +75,19 @@ class JaxTarget(Target):
         """Trace the trainable's step on torchax and put its state on the device."""
         import jax
 
-        from trainspeed.targets.jaxjit.functional import FunctionalStep
+        from trainspeed.targets.jaxjit.functional import FunctionalStep, refuse_untraceable
         from trainspeed.targets.jaxjit.trainable import JaxTrainable
 
         if isinstance(trainable, JaxTrainable):
             return trainable
-        functional = FunctionalStep(trainable, self.spec.precision, seed)
-        built = JaxTrainable(functional, jax.device_put(functional.initial_state(), jaxrt.device()))
+        try:
+            functional = FunctionalStep(trainable, self.spec.precision, seed)
+            state = functional.initial_state()
+        except UsageError:
+            raise
+        except Exception as error:  # noqa: BLE001 - the optimizer's update traced on zero gradients, told in one line
+            raise refuse_untraceable(error, "its optimizer's step") from None
+        built = JaxTrainable(functional, jax.device_put(state, jaxrt.device()))
         self._current, self._compile_s = weakref.ref(built), None
         return built
 

@@ -269,10 +269,10 @@ class FunctionalStep:
             for name, tensor in tensors.items():
                 tensor._elem = saved[name]
 
-    def _wrap(self, array: Any) -> torch.Tensor:
+    def _wrap(self, array: Any, requires_grad: bool = False) -> torch.Tensor:
         from torchax.tensor import Tensor
 
-        return Tensor(array, self.env)
+        return Tensor(array, self.env, requires_grad)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.precision == "bf16":
@@ -306,7 +306,9 @@ class FunctionalStep:
         with self._bound(parameters), self.env, self._rates_kept(rates):
             for name, optimizer in self.trainable.optimizers.items():
                 for group in optimizer.param_groups:
-                    group["lr"] = self._wrap(lrs[index])
+                    # a rate that "requires grad" takes torch's tensor-only update path (SGD reads a
+                    # plain tensor rate as a Python number; nothing differentiates it here)
+                    group["lr"] = self._wrap(lrs[index], requires_grad=True)
                     index += 1
                 for slot, parameter in enumerate(self.optimizer_slots[name]):
                     key = self._key_of(parameter)
