@@ -161,6 +161,14 @@ class ResultRow:
     (ahead of the first step, which first_step_s times apart)."""
     exported: str | None = None
     """Exported steps: the artifact's folder and the sha256 of its manifest (`trainspeed export`)."""
+    program_flops: NonNegative | None = None
+    """JAX targets and exported steps: the FLOPs of one step as XLA counts its compiled program."""
+    program_bytes_accessed: NonNegative | None = None
+    """JAX targets and exported steps: the bytes one step's program reads and writes, as XLA
+    counts them (memory traffic; with program_flops, whether the step is compute- or memory-bound)."""
+    program_temp_bytes: NonNegative | None = None
+    """JAX targets and exported steps: the temporary buffers the step's program needs beside its
+    arguments and outputs (activations kept for the backward pass, among them)."""
     error: str | None = None
     command: str | None = None
     """The command line that wrote the row."""

@@ -134,5 +134,5 @@ def _measure(steps: ExportedSteps, batch_size: int, feed: str, config: BenchConf
         measured_row(base, timing, min_window_s=config.plan.min_window_s, warmup_steps=config.plan.warmup_steps,
                      bytes_per_step=bytes_per_step, peak_memory_bytes=peak,
                      peak_memory_source="jax memory_stats peak_bytes_in_use" if peak else None),
-        compile_s=device.program.last_compile_s(), machine=machine.at_end(),
+        compile_s=device.program.last_compile_s(), machine=machine.at_end(), **device.program.last_costs(),
     )

@@ -96,6 +96,8 @@ class CompiledPrograms:
     donate_argnums: tuple[int, ...] = ()
     programs: dict[Any, Any] = field(default_factory=dict)
     compile_s: dict[Any, float] = field(default_factory=dict)
+    costs: dict[Any, dict[str, float]] = field(default_factory=dict)
+    """What XLA says of each compiled program (`program_costs`)."""
 
     def __call__(self, *args: Any) -> Any:
         import jax
@@ -108,6 +110,7 @@ class CompiledPrograms:
             program = jax.jit(self.function, donate_argnums=self.donate_argnums).lower(*args).compile()
             self.compile_s[key] = time.perf_counter() - start
             self.programs[key] = program
+            self.costs[key] = program_costs(program)
         return program(*args)
 
     @property
@@ -116,3 +119,30 @@ class CompiledPrograms:
 
     def last_compile_s(self) -> float | None:
         return list(self.compile_s.values())[-1] if self.compile_s else None
+
+    def last_costs(self) -> dict[str, float]:
+        return list(self.costs.values())[-1] if self.costs else {}
+
+
+def program_costs(compiled: Any) -> dict[str, float]:
+    """XLA's own account of a compiled program, as result-row fields: its FLOPs and the bytes it
+    reads and writes per call (`cost_analysis`), and the temporary buffers it needs beside its
+    arguments and outputs (`memory_analysis`): where a step's time goes when it is memory-bound.
+    Fields a backend does not report are left out."""
+    fields: dict[str, float] = {}
+    try:
+        cost = compiled.cost_analysis()
+        cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+        if cost and cost.get("flops"):
+            fields["program_flops"] = float(cost["flops"])
+        if cost and cost.get("bytes accessed"):
+            fields["program_bytes_accessed"] = float(cost["bytes accessed"])
+    except Exception:  # noqa: BLE001 - an analysis the backend lacks is no measurement, not an error
+        pass
+    try:
+        memory = compiled.memory_analysis()
+        if memory is not None and getattr(memory, "temp_size_in_bytes", None) is not None:
+            fields["program_temp_bytes"] = float(memory.temp_size_in_bytes)
+    except Exception:  # noqa: BLE001
+        pass
+    return fields

@@ -48,6 +48,8 @@ class JaxTarget(Target):
         self._host_memory = HostMemoryPeak()
         self._compile_s: float | None = None
         """The last configuration's compile seconds, kept past its trainable (the bench frees it first)."""
+        self._costs: dict[str, float] = {}
+        """XLA's account of the last configuration's step program (`jaxrt.program_costs`)."""
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -88,7 +90,7 @@ class JaxTarget(Target):
         except Exception as error:  # noqa: BLE001 - the optimizer's update traced on zero gradients, told in one line
             raise refuse_untraceable(error, "its optimizer's step") from None
         built = JaxTrainable(functional, jax.device_put(state, jaxrt.device()))
-        self._current, self._compile_s = weakref.ref(built), None
+        self._current, self._compile_s, self._costs = weakref.ref(built), None, {}
         return built
 
     def move_batch(self, batch: Batch) -> Any:
@@ -106,6 +108,7 @@ class JaxTarget(Target):
         if trainable is not None:
             trainable.sync()
             self._compile_s = trainable.train_programs.last_compile_s()
+            self._costs = trainable.train_programs.last_costs()
 
     def is_oom(self, error: BaseException) -> bool:
         return jaxrt.is_oom(error) or is_host_oom(error)
@@ -138,4 +141,5 @@ class JaxTarget(Target):
 
     def row_fields(self) -> dict[str, Any]:
         source = host_memory.SOURCE if self._device_is_host() else "jax memory_stats peak_bytes_in_use"
-        return {"jax_versions": jaxrt.versions(), "compile_s": self._compile_s, "peak_memory_source": source}
+        return {"jax_versions": jaxrt.versions(), "compile_s": self._compile_s, "peak_memory_source": source,
+                **self._costs}

@@ -275,9 +275,14 @@ class FunctionalStep:
         return Tensor(array, self.env, requires_grad)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
+        """torchax's autocast casts each op's arguments; torch's own autocast state is set for the
+        `jax` device too, so a workload that asks `torch.is_autocast_enabled` (to keep a stream
+        in bf16, say) hears what it would on any other autocast target."""
+        stack = contextlib.ExitStack()
         if self.precision == "bf16":
-            return self.env.override_property(autocast_dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+            stack.enter_context(self.env.override_property(autocast_dtype=torch.bfloat16))
+            stack.enter_context(torch.autocast(device_type="jax", dtype=torch.bfloat16))
+        return stack
 
     def _batch(self, batch: dict[str, Any]) -> Batch:
         return {key: self._wrap(value) for key, value in batch.items()}

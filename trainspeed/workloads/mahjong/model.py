@@ -120,7 +120,7 @@ def policy_config(size: str) -> PolicyConfig:
 
 def _autocast_dtype(x: torch.Tensor) -> torch.dtype | None:
     device_type = x.device.type
-    if device_type in ("cpu", "cuda", "xla", "xpu") and torch.is_autocast_enabled(device_type):
+    if device_type in ("cpu", "cuda", "xla", "xpu", "jax") and torch.is_autocast_enabled(device_type):
         return torch.get_autocast_dtype(device_type)
     return None
 

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The steps the TPU session measures, exported on this machine (torch + torchax + CPU JAX) into
+# .tpu/ (ignored by git), and the pure-Python wheels that machine's own package index may lack into
+# .whl-tpu/. Then, on a TPU host that has JAX, numpy and libtpu only, from the repository root:
+#     bash benchmarks/tpu_session.sh mahjong OUT_DIR     (and: named)
+# Base-sized weights would not travel to a machine reached with a 64 MiB limit, so parameters of
+# 4,096 elements or more are drawn on the device (`--initial-state drawn`): these are benches.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TRAINSPEED=${TRAINSPEED:-.venv/bin/trainspeed}
+export_once() {  # folder, then the export's flags
+    local folder=$1; shift
+    [ -e ".tpu/$folder" ] || "$TRAINSPEED" export --platform tpu --initial-state drawn --out ".tpu/$folder" "$@"
+}
+mkdir -p .tpu
+export_once mahjong_base_fp32 --workload mahjong --size base --target jax:jit:fp32 --batch-sizes 2^6..2^12
+export_once mahjong_base_bf16 --workload mahjong --size base --target jax:jit:bf16 --batch-sizes 2^6..2^12
+export_once mahjong_base_fast_bf16 --workload mahjong --size base-fast --target jax:jit:bf16 --batch-sizes 64,256,1024,4096
+export_once hf_gpt2_bf16 --workload hf:gpt2 --size base --target jax:jit:bf16 --batch-sizes 8,16,32
+export_once timm_resnet50_bf16 --workload timm:resnet50 --size base --target jax:jit:bf16 --batch-sizes 32,64,128
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --implementation cp \
+    --platform manylinux2014_x86_64 -d .whl-tpu dacite==1.9.2 flatbuffers==25.12.19 optax==0.2.8 absl-py==2.5.1
