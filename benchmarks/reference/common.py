@@ -6,6 +6,11 @@ trainspeed can be checked against each other rather than against one shared impl
 window loop here is the peers' own on purpose (a harness of their own, timed like trainspeed's);
 its result is trainspeed's `Timing`, and trainspeed makes the row from it (`measured_row`), so a
 peer's samples/s means what a bench row's means.
+
+Nothing here imports torch, so the JAX peer runs where only JAX is (a TPU host): the Mahjong
+workload's identity is hashed from its source files without importing it, and the FLOPs per sample
+a peer's net must count are the workload's, pinned here (`WORKLOAD_FLOPS_PER_SAMPLE`) and checked
+against the workload itself by the tests and, in a process that has torch, at every run.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import numpy as np
 # it records, so that peer rows and trainspeed rows share one JSONL file, one ratio table, one plot.
 from trainspeed.bench.config import BATCH_SIZE_LIST
 from trainspeed.bench.results import ResultRow, append_row, check_results_file, measured_row
-from trainspeed.bench.sweep import with_flops
+from trainspeed.bench.mfu import with_flops
 from trainspeed.bench.timing import Timing
 from trainspeed.errors import UsageError
 from trainspeed.flags import CommaListAction
@@ -36,8 +41,7 @@ from trainspeed.machine import (
     Machine,
     cpu_model_name,  # noqa: F401 - re-exported for the peers
 )
-from trainspeed.workloads.identity import identify
-from trainspeed.workloads.mahjong.workload import MahjongWorkload
+from trainspeed.workloads.identity import WorkloadIdentity, module_definition_sha256
 
 NUM_TILE_TYPES = 34
 """Tokens: one per tile type."""
@@ -58,6 +62,7 @@ ADAM_EPS = 1e-8
 INIT_STD = 0.02
 
 DEVICES = ("cpu", "cuda")
+"""The devices both peers run on; a peer may take more (`build_parser`'s `devices`: the JAX peer's tpu)."""
 PRECISIONS = ("fp32", "bf16")
 DEFAULT_OUT = Path("results/reference.jsonl")
 
@@ -79,6 +84,41 @@ SIZES: dict[str, NetSize] = {
     "base": NetSize(width=512, blocks=8, heads=8),
     "large": NetSize(width=1024, blocks=16, heads=16),
 }
+
+# --- the workload the peers' rows are of --------------------------------------------------------
+
+MAHJONG_WORKLOAD = "mahjong"
+MAHJONG_WORKLOAD_MODULE = "trainspeed.workloads.mahjong.workload"
+"""Where trainspeed's Mahjong workload (`MahjongWorkload`) is defined: imported only where torch is."""
+
+WORKLOAD_FLOPS_PER_SAMPLE: dict[str, int] = {
+    "tiny": 22_635_776,
+    "small": 659_158_016,
+    "base": 5_197_096_960,
+    "large": 41_310_801_920,
+}
+"""`MahjongWorkload().flops_per_sample(size)` of the 86-plane net, pinned so that a process without
+torch can check a peer's count against it; the tests check it against the workload itself."""
+
+
+def workload_flops_per_sample(size: str) -> float:
+    """The Mahjong workload's training FLOPs per sample at `size`: from the workload itself in a
+    process that has imported torch (the PyTorch peer), else as pinned (the JAX peer imports no torch)."""
+    if "torch" in sys.modules:
+        from trainspeed.workloads.mahjong.workload import MahjongWorkload
+
+        return MahjongWorkload().flops_per_sample(size)
+    return float(WORKLOAD_FLOPS_PER_SAMPLE[size])
+
+
+def mahjong_identity() -> WorkloadIdentity:
+    """`identify(MahjongWorkload())`, computed without importing the workload's module (which imports
+    torch); the workload declares no `version`. The tests check it equals `identify(MahjongWorkload())`."""
+    try:
+        sha256 = module_definition_sha256(MAHJONG_WORKLOAD_MODULE)
+    except ValueError as error:
+        raise UsageError(f"cannot identify the Mahjong workload ({error})") from None
+    return WorkloadIdentity(name=MAHJONG_WORKLOAD, module=MAHJONG_WORKLOAD_MODULE, version=None, definition_sha256=sha256)
 
 
 @dataclass(frozen=True)
@@ -111,16 +151,19 @@ class PeerConfig:
 class _OneLineParser(argparse.ArgumentParser):
     """argparse prints usage plus an error and exits; the peers want one error line instead."""
 
+    devices: tuple[str, ...] = DEVICES
+
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(message)
 
 
-def build_parser(prog: str, description: str, compile_help: str) -> argparse.ArgumentParser:
+def build_parser(prog: str, description: str, compile_help: str, devices: tuple[str, ...] = DEVICES) -> argparse.ArgumentParser:
     parser = _OneLineParser(prog=prog, description=description)
+    parser.devices = devices
     parser.add_argument("--size", default="tiny", help=f"one of {', '.join(SIZES)}")
     parser.add_argument("--batch-sizes", action=CommaListAction, items=BATCH_SIZE_LIST, default=BATCH_SIZE_LIST("2^6..2^10"),
                         help="range 2^6..2^10 or list 64,256,1024")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--device", default="cpu", help=" or ".join(devices))
     parser.add_argument("--precision", default="fp32", help="fp32 or bf16")
     parser.add_argument("--compile", action="store_true", help=compile_help)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (recorded in every row)")
@@ -139,8 +182,9 @@ def parse_config(parser: argparse.ArgumentParser, argv: Sequence[str] | None) ->
     args = parser.parse_args(argv)
     if args.size not in SIZES:
         raise UsageError(f"unknown size {args.size!r}; choose one of {', '.join(SIZES)}")
-    if args.device not in DEVICES:
-        raise UsageError(f"unknown --device {args.device!r}; choose one of {', '.join(DEVICES)}")
+    devices = getattr(parser, "devices", DEVICES)
+    if args.device not in devices:
+        raise UsageError(f"unknown --device {args.device!r}; choose one of {', '.join(devices)}")
     if args.precision not in PRECISIONS:
         raise UsageError(f"unknown --precision {args.precision!r}; choose one of {', '.join(PRECISIONS)}")
     if args.threads is not None and args.threads <= 0:
@@ -304,7 +348,7 @@ def check_same_work(peer: Peer, config: PeerConfig) -> None:
     """The rows carry the identity of trainspeed's Mahjong workload (`workload_sha256`), so a peer
     whose net is not that workload's (other planes, another width) is refused before it measures:
     its FLOPs per sample, counted from its own layers, must be the workload's."""
-    expected = MahjongWorkload().flops_per_sample(config.size)
+    expected = workload_flops_per_sample(config.size)
     if peer.flops_per_sample != expected:
         raise UsageError(f"{peer.target} counts {peer.flops_per_sample:,} FLOPs per sample at size {config.size}, "
                          f"trainspeed's Mahjong workload {expected:,.0f}: the peer's net is not today's workload "
@@ -316,13 +360,13 @@ def run_sweep(peer: Peer, config: PeerConfig) -> list[ResultRow]:
     an interrupted sweep keeps its rows). An out-of-memory batch size is an `oom` row and the
     larger ones are `skipped`; any other failure is an `error` row and the sweep goes on."""
     run_id = config.run_id or uuid.uuid4().hex[:12]
-    identity = identify(MahjongWorkload()).row_fields()
+    identity = mahjong_identity().row_fields()
     rows = []
     out_of_memory_at: int | None = None
     for batch_size in config.batch_sizes:
         machine = _machine(peer)
         base = ResultRow(
-            run_id=run_id, timestamp=_now(), workload="mahjong", size=config.size, target=peer.target,
+            run_id=run_id, timestamp=_now(), workload=MAHJONG_WORKLOAD, size=config.size, target=peer.target,
             batch_size=batch_size, status="skipped", feed="device", bytes_per_step=0,
             flops_per_sample=float(peer.flops_per_sample), device_name=peer.device_name, machine=machine,
             command=shlex.join(["python", Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), **identity,

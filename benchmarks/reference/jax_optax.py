@@ -13,6 +13,14 @@ once, when the backend starts. With `--threads N` the process is pinned to N CPU
 backend starts and released right after, so the pool has N threads but no thread stays pinned
 (as torch.set_num_threads leaves torch's threads free to move); Eigen's own multi-threading is
 switched off at N=1. The measured CPU time per wall second is recorded in every row as a check.
+On another device (`--device cuda`, `--device tpu`) the step runs in no XLA CPU pool, so `--threads`
+pins nothing there and is recorded as not applied.
+
+It imports no torch (nor does `common.py`), so it runs on a host with only JAX, optax and
+trainspeed's torch-free modules, such as a TPU VM:
+
+    python benchmarks/reference/jax_optax.py --size base --device tpu --precision bf16 \\
+        --batch-sizes 2^6..2^12 --out results/peers.jsonl
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ import optax
 from benchmarks.reference.common import (
     ADAM_EPS,
     BETAS,
+    DEVICES,
     ILLEGAL_LOGIT,
     INIT_STD,
     LAYER_NORM_EPS,
@@ -62,6 +71,8 @@ from benchmarks.reference.common import (
 )
 
 PROG = "jax_optax.py"
+JAX_DEVICES = (*DEVICES, "tpu")
+"""JAX platforms the peer runs on: the PyTorch peer's, and a TPU."""
 Params = dict[str, Any]
 """Nested dicts of arrays; a linear layer is {"weight": (out, in), "bias": (out,)} as in torch."""
 
@@ -248,15 +259,17 @@ def start_backend(device: str, threads: int | None) -> tuple[jax.Device, int, st
     """Start JAX's backend for `device` with an intra-op pool of `threads` (see the module doc).
 
     Returns the device, the thread count in effect, and how it was set. Must run before anything
-    else in the process starts a JAX backend.
+    else in the process starts a JAX backend. Only the CPU backend's pool is sized: on another
+    device, `threads` pins nothing.
     """
     allowed = os.sched_getaffinity(0)
     if threads is not None and threads > len(allowed):
         raise UsageError(f"--threads {threads}: this process may use only {len(allowed)} CPUs")
-    if threads == 1:
+    pin = threads is not None and device == "cpu"
+    if pin and threads == 1:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false").strip()
     jax.config.update("jax_platforms", device)
-    if threads is not None:
+    if pin:
         os.sched_setaffinity(0, sorted(allowed)[:threads])
     try:
         chosen = jax.devices()[0]
@@ -268,9 +281,12 @@ def start_backend(device: str, threads: int | None) -> tuple[jax.Device, int, st
             else f"--device {device}: JAX cannot start that backend ({reason})"
         ) from None
     finally:
-        if threads is not None:
+        if pin:
             for thread_id in os.listdir("/proc/self/task"):
                 os.sched_setaffinity(int(thread_id), allowed)
+    if device != "cpu":
+        return chosen, len(allowed) if threads is None else threads, (
+            f"not applied: --device {device} runs the step in no XLA CPU pool; the process may use {len(allowed)} CPUs")
     if threads is None:
         return chosen, len(allowed), "XLA default: one intra-op thread per CPU the process may use"
     return chosen, threads, f"XLA CPU pool sized by pinning the process to {threads} CPU(s) while the backend started, then unpinned"
@@ -359,6 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         PROG,
         "JAX + optax reference peer: time the plain-JAX Mahjong policy net's jitted training step.",
         compile_help="accepted for the same command line as plain_torch.py; the JAX step is always jit-compiled",
+        devices=JAX_DEVICES,
     )
     return run_main(PROG, argv, parser, JaxPeer)
 

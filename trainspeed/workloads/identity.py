@@ -59,7 +59,10 @@ def _defining_file(workload: object) -> tuple[Path, str]:
 
 def definition_files(workload: object) -> tuple[Path, list[Path]]:
     """The folder the definition is read relative to, and its source files, sorted."""
-    path, package = _defining_file(workload)
+    return _files_of(*_defining_file(workload))
+
+
+def _files_of(path: Path, package: str) -> tuple[Path, list[Path]]:
     in_package = bool(package) and (path.name == "__init__.py" or path.parent.name == package.rsplit(".", 1)[-1])
     if not in_package:
         return path.parent, [path]
@@ -72,9 +75,24 @@ def definition_sha256(workload: object) -> str:
     own = getattr(workload, "definition_sha256", None)
     if callable(own):
         return str(own())
-    root, files = definition_files(workload)
+    return _files_sha256(*definition_files(workload), getattr(workload, "library_version", None))
+
+
+def module_definition_sha256(module_name: str) -> str:
+    """`definition_sha256` of a workload defined in `module_name` (with no library version), found
+    without importing the module: a process without torch (the JAX peer on a TPU host) names a
+    torch workload's rows by it. Only the module's parent packages are imported."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(module_name)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"cannot find the module {module_name!r}")
+    package = module_name if spec.submodule_search_locations else module_name.rpartition(".")[0]
+    return _files_sha256(*_files_of(Path(spec.origin).resolve(), package), None)
+
+
+def _files_sha256(root: Path, files: list[Path], library_version: object) -> str:
     digest = hashlib.sha256()
-    library_version = getattr(workload, "library_version", None)
     if library_version is not None:
         text = str(library_version).encode()
         digest.update(b"library" + len(text).to_bytes(8, "little") + text)
