@@ -89,6 +89,7 @@ def run_exported_bench(config: BenchConfig, batch_sizes_given: bool) -> list[Res
     steps = ExportedSteps.open(config.exported, workload)
     manifest = steps.manifest
     sizes = batch_sizes_of(config, steps, batch_sizes_given)
+    steps.verify(sizes)
     manifest_sha = hashlib.sha256((config.exported / MANIFEST).read_bytes()).hexdigest()
     run_id = config.run_id or uuid.uuid4().hex[:12]
     peak_tflops, source = (config.peak_tflops, "given") if config.peak_tflops else (None, None)

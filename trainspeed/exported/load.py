@@ -92,6 +92,17 @@ class ExportedSteps:
             columns.append(array[:batch_size])
         return columns
 
+    def verify(self, batch_sizes: list[int]) -> None:
+        """Every file these batch sizes will read has the manifest's sha256: a cut or changed file
+        is one line before any size is measured, not an error after the sizes before it."""
+        read_checked(self.folder, STATE_FILE, self.manifest.state_sha256)
+        read_checked(self.folder, BATCH_FILE, self.manifest.batch_sha256)
+        for batch_size in batch_sizes:
+            program = self.manifest.program(batch_size)
+            read_checked(self.folder, program.train_file, program.train_sha256)
+            if program.eval_file is not None and program.eval_sha256 is not None:
+                read_checked(self.folder, program.eval_file, program.eval_sha256)
+
     def learning_rates(self) -> Any:
         import jax.numpy as jnp
 

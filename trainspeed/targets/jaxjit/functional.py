@@ -40,10 +40,15 @@ State = dict[str, Any]
 
 RNG_KEY = "rng"
 
-FRESH_STATE_IS_ZERO = ("Adam", "AdamW", "SGD", "RMSprop", "Adamax", "RAdam")
+FRESH_STATE_IS_ZERO = ("Adam", "AdamW", "SGD", "RAdam")
 """Optimizers whose state, created at their first step, is all zeros (moments, step counters, an
-SGD momentum buffer without dampening, which equals the first gradient either way): the initial
-state is then written before the first step, so one program serves every step."""
+SGD momentum buffer without dampening, which equals the first gradient either way), and whose
+update traces on torchax: the initial state is then written before the first step, so one
+program serves every step. (RMSprop reads a value on the host in its update; Adamax calls an op
+torchax lacks.)"""
+
+TRACED_FLAGS = (("capturable", True), ("foreach", False), ("fused", None), ("differentiable", False))
+"""Param-group flags set while tracing: torch's tensor-only update (no `.item()`), one tensor at a time."""
 
 
 class StepNotTraceable(UsageError):
@@ -63,16 +68,25 @@ def _jax():
     import jax
     import torchax
 
-    _without_promote_policies()
+    _torch_autocast_policies()
     return jax, torchax
 
 
-def _without_promote_policies() -> None:
-    """torchax's autocast casts the arguments of `promote` ops (cat, stack, index_put) to their
-    widest dtype by reading `.dtype` of each positional argument, which fails on cat's list of
-    tensors. JAX's own ops promote mixed dtypes the same way, so those entries are dropped."""
-    from torchax import amp
+def _torch_autocast_policies() -> None:
+    """torchax's autocast made to cast as torch's does, where it does not:
 
+    - it looks a policy up by the function it dispatches, and runs `F.linear`, `torch.einsum` and
+      `F.scaled_dot_product_attention` as functions of its own, never reaching their aten ops'
+      policies: an nn.Linear would stay in fp32 under bf16. They get torch's lower-precision policy;
+    - its `promote` policy (cat, stack, index_copy) reads `.dtype` of each positional argument and
+      fails on cat's list of tensors; JAX's own ops promote mixed dtypes the same way, so those
+      entries are dropped."""
+    from torchax import amp
+    from torchax.ops import ops_registry
+
+    for function in ops_registry.all_torch_functions:
+        if getattr(function, "__name__", "") in ("linear", "einsum", "scaled_dot_product_attention"):
+            amp.autocast_policy.setdefault(function, amp.CastPolicy.LOWER_PRECISION_FP)
     for op, policy in list(amp.autocast_policy.items()):
         if policy is amp.CastPolicy.PROMOTE:
             del amp.autocast_policy[op]
@@ -107,6 +121,21 @@ def workload_line(frames: traceback.StackSummary) -> str | None:
     return None
 
 
+def refusal_line(frames: traceback.StackSummary) -> str | None:
+    """`workload_line` as a refusal says it: the code quoted, so its own colons read as code."""
+    line = workload_line(frames)
+    if line is None:
+        return None
+    place, _, code = line.partition(": ")
+    return f"{place} (`{code}`)" if code else place
+
+
+def _here() -> str:
+    """` at FILE:LINE in FUNCTION (`CODE`)` of the workload's line that called the caller, or nothing."""
+    line = refusal_line(traceback.extract_stack()[:-2])
+    return f" at {line}" if line else ""
+
+
 def _why(error: BaseException) -> str:
     """What went wrong, in the words a workload's author can act on."""
     jax, _ = _jax()
@@ -121,7 +150,7 @@ def _why(error: BaseException) -> str:
 
 def refuse_untraceable(error: BaseException, what: str) -> StepNotTraceable:
     """One line: what failed to trace, why, and the workload's line that did it."""
-    line = workload_line(traceback.extract_tb(error.__traceback__))
+    line = refusal_line(traceback.extract_tb(error.__traceback__))
     where = f" at {line}" if line else ""
     return StepNotTraceable(f"{what} does not trace to one JAX program{where}: {_why(error)}; "
                             "keep the step free of host reads, or see docs/targets.md (the jax family)")
@@ -144,13 +173,13 @@ class _BackwardCalls:
 
         def noted_backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> None:
             if calls.losses:
-                raise StepNotTraceable("the step calls backward() more than once; the jax family traces a step "
-                                       "of one backward() followed by its optimizers' steps")
+                raise StepNotTraceable(f"the step calls backward() more than once{_here()}; the jax family traces "
+                                       "a step of one backward() followed by its optimizers' steps")
             calls.losses.append(tensor)
 
         def refused_grad(*args: Any, **kwargs: Any) -> Any:
-            raise StepNotTraceable("the step calls torch.autograd.grad, which the jax family cannot trace "
-                                   "(torchax has no autograd); differentiate one loss with backward()")
+            raise StepNotTraceable(f"the step calls torch.autograd.grad{_here()}, which the jax family cannot "
+                                   "trace (torchax has no autograd); differentiate one loss with backward()")
 
         # An LR scheduler wraps `optimizer.step` on the instance: what the instance held is put back.
         held = [(optimizer, {name: optimizer.__dict__.get(name, _ABSENT) for name in ("step", "zero_grad")})
@@ -214,6 +243,8 @@ class FunctionalStep:
         return named
 
     def _check_optimizers(self) -> None:
+        self._own_flags: list[dict[str, Any]] = []
+        """Each param group's flags as the workload set them, which checkpoints keep."""
         for name, optimizer in self.trainable.optimizers.items():
             kind = type(optimizer).__name__
             if kind not in FRESH_STATE_IS_ZERO:
@@ -222,7 +253,8 @@ class FunctionalStep:
                 if kind == "SGD" and group.get("momentum", 0) and group.get("dampening", 0):
                     raise UsageError(f"optimizer {name!r}: SGD with momentum and dampening starts from the first "
                                      "gradient, not from zero; the jax family steps it without dampening")
-                for key, value in (("capturable", True), ("foreach", False), ("fused", None), ("differentiable", False)):
+                self._own_flags.append({key: group[key] for key, _ in TRACED_FLAGS if key in group})
+                for key, value in TRACED_FLAGS:
                     if key in group:
                         group[key] = value
 
@@ -380,7 +412,8 @@ class FunctionalStep:
         for name in list(self.parameters) + list(self.buffers):
             _, network, key = name.split("/", 2)
             networks[network][key] = host(state[name])
-        optimizers = {}
+        optimizers: dict[str, Any] = {}
+        own_flags = iter(self._own_flags)
         for name, optimizer in self.trainable.optimizers.items():
             per_slot: dict[int, dict[str, torch.Tensor]] = {}
             for leaf, value in state.items():
@@ -390,7 +423,7 @@ class FunctionalStep:
             groups, start = [], 0
             for group in optimizer.param_groups:
                 count = len(group["params"])
-                entry = {key: value for key, value in group.items() if key != "params"}
+                entry = {**{key: value for key, value in group.items() if key != "params"}, **next(own_flags)}
                 groups.append({**entry, "params": list(range(start, start + count))})
                 start += count
             optimizers[name] = {"state": per_slot, "param_groups": groups}

@@ -1,0 +1,194 @@
+"""`trainspeed export` writes a workload's step as jax.export artifacts with its state, batch and a
+manifest; `trainspeed bench --exported DIR` runs them where only JAX and numpy are (a TPU host),
+and writes the bench's own rows. A folder that does not fit this machine, or whose files changed,
+is refused in one line before anything runs.
+
+The folder is exported once for the module (Mahjong tiny, for the CPU, so the artifacts run here);
+tests that change it change a copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from child_commands import run_child
+
+from trainspeed.cli import main
+from trainspeed.targets.jaxjit import JaxTarget
+
+pytestmark = [
+    pytest.mark.skipif(JaxTarget.unavailable_reason() is not None, reason=str(JaxTarget.unavailable_reason())),
+    # JAX without x64 holds Mahjong's int64 index tensors as int32 (their values fit), and says so.
+    pytest.mark.filterwarnings("ignore:Explicitly requested dtype int64"),
+]
+
+SIZES = (8, 16)
+EXPORT = ["export", "--workload", "mahjong", "--size", "tiny", "--target", "jax:jit:fp32", "--platform", "cpu",
+          "--batch-sizes", ",".join(map(str, SIZES))]
+QUICK = ["--windows", "1", "--min-window-s", "0.05", "--warmup-steps", "1", "--no-plot", "--no-progress"]
+
+BLOCKED = ("torch", "torchax", "torch_xla", "torchvision")
+WITHOUT_TORCH = textwrap.dedent(f"""
+    import runpy, sys
+
+    class NoTorch:
+        '''Makes torch and its kin missing, as on a host that never installed them.'''
+        def find_spec(self, name, path=None, target=None):
+            if name.partition(".")[0] in {BLOCKED!r}:
+                raise ModuleNotFoundError(f"No module named {{name!r}} (blocked: this host has no torch)", name=name)
+            return None
+
+    sys.meta_path.insert(0, NoTorch())
+    try:
+        import torch
+    except ModuleNotFoundError:
+        pass
+    else:
+        raise SystemExit("the block let torch in")
+    runpy.run_module("trainspeed", run_name="__main__", alter_sys=True)
+""")
+"""`python -c WITHOUT_TORCH ARGS...` is `trainspeed ARGS...` in a process that cannot import torch."""
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("exported") / "mahjong-tiny"
+    assert main([*EXPORT, "--out", str(folder)]) == 0
+    return folder
+
+
+def copy_of(exported: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "copy"
+    shutil.copytree(exported, folder)
+    return folder
+
+
+def edit_manifest(folder: Path, **fields) -> Path:
+    manifest = folder / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), **fields}))
+    return folder
+
+
+def change_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_export_writes_artifacts_state_batch_and_a_manifest_naming_each_with_its_sha256(exported: Path) -> None:
+    import jax
+
+    files = {path.name for path in exported.iterdir()}
+    per_size = {f"{kind}_b{size}.jaxexport" for kind in ("train", "eval") for size in SIZES}
+    assert files == {"manifest.json", "state.npz", "batch.npz", *per_size}
+
+    manifest = json.loads((exported / "manifest.json").read_text())
+    assert (manifest["workload"], manifest["size"], manifest["target"]) == ("mahjong", "tiny", "jax:jit:fp32")
+    assert manifest["platforms"] == ["cpu"] and manifest["jax_version"] == jax.__version__
+    assert [program["batch_size"] for program in manifest["programs"]] == list(SIZES)
+
+    def sha256(name: str) -> str:
+        return hashlib.sha256((exported / name).read_bytes()).hexdigest()
+
+    for program in manifest["programs"]:
+        assert program["train_sha256"] == sha256(program["train_file"])
+        assert program["eval_sha256"] == sha256(program["eval_file"])
+    assert (manifest["state_sha256"], manifest["batch_sha256"]) == (sha256("state.npz"), sha256("batch.npz"))
+
+
+def test_the_exported_step_trains_as_eager_pytorch_on_the_exported_batch(exported: Path) -> None:
+    """The artifact is the workload's own step: from the exported state, on the exported batch's
+    first 8 samples, its losses are cpu:eager:fp32's on the same samples (relative 1e-5; the losses
+    fall by ~5% a step)."""
+    from trainspeed.exported.load import ExportedSteps
+    from trainspeed.targets import get_target
+    from trainspeed.workloads import get_workload
+
+    steps = ExportedSteps.open(exported, "mahjong")
+    program, state = steps.train_program(8), steps.initial_state()
+    batch, rates = steps.host_batch(8), steps.learning_rates()
+    exported_losses = []
+    for _ in range(4):
+        state, loss = program(state, batch, rates)
+        exported_losses.append(float(loss))
+
+    workload, target = get_workload("mahjong"), get_target("cpu:eager:fp32")
+    trainable = target.build(workload, "tiny", 0)
+    eager_batch = {key: value[:8] for key, value in
+                   workload.synthetic_batch("tiny", max(SIZES), torch.Generator().manual_seed(0)).items()}
+    eager_losses = [float(target.run_step(trainable, eager_batch)) for _ in range(4)]
+    assert eager_losses[-1] < eager_losses[0]
+    assert exported_losses == pytest.approx(eager_losses, rel=1e-5)
+
+
+@pytest.mark.e2e
+def test_bench_exported_runs_in_a_process_that_cannot_import_torch(exported: Path, tmp_path: Path) -> None:
+    out = tmp_path / "rows.jsonl"
+    result = run_child([sys.executable, "-c", WITHOUT_TORCH, "bench", "--exported", str(exported), "--out", str(out),
+                        *QUICK], timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row["batch_size"] for row in rows] == list(SIZES)
+    for row in rows:
+        assert row["kind"] == "bench" and row["status"] == "ok" and row["target"] == "jax:jit:fp32", row
+        assert (row["workload"], row["size"]) == ("mahjong", "tiny")
+        assert row["samples_per_s"] > 0 and row["compile_s"] > 0, row
+        assert row["jax_versions"].startswith("jax ") and row["device_name"].startswith("JAX CPU"), row
+        assert row["exported"].startswith(str(exported)) and "manifest sha256" in row["exported"], row
+        assert row["peak_tflops"] > 0 and row["peak_tflops_source"] == "measured", row  # JAX's probe, not torch's
+
+
+def _bench(folder: Path, tmp_path: Path, *extra: str) -> list[str]:
+    return ["bench", "--exported", str(folder), "--out", str(tmp_path / "rows.jsonl"), *QUICK, *extra]
+
+
+@pytest.mark.parametrize("fields, extra, says", [
+    ({"jax_version": "0.4.1"}, (), "exported with jax 0.4.1"),
+    ({"platforms": ["tpu"]}, (), "exported for tpu, and this machine's JAX runs on cpu"),
+    ({}, ("--workload", "char"), "holds the steps of workload 'mahjong', not 'char'"),
+    ({}, ("--targets", "cpu:eager:fp32"), "--targets does not apply"),
+], ids=["another-jax", "for-a-tpu", "another-workload", "targets-given"])
+def test_a_folder_that_does_not_fit_this_machine_or_command_is_refused_in_one_line(
+        exported, tmp_path, cli_error, fields, extra, says) -> None:
+    folder = edit_manifest(copy_of(exported, tmp_path), **fields)
+    assert says in cli_error(*_bench(folder, tmp_path, *extra))
+    assert not (tmp_path / "rows.jsonl").exists()
+
+
+def test_a_changed_artifact_is_refused_by_its_sha256(exported, tmp_path, capsys) -> None:
+    folder = copy_of(exported, tmp_path)
+    change_a_byte(folder / "train_b8.jaxexport")
+    assert main(_bench(folder, tmp_path)) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("trainspeed: error: ") and "train_b8.jaxexport: its sha256 is not the manifest's" in last
+
+
+def test_a_changed_artifact_is_refused_before_anything_is_measured(exported, tmp_path, cli_error) -> None:
+    folder = copy_of(exported, tmp_path)
+    change_a_byte(folder / "train_b16.jaxexport")
+    assert "train_b16.jaxexport: its sha256" in cli_error(*_bench(folder, tmp_path))
+    assert not (tmp_path / "rows.jsonl").exists()
+
+
+def test_export_never_writes_over_a_folder(exported, cli_error) -> None:
+    before = (exported / "manifest.json").read_bytes()
+    assert "exists; give a new folder" in cli_error(*EXPORT, "--out", str(exported))
+    assert (exported / "manifest.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("flags, says", [
+    (("--target", "cpu:eager:fp32"), "--target cpu:eager:fp32: export traces the step through the jax family"),
+    (("--platform", "bogus"), "--platform bogus: choose one of tpu, cpu, cuda, rocm"),
+], ids=["not-a-jax-target", "unknown-platform"])
+def test_export_refuses_what_it_cannot_export(tmp_path, cli_error, flags, says) -> None:
+    out = tmp_path / "new"
+    assert says in cli_error(*EXPORT, *flags, "--out", str(out))
+    assert not out.exists()

@@ -1,0 +1,123 @@
+"""The jax family runs the workload's own PyTorch step, traced into one JAX program: the same
+network, loss and optimizer update as eager PyTorch. So N steps on one fixed batch give the losses
+`cpu:eager:fp32` gives, to float rounding, and bf16 trains too.
+
+Tolerance: relative 1e-5 per step. Each step moves the loss by 0.4% to 5%, so a step that drops
+the update, applies it twice or trains another model is off by hundreds of tolerances, while
+the two float32 implementations of the same ops (XLA's and ATen's kernels, summing in other
+orders) agree to ~1e-6. JAX's matmuls are pinned to full float32 (`jax.default_matmul_precision`):
+on the CPU that is already JAX's default, but on a TPU the default runs float32 matmuls as bfloat16
+passes, which would be a precision difference, not a tracing one.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import pytest
+import torch
+from child_commands import EXAMPLES
+from toy_workload import ToyClassifier, ToyWorkload
+
+from trainspeed.targets import get_target
+from trainspeed.errors import UsageError
+from trainspeed.targets.jaxjit import JaxTarget
+from trainspeed.workloads import get_workload
+from trainspeed.workloads.base import Workload
+
+pytestmark = [
+    pytest.mark.skipif(JaxTarget.unavailable_reason() is not None, reason=str(JaxTarget.unavailable_reason())),
+    # JAX without x64 holds the workloads' int64 index tensors as int32 (their values fit), and says so.
+    pytest.mark.filterwarnings("ignore:Explicitly requested dtype int64"),
+]
+
+STEPS, BATCH, RELATIVE = 6, 16, 1e-5
+
+@pytest.fixture
+def examples_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The char-LM example is named as the CLI names it with PYTHONPATH=examples."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+
+
+def losses(target_name: str, workload: str | Workload, steps: int = STEPS, size: str = "tiny") -> list[float]:
+    """`steps` steps of a fresh trainable (seed 0) on one fixed synthetic batch (seed 0), through
+    the Target API as the bench drives it. The losses are read once, after the last step, by a
+    torch op on all of them: the jax family's losses are pending until read."""
+    import jax
+
+    workload = get_workload(workload) if isinstance(workload, str) else workload
+    target = get_target(target_name)
+    with jax.default_matmul_precision("float32"):
+        trainable = target.build(workload, size, 0)
+        batch = target.move_batch(workload.synthetic_batch(size, BATCH, torch.Generator().manual_seed(0)))
+        returned = [target.run_step(trainable, batch) for _ in range(steps)]
+        values = torch.stack(returned).tolist()
+    target.sync()
+    return values
+
+
+def assert_same_losses(workload: str | Workload) -> None:
+    eager = losses("cpu:eager:fp32", workload)
+    traced = losses("jax:jit:fp32", workload)
+    assert eager[-1] < eager[0], eager  # the batch is learnable: equal losses mean equal updates
+    assert traced == pytest.approx(eager, rel=RELATIVE), (traced, eager)
+
+
+@pytest.mark.parametrize("workload_name", [
+    "mahjong",
+    "char_lm_workload:CharLMWorkload",
+    "toy_workload:ToyWorkload",
+    "toy_workload:with_adamw",
+])
+def test_jax_steps_give_the_losses_of_eager_pytorch(examples_on_path, workload_name: str) -> None:
+    assert_same_losses(workload_name)
+
+
+def _toy_trained_with(make: Callable[..., torch.optim.Optimizer]) -> ToyWorkload:
+    class Trained(ToyClassifier):
+        def setup_optimizers(self, fused: bool = False) -> None:
+            self.optimizers = {"net": make(self.networks["net"].parameters())}
+
+    return ToyWorkload("toy-optimizer", trainable=Trained)
+
+
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True), id="SGD-nesterov"),
+    pytest.param(lambda p: torch.optim.Adam(p, lr=0.01), id="Adam"),
+    pytest.param(lambda p: torch.optim.RAdam(p, lr=0.01), id="RAdam"),
+])
+def test_each_optimizer_the_family_steps_updates_as_torch_does(make) -> None:
+    """The family steps the workload's own torch optimizers on traced tensors, with the state made
+    before the first step (`FRESH_STATE_IS_ZERO` names those it steps)."""
+    assert_same_losses(_toy_trained_with(make))
+
+
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda p: torch.optim.RMSprop(p, lr=0.01), id="RMSprop"),
+    pytest.param(lambda p: torch.optim.Adamax(p, lr=0.01), id="Adamax"),
+])
+def test_an_optimizer_the_family_does_not_step_is_refused_in_one_line(make) -> None:
+    """RMSprop reads a value on the host in its update and Adamax calls an op torchax lacks: each
+    is refused by name before any step, not traced into a wrong update."""
+    with pytest.raises(UsageError, match=r"is a (RMSprop|Adamax); the jax family steps Adam, AdamW, SGD, RAdam$"):
+        get_target("jax:jit:fp32").build(_toy_trained_with(make), "tiny", seed=0)
+
+
+def test_bf16_losses_are_finite_and_fall() -> None:
+    traced = losses("jax:jit:bf16", "mahjong")
+    assert all(math.isfinite(loss) for loss in traced), traced
+    assert traced[-1] < traced[0] - 0.05, traced
+
+
+def test_bf16_computes_a_linear_layer_in_bfloat16() -> None:
+    """The toy is one nn.Linear: under bf16 autocast its first loss moves off the float32 one by
+    bfloat16 rounding (torch's own autocast on the CPU shows by how much); a bf16 target whose
+    loss equals its fp32 loss computed the layer in float32."""
+    def first_loss(target_name: str) -> float:
+        return losses(target_name, "toy_workload:with_adamw", steps=1)[0]
+
+    cpu_gap = abs(first_loss("cpu:eager:bf16") - first_loss("cpu:eager:fp32"))
+    jax_gap = abs(first_loss("jax:jit:bf16") - first_loss("jax:jit:fp32"))
+    assert cpu_gap > 1e-5
+    assert jax_gap > cpu_gap / 10, (jax_gap, cpu_gap)
