@@ -9,6 +9,8 @@ remote part (`remote_report.py`) shows them, this one the local rows.
 
 from __future__ import annotations
 
+import collections
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -313,7 +315,14 @@ def build_figure(rows: list[ResultRow], baseline: str | None = None) -> Figure:
     if not measured:
         raise UsageError("no measured rows to plot (every row is oom, skipped or error)")
     workloads = ", ".join(sorted({f"{row.workload} {row.size}" for row in measured}))
-    figure = bench_figures.bench_figure(ratio_table(rows, baseline), workloads)
+    sizes = collections.Counter(row.size for row in measured)
+    common = sizes.most_common(1)[0][0]
+
+    def series(row: ResultRow) -> str:
+        """Rows of a size other than the file's most common one are lines of their own, named by it."""
+        return row.series if row.size == common else f"{row.series} [{row.size}]"
+
+    figure = bench_figures.bench_figure(ratio_table(rows, baseline, series=series), workloads)
     caption_machines(figure, measured)
     return figure
 
