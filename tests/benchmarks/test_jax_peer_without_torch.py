@@ -5,37 +5,16 @@ definition hash and FLOPs per sample, as trainspeed's workload (which imports to
 
 import importlib.util
 import json
-import sys
-import textwrap
 
 import pytest
 from child_commands import run_child
 from peer_helpers import ALL_SIZES, ROOT
+from without_torch import script_without_torch
 
 from benchmarks.reference import common
 from trainspeed.workloads.identity import identify
 from trainspeed.workloads.mahjong.workload import MahjongWorkload
 
-BLOCKED = ("torch", "torchax", "torch_xla", "torchvision")
-
-WITHOUT_TORCH = textwrap.dedent(f"""
-    import runpy, sys
-
-    class NoTorch:
-        '''A finder that makes torch and its kin missing, as on a host that never installed them.'''
-        def find_spec(self, name, path=None, target=None):
-            if name.partition(".")[0] in {BLOCKED!r}:
-                raise ModuleNotFoundError(f"No module named {{name!r}} (blocked: this host has no torch)", name=name)
-            return None
-
-    sys.meta_path.insert(0, NoTorch())
-    script, *sys.argv[1:] = sys.argv[1:]
-    sys.argv[0] = script
-    try:
-        runpy.run_path(script, run_name="__main__")
-    finally:
-        assert not [m for m in sys.modules if m.partition(".")[0] in {BLOCKED!r}], "a torch module was imported"
-""")
 
 
 def _has_jax() -> bool:
@@ -58,7 +37,7 @@ def test_the_pinned_flops_per_sample_are_the_workloads(size):
 @pytest.mark.skipif(not _has_jax(), reason="jax is not installed: the JAX reference peer needs `pip install .[jax]`")
 def test_the_jax_peer_writes_the_workloads_row_in_a_process_without_torch(tmp_path):
     out = tmp_path / "peer.jsonl"
-    result = run_child([sys.executable, "-c", WITHOUT_TORCH, str(ROOT / "benchmarks" / "reference" / "jax_optax.py"),
+    result = run_child([*script_without_torch(str(ROOT / "benchmarks" / "reference" / "jax_optax.py")),
                         "--size", "tiny", "--batch-sizes", "16", "--windows", "1", "--min-window-s", "0.05",
                         "--warmup-steps", "1", "--threads", "1", "--out", str(out)], timeout=120)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

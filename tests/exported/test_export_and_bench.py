@@ -12,13 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 from child_commands import run_child
+from without_torch import trainspeed_without_torch
 
 from trainspeed.cli import main
 from trainspeed.targets.jaxjit import JaxTarget
@@ -34,27 +33,6 @@ EXPORT = ["export", "--workload", "mahjong", "--size", "tiny", "--target", "jax:
           "--batch-sizes", ",".join(map(str, SIZES))]
 QUICK = ["--windows", "1", "--min-window-s", "0.05", "--warmup-steps", "1", "--no-plot", "--no-progress"]
 
-BLOCKED = ("torch", "torchax", "torch_xla", "torchvision")
-WITHOUT_TORCH = textwrap.dedent(f"""
-    import runpy, sys
-
-    class NoTorch:
-        '''Makes torch and its kin missing, as on a host that never installed them.'''
-        def find_spec(self, name, path=None, target=None):
-            if name.partition(".")[0] in {BLOCKED!r}:
-                raise ModuleNotFoundError(f"No module named {{name!r}} (blocked: this host has no torch)", name=name)
-            return None
-
-    sys.meta_path.insert(0, NoTorch())
-    try:
-        import torch
-    except ModuleNotFoundError:
-        pass
-    else:
-        raise SystemExit("the block let torch in")
-    runpy.run_module("trainspeed", run_name="__main__", alter_sys=True)
-""")
-"""`python -c WITHOUT_TORCH ARGS...` is `trainspeed ARGS...` in a process that cannot import torch."""
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +109,7 @@ def test_the_exported_step_trains_as_eager_pytorch_on_the_exported_batch(exporte
 @pytest.mark.e2e
 def test_bench_exported_runs_in_a_process_that_cannot_import_torch(exported: Path, tmp_path: Path) -> None:
     out = tmp_path / "rows.jsonl"
-    result = run_child([sys.executable, "-c", WITHOUT_TORCH, "bench", "--exported", str(exported), "--out", str(out),
+    result = run_child([*trainspeed_without_torch("bench"), "--exported", str(exported), "--out", str(out),
                         *QUICK], timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 

@@ -15,8 +15,6 @@ if TYPE_CHECKING:
     from trainspeed.bench.port_check import PortCheckConfig
     from trainspeed.workloads.base import Workload
 
-PLATFORMS = ("tpu", "cpu", "cuda", "rocm")
-
 
 def run_lowering_check(config: "PortCheckConfig", workload: "Workload", size: str) -> PortCheck:
     from trainspeed import jaxrt
@@ -25,8 +23,8 @@ def run_lowering_check(config: "PortCheckConfig", workload: "Workload", size: st
 
     target = get_target(config.target)  # the family's availability, in one line
     platform = config.platform or jaxrt.device().platform
-    if platform not in PLATFORMS:
-        raise UsageError(f"check: --platform {platform}: choose one of {', '.join(PLATFORMS)}")
+    if platform not in jaxrt.PLATFORMS:
+        raise UsageError(f"check: --platform {platform}: choose one of {', '.join(jaxrt.PLATFORMS)}")
     machine = Machine.at_start()
     timestamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     findings = check_lowering(workload, size, target.spec.precision, platform, config.batch_size, config.seed)

@@ -72,12 +72,13 @@ def _exported_rows(config: BenchConfig, args: argparse.Namespace) -> list["Resul
     from trainspeed.errors import UsageError
     from trainspeed.exported.bench import run_exported_bench
 
-    given = set(args.command_line.split())
-    for flag in ("--targets", "--baseline", "--data", "--noise-scale", "--threads"):
-        if flag in given:
+    defaults = BenchConfig()
+    for flag, field in (("--targets", "targets"), ("--baseline", "baseline"), ("--data", "data"),
+                        ("--noise-scale", "noise_scale"), ("--threads", "threads")):
+        if getattr(config, field) != getattr(defaults, field):
             raise UsageError(f"bench --exported: {flag} does not apply; the folder holds one target's steps, "
                              "timed on this machine's JAX device")
-    rows = run_exported_bench(config, batch_sizes_given="--batch-sizes" in given)
+    rows = run_exported_bench(config, batch_sizes_given=config.batch_sizes != defaults.batch_sizes)
     return _written(rows, config, rows[0].target if rows else "", args)
 
 

@@ -45,8 +45,6 @@ from trainspeed.targets.jaxjit.functional import FunctionalStep, refuse_untracea
 from trainspeed.workloads import get_workload, resolve_size
 from trainspeed.workloads.identity import identify
 
-PLATFORMS = ("tpu", "cpu", "cuda", "rocm")
-"""What `jax.export` lowers for."""
 INITIAL_STATES = ("file", "drawn")
 DRAWN_FROM_ELEMENTS = 4096
 """With `--initial-state drawn`, parameters of at least this many elements are drawn on the device;
@@ -129,8 +127,8 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
 
     if initial_state not in INITIAL_STATES:
         raise UsageError(f"--initial-state {initial_state}: choose file or drawn")
-    if platform not in PLATFORMS:
-        raise UsageError(f"--platform {platform}: choose one of {', '.join(PLATFORMS)}")
+    if platform not in jaxrt.PLATFORMS:
+        raise UsageError(f"--platform {platform}: choose one of {', '.join(jaxrt.PLATFORMS)}")
     if os.path.lexists(out):
         raise UsageError(f"--out {out}: exists; give a new folder (an export never writes over files)")
     target = get_target(target_name)

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+PLATFORMS = ("tpu", "cpu", "cuda", "rocm")
+"""What `jax.export` lowers a step for, on any machine (`trainspeed export`, `check --platform`)."""
 JAX_OOM_MARKERS = ("RESOURCE_EXHAUSTED", "Out of memory", "out of memory", "Resource exhausted")
 
 

@@ -27,7 +27,6 @@ import contextlib
 import os
 import sysconfig
 import traceback
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import torch
@@ -53,15 +52,6 @@ TRACED_FLAGS = (("capturable", True), ("foreach", False), ("fused", None), ("dif
 
 class StepNotTraceable(UsageError):
     """The workload's step does something a traced JAX function cannot."""
-
-
-@dataclass(frozen=True)
-class LeafSpec:
-    """One state leaf's name, shape and dtype (the exported manifest lists them in order)."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
 
 
 def _jax():
@@ -218,6 +208,7 @@ class FunctionalStep:
         self._check_optimizers()
         self.parameters = self._named("param", lambda network: network.named_parameters())
         self.buffers = self._named("buffer", lambda network: network.named_buffers())
+        self._parameter_names = {id(tensor): name for name, tensor in self.parameters.items()}
         trained = set(trainable.trained_network_names())
         self.trained = [name for name, tensor in self.parameters.items()
                         if name.split("/")[1] in trained and tensor.requires_grad and tensor.dtype.is_floating_point]
@@ -282,9 +273,6 @@ class FunctionalStep:
                                     jax.numpy.zeros((self.group_count,), "float32"))
             self._optimizer_leaves = {name: (tuple(leaf.shape), leaf.dtype) for name, leaf in shapes.items()}
         return self._optimizer_leaves
-
-    def leaf_specs(self, state: State) -> list[LeafSpec]:
-        return [LeafSpec(name, tuple(state[name].shape), str(state[name].dtype)) for name in sorted(state)]
 
     # --- binding state to the torch objects while tracing ---------------------------------------
     @contextlib.contextmanager
@@ -378,10 +366,10 @@ class FunctionalStep:
                     group["lr"] = rate
 
     def _key_of(self, parameter: torch.Tensor) -> str:
-        for name, tensor in self.parameters.items():
-            if tensor is parameter:
-                return name
-        raise UsageError("an optimizer steps a tensor that is no parameter of the workload's networks")
+        name = self._parameter_names.get(id(parameter))
+        if name is None:
+            raise UsageError("an optimizer steps a tensor that is no parameter of the workload's networks")
+        return name
 
     def train(self, state: State, batch: dict[str, Any], lrs: Any) -> tuple[State, Any]:
         """One training step: (the state after it, the loss the workload's step returned)."""
