@@ -35,7 +35,7 @@ def test_check_names_the_fallback_and_its_line_writes_the_result_and_fails_under
 
 @pytest.mark.parametrize("argv, fragment", [
     (["--target", "cpu:eager:fp32"], "check: --target cpu:eager:fp32 is not an XLA target; the port check runs on "
-                                     "xla:* targets only"),
+                                     "xla:* targets (steps counted on the device) and jax:* targets"),
     (["--target", "remote:localhost:50051/xla:lazy:fp32"], "is not an XLA target"),
     (["--steps", "0"], "argument --steps: '0' must be at least 1"),
     (["--batch-size", "-2"], "argument --batch-size: '-2' must be at least 1"),

@@ -94,6 +94,7 @@ def run_exported_bench(config: BenchConfig, batch_sizes_given: bool) -> list[Res
     run_id = config.run_id or uuid.uuid4().hex[:12]
     peak_tflops, source = (config.peak_tflops, "given") if config.peak_tflops else (None, None)
     rows = []
+    out_of_memory_at: dict[str, int] = {}  # per feed: the batch that ran out; larger ones are skipped
     for batch_size in sizes:
         for feed in config.feeds:
             print(f"exported {manifest.target} batch {batch_size} feed {feed} ...", file=sys.stderr, flush=True)
@@ -107,7 +108,12 @@ def run_exported_bench(config: BenchConfig, batch_sizes_given: bool) -> list[Res
                 exported=f"{config.exported} (manifest sha256 {manifest_sha[:16]})", command=config.command,
                 machine=Machine.at_start(),
             )
-            row = _measure(steps, batch_size, feed, config, base)
+            if feed in out_of_memory_at:
+                row = dataclasses.replace(base, error=f"batch {out_of_memory_at[feed]} already ran out of memory")
+            else:
+                row = _measure(steps, batch_size, feed, config, base)
+                if row.status == "oom":
+                    out_of_memory_at[feed] = batch_size
             if row.is_measured and peak_tflops is None:
                 dtype = "bfloat16" if manifest.precision == "bf16" else "float32"
                 peak_tflops, source = jaxrt.peak_matmul_tflops(dtype, jaxrt.probe_size()), "measured"

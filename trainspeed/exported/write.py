@@ -41,7 +41,7 @@ from trainspeed.exported.manifest import (
 )
 from trainspeed.targets import get_target
 from trainspeed.targets.jaxjit import JaxTarget
-from trainspeed.targets.jaxjit.functional import FunctionalStep, refuse_untraceable
+from trainspeed.targets.jaxjit.functional import FunctionalStep, host_batch_arrays, refuse_untraceable
 from trainspeed.workloads import get_workload, resolve_size
 from trainspeed.workloads.identity import identify
 
@@ -63,20 +63,6 @@ def _leaf(name: str, value: Any, initial_state: str) -> Leaf:
     if (as_float == as_float.flat[0]).all():
         return dataclasses.replace(entry, source="constant", mean=float(as_float.flat[0]))
     return dataclasses.replace(entry, source="normal", mean=float(as_float.mean()), std=float(as_float.std()))
-
-
-def host_batch_arrays(batch: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
-    """A torch batch as the arrays a JAX program takes: 64-bit integers become 32-bit, as JAX
-    (without x64) would make them anyway, so the exported signature says what it runs."""
-    arrays = {}
-    for key, tensor in batch.items():
-        array = tensor.numpy()
-        if array.dtype == np.int64:
-            array = array.astype(np.int32)
-        elif array.dtype == np.float64:
-            array = array.astype(np.float32)
-        arrays[key] = array
-    return arrays
 
 
 def _flat_train(functional: FunctionalStep, names: list[str], columns: list[str]) -> Any:

@@ -97,8 +97,10 @@ class JaxTarget(Target):
         """The workload's batch as device arrays; the loader's own keys (sample ids) stay here."""
         import jax
 
-        return {key: jax.device_put(tensor.numpy(), jaxrt.device()) for key, tensor in batch.items()
-                if key != SAMPLE_ID_KEY}
+        from trainspeed.targets.jaxjit.functional import host_batch_arrays
+
+        arrays = host_batch_arrays({key: tensor for key, tensor in batch.items() if key != SAMPLE_ID_KEY})
+        return {key: jax.device_put(array, jaxrt.device()) for key, array in arrays.items()}
 
     def autocast(self) -> ContextManager:
         return contextlib.nullcontext()  # the traced step applies the precision

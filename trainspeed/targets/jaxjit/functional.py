@@ -149,6 +149,22 @@ def refuse_untraceable(error: BaseException, what: str) -> StepNotTraceable:
 _ABSENT = object()
 
 
+def host_batch_arrays(batch: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """A torch batch as the arrays a JAX program takes: 64-bit integers become 32-bit, as JAX
+    (without x64) would make them anyway, so the exported signature says what it runs."""
+    import numpy as np
+
+    arrays = {}
+    for key, tensor in batch.items():
+        array = tensor.numpy()
+        if array.dtype == np.int64:
+            array = array.astype(np.int32)
+        elif array.dtype == np.float64:
+            array = array.astype(np.float32)
+        arrays[key] = array
+    return arrays
+
+
 class _BackwardCalls:
     """Holds the loss `Tensor.backward` was called on while the step is traced for its gradient."""
 
@@ -201,9 +217,16 @@ class FunctionalStep:
         self.trainable = trainable
         self.precision = precision
         self.env = torchax.default_env()
-        with self.env:
-            for network in trainable.networks.values():
-                network.to("jax")
+        # Module._apply makes a new Parameter per module when the tensor's type changes, which
+        # unties shared weights (GPT-2's head and token embedding); swapping keeps one object.
+        swapping = torch.__future__.get_swap_module_params_on_conversion()
+        torch.__future__.set_swap_module_params_on_conversion(True)
+        try:
+            with self.env:
+                for network in trainable.networks.values():
+                    network.to("jax")
+        finally:
+            torch.__future__.set_swap_module_params_on_conversion(swapping)
         setup_optimizers(trainable, fused=False)
         self._check_optimizers()
         self.parameters = self._named("param", lambda network: network.named_parameters())
@@ -397,9 +420,10 @@ class FunctionalStep:
             return torch.from_numpy(np.array(value))
 
         networks: dict[str, dict[str, torch.Tensor]] = {name: {} for name in self.trainable.networks}
-        for name in list(self.parameters) + list(self.buffers):
-            _, network, key = name.split("/", 2)
-            networks[network][key] = host(state[name])
+        for name, places in self._places().items():
+            value = host(state[name])
+            for network, key in places:  # a tied weight under each of its names, one tensor (as torch's own)
+                networks[network][key] = value
         optimizers: dict[str, Any] = {}
         own_flags = iter(self._own_flags)
         for name, optimizer in self.trainable.optimizers.items():
@@ -416,6 +440,17 @@ class FunctionalStep:
                 start += count
             optimizers[name] = {"state": per_slot, "param_groups": groups}
         return {"networks": networks, "optimizers": optimizers}
+
+    def _places(self) -> dict[str, list[tuple[str, str]]]:
+        """Each parameter's and buffer's leaf -> every (network, name) it has in a `state_dict`
+        (a tied weight has several; the leaf is named by the first)."""
+        leaf_of = {id(tensor): name for name, tensor in {**self.parameters, **self.buffers}.items()}
+        places: dict[str, list[tuple[str, str]]] = {name: [] for name in leaf_of.values()}
+        for network_name, network in self.trainable.networks.items():
+            for items in (network.named_parameters(remove_duplicate=False), network.named_buffers(remove_duplicate=False)):
+                for key, tensor in items:
+                    places[leaf_of[id(tensor)]].append((network_name, key))
+        return places
 
     def state_from_torch(self, state_dict: dict, like: State) -> State:
         """The flat state of a `state_dict` as `torch_state_dict` wrote it (a checkpoint)."""

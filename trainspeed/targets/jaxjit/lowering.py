@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 import torch
 
-from trainspeed.targets.jaxjit.functional import FunctionalStep, StepNotTraceable, workload_line
+from trainspeed.targets.jaxjit.functional import FunctionalStep, StepNotTraceable, host_batch_arrays, workload_line
 from trainspeed.workloads.base import Workload
 
 
@@ -106,8 +106,6 @@ def check_lowering(workload: Workload, size: str, precision: str, platform: str,
                    seed: int) -> LoweringFindings:
     """Trace and lower the workload's step (and its validation sums) for `platform` (module docstring)."""
     import jax
-
-    from trainspeed.exported.write import host_batch_arrays
 
     findings = LoweringFindings()
     functional = FunctionalStep(workload.build(size, seed=seed), precision, seed)
