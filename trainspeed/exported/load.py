@@ -39,6 +39,8 @@ class ExportedSteps:
     folder: Path
     manifest: Manifest
     programs: dict[tuple[str, int], Any] = field(default_factory=dict)
+    read: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The npz files read so far (every configuration starts from the same state and batch)."""
 
     @classmethod
     def open(cls, folder: Path, workload: str | None = None) -> "ExportedSteps":
@@ -55,7 +57,7 @@ class ExportedSteps:
         import jax.numpy as jnp
 
         needs_file = any(leaf.source == "file" for leaf in self.manifest.state)
-        arrays = _arrays(self.folder, STATE_FILE, self.manifest.state_sha256) if needs_file else {}
+        arrays = self._npz(STATE_FILE, self.manifest.state_sha256) if needs_file else {}
         key = jax.random.PRNGKey(self.manifest.seed)
         leaves = []
         for index, leaf in enumerate(self.manifest.state):
@@ -79,7 +81,7 @@ class ExportedSteps:
 
     def host_batch(self, batch_size: int) -> list[Any]:
         """The exported synthetic batch's first `batch_size` samples, as host arrays in column order."""
-        arrays = _arrays(self.folder, BATCH_FILE, self.manifest.batch_sha256)
+        arrays = self._npz(BATCH_FILE, self.manifest.batch_sha256)
         if batch_size > self.manifest.batch_rows:
             raise UsageError(f"--exported {self.folder}: its batch holds {self.manifest.batch_rows} samples, "
                              f"fewer than batch size {batch_size}")
@@ -91,6 +93,11 @@ class ExportedSteps:
                                  f"manifest's {column.dtype}{column.sample_shape}; export the step again")
             columns.append(array[:batch_size])
         return columns
+
+    def _npz(self, name: str, sha256: str) -> dict[str, Any]:
+        if name not in self.read:
+            self.read[name] = _arrays(self.folder, name, sha256)
+        return self.read[name]
 
     def verify(self, batch_sizes: list[int]) -> None:
         """Every file these batch sizes will read has the manifest's sha256: a cut or changed file

@@ -96,6 +96,8 @@ class CompiledPrograms:
 
     function: Callable[..., Any]
     donate_argnums: tuple[int, ...] = ()
+    on_compile: Callable[[], None] | None = None
+    """Called after each compilation (a target counts its compilations over every program it made)."""
     programs: dict[Any, Any] = field(default_factory=dict)
     compile_s: dict[Any, float] = field(default_factory=dict)
     costs: dict[Any, dict[str, float]] = field(default_factory=dict)
@@ -113,6 +115,8 @@ class CompiledPrograms:
             self.compile_s[key] = time.perf_counter() - start
             self.programs[key] = program
             self.costs[key] = program_costs(program)
+            if self.on_compile is not None:
+                self.on_compile()
         return program(*args)
 
     @property

@@ -45,6 +45,7 @@ class JaxTarget(Target):
         super().__init__(spec)
         self._current: "weakref.ref[Any] | None" = None
         self._compiles = 0
+        """Programs compiled so far, counted as each is (`jaxrt.CompiledPrograms.on_compile`)."""
         self._host_memory = HostMemoryPeak()
         self._compile_s: float | None = None
         """The last configuration's compile seconds, kept past its trainable (the bench frees it first)."""
@@ -89,7 +90,7 @@ class JaxTarget(Target):
             raise
         except Exception as error:  # noqa: BLE001 - the optimizer's update traced on zero gradients, told in one line
             raise refuse_untraceable(error, "its optimizer's step") from None
-        built = JaxTrainable(functional, jax.device_put(state, jaxrt.device()))
+        built = JaxTrainable(functional, jax.device_put(state, jaxrt.device()), on_compile=self._count_compile)
         self._current, self._compile_s, self._costs = weakref.ref(built), None, {}
         return built
 
@@ -115,16 +116,12 @@ class JaxTarget(Target):
     def is_oom(self, error: BaseException) -> bool:
         return jaxrt.is_oom(error) or is_host_oom(error)
 
-    def compile_count(self) -> int:
-        trainable = self._trainable()
-        own = trainable.train_programs.count + trainable.eval_programs.count if trainable is not None else 0
-        return self._compiles + own
+    def _count_compile(self) -> None:
+        self._compiles += 1
 
-    def reset_compilation(self) -> None:
-        trainable = self._trainable()
-        if trainable is not None:
-            self._compiles += trainable.train_programs.count + trainable.eval_programs.count
-        self._current = None
+    def compile_count(self) -> int:
+        """Programs compiled by every trainable this target built (each a new one per batch shape)."""
+        return self._compiles
 
     def _device_is_host(self) -> bool:
         return jaxrt.device().platform == "cpu"

@@ -13,7 +13,7 @@ flat JAX state that each step replaces.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 
@@ -52,13 +52,13 @@ class PendingLoss(torch.Tensor):
 
 
 class JaxTrainable(Trainable):
-    def __init__(self, functional: FunctionalStep, state: State) -> None:
+    def __init__(self, functional: FunctionalStep, state: State, on_compile: Callable[[], None] | None = None) -> None:
         super().__init__(functional.trainable.networks)
         self.functional = functional
         self.optimizers = functional.trainable.optimizers
         self.state = state
-        self.train_programs = CompiledPrograms(functional.train, donate_argnums=(0,))
-        self.eval_programs = CompiledPrograms(functional.evaluate)
+        self.train_programs = CompiledPrograms(functional.train, donate_argnums=(0,), on_compile=on_compile)
+        self.eval_programs = CompiledPrograms(functional.evaluate, on_compile=on_compile)
         self.pending: list[PendingLoss] = []
         """Losses of steps not yet synced."""
 
