@@ -38,8 +38,6 @@ class LoweringFindings:
     """Why the trace stopped at a value read on the host, with its line; None when it did not."""
     programs_per_step: int = 1
     """Distinct programs over two traced steps: 2 means every step compiles again."""
-    lowered_bytes: int = 0
-    """Size of the serialized training program of the first trace."""
 
 
 @contextlib.contextmanager
@@ -98,10 +96,6 @@ def _meta_stand_in(func: Any, functional: FunctionalStep) -> Any:
     return stand_in
 
 
-def _lowered_text(exported: Any) -> str:
-    return exported.mlir_module()
-
-
 def check_lowering(workload: Workload, size: str, precision: str, platform: str, batch_size: int,
                    seed: int) -> LoweringFindings:
     """Trace and lower the workload's step (and its validation sums) for `platform` (module docstring)."""
@@ -119,9 +113,7 @@ def check_lowering(workload: Workload, size: str, precision: str, platform: str,
         try:
             for _ in range(2):
                 exported = jax.export.export(jax.jit(functional.train), platforms=[platform])(state_specs, batch_specs, lrs)
-                text = _lowered_text(exported)
-                findings.lowered_bytes = findings.lowered_bytes or len(text)
-                digests.add(hashlib.sha256(text.encode()).hexdigest())
+                digests.add(hashlib.sha256(exported.mlir_module().encode()).hexdigest())
             jax.export.export(jax.jit(functional.evaluate), platforms=[platform])(state_specs, batch_specs)
         except StepNotTraceable:
             raise
