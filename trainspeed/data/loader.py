@@ -36,16 +36,13 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from trainspeed.data.base import Batch, BatchLoader, LoaderConfig
 from trainspeed.data.order import (
     SAMPLE_ID_KEY,
-    SPLITS,
     VAL_PER_MILLE,
     batches_per_epoch,
     check_rank_config,
-    chunk_bounds,
-    chunked_order,
-    in_validation_split,
     rank_slice,
 )
 from trainspeed.data.shards import ShardColumns, ShardSchema, open_shard, read_index
+from trainspeed.data.split import SplitLayout, split_layout
 from trainspeed.data.verify import index_problems, shard_file_problem
 from trainspeed.errors import UsageError
 
@@ -97,41 +94,6 @@ class ShardBatchSpec:
     def writes_directly(self, output: OutputColumn) -> bool:
         """Whether np.take can write the stored column straight into the output tensor."""
         return torch.empty(0, dtype=output.dtype).numpy().dtype == self.stored_dtype(output)
-
-
-@dataclass(frozen=True)
-class SplitLayout:
-    """Where the split's samples lie: global sample g is row `rows[g]` of shard `shard_of(g)`."""
-
-    shard_infos: tuple[dict, ...]
-    shard_starts: np.ndarray  # (shards + 1,) first global id of each shard, then the total
-    rows: np.ndarray  # (samples,) int64 row inside its shard
-
-    @property
-    def num_samples(self) -> int:
-        return int(self.shard_starts[-1])
-
-    def epoch_order(self, config: LoaderConfig, epoch: int) -> np.ndarray:
-        """The global sample order of one epoch: identical on every rank, fixed by (seed, epoch)."""
-        return chunked_order(chunk_bounds(self.shard_starts), self.num_samples, config, epoch)
-
-
-def split_layout(folder: Path, index: dict, split: str, spec: ShardBatchSpec) -> SplitLayout:
-    if split not in SPLITS:
-        raise UsageError(f"split {split!r}: use one of {', '.join(SPLITS)}")
-    starts, rows, position = [0], [], 0
-    for info in index["shards"]:
-        if spec.split_column is None:
-            keys = np.arange(position, position + info["samples"], dtype=np.int64)
-        else:
-            keys = np.asarray(open_shard(folder, info, spec.schema)[spec.split_column])
-        position += info["samples"]
-        in_val = in_validation_split(keys, spec.val_per_mille)
-        selected = np.flatnonzero(in_val if split == "val" else ~in_val)
-        rows.append(selected.astype(np.int64))
-        starts.append(starts[-1] + len(selected))
-    return SplitLayout(tuple(index["shards"]), np.asarray(starts, np.int64),
-                       np.concatenate(rows) if rows else np.zeros(0, np.int64))
 
 
 @dataclass(frozen=True)
@@ -378,7 +340,7 @@ class ShardLoader(ResumablePosition, BatchLoader):
         self.spec = spec
         self.folder = Path(folder)
         self.data_format = index["format"]
-        self.layout = split_layout(folder, index, config.split, spec)
+        self.layout = split_layout(folder, index, config.split, spec.schema, spec.split_column, spec.val_per_mille)
         self.epoch = 0
         self.position = 0
         workers = config.num_workers

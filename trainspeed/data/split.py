@@ -1,0 +1,57 @@
+"""Where a split of a columnar shard set lies: which rows of which shards are "train" and which
+"val". It imports no torch: the shard loader and the trainer of exported steps (where only JAX
+is) read the same samples in the same order from it (`trainspeed.data.order`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from trainspeed.data.base import LoaderConfig
+from trainspeed.data.order import SPLITS, chunk_bounds, chunked_order, in_validation_split
+from trainspeed.data.shards import ShardSchema, open_shard
+from trainspeed.errors import UsageError
+
+
+@dataclass(frozen=True)
+class SplitLayout:
+    """Where the split's samples lie: global sample g is row `rows[g]` of shard `shard_of(g)`."""
+
+    shard_infos: tuple[dict, ...]
+    shard_starts: np.ndarray  # (shards + 1,) first global id of each shard, then the total
+    rows: np.ndarray  # (samples,) int64 row inside its shard
+
+    @property
+    def num_samples(self) -> int:
+        return int(self.shard_starts[-1])
+
+    def epoch_order(self, config: LoaderConfig, epoch: int) -> np.ndarray:
+        """The global sample order of one epoch: identical on every rank, fixed by (seed, epoch)."""
+        return chunked_order(chunk_bounds(self.shard_starts), self.num_samples, config, epoch)
+
+    def shard_rows(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(shard number, row inside it) of each global sample id."""
+        return np.searchsorted(self.shard_starts, ids, side="right") - 1, self.rows[ids]
+
+
+def split_layout(folder: Path, index: dict, split: str, schema: ShardSchema, split_column: str | None,
+                 val_per_mille: int) -> SplitLayout:
+    """The samples of `split`: those whose `split_column` value (each sample's position in the set,
+    where None) hashes into val, or the rest."""
+    if split not in SPLITS:
+        raise UsageError(f"split {split!r}: use one of {', '.join(SPLITS)}")
+    starts, rows, position = [0], [], 0
+    for info in index["shards"]:
+        if split_column is None:
+            keys = np.arange(position, position + info["samples"], dtype=np.int64)
+        else:
+            keys = np.asarray(open_shard(folder, info, schema)[split_column])
+        position += info["samples"]
+        in_val = in_validation_split(keys, val_per_mille)
+        selected = np.flatnonzero(in_val if split == "val" else ~in_val)
+        rows.append(selected.astype(np.int64))
+        starts.append(starts[-1] + len(selected))
+    return SplitLayout(tuple(index["shards"]), np.asarray(starts, np.int64),
+                       np.concatenate(rows) if rows else np.zeros(0, np.int64))
