@@ -14,12 +14,9 @@ import shlex
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-import trainspeed
+from trainspeed.own_code import IMPORT_ROOT
 from trainspeed.safe_path import isolated_environment
-
-PACKAGE_ROOT = Path(trainspeed.__file__).resolve().parents[1]
 
 
 class CommandFailed(Exception):
@@ -30,7 +27,7 @@ def child_environment(**extra: str) -> dict[str, str]:
     """This process's environment with this trainspeed first on the path, so a child runs the same
     code, and nothing from the working directory on it (`trainspeed.safe_path`)."""
     env = isolated_environment()
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(IMPORT_ROOT), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
     return env

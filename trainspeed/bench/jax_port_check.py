@@ -7,16 +7,16 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING
 
+from trainspeed.bench.port_check_config import PortCheckConfig
 from trainspeed.bench.port_check_rows import FallbackOp, PortCheck, verdict
 from trainspeed.errors import UsageError
 from trainspeed.machine import Machine
 
 if TYPE_CHECKING:
-    from trainspeed.bench.port_check import PortCheckConfig
     from trainspeed.workloads.base import Workload
 
 
-def run_lowering_check(config: "PortCheckConfig", workload: "Workload", size: str) -> PortCheck:
+def run_lowering_check(config: PortCheckConfig, workload: "Workload", size: str) -> PortCheck:
     from trainspeed import jaxrt
     from trainspeed.targets import get_target
     from trainspeed.targets.jaxjit.lowering import check_lowering

@@ -12,36 +12,31 @@ counter names the op but not where the workload called it. A part of the check t
 compiling a large graph for minutes) says so on stderr while it runs, and compiling for longer
 than `port_check_rows.LONG_COMPILE_S` in all is a finding of its own.
 
-This module imports no torch until a check runs: the command line builds its flags from
-`PortCheckConfig` for `--help`.
+This module imports no torch until a check runs; its settings are `port_check_config.py`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
-import os
 import sys
-import sysconfig
 import threading
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
 
 from trainspeed.errors import UsageError
-from trainspeed.flags import INT_FLAG_MAX, MAX_BATCH_SIZE, ranged
+from trainspeed.bench.port_check_config import JAX_DEVICE, XLA_DEVICE, PortCheckConfig, check_xla_target
 from trainspeed.bench.port_check_rows import PORTED, FallbackOp, PortCheck, duration, verdict
 from trainspeed.machine import Machine
+from trainspeed.own_code import machinery
 
 if TYPE_CHECKING:  # the check needs torch when it runs; its config and result do not
     from trainspeed.bench.timing import BatchSource
     from trainspeed.targets.base import Target
     from trainspeed.workloads.base import Trainable
 
-XLA_DEVICE = "xla"
-JAX_DEVICE = "jax"
 MAX_CALLERS = 5
 """Python lines kept per fallback op: the first few distinct callers point at the fix."""
 PROGRESS_AFTER_S = 30.0
@@ -49,44 +44,6 @@ PROGRESS_AFTER_S = 30.0
 stderr, and again every PROGRESS_EVERY_S: XLA compiles a large graph for minutes, and says
 nothing until its own "Very slow compile?" alarm."""
 PROGRESS_EVERY_S = 60.0
-
-
-@dataclass(frozen=True)
-class PortCheckConfig:
-    workload: str = "mahjong"
-    size: str | None = None
-    """None: the workload's default size."""
-    target: str = "xla:lazy:fp32"
-    batch_size: int = ranged(8, 1, MAX_BATCH_SIZE)
-    warmup_steps: int = ranged(3, 0, INT_FLAG_MAX)
-    """Untimed steps before the measured ones: the first step compiles, and an optimizer whose
-    state appears after its first step compiles a second graph."""
-    steps: int = ranged(5, 1, INT_FLAG_MAX)
-    """Measured steps: steady state, where nothing should fall back, compile or sync."""
-    seed: int = 0
-    out: Path | None = None
-    """A JSON file the result is written to (whole, never over an existing file); None: printed only."""
-    strict: bool = False
-    """Findings make the command fail (exit code 1), for CI."""
-    platform: str | None = None
-    """A `jax:*` target's check: lower the step for this platform (tpu, cpu, cuda) here, without
-    its device (None: JAX's default device's platform)."""
-    command: str | None = None
-
-    def __post_init__(self) -> None:
-        check_xla_target(self.target)
-        if self.platform is not None and self.target.strip().split(":")[0] != JAX_DEVICE:
-            raise UsageError(f"check: --platform lowers a jax:* target's step for a platform; {self.target} runs its "
-                             "steps here (drop --platform, or give --target jax:jit:fp32)")
-
-
-def check_xla_target(name: str) -> None:
-    """Only an `xla:*` target has the counters the check reads, and a `jax:*` target lowers its step;
-    any other is refused before anything is imported."""
-    if name.strip().split(":")[0] not in (XLA_DEVICE, JAX_DEVICE):
-        raise UsageError(f"check: --target {name} is not an XLA target; the port check runs on xla:* targets "
-                         "(steps counted on the device) and jax:* targets (the step lowered for --platform), "
-                         "e.g. --target xla:lazy:fp32")
 
 
 def check_out(path: Path | None) -> None:
@@ -103,40 +60,14 @@ def check_out(path: Path | None) -> None:
     check_writable_directory(path.parent, f"--out {path}")
 
 
-def _skipped_roots() -> tuple[list[str], list[str]]:
-    """Folders whose frames are machinery, not the workload: torch, torch_xla, the standard library
-    and trainspeed itself, except its built-in workloads (which are the workload here)."""
-    import torch
-    import torch_xla
-
-    import trainspeed
-
-    package = os.path.dirname(trainspeed.__file__)
-    roots = [os.path.dirname(torch.__file__), os.path.dirname(torch_xla.__file__), package,
-             sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]]
-    return [os.path.join(root, "") for root in roots], [os.path.join(package, "workloads", "")]
-
-
-def _caller(stack: traceback.StackSummary, skipped: list[str], kept: list[str]) -> str | None:
-    """The innermost frame of the workload's own code, as `file:line in function: code`."""
-    for frame in reversed(stack):
-        path = os.path.abspath(frame.filename)
-        if any(path.startswith(root) for root in skipped) and not any(path.startswith(root) for root in kept):
-            continue
-        if frame.filename.startswith("<"):
-            continue
-        shown = os.path.relpath(path) if path.startswith(os.path.join(os.getcwd(), "")) else path
-        code = f": {frame.line.strip()}" if frame.line else ""
-        return f"{shown}:{frame.lineno} in {frame.name}{code}"
-    return None
-
-
 def find_callers(target: Target, trainable: Trainable, next_batch: BatchSource, ops: set[str]) -> dict[str, list[str]]:
     """Run one step noting, for every op named in `ops` (`aten::NAME`), the workload lines that
     called it. The step is a real training step, run after the measured ones."""
+    import torch
+    import torch_xla
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    skipped, kept = _skipped_roots()
+    workload_code = machinery(torch, torch_xla)
     callers: dict[str, list[str]] = {op: [] for op in ops}
 
     class CallerRecorder(TorchDispatchMode):
@@ -145,7 +76,7 @@ def find_callers(target: Target, trainable: Trainable, next_batch: BatchSource, 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             name = getattr(getattr(func, "_overloadpacket", None), "_qualified_op_name", None)
             if name in callers:
-                caller = _caller(traceback.extract_stack(), skipped, kept)
+                caller = workload_code.workload_line(traceback.extract_stack())
                 if caller and caller not in callers[name] and len(callers[name]) < MAX_CALLERS:
                     callers[name].append(caller)
             return func(*args, **(kwargs or {}))

@@ -8,7 +8,7 @@ import dataclasses
 import sys
 from typing import TYPE_CHECKING
 
-from trainspeed.bench.port_check import PortCheckConfig
+from trainspeed.bench.port_check_config import PortCheckConfig
 from trainspeed.flags import WORKLOAD_HELP, add_flag, config_from_flags, seed_value
 
 if TYPE_CHECKING:

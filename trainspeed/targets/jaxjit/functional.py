@@ -24,14 +24,13 @@ What cannot be traced is refused in one line naming the op and the workload's so
 from __future__ import annotations
 
 import contextlib
-import os
-import sysconfig
 import traceback
 from typing import Any, Callable, Iterator
 
 import torch
 
 from trainspeed.errors import UsageError
+from trainspeed.own_code import machinery
 from trainspeed.workloads.base import Batch, Trainable, setup_optimizers
 
 State = dict[str, Any]
@@ -82,33 +81,14 @@ def _torch_autocast_policies() -> None:
             del amp.autocast_policy[op]
 
 
-def _machinery_roots() -> tuple[list[str], list[str]]:
-    """Folders whose frames are machinery (torch, torchax, JAX, trainspeed's own, the standard
-    library), except trainspeed's built-in workloads, which are the workload here."""
+def workload_line(frames: traceback.StackSummary) -> str | None:
+    """The innermost frame of the workload's own code, as `file:line in function: code`: frames of
+    torch, torchax, JAX, trainspeed's own and the standard library are passed over, trainspeed's
+    built-in workloads are the workload here."""
     import jax
     import torchax
 
-    import trainspeed
-
-    package = os.path.dirname(trainspeed.__file__)
-    roots = [os.path.dirname(torch.__file__), os.path.dirname(torchax.__file__), os.path.dirname(jax.__file__),
-             package, sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]]
-    return [os.path.join(root, "") for root in roots], [os.path.join(package, "workloads", "")]
-
-
-def workload_line(frames: traceback.StackSummary) -> str | None:
-    """The innermost frame of the workload's own code, as `file:line in function: code`."""
-    skipped, kept = _machinery_roots()
-    for frame in reversed(frames):
-        path = os.path.abspath(frame.filename)
-        if frame.filename.startswith("<"):
-            continue
-        if any(path.startswith(root) for root in skipped) and not any(path.startswith(root) for root in kept):
-            continue
-        shown = os.path.relpath(path) if path.startswith(os.path.join(os.getcwd(), "")) else path
-        code = f": {frame.line.strip()}" if frame.line else ""
-        return f"{shown}:{frame.lineno} in {frame.name}{code}"
-    return None
+    return machinery(torch, torchax, jax).workload_line(frames)
 
 
 def refusal_line(frames: traceback.StackSummary) -> str | None:
