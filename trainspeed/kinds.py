@@ -30,8 +30,8 @@ from trainspeed.evaluate import report as evaluate_report
 from trainspeed.plan import report as plan_report
 from trainspeed.report import render as page
 from trainspeed.report.inputs import ReportInputs
-from trainspeed.report.inputs import read_inputs as read_with
 from trainspeed.report.part import PlotRequest, ReportPart
+from trainspeed.report.reading import read_inputs as read_with
 from trainspeed.studies import STUDIES
 from trainspeed.studies import report as studies_report
 from trainspeed.train import report as train_report
@@ -57,17 +57,17 @@ def read_inputs(paths: Sequence[Path]) -> ReportInputs:
 
 
 def render(inputs: ReportInputs, title: str = "trainspeed report", baselines: Sequence[str] = ()) -> str:
-    return page.render(inputs, title, baselines)
+    return page.render(inputs, PARTS, title, baselines)
 
 
 def write_report(inputs: ReportInputs, out: Path, title: str = "trainspeed report", baselines: Sequence[str] = ()) -> Path:
-    return page.write_report(inputs, out, title, baselines)
+    return page.write_report(inputs, PARTS, out, title, baselines)
 
 
 def plot(inputs: ReportInputs, request: PlotRequest) -> list[Path]:
     """`trainspeed plot`: the figure of the part with rows here that plots first."""
     kinds = {kind for kind, rows in inputs.rows.items() if rows}
-    plotting = [part for part in inputs.parts if part.plot and kinds & {row_kind.kind for row_kind in part.kinds}]
+    plotting = [part for part in PARTS if part.plot and kinds & {row_kind.kind for row_kind in part.kinds}]
     if not plotting:
         raise UsageError(f"{request.results}: none of its rows has a figure of its own; "
                          "`trainspeed report` shows every kind")

@@ -48,7 +48,7 @@ def test_every_study_face_finds_its_runner_and_report_part(name):
 
 def test_study_all_names_the_studies_it_runs_in_their_order():
     """Its `--only` flag reads without torch, so its face names the studies its runner runs."""
-    from trainspeed.studies.everything import STUDY_NAMES
+    from trainspeed.studies.everything.config import STUDY_NAMES
     from trainspeed.studies.everything.study import STUDIES
 
     assert tuple(study.name for study in STUDIES) == STUDY_NAMES

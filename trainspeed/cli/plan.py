@@ -8,7 +8,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from trainspeed.bench.config import TARGET_LIST
-from trainspeed.flags import POSITIVE_INTS, TIMEOUT, WORKLOAD_HELP, CommaListAction, Range, comma_list, seed_value
+from trainspeed.cli.bench import add_bench_command
+from trainspeed.cli.train import add_train_command
+from trainspeed.flags import (
+    POSITIVE_INTS,
+    TIMEOUT,
+    WORKLOAD_HELP,
+    CommaListAction,
+    OneLineParser,
+    Range,
+    comma_list,
+    seed_value,
+)
 
 if TYPE_CHECKING:
     from trainspeed.plan.measure import Measurement
@@ -204,14 +215,23 @@ def measured(args: argparse.Namespace, inputs: PlanInputs, model: StepsModel, gr
     return inputs, model, grid
 
 
+def _parser_of_runs() -> argparse.ArgumentParser:
+    """The parser of the commands a plan runs (`trainspeed train`, `trainspeed bench`), each built
+    by its own module as the whole command line builds it."""
+    parser = OneLineParser(prog="trainspeed")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_bench_command(subparsers)
+    add_train_command(subparsers)
+    return parser
+
+
 def check_train_flags(commands: dict[str, list[str]]) -> None:
     """Each check's `trainspeed train` flags read by train's own parser before anything is written:
     a value the study's rows hand down that train refuses (more threads than this machine's CPUs, a
     learning rate past a float) is one line now, not a failed run after the plan's rows were appended."""
-    from trainspeed.cli import build_parser
     from trainspeed.errors import UsageError
 
-    parser = build_parser()
+    parser = _parser_of_runs()
     for config, command in commands.items():
         try:
             parser.parse_args(command)
@@ -224,10 +244,9 @@ def check_measure_flags(measurements: Sequence[Measurement]) -> None:
     """Each measurement's command read by its own parser before anything is written: a setting of
     the base run's that this machine refuses (more threads than its CPUs) is one line now, not a
     failed measurement after the folder was made."""
-    from trainspeed.cli import build_parser
     from trainspeed.errors import UsageError
 
-    parser = build_parser()
+    parser = _parser_of_runs()
     for measurement in measurements:
         try:
             parser.parse_args(list(measurement.command))

@@ -13,7 +13,8 @@ from trainspeed.bench import report as bench_report
 from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
 from trainspeed.plan.critical_batch import CriticalBatchPoint, split_studies
-from trainspeed.report.inputs import Read, read_inputs
+from trainspeed.report.inputs import Read
+from trainspeed.report.reading import read_inputs
 from trainspeed.studies import report as studies_report
 from trainspeed.studies.time_to_target import report as study_report
 from trainspeed.studies.time_to_target.rows import (

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from trainspeed.report.inputs import Read, ReportInputs
 from trainspeed.report.page import Section
 
 if TYPE_CHECKING:
-    from trainspeed.report.inputs import Read, ReportInputs
     from trainspeed.rows import Source
 
 
@@ -30,7 +30,7 @@ class RowKind:
     """The row and its extra fields from a JSON object; None: `trainspeed.rows.parse_row`."""
     check: Callable[[Any, "Source"], None] | None = None
     """Raises UsageError, naming the row's source, for a row that fits its types but not its sense."""
-    wrap: Callable[[Any, "Source", dict[str, Any]], "Read"] | None = None
+    wrap: Callable[[Any, "Source", dict[str, Any]], Read] | None = None
     """The read row (a subclass of `Read` with what a producer derives from its rows); None: `Read`."""
 
     @property
@@ -54,18 +54,18 @@ class ReportPart:
 
     name: str
     kinds: tuple[RowKind, ...]
-    sections: Callable[["ReportInputs", Sequence[str]], list[Section]]
+    sections: Callable[[ReportInputs, Sequence[str]], list[Section]]
     """The part's sections from every row read (and the baselines given with --baseline); a
     section without figures or tables is left off the page."""
-    counts: Callable[["ReportInputs"], list[tuple[str, int]]]
+    counts: Callable[[ReportInputs], list[tuple[str, int]]]
     """What the page's header counts of this part's rows ("12 bench rows")."""
-    read_directory: Callable[[Path, "ReportInputs", bool], bool] | None = None
+    read_directory: Callable[[Path, ReportInputs, bool], bool] | None = None
     """Reads a directory that is this producer's (a run directory) and says so; False: not one.
     Called with `nested` True for a directory inside a folder given, which it may pass over."""
     directory_kind: tuple[str, str] | None = None
     """(the file that marks such a directory, what they are called), for the message about a
     folder that holds none: ("summary.json", "run directories")."""
-    plot: Callable[["ReportInputs", PlotRequest], list[Path]] | None = None
+    plot: Callable[[ReportInputs, PlotRequest], list[Path]] | None = None
     """`trainspeed plot`'s figure of this part's rows; the paths written."""
     plot_first: int = 0
     """A file with rows of several parts is plotted by the part with the highest number: a study's

@@ -16,11 +16,12 @@ import jinja2
 from trainspeed.atomic import atomic_write_text
 from trainspeed.report.inputs import ReportInputs
 from trainspeed.report.page import NOT_RECORDED, Section
+from trainspeed.report.part import ReportPart
 
 
-def build_sections(inputs: ReportInputs, baselines: Sequence[str] = ()) -> list[Section]:
+def build_sections(inputs: ReportInputs, parts: Sequence[ReportPart], baselines: Sequence[str] = ()) -> list[Section]:
     """Every part's sections in the parts' order; a section without figures or tables is left off."""
-    sections = [section for part in inputs.parts for section in part.sections(inputs, baselines)]
+    sections = [section for part in parts for section in part.sections(inputs, baselines)]
     return [section for section in sections if section.figures or section.tables]
 
 
@@ -31,15 +32,17 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def render(inputs: ReportInputs, title: str = "trainspeed report", baselines: Sequence[str] = ()) -> str:
-    counts = [(what, n) for part in inputs.parts for what, n in part.counts(inputs) if n]
+def render(inputs: ReportInputs, parts: Sequence[ReportPart], title: str = "trainspeed report",
+           baselines: Sequence[str] = ()) -> str:
+    counts = [(what, n) for part in parts for what, n in part.counts(inputs) if n]
     statuses = {getattr(read.row, "status", None) for rows in inputs.rows.values() for read in rows}
     return _environment().get_template("report.html.j2").render(
-        title=title, sections=build_sections(inputs, baselines), files=inputs.files, not_recorded=NOT_RECORDED,
+        title=title, sections=build_sections(inputs, parts, baselines), files=inputs.files, not_recorded=NOT_RECORDED,
         counts=counts, statuses=sorted(status for status in statuses if isinstance(status, str) and status != "ok"),
     )
 
 
-def write_report(inputs: ReportInputs, out: Path, title: str = "trainspeed report", baselines: Sequence[str] = ()) -> Path:
-    atomic_write_text(out, render(inputs, title, baselines))
+def write_report(inputs: ReportInputs, parts: Sequence[ReportPart], out: Path, title: str = "trainspeed report",
+                 baselines: Sequence[str] = ()) -> Path:
+    atomic_write_text(out, render(inputs, parts, title, baselines))
     return out

@@ -25,6 +25,14 @@ if TYPE_CHECKING:
     from trainspeed.report.part import ReportPart
 
 
+def preset_settings(config_type: type | None, presets: Mapping[str, Mapping[str, Any]],
+                    args: argparse.Namespace) -> dict[str, Any]:
+    """A config's settings at `--preset`, with the flags given over them, by field name. A study's
+    runner reads them here from its own config and presets, never from its face, which imports it."""
+    given = given_values(config_type, args) if config_type is not None else {}
+    return {**presets.get(args.preset, {}), **given}
+
+
 def no_report_part() -> None:
     """The report part of a study whose rows are another producer's (bench rows), or that writes
     none of its own (`study all`): the producer's part shows them."""
@@ -62,8 +70,7 @@ class Study:
 
     def settings(self, args: argparse.Namespace) -> dict[str, Any]:
         """The config's settings at `--preset`, with the flags given over them, by field name."""
-        given = given_values(self.config_type, args) if self.config_type is not None else {}
-        return {**self.presets.get(args.preset, {}), **given}
+        return preset_settings(self.config_type, self.presets, args)
 
     def default_text(self, config_field: dataclasses.Field) -> str:
         """A flag's default in its help: the default preset's value, then the other presets' where

@@ -38,7 +38,6 @@ from trainspeed.bench.results import ResultRow
 from trainspeed.evaluate.power import PowerPlan, plan_power
 from trainspeed.evaluate.rows import MahjongEvalRow, read_eval_rows
 from trainspeed.rows import append_row, parse_row, read_records
-from trainspeed.studies.batch_size import STUDY
 from trainspeed.studies.batch_size.comparisons import (
     batch_row,
     comparison_row,
@@ -69,6 +68,7 @@ from trainspeed.studies.common import (
     run_trainspeed,
     shown,
 )
+from trainspeed.studies.face import preset_settings
 from trainspeed.train.config import LaunchConfig, LRConfig, TrainConfig
 from trainspeed.train.flags import train_command
 from trainspeed.train.runs import has_summary, read_run, read_run_summary
@@ -372,7 +372,7 @@ def preset_config(preset: str, out: Path) -> BatchSizeConfig:
 
 
 def config_from_args(args: argparse.Namespace, out: Path) -> BatchSizeConfig:
-    settings = {"data": str(out / "batch_size_data"), **STUDY.settings(args)}
+    settings = {"data": str(out / "batch_size_data"), **preset_settings(BatchSizeConfig, PRESETS, args)}
     config = BatchSizeConfig(out=str(out), **settings)  # type: ignore[arg-type]
     check(config)
     return config

@@ -40,9 +40,9 @@ from trainspeed.data.sources import data_missing
 from trainspeed.errors import UsageError
 from trainspeed.rows import Provenance, append_row
 from trainspeed.studies.common import COMMAND_START_S, Progress, StudyFailed, no_progress, run_trainspeed, shown
-from trainspeed.studies.critical_batch import STUDY
 from trainspeed.studies.critical_batch.config import (
     DEFAULT_BRANCH_STEPS,
+    PRESETS,
     BranchPoint,
     CriticalBatchConfig,
     metric_and_op,
@@ -60,6 +60,7 @@ from trainspeed.studies.critical_batch.rows import (
     CriticalBatchRow,
     CriticalBatchSettingsRow,
 )
+from trainspeed.studies.face import preset_settings
 from trainspeed.train.config import LaunchConfig, LRConfig, TrainConfig
 from trainspeed.train.flags import train_command
 from trainspeed.train.rows import CONFIG_FILE
@@ -283,6 +284,7 @@ def resolve_plan(config: CriticalBatchConfig) -> StudyPlan:
     is written: the base run, its points' checkpoints, the factors, budgets and the branch folders."""
     from trainspeed.train.evaluation import metric_names
     from trainspeed.train.launch import check_runnable
+    from trainspeed.train.validation_split import check_validation_split
     from trainspeed.workloads import get_workload, resolve_size
     from trainspeed.workloads.identity import identify
 
@@ -305,7 +307,8 @@ def resolve_plan(config: CriticalBatchConfig) -> StudyPlan:
                      points=points, identity=identify(workload).row_fields(), time_to_target_samples=compared)
     largest = Branch(points[0], max(config.all_factors), 0)
     try:
-        check_runnable(plan.train_config(largest))
+        resolved, _, _ = check_runnable(plan.train_config(largest))
+        check_validation_split(resolved, workload, f"the branches are judged by their validation {metric} at their end")
     except UsageError as error:
         raise _refused(str(error)) from None
     _check_runs_dir(plan)
@@ -450,7 +453,7 @@ def time_to_target_samples(path: str, workload: str, size: str) -> int:
     """The samples the runs of a `study time-to-target` trained, added up: each to the validation
     that met its goal (it stopped there), or its whole budget. Its rows must be of this workload
     and size; UsageError otherwise, or where it holds no runs."""
-    from trainspeed.report.inputs import read_inputs
+    from trainspeed.report.reading import read_inputs
     from trainspeed.studies.time_to_target.report import PART
     from trainspeed.studies.time_to_target.rows import ROWS_FILE as TT_ROWS_FILE
     from trainspeed.studies.time_to_target.rows import TimeToTargetRunRow, TimeToTargetSettingsRow
@@ -551,7 +554,7 @@ def config_from_args(args: argparse.Namespace, out: Path) -> CriticalBatchConfig
     """The settings given over the preset's, the base run's filling in what the flags leave out
     (workload, data, target, ranks, threads, loader workers, the branches' samples), checked
     through and through before anything is written (`resolve_plan`)."""
-    settings = STUDY.settings(args)
+    settings = preset_settings(CriticalBatchConfig, PRESETS, args)
     if settings.get("base_run") is None:
         raise _refused("give --from RUN_DIR: the run whose checkpoints the branches start from (a run keeps them "
                        f"with {KEEP_CHECKPOINTS})")

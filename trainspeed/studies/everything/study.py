@@ -22,7 +22,7 @@ from trainspeed.errors import UsageError
 from trainspeed.machine import Machine
 from trainspeed.studies import batch_size, remote, scaling, throughput
 from trainspeed.studies.common import Progress, no_progress, now
-from trainspeed.studies.everything import STUDY_NAMES
+from trainspeed.studies.everything.config import STUDY_NAMES
 from trainspeed.studies.face import Study
 from trainspeed.studies.rows import record_study
 

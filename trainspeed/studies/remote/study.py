@@ -37,7 +37,7 @@ from trainspeed.studies.common import (
     no_progress,
     run_trainspeed,
 )
-from trainspeed.studies.remote import STUDY
+from trainspeed.studies.face import preset_settings
 from trainspeed.studies.remote.config import EMULATIONS, PRESETS, RemoteConfig
 from trainspeed.studies.remote.links import (
     SERVER_PORT,
@@ -182,7 +182,7 @@ def preset_config(preset: str, out: Path) -> RemoteConfig:
 
 
 def config_from_args(args: argparse.Namespace, out: Path) -> RemoteConfig:
-    config = RemoteConfig(out=str(out), **STUDY.settings(args))  # type: ignore[arg-type]
+    config = RemoteConfig(out=str(out), **preset_settings(RemoteConfig, PRESETS, args))  # type: ignore[arg-type]
     check(config)
     return config
 

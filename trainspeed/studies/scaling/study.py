@@ -33,7 +33,7 @@ from trainspeed.studies.common import (
     no_progress,
     run_trainspeed,
 )
-from trainspeed.studies.scaling import STUDY
+from trainspeed.studies.face import preset_settings
 from trainspeed.studies.scaling.config import PRESETS, ScalingConfig
 from trainspeed.studies.scaling.rows import (
     DATA_KINDS,
@@ -118,7 +118,7 @@ def preset_config(preset: str, out: Path) -> ScalingConfig:
 
 
 def config_from_args(args: argparse.Namespace, out: Path) -> ScalingConfig:
-    settings = {"data": str(out / "scaling_data"), **STUDY.settings(args)}
+    settings = {"data": str(out / "scaling_data"), **preset_settings(ScalingConfig, PRESETS, args)}
     config = ScalingConfig(out=str(out), **settings)  # type: ignore[arg-type]
     check(config)
     return config

@@ -19,7 +19,7 @@ from trainspeed.bench.results import ResultRow, check_results_file
 from trainspeed.bench.sweep import run_sweep
 from trainspeed.errors import UsageError
 from trainspeed.studies.common import COMMAND_START_S, Progress, no_progress
-from trainspeed.studies.throughput import STUDY
+from trainspeed.studies.face import preset_settings
 from trainspeed.studies.throughput.config import PRESETS, ROWS_FILE, ThroughputConfig
 from trainspeed.targets import available_targets, target_family
 from trainspeed.workloads import get_workload, resolve_size
@@ -74,7 +74,7 @@ def preset_config(preset: str, out: Path) -> ThroughputConfig:
 
 
 def config_from_args(args: argparse.Namespace, out: Path) -> ThroughputConfig:
-    config = _with_targets(ThroughputConfig(out=str(out), **STUDY.settings(args)))
+    config = _with_targets(ThroughputConfig(out=str(out), **preset_settings(ThroughputConfig, PRESETS, args)))
     check(config)
     return config
 

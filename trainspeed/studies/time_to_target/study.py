@@ -47,7 +47,7 @@ from trainspeed.studies.common import (
     run_trainspeed,
     shown,
 )
-from trainspeed.studies.time_to_target import STUDY
+from trainspeed.studies.face import preset_settings
 from trainspeed.studies.time_to_target.config import DEFAULT_WORKLOAD, LR_EDGE_FACTOR, PRESETS, TimeToTargetConfig
 from trainspeed.studies.time_to_target.rows import (
     ROWS_FILE,
@@ -497,7 +497,7 @@ def config_from_args(args: argparse.Namespace, out: Path) -> TimeToTargetConfig:
     if args.data is None or args.until is None:
         raise UsageError("time-to-target study: give --data (the workload's dataset) and --until (the goal, e.g. "
                          "'val/accuracy>=0.8')")
-    settings = {"workload": DEFAULT_WORKLOAD, **STUDY.settings(args)}
+    settings = {"workload": DEFAULT_WORKLOAD, **preset_settings(TimeToTargetConfig, PRESETS, args)}
     config = TimeToTargetConfig(out=str(out), **settings)  # type: ignore[arg-type]
     config.check()
     missing = data_missing(config.data)
