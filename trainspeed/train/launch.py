@@ -60,6 +60,7 @@ from trainspeed.train.startup import hand_down
 from trainspeed.train.summary import bench_samples_per_s
 from trainspeed.train.synthetic import held_bytes_per_rank
 from trainspeed.train.time_to_target import check_goal_metric, parse_goal
+from trainspeed.train.validation_split import check_validation_split
 from trainspeed.workloads import get_workload, reference_batch, resolve_size
 from trainspeed.workloads.base import Workload
 from trainspeed.workloads.batches import batch_layout, batch_problem
@@ -150,6 +151,8 @@ def check_runnable(config: TrainConfig) -> tuple[TrainConfig, type[Target], int 
                 f"{config.world_size}); choose a smaller --batch-size-per-device or give more data"
             )
         _check_loader_batches(config, workload, loader)
+        if config.until is not None:
+            check_validation_split(config, workload, f"train: --until {config.until} needs validation")
     else:
         _check_synthetic_batches_fit(config, workload)
     if config.batch.schedule is None and config.total_steps(batches_per_epoch) > MAX_STEPS:

@@ -155,3 +155,28 @@ def test_bad_input_is_one_line_before_anything_runs(tiny_run: Path, tmp_path: Pa
         line = cli_error(*argv)
         assert message in line, line
         assert not out.exists() or not any(out.iterdir())
+
+
+def test_data_without_a_validation_sample_is_one_line_before_any_branch_trains(tmp_path: Path, cli_error, capsys):
+    """Each branch is judged by its validation at its end: a base run on token data whose val file is
+    empty (it trained, unable to validate) gets no branch trained for nothing."""
+    from in_place_data import write_tokens
+
+    data = tmp_path / "text"
+    data.mkdir()
+    write_tokens(data / "train.bin", 2_000, vocabulary=256)
+    (data / "val.bin").write_bytes(b"")
+    toy = ["--workload", "toy_workload:token_windows", "--num-workers", "0", "--threads", "1"]
+    assert main(["train", *toy, "--data", str(data), "--steps", "2", "--batch-size-per-device", "4",
+                 "--checkpoint-every", "1", "--keep-checkpoints", "0", "--no-progress", "--out",
+                 str(tmp_path / "base")]) == 0
+    capsys.readouterr()
+    out = tmp_path / "study"
+    line = cli_error("study", "critical-batch", "--preset", "smoke", *toy, "--from", str(tmp_path / "base"),
+                     "--at", "1", "--factors", "1,2", "--seeds", "2", "--branch-samples", "8", "--metric", "accuracy>=",
+                     "--out", str(out))
+    assert line == (f"trainspeed: error: critical-batch study: each branch is judged by its validation accuracy, and the "
+                    f"validation split of --data {data} holds no sample (too little data for one after its split); "
+                    "give more data, or a validation split of its own (an image folder's val/ tree, a val.bin, "
+                    "val-*.tar shards, a dataset's validation split)")
+    assert not out.exists() or not any(out.rglob("summary.json"))

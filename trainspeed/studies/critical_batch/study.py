@@ -308,7 +308,7 @@ def resolve_plan(config: CriticalBatchConfig) -> StudyPlan:
     largest = Branch(points[0], max(config.all_factors), 0)
     try:
         resolved, _, _ = check_runnable(plan.train_config(largest))
-        check_validation_split(resolved, workload, f"the branches are judged by their validation {metric} at their end")
+        check_validation_split(resolved, workload, f"each branch is judged by its validation {metric}")
     except UsageError as error:
         raise _refused(str(error)) from None
     _check_runs_dir(plan)
