@@ -6,14 +6,16 @@ fresh build of the workload under torch's FLOP formulas and records both numbers
 
 How it counts: `trainspeed.workloads.flops.FlopSum`, the per-op formulas of
 `torch.utils.flop_counter.FlopCounterMode` summed over every op dispatched (FlopCounterMode's own
-module tracking refuses the double backward of a gradient penalty). The counted step is the
+module tracking refuses the double backward of a gradient penalty), with ours for the ops torch
+has none for (`trainspeed.workloads.flop_formulas`: a mixture-of-experts layer's grouped matmul). The counted step is the
 second of the build: the first may do one-off work (StyleGAN3 adds its R1 penalty at step 0 and
 then every 16th step), and MFU is of the steps after the first. The steps run on the meta device
 (shapes only: no memory, no arithmetic, so a large model costs nothing), or on the host CPU where
 the step cannot run on meta (it reads a value, or a shape depends on the data).
 
-What the formulas see: matmuls and convolutions (and their backward), by their shapes; not
-elementwise ops, normalisations or optimizer updates, which MFU conventions leave out too. They
+What the formulas see: matmuls and convolutions (and their backward), by their shapes, and
+grouped matmuls (`torch._grouped_mm`) by their groups; not elementwise ops, normalisations or
+optimizer updates, which MFU conventions leave out too. They
 see no FLOPs in fused attention kernels they have no formula for, such as the CPU flash-attention
 kernel that `scaled_dot_product_attention` picks on the host: the steps run under the math SDPA
 backend, whose matmuls are counted (all of them: a causal mask's masked half too, as a flash

@@ -2,8 +2,9 @@
 
 torch's FlopCounterMode tracks modules with backward hooks that refuse to run inside
 `autograd.grad`; this mode keeps only the part we need: torch's own per-op FLOP formulas
-(convolutions, matmuls and their backward ops), summed over everything dispatched. Its total is
-FlopCounterMode's global count wherever FlopCounterMode runs. Workloads count their own FLOPs
+(convolutions, matmuls and their backward ops), and ours for ops torch has none for (a grouped
+matmul: `flop_formulas.py`), summed over everything dispatched. Its total is FlopCounterMode's
+global count wherever FlopCounterMode runs, plus those ops. Workloads count their own FLOPs
 with it (StyleGAN3), and the bench checks every workload's declared count with it.
 """
 
@@ -15,9 +16,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import flop_registry
 
 from trainspeed.workloads.base import setup_optimizers
+from trainspeed.workloads.flop_formulas import flop_formula
 from trainspeed.workloads.meta import (BuildFailed, CheckStopped, check_limits, current_limits, device_of,
                                       run_without_memory)
 
@@ -35,7 +36,7 @@ class FlopSum(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        formula = flop_registry.get(func._overloadpacket)
+        formula = flop_formula(func)
         if formula is not None:
             self.total += int(formula(*args, **kwargs, out_val=out))
         return out

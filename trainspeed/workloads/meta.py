@@ -38,7 +38,8 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map_only
-from torch.utils.flop_counter import flop_registry
+
+from trainspeed.workloads.flop_formulas import flop_formula
 
 CHECK_TIME_S = 30.0
 """The CPU time a check may take in its thread (a forward pass of a 256-layer model on meta takes
@@ -197,8 +198,8 @@ class HostRun(TorchDispatchMode):
                 del self._storages[key]
 
     def _planned(self, func: Any, args: tuple, kwargs: dict) -> tuple[int, float] | None:
-        """The bytes of the op's outputs and its FLOPs (torch's formula, where it has one), from a
-        run on meta; None where meta cannot run it."""
+        """The bytes of the op's outputs and its FLOPs (`flop_formulas.flop_formula`, where there is
+        one), from a run on meta; None where meta cannot run it."""
         meta_kwargs = {**kwargs, "device": torch.device("meta")} if "device" in kwargs else dict(kwargs)
         meta_kwargs.pop("pin_memory", None)
         meta_args, meta_kwargs = tree_map_only(torch.Tensor, _on_meta, (args, meta_kwargs))
@@ -207,7 +208,7 @@ class HostRun(TorchDispatchMode):
         except Exception:  # noqa: BLE001 - meta cannot size this op: it runs and is counted after
             return None
         nbytes = sum(t.numel() * t.element_size() for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
-        formula = flop_registry.get(func._overloadpacket)
+        formula = flop_formula(func)
         return nbytes, float(formula(*meta_args, **meta_kwargs, out_val=out)) if formula is not None else 0.0
 
     def _refuse_beyond(self, nbytes: int) -> None:
