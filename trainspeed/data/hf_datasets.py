@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from trainspeed.data.decode import BadSample, ImagePlan, check_image, decode_image, sample_rng
+from trainspeed.data.ids import ID_LIMIT
+from trainspeed.data.in_place_report import InPlaceReport
 from trainspeed.data.order import VAL_PER_MILLE, in_validation_split
 from trainspeed.data.sources import HF_DATASET, HF_MARKERS, DataSource, stat_fingerprint
 from trainspeed.data.tokens import window_count
@@ -289,9 +291,6 @@ class HuggingFaceTokenReader:
 
 def verify_hf_dataset(path: str | os.PathLike, vocabulary: int | None):
     """Every image decoded (an image dataset) or every id compared with the vocabulary (tokens)."""
-    from trainspeed.data.ids import ID_LIMIT
-    from trainspeed.data.verify_in_place import InPlaceReport
-
     data = open_hf_dataset(path)
     problems: list[str] = []
     parts = [("train", data.train)] + ([("val", data.val)] if data.val is not None else [])

@@ -30,6 +30,8 @@ import numpy as np
 from trainspeed.data.arrays import read_header
 from trainspeed.data.base import LoaderConfig
 from trainspeed.data.decode import BadSample, ImagePlan, check_image, decode_image, sample_rng
+from trainspeed.data.ids import ID_LIMIT
+from trainspeed.data.in_place_report import InPlaceReport
 from trainspeed.data.order import VAL_PER_MILLE, chunk_bounds, chunked_order, in_validation_split
 from trainspeed.data.sources import IMAGE_SUFFIXES, WEBDATASET, DataSource, stat_fingerprint
 from trainspeed.errors import UsageError
@@ -286,9 +288,6 @@ class TarTokenReader(_TarReader):
 def verify_tar_shards(path: str | os.PathLike, vocabulary: int | None):
     """The shards' form (as opening them checks it) and every image decoded, or every window's ids
     compared with the vocabulary."""
-    from trainspeed.data.ids import ID_LIMIT
-    from trainspeed.data.verify_in_place import InPlaceReport
-
     shards = open_tar_shards(path)
     reads = _Reads(shards)
     problems: list[str] = []

@@ -6,21 +6,10 @@ vocabulary), each problem named with its file. Nothing is written anywhere."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
+from trainspeed.data.in_place_report import InPlaceReport
 from trainspeed.data.sources import HF_DATASET, IMAGE_FOLDER, TOKENS, WEBDATASET, detect_format
 from trainspeed.errors import UsageError
-
-
-@dataclass
-class InPlaceReport:
-    described: str
-    """What was checked, in words (`OK, <described>`)."""
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def is_ok(self) -> bool:
-        return not self.problems
 
 
 def _no_vocabulary(path: str | os.PathLike, what: str, vocabulary: int | None) -> None:
