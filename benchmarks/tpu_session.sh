@@ -4,8 +4,13 @@
 #   bash benchmarks/tpu_session.sh mahjong OUT_DIR   trainspeed's exported Mahjong base step, fp32 and
 #        bf16 (device- and host-fed) and base-fast, beside the hand-written JAX peer at the same
 #        batches, one run id, the chip's matmul peak in every row
-#   bash benchmarks/tpu_session.sh named OUT_DIR     hf:gpt2 and timm:resnet50 at three batch sizes
-#   bash benchmarks/tpu_session.sh all OUT_DIR       both, in that order (one call of a borrowed chip)
+#   bash benchmarks/tpu_session.sh named OUT_DIR     hf:gpt2 and timm:resnet50 at three batch sizes, each
+#        model under its own time limit (GPT2_LIMIT_S, RESNET_LIMIT_S): a compile that does not finish
+#        leaves the next model its time, and the rows of the sizes measured before it
+#   bash benchmarks/tpu_session.sh profile OUT_DIR   Mahjong base fp32 and bf16 at batch 64, 1024 and 4096
+#        traced (benchmarks/tpu_profile.py): summary.{json,md} and the raw HLO and traces as a tar.gz
+#   bash benchmarks/tpu_session.sh all OUT_DIR       mahjong, then named (one call of a borrowed chip)
+# Every output line is stamped with the time of day, so a log says how long each compile took.
 set -euo pipefail
 part=$1 out=$2
 mkdir -p "$out"
@@ -16,6 +21,11 @@ export PYTHONPATH=${PYTHONPATH:-}:/tmp/site
 run="tpu-$part-$(date -u +%Y%m%dT%H%M%S)"
 windows="--windows 3 --min-window-s 0.3"
 bench() { python3 -m trainspeed bench --run-id "$run" --no-plot $windows "$@"; }
+stamp() { while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done; }
+limited() {  # seconds, a name, then the command: stopped at the limit, and the session goes on
+    local limit=$1 name=$2; shift 2
+    timeout --kill-after=5 "$limit" "$@" 2>&1 | stamp || echo "$name: stopped after at most ${limit}s (exit $?)" | stamp
+}
 mahjong() {
     local sizes=64,1024,4096 rows=$out/tpu_mahjong_base.jsonl precision feeds
     for precision in fp32 bf16; do
@@ -27,12 +37,23 @@ mahjong() {
     bench --exported .tpu/mahjong_base_fast_bf16 --batch-sizes $sizes --out "$rows"
 }
 named() {
-    bench --exported .tpu/hf_gpt2_bf16 --out "$out/tpu_named_models.jsonl"
-    bench --exported .tpu/timm_resnet50_bf16 --out "$out/tpu_named_models.jsonl"
+    local rows=$out/tpu_named_models.jsonl
+    local command="python3 -m trainspeed bench --run-id $run --no-plot $windows --out $rows --exported"
+    limited "${GPT2_LIMIT_S:-300}" hf:gpt2 $command .tpu/hf_gpt2_bf16
+    limited "${RESNET_LIMIT_S:-240}" timm:resnet50 $command .tpu/timm_resnet50_bf16
+}
+profile() {
+    local work=/tmp/tpu_profile
+    limited "${PROFILE_LIMIT_S:-300}" profile python3 benchmarks/tpu_profile.py measure \
+        --exported .tpu/mahjong_base_fp32 --exported .tpu/mahjong_base_bf16 --batch-sizes 64,1024,4096 --out $work
+    [ -d $work/raw ] && tar czf "$out/tpu_profile_raw.tar.gz" -C $work raw
+    [ -e $work/summary.json ] && cp $work/summary.json $work/summary.md "$out"/
+    true
 }
 case $part in
 mahjong) mahjong ;;
 named) named ;;
+profile) profile ;;
 all) mahjong; named ;;
-*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|all OUT_DIR" >&2; exit 2 ;;
+*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|all OUT_DIR" >&2; exit 2 ;;
 esac
