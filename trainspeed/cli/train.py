@@ -16,6 +16,7 @@ examples:
   trainspeed train --synthetic-data --nproc 2 --steps 200      # the same loop without data IO
   trainspeed train ... --checkpoint-every 100 --resume         # continue from the latest checkpoint
   trainspeed train ... --until 'val/accuracy>=0.9' --eval-every-samples 65536 --stop-at-target
+  trainspeed train --exported exported/ --data shards/ --batch-size-per-device 256 --steps 500   # JAX only
 multi-node (run on every node): --nnodes 2 --rdzv-endpoint node0:29500 [--rdzv-id job42]
   or with fixed node ranks:       --nnodes 2 --rdzv-backend static --node-rank R --rdzv-endpoint node0:29500
 """
@@ -31,11 +32,21 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> argparse.Argume
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_flags(parser, TrainConfig, TRAIN_FLAGS)
+    parser.add_argument("--exported", metavar="DIR", default=None,
+                        help="train the steps `trainspeed export` wrote into DIR, where only JAX is (no torch is "
+                        "imported): one device, the exported batch sizes")
     parser.set_defaults(handler=run_train_command)
     return parser
 
 
 def run_train_command(args: argparse.Namespace) -> int:
+    config = config_from_flags(TrainConfig, args)
+    if args.exported is not None:
+        from pathlib import Path
+
+        from trainspeed.exported.train import train_exported
+
+        return train_exported(Path(args.exported), config)
     from trainspeed.train.launch import launch
 
-    return launch(config_from_flags(TrainConfig, args))
+    return launch(config)

@@ -77,6 +77,42 @@ class OptimizerGroup:
     hyperparameters: dict[str, Any]
 
 
+EVAL_FORMULAS = ("value", "ratio", "max_ratio")
+
+
+@dataclass(frozen=True)
+class EvalFormula:
+    """How one validation metric follows from the eval program's sums (summed over batches), found
+    at export by trying the workload's own `summarize_eval` (`value`: a scalar sum as it is;
+    `ratio`: one scalar sum over another; `max_ratio`: the largest entry of a vector sum over a
+    scalar one). A machine with JAX only cannot run the workload's Python, so it reads these."""
+
+    metric: str
+    formula: str
+    of: str
+    per: str | None = None
+
+    def value(self, totals: dict[str, Any]) -> float:
+        import numpy as np
+
+        top = np.asarray(totals[self.of], dtype=np.float64)
+        top_value = float(top.max()) if self.formula == "max_ratio" else float(top)
+        if self.formula == "value":
+            return top_value
+        per = float(np.asarray(totals[self.per], dtype=np.float64))
+        return top_value / per if per else float("nan")
+
+
+@dataclass(frozen=True)
+class DataSplit:
+    """How the workload splits a shard set into train and val (`trainspeed.data.order`): by a hash
+    of an integer column (None: of each sample's position), `val_per_mille` of it in val. A
+    dataset whose index records its own split is read by that instead."""
+
+    column: str | None
+    val_per_mille: int
+
+
 @dataclass(frozen=True)
 class Manifest:
     format: str
@@ -108,6 +144,12 @@ class Manifest:
     """"file": every parameter as built (state.npz); "drawn": large parameters drawn on the device
     with their mean and standard deviation, the rest from the file."""
     command: str | None = None
+    eval_summary: list[EvalFormula] = dataclasses.field(default_factory=list)
+    """The validation metrics `train --exported` reports, each from the eval sums; a metric the
+    workload computes some other way is not among them (exported before: none)."""
+    data_split: DataSplit | None = None
+    """The workload's split of its shard sets (None: it declares none; a dataset whose index
+    records a split needs none)."""
 
     def program(self, batch_size: int) -> Program:
         for program in self.programs:
@@ -158,6 +200,11 @@ def read_manifest(folder: Path) -> Manifest:
                 or (leaf.source == "normal" and leaf.std is None):
             raise UsageError(f"{what}/{MANIFEST}: state leaf {leaf.name} has no initial value it can be made from "
                              f"(source {leaf.source!r}); export the step again")
+    for formula in manifest.eval_summary:
+        sums = [formula.of] + ([formula.per] if formula.formula != "value" else [])
+        if formula.formula not in EVAL_FORMULAS or any(name not in manifest.eval_metrics for name in sums):
+            raise UsageError(f"{what}/{MANIFEST}: validation metric {formula.metric} is not made from the eval "
+                             "program's sums; export the step again")
     return manifest
 
 

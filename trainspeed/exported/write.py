@@ -14,6 +14,7 @@ import dataclasses
 import datetime
 import io
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -33,6 +34,8 @@ from trainspeed.exported.manifest import (
     MANIFEST,
     STATE_FILE,
     Column,
+    DataSplit,
+    EvalFormula,
     Leaf,
     Manifest,
     OptimizerGroup,
@@ -42,7 +45,7 @@ from trainspeed.exported.manifest import (
 from trainspeed.targets import get_target
 from trainspeed.targets.jaxjit import JaxTarget
 from trainspeed.targets.jaxjit.functional import FunctionalStep, host_batch_arrays, refuse_untraceable
-from trainspeed.workloads import get_workload, resolve_size
+from trainspeed.workloads import get_workload, reference_batch, resolve_size
 from trainspeed.workloads.identity import identify
 
 INITIAL_STATES = ("file", "drawn")
@@ -106,6 +109,54 @@ def _optimizer_groups(functional: FunctionalStep) -> list[OptimizerGroup]:
     return groups
 
 
+def _probe_totals(shapes: dict[str, Any], generator: np.random.Generator) -> dict[str, torch.Tensor]:
+    """Eval sums of the eval program's shapes, drawn positive (integers where the sum is one)."""
+    totals = {}
+    for name, spec in shapes.items():
+        values = generator.uniform(1.0, 1000.0, tuple(spec.shape))
+        if np.issubdtype(np.dtype(spec.dtype), np.integer):
+            values = np.rint(values)
+        totals[name] = torch.as_tensor(values.astype(np.float64 if not np.issubdtype(np.dtype(spec.dtype), np.integer)
+                                                     else np.int64))
+    return totals
+
+
+def _candidates(shapes: dict[str, Any]) -> list[EvalFormula]:
+    scalars = [name for name, spec in shapes.items() if tuple(spec.shape) == ()]
+    vectors = [name for name, spec in shapes.items() if len(tuple(spec.shape)) == 1]
+    found = [EvalFormula("", "value", name) for name in scalars]
+    found += [EvalFormula("", "ratio", top, per) for top in scalars for per in scalars if top != per]
+    found += [EvalFormula("", "max_ratio", top, per) for top in vectors for per in scalars]
+    return found
+
+
+def eval_summary(trainable: Any, shapes: dict[str, Any], seed: int = 0) -> list[EvalFormula]:
+    """Which formula over the eval sums gives each metric of the workload's `summarize_eval`,
+    found by calling it on two draws of sums: the metrics a machine with JAX only can report.
+    A metric no candidate gives on both draws is left out (and `train --exported` says so)."""
+    generator = np.random.default_rng(seed)
+    draws = [_probe_totals(shapes, generator) for _ in range(2)]
+    try:
+        summaries = [trainable.summarize_eval(dict(totals)) for totals in draws]
+    except Exception:  # noqa: BLE001 - a summary that needs more than sums is reported by name below
+        return []
+    plain = [{name: value.numpy() for name, value in totals.items()} for totals in draws]
+    formulas = []
+    for metric in summaries[0]:
+        for candidate in _candidates(shapes):
+            if all(math.isclose(candidate.value(sums), float(summary[metric]), rel_tol=1e-9)
+                   for sums, summary in zip(plain, summaries)):
+                formulas.append(dataclasses.replace(candidate, metric=metric))
+                break
+    return formulas
+
+
+def _data_split(workload: Any) -> DataSplit | None:
+    """The split of the workload's shard sets, where it reads columnar shards (`shard_batches`)."""
+    spec = getattr(workload, "shard_batches", None)
+    return None if spec is None else DataSplit(spec.split_column, int(spec.val_per_mille))
+
+
 def export_steps(workload_name: str, size: str | None, target_name: str, platform: str, batch_sizes: list[int],
                  out: Path, seed: int = 0, command: str | None = None, initial_state: str = "file") -> Manifest:
     """Write the folder `out` (which must not exist) and return its manifest."""
@@ -133,7 +184,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
     state_specs = [jax.ShapeDtypeStruct(state[name].shape, state[name].dtype) for name in names]
     lrs_spec = jax.ShapeDtypeStruct((functional.group_count,), "float32")
     files: dict[str, bytes] = {}
-    programs, metric_names = [], []
+    programs, metric_names, metric_shapes = [], [], {}
     for batch_size in batch_sizes:
         batch_specs = [jax.ShapeDtypeStruct((batch_size, *host_batch[c].shape[1:]), host_batch[c].dtype) for c in columns]
         try:
@@ -151,6 +202,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
         except Exception as error:  # noqa: BLE001
             raise refuse_untraceable(error, f"{workload.name}'s validation step") from None
         metric_names = sorted(shapes)
+        metric_shapes = shapes
         if metric_names:
             evaluate = jax.export.export(jax.jit(_flat_eval(functional, names, columns, metric_names)),
                                          platforms=[platform])(state_specs, batch_specs)
@@ -172,12 +224,14 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
         columns=[Column(c, str(host_batch[c].dtype), list(host_batch[c].shape[1:])) for c in columns],
         state=leaves,
         programs=programs, optimizer_groups=_optimizer_groups(functional),
-        lr_reference_batch=getattr(workload, "reference_batch", None), eval_metrics=metric_names,
+        lr_reference_batch=reference_batch(workload), eval_metrics=metric_names,
         batch_rows=largest, state_sha256=sha256_of(files[STATE_FILE]), batch_sha256=sha256_of(files[BATCH_FILE]),
         jax_version=jax.__version__,
         versions={"jax": jaxrt.versions(), "torchax": torchax.__version__, "torch": torch.__version__,
                   "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")},
         seed=seed, initial_state=initial_state, command=command,
+        eval_summary=eval_summary(functional.trainable, metric_shapes, seed) if metric_names else [],
+        data_split=_data_split(workload),
     )
     files[MANIFEST] = (json.dumps(manifest.to_json(), indent=1) + "\n").encode()
     _write_folder(out, files)

@@ -247,7 +247,7 @@ class TrainConfig:
             raise UsageError("train: --stop-at-target stops at the goal --until names; give --until too")
 
     def _validate_noise_scale(self) -> None:
-        from trainspeed.gradients.noise_scale import NOISE_SCALE_MODES
+        from trainspeed.gradients.modes import NOISE_SCALE_MODES
 
         if self.noise_scale not in NOISE_SCALE_MODES:
             raise UsageError(f"train: --noise-scale {self.noise_scale!r}: choose one of {', '.join(NOISE_SCALE_MODES)}")

@@ -131,6 +131,14 @@ class MahjongWorkload:
     def flops_per_sample(self, size: str) -> float:
         return float(training_flops_per_sample(self._config(size)))
 
+    @property
+    def shard_batches(self):
+        """The columns and split its shard sets are read with (a trainer of exported steps, where
+        no torch is, reads the same shards by them)."""
+        from trainspeed.workloads.mahjong.data.loader import MAHJONG_BATCHES
+
+        return MAHJONG_BATCHES
+
     def open_dataset(self, path: os.PathLike[str] | str, size: str, config: LoaderConfig) -> BatchLoader:
         """Every model size reads the same inputs, so `size` does not constrain the shards."""
         from trainspeed.workloads.mahjong.data.loader import open_mahjong_shards

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Training on a TPU host that has JAX and no torch, with exported steps (`train --exported`).
+# Made here first (ignored by git, carried with the call as .tpu-train/ and .whl-tpu/):
+#     trainspeed data mahjong-selfplay --games 200 --workers 2 --seed 0 --out SELFPLAY
+#     tar czf .tpu-train/selfplay200.tgz -C SELFPLAY/.. --exclude mjai selfplay200   (index + shards)
+#     trainspeed export --workload mahjong --size tiny --target jax:jit:fp32 --platform tpu \
+#         --batch-sizes 64,256,1024 --out .tpu-train/mahjong_tiny_fp32
+#     (and the wheels of benchmarks/tpu_export.sh, with psutil, in .whl-tpu/)
+# Then, on the TPU host, from the repository root:
+#   bash benchmarks/tpu_train.sh goal OUT     tiny Mahjong to 85% validation accuracy at batch 64 and 256
+#        (the CPU runs' goal and flags), the exported step's bench at 64..1024, and two runs of 240
+#        steps: one whole, one killed with kill -9 after its checkpoint of step 96 (OUT/runs.tgz)
+#   bash benchmarks/tpu_train.sh resume OUT   a later call: the killed run (carried back as
+#        .tpu-train/killed) resumed from its checkpoint to step 240 (OUT/resumed.tgz)
+set -euo pipefail
+part=$1 out=$2
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-index --no-deps --no-compile --no-cache-dir \
+    --upgrade --target /tmp/site .whl-tpu/*.whl
+export PYTHONPATH=${PYTHONPATH:-}:/tmp/site
+steps=${STEPS:-.tpu-train/mahjong_tiny_fp32}  # STEPS, PYTHON: a dry run elsewhere (a CPU export, a venv)
+python=${PYTHON:-python3}
+runs=$(mktemp -d)
+mkdir -p "$runs"
+tar xzf .tpu-train/selfplay200.tgz -C "$runs"
+train() { "$python" -m trainspeed train --exported "$steps" --data "$runs/selfplay200" --no-progress "$@"; }
+GOAL=(--steps 1500 --eval-every-samples 8192 --eval-batches 8 --until 'val/accuracy>=0.85' --stop-at-target --log-every 16)
+SAME=(--batch-size-per-device 64 --steps 240 --checkpoint-every 96 --keep-checkpoints 1 --eval-every 120 --log-every 16)
+case $part in
+goal)
+    train "${GOAL[@]}" --batch-size-per-device 64 --out "$runs/goal_b64"
+    train "${GOAL[@]}" --batch-size-per-device 256 --out "$runs/goal_b256"
+    "$python" -m trainspeed bench --exported "$steps" --no-plot --windows 3 --min-window-s 0.3 --out "$runs/bench.jsonl"
+    train "${SAME[@]}" --out "$runs/whole"
+    train "${SAME[@]}" --out "$runs/killed" &
+    pid=$!
+    until [ -f "$runs/killed/checkpoints/step-000000096.npz" ]; do sleep 0.05; done
+    kill -9 "$pid"; wait "$pid" || true
+    tar czf "$out/runs.tgz" -C "$runs" --exclude selfplay200 . ;;
+resume)
+    cp -r .tpu-train/killed "$runs/killed"
+    train "${SAME[@]}" --resume --out "$runs/killed"
+    tar czf "$out/resumed.tgz" -C "$runs" killed ;;
+*) echo "usage: bash benchmarks/tpu_train.sh goal|resume OUT_DIR" >&2; exit 2 ;;
+esac

@@ -1,0 +1,137 @@
+"""`trainspeed train --exported DIR --data SHARDS` trains the exported steps where only JAX is: the
+shard loader's batches in its order, the run's LR rule, validation through the exported eval
+program, a goal, checkpoints and resume, into a run folder that `report` reads. It imports no torch.
+
+Proof of sameness: at the same seed, batch and steps, its validations equal those of the torch
+trainer on `cpu:eager:fp32` (the session's `tiny_run`) within fp32 tolerance, and a run killed and
+resumed ends with the same state as one that was not.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from child_commands import run_child, start_child
+from without_torch import trainspeed_without_torch
+
+from trainspeed.cli import main
+from trainspeed.targets.jaxjit import JaxTarget
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(JaxTarget.unavailable_reason() is not None, reason=str(JaxTarget.unavailable_reason())),
+    pytest.mark.filterwarnings("ignore:Explicitly requested dtype int64"),
+]
+
+BATCH = 32
+AS_TINY_RUN = ["--batch-size-per-device", str(BATCH), "--steps", "6", "--eval-every", "3", "--eval-batches", "2",
+               "--log-every", "2", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("exported") / "mahjong-tiny"
+    assert main(["export", "--workload", "mahjong", "--size", "tiny", "--target", "jax:jit:fp32", "--platform", "cpu",
+                 "--batch-sizes", f"{BATCH},64", "--out", str(folder)]) == 0
+    return folder
+
+
+def train_without_torch(*args: str, timeout: float = 300):
+    return run_child(trainspeed_without_torch("train", *args), timeout=timeout)
+
+
+def rows(run: Path, kind: str) -> list[dict]:
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [row for row in map(json.loads, lines) if row["kind"] == kind]
+
+
+def test_validations_equal_the_torch_trainers_at_the_same_seed_batch_and_steps(
+        exported: Path, selfplay_data: Path, tiny_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    result = train_without_torch("--exported", str(exported), "--data", str(selfplay_data), *AS_TINY_RUN,
+                                 "--out", str(run))
+    assert result.returncode == 0, result.stderr[-2000:]
+    ours, torch_trainer = rows(run, "val"), rows(tiny_run, "val")
+    assert [row["step"] for row in ours] == [row["step"] for row in torch_trainer] == [3, 6]
+    for mine, theirs in zip(ours, torch_trainer):
+        assert mine["loss"] == pytest.approx(theirs["loss"], rel=1e-4)
+        assert mine["samples"] == theirs["samples"] == 2 * BATCH
+    train_rows = rows(run, "train")
+    assert [row["step"] for row in train_rows] == [2, 4, 6]
+    assert [row["lr"] for row in train_rows] == pytest.approx([row["lr"] for row in rows(tiny_run, "train")], rel=1e-6)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["kind"] == "train-summary" and summary["target"] == "jax:jit:fp32"
+    assert summary["data"]["exported"] == str(exported) and summary["last_step"] == 6
+
+
+def test_a_goal_is_watched_and_report_reads_the_run(exported: Path, selfplay_data: Path, tmp_path: Path) -> None:
+    run = tmp_path / "goal"
+    result = train_without_torch("--exported", str(exported), "--data", str(selfplay_data), "--batch-size-per-device",
+                                 str(BATCH), "--steps", "40", "--eval-every", "10", "--until", "val/accuracy>=0.05",
+                                 "--stop-at-target", "--no-progress", "--out", str(run))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "time to target val/accuracy>=0.05: reached at step 10" in result.stdout
+    record = rows(run, "time-to-target")[-1]
+    assert record["reached"] and record["step"] == 10
+    assert main(["report", str(run), "--out", str(tmp_path / "report.html")]) == 0
+    assert (tmp_path / "report.html").stat().st_size > 0
+
+
+def final_leaves(run: Path) -> list[np.ndarray]:
+    last = sorted((run / "checkpoints").glob("step-*.npz"))[-1]
+    with np.load(io.BytesIO(last.read_bytes()), allow_pickle=False) as loaded:
+        return [loaded[name] for name in sorted(loaded.files) if name.startswith("leaf")]
+
+
+def test_a_run_killed_and_resumed_ends_with_the_state_of_one_never_stopped(
+        exported: Path, selfplay_data: Path, tmp_path: Path) -> None:
+    flags = ["--exported", str(exported), "--data", str(selfplay_data), "--batch-size-per-device", str(BATCH),
+             "--steps", "120", "--checkpoint-every", "10", "--eval-every", "60", "--no-progress"]
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    assert train_without_torch(*flags, "--out", str(whole)).returncode == 0
+    child = start_child(trainspeed_without_torch("train", *flags, "--out", str(killed)))
+    first = killed / "checkpoints" / "step-000000010.npz"
+    deadline = time.monotonic() + 240
+    while not first.exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=60)
+    assert first.exists()
+    resumed = train_without_torch(*flags, "--resume", "--out", str(killed))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    for uninterrupted, after_resume in zip(final_leaves(whole), final_leaves(killed), strict=True):
+        np.testing.assert_allclose(after_resume, uninterrupted, rtol=1e-6, atol=1e-7)
+    assert [row["step"] for row in rows(killed, "val")] == [60, 120]
+    assert json.loads((killed / "summary.json").read_text())["last_step"] == 120
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--nproc", "2"], "--nproc/--nnodes is not for exported steps"),
+    (["--batch-size-per-device", "48"], "batch size 48 was not exported"),
+    (["--batch-schedule", "auto"], "--batch-schedule is not for exported steps"),
+    (["--size", "base"], "holds size tiny of mahjong, not --size base"),
+])
+def test_what_an_exported_step_cannot_do_is_one_line(exported: Path, selfplay_data: Path, tmp_path: Path,
+                                                     flags: list[str], says: str) -> None:
+    command = ["--exported", str(exported), "--data", str(selfplay_data), "--batch-size-per-device", str(BATCH),
+               "--steps", "4", "--no-progress", "--out", str(tmp_path / "run"), *flags]
+    result = train_without_torch(*command)
+    assert result.returncode != 0
+    assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_data_without_the_steps_columns_is_refused_before_anything_is_written(exported: Path, tmp_path: Path) -> None:
+    data = tmp_path / "points.npz"
+    np.savez(data, x=np.zeros((64, 3), np.float32), y=np.zeros(64, np.int64))
+    assert main(["data", "from-arrays", str(data), "--out", str(tmp_path / "points")]) == 0
+    result = train_without_torch("--exported", str(exported), "--data", str(tmp_path / "points"),
+                                 "--batch-size-per-device", str(BATCH), "--steps", "4", "--out", str(tmp_path / "run"))
+    assert result.returncode != 0 and "has no column 'features'" in result.stderr
+    assert not (tmp_path / "run").exists()

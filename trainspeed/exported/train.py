@@ -1,0 +1,386 @@
+"""`trainspeed train --exported DIR --data SHARDS`: train with exported steps where only JAX is.
+
+The loop of one device, in the trainer's own terms: the batches the shard loader would read (same
+seed, same order), the run's LR rule (`trainspeed.train.lr_rule`: the peak scaled with the batch,
+warm-up, cosine) fed to the program as its learning-rate input, validation through the exported
+eval program with the metrics the manifest says how to make from its sums, a quality goal
+(`--until`), checkpoints and `--resume`. It writes the rows and run folder every target writes
+(`metrics.jsonl`, `summary.json`, `train_config.json`), so `report`, `plot` and `plan` read them.
+
+What the programs were exported with cannot change here: the workload, its step, its precision and
+the batch sizes. The noise-scale meter and gradient accumulation are not in an exported step, and
+the flags that ask for them (or for several devices, or another target) are refused in one line.
+Dispatch is asynchronous: the host reads the next batch while the device steps, and the loss is
+read (a sync) once per logged window.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainspeed import jaxrt
+from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory
+from trainspeed.errors import UsageError
+from trainspeed.exported.checkpoint import CHECKPOINT_DIR, Position, checkpoints, load_checkpoint, save_checkpoint
+from trainspeed.exported.data import ShardSet
+from trainspeed.exported.load import ExportedSteps
+from trainspeed.exported.manifest import MANIFEST, Manifest, sha256_of
+from trainspeed.machine import Machine
+from trainspeed.rows import KIND, row_record
+from trainspeed.train.config import TrainConfig, resolve_lr
+from trainspeed.train.lr_rule import LearningRates, lr_multiplier
+from trainspeed.train.rows import (
+    CONFIG_FILE,
+    METRICS_FILE,
+    SUMMARY_FILE,
+    EvalRecord,
+    RunSummary,
+    WindowRecord,
+)
+from trainspeed.train.run_lock import LOCK_FILE, hold_run_lock
+from trainspeed.train.time_to_target import RunTotals, TargetTracker, check_goal_metric, parse_goal
+
+DEFAULTS = TrainConfig()
+RUN_FILES = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, CHECKPOINT_DIR, LOCK_FILE)
+
+
+def refuse_unsupported(config: TrainConfig) -> None:
+    """One line for each setting an exported step cannot honour (its own flag named)."""
+    asks = [
+        ("--nproc/--nnodes", config.world_size != 1, "one device; several ranks need the jax target where torch is"),
+        ("--target", config.target != DEFAULTS.target, "the target is the one exported (its precision is in the step)"),
+        ("--synthetic-data", config.synthetic_data, "give --data; `bench --exported` times the synthetic batch"),
+        ("--batch-schedule", config.batch.schedule is not None, "the batch is one exported batch size"),
+        ("--noise-scale-micro-batches", config.noise_scale_micro_batches != 1, "an exported step is not split"),
+        ("--init-from", config.init_from is not None, "start from the exported state, or --resume a run of it"),
+        ("--bench-jsonl", config.bench_jsonl is not None, "not read by a run of exported steps"),
+    ]
+    for flag, given, why in asks:
+        if given:
+            raise UsageError(f"train --exported: {flag} is not for exported steps ({why})")
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What the run does, resolved once before anything is written."""
+
+    batch_size: int
+    total_steps: int
+    peak_lrs: list[float]
+    """Per optimizer param group, in the manifest's order."""
+    rates: LearningRates
+    goal: Any
+    eval_every_steps: int
+    eval_every_samples: int
+
+
+def _plan(config: TrainConfig, manifest: Manifest, data: ShardSet) -> RunPlan:
+    batch = config.batch_size_per_device
+    manifest.program(batch)
+    if data.train.num_samples < batch:
+        raise UsageError(f"--data {data.folder}: its train split holds {data.train.num_samples} samples, fewer than "
+                         f"one batch of {batch}; give more data or a smaller exported batch size")
+    total = config.total_steps(data.batches_per_epoch(batch))
+    lr = resolve_lr(config.lr, manifest.lr_reference_batch)
+    first = {}
+    for group in manifest.optimizer_groups:
+        first.setdefault(group.optimizer, group.lr)
+    rates = LearningRates.derive(first, lr, batch, total)
+    peaks = [(lr.base_lr if lr.base_lr is not None else group.lr) * rates.scale for group in manifest.optimizer_groups]
+    goal = parse_goal(config.until) if config.until is not None else None
+    metrics = [formula.metric for formula in manifest.eval_summary]
+    if goal is not None:
+        check_goal_metric(goal, metrics, manifest.workload)
+    validates = goal is not None or config.eval_every or config.eval_every_samples
+    if validates and data.val.num_samples < batch:
+        raise UsageError(f"--data {data.folder}: its val split holds {data.val.num_samples} samples, fewer than one "
+                         f"batch of {batch}, so no validation could run; give more data")
+    return RunPlan(batch, total, peaks, rates, goal, config.eval_every, config.eval_every_samples)
+
+
+def _check_out(run_dir: Path, resume: bool) -> None:
+    holds = run_dir.is_dir() and any((run_dir / name).exists() for name in (CONFIG_FILE, METRICS_FILE, CHECKPOINT_DIR))
+    if run_dir.is_dir():
+        foreign = sorted(entry.name for entry in run_dir.iterdir() if entry.name not in RUN_FILES)
+        if foreign:
+            raise UsageError(f"train: --out {run_dir} holds files of something else ({', '.join(foreign[:3])}), not a "
+                             "run; give a new or empty folder (nothing there is changed)")
+    if holds and not resume:
+        raise UsageError(f"train: {run_dir} already holds a run; continue it with --resume or choose another --out")
+    if resume and not holds:
+        raise UsageError(f"train: --resume: {run_dir} holds no run to continue; drop --resume to start one")
+    check_writable_directory(run_dir, f"--out {run_dir}")
+
+
+def _keep_rows_until(run_dir: Path, step: int) -> None:
+    """metrics.jsonl without the rows logged after the checkpoint a resume continues from (they are
+    logged again), nor the end-of-run rows of the invocation before."""
+    path = run_dir / METRICS_FILE
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the line a kill cut short
+        if isinstance(row, dict) and row.get(KIND) in ("train", "val") and isinstance(row.get("step"), int) \
+                and row["step"] <= step:
+            kept.append(line)
+    atomic_write_text(path, "".join(item + "\n" for item in kept))
+
+
+class ExportedRun:
+    """One invocation: the state on the device, the clock, the rows."""
+
+    def __init__(self, config: TrainConfig, steps: ExportedSteps, data: ShardSet, plan: RunPlan, command: str) -> None:
+        self.config, self.steps, self.data, self.plan, self.command = config, steps, data, plan, command
+        self.manifest = steps.manifest
+        self.run_dir = Path(config.out_dir)
+        self.manifest_sha256 = sha256_of((steps.folder / MANIFEST).read_bytes())
+        self.program = steps.train_program(plan.batch_size)
+        self.eval_program = steps.eval_program(plan.batch_size)
+        self.tracker = TargetTracker(plan.goal, config.until) if plan.goal is not None else None
+        self.totals = RunTotals()
+        self.step = 0
+        self.samples = 0
+        self.first_step = 0
+        self.machine = Machine.at_start()
+        self.validation: dict[str, float] | None = None
+        self.last_loss: float | None = None
+        self.compile_before = 0
+        self.wait_s = 0.0
+        """Host seconds reading batches, and handing them to the device, over this invocation."""
+        self.h2d_s = 0.0
+
+    # --- state ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        import jax
+
+        found = checkpoints(self.run_dir) if self.config.resume else []
+        if not found:
+            self.state = self.steps.initial_state()
+            return
+        leaves, position = load_checkpoint(found[-1], len(self.manifest.state))
+        if position.manifest_sha256 != self.manifest_sha256 or position.batch_size != self.plan.batch_size \
+                or position.seed != self.config.seed:
+            raise UsageError(f"train --resume: {found[-1]} was made with another export, batch size or seed "
+                             f"(batch {position.batch_size}, seed {position.seed}); resume with the same --exported, "
+                             "--batch-size-per-device and --seed")
+        for leaf, array in zip(self.manifest.state, leaves):
+            if list(array.shape) != leaf.shape or str(array.dtype) != leaf.dtype:
+                raise UsageError(f"{found[-1]}: leaf {leaf.name} is not the export's {leaf.dtype}{leaf.shape}")
+        self.state = [jax.device_put(array, jaxrt.device()) for array in leaves]
+        self.step = self.first_step = position.step
+        self.samples = position.samples
+        self.totals = RunTotals.from_state(position.clock)
+        self.totals.resumes += 1
+        if self.tracker is not None and position.goal is not None:
+            self.tracker.load_state(position.goal)
+        _keep_rows_until(self.run_dir, position.step)
+        print(f"train: resumed from {found[-1]} (step {position.step}, {position.samples:,} samples)", flush=True)
+
+    def checkpoint(self) -> None:
+        position = Position(self.step, self.samples, self.manifest_sha256, self.plan.batch_size, self.config.seed,
+                            self.totals.as_state(), self.tracker.as_state() if self.tracker is not None else None)
+        save_checkpoint(self.run_dir, self.state, position, self.config.keep_checkpoints)
+
+    # --- rows ----------------------------------------------------------------------------------
+    def write_row(self, row: Any) -> None:
+        record = row.as_row() if hasattr(row, "as_row") else row_record(row)
+        append_line(self.run_dir / METRICS_FILE, json.dumps(record, sort_keys=True))
+
+    def learning_rates(self, step: int) -> Any:
+        import numpy as np
+
+        factor = lr_multiplier(step, self.plan.total_steps, self.plan.rates.warmup_steps, self.plan.rates.min_lr_ratio)
+        return np.asarray([peak * factor for peak in self.plan.peak_lrs], dtype=np.float32)
+
+    def validate(self) -> EvalRecord:
+        import numpy as np
+
+        sums: dict[str, Any] = {}
+        for batch in self.data.val_batches(self.plan.batch_size, self.config.eval_batches):
+            outputs = self.eval_program(self.state, batch) if self.eval_program is not None else []
+            for name, value in zip(self.manifest.eval_metrics, outputs):
+                array = np.asarray(value, dtype=np.float64)
+                sums[name] = sums[name] + array if name in sums else array
+        metrics = {formula.metric: formula.value(sums) for formula in self.manifest.eval_summary} if sums else {}
+        record = EvalRecord(step=self.step, metrics=metrics)
+        self.validation = metrics
+        return record
+
+    def due_for_validation(self, previous_samples: int) -> bool:
+        if self.plan.eval_every_samples:
+            return self.samples // self.plan.eval_every_samples > previous_samples // self.plan.eval_every_samples
+        return bool(self.plan.eval_every_steps) and self.step % self.plan.eval_every_steps == 0
+
+    # --- the loop --------------------------------------------------------------------------------
+    def run(self) -> RunSummary:
+        import jax
+
+        plan, batch = self.plan, self.plan.batch_size
+        per_epoch = self.data.batches_per_epoch(batch)
+        order_epoch, order = -1, None
+        started = time.perf_counter()
+        cpu_started = time.process_time()
+        paused = 0.0
+        window_start, window_steps, window_wait, window_h2d = started, 0, 0.0, 0.0
+        steady_start, steady_samples, steady_paused = None, 0, 0.0
+        stopped_at_goal = False
+        window_loss = None  # the window's losses summed on the device: read (a sync) once per window
+        while self.step < plan.total_steps and not stopped_at_goal:
+            epoch, number = divmod(self.step, per_epoch)
+            if epoch != order_epoch:
+                order_epoch, order = epoch, self.data.epoch_order(epoch, batch)
+            read_at = time.perf_counter()
+            host_batch = self.data.train_batch(epoch, number, batch, order)
+            placed_at = time.perf_counter()
+            device_batch = jax.device_put(host_batch, jaxrt.device())
+            stepped_at = time.perf_counter()
+            self.state, loss = self.program(self.state, device_batch, self.learning_rates(self.step))
+            window_loss = loss if window_loss is None else window_loss + loss
+            window_wait += placed_at - read_at
+            window_h2d += stepped_at - placed_at
+            previous_samples = self.samples
+            self.step += 1
+            self.samples += batch
+            window_steps += 1
+            if self.step - self.first_step == self.config.timing_warmup_steps:
+                jax.block_until_ready(self.state)
+                steady_start, steady_samples, steady_paused = time.perf_counter(), self.samples, paused
+            validate = self.due_for_validation(previous_samples) or (self.step == plan.total_steps and self.plan.goal is not None)
+            if self.step % self.config.log_every == 0 or self.step == plan.total_steps:
+                now = self.close_window(window_loss, window_steps, now_minus=window_start, wait=window_wait,
+                                        h2d=window_h2d, epoch=epoch, elapsed_from=started + paused)
+                window_start, window_steps, window_wait, window_h2d, window_loss = now, 0, 0.0, 0.0, None
+            if validate:
+                jax.block_until_ready(self.state)
+                pause_start = time.perf_counter()
+                trained_s = self.totals.train_s + pause_start - window_start
+                record = self.validate()
+                self.write_row(record)
+                print("val " + ", ".join(f"{name} {value:.4g}" for name, value in record.metrics.items())
+                      + f" at step {self.step}", flush=True)
+                if self.tracker is not None:
+                    reached = self.tracker.observe(record, self.samples, trained_s,
+                                                   self.totals.wall_s + pause_start - started)
+                    stopped_at_goal = reached and self.config.stop_at_target
+                if self.config.checkpoint_every and self.step % self.config.checkpoint_every == 0:
+                    self.checkpoint()
+                pause = time.perf_counter() - pause_start
+                paused += pause
+                window_start += pause
+            elif self.config.checkpoint_every and self.step % self.config.checkpoint_every == 0:
+                pause_start = time.perf_counter()
+                jax.block_until_ready(self.state)
+                self.checkpoint()
+                pause = time.perf_counter() - pause_start
+                paused += pause
+                window_start += pause
+        if window_steps:  # stopped at the goal inside a window
+            self.close_window(window_loss, window_steps, now_minus=window_start, wait=window_wait, h2d=window_h2d,
+                              epoch=epoch, elapsed_from=started + paused)
+        jax.block_until_ready(self.state)
+        ended = time.perf_counter()
+        wall = ended - started
+        self.totals.wall_s += wall
+        self.checkpoint()
+        steady = None
+        if steady_start is not None and self.samples > steady_samples:
+            steady = (self.samples - steady_samples) / max(1e-9, ended - steady_start - (paused - steady_paused))
+        return self._summary(wall, paused, steady, (time.process_time() - cpu_started) / max(wall, 1e-9))
+
+    def close_window(self, window_loss: Any, steps: int, *, now_minus: float, wait: float, h2d: float, epoch: int,
+                     elapsed_from: float) -> float:
+        """Read the window's mean loss (the sync), count its seconds as trained, write its row."""
+        self.last_loss = float(window_loss) / steps
+        now = time.perf_counter()
+        self.wait_s += wait
+        self.h2d_s += h2d
+        self.totals.train_s += now - now_minus
+        self.write_row(self._window(steps, now - now_minus, wait, h2d, epoch, now - elapsed_from))
+        return now
+
+    def _window(self, steps: int, seconds: float, wait: float, h2d: float, epoch: int, elapsed: float) -> WindowRecord:
+        seconds = max(seconds, 1e-9)
+        samples = steps * self.plan.batch_size
+        return WindowRecord(
+            step=self.step, epoch=epoch, loss=self.last_loss, lr=float(self.learning_rates(self.step)[0]),
+            samples_per_s=samples / seconds, step_time_s=seconds / steps, data_wait_s_per_step=wait / steps,
+            data_wait_fraction=wait / seconds, data_wait_fraction_worst_rank=wait / seconds, h2d_s_per_step=h2d / steps,
+            elapsed_s=elapsed, run_train_s=self.totals.train_s, run_wall_s=elapsed, samples=self.samples,
+            global_batch=self.plan.batch_size, compilations=self.program.count - self.compile_before)
+
+    def _summary(self, wall: float, paused: float, steady: float | None, cpu_per_wall: float) -> RunSummary:
+        steps_run = max(1, self.step - self.first_step)
+        trained = (self.step - self.first_step) * self.plan.batch_size
+        end_to_end = trained / max(wall - paused, 1e-9)
+        wait_fraction = self.wait_s / max(wall - paused, 1e-9)
+        target = self.manifest.target
+        time_to_target = None
+        if self.tracker is not None:
+            time_to_target = self.tracker.record(self.totals, step=self.step, samples=self.samples,
+                                                 global_batch=self.plan.batch_size, world_size=1, target=target)
+            self.write_row(time_to_target)
+        rates = dataclasses.asdict(self.plan.rates)
+        return RunSummary(
+            workload=self.manifest.workload, size=self.manifest.size, target=target, world_size=1,
+            batch_size_per_device=self.plan.batch_size, global_batch=self.plan.batch_size, synthetic_data=False,
+            num_workers=0, threads=None, first_step=self.first_step, last_step=self.step, samples=self.samples,
+            wall_s=max(wall, 1e-9), paused_s=paused, end_to_end_samples_per_s=end_to_end, steady_samples_per_s=steady,
+            samples_per_s_per_device=steady if steady is not None else end_to_end,
+            step_time_s=max(wall - paused, 1e-9) / steps_run, data_wait_fraction=wait_fraction,
+            data_wait_fraction_worst_rank=wait_fraction, steady_data_wait_fraction=None,
+            h2d_s_per_step=self.h2d_s / steps_run, final_loss=self.last_loss,
+            validation=self.validation, bench_samples_per_s=None, io_efficiency=None, stopped_by_signal=False,
+            torch_version=self.manifest.versions.get("torch", "none"), learning_rates=rates,
+            workload_module=self.manifest.workload_module, workload_version=self.manifest.workload_version,
+            workload_sha256=self.manifest.workload_sha256, cpu_s_per_wall_s=cpu_per_wall,
+            machine=self.machine.at_end(), time_to_target=time_to_target,
+            data={"path": str(self.data.folder), "exported": str(self.steps.folder),
+                  "exported_manifest_sha256": self.manifest_sha256, "device": jaxrt.device().device_kind},
+        )
+
+
+def train_exported(folder: Path, config: TrainConfig) -> int:
+    """Check everything, then train; the rows and summary go to `config.out_dir`."""
+    refuse_unsupported(config)
+    if config.data is None:
+        raise UsageError("train --exported: give --data SHARDS (the shard folder of the exported workload)")
+    config.validate()
+    steps = ExportedSteps.open(folder, None if config.workload == DEFAULTS.workload else config.workload)
+    manifest = steps.manifest
+    if config.size is not None and config.size != manifest.size:
+        raise UsageError(f"train --exported: the folder holds size {manifest.size} of {manifest.workload}, not "
+                         f"--size {config.size}; drop --size or export that size")
+    data = ShardSet.open(Path(config.data), manifest, config.seed)
+    plan = _plan(config, manifest, data)
+    steps.verify([plan.batch_size])
+    run_dir = Path(config.out_dir)
+    _check_out(run_dir, config.resume)
+    command = " ".join(sys.argv)
+    with hold_run_lock(run_dir):
+        written = dataclasses.replace(config, workload=manifest.workload, size=manifest.size, target=manifest.target,
+                                      noise_scale="off")
+        if not config.resume:
+            atomic_write_text(run_dir / CONFIG_FILE, written.to_json() + "\n")
+        run = ExportedRun(config, steps, data, plan, command)
+        print(f"train: {manifest.workload}/{manifest.size} exported {manifest.target} on {jaxrt.device().device_kind}, "
+              f"batch {plan.batch_size}, {plan.total_steps} steps; {plan.rates.line()}", flush=True)
+        run.start()
+        summary = run.run()
+        summary.write(run_dir)
+        append_line(run_dir / METRICS_FILE, json.dumps(row_record(summary), sort_keys=True))
+    for line in summary.lines():
+        print(line, flush=True)
+    return 0
+
+
+__all__ = ["train_exported", "refuse_unsupported"]
