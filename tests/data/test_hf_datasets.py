@@ -176,7 +176,7 @@ def test_a_row_without_an_image_or_naming_a_missing_file_is_a_bad_sample(tmp_pat
     assert opened.loader.data_record()["skipped"] == 3 and batch["labels"].tolist() == [0, 0, 0]
     report = verify_in_place(tmp_path / "rows.parquet")
     assert [problem.split(": ", 1)[1] for problem in report.problems] == [
-        "holds no image", "cannot be read (No such file or directory)"]
+        "holds no image", "no such file"]
     with pytest.raises(UsageError, match=r"rows.parquet row 1: holds no image; remove or replace it"):
         list(open_images(tmp_path / "rows.parquet", _config(batch_size=3, shuffle=False), RES).loader)
 
@@ -260,3 +260,17 @@ def test_an_image_dataset_on_one_and_two_ranks_reads_each_sample_once_per_epoch_
     resumed.load_state_dict(first.state_dict())
     for got, want in zip(resumed, expected[2:], strict=True):
         assert all(torch.equal(got[key], want[key]) for key in want)
+
+
+def test_a_fifo_among_a_datasets_files_is_one_line_before_the_library_opens_any(tmp_path: Path) -> None:
+    """The library would wait on it for a writer for ever (or, in a parquet folder, leave it out)."""
+    import os
+
+    folder = tmp_path / "parquet"
+    folder.mkdir()
+    _image_dataset(6).to_parquet(str(folder / "train-00000.parquet"))
+    os.mkfifo(folder / "train-00001.parquet")
+    with pytest.raises(UsageError) as raised:
+        open_images(folder, _config(), RES)
+    assert str(raised.value) == (f"{folder / 'train-00001.parquet'}: is a FIFO (named pipe), not a regular file; a "
+                                 "dataset's folder holds its files only")

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from in_place_data import corrupt, write_image_folder, write_tokens
+from in_place_data import corrupt, write_image_folder, write_tar_shards, write_tokens
 
 from trainspeed.cli import main
 from trainspeed.data.sources import data_missing, detect_format
@@ -89,3 +89,58 @@ def test_data_missing_says_why_a_path_holds_no_data_and_none_where_it_does(tmp_p
     assert data_missing(None) == data_missing("") == "no data given"
     assert data_missing(tmp_path / "nowhere") == f"{tmp_path / 'nowhere'}: no such file or folder"
     assert data_missing(write_tokens(tmp_path / "ids.bin", 10)) is None
+
+
+HANG_GUARD_S = 30
+"""How long a child that should answer at once may take before it counts as hung (not a timing
+check: the answer comes in about a second, from a command's start)."""
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("command", ["verify", "inspect", "train"])
+def test_a_fifo_named_like_a_tar_shard_is_one_line_not_a_hang(tmp_path: Path, command: str) -> None:
+    """Opening a FIFO for reading waits for a writer: every reader of the shards refuses it unopened."""
+    from child_commands import TESTS, run_trainspeed
+
+    folder = write_tar_shards(tmp_path / "tars", shards=1)
+    os.mkfifo(folder / "shard-000001.tar")
+    argv = {"verify": ["data", "verify", str(folder)], "inspect": ["data", "inspect", str(folder)],
+            "train": ["train", "--workload", "toy_workload:token_windows", "--data", str(folder), "--steps", "2",
+                      "--num-workers", "0", "--out", str(tmp_path / "run")]}[command]
+    result = run_trainspeed(*argv, path=(TESTS,), timeout=HANG_GUARD_S)
+    assert result.returncode != 0 and result.stderr.strip().splitlines() == [
+        f"trainspeed: error: {folder / 'shard-000001.tar'}: is a FIFO (named pipe), not a regular file"], result.stderr
+
+
+@pytest.mark.e2e
+def test_an_image_stored_as_a_path_to_a_device_or_a_fifo_is_a_problem_named_not_a_read_without_end(
+        tmp_path: Path) -> None:
+    """A dataset row may name its image by path: /dev/zero filled memory until the read failed, a FIFO
+    waited for a writer. The child's address space is capped, so a read without end fails it fast."""
+    import resource
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from child_commands import run_trainspeed, trainspeed_env
+    from in_place_data import image_bytes
+
+    pytest.importorskip("datasets")
+    (tmp_path / "zero.png").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "pipe.png")
+    images = [{"bytes": image_bytes(i, (10, 8), "PNG"), "path": None} for i in range(4)]
+    images[1] = {"bytes": None, "path": str(tmp_path / "zero.png")}
+    images[2] = {"bytes": None, "path": str(tmp_path / "pipe.png")}
+    table = pa.table({"image": pa.array(images, pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
+                      "label": pa.array([0, 1, 2, 0], pa.int64())})
+    data = tmp_path / "rows.parquet"
+    pq.write_table(table, data)
+
+    def capped() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    result = run_trainspeed("data", "verify", str(data), timeout=HANG_GUARD_S, preexec_fn=capped,
+                            env=trainspeed_env(HF_DATASETS_CACHE=str(tmp_path / "hf-cache")))
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines()[:2] == [
+        f"FAIL {data} (train) row 1 ({tmp_path / 'zero.png'}): is a character device, not a regular file",
+        f"FAIL {data} (train) row 2 ({tmp_path / 'pipe.png'}): is a FIFO (named pipe), not a regular file"]

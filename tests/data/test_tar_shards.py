@@ -121,7 +121,7 @@ def test_a_link_member_a_compressed_tar_and_a_damaged_tar_are_one_line(tmp_path:
     with pytest.raises(UsageError, match=r"junk.tar: not a tar file"):
         open_images(tmp_path / "junk.tar", _config(), RES)
     (tmp_path / "cut.tar").write_bytes(plain[:700])  # the first header and part of its data, then nothing
-    with pytest.raises(UsageError, match=r"cut.tar: (a damaged tar|not a tar file)"):
+    with pytest.raises(UsageError, match=r"cut.tar: ends early after 0 samples \(member '0000.png' is cut short"):
         open_images(tmp_path / "cut.tar", _config(), RES)
 
 
@@ -219,3 +219,60 @@ def test_each_epoch_a_new_order_the_same_on_two_ranks_each_reading_its_share_and
     resumed.load_state_dict(interrupted.state_dict())
     assert [batch[SAMPLE_ID_KEY].tolist() for batch in resumed] == [
         orders[1][start:start + 4] for start in range(4, len(orders[1]), 4)]
+
+
+def _members(path: Path) -> list[tarfile.TarInfo]:
+    with tarfile.open(path) as archive:
+        return archive.getmembers()
+
+
+def _end(path: Path) -> int:
+    """Where the tar's end-of-archive marker starts: after the last member's data and padding."""
+    last = _members(path)[-1]
+    return last.offset_data + -(-last.size // 512) * 512
+
+
+@pytest.mark.parametrize(("cut", "said"), [
+    pytest.param(lambda tar: _members(tar)[6].offset, lambda tar, at: f"ends early after 3 samples (nothing after "
+                 f"byte {at:,}, where its end-of-archive marker should be)", id="between-two-samples"),
+    pytest.param(lambda tar: _end(tar) + 512, lambda tar, at: f"ends early after 6 samples (its end-of-archive marker "
+                 f"at byte {at - 512:,} is cut short (512 of 1024 bytes))", id="inside-the-end-marker"),
+    pytest.param(lambda tar: _members(tar)[4].offset_data + 10, lambda tar, at: f"ends early after 2 samples (member "
+                 f"'0002.png' is cut short: 10 of its {_members(tar)[4].size:,} bytes)", id="inside-a-member"),
+    pytest.param(lambda tar: _members(tar)[5].offset_data + 100, lambda tar, at: "ends early after 3 samples (cut in "
+                 "the padding after member '0002.cls')", id="inside-a-members-padding"),
+])
+def test_a_tar_cut_short_ends_early_naming_the_samples_it_holds(tmp_path: Path, cut, said, cli_error) -> None:
+    """A tar cut at a member boundary parses as a shorter tar: only its missing end-of-archive marker
+    (two zero blocks) tells it was cut, and it is refused rather than read as fewer samples."""
+    path = _write_tar(tmp_path / "shards" / "train-0.tar", _image_members(0, 6))
+    assert len(open_tar_shards(path).keys) == 6
+    at = cut(path)
+    expected = f"{path}: {said(path, at)}; the file was cut (a copy or download stopped, or it is still being " \
+               "written): copy it again"
+    with open(path, "r+b") as tar:
+        tar.truncate(at)
+    for attempt in (lambda: open_images(path, _config(), RES), lambda: verify_in_place(path)):
+        with pytest.raises(UsageError) as raised:
+            attempt()
+        assert str(raised.value) == expected
+    assert cli_error("data", "verify", str(tmp_path / "shards")) == f"trainspeed: error: {expected}"
+
+
+def test_a_member_declaring_more_than_a_sample_may_hold_is_one_line(tmp_path: Path) -> None:
+    """Its header's size is refused before any of it is read (the file is sparse: no block written)."""
+    from trainspeed.data.sample_files import MAX_SAMPLE_BYTES
+
+    path = tmp_path / "huge.tar"
+    info = tarfile.TarInfo("0000.png")
+    info.size = MAX_SAMPLE_BYTES + 1
+    header = info.tobuf(tarfile.USTAR_FORMAT)
+    with open(path, "wb") as tar:
+        tar.write(header)
+        tar.truncate(len(header) + -(-info.size // 512) * 512 + 1024)  # the data, its padding, the end marker
+    with pytest.raises(UsageError) as raised:
+        open_images(path, _config(), RES)
+    assert str(raised.value) == (f"{path}: member '0000.png' is {MAX_SAMPLE_BYTES + 1:,} bytes, more than the "
+                                 f"{MAX_SAMPLE_BYTES:,} a sample may hold; shards hold one sample's image or window "
+                                 "per member")
+

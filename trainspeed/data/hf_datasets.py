@@ -12,8 +12,14 @@ beside them. Nothing is written into the dataset's folder (the library's caching
 turned off: nothing here transforms).
 
 Images: an `Image` column (or one named image or img) with a `label` or `labels` column of
-integers (a `ClassLabel` says how many classes). The image bytes are taken from the Arrow file
-undecoded and decoded by `trainspeed.data.decode` on the rank's workers, as an image folder's are.
+integers (a `ClassLabel` says how many classes). The image bytes
+are taken from the Arrow file undecoded and decoded by `trainspeed.data.decode` on the rank's
+workers, as an image folder's are; an image stored by reference (a path, no bytes) is read as a
+sample's file (`trainspeed.data.sample_files`: a regular file, at most its size and a sample's cap),
+so a reference to /dev/zero or a FIFO is a bad sample, never a read without end.
+
+Every file of the dataset's folder is a regular file or a folder, checked before the library opens
+any: a FIFO named like an Arrow or parquet file would block it for ever.
 Token ids: an `input_ids` or `tokens` column of sequences of ids (rows of any length; HF's own
 `group_texts` writes windows): the ids of all rows, in order, are cut into windows of `seq` as a
 token file is (`trainspeed.data.tokens`), straight from the memory-mapped Arrow buffers.
@@ -22,6 +28,7 @@ token file is (`trainspeed.data.tokens`), straight from the memory-mapped Arrow 
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,9 +39,11 @@ from trainspeed.data.decode import BadSample, ImagePlan, check_image, decode_ima
 from trainspeed.data.ids import ID_LIMIT
 from trainspeed.data.in_place_report import InPlaceReport
 from trainspeed.data.order import VAL_PER_MILLE, in_validation_split
+from trainspeed.data.sample_files import read_sample_file
 from trainspeed.data.sources import HF_DATASET, HF_MARKERS, DataSource, stat_fingerprint
 from trainspeed.data.tokens import window_count
 from trainspeed.errors import UsageError
+from trainspeed.user_files import kind_of
 
 EXTRA = "datasets"
 IMAGE_COLUMNS = ("image", "img")
@@ -71,6 +80,10 @@ class HuggingFaceData:
     def columns(self) -> list[str]:
         return list(self.train.column_names)
 
+    def parts(self) -> list[tuple[str, Any]]:
+        """(name, rows) of the dataset's parts: "train", and "val" where it has a validation split."""
+        return [("train", self.train)] + ([("val", self.val)] if self.val is not None else [])
+
     def split_rows(self, split: str) -> tuple[Any, np.ndarray | None]:
         """(dataset, its rows of the split, or None for all of them)."""
         if self.val is not None:
@@ -80,9 +93,29 @@ class HuggingFaceData:
 
 
 def _files_under(root: Path) -> list[str]:
-    if root.is_file():
+    """The dataset's files, relative to `root` (or its name, for one file); UsageError for one that
+    is not a regular file (a FIFO, a device, a socket), which the library would block on."""
+    if not root.is_dir():
+        _check_regular(root)
         return [root.name]
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    files = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = Path(folder) / name
+            if _check_regular(path):
+                files.append(path.relative_to(root).as_posix())
+    return sorted(files)
+
+
+def _check_regular(path: Path) -> bool:
+    """Whether `path` is a regular file (False: a link to nothing); UsageError for anything else."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return stat.S_ISREG(mode)
+    raise UsageError(f"{path}: is {kind_of(mode)}, not a regular file; a dataset's folder holds its files only")
 
 
 def _parquet_splits(path: Path) -> dict[str, list[str]]:
@@ -102,6 +135,7 @@ def open_hf_dataset(path: str | os.PathLike) -> HuggingFaceData:
     datasets = import_datasets()
     path = Path(path)
     base = path if path.is_dir() else path.parent
+    files = _files_under(path)
     try:
         if path.is_dir() and any((path / marker).is_file() for marker in HF_MARKERS):
             loaded = datasets.load_from_disk(str(path))
@@ -124,7 +158,6 @@ def open_hf_dataset(path: str | os.PathLike) -> HuggingFaceData:
     if val is not None and list(val.column_names) != list(train.column_names):
         raise UsageError(f"{path}: the validation split's columns ({', '.join(val.column_names)}) differ from "
                          f"training's ({', '.join(train.column_names)})")
-    files = _files_under(path)
     return HuggingFaceData(path, train, val, len(files), stat_fingerprint(base if path.is_file() else path,
                                                                         files))
 
@@ -206,18 +239,22 @@ class HuggingFaceImageReader:
         number = self._row(index)
         record = self.dataset[number]
         where = f"{self.name} row {number}"
-        encoded = record[self.image] or {}
-        payload = encoded.get("bytes")
-        if payload is None and encoded.get("path"):
-            try:
-                payload = Path(encoded["path"]).read_bytes()
-            except OSError as error:
-                raise BadSample(f"{where} ({encoded['path']})", f"cannot be read ({error.strerror})") from None
-        if payload is None:
-            raise BadSample(where, "holds no image")
+        payload = image_payload(record[self.image], where)
         rng = sample_rng(self.seed, epoch, index) if self.plan.train else None
         decode_image(payload, where, self.plan, rng, row["images"])
         row["labels"][...] = int(record[self.label])
+
+
+def image_payload(encoded: dict | None, where: str) -> bytes:
+    """The encoded image of a row: its bytes, or the file its path names, read as a sample's file
+    is (`read_sample_file`); BadSample for a row with neither or a file that cannot be read."""
+    encoded = encoded or {}
+    payload = encoded.get("bytes")
+    if payload is None and encoded.get("path"):
+        payload = read_sample_file(encoded["path"], f"{where} ({encoded['path']})")
+    if payload is None:
+        raise BadSample(where, "holds no image")
+    return payload
 
 
 @dataclass(frozen=True)
@@ -293,7 +330,7 @@ def verify_hf_dataset(path: str | os.PathLike, vocabulary: int | None):
     """Every image decoded (an image dataset) or every id compared with the vocabulary (tokens)."""
     data = open_hf_dataset(path)
     problems: list[str] = []
-    parts = [("train", data.train)] + ([("val", data.val)] if data.val is not None else [])
+    parts = data.parts()
     if any(name in data.columns for name in TOKEN_COLUMNS) and not any(name in data.columns for name in IMAGE_COLUMNS):
         column = token_column(data)
         stop = ID_LIMIT if vocabulary is None else min(vocabulary, ID_LIMIT)
@@ -316,18 +353,11 @@ def verify_hf_dataset(path: str | os.PathLike, vocabulary: int | None):
         raw = dataset.cast_column(image, datasets.Image(decode=False)).select_columns([image])
         for number in range(len(raw)):
             images += 1
-            encoded = raw[number][image] or {}
-            payload = encoded.get("bytes")
+            where = f"{data.path} ({split}) row {number}"
             try:
-                if payload is None:
-                    if not encoded.get("path"):
-                        raise BadSample(f"{data.path} ({split}) row {number}", "holds no image")
-                    payload = Path(encoded["path"]).read_bytes()
-                check_image(payload, f"{data.path} ({split}) row {number}")
+                check_image(image_payload(raw[number][image], where), where)
             except BadSample as bad:
                 problems.append(str(bad))
-            except OSError as error:
-                problems.append(f"{data.path} ({split}) row {number}: cannot be read ({error.strerror})")
     return InPlaceReport(f"Hugging Face dataset, {images:,} images of {classes} classes", problems)
 
 

@@ -13,7 +13,8 @@ folder, images lying in ROOT beside the class folders (they would belong to no c
 folder named like an image file (`cat.jpg/`), a symlink loop, a link to nothing named like an
 image, a validation class that training lacks. Only names and sizes are read when the folder is
 opened; pixels are decoded by the loader's workers (`trainspeed.data.decode`), and `data verify`
-decodes every image.
+decodes every image. Each image is opened as a sample's file (`trainspeed.data.sample_files`): one
+replaced by a FIFO or a device since the folder was listed is a bad sample, never a read that waits.
 
 The split without a `val/` tree: an image is held out when a fixed hash of its path relative to
 ROOT falls in the lowest 5% (`trainspeed.data.order.in_validation_split`), whatever the seed,
@@ -33,9 +34,9 @@ import numpy as np
 
 from trainspeed.data.decode import BadSample, ImagePlan, check_image, decode_image, sample_rng
 from trainspeed.data.order import VAL_PER_MILLE, in_validation_split
+from trainspeed.data.sample_files import open_sample_file
 from trainspeed.data.sources import IMAGE_FOLDER, IMAGE_SUFFIXES, STAT_COVERS, DataSource, PathTable, stat_fingerprint
 from trainspeed.errors import UsageError
-from trainspeed.user_files import open_regular
 
 VAL_TREE = "val"
 TRAIN_TREE = "train"
@@ -218,12 +219,10 @@ def verify_image_folder(root: str | os.PathLike) -> tuple[ImageFolder, list[str]
     for split in (folder.train, folder.val):
         for name in split.paths:
             try:
-                with open(folder.root / name, "rb") as handle:
+                with open_sample_file(folder.root / name) as handle:
                     check_image(handle, str(folder.root / name))
             except BadSample as bad:
                 problems.append(str(bad))
-            except OSError as error:
-                problems.append(f"{folder.root / name}: cannot be read ({error.strerror})")
     return folder, problems
 
 
@@ -256,10 +255,6 @@ class ImageFolderReader:
     def read(self, index: int, epoch: int, row: dict[str, np.ndarray]) -> None:
         path = self.root / self.paths[index]
         rng = sample_rng(self.seed, epoch, index) if self.plan.train else None
-        try:
-            handle = open_regular(path)
-        except UsageError as error:
-            raise BadSample(str(path), str(error).removeprefix(f"{path}: ")) from None
-        with handle:
+        with open_sample_file(path) as handle:
             decode_image(handle, str(path), self.plan, rng, row["images"])
         row["labels"][...] = self.labels[index]

@@ -13,9 +13,13 @@ chunked order of shards: runs of neighbouring samples of one tar, shuffled, each
 forward through its tar) and a resumed run reads exactly what it would have, which a stream through
 `webdataset`'s pipeline (shard shuffling plus a shuffle buffer) does not give.
 
-Refused before training: a compressed tar (no random access), a member that is not a regular file
-(a link, a device) or whose name has no extension, a sample without an image and a class (or a
-token window), a class that is not a whole number.
+Refused before training: a shard that is not a regular file (a FIFO named like one: opened
+without blocking, `trainspeed.user_files`), a compressed tar (no random access), a tar that ends
+early (a tar ends with two 512-byte blocks of zeros; one without them, or whose last member runs
+past the end of the file, was cut: it is refused naming the samples it holds, never read as a
+shorter set), a member that is not a regular file (a link, a device), whose name has no extension
+or that is larger than a sample may be (`trainspeed.data.sample_files`), a sample without an image
+and a class (or a token window), a class that is not a whole number.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import os
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -33,13 +38,17 @@ from trainspeed.data.decode import BadSample, ImagePlan, check_image, decode_ima
 from trainspeed.data.ids import ID_LIMIT
 from trainspeed.data.in_place_report import InPlaceReport
 from trainspeed.data.order import VAL_PER_MILLE, chunk_bounds, chunked_order, in_validation_split
+from trainspeed.data.sample_files import member_size_problem
 from trainspeed.data.sources import IMAGE_SUFFIXES, WEBDATASET, DataSource, stat_fingerprint
 from trainspeed.errors import UsageError
+from trainspeed.user_files import FileRefused, open_regular
 
 IMAGE_EXTENSIONS = tuple(suffix.lstrip(".") for suffix in IMAGE_SUFFIXES)
 LABEL_EXTENSION = "cls"
 TOKEN_EXTENSION = "npy"
 MAX_LABEL_BYTES = 32
+END_OF_ARCHIVE = bytes(2 * tarfile.BLOCKSIZE)
+"""What every tar writer puts after the last member: two blocks of zeros."""
 COVERS = "relative paths, sizes and modification times (ns) of the tar files"
 
 
@@ -91,52 +100,90 @@ def _split_key(name: str) -> tuple[str, str]:
     return (f"{folder}/{key}" if folder else key), (extension.lower() if dot else "")
 
 
+def _ends_early(path: Path, samples: int, why: str) -> UsageError:
+    return UsageError(f"{path}: ends early after {samples} samples ({why}); the file was cut (a copy or download "
+                      "stopped, or it is still being written): copy it again")
+
+
 def _index_shard(path: Path, number: int, rows: dict[str, list]) -> None:
     """Append the samples of one tar to `rows` (module docstring: what is refused)."""
-    try:
-        with open(path, "rb") as raw:
-            magic = raw.read(262)
+    with open_regular(path) as raw:
+        size = os.fstat(raw.fileno()).st_size
+        magic = raw.read(262)
         if magic[:2] in (b"\x1f\x8b", b"BZ", b"\xfd7") or magic[:3] == b"\x28\xb5\x2f":
             raise UsageError(f"{path}: a compressed tar; samples are read at their offsets, so shards are plain "
                              "(uncompressed) tar files")
-        archive = tarfile.open(path, "r:")
-    except tarfile.TarError as error:
-        raise UsageError(f"{path}: not a tar file ({error})") from None
-    except OSError as error:
-        raise UsageError(f"{path}: cannot be read ({error.strerror})") from None
-    current = None
-    with archive:
-        while True:
-            try:
-                member = archive.next()
-            except tarfile.TarError as error:
-                raise UsageError(f"{path}: a damaged tar ({error})") from None
-            if member is None:
-                break
-            archive.members = []  # the index keeps arrays, not a TarInfo per member
-            if member.isdir():
-                continue
-            if not member.isfile():
-                raise UsageError(f"{path}: member {member.name!r} is not a regular file (a link or a device), not a "
-                                 "sample; shards hold KEY.jpg + KEY.cls (or KEY.npy) files only")
-            key, extension = _split_key(member.name)
-            if not extension or not key:
-                raise UsageError(f"{path}: member {member.name!r} has no KEY.EXTENSION name, so belongs to no sample; "
-                                 "shards hold KEY.jpg + KEY.cls (or KEY.npy) files only")
-            if key != current:
-                current = key
-                rows["keys"].append(key)
-                rows["shard"].append(number)
-                for kind in ("image", "token"):
-                    rows[f"{kind}_offset"].append(-1)
-                    rows[f"{kind}_size"].append(-1)
-                rows["label"].append(-1)
-            if extension in IMAGE_EXTENSIONS:
-                rows["image_offset"][-1], rows["image_size"][-1] = member.offset_data, member.size
-            elif extension == TOKEN_EXTENSION or extension.endswith("." + TOKEN_EXTENSION):
-                rows["token_offset"][-1], rows["token_size"][-1] = member.offset_data, member.size
-            elif extension == LABEL_EXTENSION:
-                rows["label"][-1] = _label(path, member, archive)
+        raw.seek(0)
+        try:
+            archive = tarfile.open(fileobj=raw, mode="r:")
+        except tarfile.TarError as error:
+            raise UsageError(f"{path}: not a tar file ({error})") from None
+        except OSError as error:
+            raise UsageError(f"{path}: cannot be read ({error.strerror})") from None
+        with archive:
+            _index_members(path, archive, size, number, rows)
+            end = archive.offset
+        marker = os.pread(raw.fileno(), len(END_OF_ARCHIVE), end)
+    if marker != END_OF_ARCHIVE:
+        raise _ends_early(path, rows["shard"].count(number), _marker_problem(marker, end))
+
+
+def _marker_problem(found: bytes, at: int) -> str:
+    """What lies at byte `at` of a tar, where its end-of-archive marker (two zero blocks) should."""
+    if not found:
+        return f"nothing after byte {at:,}, where its end-of-archive marker should be"
+    if not found.strip(b"\0"):
+        return f"its end-of-archive marker at byte {at:,} is cut short ({len(found)} of {len(END_OF_ARCHIVE)} bytes)"
+    return f"at byte {at:,} neither a member's header nor the end-of-archive marker (a damaged header)"
+
+
+def _index_members(path: Path, archive: tarfile.TarFile, size: int, number: int, rows: dict[str, list]) -> None:
+    current, last = None, None
+    while True:
+        try:
+            member = archive.next()
+        except tarfile.ReadError as error:
+            if "unexpected end of data" in str(error):  # the padding to 512 bytes after the last member's data
+                raise _ends_early(path, rows["shard"].count(number), f"cut in the padding after member {last!r}") \
+                    from None
+            raise UsageError(f"{path}: a damaged tar ({error})") from None
+        except tarfile.TarError as error:
+            raise UsageError(f"{path}: a damaged tar ({error})") from None
+        if member is None:
+            return
+        archive.members = []  # the index keeps arrays, not a TarInfo per member
+        last = member.name
+        if member.isdir():
+            continue
+        if not member.isfile():
+            raise UsageError(f"{path}: member {member.name!r} is not a regular file (a link or a device), not a "
+                             "sample; shards hold KEY.jpg + KEY.cls (or KEY.npy) files only")
+        key, extension = _split_key(member.name)
+        if not extension or not key:
+            raise UsageError(f"{path}: member {member.name!r} has no KEY.EXTENSION name, so belongs to no sample; "
+                             "shards hold KEY.jpg + KEY.cls (or KEY.npy) files only")
+        if key != current:
+            current = key
+            rows["keys"].append(key)
+            rows["shard"].append(number)
+            for kind in ("image", "token"):
+                rows[f"{kind}_offset"].append(-1)
+                rows[f"{kind}_size"].append(-1)
+            rows["label"].append(-1)
+        if member.offset_data + member.size > size:
+            raise _ends_early(path, rows["shard"].count(number) - 1,
+                              f"member {member.name!r} is cut short: {size - member.offset_data:,} of its "
+                              f"{member.size:,} bytes")
+        too_large = member_size_problem(member.size)
+        if too_large is not None:
+            raise UsageError(f"{path}: member {member.name!r} {too_large}; shards hold one sample's image or "
+                             "window per member")
+        if extension in IMAGE_EXTENSIONS:
+            rows["image_offset"][-1], rows["image_size"][-1] = member.offset_data, member.size
+        elif extension == TOKEN_EXTENSION or extension.endswith("." + TOKEN_EXTENSION):
+            rows["token_offset"][-1], rows["token_size"][-1] = member.offset_data, member.size
+        elif extension == LABEL_EXTENSION:
+            rows["label"][-1] = _label(path, member, archive)
 
 
 def _label(path: Path, member: tarfile.TarInfo, archive: tarfile.TarFile) -> int:
@@ -154,7 +201,7 @@ def _label(path: Path, member: tarfile.TarInfo, archive: tarfile.TarFile) -> int
 def open_tar_shards(path: str | os.PathLike) -> TarShards:
     """The samples of one .tar or a folder of them, indexed from their headers."""
     root = Path(path)
-    shards = (root,) if root.is_file() else tuple(sorted(p for p in root.iterdir() if p.suffix.lower() == ".tar"))
+    shards = tuple(sorted(p for p in root.iterdir() if p.suffix.lower() == ".tar")) if root.is_dir() else (root,)
     if not shards:
         raise UsageError(f"{root}: no .tar shards")
     rows: dict[str, list] = {name: [] for name in ("keys", "shard", "image_offset", "image_size", "token_offset",
@@ -163,7 +210,7 @@ def open_tar_shards(path: str | os.PathLike) -> TarShards:
         _index_shard(shard, number, rows)
     if not rows["keys"]:
         raise UsageError(f"{root}: the tar shards hold no samples")
-    base = root.parent if root.is_file() else root
+    base = root if root.is_dir() else root.parent
     splits = tuple(_shard_split(s) for s in shards)
     if any(s is not None for s in splits) and "train" not in splits:
         raise UsageError(f"{root}: validation shards but no train* shards; name the training shards train-*.tar")
@@ -185,11 +232,12 @@ def _missing(shards: TarShards, samples: np.ndarray, present: np.ndarray, needs:
 
 
 class _Reads:
-    """Member bytes by `os.pread`, a descriptor per shard opened in the process that reads."""
+    """Member bytes by `os.pread`, a regular file per shard opened in the process that reads (a
+    shard replaced by a FIFO since it was indexed is refused, not waited on)."""
 
     def __init__(self, shards: TarShards) -> None:
         self.shards = shards
-        self._files: dict[int, int] = {}
+        self._files: dict[int, BinaryIO] = {}
         self._pid = -1
 
     def read(self, sample: int, members: Members) -> bytes:
@@ -197,9 +245,12 @@ class _Reads:
             self._files, self._pid = {}, os.getpid()
         shard = int(self.shards.shard_of[sample])
         if shard not in self._files:
-            self._files[shard] = os.open(self.shards.shards[shard], os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                self._files[shard] = open_regular(self.shards.shards[shard])
+            except FileRefused as refused:
+                raise BadSample(self.shards.names(sample), refused.reason) from None
         size, offset = int(members.sizes[sample]), int(members.offsets[sample])
-        data = os.pread(self._files[shard], size, offset)
+        data = os.pread(self._files[shard].fileno(), size, offset)
         if len(data) != size:
             raise BadSample(self.shards.names(sample), f"cut short ({len(data)} of {size} bytes)")
         return data
