@@ -262,6 +262,35 @@ def test_an_image_dataset_on_one_and_two_ranks_reads_each_sample_once_per_epoch_
         assert all(torch.equal(got[key], want[key]) for key in want)
 
 
+def _parquet_images(path: Path, labels: list, label: "datasets.ClassLabel | datasets.Value") -> Path:
+    """Images and `labels` written by another tool (pyarrow, with the features' schema), so nothing
+    checked the labels on the way."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    features = datasets.Features({"image": datasets.Image(), "label": label})
+    images = [{"bytes": image_bytes(i, (10, 8), "PNG"), "path": None} for i in range(len(labels))]
+    pq.write_table(pa.table({"image": images, "label": labels}, schema=features.arrow_schema), path)
+    return path
+
+
+@pytest.mark.parametrize(("labels", "label", "said"), [
+    pytest.param([0, 1, 2, None, 1, None], datasets.Value("int64"), "row 3: column 'label' holds a null, no class (2 "
+                 "such rows); give every row a class number, or drop the rows without one", id="null"),
+    pytest.param([0, 1, 2, 1, 7], datasets.ClassLabel(names=list(CLASSES)), "row 4: column 'label' holds 7; the "
+                 "ClassLabel names 3 classes (0..2)", id="past-the-class-label"),
+    pytest.param([0, 1, 2**40], datasets.Value("int64"), "row 2: column 'label' holds 1099511627776; past "
+                 "2,147,483,647, the largest class number a label holds", id="past-int32"),
+])
+def test_a_label_that_is_no_class_is_one_line_naming_the_file_and_row(tmp_path: Path, labels: list, label,
+                                                                      said: str) -> None:
+    path = _parquet_images(tmp_path / "train-0.parquet", labels, label)
+    for attempt in (lambda: open_images(path, _config(), RES), lambda: verify_in_place(path)):
+        with pytest.raises(UsageError) as raised:
+            attempt()
+        assert str(raised.value) == f"{path} (train) {said}"
+
+
 def test_a_fifo_among_a_datasets_files_is_one_line_before_the_library_opens_any(tmp_path: Path) -> None:
     """The library would wait on it for a writer for ever (or, in a parquet folder, leave it out)."""
     import os

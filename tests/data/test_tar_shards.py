@@ -276,3 +276,20 @@ def test_a_member_declaring_more_than_a_sample_may_hold_is_one_line(tmp_path: Pa
                                  f"{MAX_SAMPLE_BYTES:,} a sample may hold; shards hold one sample's image or window "
                                  "per member")
 
+
+@pytest.mark.parametrize(("text", "said"), [
+    pytest.param(b"1" * 30, "a class number past 2,147,483,647, the largest one a label holds", id="30-digits"),
+    pytest.param(b"2147483648", "a class number past 2,147,483,647, the largest one a label holds", id="past-int32"),
+    pytest.param(b"1_0", "not a class number (0, 1, 2 ...)", id="underscore"),
+    pytest.param(b"", "not a class number (0, 1, 2 ...)", id="empty"),
+])
+def test_a_class_that_is_no_class_number_is_one_line_naming_the_tar_and_member(tmp_path: Path, text: bytes,
+                                                                               said: str) -> None:
+    members = _image_members(0, 3)
+    members[3] = ("0001.cls", text)
+    path = _write_tar(tmp_path / "bad.tar", members)
+    for attempt in (lambda: open_images(path, _config(), RES), lambda: verify_in_place(path)):
+        with pytest.raises(UsageError) as raised:
+            attempt()
+        shown = text[:20]
+        assert str(raised.value) == f"{path}: member '0001.cls' holds {shown!r}{'...' if len(text) > 20 else ''}, {said}"

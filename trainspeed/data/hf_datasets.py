@@ -12,7 +12,8 @@ beside them. Nothing is written into the dataset's folder (the library's caching
 turned off: nothing here transforms).
 
 Images: an `Image` column (or one named image or img) with a `label` or `labels` column of
-integers (a `ClassLabel` says how many classes). The image bytes
+integers (a `ClassLabel` says how many classes); every label is checked when the dataset is opened
+(a null, a negative class or one past the ClassLabel's is refused naming its row). The image bytes
 are taken from the Arrow file undecoded and decoded by `trainspeed.data.decode` on the rank's
 workers, as an image folder's are; an image stored by reference (a path, no bytes) is read as a
 sample's file (`trainspeed.data.sample_files`: a regular file, at most its size and a sample's cap),
@@ -36,8 +37,9 @@ from typing import Any
 import numpy as np
 
 from trainspeed.data.decode import BadSample, ImagePlan, check_image, decode_image, sample_rng
-from trainspeed.data.ids import ID_LIMIT
+from trainspeed.data.ids import ID_LIMIT, first_outside
 from trainspeed.data.in_place_report import InPlaceReport
+from trainspeed.data.labels import CLASS_LIMIT
 from trainspeed.data.order import VAL_PER_MILLE, in_validation_split
 from trainspeed.data.sample_files import read_sample_file
 from trainspeed.data.sources import HF_DATASET, HF_MARKERS, DataSource, stat_fingerprint
@@ -187,25 +189,36 @@ def token_column(data: HuggingFaceData) -> str:
 
 
 def _class_count(data: HuggingFaceData, label: str) -> int:
-    """Classes the label column names (a ClassLabel), else its largest value + 1; UsageError for
-    labels that are not whole numbers from 0."""
+    """Classes the label column names (a ClassLabel), else its largest value + 1; UsageError naming
+    the first row whose label is not a class: not an integer, a null, negative, past the
+    ClassLabel's classes or past `CLASS_LIMIT`."""
+    import pyarrow.compute as pc
+
     datasets = import_datasets()
     feature = data.train.features[label]
-    if isinstance(feature, datasets.ClassLabel):
-        return int(feature.num_classes)
+    named = int(feature.num_classes) if isinstance(feature, datasets.ClassLabel) else None
+    stop = CLASS_LIMIT if named is None else min(named, CLASS_LIMIT)
     highest = -1
-    for part in (data.train, data.val):
-        if part is None:
-            continue
-        values = part.data.table.column(label)
+    for part, rows in data.parts():
+        values = rows.data.table.column(label)
         kind = str(values.type)
         if not kind.startswith(("int", "uint")):
             raise UsageError(f"{data.path}: column {label!r} holds {kind}; labels are whole numbers from 0 (a ClassLabel)")
+        if values.null_count:
+            row = int(np.flatnonzero(pc.is_null(values).to_numpy(zero_copy_only=False))[0])
+            raise UsageError(f"{data.path} ({part}) row {row}: column {label!r} holds a null, no class "
+                             f"({values.null_count} such rows); give every row a class number, or drop the rows "
+                             "without one")
         array = values.to_numpy()
-        if array.size and array.min() < 0:
-            raise UsageError(f"{data.path}: column {label!r} holds {array.min()}; labels count from 0")
+        outside = first_outside(array, stop)
+        if outside is not None:
+            value, row = outside.value, outside.index[0]
+            why = ("labels count from 0" if value < 0 else
+                   f"the ClassLabel names {named} classes (0..{named - 1})" if named is not None and value >= named else
+                   f"past {CLASS_LIMIT - 1:,}, the largest class number a label holds")
+            raise UsageError(f"{data.path} ({part}) row {row}: column {label!r} holds {value}; {why}")
         highest = max(highest, int(array.max()) if array.size else -1)
-    return highest + 1
+    return highest + 1 if named is None else named
 
 
 class HuggingFaceImageReader:

@@ -19,7 +19,7 @@ early (a tar ends with two 512-byte blocks of zeros; one without them, or whose 
 past the end of the file, was cut: it is refused naming the samples it holds, never read as a
 shorter set), a member that is not a regular file (a link, a device), whose name has no extension
 or that is larger than a sample may be (`trainspeed.data.sample_files`), a sample without an image
-and a class (or a token window), a class that is not a whole number.
+and a class (or a token window), a class that is not a class number.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from trainspeed.data.base import LoaderConfig
 from trainspeed.data.decode import BadSample, ImagePlan, check_image, decode_image, sample_rng
 from trainspeed.data.ids import ID_LIMIT
 from trainspeed.data.in_place_report import InPlaceReport
+from trainspeed.data.labels import class_number_problem
 from trainspeed.data.order import VAL_PER_MILLE, chunk_bounds, chunked_order, in_validation_split
 from trainspeed.data.sample_files import member_size_problem
 from trainspeed.data.sources import IMAGE_SUFFIXES, WEBDATASET, DataSource, stat_fingerprint
@@ -189,13 +190,11 @@ def _index_members(path: Path, archive: tarfile.TarFile, size: int, number: int,
 def _label(path: Path, member: tarfile.TarInfo, archive: tarfile.TarFile) -> int:
     handle = archive.extractfile(member)
     text = handle.read(MAX_LABEL_BYTES + 1) if handle is not None else b""
-    try:
-        label = int(text.decode("ascii").strip())
-    except (UnicodeDecodeError, ValueError):
-        label = -1
-    if len(text) > MAX_LABEL_BYTES or label < 0:
-        raise UsageError(f"{path}: member {member.name!r} holds {text[:20]!r}, not a class number (0, 1, 2 ...)")
-    return label
+    problem = class_number_problem(text, MAX_LABEL_BYTES)
+    if problem is not None:
+        raise UsageError(f"{path}: member {member.name!r} holds {text[:20]!r}{'...' if len(text) > 20 else ''}, "
+                         f"{problem}")
+    return int(text.strip())
 
 
 def open_tar_shards(path: str | os.PathLike) -> TarShards:
