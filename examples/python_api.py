@@ -84,9 +84,10 @@ rows.figure()
 # %% [markdown]
 # ## Train it on two ranks, to a goal
 #
-# Each rank is a process of its own, which rebuilds the workload from its pieces: it loads this
-# script up to its first trainspeed call, where they are all defined. Pieces defined in a notebook
-# cell cannot be loaded so; there the workload trains in the notebook's own process (`nproc=1`).
+# Each rank is a process of its own, which rebuilds the workload from its pieces: it runs this
+# script's imports and definitions, and nothing the script does (no bench, no folder made again).
+# Pieces defined in a notebook cell cannot be found so; there the workload trains in the
+# notebook's own process (`nproc=1`).
 
 # %%
 write_dataset({"x": features.numpy(), "label": labels.numpy()}, out / "data")

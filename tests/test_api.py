@@ -271,7 +271,8 @@ def test_the_cli_stays_a_thin_layer_of_exit_codes(capsys):
 def test_the_example_benches_a_sequential_on_two_backends_trains_it_on_two_ranks_and_plans_it(tmp_path):
     """examples/python_api.py, a few steps of each call: one bench call measures eager and compiled at
     two batch sizes, with counted FLOPs and no module path given; the same workload trains on two
-    ranks (each loads the script to rebuild it); the script writes nothing beside its results."""
+    ranks (each runs the script's definitions alone to rebuild it); the script writes nothing beside
+    its results."""
     result = run_child(python_argv(str(EXAMPLES / "python_api.py")), env=trainspeed_env(TRAINSPEED_EXAMPLE_QUICK="1"),
                        cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -339,3 +340,61 @@ def test_runs_that_logged_no_metrics_rows_have_no_figure(tmp_path):
     with pytest.raises(trainspeed.UsageError, match=r"^the runs logged no metrics rows to draw \(log_every= sets how "
                                                     r"often they do\)$"):
         trainspeed.Rows([run.summary], runs=[run]).figure()
+
+
+RANKS_SCRIPT = """
+import functools, os, shutil, sys
+import torch
+from torch import nn
+import trainspeed
+
+OUT = sys.argv[1]
+if os.path.exists(OUT):
+    shutil.rmtree(OUT)
+with open(OUT + ".top-level-runs", "a") as runs:
+    runs.write("ran\\n")
+WEIGHTS = torch.ones(3)
+
+def model():
+    return nn.Linear(4, 3)
+
+def loss(outputs, batch):
+    return nn.functional.cross_entropy(outputs, batch["y"])
+
+def weighted_loss(outputs, batch):
+    return nn.functional.cross_entropy(outputs, batch["y"], weight=WEIGHTS)
+
+batch = {"x": torch.randn(8, 4), "y": torch.randint(0, 3, (8,))}
+sgd = functools.partial(torch.optim.SGD, lr=0.1)
+run = trainspeed.train(workload=trainspeed.workload_from(model=model, loss=loss, optimizer=sgd, batch=batch), nproc=2,
+                       synthetic_data=True, steps=2, batch_size_per_device=4, num_workers=0, noise_scale="off",
+                       no_progress=True, out=OUT)
+print(f"run: step {run.summary.last_step} on {run.summary.world_size} ranks")
+weighted = trainspeed.workload_from(model=model, loss=weighted_loss, optimizer=sgd, batch=batch)
+try:
+    trainspeed.train(workload=weighted, nproc=2, synthetic_data=True, out=OUT + "-weighted")
+except trainspeed.UsageError as error:
+    print(f"refused: {error}")
+"""
+
+
+@pytest.mark.e2e
+def test_ranks_rebuild_a_script_s_pieces_without_running_what_the_script_does(tmp_path):
+    """A script that removes its run folder at its top, unguarded, and defines its pieces below:
+    the ranks run only its definitions (a rank that ran the script would remove the run it is in),
+    and a piece that needs a value only running the script computes is refused before anything is made."""
+    script = tmp_path / "my_training.py"
+    script.write_text(RANKS_SCRIPT)
+    out = tmp_path / "run"
+    result = run_child(python_argv(str(script), str(out)), cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (tmp_path / "run.top-level-runs").read_text() == "ran\n"  # once: in the script's own process
+    assert {"train_config.json", ".lock", "summary.json", "metrics.jsonl"} <= {path.name for path in out.iterdir()}
+    summary = read_run(out).summary
+    assert (summary.world_size, summary.last_step) == (2, 2)
+    (refused,) = [line for line in result.stdout.splitlines() if line.startswith("refused: ")]
+    assert refused.startswith("refused: train: the 2 rank processes of this run cannot rebuild workload 'model' "
+                              "(loss= (weighted_loss) needs WEIGHTS, set by line 12 of my_training.py "
+                              "(`WEIGHTS = torch.ones(3)`), a statement other processes do not run")
+    assert not (tmp_path / "run-weighted").exists()
+

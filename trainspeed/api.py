@@ -15,8 +15,8 @@ what it writes) and its rows come back typed, in `Rows`.
 A workload of pieces that only this process holds (a lambda, a notebook cell's function) runs
 wherever the command runs in this process: bench, check, one rank of train, plan and report. A
 command that starts other processes to run it (train on several ranks, a study, a plan's checks)
-says so in one line before it starts anything. Where those processes load the caller's script to
-rebuild the pieces, its first command ends the loading there (`_stop_if_loading`).
+says so in one line before it starts anything. Where those processes rebuild pieces defined in the
+caller's script, they run its definitions alone, never what it does (`script_definitions`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
 COMMANDS = ("bench", "check", "train", "plan", "report", "study")
 """The commands that are functions of the package (`trainspeed.bench` ...)."""
-PIECES_MODULE = "trainspeed.workloads.pieces"
 
 
 class TrainingFailed(RuntimeError):
@@ -251,14 +250,6 @@ def parse_command(command: str, values: dict[str, Any], study: str | None = None
 
 # --- a workload the processes a command starts must rebuild ------------------------------------------
 
-def _stop_if_loading() -> None:
-    """In a process that loads a script to rebuild its pieces, the script's first command ends the
-    loading (`trainspeed.workloads.pieces.ScriptStopped`): the commands run where the script ran."""
-    pieces = sys.modules.get(PIECES_MODULE)
-    if pieces is not None:
-        pieces.stop_if_loading_main()
-
-
 def _check_children_rebuild(command: str, workload: Any, processes: str) -> None:
     """A workload of pieces that other processes of this command rebuild: its pieces can be imported."""
     unportable = getattr(workload, "unportable", None)
@@ -295,7 +286,6 @@ def _with_workload_size(command: str, values: dict[str, Any], study: str | None)
 
 
 def _run(command: str, values: dict[str, Any], study: str | None = None) -> Rows:
-    _stop_if_loading()
     values = _with_workload_size(command, values, study)
     args = parse_command(command, values, study)
     workload = values.get("workload")

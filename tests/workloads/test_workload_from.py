@@ -282,7 +282,8 @@ def test_a_reference_another_process_cannot_rebuild_is_one_line(change, said):
 
 def test_a_script_that_fails_while_its_pieces_load_is_one_line(tmp_path):
     script = tmp_path / "train_script.py"
-    script.write_text("import torch\nraise RuntimeError('no GPU here\\nsecond line')\n")
+    script.write_text("import torch\ndef needs_a_gpu(function):\n    raise RuntimeError('no GPU here\\nsecond line')\n"
+                      "@needs_a_gpu\ndef mlp():\n    pass\n")
     description = json.loads(mlp_workload().reference.removeprefix("python:"))
     description.update(model="__main__:mlp", main={"file": str(script)})
     for _ in range(2):  # not left half-loaded: the next try loads it again

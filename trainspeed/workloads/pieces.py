@@ -14,10 +14,10 @@ workload has two names (`PiecesWorkload.reference`):
   by its module and qualified name (a `functools.partial` with its plain arguments; the example
   batch as its layout and value ranges), the folders those modules were found in, and the script
   that ran as `__main__` where the pieces live there. A process that did not make it (a rank, a
-  study's command, a server) rebuilds it from that text. A script is loaded there under another
-  name than `__main__` (its `if __name__ == "__main__":` block does not run), and only up to its
-  first trainspeed command: the pieces are defined above it, and the commands run where the
-  script ran.
+  study's command, a server) rebuilds it from that text. Of such a script it runs the definitions
+  alone, never what the script does (`script_definitions`): its imports, defs, classes and names
+  set to values that call nothing; a piece that needs anything else keeps the workload in the
+  process that made it, which says so before it starts any other.
 - `python:NAME`, where a piece cannot be imported (a lambda, a function defined inside another or
   in a notebook cell): the workload exists only in the process that made it, which finds it by
   that name (`IN_PROCESS`); a command that would start other processes says so in one line.
@@ -50,33 +50,19 @@ from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Trainable
 from trainspeed.workloads.batches import LOADER_KEYS
 from trainspeed.workloads.named.counting import CountedFlops
+from trainspeed.workloads.script_definitions import script_definitions
 
 PREFIX = "python:"
 SIZE = "default"
 MAIN_MODULE = "__main__"
 LOADED_MAIN = "__trainspeed_main__"
-"""The name a script that ran as `__main__` is loaded under in another process: its
-`if __name__ == "__main__":` block does not run there."""
+"""The name the definitions of a script that ran as `__main__` are loaded under in another process."""
 SAMPLE_BATCH = 2
 """Samples of the batch a batch function is asked for once, to learn the batch's structure."""
 PIECES = ("model", "loss", "optimizer", "batch", "metrics", "data", "forward")
 
 IN_PROCESS: dict[str, "PiecesWorkload"] = {}
 """Every workload `workload_from` made in this process, by its `reference`."""
-
-_loading_main = False
-
-
-class ScriptStopped(BaseException):
-    """A trainspeed command called by a script this process loads to rebuild its pieces: the
-    loading stops there (everything above it is defined; the command runs where the script ran).
-    A BaseException, as SystemExit is, so that a script's own `except Exception` lets it pass."""
-
-
-def stop_if_loading_main() -> None:
-    """Called by every command of `trainspeed.api` before it runs."""
-    if _loading_main:
-        raise ScriptStopped()
 
 
 # --- the batch -----------------------------------------------------------------------------------
@@ -239,6 +225,8 @@ class Naming:
 
     modules: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
+    in_script: list[tuple[str, str]] = field(default_factory=list)
+    """(piece, qualified name) of each piece defined in the script that runs as `__main__`."""
 
     def name(self, piece: str, value: Any) -> Named | None:
         if isinstance(value, functools.partial):
@@ -267,6 +255,8 @@ class Naming:
         if module_name == MAIN_MODULE and _main_source(module) is None:
             self.problems.append(f"{piece}= ({qualname}) is defined in a notebook cell or an interactive session")
             return None
+        if module_name == MAIN_MODULE:
+            self.in_script.append((piece, qualname))
         self.modules.add(module_name)
         return Named(f"{module_name}:{qualname}")
 
@@ -548,12 +538,31 @@ def workload_from(model: Callable[[], nn.Module], loss: Callable[[Any, Any], tor
     roots = {root for module in naming.modules if module != MAIN_MODULE if (root := _import_root(module)) is not None}
     if main_source is not None:
         description["main"] = main_source
+        naming.problems += _script_problems(getattr(main, "__file__", None), naming.in_script)
         if "file" in main_source:
             roots.add(str(Path(main_source["file"]).parent))
     description["modules"] = sorted(naming.modules)
     description["paths"] = sorted(roots)
     pieces = _pieces(model, loss, optimizer, example if example is not None else batch, metrics, data, forward)
     return _register(PiecesWorkload(pieces, description, naming.problems))
+
+
+def _script_problems(script: str | None, in_script: list[tuple[str, str]]) -> list[str]:
+    """Why another process would not find a piece among the script's definitions, the only part of
+    the script it runs (`script_definitions`): one line per such piece."""
+    if not isinstance(script, str):
+        return [f"{piece}= ({qualname}) is defined in a script whose file Python does not name"
+                for piece, qualname in in_script]
+    try:
+        definitions = script_definitions(script)
+    except (OSError, SyntaxError, ValueError) as error:
+        return [f"its script {script} cannot be read ({type(error).__name__}: {str(error).splitlines()[0]})"]
+    problems = []
+    for piece, qualname in in_script:
+        why = definitions.why_unavailable(qualname.split(".")[0])
+        if why is not None:
+            problems.append(f"{piece}= ({qualname}) {why}")
+    return problems
 
 
 def _pieces(model: Any, loss: Any, optimizer: Any, batch: Any, metrics: Any, data: Any, forward: Any) -> Pieces:
@@ -623,9 +632,10 @@ def _resolve(description: dict[str, Any], piece: str) -> Any:
     module = _main_module(description) if module_name == MAIN_MODULE else _import(module_name)
     value = _attribute(module, qualname)
     if value is None:
-        where = " above the script's first trainspeed command" if module_name == MAIN_MODULE else ""
-        raise UsageError(f"--workload {PREFIX}...: {module_name} defines no {qualname}{where} (for {piece}=); "
-                         "define the pieces before the commands that use them")
+        if module_name == MAIN_MODULE:
+            raise UsageError(f"--workload {PREFIX}...: the script's definitions hold no {qualname} (for {piece}=); "
+                             "define it at the script's top level by a def, a class or an import")
+        raise UsageError(f"--workload {PREFIX}...: {module_name} defines no {qualname} (for {piece}=)")
     return functools.partial(value, *args, **kwargs) if args or kwargs else value
 
 
@@ -638,10 +648,8 @@ def _import(module_name: str) -> Any:
 
 
 def _main_module(description: dict[str, Any]) -> Any:
-    """The script that made the workload, loaded once per process under another name than
-    `__main__` (its `if __name__ == "__main__":` block does not run) and up to its first trainspeed
-    command (`ScriptStopped`), where everything the pieces need is defined."""
-    global _loading_main
+    """The definitions of the script that made the workload (`script_definitions`: never what the
+    script does), loaded once per process under another name than `__main__`."""
     source = description.get("main") or {}
     if "module" in source:  # run as `python -m package.script`: its own name, so its relative imports work
         name = source["module"]
@@ -656,22 +664,17 @@ def _main_module(description: dict[str, Any]) -> Any:
         where = str(path)
     if name in sys.modules:
         return sys.modules[name]
-    if spec is None or spec.loader is None:
+    if spec is None or not isinstance(spec.origin, str) or not spec.origin.endswith(".py"):
         raise UsageError(f"--workload {PREFIX}...: cannot find {where}, the script that defines its pieces")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    _loading_main = True
+    sys.modules[name] = module  # as an import would: a dataclass of the script looks its module up there
     try:
-        spec.loader.exec_module(module)
-    except ScriptStopped:
-        pass
+        exec(script_definitions(spec.origin).code(), module.__dict__)
     except UsageError:
         sys.modules.pop(name, None)
         raise
-    except Exception as error:  # noqa: BLE001 - whatever the user's script raises is told in one line
+    except Exception as error:  # noqa: BLE001 - whatever the script's definitions raise is told in one line
         sys.modules.pop(name, None)
         raise UsageError(f"--workload {PREFIX}...: loading {where} raised {type(error).__name__}: "
                          f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}") from None
-    finally:
-        _loading_main = False
     return module
