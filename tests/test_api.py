@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import functools
 import inspect
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import matplotlib
@@ -397,4 +399,60 @@ def test_ranks_rebuild_a_script_s_pieces_without_running_what_the_script_does(tm
                               "(loss= (weighted_loss) needs WEIGHTS, set by line 12 of my_training.py "
                               "(`WEIGHTS = torch.ones(3)`), a statement other processes do not run")
     assert not (tmp_path / "run-weighted").exists()
+
+
+def small_workload():
+    return trainspeed.workload_from(model=mlp, loss=loss, optimizer=functools.partial(torch.optim.SGD, lr=0.1),
+                                    batch={"x": torch.randn(8, 4), "y": torch.randint(0, 3, (8,))})
+
+
+def small_bench(workload, out: Path, **values) -> trainspeed.Rows:
+    return trainspeed.bench(workload=workload, targets=["cpu:eager:fp32"], batch_sizes=[4], windows=1, warmup_steps=0,
+                            min_window_s=0.01, max_steps_per_window=2, out=out, no_plot=True, no_progress=True,
+                            **values)
+
+
+def small_train(workload, out: Path, **values) -> trainspeed.Rows:
+    return trainspeed.train(workload=workload, synthetic_data=True, steps=2, batch_size_per_device=4, num_workers=0,
+                            noise_scale="off", no_progress=True, out=out, **values)
+
+
+def in_threads(count: int, call) -> list:
+    """What `call(index)` returned (or raised) in each of `count` threads started together."""
+    start = threading.Barrier(count)
+    outcomes: list = [None] * count
+
+    def run(index: int) -> None:
+        start.wait()
+        try:
+            outcomes[index] = call(index)
+        except BaseException as error:  # noqa: BLE001 - the test reports it
+            outcomes[index] = error
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def test_train_from_another_thread_than_the_main_one_trains_there(tmp_path):
+    """Python takes signal handlers only from the main thread: a run started from another installs
+    none (the stop signals stay its program's) and trains as from the main one."""
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    (run,) = in_threads(1, lambda index: small_train(small_workload(), tmp_path / "run"))
+    assert isinstance(run, trainspeed.Rows), run
+    assert run.summary.last_step == 2 and (tmp_path / "run" / "summary.json").is_file()
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
+
+
+def test_bench_from_four_threads_into_one_folder_writes_every_file(tmp_path):
+    """Four benches at once into one folder each write their own file. (Their checks that the folder
+    is writable overlap only now and then here; tests/test_atomic.py overlaps many.)"""
+    workload = small_workload()
+    outcomes = in_threads(4, lambda index: small_bench(workload, tmp_path / f"bench-{index}.jsonl"))
+    assert all(isinstance(rows, trainspeed.Rows) for rows in outcomes), outcomes
+    assert [[row.status for row in rows] for rows in outcomes] == [["ok"]] * 4
+    assert sorted(path.name for path in tmp_path.glob("*.jsonl")) == [f"bench-{index}.jsonl" for index in range(4)]
 

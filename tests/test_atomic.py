@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
-from trainspeed.atomic import FileAppeared, append_line, create_exclusive_text, move_to_new
+from trainspeed.atomic import FileAppeared, append_line, check_writable_directory, create_exclusive_text, move_to_new
 from trainspeed.errors import UsageError
 from trainspeed.user_files import FileRefused
 
@@ -84,3 +85,24 @@ def test_a_fifo_put_where_rows_go_is_refused_not_written_to(tmp_path: Path) -> N
 def test_a_device_where_rows_go_is_refused_not_written_to() -> None:
     with pytest.raises(FileRefused, match="/dev/full: is a character device, not a regular file"):
         append_line("/dev/full", "{}")
+
+
+def test_a_folder_probed_from_many_threads_at_once_is_writable_to_each(tmp_path: Path) -> None:
+    """Commands run from threads of one process probe one folder at once: no probe is another's."""
+    start = threading.Barrier(8)
+    refused: list[UsageError] = []
+
+    def probe() -> None:
+        start.wait()
+        for _ in range(200):
+            try:
+                check_writable_directory(tmp_path, "--out results.jsonl")
+            except UsageError as error:
+                refused.append(error)
+
+    threads = [threading.Thread(target=probe) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert refused == [] and list(tmp_path.iterdir()) == []

@@ -125,13 +125,14 @@ def current_umask() -> int:
 
 def check_writable_directory(directory: str | os.PathLike, what: str) -> None:
     """Create `directory` and write a probe file in it, before any work whose result would be lost;
-    UsageError naming `what` (e.g. "--out results/x.jsonl") if that fails."""
+    UsageError naming `what` (e.g. "--out results/x.jsonl") if that fails. The probe's name is new
+    to each call (commands run from several threads of one process probe one folder at once)."""
     folder = Path(directory)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        descriptor, probe = tempfile.mkstemp(prefix=".write-probe-", dir=folder)
+        os.close(descriptor)
+        os.unlink(probe)
     except OSError as error:
         raise UsageError(f"cannot write to {what}: {error.strerror} ({folder}); choose a writable place") from None
 

@@ -12,6 +12,7 @@ from types import FrameType
 from trainspeed.errors import UsageError
 from trainspeed.flags import config_from_flags, flag_adder
 from trainspeed.serve.config import ServeConfig
+from trainspeed.signal_handlers import handling
 
 EPILOG = """\
 examples:
@@ -72,12 +73,10 @@ def run_serve(args: argparse.Namespace) -> int:
     def request_stop(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        while not stop.wait(1.0):
-            pass
+        with handling((signal.SIGTERM, signal.SIGINT), request_stop):
+            while not stop.wait(1.0):
+                pass
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         running.stop()
     return 0

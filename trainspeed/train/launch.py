@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +30,7 @@ import psutil
 from trainspeed.data.base import BatchLoader, LoaderConfig
 from trainspeed.errors import UsageError
 from trainspeed.safe_path import isolated_environment
+from trainspeed.signal_handlers import handling
 from trainspeed.targets import check_target_builds, get_target, target_family
 from trainspeed.targets.base import Target
 from trainspeed.train.batch_schedule import (
@@ -304,9 +304,5 @@ def run_agent(config_path: Path, config: TrainConfig) -> int:
     def forward(signum: int, frame: FrameType | None) -> None:
         process.send_signal(signum)
 
-    previous = {sig: signal.signal(sig, forward) for sig in STOP_SIGNALS}
-    try:
+    with handling(STOP_SIGNALS, forward):
         return process.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

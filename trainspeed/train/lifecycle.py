@@ -3,12 +3,13 @@ makes, and the run's exit code."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import signal
 import sys
 from types import FrameType
-from typing import Any
 
+from trainspeed.signal_handlers import handling
 from trainspeed.train.rows import RunSummary
 
 PR_SET_PDEATHSIG = 1
@@ -35,24 +36,25 @@ class StopRequest:
 
     A handler that checkpointed directly could run in the middle of a step or a collective, and
     SIGINT's default, KeyboardInterrupt, would leave without a checkpoint from wherever it landed.
+    A run started from another thread than the main one installs no handler (`handling`): the
+    signals are its program's.
     """
 
     def __init__(self) -> None:
         self.requested = False
         self.signal: signal.Signals | None = None
-        self._previous: dict[signal.Signals, Any] = {}
+        self._handlers = contextlib.ExitStack()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
         self.signal = self.signal or signal.Signals(signum)
 
     def __enter__(self) -> "StopRequest":
-        self._previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
+        self._handlers.enter_context(handling(STOP_SIGNALS, self._handle))
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+        self._handlers.close()
 
 
 def finish(summary: RunSummary, stop: StopRequest, show: bool) -> int:

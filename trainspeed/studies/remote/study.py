@@ -29,6 +29,7 @@ from typing import Iterator
 
 from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
+from trainspeed.signal_handlers import handling
 from trainspeed.studies.checks import check_mahjong_settings
 from trainspeed.studies.common import (
     COMMAND_START_S,
@@ -101,12 +102,8 @@ def _stopped_by_signals() -> Iterator[None]:
     def stop(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
-    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
+    with handling((signal.SIGTERM, signal.SIGHUP), stop):
         yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
 
 
 def start_links(config: RemoteConfig, stack: contextlib.ExitStack, token_file: Path) -> tuple[list[RemoteLink], str | None]:
