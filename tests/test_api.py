@@ -456,3 +456,28 @@ def test_bench_from_four_threads_into_one_folder_writes_every_file(tmp_path):
     assert [[row.status for row in rows] for rows in outcomes] == [["ok"]] * 4
     assert sorted(path.name for path in tmp_path.glob("*.jsonl")) == [f"bench-{index}.jsonl" for index in range(4)]
 
+
+@pytest.mark.parametrize("command, values, said", [
+    ("bench", {"out": {"a": 1}}, "bench: out= is a dict; give a path (text or a pathlib.Path)"),
+    ("bench", {"out": 7}, "bench: out= is an int; give a path (text or a pathlib.Path)"),
+    ("bench", {"batch_sizes": [4, None]}, "bench: batch_sizes= is a list holding a NoneType; give text, a number or "
+                                          "a path, or a list of them"),
+    ("bench", {"windows": [1, 2]}, "bench: windows= is a list; give text, a number or a path"),
+    ("bench", {"workload": object()}, "bench: workload= is an object; give a workload of trainspeed.workload_from "
+                                      "or a workload's name"),
+    ("report", {"results": [RESULTS / "bench_cpu_mahjong_tiny.jsonl", {"a": 1}]},
+     "report: results= is a list holding a dict; give a path (text or a pathlib.Path), or a list of them"),
+], ids=["dict-for-a-path", "number-for-a-path", "none-in-a-list", "list-for-one-number", "no-workload",
+        "dict-in-paths"])
+def test_a_value_of_a_type_its_flag_cannot_take_is_one_line_and_writes_nothing(tmp_path, monkeypatch, command, values,
+                                                                                said):
+    monkeypatch.chdir(tmp_path)
+    small = {"workload": small_workload(), "targets": ["cpu:eager:fp32"], "batch_sizes": [4], "windows": 1,
+             "warmup_steps": 0, "min_window_s": 0.01, "max_steps_per_window": 2, "no_plot": True}
+    with pytest.raises(TypeError) as raised:
+        getattr(trainspeed, command)(**{**(small if command == "bench" else {}), **values})
+    assert isinstance(raised.value, trainspeed.UsageError) and str(raised.value) == said
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(TypeError, match=r"^study: the study's name is a dict; give one of throughput, "):
+        trainspeed.study({"a": 1})
+

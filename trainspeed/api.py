@@ -26,6 +26,7 @@ import dataclasses
 import difflib
 import functools
 import inspect
+import numbers
 import os
 import shlex
 import sys
@@ -43,6 +44,12 @@ if TYPE_CHECKING:
 
 COMMANDS = ("bench", "check", "train", "plan", "report", "study")
 """The commands that are functions of the package (`trainspeed.bench` ...)."""
+
+
+class KeywordTypeError(UsageError, TypeError):
+    """A keyword given a value of a type its flag cannot take (a dict for a path, a list for one
+    number): refused before it is written as the flag's text, which would have made it a file named
+    `{'a': 1}`. A UsageError as every bad argument is, and a TypeError as Python's own are."""
 
 
 class TrainingFailed(RuntimeError):
@@ -173,6 +180,11 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
     raise UsageError(f"{parser.prog} has no commands below it")
 
 
+def _subparser_names(parser: argparse.ArgumentParser) -> list[str]:
+    return [name for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+            for name in action.choices]
+
+
 def flag_keywords(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     """Each keyword of a command's function and the parser's action it sets: a flag without its
     dashes, `-` as `_` (`--batch-sizes`: `batch_sizes`), a positional argument by its name."""
@@ -201,6 +213,42 @@ def _text(value: Any) -> str:
     return flag_text(value)
 
 
+def _takes_many(action: argparse.Action) -> bool:
+    """Whether the flag takes a list: comma-separated, given again, or several positional values."""
+    return (type(action).__name__ == "CommaListAction" or isinstance(action, argparse._AppendAction)
+            or action.nargs in ("+", "*"))
+
+
+def _flag_value(value: Any, path: bool) -> bool:
+    """Whether `value` is one value a flag takes: text, a path, a number, a workload of
+    `workload_from` (`path`: a path flag, which takes text or a path only)."""
+    if isinstance(value, (str, os.PathLike)):
+        return True
+    if path:
+        return False
+    return isinstance(getattr(value, "reference", None), str) or isinstance(value, numbers.Real)
+
+
+def _check_type(command: str, keyword: str, action: argparse.Action, value: Any) -> None:
+    """KeywordTypeError, in one line, for a value its flag cannot take."""
+    many = _takes_many(action)
+    path = action.type is Path
+    items = value if many and isinstance(value, (list, tuple)) else [value]
+    if all(_flag_value(item, path) for item in items):
+        return
+    wrong = next(item for item in items if not _flag_value(item, path))
+    what = ("a workload of trainspeed.workload_from or a workload's name" if keyword == "workload"
+            else "a path (text or a pathlib.Path)" if path else "text, a number or a path")
+    inside = f" holding {_a_type(wrong)}" if wrong is not value else ""
+    raise KeywordTypeError(f"{command}: {keyword}= is {_a_type(value)}{inside}; give {what}"
+                           f"{', or a list of them' if many else ''}")
+
+
+def _a_type(value: Any) -> str:
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def _flag(name: str, text: str) -> list[str]:
     return [f"{name}={text}"] if text.startswith("-") else [name, text]
 
@@ -219,6 +267,8 @@ def command_argv(command: str, parser: argparse.ArgumentParser, values: dict[str
         if value is None:
             continue
         action = keywords[keyword]
+        if action.nargs != 0:  # a switch is checked below
+            _check_type(command, keyword, action, value)
         if not action.option_strings:
             items = value if isinstance(value, (list, tuple)) else [value]
             positionals += [_text(item) for item in items]
@@ -226,7 +276,8 @@ def command_argv(command: str, parser: argparse.ArgumentParser, values: dict[str
         name = max(action.option_strings, key=len)
         if action.nargs == 0:  # a switch
             if not isinstance(value, bool):
-                raise UsageError(f"{command}: {keyword}= is a switch ({name}); give True or False, not {value!r}")
+                raise KeywordTypeError(f"{command}: {keyword}= is a switch ({name}); give True or False, "
+                                       f"not {value!r}")
             options += [name] if value else []
         elif isinstance(action, argparse._AppendAction):
             for item in value if isinstance(value, (list, tuple)) else [value]:
@@ -394,6 +445,9 @@ def _signature(parser: argparse.ArgumentParser, leading: tuple[inspect.Parameter
 def study(name: str, **values: Any) -> Rows:
     """`trainspeed study NAME` in this process: each keyword is one of its flags without the dashes
     (`trainspeed study NAME --help`), and the rows the study wrote come back as `Rows`."""
+    if not isinstance(name, str):
+        raise KeywordTypeError(f"study: the study's name is {_a_type(name)}; give one of "
+                               f"{', '.join(_subparser_names(command_parser('study')))}")
     return _run("study", values, study=name)
 
 
