@@ -481,3 +481,19 @@ def test_a_value_of_a_type_its_flag_cannot_take_is_one_line_and_writes_nothing(t
     with pytest.raises(TypeError, match=r"^study: the study's name is a dict; give one of throughput, "):
         trainspeed.study({"a": 1})
 
+
+@pytest.fixture
+def two_torch_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_threads_given_to_a_command_are_its_own(tmp_path, two_torch_threads):
+    """`threads=` sets torch's thread count for the command; the caller's count is as it was after it."""
+    workload = small_workload()
+    assert [row.status for row in small_bench(workload, tmp_path / "bench.jsonl", threads=1)] == ["ok"]
+    assert torch.get_num_threads() == 2
+    assert small_train(workload, tmp_path / "run", threads=1).summary.last_step == 2
+    assert torch.get_num_threads() == 2

@@ -31,6 +31,7 @@ from trainspeed.bench.timing import time_training
 from trainspeed.errors import DeviceLost
 from trainspeed.machine import Machine
 from trainspeed.targets import Target, check_target_builds, get_target
+from trainspeed.targets.threads import threads_kept
 from trainspeed.workloads import get_workload, resolve_size
 from trainspeed.workloads.base import Trainable, Workload
 from trainspeed.workloads.identity import identify
@@ -117,6 +118,7 @@ def attach_meter(trainable: Trainable, target: Target, batch_size: int) -> str |
     return meter.method
 
 
+@threads_kept()  # --threads is this sweep's: a bench run from Python leaves its caller's count as it was
 def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> list[ResultRow]:
     check_results_file(config.out)
     if config.threads:

@@ -33,6 +33,7 @@ from trainspeed.safe_path import isolated_environment
 from trainspeed.signal_handlers import handling
 from trainspeed.targets import check_target_builds, get_target, target_family
 from trainspeed.targets.base import Target
+from trainspeed.targets.threads import threads_kept
 from trainspeed.train.batch_schedule import (
     AUTO,
     RunLength,
@@ -265,6 +266,7 @@ def _train_samples(config: TrainConfig) -> int | None:
     return workload.open_dataset(config.data, config.size, probe).num_samples  # type: ignore[attr-defined]
 
 
+@threads_kept()  # --threads is this run's: a run in a Python caller's process leaves its count as it was
 def _run(config: TrainConfig, layout: Layout, target: Target, place=None) -> int:
     with StopRequest() as stop:
         summary = RankTrainer(config, layout, Collectives(layout.context), target, place).run(stop)
