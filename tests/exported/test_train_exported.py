@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -70,13 +71,13 @@ def test_validations_equal_the_torch_trainers_at_the_same_seed_batch_and_steps(
     assert summary["data"]["exported"] == str(exported) and summary["last_step"] == 6
 
 
-def test_a_goal_is_watched_and_report_reads_the_run(exported: Path, selfplay_data: Path, tmp_path: Path) -> None:
+def test_a_goal_is_watched_and_report_reads_the_run(exported: Path, selfplay_data: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "goal"
-    result = train_without_torch("--exported", str(exported), "--data", str(selfplay_data), "--batch-size-per-device",
-                                 str(BATCH), "--steps", "40", "--eval-every", "10", "--until", "val/accuracy>=0.05",
-                                 "--stop-at-target", "--no-progress", "--out", str(run))
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "time to target val/accuracy>=0.05: reached at step 10" in result.stdout
+    assert main(["train", "--exported", str(exported), "--data", str(selfplay_data), "--batch-size-per-device",
+                 str(BATCH), "--steps", "40", "--eval-every", "10", "--until", "val/accuracy>=0.05",
+                 "--stop-at-target", "--no-progress", "--out", str(run)]) == 0
+    assert "time to target val/accuracy>=0.05: reached at step 10" in capsys.readouterr().out
     record = rows(run, "time-to-target")[-1]
     assert record["reached"] and record["step"] == 10
     assert main(["report", str(run), "--out", str(tmp_path / "report.html")]) == 0
@@ -92,10 +93,10 @@ def final_leaves(run: Path) -> list[np.ndarray]:
 def test_a_run_killed_and_resumed_ends_with_the_state_of_one_never_stopped(
         exported: Path, selfplay_data: Path, tmp_path: Path) -> None:
     flags = ["--exported", str(exported), "--data", str(selfplay_data), "--batch-size-per-device", str(BATCH),
-             "--steps", "120", "--checkpoint-every", "10", "--eval-every", "60", "--no-progress"]
+             "--steps", "60", "--checkpoint-every", "10", "--eval-every", "30", "--no-progress"]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    assert train_without_torch(*flags, "--out", str(whole)).returncode == 0
-    child = start_child(trainspeed_without_torch("train", *flags, "--out", str(killed)))
+    assert main(["train", *flags, "--out", str(whole)]) == 0
+    child = start_child([sys.executable, "-m", "trainspeed", "train", *flags, "--out", str(killed)])
     first = killed / "checkpoints" / "step-000000010.npz"
     deadline = time.monotonic() + 240
     while not first.exists() and child.poll() is None and time.monotonic() < deadline:
@@ -103,12 +104,11 @@ def test_a_run_killed_and_resumed_ends_with_the_state_of_one_never_stopped(
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=60)
     assert first.exists()
-    resumed = train_without_torch(*flags, "--resume", "--out", str(killed))
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert main(["train", *flags, "--resume", "--out", str(killed)]) == 0
     for uninterrupted, after_resume in zip(final_leaves(whole), final_leaves(killed), strict=True):
         np.testing.assert_allclose(after_resume, uninterrupted, rtol=1e-6, atol=1e-7)
-    assert [row["step"] for row in rows(killed, "val")] == [60, 120]
-    assert json.loads((killed / "summary.json").read_text())["last_step"] == 120
+    assert [row["step"] for row in rows(killed, "val")] == [30, 60]
+    assert json.loads((killed / "summary.json").read_text())["last_step"] == 60
 
 
 @pytest.mark.parametrize("flags, says", [
@@ -118,20 +118,22 @@ def test_a_run_killed_and_resumed_ends_with_the_state_of_one_never_stopped(
     (["--size", "base"], "holds size tiny of mahjong, not --size base"),
 ])
 def test_what_an_exported_step_cannot_do_is_one_line(exported: Path, selfplay_data: Path, tmp_path: Path,
-                                                     flags: list[str], says: str) -> None:
-    command = ["--exported", str(exported), "--data", str(selfplay_data), "--batch-size-per-device", str(BATCH),
-               "--steps", "4", "--no-progress", "--out", str(tmp_path / "run"), *flags]
-    result = train_without_torch(*command)
-    assert result.returncode != 0
-    assert says in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+                                                     capsys: pytest.CaptureFixture[str], flags: list[str],
+                                                     says: str) -> None:
+    command = ["train", "--exported", str(exported), "--data", str(selfplay_data), "--batch-size-per-device",
+               str(BATCH), "--steps", "4", "--no-progress", "--out", str(tmp_path / "run"), *flags]
+    assert main(command) != 0
+    error = capsys.readouterr().err
+    assert says in error and len(error.strip().splitlines()) == 1, error
     assert not (tmp_path / "run").exists()
 
 
-def test_data_without_the_steps_columns_is_refused_before_anything_is_written(exported: Path, tmp_path: Path) -> None:
+def test_data_without_the_steps_columns_is_refused_before_anything_is_written(
+        exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = tmp_path / "points.npz"
     np.savez(data, x=np.zeros((64, 3), np.float32), y=np.zeros(64, np.int64))
     assert main(["data", "from-arrays", str(data), "--out", str(tmp_path / "points")]) == 0
-    result = train_without_torch("--exported", str(exported), "--data", str(tmp_path / "points"),
-                                 "--batch-size-per-device", str(BATCH), "--steps", "4", "--out", str(tmp_path / "run"))
-    assert result.returncode != 0 and "has no column 'features'" in result.stderr
+    assert main(["train", "--exported", str(exported), "--data", str(tmp_path / "points"),
+                 "--batch-size-per-device", str(BATCH), "--steps", "4", "--out", str(tmp_path / "run")]) != 0
+    assert "has no column 'features'" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
