@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
 
 from trainspeed.machine import Machine
-from trainspeed.report.figures import COLOURS, figure_block, plt, samples_axis
+from trainspeed.report.figures import COLOURS, figure_block, panels, plt, samples_axis
 from trainspeed.report.inputs import Read, ReportInputs
 from trainspeed.report.page import Section, Table, number, readable, slug, text
 from trainspeed.report.part import ReportPart, RowKind
@@ -91,7 +91,7 @@ def _runs(rows: Sequence[Read[Any]]) -> dict[str, list[Read[Any]]]:
 
 def data_bench_figure(rows: Sequence[Read[Any]]):
     """Loader samples/s against workers, one line per run, the step's samples/s dashed beside it."""
-    figure, axes = plt.subplots(figsize=(6.4, 4.0))
+    figure, (axes,) = panels(1, (6.4, 4.0))
     for number_, (run_id, own) in enumerate(_runs(rows).items()):
         colour = COLOURS[number_ % len(COLOURS)]
         own = sorted(own, key=lambda read: read.row.workers)
@@ -109,7 +109,6 @@ def data_bench_figure(rows: Sequence[Read[Any]]):
     samples_axis(axes)
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=7)
-    figure.tight_layout()
     return figure
 
 

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from trainspeed.bench.ratios import RatioTable
-from trainspeed.report.figures import COLOURS, label_batch_axis, plt, samples_axis
+from trainspeed.report.figures import COLOURS, label_batch_axis, panels, samples_axis
 
 GIB = 2**30
 INVALID_LABEL = "hollow: invalid (compiled inside a timed window)"
@@ -83,14 +83,14 @@ def draw_samples(axes: Axes, table: RatioTable, title: str) -> None:
 
 
 def ratio_figure(table: RatioTable, workload: str) -> Figure:
-    figure, axes = plt.subplots(figsize=(9, 4.6), constrained_layout=True)
+    figure, (axes,) = panels(1, (9, 4.6))
     draw_ratio(axes, table, f"{workload}: training throughput vs {table.baseline}")
     return figure
 
 
 def bench_figure(table: RatioTable, workload: str) -> Figure:
     """`trainspeed plot`'s figure: the study's ratio figure beside absolute samples/s."""
-    figure, (ratio_axes, samples_axes) = plt.subplots(1, 2, figsize=(13, 5), constrained_layout=True)
+    figure, (ratio_axes, samples_axes) = panels(2, (13, 5))
     draw_ratio(ratio_axes, table, f"Training throughput vs {table.baseline} ({workload})")
     draw_samples(samples_axes, table, "Absolute throughput")
     return figure
@@ -106,11 +106,10 @@ def throughput_figure(table: RatioTable, workload: str) -> Figure:
     """Absolute samples/s and, where rows have it, MFU."""
     rows = list(table.newest.values())
     has_mfu = any(plausible_mfu(r.mfu) is not None for r in rows)
-    figure, axes_list = plt.subplots(1, 2 if has_mfu else 1, figsize=(13 if has_mfu else 9, 4.6),
-                                     constrained_layout=True, squeeze=False)
-    draw_samples(axes_list[0][0], table, f"{workload}: absolute throughput")
+    figure, axes_list = panels(2 if has_mfu else 1, (13 if has_mfu else 9, 4.6))
+    draw_samples(axes_list[0], table, f"{workload}: absolute throughput")
     if has_mfu:
-        mfu_axes = axes_list[0][1]
+        mfu_axes = axes_list[1]
         for index, series in enumerate(table.targets):
             colour = COLOURS[index % len(COLOURS)]
             own = sorted((r for (s, _), r in table.newest.items()
@@ -134,7 +133,7 @@ def memory_figure(table: RatioTable, workload: str) -> Figure:
     edge, a `skipped` one (a smaller batch already ran out) a grey tick; the dotted line between
     the largest batch that fit and the first that did not is the series' OOM boundary."""
     rows = list(table.newest.values())
-    figure, axes = plt.subplots(figsize=(9, 4.6), constrained_layout=True)
+    figure, (axes,) = panels(1, (9, 4.6))
     top = 1.15 * (max((r.peak_memory_bytes or 0) / GIB for r in rows) or 1.0)
     for index, series in enumerate(table.targets):
         colour = COLOURS[index % len(COLOURS)]
@@ -168,7 +167,7 @@ def memory_figure(table: RatioTable, workload: str) -> Figure:
 
 def first_step_figure(table: RatioTable, workload: str) -> Figure:
     """The first step alone (it includes torch.compile's or XLA's compilation) per batch size."""
-    figure, axes = plt.subplots(figsize=(9, 4.6), constrained_layout=True)
+    figure, (axes,) = panels(1, (9, 4.6))
     for index, series in enumerate(table.targets):
         own = sorted((r for (s, _), r in table.newest.items() if s == series and r.first_step_s is not None),
                      key=lambda r: r.batch_size)

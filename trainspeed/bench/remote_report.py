@@ -17,7 +17,7 @@ from trainspeed.report.figures import (
     COLOURS,
     figure_block,
     label_batch_axis,
-    plt,
+    panels,
     samples_axis,
 )
 from trainspeed.report.inputs import ReportInputs
@@ -46,7 +46,7 @@ def remote_figure(pairs: Sequence[RemotePair]) -> Figure:
     """Remote over local samples/s per batch size (local: the same run's row), and where a remote
     step's time goes: the device's own step against the whole step the client saw. A row whose
     wire time is flagged gets no device point: its two times do not cover the same steps."""
-    figure, (ratio_axes, step_axes) = plt.subplots(1, 2, figsize=(14, 5.2), constrained_layout=True)
+    figure, (ratio_axes, step_axes) = panels(2, (14, 5.2))
     names = list(dict.fromkeys(remote_series(p) for p in pairs))
     batch_sizes = sorted({p.remote.batch_size for p in pairs})
     for index, name in enumerate(names):
