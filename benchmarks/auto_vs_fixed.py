@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import os
 import shlex
 import statistics
@@ -50,6 +49,7 @@ from trainspeed.atomic import atomic_write_bytes, atomic_write_text  # noqa: E40
 from trainspeed.bench.measurement import MeasurementRow  # noqa: E402
 from trainspeed.machine import Machine  # noqa: E402
 from trainspeed.rows import Source, parse_row, row_line  # noqa: E402
+from trainspeed.user_json import loads, parse_json  # noqa: E402
 
 BENCHMARK = "auto-vs-fixed"
 """The `benchmark` of this script's `measurement` rows."""
@@ -195,7 +195,7 @@ def one_run(recipe: Recipe, configuration: Configuration, seed: int, order: int,
                          train_s=None, wall_s=None, startup_s=None, steps=None, samples=None, value=None,
                          start_global_batch=global_batch, final_global_batch=None, load_before=load_before,
                          load_after=load_after, flags=shlex.join(configuration.flags), error=error)
-    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    summary = loads((out / "summary.json").read_text(encoding="utf-8"))
     goal = summary.get("time_to_target") or {}
     schedule = summary.get("batch_schedule") or {}
     rates = summary.get("learning_rates") or {}
@@ -348,7 +348,8 @@ def replot(rows_path: Path) -> None:
     """The figure again from committed rows (`--replot ROWS.jsonl`), beside them: nothing runs."""
     results, configurations, reference, recipe, machine = [], [], None, None, None
     for number, line in enumerate(rows_path.read_text(encoding="utf-8").splitlines(), start=1):
-        row, _ = parse_row(MeasurementRow, json.loads(line), Source(str(rows_path), number))
+        record = parse_json(line, f"{rows_path}: line {number}")
+        row, _ = parse_row(MeasurementRow, record, Source(str(rows_path), number))
         values, machine = dict(row.values), row.machine or machine
         if values.pop("row") == "run":
             recipe = Recipe(**{name: values.pop(name) for name in Recipe.__dataclass_fields__})

@@ -43,6 +43,7 @@ from trainspeed.data.base import LoaderConfig
 from trainspeed.data.shards import SHARD_PREFIX, read_index
 from trainspeed.machine import Machine
 from trainspeed.rows import row_line
+from trainspeed.user_json import loads
 from trainspeed.workloads.mahjong.data.loader import open_mahjong_shards
 from trainspeed.workloads.mahjong.data.shards import MAHJONG_SCHEMA, write_mahjong_index
 
@@ -186,7 +187,7 @@ def replicate(folder: Path, copies: int) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     for copy in range(copies):
         for sidecar in sorted(folder.glob(f"{SHARD_PREFIX}*.json")):
-            info = json.loads(sidecar.read_text())
+            info = loads(sidecar.read_text())
             name = f"{SHARD_PREFIX}{copy:04d}-{sidecar.stem[len(SHARD_PREFIX):]}"
             shutil.copyfile(folder / info["file"], target / f"{name}.bin")
             atomic_write_text(target / f"{name}.json", json.dumps({**info, "file": f"{name}.bin"}))

@@ -68,6 +68,7 @@ from trainspeed.machine import Machine  # noqa: E402
 from trainspeed.rows import row_record  # noqa: E402
 from trainspeed.train.checkpoint import checkpoint_dir, checkpoint_name, load_checkpoint  # noqa: E402
 from trainspeed.train.config import TrainConfig  # noqa: E402
+from trainspeed.user_json import JSONRefused, loads  # noqa: E402
 from trainspeed.workloads import get_workload  # noqa: E402
 from trainspeed.workloads.base import Trainable  # noqa: E402
 
@@ -238,8 +239,8 @@ def noise_scale_row(run: Path, step: int, network: str) -> InTraining:
     rows, logged = [], set()
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
+            row = loads(line)
+        except JSONRefused:
             continue
         if isinstance(row, dict) and row.get("kind") == "noise-scale" and row.get("network") == network:
             logged.add(row.get("step"))
@@ -362,8 +363,8 @@ def write_row(path: Path, row: dict[str, Any]) -> None:
     if path.is_file():
         for line in path.read_text(encoding="utf-8").splitlines():
             try:
-                old = json.loads(line)
-            except json.JSONDecodeError:
+                old = loads(line)
+            except JSONRefused:
                 old = None
             if key(old) != key(row):
                 kept.append(line)

@@ -21,7 +21,6 @@ both samples/s and their ratio; a last row the median ratio.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import statistics
@@ -34,6 +33,7 @@ from pathlib import Path
 from trainspeed.bench.measurement import MeasurementRow
 from trainspeed.machine import Machine
 from trainspeed.rows import append_row
+from trainspeed.user_json import loads
 
 BENCHMARK = "timm-side-by-side"
 
@@ -79,7 +79,7 @@ def timm_samples_per_s(args: argparse.Namespace, scratch: Path) -> float:
          "--img-size", str(args.img_size), "--num-classes", str(args.num_classes), "-b", str(args.batch_size),
          "--num-warm-iter", str(args.warmup_steps), "--num-bench-iter", str(args.steps),
          "--results-file", str(results), "--results-format", "json"], args.threads)
-    return float(json.loads(results.read_text())["train_samples_per_sec"])
+    return float(loads(results.read_text())["train_samples_per_sec"])
 
 
 def trainspeed_samples_per_s(args: argparse.Namespace, scratch: Path) -> float:
@@ -90,7 +90,7 @@ def trainspeed_samples_per_s(args: argparse.Namespace, scratch: Path) -> float:
          "--batch-sizes", str(args.batch_size), "--threads", str(args.threads), "--warmup-steps", str(args.warmup_steps),
          "--windows", "3", "--min-steps-per-window", str(max(1, args.steps // 3)), "--feed", "device",
          "--out", str(rows), "--no-plot", "--no-progress"], args.threads)
-    (row,) = [json.loads(line) for line in rows.read_text().splitlines()]
+    (row,) = [loads(line) for line in rows.read_text().splitlines()]
     if row["status"] != "ok":
         raise SystemExit(f"timm_side_by_side: trainspeed's row is {row['status']}: {row.get('error')}")
     return float(row["samples_per_s"])

@@ -258,3 +258,31 @@ def test_a_provenance_spreads_into_a_row_the_fields_its_kind_records():
     assert provenance.fields_of(RunSummary).keys() == {"workload_module", "workload_version", "workload_sha256", "machine"}
     assert provenance.fields_of(TimeToTargetRunRow).keys() == {"command", "machine"}
     assert provenance.fields_of(TimeToTargetFitRow).keys() == {"workload_module", "workload_version", "workload_sha256"}
+
+
+@pytest.mark.parametrize("text, said", [
+    ('{"kind": "timing"}\n{"kind": "timing", "batch": ' + "1" * 5000 + "}\n",
+     "rows.jsonl:2: the number 11111111111111111111... (5000 digits) is larger than any number a float holds"),
+    ('{"kind": "timing", "step_s": ' + "1" * 400 + "}\n",
+     "rows.jsonl:1: the number 11111111111111111111... (400 digits) is larger than any number a float holds"),
+    ('{\n  "kind": "train-summary",\n  "wall_s": ' + "1" * 400 + "\n}\n",
+     "rows.jsonl: the number 11111111111111111111... (400 digits) is larger than any number a float holds"),
+], ids=["5000-digits-on-line-2", "400-digits", "400-digits-in-a-document"])
+def test_a_number_no_float_holds_is_one_line_naming_the_file_and_line(tmp_path: Path, monkeypatch, text: str,
+                                                                    said: str) -> None:
+    """An integer of 5,000 digits was a ValueError of Python's (4,300 at most), one of 400 an
+    OverflowError where the row converted it to a float: each a traceback."""
+    monkeypatch.chdir(tmp_path)
+    Path("rows.jsonl").write_text(text)
+    with pytest.raises(UsageError) as refused:
+        read_records("rows.jsonl")
+    assert str(refused.value).startswith(said)
+
+
+def test_an_integer_no_float_holds_in_a_float_field_is_out_of_range_not_an_overflow() -> None:
+    """A record built in Python (not read by the JSON policy) may hold one too."""
+    with pytest.raises(UsageError) as refused:
+        parse_row(Timing, {**TIMING, "step_s": 10**400}, Source("rows.jsonl", 3))
+    assert str(refused.value).startswith("rows.jsonl:3: timing row: field step_s must be a positive finite number, "
+                                         "not 1000000")
+

@@ -146,6 +146,10 @@ def _whole_number(text: str) -> int:
     try:
         return int(text)
     except ValueError:
+        digits = text.strip().lstrip("+-")
+        if digits.isdigit():  # more digits than Python converts (4,300): larger than any flag takes
+            raise argparse.ArgumentTypeError(f"{text[:20]!r}... ({len(digits)} digits) is larger than any whole "
+                                             "number a flag takes") from None
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 

@@ -23,6 +23,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 import types
 import typing
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from trainspeed.errors import UsageError
 from trainspeed.flags import MAX_BATCH_SIZE
 from trainspeed.machine import Machine
 from trainspeed.user_files import read_regular
+from trainspeed.user_json import JSONRefused, loads
 
 KIND = "kind"
 VERSION = "schema_version"
@@ -66,6 +68,8 @@ class Bounds:
         """What `value` must be, where it is not; None where it is in range."""
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return None
+        if isinstance(value, int) and abs(value) > sys.float_info.max:
+            return self.words  # beyond every range: no float holds it (math.isfinite overflows on it)
         if not math.isfinite(value):
             return None if not self.finite else self.words
         below = self.low is not None and (value < self.low or (self.low_open and value == self.low))
@@ -219,8 +223,14 @@ def _shown_json(value: Any, length: int = 40) -> str:
 
 
 def _float_hook(value: Any) -> Any:
-    """JSON writes 3.0 as 3: an integer is a valid float (a bool is not)."""
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    """JSON writes 3.0 as 3: an integer is a valid float (a bool is not), where a float holds it
+    (one that does not is left an int, which the type check then names)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            return value
+    return value
 
 
 _CONFIG = dacite.Config(check_types=True, type_hooks={float: _float_hook}, cast=[tuple])
@@ -370,8 +380,9 @@ def _type_name(annotation: Any) -> str:
 def read_records(path: str | os.PathLike) -> list[tuple[Any, Source]]:
     """Every JSON value of a file: one per line (JSON Lines), or the whole file as one document.
 
-    A file that is not UTF-8 text, a line that is not JSON and JSON nested too deeply to read are
-    each one UsageError naming the file (and the line)."""
+    Read by the one JSON policy (`trainspeed.user_json`): a file that is not UTF-8 text, a line that
+    is not JSON, JSON nested too deeply to read and a number no float holds are each one UsageError
+    naming the file (and the line)."""
     file = Path(path)
     try:
         text = read_regular(file).decode("utf-8")  # a FIFO or a device would never end
@@ -385,27 +396,32 @@ def read_records(path: str | os.PathLike) -> list[tuple[Any, Source]]:
         if not line.strip():
             continue
         try:
-            records.append((json.loads(line), Source(str(file), number)))
-        except RecursionError:
-            raise UsageError(f"{file}:{number}: JSON nested too deeply to be a row") from None
-        except json.JSONDecodeError as error:
+            records.append((loads(line), Source(str(file), number)))
+        except JSONRefused as refused:
+            if refused.error is None:
+                raise UsageError(f"{file}:{number}: {_refused_row(refused)}") from None
             if not records:
                 document = _document(text, file)
                 if document is not None:
                     return [(document, Source(str(file)))]
-            raise UsageError(f"{file}:{number}: not a trainspeed result row (not JSON: {error.msg} at column "
-                             f"{error.colno})") from None
+            raise UsageError(f"{file}:{number}: not a trainspeed result row (not JSON: {refused.error.msg} at column "
+                             f"{refused.error.colno})") from None
     return records
 
 
+def _refused_row(refused: JSONRefused) -> str:
+    """Why JSON that parses no row is refused (a row's own words for nesting too deep)."""
+    return "JSON nested too deeply to be a row" if refused.kind == JSONRefused.NESTING else str(refused)
+
+
 def _document(text: str, file: Path) -> Any:
-    """The file as one JSON document (pretty-printed JSON), or None when it is not one."""
+    """The file as one JSON document (pretty-printed JSON), or None when it is not JSON at all."""
     try:
-        return json.loads(text)
-    except RecursionError:
-        raise UsageError(f"{file}: JSON nested too deeply to be a row") from None
-    except json.JSONDecodeError:
-        return None
+        return loads(text)
+    except JSONRefused as refused:
+        if refused.syntax:
+            return None
+        raise UsageError(f"{file}: {_refused_row(refused)}") from None
 
 
 def is_finite(value: Any) -> bool:

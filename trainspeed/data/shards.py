@@ -33,6 +33,7 @@ from trainspeed.atomic import atomic_path, atomic_write_text
 from trainspeed.data.writer import unfinished_problem
 from trainspeed.errors import UsageError
 from trainspeed.user_files import read_regular
+from trainspeed.user_json import JSONRefused, loads, parse_json
 
 INDEX_NAME = "index.json"
 SECTION_ALIGN = 64
@@ -175,7 +176,7 @@ def index_document(schema: ShardSchema, shards: list[ShardInfo], totals: IndexTo
 def write_index(folder: Path, schema: ShardSchema, extra: dict | None = None,
                 totals: IndexTotals | None = None) -> dict:
     """Gather every shard sidecar of `folder` into `index.json` (shards in name order)."""
-    shards = [ShardInfo.from_json(json.loads((folder / f"{name}.json").read_text()))
+    shards = [ShardInfo.from_json(parse_json(read_regular(folder / f"{name}.json"), str(folder / f"{name}.json")))
               for name in sorted(shard_names_done(folder))]
     document = index_document(schema, shards, totals, extra)
     atomic_write_text(folder / INDEX_NAME, json.dumps(document, indent=1))
@@ -197,9 +198,11 @@ def load_index(folder: str | os.PathLike, how_to_make: str = "") -> dict:
     if not index_path.exists() and not index_path.is_symlink():
         raise UsageError(f"{index_path}: missing; this folder holds no finished shard set")
     try:
-        document = json.loads(read_regular(index_path).decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+        document = loads(read_regular(index_path).decode("utf-8"))
+    except UnicodeDecodeError as error:
         raise UsageError(f"{index_path}: not valid JSON ({error})") from None
+    except JSONRefused as refused:
+        raise UsageError(f"{index_path}: {refused}") from None
     problem = _form_problem(document) or _outside_problem(path, document["shards"])
     if problem is not None:
         raise UsageError(f"{index_path}: {problem}")

@@ -28,6 +28,7 @@ from typing import Any, Callable
 from trainspeed.atomic import atomic_write_text, check_writable_directory
 from trainspeed.errors import UsageError
 from trainspeed.user_files import FileRefused, read_regular
+from trainspeed.user_json import JSONRefused, loads
 
 WRITER_FILE = "writer.json"
 WRITER_MAX_BYTES = 1 << 20
@@ -80,10 +81,10 @@ def read_record(folder: Path) -> dict[str, Any] | None:
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        record = json.loads(read_regular(path, str(path), WRITER_MAX_BYTES).decode("utf-8"))
+        record = loads(read_regular(path, str(path), WRITER_MAX_BYTES).decode("utf-8"))
     except FileRefused:
         raise
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (UnicodeDecodeError, JSONRefused):
         record = None
     if (not isinstance(record, dict) or not isinstance(record.get("writer"), str)
             or not isinstance(record.get("settings"), dict) or not isinstance(record.get("finished"), bool)):

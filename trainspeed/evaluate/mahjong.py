@@ -38,7 +38,7 @@ from trainspeed.machine import Machine
 from trainspeed.rows import append_row
 from trainspeed.stats import clustered_mean, within_cluster_correlation
 from trainspeed.targets import target_family
-from trainspeed.user_json import check_rows_file, read_utf8
+from trainspeed.user_json import JSONRefused, check_rows_file, loads, read_utf8
 from trainspeed.workloads import get_workload
 from trainspeed.workloads.identity import identify
 from trainspeed.workloads.mahjong.duplicate import (
@@ -128,8 +128,8 @@ def _read_progress(path: Path, deals: int, seed: int) -> tuple[dict[str, Any], d
     rows = []
     for number, line in enumerate(lines, start=1):
         try:
-            rows.append(json.loads(line))
-        except (json.JSONDecodeError, RecursionError):
+            rows.append(loads(line))
+        except JSONRefused:
             if number == len(lines) and not text.endswith("\n") and number > 1:
                 atomic_write_text(path, "".join(item + "\n" for item in lines[:-1]))
                 break
@@ -157,9 +157,9 @@ def _row_recorded(out: Path, eval_id: str) -> bool:
     with open(out, encoding="utf-8") as handle:
         for line in handle:
             try:
-                if json.loads(line).get("eval_id") == eval_id:
+                if loads(line).get("eval_id") == eval_id:
                     return True
-            except (json.JSONDecodeError, AttributeError):
+            except (JSONRefused, AttributeError):
                 continue
     return False
 

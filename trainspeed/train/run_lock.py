@@ -29,6 +29,7 @@ from typing import Iterator
 import psutil
 
 from trainspeed.errors import UsageError
+from trainspeed.user_json import loads
 
 LOCK_FILE = ".lock"
 RECORD_MAX_BYTES = 4096
@@ -50,10 +51,10 @@ class LockHolder:
     @classmethod
     def parse(cls, text: str) -> "LockHolder | None":
         try:
-            raw = json.loads(text)
+            raw = loads(text)
             return cls(pid=int(raw["pid"]), start_time=float(raw["start_time"]), host=str(raw["host"]),
                        since=str(raw["since"]))
-        except (ValueError, TypeError, KeyError, RecursionError):
+        except (ValueError, TypeError, KeyError):  # JSONRefused is a ValueError
             return None
 
     def is_running(self) -> bool:

@@ -17,7 +17,6 @@ The report, the plan and the studies import no torch, so this module imports non
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ from trainspeed.train.rows import (
     WindowRecord,
 )
 from trainspeed.user_files import read_regular
+from trainspeed.user_json import JSONRefused, loads
 
 RowT = TypeVar("RowT")
 
@@ -220,8 +220,8 @@ def metrics_lines(directory: Path) -> list[MetricsLine]:
     lines = []
     for text in read_regular(path).splitlines():
         try:
-            row = json.loads(text.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            row = loads(text.decode("utf-8"))
+        except (UnicodeDecodeError, JSONRefused):
             row = None
         lines.append(MetricsLine(text, row if isinstance(row, dict) else None))
     return lines

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 import torch
 
+from trainspeed.user_json import JSONRefused, loads
 from trainspeed.wire.tensors import WireError
 
 SCALARS = (type(None), bool, int, float, str)
@@ -61,9 +62,9 @@ def nested_tensors(value: Any) -> Iterator[torch.Tensor]:
 def decode_state(skeleton: str, tensors: list[torch.Tensor]) -> Any:
     """The nested state a skeleton describes, with its tensors in place; every tensor used once."""
     try:
-        tree = json.loads(skeleton)
-    except (json.JSONDecodeError, RecursionError) as error:
-        raise WireError(f"the state skeleton is not JSON ({error})") from None
+        tree = loads(skeleton)
+    except JSONRefused as refused:
+        raise WireError(f"the state skeleton is not JSON this side reads ({refused})") from None
     used: set[int] = set()
     value = _decode(tree, tensors, used, 0)
     if len(used) != len(tensors):

@@ -47,6 +47,7 @@ from torch import nn
 from trainspeed.data.base import Batch, LoaderConfig
 from trainspeed.data.mapped import MappedLoader
 from trainspeed.errors import UsageError
+from trainspeed.user_json import JSONRefused, loads
 from trainspeed.workloads.base import Trainable
 from trainspeed.workloads.batches import LOADER_KEYS
 from trainspeed.workloads.named.counting import CountedFlops
@@ -601,8 +602,8 @@ def workload_of_reference(reference: str) -> PiecesWorkload:
                          "trainspeed.workload_from from pieces that cannot be imported (a lambda, a notebook cell) "
                          "exists only in the Python process that made it, so run the command there (nproc=1)")
     try:
-        description = json.loads(text)
-    except json.JSONDecodeError as error:
+        description = loads(text)
+    except JSONRefused as error:
         raise UsageError(f"--workload {PREFIX}...: not the JSON trainspeed.workload_from writes ({error})") from None
     if not isinstance(description, dict) or not isinstance(description.get("name"), str):
         raise UsageError(f"--workload {PREFIX}...: not the JSON trainspeed.workload_from writes (no name)")

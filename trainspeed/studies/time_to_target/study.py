@@ -63,6 +63,7 @@ from trainspeed.train.goal_runs import GoalRecipe
 from trainspeed.train.runs import has_summary, read_run, read_run_summary
 from trainspeed.train.time_to_target import QualityGoal, parse_goal
 from trainspeed.user_files import FileRefused, read_regular
+from trainspeed.user_json import loads
 
 ESTIMATED_SAMPLES_PER_S = 1500.0
 """The estimate's training speed (tiny Mahjong on one core); the runs stop at the goal, mostly sooner."""
@@ -166,10 +167,10 @@ def record_problem(path: Path) -> str | None:
     """Why the file at `path` is no record this study wrote (None when it is one): a JSON object
     with the command's arguments and seconds, in a regular file."""
     try:
-        recorded = json.loads(read_regular(path, str(path)))
+        recorded = loads(read_regular(path, str(path)))
     except FileRefused as refused:
         return refused.reason
-    except (ValueError, RecursionError):
+    except ValueError:  # not UTF-8, or JSON the one policy refuses (`trainspeed.user_json`)
         return "is not JSON"
     if not isinstance(recorded, dict) or not isinstance(recorded.get("args"), list) or "command_s" not in recorded:
         return "is not a record of a run's command and seconds"
@@ -199,8 +200,8 @@ def _recorded(config: TimeToTargetConfig, spec: RunSpec) -> dict:
     """What the study recorded of a run it made: the command's seconds and arguments ({} where none)."""
     path = _seconds_file(config, spec)
     try:
-        recorded = json.loads(read_regular(path, str(path)))
-    except (FileRefused, ValueError, RecursionError):
+        recorded = loads(read_regular(path, str(path)))
+    except (FileRefused, ValueError):
         return {}
     return recorded if isinstance(recorded, dict) else {}
 

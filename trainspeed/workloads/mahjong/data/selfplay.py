@@ -14,7 +14,6 @@ that a rerun completes and that `verify` refuses until then.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import time
@@ -28,6 +27,7 @@ from trainspeed.data.shards import INDEX_NAME, SHARD_PREFIX, ShardInfo
 from trainspeed.data.writer import check_folder, claim_folder
 from trainspeed.errors import UsageError
 from trainspeed.user_files import read_regular
+from trainspeed.user_json import JSONRefused, loads
 from trainspeed.parent_death import die_with_parent
 from trainspeed.workloads.mahjong.agents import RuleBasedAgent
 from trainspeed.workloads.mahjong.data.mjai_logs import read_games, write_log
@@ -122,8 +122,8 @@ def legacy_settings(folder: Path) -> dict | None:
     if not path.is_file() or not (folder / INDEX_NAME).is_file():
         return None
     try:
-        found = json.loads(read_regular(path, str(path), 1 << 16).decode("utf-8"))
-    except (UsageError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        found = loads(read_regular(path, str(path), 1 << 16))
+    except (UsageError, UnicodeDecodeError, JSONRefused):
         return None
     return found if isinstance(found, dict) and found.get("source") == "selfplay" else None
 
@@ -148,7 +148,7 @@ def _is_complete(config: SelfPlayConfig, chunk: int) -> bool:
     if not sidecar.exists():
         return False
     games = chunk_games(config, chunk)
-    info = json.loads(sidecar.read_text())
+    info = loads(read_regular(sidecar, str(sidecar), 1 << 20))  # read as whole by `_refuse_fewer_games` first
     return info["games"] == len(games) and info["last_game_id"] == games[-1]
 
 
@@ -157,8 +157,8 @@ def _refuse_fewer_games(config: SelfPlayConfig) -> None:
     earlier run made more) would be overwritten by one with fewer games."""
     for sidecar in sorted(config.out.glob(f"{SHARD_PREFIX}*.json")):
         try:
-            last = json.loads(read_regular(sidecar, str(sidecar), 1 << 20).decode("utf-8"))["last_game_id"]
-        except (UsageError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, KeyError, TypeError):
+            last = loads(read_regular(sidecar, str(sidecar), 1 << 20).decode("utf-8"))["last_game_id"]
+        except (UsageError, UnicodeDecodeError, JSONRefused, KeyError, TypeError):
             raise UsageError(f"{sidecar}: not a shard record of self-play; the folder is damaged (choose a new "
                              "--out)") from None
         if isinstance(last, int) and last >= config.games:
