@@ -67,6 +67,21 @@ def test_a_schedule_that_does_not_grow_from_zero_in_multiples_of_the_devices_is_
     assert str(refused.value).startswith(f"train: --batch-schedule {text!r}: ") and said in str(refused.value)
 
 
+@pytest.mark.parametrize(("text", "said"), [
+    ("64@0,128@" + "1" * 5000, "samples 11111111111111111111... (5000 digits) is more than 9,223,372,036,854,775,807"),
+    ("64@0,128@" + "1" * 400, "samples 11111111111111111111... (400 digits) is more than 9,223,372,036,854,775,807"),
+    ("1" * 5000 + "@0", "global batch 11111111111111111111... (5000 digits) is more than 1,099,511,627,776"),
+    ("64@0,2199023255552@100", "global batch 2199023255552 is more than 1,099,511,627,776"),
+], ids=["samples-of-5000-digits", "samples-of-400-digits", "a-batch-of-5000-digits", "a-batch-past-2^40"])
+def test_a_schedule_s_number_too_large_for_a_run_is_one_short_line(text: str, said: str) -> None:
+    """5,000 digits were Python's own ValueError (4,300 at most), 400 an OverflowError of the run's
+    length: each a traceback. The line shows the schedule cut short."""
+    with pytest.raises(UsageError) as refused:
+        parse_schedule(text)
+    assert said in str(refused.value) and len(str(refused.value)) < 300
+    assert parse_schedule(f"64@0,128@{2**63 - 1}")[-1].from_samples == 2**63 - 1
+
+
 def test_a_schedule_s_steps_and_samples_are_walked_in_closed_form() -> None:
     entries = parse_schedule("8@0,16@32,32@96")
     assert walk(entries, steps=10) == (10, 4 * 8 + 4 * 16 + 2 * 32)
@@ -157,6 +172,55 @@ def test_critical_batch_rows_are_read_from_a_study_folder_and_a_folder_without_t
     empty.mkdir()
     with pytest.raises(UsageError, match="holds no critical-batch rows"):
         read_calibration(str(empty))
+
+
+@pytest.mark.parametrize(("row", "said"), [
+    ({"critical_batch": 1e308, "b_simple": 1e-300}, "critical_batch must be a batch, from 1 to 2^40, not 1e+308"),
+    ({"critical_batch": 64, "b_simple": 1e-300},
+     "critical_batch 64 / b_simple 1e-300 = 6.4e+301, a calibration no study measures"),
+    ({"critical_batch": 64, "b_simple": 1e300}, "critical_batch 64 / b_simple 1e+300 = 6.4e-299, a calibration no"),
+    ({"critical_batch": 64, "b_simple": float("nan")}, "b_simple must be a finite number, not nan"),
+    ({"critical_batch": float("inf"), "b_simple": 32.0}, "critical_batch must be a batch, from 1 to 2^40, not inf"),
+    ({"critical_batch": 0, "b_simple": 32.0}, "critical_batch must be a batch, from 1 to 2^40, not 0"),
+    ({"critical_batch": 64, "b_simple": 32.0, "samples": -5}, "samples must be a whole number from 0 to"),
+], ids=["1e308-over-1e-300", "a-ratio-of-1e301", "a-ratio-of-1e-299", "nan", "infinite", "a-batch-of-0",
+        "negative-samples"])
+def test_critical_batch_rows_no_study_measures_are_refused_in_one_line(tmp_path: Path, row: dict, said: str) -> None:
+    """Finite rows whose ratio overflows made auto double at every reading and write a calibration
+    of Infinity into the run's rows, which its readers then refused: handed in, they are refused."""
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"kind": "critical-batch", "samples": 0, "critical_batch": 64, "b_simple": 32.0})
+                    + "\n" + json.dumps({"kind": "critical-batch", "samples": 100, **row}) + "\n")
+    with pytest.raises(UsageError) as refused:
+        read_calibration(str(rows))
+    assert str(refused.value).startswith(f"train: --critical-batch {rows}:2: critical-batch row: {said}")
+
+
+def test_a_critical_batch_row_with_a_noise_scale_not_above_0_gives_no_point(tmp_path: Path) -> None:
+    """A study measures a negative B_simple where its tr(Sigma) estimate is below 0: no ratio."""
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"kind": "critical-batch", "samples": samples, "critical_batch": 64,
+                                        "b_simple": simple}) + "\n" for samples, simple in ((0, -3.0), (10, 32.0))))
+    assert read_calibration(str(rows)) == (CalibrationPoint(10, 2.0),)
+
+
+def test_critical_batch_rows_no_study_measures_are_refused_before_a_run_trains(tmp_path: Path, cli_error) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"kind": "critical-batch", "samples": 0, "critical_batch": 1e308, "b_simple": 1e-300})
+                    + "\n")
+    line = cli_error("train", "--workload", "mahjong", "--size", "tiny", "--synthetic-data", "--batch-schedule", "auto",
+                     "--global-batch-min", "8", "--global-batch-max", "64", "--samples", "64",
+                     "--noise-scale-micro-batches", "2", "--critical-batch", str(rows), "--out", str(tmp_path / "run"))
+    assert line == (f"trainspeed: error: train: --critical-batch {rows}:1: critical-batch row: critical_batch must be "
+                    "a batch, from 1 to 2^40, not 1e+308")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_schedule_s_number_too_large_is_one_line_before_a_run_trains(tmp_path: Path, cli_error) -> None:
+    line = cli_error("train", "--workload", "mahjong", "--size", "tiny", "--synthetic-data", "--steps", "2",
+                     "--batch-schedule", "64@0,128@" + "1" * 5000, "--out", str(tmp_path / "run"))
+    assert "samples 11111111111111111111... (5000 digits) is more than 9,223,372,036,854,775,807" in line and len(line) < 300
+    assert not (tmp_path / "run").exists()
 
 
 def _bench(path: Path, *batches: tuple[int, str], target: str = "cpu:eager:fp32") -> Path:

@@ -43,6 +43,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from trainspeed.errors import UsageError
+from trainspeed.flags import MAX_BATCH_POWER, MAX_BATCH_SIZE
+from trainspeed.rows import WHOLE_MAX as SAMPLES_MAX
+from trainspeed.user_json import cut_short
 
 if TYPE_CHECKING:
     from trainspeed.gradients.rows import NoiseScaleRecord
@@ -56,6 +59,8 @@ CRITICAL_BATCH_KIND = "critical-batch"
 UNGIVEN_BATCH_PER_DEVICE = 1024
 """TrainConfig's default --batch-size-per-device, read as "not given" beside a schedule."""
 ENTRY = re.compile(r"\s*(\d+)\s*@\s*(\d+)\s*")
+SHOWN_SCHEDULE = 80
+"""Characters of a schedule shown in an error line (a flag may hold thousands)."""
 
 
 @dataclass(frozen=True)
@@ -66,17 +71,29 @@ class ScheduleEntry:
     from_samples: int
 
 
+def _entry_number(digits: str, high: int, what: str, where: str) -> int:
+    """One number of an entry, at most `high`: its digits counted before they are converted (Python
+    refuses more than 4,300 digits with an error of its own, and a batch of 400 digits overflows
+    the arithmetic of the run's length)."""
+    if len(digits.lstrip("0")) > len(str(high)) or int(digits) > high:
+        raise UsageError(f"{where}: {what} {cut_short(digits)} is more than {high:,}, the most a run takes; write "
+                         "e.g. 64@0,128@20000,256@60000")
+    return int(digits)
+
+
 def parse_schedule(text: str, devices: int = 1) -> tuple[ScheduleEntry, ...]:
-    """The entries of `B@S,B@S,...`; UsageError for text that is not that, a first entry not at
-    @0, samples or batches that do not increase, or a batch that is not a multiple of `devices`."""
-    where = f"train: --batch-schedule {text!r}"
+    """The entries of `B@S,B@S,...`; UsageError for text that is not that, a batch past 2^40 or
+    samples past 2^63-1, a first entry not at @0, samples or batches that do not increase, or a
+    batch that is not a multiple of `devices`."""
+    where = f"train: --batch-schedule {cut_short(text, SHOWN_SCHEDULE)!r}"
     entries = []
     for item in (part for part in text.split(",") if part.strip()):
         match = ENTRY.fullmatch(item)
         if match is None:
-            raise UsageError(f"{where}: {item.strip()!r} is not GLOBAL_BATCH@SAMPLES; write e.g. "
-                             "64@0,128@20000,256@60000, or auto")
-        entries.append(ScheduleEntry(int(match.group(1)), int(match.group(2))))
+            raise UsageError(f"{where}: {cut_short(item.strip(), SHOWN_SCHEDULE)!r} is not GLOBAL_BATCH@SAMPLES; "
+                             "write e.g. 64@0,128@20000,256@60000, or auto")
+        entries.append(ScheduleEntry(_entry_number(match.group(1), MAX_BATCH_SIZE, "global batch", where),
+                                     _entry_number(match.group(2), SAMPLES_MAX, "samples", where)))
     if not entries:
         raise UsageError(f"{where}: no entry; write e.g. 64@0,128@20000,256@60000, or auto")
     if entries[0].from_samples != 0:
@@ -290,14 +307,54 @@ class CalibrationPoint:
     ratio: float
 
 
+CALIBRATION_MAX = 2.0**MAX_BATCH_POWER
+"""The largest ratio B_crit / B_simple a calibration row may give, and 1 over it the smallest:
+both are batches, from 1 to 2^40 samples, so no measured ratio lies beyond. Past it the
+calibration times a reading overflows or vanishes, and auto doubles at every reading."""
+
+
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def calibration_point(record: Any, source: Any) -> CalibrationPoint | None:
+    """The calibration point of one row: a critical-batch row (kind `critical-batch`, or no kind)
+    with `samples`, `critical_batch` and a resolved, positive `b_simple`; None for a row of another
+    kind, or one without them (a point whose critical batch or noise scale is unknown holds None
+    there; a measured B_simple not above 0, from a tr(Sigma) estimate below 0, gives no ratio).
+    UsageError naming the row for values no study measures: they are handed in, so refused, never
+    passed over (a NaN or infinity, a critical batch outside the batches a run takes, a ratio of
+    the two beyond `CALIBRATION_MAX`)."""
+    if not isinstance(record, dict) or record.get("kind", CRITICAL_BATCH_KIND) != CRITICAL_BATCH_KIND:
+        return None
+    samples, critical, simple = record.get("samples"), record.get("critical_batch"), record.get("b_simple")
+    if samples is None or critical is None or simple is None:
+        return None
+    where = f"train: --critical-batch {source}: critical-batch row"
+    if not (isinstance(samples, int) and not isinstance(samples, bool) and 0 <= samples <= SAMPLES_MAX):
+        raise UsageError(f"{where}: samples must be a whole number from 0 to {SAMPLES_MAX}, not {_shown(samples)}")
+    if not (_number(critical) and 1 <= critical <= MAX_BATCH_SIZE):
+        raise UsageError(f"{where}: critical_batch must be a batch, from 1 to 2^{MAX_BATCH_POWER}, not {_shown(critical)}")
+    if not (_number(simple) and math.isfinite(simple)):
+        raise UsageError(f"{where}: b_simple must be a finite number, not {_shown(simple)}")
+    if simple <= 0:
+        return None
+    ratio = critical / simple
+    if not 1 / CALIBRATION_MAX <= ratio <= CALIBRATION_MAX:
+        raise UsageError(f"{where}: critical_batch {critical:g} / b_simple {simple:g} = {ratio:.3g}, a calibration no "
+                         f"study measures (B_crit / B_simple from 2^-{MAX_BATCH_POWER} to 2^{MAX_BATCH_POWER}); give "
+                         "the rows `trainspeed study critical-batch` wrote")
+    return CalibrationPoint(samples, ratio)
+
+
+def _shown(value: Any) -> str:
+    return cut_short(repr(value))
 
 
 def read_calibration(path: str) -> tuple[CalibrationPoint, ...]:
-    """The calibration points of critical-batch rows: every `*.jsonl` of a folder (rows of other
-    kinds passed over), or one file; the ratios of rows at the same samples averaged. UsageError
-    where there is none."""
+    """The calibration points of critical-batch rows (`calibration_point`): every `*.jsonl` of a
+    folder (rows of other kinds passed over), or one file; the ratios of rows at the same samples
+    averaged. UsageError where there is none, or a row holds values no study measures."""
     from trainspeed.rows import read_records
 
     folder = Path(path)
@@ -306,13 +363,10 @@ def read_calibration(path: str) -> tuple[CalibrationPoint, ...]:
     files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else [folder]
     ratios: dict[int, list[float]] = {}
     for file in files:
-        for record, _ in read_records(file):
-            if not isinstance(record, dict) or record.get("kind", CRITICAL_BATCH_KIND) != CRITICAL_BATCH_KIND:
-                continue
-            samples, critical, simple = record.get("samples"), record.get("critical_batch"), record.get("b_simple")
-            if (isinstance(samples, int) and not isinstance(samples, bool) and samples >= 0 and _number(critical)
-                    and _number(simple) and critical > 0 and simple > 0):
-                ratios.setdefault(samples, []).append(critical / simple)
+        for record, source in read_records(file):
+            point = calibration_point(record, source)
+            if point is not None:
+                ratios.setdefault(point.samples, []).append(point.ratio)
     if not ratios:
         raise UsageError(f"train: --critical-batch {path} holds no critical-batch rows (samples, critical_batch and a "
                          "resolved b_simple); give the folder of `trainspeed study critical-batch`, or drop "
