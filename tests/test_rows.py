@@ -3,6 +3,7 @@ no regular files refused before they are read."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,3 +287,12 @@ def test_an_integer_no_float_holds_in_a_float_field_is_out_of_range_not_an_overf
     assert str(refused.value).startswith("rows.jsonl:3: timing row: field step_s must be a positive finite number, "
                                          "not 1000000")
 
+
+def test_a_row_whose_number_its_readers_refuse_is_never_written() -> None:
+    """Its readers would refuse the whole file it lands in (a NaN where a number belongs); a loss
+    that diverged is a measurement its type allows, and is written."""
+    with pytest.raises(ValueError, match=r"a timing row whose field step_s is NaN, not a positive finite number"):
+        row_record(Timing(step_s=float("nan"), batch=64, loss=2.5))
+    with pytest.raises(ValueError, match=r"field per_network.d is Infinity"):
+        row_record(Timing(step_s=0.5, batch=64, loss=2.5, per_network={"d": float("inf")}))
+    assert math.isnan(row_record(Timing(step_s=0.5, batch=64, loss=float("nan")))["loss"])

@@ -176,7 +176,17 @@ class Source:
 
 
 def row_record(row: Row, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The row as the JSON object written to disk; `extra` fields come last and may not shadow."""
+    """The row as the JSON object written to disk; `extra` fields come last and may not shadow.
+
+    A number outside the range its field declares (a NaN where a finite number belongs) is
+    ValueError here, before it is written: its readers would refuse the whole file, so a row
+    that would poison the file it lands in is its writer's bug, named where it happens. A value
+    that may legitimately be NaN says so on its type (`Loss`)."""
+    out_of_range = _out_of_range(type(row), row, "")
+    if out_of_range is not None:
+        path, words, value = out_of_range
+        raise ValueError(f"a {row.KIND} row whose field {path} is {_shown_json(value, 60)}, not {words}: its "
+                         "readers would refuse the file it is written to")
     record = {KIND: row.KIND, VERSION: row.SCHEMA_VERSION, **dataclasses.asdict(row)}  # type: ignore[call-overload]
     clashes = sorted(set(extra or {}) & set(record))
     if clashes:

@@ -6,6 +6,7 @@ the refusals."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -284,6 +285,29 @@ def test_a_clearly_positive_grad_sq_is_resolved_and_its_noise_scale_is_the_value
     quarter = meter.last_quarter(0, 400)
     assert quarter is not None and quarter["model"].value == pytest.approx(33.0, rel=0.15)
     assert summary_fields(quarter)["noise_scale"] == {"model": quarter["model"].value}
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_a_window_of_non_finite_gradients_gives_no_row_nor_a_summary_reading(bad: float) -> None:
+    """A diverged step's squared norms are no numbers, and the moving averages hold them from
+    then on: the windows give no row (its |G|^2 would be NaN, which every reader refuses), and
+    the last quarter reads the windows before them."""
+    meter = _two_ranks()
+    _steps(meter, grad_sq=1.0, trace_sigma=33.0, steps=100, seed=2)
+    assert len(meter.read_window(100, 100 * 64, _both_ranks)) == 1
+    meter.ranks_step("model", torch.tensor(bad), torch.tensor(bad))
+    assert meter.read_window(101, 101 * 64, _both_ranks) == []
+    _steps(meter, grad_sq=1.0, trace_sigma=33.0, steps=10, seed=3)
+    assert meter.read_window(111, 111 * 64, _both_ranks) == []
+    quarter = meter.last_quarter(0, 111)
+    assert quarter is None or all(value is None or math.isfinite(value) for reading in quarter.values()
+                                  for value in (reading.value, reading.grad_sq, reading.trace_sigma))
+
+
+def test_a_noise_scale_that_overflows_is_no_value() -> None:
+    """tr(Sigma) / |G|^2 of a |G|^2 of 1e-310 overflows: no value, and no bound past a float."""
+    assert assess(1e-310, 1.0, 1e-320).value is None
+    assert assess(-1.0, 1e300, 1e-310).lower_bound is None
 
 
 def test_the_standard_error_of_the_moving_average_matches_its_spread_and_2_of_them_rarely_resolve_0() -> None:

@@ -136,6 +136,48 @@ def _keep_rows_until(run_dir: Path, step: int) -> None:
     atomic_write_text(path, "".join(item + "\n" for item in kept))
 
 
+@dataclass
+class Window:
+    """The logged window open now: its steps, host seconds, and losses summed on the device (read,
+    a sync, once when it closes)."""
+
+    started: float
+    steps: int = 0
+    wait_s: float = 0.0
+    h2d_s: float = 0.0
+    loss: Any = None
+    epoch: int = 0
+
+    def add(self, loss: Any, wait_s: float, h2d_s: float, epoch: int) -> None:
+        self.loss = loss if self.loss is None else self.loss + loss
+        self.steps += 1
+        self.wait_s += wait_s
+        self.h2d_s += h2d_s
+        self.epoch = epoch
+
+
+@dataclass
+class LoopClock:
+    """This invocation's host time, with validation and checkpoint pauses kept apart, and the
+    steady state's start (after `--timing-warmup-steps`: the first compile and load)."""
+
+    started: float
+    cpu_started: float
+    paused: float = 0.0
+    steady_started: float | None = None
+    steady_samples: int = 0
+    paused_before_steady: float = 0.0
+
+    def steady_from(self, now: float, samples: int) -> None:
+        self.steady_started, self.steady_samples, self.paused_before_steady = now, samples, self.paused
+
+    def steady_rate(self, ended: float, samples: int) -> float | None:
+        if self.steady_started is None or samples <= self.steady_samples:
+            return None
+        seconds = ended - self.steady_started - (self.paused - self.paused_before_steady)
+        return (samples - self.steady_samples) / max(seconds, 1e-9)
+
+
 class ExportedRun:
     """One invocation: the state on the device, the clock, the rows."""
 
@@ -154,7 +196,8 @@ class ExportedRun:
         self.machine = Machine.at_start()
         self.validation: dict[str, float] | None = None
         self.last_loss: float | None = None
-        self.compile_before = 0
+        self.compilations_logged = 0
+        """Programs compiled up to the last window's row (each row counts its window's)."""
         self.wait_s = 0.0
         """Host seconds reading batches, and handing them to the device, over this invocation."""
         self.h2d_s = 0.0
@@ -225,98 +268,104 @@ class ExportedRun:
     def run(self) -> RunSummary:
         import jax
 
-        plan, batch = self.plan, self.plan.batch_size
-        per_epoch = self.data.batches_per_epoch(batch)
-        order_epoch, order = -1, None
-        started = time.perf_counter()
-        cpu_started = time.process_time()
-        paused = 0.0
-        window_start, window_steps, window_wait, window_h2d = started, 0, 0.0, 0.0
-        steady_start, steady_samples, steady_paused = None, 0, 0.0
-        stopped_at_goal = False
-        window_loss = None  # the window's losses summed on the device: read (a sync) once per window
-        while self.step < plan.total_steps and not stopped_at_goal:
-            epoch, number = divmod(self.step, per_epoch)
-            if epoch != order_epoch:
-                order_epoch, order = epoch, self.data.epoch_order(epoch, batch)
-            read_at = time.perf_counter()
-            host_batch = self.data.train_batch(epoch, number, batch, order)
-            placed_at = time.perf_counter()
-            device_batch = jax.device_put(host_batch, jaxrt.device())
-            stepped_at = time.perf_counter()
-            self.state, loss = self.program(self.state, device_batch, self.learning_rates(self.step))
-            window_loss = loss if window_loss is None else window_loss + loss
-            window_wait += placed_at - read_at
-            window_h2d += stepped_at - placed_at
-            previous_samples = self.samples
-            self.step += 1
-            self.samples += batch
-            window_steps += 1
+        clock = LoopClock(started=time.perf_counter(), cpu_started=time.process_time())
+        window = Window(clock.started)
+        orders: dict[int, Any] = {}
+        stop = False
+        while self.step < self.plan.total_steps and not stop:
+            previous_samples = self.step_once(window, orders)
             if self.step - self.first_step == self.config.timing_warmup_steps:
                 jax.block_until_ready(self.state)
-                steady_start, steady_samples, steady_paused = time.perf_counter(), self.samples, paused
-            validate = self.due_for_validation(previous_samples) or (self.step == plan.total_steps and self.plan.goal is not None)
-            if self.step % self.config.log_every == 0 or self.step == plan.total_steps:
-                now = self.close_window(window_loss, window_steps, now_minus=window_start, wait=window_wait,
-                                        h2d=window_h2d, epoch=epoch, elapsed_from=started + paused)
-                window_start, window_steps, window_wait, window_h2d, window_loss = now, 0, 0.0, 0.0, None
-            if validate:
-                jax.block_until_ready(self.state)
-                pause_start = time.perf_counter()
-                trained_s = self.totals.train_s + pause_start - window_start
-                record = self.validate()
-                self.write_row(record)
-                print("val " + ", ".join(f"{name} {value:.4g}" for name, value in record.metrics.items())
-                      + f" at step {self.step}", flush=True)
-                if self.tracker is not None:
-                    reached = self.tracker.observe(record, self.samples, trained_s,
-                                                   self.totals.wall_s + pause_start - started)
-                    stopped_at_goal = reached and self.config.stop_at_target
-                if self.config.checkpoint_every and self.step % self.config.checkpoint_every == 0:
-                    self.checkpoint()
-                pause = time.perf_counter() - pause_start
-                paused += pause
-                window_start += pause
-            elif self.config.checkpoint_every and self.step % self.config.checkpoint_every == 0:
-                pause_start = time.perf_counter()
-                jax.block_until_ready(self.state)
-                self.checkpoint()
-                pause = time.perf_counter() - pause_start
-                paused += pause
-                window_start += pause
-        if window_steps:  # stopped at the goal inside a window
-            self.close_window(window_loss, window_steps, now_minus=window_start, wait=window_wait, h2d=window_h2d,
-                              epoch=epoch, elapsed_from=started + paused)
+                clock.steady_from(time.perf_counter(), self.samples)
+            if self.step % self.config.log_every == 0 or self.step == self.plan.total_steps:
+                window = self.close_window(window, clock)
+            validate = self.due_for_validation(previous_samples) or (
+                self.step == self.plan.total_steps and self.plan.goal is not None)
+            checkpoint = bool(self.config.checkpoint_every) and self.step % self.config.checkpoint_every == 0
+            if validate or checkpoint:
+                stop = self.pause(clock, window, validate, checkpoint)
+        if window.steps:  # stopped at the goal inside a window
+            self.close_window(window, clock)
         jax.block_until_ready(self.state)
         ended = time.perf_counter()
-        wall = ended - started
+        wall = ended - clock.started
         self.totals.wall_s += wall
         self.checkpoint()
-        steady = None
-        if steady_start is not None and self.samples > steady_samples:
-            steady = (self.samples - steady_samples) / max(1e-9, ended - steady_start - (paused - steady_paused))
-        return self._summary(wall, paused, steady, (time.process_time() - cpu_started) / max(wall, 1e-9))
+        return self._summary(wall, clock.paused, clock.steady_rate(ended, self.samples),
+                             (time.process_time() - clock.cpu_started) / max(wall, 1e-9))
 
-    def close_window(self, window_loss: Any, steps: int, *, now_minus: float, wait: float, h2d: float, epoch: int,
-                     elapsed_from: float) -> float:
-        """Read the window's mean loss (the sync), count its seconds as trained, write its row."""
-        self.last_loss = float(window_loss) / steps
+    def step_once(self, window: "Window", orders: dict[int, Any]) -> int:
+        """One step: read the batch (the host's part), hand it over, dispatch the program (the
+        device runs it while the host reads the next); the samples trained before it."""
+        import jax
+
+        batch = self.plan.batch_size
+        epoch, number = divmod(self.step, self.data.batches_per_epoch(batch))
+        if epoch not in orders:
+            orders.clear()
+            orders[epoch] = self.data.epoch_order(epoch, batch)
+        read_at = time.perf_counter()
+        host_batch = self.data.train_batch(epoch, number, batch, orders[epoch])
+        placed_at = time.perf_counter()
+        device_batch = jax.device_put(host_batch, jaxrt.device())
+        stepped_at = time.perf_counter()
+        self.state, loss = self.program(self.state, device_batch, self.learning_rates(self.step))
+        window.add(loss, placed_at - read_at, stepped_at - placed_at, epoch)
+        self.step += 1
+        self.samples += batch
+        return self.samples - batch
+
+    def pause(self, clock: "LoopClock", window: "Window", validate: bool, checkpoint: bool) -> bool:
+        """Validate and/or checkpoint, the time kept out of the training seconds; True: the goal
+        was met and the run stops there."""
+        import jax
+
+        jax.block_until_ready(self.state)
+        paused_at = time.perf_counter()
+        stop = False
+        if validate:
+            trained_s = self.totals.train_s + paused_at - window.started
+            record = self.validate()
+            self.write_row(record)
+            print("val " + ", ".join(f"{name} {value:.4g}" for name, value in record.metrics.items())
+                  + f" at step {self.step}", flush=True)
+            if self.tracker is not None:
+                reached = self.tracker.observe(record, self.samples, trained_s,
+                                               self.totals.wall_s + paused_at - clock.started)
+                stop = reached and self.config.stop_at_target
+        if checkpoint:
+            self.checkpoint()
+        pause = time.perf_counter() - paused_at
+        clock.paused += pause
+        window.started += pause
+        return stop
+
+    def close_window(self, window: "Window", clock: "LoopClock") -> "Window":
+        """Read the window's mean loss (the sync), count its seconds as trained, write its row;
+        the next window."""
+        self.last_loss = float(window.loss) / window.steps
         now = time.perf_counter()
-        self.wait_s += wait
-        self.h2d_s += h2d
-        self.totals.train_s += now - now_minus
-        self.write_row(self._window(steps, now - now_minus, wait, h2d, epoch, now - elapsed_from))
-        return now
+        self.wait_s += window.wait_s
+        self.h2d_s += window.h2d_s
+        self.totals.train_s += now - window.started
+        self.write_row(self._window(window, now - window.started, now - clock.started - clock.paused))
+        return Window(now)
 
-    def _window(self, steps: int, seconds: float, wait: float, h2d: float, epoch: int, elapsed: float) -> WindowRecord:
+    def _window(self, window: "Window", seconds: float, elapsed: float) -> WindowRecord:
         seconds = max(seconds, 1e-9)
-        samples = steps * self.plan.batch_size
+        steps = window.steps
         return WindowRecord(
-            step=self.step, epoch=epoch, loss=self.last_loss, lr=float(self.learning_rates(self.step)[0]),
-            samples_per_s=samples / seconds, step_time_s=seconds / steps, data_wait_s_per_step=wait / steps,
-            data_wait_fraction=wait / seconds, data_wait_fraction_worst_rank=wait / seconds, h2d_s_per_step=h2d / steps,
+            step=self.step, epoch=window.epoch, loss=self.last_loss, lr=float(self.learning_rates(self.step)[0]),
+            samples_per_s=steps * self.plan.batch_size / seconds, step_time_s=seconds / steps,
+            data_wait_s_per_step=window.wait_s / steps, data_wait_fraction=window.wait_s / seconds,
+            data_wait_fraction_worst_rank=window.wait_s / seconds, h2d_s_per_step=window.h2d_s / steps,
             elapsed_s=elapsed, run_train_s=self.totals.train_s, run_wall_s=elapsed, samples=self.samples,
-            global_batch=self.plan.batch_size, compilations=self.program.count - self.compile_before)
+            global_batch=self.plan.batch_size, compilations=self._new_compilations())
+
+    def _new_compilations(self) -> int:
+        count = self.program.count - self.compilations_logged
+        self.compilations_logged = self.program.count
+        return count
 
     def _summary(self, wall: float, paused: float, steady: float | None, cpu_per_wall: float) -> RunSummary:
         steps_run = max(1, self.step - self.first_step)

@@ -31,7 +31,9 @@ E|G_b|^2 = |G|^2 + tr(Sigma)/b, linear in the two, so they are carried over to t
 exactly, as their |G|^2 and tr(Sigma) put at the new sizes.
 
 The norms stay on the device (an XLA step stays one graph) and are read at the logging interval
-only. The gradient is the raw one, before the optimizer's preconditioning (Adam's): B_simple is a
+only. A window whose squared norms are not numbers (a step whose gradients overflowed or were NaN:
+the run diverged, `trainspeed.train.loop`) gives no row and no reading: the moving averages hold
+that step from then on, so no later window of the run gives one either. The gradient is the raw one, before the optimizer's preconditioning (Adam's): B_simple is a
 property of the data and the model at these weights, whatever the optimizer.
 
 Near convergence the true |G|^2 can be within its noise of 0, and the ratio is then no number. So
@@ -138,6 +140,14 @@ class WindowEstimate:
     """Its moving average (bias corrected)."""
     count: int
     """Measurements the moving averages hold (since the start of the run)."""
+
+    @property
+    def finite(self) -> bool:
+        """Whether the squared norms are numbers: not where a step's gradients overflowed or
+        were NaN (a diverging run), which the moving averages then hold for good. (The squares
+        of the |G|^2 estimates may overflow alone: their standard error is then unknown.)"""
+        return all(math.isfinite(value) for value in (self.small_sq, self.big_sq, self.average_small_sq,
+                                                       self.average_big_sq))
 
 
 class NoiseScaleMeter:
@@ -321,6 +331,8 @@ class NoiseScaleMeter:
             norms.window_big.zero_()
             norms.window_grad_sq_sq.zero_()
             norms.window_count = 0
+            if not estimate.finite:
+                continue  # a diverged step's gradients: no reading (module docstring)
             self.history.append((step, estimate))
             records.append(self._record(estimate, step, samples))
         return records

@@ -43,8 +43,12 @@ UNRESOLVED_REASON = "|G|^2 within its noise of 0"
 
 
 def ratio(trace_sigma: float, grad_sq: float) -> float | None:
-    """tr(Sigma) / |G|^2 where |G|^2 is positive (None otherwise)."""
-    return trace_sigma / grad_sq if grad_sq > 0 and math.isfinite(trace_sigma) else None
+    """tr(Sigma) / |G|^2 where |G|^2 is positive and the ratio a number (None otherwise: a |G|^2
+    of 1e-310 beside a tr(Sigma) of 1 overflows)."""
+    if not (grad_sq > 0 and math.isfinite(trace_sigma)):
+        return None
+    value = trace_sigma / grad_sq
+    return value if math.isfinite(value) else None
 
 
 def ema_weight_sq_sum(smoothing: float, count: int) -> float:
@@ -113,7 +117,7 @@ def assess(grad_sq: float, trace_sigma: float, grad_sq_se: float | None, z: floa
     if grad_sq_se is not None:
         upper = max(grad_sq, 0.0) + z * grad_sq_se
         if upper > 0 and trace_sigma > 0 and math.isfinite(trace_sigma):
-            bound = trace_sigma / upper
+            bound = ratio(trace_sigma, upper)
     return NoiseScaleReading(None, bound, False, grad_sq, grad_sq_se, trace_sigma)
 
 

@@ -17,6 +17,11 @@ they compile the new shape (and, on a compiled target, the graphs a second step 
 are timed apart, with a sync on either side, kept out of the steady-state samples/s, and their
 compilations go into the `batch-switch` row written after them. Every `train` row counts the
 compilations of its window.
+
+A run whose training loss is not finite has diverged (`RankTrainer._watch_losses`): it stops at
+the first logged window, checkpoint or validation after that step, validates and checkpoints none
+of the diverged weights, and its summary records the step (`diverged_at_step`); it exits as a run
+that ended, since a diverged run is a result (an LR sweep's largest rate), not a failure.
 """
 
 from __future__ import annotations
@@ -174,6 +179,9 @@ class RunTrace:
     compiles_at_start: int = 0
     window_compiles_at_start: int = 0
     settling: Settling | None = None
+    diverged_at: int | None = None
+    """The first step whose training loss was not finite, on any rank (`RankTrainer._watch_losses`);
+    None while every loss read was a number."""
 
 
 @dataclass
@@ -526,11 +534,15 @@ class RankTrainer:
             if self.state.step % self.config.log_every == 0 or self._done():
                 self._close_window(trace)
                 progress.show(loss=trace.last_record.loss, samples_per_s=trace.last_record.samples_per_s)
-            self._switch_if_due(trace)
+            if trace.diverged_at is None:
+                self._switch_if_due(trace)
             stopped = self.collectives.any(stop.requested)
             self._between_steps(trace, stopped)
-            if self.reached_now and self.config.stop_at_target:
+            if trace.diverged_at is not None or (self.reached_now and self.config.stop_at_target):
                 break
+        diverged = trace.diverged_at is not None
+        if diverged and trace.window.steps:  # found before a checkpoint or a validation: its steps' row
+            self._close_window(trace)
         if trace.settling is not None and not stopped:  # ended (at its goal) while a new batch settled
             self._end_settling(trace)
         self.target.sync()
@@ -541,9 +553,9 @@ class RankTrainer:
         at_target = self.reached_now and self.config.stop_at_target
         if at_target and self.context.is_main:
             print(f"train: {self.config.until} met at step {self.state.step}; stopping (--stop-at-target)", flush=True)
-        if not stopped and not at_target:
+        if not stopped and not at_target and not diverged:
             trace.last_eval = self.validate(trace.clock) or trace.last_eval
-        if not stopped:
+        if not stopped and not diverged:  # a diverged run's weights are no state to continue from
             self.save(trace.clock)
         if self.tracker is not None and self.tracker.reached is None and self.context.is_main:
             self.metrics.write(self._target_record(trace.clock), self.state.step)
@@ -632,10 +644,11 @@ class RankTrainer:
 
     def _close_window(self, trace: RunTrace) -> None:
         """Read the window's mean loss (after a device sync: a device whose results arrive later,
-        such as a remote server with steps in flight, has filled them in only then), reduce its
-        timings over ranks, log them; auto reads the noise scale of the window."""
+        such as a remote server with steps in flight, has filled them in only then), watch it for
+        divergence, reduce its timings over ranks, log them; auto reads the noise scale of the window."""
         self.target.sync()
-        loss = float(torch.stack(trace.losses).float().mean().cpu())
+        losses = self._watch_losses(trace)
+        loss = float(losses.mean())
         trace.last_record = reduce_window(
             trace.window,
             self.collectives,
@@ -662,6 +675,23 @@ class RankTrainer:
             self._read_noise_scale(records)
         trace.losses.clear()
         trace.window = StepWindow()
+
+    def _watch_losses(self, trace: RunTrace) -> torch.Tensor:
+        """The open window's losses, on the host (a sync: call it where one happens anyway), and
+        the first step whose loss is not finite on any rank into `trace.diverged_at`, the same on
+        every rank. A run stops there: a NaN or infinite loss never turns finite again (the weights
+        it stepped are NaN or infinite), so training on only spends time and writes NaN rows. The
+        losses are read at each logged window and before each checkpoint and validation, never
+        per step (a read syncs the device): the run stops at the first of those after the step."""
+        losses = torch.stack(trace.losses).float().cpu() if trace.losses else torch.zeros(0)
+        if trace.diverged_at is not None:
+            return losses
+        bad = (~torch.isfinite(losses)).nonzero().flatten()
+        first = self.state.step - len(trace.losses) + 1 + int(bad[0]) if len(bad) else None
+        if self.collectives.any(first is not None):
+            (earliest,) = self.collectives.max([-float(first if first is not None else self.state.step)])
+            trace.diverged_at = int(-earliest)
+        return losses
 
     def _read_noise_scale(self, records: list[Any]) -> None:
         """auto's reading of the window: the batch of the steps after it, the same on every rank."""
@@ -711,12 +741,18 @@ class RankTrainer:
             print(record.line(), flush=True)
 
     def _between_steps(self, trace: RunTrace, stopped: bool) -> None:
-        """Checkpoint and validate when due (or checkpoint on a stop), off the training clock."""
+        """Checkpoint and validate when due (or checkpoint on a stop), off the training clock;
+        neither once the run diverged."""
         pause_from = time.perf_counter()
         trace.clock.pause_started_at = pause_from
-        if stopped or self._is_due(self.config.checkpoint_every):
+        checkpoint = stopped or self._is_due(self.config.checkpoint_every)
+        validation = not stopped and self._is_eval_due()
+        if checkpoint or validation:  # never of weights a non-finite loss stepped
+            self.target.sync()
+            self._watch_losses(trace)
+        if trace.diverged_at is None and checkpoint:
             self.save(trace.clock)
-        if not stopped and self._is_eval_due():
+        if trace.diverged_at is None and validation:
             trace.last_eval = self.validate(trace.clock) or trace.last_eval
         pause_s = time.perf_counter() - pause_from
         trace.clock.add_pause(pause_s)
@@ -796,6 +832,7 @@ class RankTrainer:
             init_from=self.started_from,
             batch_schedule=self._schedule_summary(trace),
             data=self._data_record(),
+            diverged_at_step=trace.diverged_at,
             **identify(self.workload).provenance(machine=trace.machine.at_end() if trace.machine else None)
             .fields_of(RunSummary),
         )

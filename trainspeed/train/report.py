@@ -54,7 +54,8 @@ def training_section(runs: Sequence[TrainRun]) -> Section:
         "Data-parallel training with each rank reading its own data: end-to-end samples/s (all samples over the "
         "wall time from the first to the last step, all ranks, validation and checkpoints left out). A run "
         "directory on its own has no ratio to one rank: N ranks are compared with one only within a scaling "
-        "study (its own section). The right panel is the share of time ranks waited for data.",
+        "study (its own section). The right panel is the share of time ranks waited for data. A run whose training "
+        "loss was not finite diverged: it stopped there, and the table says at which step.",
     )
     bars = [TrainBar(run.label, [run.row.end_to_end_samples_per_s], [run.row.data_wait_fraction],
                      [run.row.data_wait_fraction_worst_rank]) for run in runs]
@@ -70,16 +71,22 @@ def training_section(runs: Sequence[TrainRun]) -> Section:
             "table-training", "Every run directory",
             [("run", False), ("ranks", True), ("batch/device", True), ("global batch", True), ("data", False),
              ("end-to-end samples/s", True), ("steady samples/s", True), ("data wait", True), ("worst rank", True),
-             ("IO efficiency vs bench", True), ("validation", False), ("summary", False)],
+             ("IO efficiency vs bench", True), ("validation", False), ("diverged", False), ("summary", False)],
             [[text(run.label), number(run.row.world_size, "{:d}"), number(run.row.batch_size_per_device, "{:d}"),
               number(run.row.global_batch, "{:d}"), text("synthetic" if run.row.synthetic_data else "real"),
               readable(run.row.end_to_end_samples_per_s), readable(run.row.steady_samples_per_s),
               percent(run.row.data_wait_fraction), percent(run.row.data_wait_fraction_worst_rank),
               number(run.row.io_efficiency, "{:.3f}"),
-              text(", ".join(f"{k} {v:.4g}" for k, v in (run.row.validation or {}).items())), text(run.source)]
+              text(", ".join(f"{k} {v:.4g}" for k, v in (run.row.validation or {}).items())),
+              text(_diverged_text(run.row)), text(run.source)]
              for run in runs],
             provenance(runs)))
     return section
+
+
+def _diverged_text(summary: RunSummary) -> str:
+    """`at step 3 (loss not finite)` for a run that diverged, else `no`."""
+    return f"at step {summary.diverged_at_step} (loss not finite)" if summary.diverged else "no"
 
 
 def quality_section(runs: Sequence[TrainRun]) -> Section | None:
@@ -146,7 +153,9 @@ def _target_cells(run: TrainRun) -> list[Any]:
     assert goal is not None
     before = (f"{goal.previous_step}: {goal.previous_value:.4g}" if goal.previous_value is not None else "none")
     noise = run.row.noise_scale_text()
-    return [text(run.label), text(goal.until), text("yes" if goal.reached else f"no (within {goal.samples:,} samples)"),
+    missed = (f"no (diverged at step {run.row.diverged_at_step})" if run.row.diverged
+              else f"no (within {goal.samples:,} samples)")
+    return [text(run.label), text(goal.until), text("yes" if goal.reached else missed),
             number(goal.step if goal.reached else None, "{:d}"), number(goal.samples if goal.reached else None, "{:,d}"),
             number(goal.train_s if goal.reached else None, "{:.1f}"), number(goal.wall_s if goal.reached else None, "{:.1f}"),
             text(before), number(goal.best_value, "{:.4g}"), number(goal.resumes, "{:d}"), text(noise or "not measured"),

@@ -198,6 +198,15 @@ class RunSummary:
     """What the run read (`trainspeed.data.sources.DataSource`): its format, path, file count, a
     content fingerprint and what it covers, and the bad samples its loaders skipped in this
     invocation, all ranks (`--bad-samples skip`); None for synthetic data."""
+    diverged_at_step: int | None = None
+    """The first step whose training loss was not finite (NaN or infinite): the run diverged there
+    and stopped at `last_step`, the first logged window, checkpoint or validation after it, without
+    validating or checkpointing weights that loss stepped (`trainspeed.train.loop`). A goal it had
+    counts as not reached. None: every loss was a number."""
+
+    @property
+    def diverged(self) -> bool:
+        return self.diverged_at_step is not None
 
     def last_quarter_noise_scale(self) -> dict[str, NoiseScaleReading]:
         """Each network's noise scale over the last quarter; a summary written before readings
@@ -235,6 +244,10 @@ class RunSummary:
             + f"), H2D {self.h2d_s_per_step * 1e3:.2f} ms/step, "
             f"loss {'–' if self.final_loss is None else format(self.final_loss, '.4f')}",
         ]
+        if self.diverged:
+            text.append(f"diverged: the training loss was not finite at step {self.diverged_at_step}; the run stopped "
+                        f"at step {self.last_step}, its weights neither validated nor checkpointed (a smaller --lr "
+                        "may train)")
         if self.data and self.data.get("skipped"):
             text.append(f"data: {self.data['skipped']:,} unreadable samples skipped (--bad-samples skip)")
         if self.validation:

@@ -72,7 +72,8 @@ class TimeToTargetRunRow:
     max_samples: int
     reached: bool
     outcome: str
-    """"reached at N samples" or "not reached within N samples (best value x)"."""
+    """"reached at N samples", "not reached within N samples (best value x)" or "not reached:
+    diverged at step N"."""
     steps: Positive | None
     """Steps to the goal, interpolated between the bracketing validations (None: not reached)."""
     samples: Positive | None
@@ -97,6 +98,9 @@ class TimeToTargetRunRow:
     machine: Machine | None = None
     b_simple_lower: NonNegative | None = None
     """Where that window is unresolved: its lower bound on B_simple (`b_simple` is None)."""
+    diverged_at_step: int | None = None
+    """The first step whose training loss was not finite, where the run diverged (it stopped
+    there, not reached); None: it did not (and in rows written before runs recorded it)."""
 
 
 def seeds_min_max(steps: list[float], batch: int) -> tuple[list[float], list[float]]:

@@ -16,8 +16,10 @@ curve for any workload with validation metrics:
    beside B_crit.
 
 A run that does not meet the goal says "not reached within N samples", and its batch is left out
-of the fit with that reason. Rows go to OUT/time_to_target.jsonl under one study id; a rerun with
-the same settings skips the runs already made.
+of the fit with that reason; a run whose loss was not finite diverged, stopped there, and is not
+reached either (an LR sweep's largest factors may diverge: the sweep goes on without them). Rows
+go to OUT/time_to_target.jsonl under one study id; a rerun with the same settings skips the runs
+already made, the diverged ones too.
 """
 
 from __future__ import annotations
@@ -116,12 +118,19 @@ def _seconds_file(config: TimeToTargetConfig, spec: RunSpec) -> Path:
 
 
 def is_done(recipe: StudyRecipe, spec: RunSpec) -> bool:
-    """Whether an earlier study made this run, with this very config, to its goal or its budget."""
+    """Whether an earlier study made this run, with this very config, to its goal, its budget or
+    the step where it diverged (trained again, it would diverge again: its seed fixes its steps).
+    A run whose summary cannot be read (damaged, or written by a trainspeed whose rows this one
+    refuses) is not: it is set aside and trained again."""
     config = recipe.config
     if not has_summary(run_dir(config, spec)) or recorded_config(config, spec) != run_config(recipe, spec):
         return False
-    found = read_run_summary(run_dir(config, spec))
-    return found.time_to_target is not None and (found.time_to_target.reached
+    try:
+        found = read_run_summary(run_dir(config, spec))
+    except UsageError as error:
+        print(f"time-to-target: {run_dir(config, spec)} cannot be reused ({error}); training it again", flush=True)
+        return False
+    return found.time_to_target is not None and (found.time_to_target.reached or found.diverged
                                                  or found.last_step == config.steps(spec.batch))
 
 
@@ -241,6 +250,8 @@ def run_row(study_id: str, recipe: StudyRecipe, spec: RunSpec, purpose: str) -> 
         samples = record.crossing_samples(recipe.goal.threshold)
         steps = samples / spec.batch
         outcome = f"reached at {samples:,.0f} samples ({steps:,.1f} steps)"
+    elif summary.diverged:
+        outcome = f"not reached: diverged at step {summary.diverged_at_step} (the training loss was not finite)"
     else:
         best = "no validation" if record.best_value is None else f"best {record.best_value:.4g}"
         outcome = f"not reached within {record.samples:,} samples ({best})"
@@ -255,6 +266,7 @@ def run_row(study_id: str, recipe: StudyRecipe, spec: RunSpec, purpose: str) -> 
         noise_scale_method=near.method if near is not None else None,
         end_to_end_samples_per_s=summary.end_to_end_samples_per_s,
         b_simple_lower=reading.lower_bound if reading is not None else None,
+        diverged_at_step=summary.diverged_at_step,
         **summary.provenance(shown(*train_command(run_config(recipe, spec)))).fields_of(TimeToTargetRunRow))
 
 
