@@ -59,7 +59,8 @@ keep() {  # NAME: rows and summaries into docs/results
         local kept="$RESULTS/plan_checks_$name/$(basename "$(dirname "$run")")/$(basename "$run")"
         mkdir -p "$kept"
         cp "$run/summary.json" "$kept/"
-        case $run in *auto*) cp "$run/metrics.jsonl" "$kept/" ;; esac  # a growing batch against samples
+        # a growing batch against samples; a measured run's micro-batches and validations, which the plan reads
+        case $run in *auto*|*/runs/*) cp "$run/metrics.jsonl" "$kept/" ;; esac
     done
 }
 mkdir -p mahjong charlm gpt2

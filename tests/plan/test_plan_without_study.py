@@ -17,7 +17,7 @@ import pytest
 from trainspeed.bench.results import ResultRow
 from trainspeed.gradients.rows import NoiseScaleRecord
 from trainspeed.plan.inputs import Identity, PlanInputs
-from trainspeed.plan.plan import PlanGrid, plan_rows
+from trainspeed.plan.plan import PlanGrid, plan_rows, table
 from trainspeed.plan.run_costs import NoiseReading
 from trainspeed.plan.steps import Profile, ProfilePiece, Segment, auto_phases, noise_model, steps_model
 from trainspeed.report.inputs import Read
@@ -261,17 +261,120 @@ def test_a_growing_batch_compiles_every_graph_again_at_every_batch_it_reaches():
 # --- the interval ---------------------------------------------------------------------------------
 
 def test_the_interval_holds_the_spread_of_the_step_time_where_the_steps_have_none():
-    """One run (no spread of the steps), trained steps rounded to a validation: the interval was a
-    point. With the bench's windows spread it holds their resampled median's spread, and says so."""
-    flat = predicted([bench(EAGER, 64, 0.01)], [run(startup_s=None)])["cpu:eager:fp32/1/64"]
+    """Steps with no spread (a model of no draws and no seeds), trained steps rounded to a
+    validation: the interval is a point. With the bench's windows spread it holds their resampled
+    median's spread, and says so."""
+    from trainspeed.plan.model import Overheads, predict
+    from trainspeed.plan.steps import StepsModel
+    from trainspeed.stats import StepsFit
+
+    model = StepsModel(StepsFit(50.0, 3200.0), [], "one point")
+    costs = Overheads(0.0, 0.5, 1280, EAGER, 1, "run")
+    flat = predict(inputs([bench(EAGER, 64, 0.01)], []), model, costs, EAGER, 1, 64)
     assert flat.predicted_s_ci95[0] == flat.predicted_s_ci95[1]
     assert "one point: no input it draws varied" in flat.interval_from
     windows = [0.008, 0.009, 0.010, 0.011, 0.012]
-    spread = predicted([bench(EAGER, 64, 0.01, window_step_s=windows)], [run(startup_s=None)])["cpu:eager:fp32/1/64"]
+    spread = predict(inputs([bench(EAGER, 64, 0.01, window_step_s=windows)], []), model, costs, EAGER, 1, 64)
     low, high = spread.predicted_s_ci95
     assert low < spread.predicted_s < high
     assert high - low > 100 * 0.001  # the step's median moves between the windows' by at least 1 ms per step
     assert "draws the step time (the bench's timed windows" in spread.interval_from
+
+
+def test_a_base_runs_steps_spread_as_two_seeds_do_where_the_steps_were_counted_once():
+    """One run gives the steps once: the interval holds another seed's steps (the base run's seed
+    and the check's, each at the committed studies' scatter), not the step time's spread alone."""
+    from trainspeed.plan.steps_spread import COMMITTED_STUDIES
+
+    row = predicted([bench(EAGER, 64, 0.01)], [run(startup_s=None)])["cpu:eager:fp32/1/64"]
+    low, high = row.steps_ci95
+    spread = 2.09 * 2**0.5 * COMMITTED_STUDIES.log_sd  # t(0.975, 19) x sqrt(2) x the seeds' log sd
+    assert low == pytest.approx(100.0 * np.exp(-spread), rel=0.05)
+    assert high == pytest.approx(100.0 * np.exp(spread), rel=0.05)
+    assert row.predicted_s_ci95[0] < row.predicted_s < row.predicted_s_ci95[1]
+    assert "the base run's seed and the check's" in row.interval_from and not row.extrapolated
+
+
+def test_a_batch_more_than_twice_the_base_runs_is_extrapolated_and_bounded_by_perfect_scaling_and_no_gain():
+    """The base run tried its learning-rate rule at 64 only: 128 is within a doubling of it, 256
+    is not. There the steps are bounded, not predicted: from perfect scaling (100 x 64 / 256 = 25)
+    to no gain over the base run (100), each at two seeds' scatter, and the row and the verdict
+    say so. Without the bounds 256 took a tight interval about the model's 62.5 steps."""
+    from trainspeed.plan.plan import verdict
+
+    benches = [bench(EAGER, batch, 0.01 * batch / 64) for batch in (64, 128, 256)]
+    plan = inputs(benches, [run(startup_s=None)])
+    rows = plan_rows(plan, PlanGrid((EAGER,), (1,), (64, 128, 256)), "plan", steps_model(plan))
+    by_config = {row.config: row for row in rows}
+    near, far = by_config["cpu:eager:fp32/1/128"], by_config["cpu:eager:fp32/1/256"]
+    assert not near.extrapolated and near.extrapolated_why is None
+    assert far.extrapolated and "batch 256 lies more than 2x from the base run's batch (64)" in far.extrapolated_why
+    assert far.steps == pytest.approx(62.5)
+    low, high = far.steps_ci95
+    assert 25.0 * 0.6 < low < 25.0 and 100.0 < high < 100.0 * 1.6  # the bounds, at two seeds' scatter
+    assert near.steps_ci95[1] - near.steps_ci95[0] < 0.6 * (high - low)
+    assert "extrapolated: batch 256" in far.interval_from
+    assert "extrapolated, 1 of 3 (cpu:eager:fp32/1/256): their steps are bounds, not predictions" in verdict(rows)
+    assert [line.split("|")[-2].strip() for line in table(rows).splitlines()[2:]].count("extrapolated") == 1
+
+
+def test_the_noise_scale_near_the_goal_is_drawn_from_its_windows_each_at_its_standard_error():
+    """B_noise 64 in every window of the last quarter, |G|^2 = 1 +- 0.1: drawn, B_noise = 64 / |G|^2
+    spreads about 64 by about 20% either way, and so do the steps at another batch; through the
+    run's own steps at its batch, every draw gives its 100 steps."""
+    model = steps_model(inputs([], [run(noise=64.0)]))
+    assert len(model.draws) > 100 and "noise-scale windows of the last quarter" in model.spread
+    b_noise = np.array([draw.b_crit for draw in model.draws])
+    assert np.percentile(b_noise, 2.5) == pytest.approx(64 / 1.2, rel=0.05)
+    assert np.percentile(b_noise, 97.5) == pytest.approx(64 / 0.8, rel=0.05)
+    assert model.interval(64) == [pytest.approx(100.0), pytest.approx(100.0)]
+    low, high = model.interval(128)
+    assert low < model.steps(128) < high
+
+
+def test_auto_from_critical_batch_rows_doubles_where_the_runs_noise_scale_says_not_the_critical_batch():
+    """`train --batch-schedule auto` reads its own noise scale: a plan given critical-batch rows
+    takes their critical batch for the steps and the run's noise scale for where auto doubles. With
+    a critical batch of 512 and a noise scale of 20 the run stays at 16; it once doubled at once."""
+    from trainspeed.plan.critical_batch import CriticalBatchPoint
+    from trainspeed.plan.steps import run_profile
+
+    base = run(batch=16, noise=20.0)
+    points = tuple(CriticalBatchPoint(samples, 512.0, False, f"critical-batch study rows.jsonl:{line}")
+                   for samples, line in ((400.0, 3), (800.0, 4)))
+    profile = run_profile(base, 0.8, points)
+    assert profile is not None and {piece.level for piece in profile.pieces} == {512.0}
+    assert {piece.measured for piece in profile.pieces} == {20.0}
+    plan = dataclasses.replace(inputs([bench(EAGER, batch, 0.001) for batch in (8, 16, 32, 64, 128)], [base]),
+                               critical_points=points)
+    rows = plan_rows(plan, PlanGrid((EAGER,), (1,), (16, 256), ("fixed", "auto")), "plan", steps_model(plan))
+    auto = next(row for row in rows if row.schedule == "auto")
+    assert [phase.global_batch for phase in auto.phases] == [16]
+
+
+def test_the_bench_rows_scatter_about_their_curve_is_drawn_for_each_row_and_cancels_at_the_runs_own_row():
+    """Rows at 16 .. 256 on a straight line in log-log but 32 at e^0.1 above it and 128 at e^0.1 below:
+    the scatter is the rows against their neighbours' line. A step at the base run's own batch is
+    its run's (the row's draw cancels in the efficiency); at another batch the two rows' draws are
+    its spread. Three rows measure no scatter."""
+    from trainspeed.plan.bench_scatter import bench_scatter
+    from trainspeed.plan.model import step_time
+
+    off = {32: np.exp(0.1), 128: np.exp(-0.1)}
+    benches = [bench(EAGER, batch, batch / (1000.0 * batch**0.5 * off.get(batch, 1.0))) for batch in (16, 32, 64, 128, 256)]
+    scatter = bench_scatter(benches, EAGER)
+    assert scatter is not None and scatter.residuals == 3
+    residuals = [0.1, 0.0, -0.1]  # 32, 64 and 128 against the line through their neighbours (64 on it)
+    expected = np.sqrt(sum(value**2 for value in residuals) / (3 * (1 + 0.5**2 + 0.5**2)))
+    assert scatter.log_sd == pytest.approx(expected)
+    assert bench_scatter(benches[:3], EAGER) is None
+    plan = inputs(benches, [run(startup_s=None)])
+    generator = np.random.default_rng(0)
+    own, other = step_time(plan, EAGER, 1, 64, generator), step_time(plan, EAGER, 1, 256, generator)
+    assert own.draws.min() == pytest.approx(own.draws.max())
+    low, high = np.percentile(other.draws, [2.5, 97.5])
+    assert high / low > np.exp(2 * 1.96 * expected)  # two rows' draws, each t-distributed
+    assert "scatter of cpu:eager:fp32's bench rows" in other.scatter
 
 
 def test_the_interval_holds_the_spread_of_the_start_up_of_the_runs_given():
@@ -433,3 +536,33 @@ def test_a_base_run_whose_batch_grew_is_refused_in_one_line_not_read_as_steps_of
                      "--devices", "1")
     assert "grew its batch (batch schedule auto: global batch 32 -> 64" in line
     assert "plan from a run that trained at one batch, or give a critical-batch study of it" in line
+
+
+def test_a_check_says_whether_its_measured_time_lies_inside_its_interval():
+    """The interval is what a check is read against: each check row records it (`inside`), and its
+    line says it, and that the interval was an extrapolated one's."""
+    from trainspeed.plan.check import check_line, inside
+    from trainspeed.plan.rows import PlanCheckRow
+
+    assert inside([10.0, 20.0], 20.0) is True and inside([10.0, 20.0], 21.0) is False and inside(None, 5.0) is None
+    row = PlanCheckRow(
+        plan_id="p", config="cpu:eager:fp32/1/256", target=EAGER, devices=1, global_batch=256, workload="mahjong",
+        size="tiny", until=GOAL, recommended=False, samples_per_s_pick=False, predicted_s=10.0,
+        predicted_s_ci95=[6.0, 30.0], measured_s=14.0, ratio=1.4, within=False, tolerance=0.25, predicted_steps=62.5,
+        measured_steps=80.0, predicted_step_s=0.1, measured_step_s=0.1, reached=True, seed=1000, run_dir="d",
+        command="c", inside=True, extrapolated=True)
+    assert "(ratio 1.40, outside ±25%, inside its 95% interval [6.0, 30.0] (extrapolated))" in check_line(row)
+
+
+def test_rows_of_plans_before_the_extrapolation_was_said_still_read():
+    """The committed plan and check rows have no `extrapolated` or `inside`: they read as not
+    extrapolated, and not assessed."""
+    from trainspeed.plan.report import PART
+    from trainspeed.plan.rows import PlanCheckRow, PlanRow
+    from trainspeed.report.reading import read_inputs
+
+    read = read_inputs([RESULTS / "plan_checks_gpt2.jsonl"], (PART,))
+    plans, checks = read.of(PlanRow), read.of(PlanCheckRow)
+    assert plans and checks
+    assert not any(found.row.extrapolated or found.row.extrapolated_why for found in plans)
+    assert all(found.row.inside is None and not found.row.extrapolated for found in checks)

@@ -255,10 +255,17 @@ def run_checks(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Pat
             reached=bool(record is not None and record.reached), seed=seed, run_dir=str(dirs[row.config]),
             schedule=row.schedule, batch_max=row.batch_max,
             batches=_batches_trained(summary) if row.schedule == "auto" else None,
+            inside=inside(row.predicted_s_ci95, measured_s), extrapolated=row.extrapolated,
             **summary.provenance(shown(*args)).fields_of(PlanCheckRow))
         print(check_line(check), flush=True)
         checked.append(check)
     return checked
+
+
+def inside(interval: Sequence[float] | None, measured_s: float) -> bool | None:
+    """Whether a check's measured seconds lie inside its prediction's 95% interval (ends included);
+    None where the prediction had none."""
+    return None if interval is None else interval[0] <= measured_s <= interval[1]
 
 
 def _batches_trained(summary: RunSummary) -> list[int] | None:
@@ -272,9 +279,13 @@ def _batches_trained(summary: RunSummary) -> list[int] | None:
 def check_line(row: PlanCheckRow) -> str:
     steps = "not reached" if row.measured_steps is None else f"{row.measured_steps:,.1f}"
     batches = f" (batches {' -> '.join(map(str, row.batches))})" if row.batches else ""
+    interval = ""
+    if row.predicted_s_ci95 is not None:
+        interval = (f", {'inside' if row.inside else 'outside'} its 95% interval [{row.predicted_s_ci95[0]:,.1f}, "
+                    f"{row.predicted_s_ci95[1]:,.1f}]{' (extrapolated)' if row.extrapolated else ''}")
     return (f"check {row.config}{batches}: measured {row.measured_s:,.1f} s, predicted {row.predicted_s:,.1f} s "
-            f"(ratio {row.ratio:.2f}, {'within' if row.within else 'outside'} ±{row.tolerance:.0%}); steps {steps} "
-            f"against {row.predicted_steps:,.1f} predicted")
+            f"(ratio {row.ratio:.2f}, {'within' if row.within else 'outside'} ±{row.tolerance:.0%}{interval}); "
+            f"steps {steps} against {row.predicted_steps:,.1f} predicted")
 
 
 def best_check_line(rows: Sequence[PlanCheckRow]) -> str | None:

@@ -26,16 +26,22 @@ a global batch held fixed or one that grows (`auto`, from B_min doubling up to B
   run trains and validates up to the first validation at or past the crossing, where it learns it
   met the goal (`stopping_point`).
 
-The interval draws every input that was measured more than once: the steps (the study's bootstrap
-draws, or an unresolved noise scale's two ends), the step time (the bench row's timed windows and
-the efficiency run's windows, each a median resampled), the start-up (the runs' values) and the
-validation (its pauses); the steps trained and the validations are counted in every draw, so the
-rounding to a validation does not collapse the interval while anything else varies. Where nothing
-varies the interval is one point, and the row says why. Nothing here imports torch.
+The interval is one for the run a check makes, and draws every input that varies between that run
+and the prediction: the steps of one run (`StepsModel.run_draws`: the study's bootstrap draws or
+the base run's noise scale near the goal, at one seed's scatter, and between the bounds any critical
+batch allows where the learning-rate rule was never tried near the batch, which the row calls
+`extrapolated`; `trainspeed.plan.steps_spread`), the step time (the bench row's timed windows and
+the efficiency run's windows, each a median resampled, and each bench row read at the scatter of
+its target's rows about their curve, `trainspeed.plan.bench_scatter`), the start-up (the runs'
+values) and the validation (its pauses); the steps trained and the validations are counted in
+every draw, so the rounding to a validation does not collapse the interval while anything else
+varies. Where nothing varies the interval is one point, and the row says why. Nothing here
+imports torch.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -45,6 +51,7 @@ import numpy as np
 
 from trainspeed.bench.results import ResultRow
 from trainspeed.machine import Machine
+from trainspeed.plan.bench_scatter import bench_scatter, row_factors
 from trainspeed.plan.compiles import AUTO_MICRO_BATCHES, compilations, micro_batches_of, slice_batch
 from trainspeed.plan.inputs import PlanInputs, bench_row
 from trainspeed.plan.rows import Compilation, Phase
@@ -77,13 +84,18 @@ class Efficiency:
     source: str
     run: TrainRun | None = None
     """The run it was measured by (its windows are its spread); None where assumed."""
+    bench: Read[ResultRow] | None = None
+    """The bench row it was measured against."""
 
-    def draws(self, generator: np.random.Generator) -> np.ndarray:
-        """The efficiency in every draw: the run's median window resampled, relative to its median."""
+    def draws(self, generator: np.random.Generator, inputs: PlanInputs | None = None) -> np.ndarray:
+        """The efficiency in every draw: the run's median window resampled, relative to its median,
+        over its bench row's own draw of the rows' scatter (`bench_scatter`) where `inputs` are given."""
         windows = steady_window_samples_per_s(self.run) if self.run is not None else []
-        if len(windows) < 2:
-            return np.full(DRAWS, self.value)
-        return self.value * resampled_medians(windows, generator, DRAWS) / statistics.median(windows)
+        spread = (resampled_medians(windows, generator, DRAWS) / statistics.median(windows) if len(windows) >= 2
+                  else np.ones(DRAWS))
+        if inputs is not None and self.bench is not None:
+            spread = spread * row_factors(self.bench, bench_scatter(inputs.bench, self.bench.row.target), DRAWS)
+        return self.value * spread
 
 
 def slice_bench(inputs: PlanInputs, target: str, batch: int, micro_batches: int) -> Read[ResultRow] | None:
@@ -92,8 +104,13 @@ def slice_bench(inputs: PlanInputs, target: str, batch: int, micro_batches: int)
     return bench_row(inputs, target, slice_batch(batch, micro_batches)) or bench_row(inputs, target, batch)
 
 
+def _run_bench(inputs: PlanInputs, run: TrainRun) -> Read[ResultRow] | None:
+    """The bench row a run's steps are measured against: its slice's, else its batch's."""
+    return slice_bench(inputs, run.row.target, run.row.batch_size_per_device, micro_batches_of(run))
+
+
 def _run_efficiency(inputs: PlanInputs, run: TrainRun) -> float | None:
-    bench = slice_bench(inputs, run.row.target, run.row.batch_size_per_device, micro_batches_of(run))
+    bench = _run_bench(inputs, run)
     per_device = (run.row.steady_samples_per_s or run.row.end_to_end_samples_per_s) / run.row.world_size
     return per_device / bench.row.samples_per_s if bench is not None and per_device > 0 else None  # type: ignore[operator]
 
@@ -113,12 +130,14 @@ def efficiency(inputs: PlanInputs, target: str, devices: int, batch: int) -> Eff
     if measured:
         run, value = nearest(measured)
         return Efficiency(value, f"{value:.2f} of the bench, measured by the {devices}-device run {run.source} "
-                                 f"({run.row.target}, {run.row.batch_size_per_device}/device)", run)
+                                 f"({run.row.target}, {run.row.batch_size_per_device}/device)", run,
+                          _run_bench(inputs, run))
     single = candidates(1)
     if single:
         run, value = nearest(single)
         return Efficiency(value, f"{value:.2f} of the bench from the 1-device run {run.source}, with perfect scaling to "
-                                 f"{devices} devices assumed (no {devices}-device run given)", run)
+                                 f"{devices} devices assumed (no {devices}-device run given)", run,
+                          _run_bench(inputs, run))
     return Efficiency(1.0, "the bench alone: no run measured data IO or scaling (assumed perfect)")
 
 
@@ -130,6 +149,8 @@ class StepTime:
     draws: np.ndarray
     source: str
     bench: Read[ResultRow]
+    scatter: str = ""
+    """The bench rows' scatter its draws hold (`bench_scatter`), or why none ("" where nothing to say)."""
 
 
 def step_time(inputs: PlanInputs, target: str, devices: int, batch: int, generator: np.random.Generator,
@@ -148,9 +169,14 @@ def step_time(inputs: PlanInputs, target: str, devices: int, batch: int, generat
         sliced = f" (a step of {batch} in {batch // piece} micro-batches of {piece})"
     elif piece != batch:
         sliced = f" (a step of {batch} in {batch // piece} micro-batches; no bench row at {piece}, so the whole batch's)"
-    return StepTime(_step_s(bench) * batches_per_step / scaling.value, bench_draws / scaling.draws(generator),
+    scatter = bench_scatter(inputs.bench, target)
+    bench_draws = bench_draws * row_factors(bench, scatter, DRAWS)
+    said = (scatter.source if scatter is not None else
+            f"the scatter of {target}'s bench rows not measured (fewer than four rows)")
+    return StepTime(_step_s(bench) * batches_per_step / scaling.value,
+                    bench_draws / scaling.draws(generator, inputs),
                     f"bench {bench.row.samples_per_s:,.1f} samples/s at {bench.row.batch_size}/device{sliced}; "
-                    f"efficiency {scaling.source}", bench)
+                    f"efficiency {scaling.source}", bench, said)
 
 
 @dataclass(frozen=True)
@@ -291,6 +317,8 @@ class Prediction:
     compilations: tuple[Compilation, ...] = ()
     interval_from: str = ""
     """What the interval draws, and why it is one point where it is."""
+    extrapolated: str | None = None
+    """Why its steps are extrapolated (a batch where the learning-rate rule was never tried); None where not."""
 
     @property
     def config(self) -> str:
@@ -337,19 +365,22 @@ def _trained_draws(phases: Sequence[Phase], ratio: np.ndarray, every: int) -> tu
 
 def predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: str, devices: int,
             global_batch: int) -> Prediction:
-    """A global batch held fixed."""
+    """A global batch held fixed: its steps drawn as one run's (`StepsModel.run_draws`), between the
+    bounds any critical batch allows where the learning-rate rule was never tried near it."""
     steps = model.steps(global_batch)
-    draws = model.step_draws(global_batch)
-    ratio = np.asarray(draws) / steps if draws is not None else np.ones(DRAWS)
-    return _predict(inputs, model, costs, target, devices, [Phase(global_batch, steps)], ratio,
-                    model.interval(global_batch), Prediction(target, devices, global_batch))
+    extrapolated = model.extrapolation([global_batch])
+    draws = model.run_draws(global_batch, extrapolated is not None)
+    return _predict(inputs, model, costs, target, devices, [Phase(global_batch, steps)], draws / steps,
+                    list(percentile_interval(draws)),
+                    Prediction(target, devices, global_batch, extrapolated=extrapolated))
 
 
 def predict_auto(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: str, devices: int,
                  batch_min: int, batch_max: int) -> Prediction:
     """A batch that starts at `batch_min` and doubles, up to `batch_max`, while the noise scale says
-    the doubled batch still scales (`steps.auto_phases`). Its steps spread as the fixed model's at its
-    samples-weighted mean batch."""
+    the doubled batch still scales (`steps.auto_phases`). Its steps spread as one fixed run's at its
+    samples-weighted mean batch; between the bounds any critical batch allows there where a batch
+    it reaches lies where the learning-rate rule was never tried."""
     base = Prediction(target, devices, batch_min, schedule="auto", batch_max=batch_max)
     segments = model.segments()
     if segments is None:
@@ -359,16 +390,16 @@ def predict_auto(inputs: PlanInputs, model: StepsModel, costs: Overheads, target
     samples = sum(phase.samples for phase in phases)
     steps = sum(phase.steps for phase in phases)
     mean_batch = samples / steps
-    draws = model.step_draws(mean_batch)
-    ratio = np.asarray(draws) / model.steps(mean_batch) if draws is not None else np.ones(DRAWS)
-    interval = model.interval(mean_batch)
-    steps_interval = [steps * end / model.steps(mean_batch) for end in interval] if interval else None
-    return _predict(inputs, model, costs, target, devices, phases, ratio, steps_interval, base)
+    extrapolated = model.extrapolation([phase.global_batch for phase in phases])
+    ratio = model.run_draws(mean_batch, extrapolated is not None) / model.steps(mean_batch)
+    steps_interval = [steps * end for end in percentile_interval(ratio)]
+    return _predict(inputs, model, costs, target, devices, phases, ratio, steps_interval,
+                    dataclasses.replace(base, extrapolated=extrapolated))
 
 
 def _missing(base: Prediction, why: str) -> Prediction:
     return Prediction(base.target, base.devices, base.global_batch, missing=why, schedule=base.schedule,
-                      batch_max=base.batch_max)
+                      batch_max=base.batch_max, extrapolated=base.extrapolated)
 
 
 def _predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: str, devices: int,
@@ -421,18 +452,21 @@ def _predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: st
         sources=(str(first.bench.source), model.source, overhead_from,
                  *([f"{len(unmeasured)} compilation(s) not measured, left out of the time"] if unmeasured else [])),
         bench=first.bench, schedule=base.schedule, batch_max=base.batch_max, phases=tuple(trained),
-        compilations=compiled, interval_from=_interval_from(model, costs, times, interval))
+        compilations=compiled, interval_from=_interval_from(model, costs, times, interval, base.extrapolated),
+        extrapolated=base.extrapolated)
 
 
 def _interval_from(model: StepsModel, costs: Overheads, times: dict[int, StepTime | None],
-                   interval: list[float]) -> str:
+                   interval: list[float], extrapolated: str | None = None) -> str:
     """What the interval drew and what it could not (measured once), and why it is one point where it is."""
     found = [item for item in times.values() if item is not None]
-    steps_vary = bool(model.draws) or model.bound is not None
+    steps_vary = model.varies or extrapolated is not None
     step_time_varies = any(float(item.draws.min()) < float(item.draws.max()) for item in found)
-    parts = [(model.spread, steps_vary),
-             ("the step time (the bench's timed windows, the efficiency run's windows)" if step_time_varies else
-              "the step time (one timed window, or all alike)", step_time_varies),
+    scatter = "; ".join(dict.fromkeys(item.scatter for item in found if item.scatter))
+    steps_said = model.spread + (f"; extrapolated: {extrapolated}" if extrapolated else "")
+    parts = [(steps_said, steps_vary),
+             (f"the step time (the bench's timed windows, the efficiency run's windows{'; ' + scatter if scatter else ''})"
+              if step_time_varies else "the step time (one timed window, or all alike)", step_time_varies),
              ("the start-up", "the start-up" in costs.spread), ("the validation", "the validation" in costs.spread)]
     drawn = [text for text, varies in parts if varies]
     once = [text for text, varies in parts if not varies]

@@ -101,7 +101,8 @@ def plan_rows(inputs: PlanInputs, grid: PlanGrid, command: str, model: StepsMode
             schedule=prediction.schedule, batch_max=prediction.batch_max,
             phases=list(prediction.phases) if known else None,
             compilations=list(prediction.compilations) if known else None,
-            interval_from=prediction.interval_from or None))
+            interval_from=prediction.interval_from or None, extrapolated=prediction.extrapolated is not None,
+            extrapolated_why=prediction.extrapolated))
     return rows
 
 
@@ -139,7 +140,8 @@ def table(rows: Sequence[PlanRow]) -> str:
         interval = (f" [{row.predicted_s_ci95[0]:,.1f}, {row.predicted_s_ci95[1]:,.1f}]" if row.predicted_s_ci95 else "")
         at_least = ">= " if unmeasured_compilations(row) else ""
         mark = ", ".join(name for name, on in (("recommended", row.recommended),
-                                              ("samples/s pick", row.samples_per_s_pick)) if on)
+                                              ("samples/s pick", row.samples_per_s_pick),
+                                              ("extrapolated", row.extrapolated)) if on)
         batches = (" (" + " → ".join(f"{phase.global_batch}" for phase in row.phases) + ")"
                    if row.schedule == "auto" and row.phases else "")
         lines.append(f"| {row.rank} | {row.config}{batches} | {at_least}{_seconds(row.predicted_s)}{interval} | "
@@ -163,6 +165,11 @@ def verdict(rows: Sequence[PlanRow], note: str | None = None) -> str:
             f"{source}\nstep time from {best.step_s_from}")
     if best.interval_from:
         text += f"\ninterval: {best.interval_from}"
+    predicted = [row for row in rows if row.status == "predicted"]
+    extrapolated = [row for row in predicted if row.extrapolated]
+    if extrapolated:
+        text += (f"\nextrapolated, {len(extrapolated)} of {len(predicted)} ({', '.join(row.config for row in extrapolated)}): "
+                 f"their steps are bounds, not predictions; {extrapolated[0].extrapolated_why}")
     for line in unmeasured_compilations(best):
         text += f"\nleft out of its time: {line}"
     if pick is best:

@@ -65,9 +65,13 @@ class PlanRow:
     predicted_s: Positive | None
     """Start-up and shutdown + compilation + steps trained x step time + validations x validation time."""
     predicted_s_ci95: PositiveInterval | None
-    """Over draws of the steps, the step time, the start-up and the validation (`interval_from`)."""
+    """Over draws of the steps of one run (the model's spread, a seed's, and the bounds of an
+    extrapolated batch), the step time (the bench's windows and the scatter of its rows, the
+    efficiency run's windows), the start-up and the validation (`interval_from`). Rows of plans
+    before the seeds and the extrapolation were drawn hold the model's mean steps only."""
     steps: Positive | None
     steps_ci95: PositiveInterval | None
+    """The steps of one run to the goal, drawn as in `predicted_s_ci95`."""
     steps_from: str
     """"fit of study X" (S_min (1 + B_crit / B)) or "noise scale of run X" (McCandlish's model)."""
     step_s: Positive | None
@@ -111,6 +115,13 @@ class PlanRow:
     """Every graph the run compiles ([] on an eager target; None in rows of plans that counted one)."""
     interval_from: str | None = None
     """What the interval draws (steps, step time, start-up, validation), and why it is one point where it is."""
+    extrapolated: bool = False
+    """True where the learning-rate rule was never tried near a batch the run trains at (outside a
+    study's batches, more than 2x from a base run's): the steps are then bounded only by perfect
+    scaling from the nearest batch tried and no gain over it, and the interval spans both (rows of
+    older plans: False, not assessed)."""
+    extrapolated_why: str | None = None
+    """Which batch lies where, in one line."""
 
 
 @dataclass(frozen=True)
@@ -155,3 +166,7 @@ class PlanCheckRow:
     batch_max: Batch | None = None
     batches: list[Batch] | None = None
     """auto: the global batches the run trained at, in order (its summary's switches)."""
+    inside: bool | None = None
+    """The measured seconds lie inside `predicted_s_ci95` (None: no interval, or a row of an older plan)."""
+    extrapolated: bool = False
+    """The plan row's `extrapolated`: its steps were bounded, not predicted (False in older rows)."""

@@ -190,6 +190,12 @@ def noise_near(run: TrainRun, step: int) -> NoiseReading | None:
     return None
 
 
+def noise_rows_near(run: TrainRun, step: float, share: float) -> list[NoiseScaleRecord]:
+    """The noise-scale rows of the run's first network in the last `share` of its steps up to
+    `step` (the goal's): the readings near the goal, whose spread the plan draws."""
+    return [row for row in _network_rows(run) if (1 - share) * step <= row.step <= step]
+
+
 @dataclass(frozen=True)
 class NoiseWindow:
     """One logged window of the base run as the profile of its noise scale reads it: its steps and

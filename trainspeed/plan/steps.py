@@ -29,7 +29,9 @@ set so that its weighted mean is the B_crit of the fixed model (`Profile.calibra
 and auto configurations are predicted from one model, and the auto one with its batch held
 fixed predicts what the fixed one does.
 
-Nothing here imports torch.
+How far one run's steps may lie from the model's (a seed's scatter, the model's own draws, and a
+batch where the learning-rate rule was never tried) is `trainspeed.plan.steps_spread`'s, drawn by
+`StepsModel.run_draws`. Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -39,16 +41,33 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import numpy as np
+
 from trainspeed.errors import UsageError
 from trainspeed.plan.inputs import CriticalBatchPoint, PlanInputs
 from trainspeed.plan.rows import Phase
-from trainspeed.plan.run_costs import NoiseReading, noise_near, noise_windows
+from trainspeed.plan.run_costs import NoiseReading, noise_near, noise_rows_near, noise_windows
+from trainspeed.plan.steps_spread import (
+    COMMITTED_STUDIES,
+    NEAR_BASE_RUN,
+    NEAR_GOAL_SHARE,
+    SeedSpread,
+    TriedBatches,
+    critical_batch_draws,
+    extrapolated_factors,
+    noise_scale_draws,
+    one_run_spread,
+    pooled_seed_spread,
+)
 from trainspeed.stats import StepsFit, percentile_interval
 from trainspeed.train.runs import TrainRun
 from trainspeed.train.time_to_target import parse_goal
 
 DRAWS = 2000
 """Draws of every prediction's interval (the study's fits keep as many)."""
+SEED = 1
+"""The generator of the draws the steps model makes itself (a base run's noise scale, a run's seed):
+the same draws at every batch and on every rerun."""
 
 
 @dataclass(frozen=True)
@@ -119,11 +138,20 @@ class StepsModel:
     """A line the verdict says (an unresolved noise scale and what was made of it)."""
     base_run: TrainRun | None = None
     """The run the steps were measured by (no study): its start-up and validations are the plan's too."""
+    seeds: SeedSpread | None = None
+    """How one run's steps scatter about the model's from seed to seed (None: not drawn)."""
+    tried: TriedBatches | None = None
+    """The batches the learning-rate rule was tried at from the start of a run (None: not known, and
+    nothing is called extrapolated)."""
+    draws_from: str = ""
+    """What `draws` are, as the interval's line says it."""
 
     def steps(self, batch: float) -> float:
         return self.fit.steps(batch)
 
     def interval(self, batch: float) -> list[float] | None:
+        """The model's own interval of the steps at `batch` (its draws, or an unresolved noise
+        scale's two ends): of the mean steps, not of one run's (`run_interval`)."""
         if self.bound is not None:
             return sorted([self.fit.steps(batch), self.bound.steps(batch)])
         if not self.draws:
@@ -140,13 +168,46 @@ class StepsModel:
             return None
         return [self.draws[index % len(self.draws)].steps(batch) for index in range(count)]
 
+    def run_draws(self, batch: float, extrapolated: bool = False, count: int = DRAWS) -> np.ndarray:
+        """The steps of the one run a check makes at `batch`, `count` draws: the model's own draws
+        (its value where it has none), each at one seed's scatter about them. `extrapolated`: the
+        batch tried nearest to it, so drawn, at the two bounds any critical batch allows from there
+        (perfect scaling, and no change), half the draws each."""
+        generator = np.random.default_rng(SEED)
+        seeds = self.seeds.factors(count, generator) if self.seeds is not None else np.ones(count)
+        if extrapolated and self.tried is not None:
+            anchor = self.tried.anchor(batch)
+            return self._own_draws(anchor, count) * seeds * extrapolated_factors(batch, anchor, count)
+        return self._own_draws(batch, count) * seeds
+
+    def _own_draws(self, batch: float, count: int) -> np.ndarray:
+        found = self.step_draws(batch, count)
+        return np.asarray(found, dtype=float) if found is not None else np.full(count, self.steps(batch))
+
+    def run_interval(self, batch: float, extrapolated: bool = False) -> list[float]:
+        return list(percentile_interval(self.run_draws(batch, extrapolated)))
+
+    def extrapolation(self, batches: Sequence[float]) -> str | None:
+        """Why the steps at these batches are extrapolated (the rule never tried near one); None
+        where they are not."""
+        return self.tried.extrapolation(batches) if self.tried is not None else None
+
+    @property
+    def varies(self) -> bool:
+        """Whether the steps of one run have a spread to draw."""
+        return bool(self.draws) or self.bound is not None or (self.seeds is not None and self.seeds.log_sd > 0)
+
     @property
     def spread(self) -> str:
         if self.bound is not None:
-            return "the steps (the two ends of the unresolved noise scale's bound)"
-        if self.draws:
-            return f"the steps ({len(self.draws):,} bootstrap draws of the study's fit)"
-        return "the steps (one run)"
+            own = "the two ends of the unresolved noise scale's bound"
+        elif self.draws:
+            own = self.draws_from or f"{len(self.draws):,} bootstrap draws of the study's fit"
+        else:
+            own = ""
+        seeds = f"one run's seed: {self.seeds.source}" if self.seeds is not None and self.seeds.log_sd > 0 else ""
+        parts = [part for part in (own, seeds) if part]
+        return f"the steps ({'; '.join(parts)})" if parts else "the steps (one run)"
 
     def segments(self) -> list[Segment] | None:
         """The run in optimal steps with its critical batch, calibrated to this model's S_min and
@@ -169,8 +230,12 @@ def steps_model(inputs: PlanInputs) -> StepsModel:
         fit = StepsFit(row.s_min, row.e_min)
         profile = next((found for found in (run_profile(run, threshold, inputs.critical_points) for run in goal_runs)
                         if found is not None), None)
+        seeds = pooled_seed_spread(inputs.study_batches, row.study_id) or dataclasses.replace(
+            COMMITTED_STUDIES, source=f"{COMMITTED_STUDIES.source}, assumed: the study's seeds are not among the inputs")
         return StepsModel(fit, [StepsFit(s, e) for s, e in row.draws],
-                          f"fit of study {row.study_id} ({inputs.fit.source}){borrowed}", profile=profile)
+                          f"fit of study {row.study_id} ({inputs.fit.source}){borrowed}", profile=profile, seeds=seeds,
+                          tried=TriedBatches(tuple(row.batches), 1.0, "the study's batches") if row.batches else None,
+                          draws_from=f"{len(row.draws):,} bootstrap draws of the study's fit")
     refusals = []
     for run in goal_runs:
         model = base_run_model(run, threshold, inputs.critical_points, borrowed)
@@ -222,32 +287,52 @@ def base_run_model(run: TrainRun, threshold: float, points: Sequence[CriticalBat
         return grew
     steps, batch = _crossing(run, threshold)
     point = critical_near(points, steps * batch)
+    generator = np.random.default_rng(SEED)
     if point is not None:  # one every batch tried still matched bounds it from below, as an unresolved noise scale
         reading = (NoiseReading(None, point.critical_batch, 0, f"the largest batch tried still matched: {point.source}")
                    if point.lower_bound else NoiseReading(point.critical_batch, None, 0, point.source))
         what = f"the critical batch {point.critical_batch:,.0f} near the goal ({point.source})"
+        drawn = None if point.lower_bound else critical_batch_draws(point.critical_batch, DRAWS, generator)
+        drawn_from = (f"the critical batch between {point.critical_batch:,.0f}, the largest batch its branches matched, "
+                      f"and the next, {2 * point.critical_batch:,.0f}")
     else:
         found = noise_near(run, run.row.time_to_target.step)  # type: ignore[union-attr]
         if found is None:
             return f"plan: run {run.source} met the goal but measured no noise scale: give a time-to-target study's rows"
         reading, what = found, f"B_noise {found.value or 0:,.0f} near the goal ({found.source})"
+        near = noise_rows_near(run, run.row.time_to_target.step, NEAR_GOAL_SHARE)  # type: ignore[union-attr]
+        drawn = noise_scale_draws(near, DRAWS, generator) if found.resolved else None
+        drawn_from = (f"B_noise from the {len(near)} noise-scale windows of the last quarter of the steps to the goal, "
+                      "each |G|^2 at its standard error")
     model = noise_model(steps, batch, reading, what,
                         f"through the {steps:,.1f} steps of run {run.source} at batch {batch} (no study: an estimate)"
-                        f"{borrowed}")
+                        f"{borrowed}", drawn, drawn_from)
     if isinstance(model, str):
         return f"plan: the noise scale of run {run.source} near its goal ({reading.source}) {model}"
-    return dataclasses.replace(model, profile=run_profile(run, threshold, points), base_run=run)
+    return dataclasses.replace(model, profile=run_profile(run, threshold, points), base_run=run, seeds=one_run_spread(),
+                               tried=TriedBatches((batch,), NEAR_BASE_RUN, "the base run's batch"))
 
 
-def noise_model(steps: float, batch: int, reading: NoiseReading, what: str, through: str) -> StepsModel | str:
+def through_run(steps: float, batch: int, b_noise: float) -> StepsFit:
+    """S(B) = S_min (1 + B_noise / B) through `steps` at `batch`; an infinite B_noise is perfect
+    scaling through them."""
+    if not math.isfinite(b_noise):
+        return StepsFit(0.0, steps * batch)
+    s_min = steps / (1 + b_noise / batch)
+    return StepsFit(s_min, s_min * b_noise)
+
+
+def noise_model(steps: float, batch: int, reading: NoiseReading, what: str, through: str,
+                drawn: np.ndarray | None = None, drawn_from: str = "") -> StepsModel | str:
     """S(B) = S_min (1 + B_noise / B) through `steps` at `batch`: S_min = steps / (1 + B_noise / batch),
-    E_min = S_min B_noise. An unresolved reading with a lower bound L predicts at L, bounded by
-    perfect scaling through the run (B_noise unbounded); one without a bound is the refusal's words."""
+    E_min = S_min B_noise; `drawn`, draws of B_noise, give the model's draws. An unresolved reading
+    with a lower bound L predicts at L, bounded by perfect scaling through the run (B_noise
+    unbounded); one without a bound is the refusal's words."""
     if reading.resolved and reading.value is not None and reading.value > 0:
-        b_noise = reading.value
-        s_min = steps / (1 + b_noise / batch)
-        return StepsModel(StepsFit(s_min, s_min * b_noise), [], f"McCandlish's model S_min (1 + B_noise / B) with "
-                          f"{what}, {through}")
+        draws = [through_run(steps, batch, float(value)) for value in drawn] if drawn is not None else []
+        return StepsModel(through_run(steps, batch, reading.value), draws,
+                          f"McCandlish's model S_min (1 + B_noise / B) with {what}, {through}",
+                          draws_from=drawn_from if draws else "")
     if reading.lower is None:
         return ("is unresolved (|G|^2 within its noise of 0) and bounds nothing, so it predicts no steps at another "
                 "batch; give a time-to-target study's rows, a critical-batch study's, or a run whose noise scale near "
@@ -263,21 +348,32 @@ def noise_model(steps: float, batch: int, reading: NoiseReading, what: str, thro
 
 
 def run_profile(run: TrainRun, threshold: float, points: Sequence[CriticalBatchPoint]) -> Profile | None:
-    """The critical batch's shape over the base run up to its crossing: the critical-batch rows'
-    points where given (each holding from its samples to the next point's), else the run's noise
-    scale window by window. An unresolved window takes its lower bound, or the value before it;
-    an `auto` run measuring it doubles its batch there (larger than any batch). None for a run
-    whose batch grew (its steps are not those of one batch)."""
+    """The critical batch's shape over the base run up to its crossing, and what an `auto` run
+    doubles on there: its noise scale window by window, an unresolved window larger than any batch
+    (`train --batch-schedule auto` reads its own noise scale, whatever rows the plan was given).
+    The shape is the critical-batch rows' points where given (each holding from its samples to the
+    next point's), else that noise scale, an unresolved window at its lower bound or the value
+    before it. With points and no noise-scale windows, the points are what auto doubles on too.
+    None for a run whose batch grew (its steps are not those of one batch)."""
     if grew_its_batch(run) is not None:
         return None
     steps, batch = _crossing(run, threshold)
+    windows = noise_windows(run, steps)
     if points:
         ordered = sorted(points, key=lambda point: point.samples)
-        edges = [0.0, *(point.samples / batch for point in ordered[1:]), steps]
-        pieces = [ProfilePiece(min(end, steps) - start, point.critical_batch, point.critical_batch)
-                  for point, start, end in zip(ordered, edges, edges[1:]) if min(end, steps) > start]
+        if not windows:
+            edges = [0.0, *(point.samples / batch for point in ordered[1:]), steps]
+            pieces = [ProfilePiece(min(end, steps) - start, point.critical_batch, point.critical_batch)
+                      for point, start, end in zip(ordered, edges, edges[1:]) if min(end, steps) > start]
+        else:
+            pieces, start = [], 0.0
+            for window in windows:
+                point = critical_near(ordered, start * batch)
+                assert point is not None
+                measured = window.reading.value if window.reading.resolved else math.inf
+                pieces.append(ProfilePiece(window.steps, point.critical_batch, measured))  # type: ignore[arg-type]
+                start += window.steps
         return Profile(batch, tuple(pieces), f"the {len(points)} critical-batch points of run {run.source}") if pieces else None
-    windows = noise_windows(run, steps)
     known = [window.reading.value or window.reading.lower for window in windows]
     if not windows or not any(known):
         return None
