@@ -8,6 +8,7 @@ plot` read each kind of row into its writer's dataclass and hand it to its write
 | `bench/port_check_report.py` | `xla-port-check` | `trainspeed check --out` |
 | `bench/data_feed_report.py` | `data-bench` | `trainspeed data bench` |
 | `train/report.py` | `train-summary` (`summary.json`; `train` and `val` rows only in a run's `metrics.jsonl`) | `trainspeed train` |
+| `train/tpu_report.py` | `bench` rows and run directories of a TPU device | the bench, the JAX peer, `trainspeed train` |
 | `evaluate/report.py` | `mahjong-eval`, `mahjong-agreement`, `mahjong-null-test` | `trainspeed eval ...`, the batch-size study |
 | each study's `report.py` | its own kinds (`scaling-run`, `batch-size-*`) | `trainspeed study NAME` |
 | `plan/report.py` | `plan`, `plan-check` | `trainspeed plan` |
@@ -35,6 +36,7 @@ from trainspeed.report.reading import read_inputs as read_with
 from trainspeed.studies import STUDIES
 from trainspeed.studies import report as studies_report
 from trainspeed.train import report as train_report
+from trainspeed.train import tpu_report
 
 PARTS: tuple[ReportPart, ...] = (
     bench_report.PART,
@@ -42,6 +44,7 @@ PARTS: tuple[ReportPart, ...] = (
     port_check_report.PART,
     data_feed_report.PART,
     train_report.PART,
+    tpu_report.PART,
     evaluate_report.PART,
     *(part for part in (study.report_part() for study in STUDIES.values()) if part is not None),
     plan_report.PART,
