@@ -111,6 +111,21 @@ def test_a_run_killed_and_resumed_ends_with_the_state_of_one_never_stopped(
     assert json.loads((killed / "summary.json").read_text())["last_step"] == 60
 
 
+def test_a_diverging_run_stops_at_its_first_non_finite_loss_with_no_checkpoint_of_it(
+        exported: Path, selfplay_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "diverged"
+    assert main(["train", "--exported", str(exported), "--data", str(selfplay_data), "--batch-size-per-device",
+                 str(BATCH), "--steps", "60", "--lr", "1e6", "--lr-scaling", "none", "--log-every", "5",
+                 "--checkpoint-every", "5", "--eval-every", "20", "--no-progress", "--out", str(run)]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    diverged_at = summary["diverged_at_step"]
+    assert diverged_at is not None and summary["last_step"] < 60
+    assert "diverged" in capsys.readouterr().out
+    saved = [int(path.stem.split("-")[1]) for path in (run / "checkpoints").glob("step-*.npz")]
+    assert all(step < diverged_at for step in saved)
+    assert main(["report", str(run), "--out", str(tmp_path / "report.html")]) == 0
+
+
 @pytest.mark.parametrize("flags, says", [
     (["--nproc", "2"], "--nproc/--nnodes is not for exported steps"),
     (["--batch-size-per-device", "48"], "batch size 48 was not exported"),

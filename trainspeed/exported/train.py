@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -138,22 +139,35 @@ def _keep_rows_until(run_dir: Path, step: int) -> None:
 
 @dataclass
 class Window:
-    """The logged window open now: its steps, host seconds, and losses summed on the device (read,
-    a sync, once when it closes)."""
+    """The logged window open now: its steps, host seconds, and each step's loss as the device
+    returned it (read, a sync, once: when the window closes, or before a pause)."""
 
     started: float
+    first_step: int
     steps: int = 0
     wait_s: float = 0.0
     h2d_s: float = 0.0
-    loss: Any = None
+    losses: list[Any] = field(default_factory=list)
     epoch: int = 0
 
     def add(self, loss: Any, wait_s: float, h2d_s: float, epoch: int) -> None:
-        self.loss = loss if self.loss is None else self.loss + loss
+        self.losses.append(loss)
         self.steps += 1
         self.wait_s += wait_s
         self.h2d_s += h2d_s
         self.epoch = epoch
+
+    def loss_values(self) -> list[float]:
+        import numpy as np
+
+        return [float(value) for value in np.asarray([np.asarray(loss) for loss in self.losses], dtype=np.float64)]
+
+    def first_non_finite_step(self, values: list[float] | None = None) -> int | None:
+        """The step (counted as steps done) whose loss was first NaN or infinite, or None."""
+        for index, value in enumerate(self.loss_values() if values is None else values):
+            if not math.isfinite(value):
+                return self.first_step + index + 1
+        return None
 
 
 @dataclass
@@ -197,6 +211,7 @@ class ExportedRun:
         self.validation: dict[str, float] | None = None
         self.last_loss: float | None = None
         self.compilations_logged = 0
+        self.diverged_at: int | None = None
         """Programs compiled up to the last window's row (each row counts its window's)."""
         self.wait_s = 0.0
         """Host seconds reading batches, and handing them to the device, over this invocation."""
@@ -269,10 +284,10 @@ class ExportedRun:
         import jax
 
         clock = LoopClock(started=time.perf_counter(), cpu_started=time.process_time())
-        window = Window(clock.started)
+        window = Window(clock.started, self.step)
         orders: dict[int, Any] = {}
         stop = False
-        while self.step < self.plan.total_steps and not stop:
+        while self.step < self.plan.total_steps and not stop and self.diverged_at is None:
             previous_samples = self.step_once(window, orders)
             if self.step - self.first_step == self.config.timing_warmup_steps:
                 jax.block_until_ready(self.state)
@@ -282,15 +297,19 @@ class ExportedRun:
             validate = self.due_for_validation(previous_samples) or (
                 self.step == self.plan.total_steps and self.plan.goal is not None)
             checkpoint = bool(self.config.checkpoint_every) and self.step % self.config.checkpoint_every == 0
-            if validate or checkpoint:
+            if (validate or checkpoint) and self.diverged_at is None:
                 stop = self.pause(clock, window, validate, checkpoint)
-        if window.steps:  # stopped at the goal inside a window
+        if window.steps:  # stopped at the goal (or diverged) inside a window
             self.close_window(window, clock)
         jax.block_until_ready(self.state)
         ended = time.perf_counter()
         wall = ended - clock.started
         self.totals.wall_s += wall
-        self.checkpoint()
+        if self.diverged_at is None:  # a diverged run's weights are no state to continue from
+            self.checkpoint()
+        else:
+            print(f"train: the training loss was not finite at step {self.diverged_at}; the run diverged there "
+                  "(a smaller --lr may train)", flush=True)
         return self._summary(wall, clock.paused, clock.steady_rate(ended, self.samples),
                              (time.process_time() - clock.cpu_started) / max(wall, 1e-9))
 
@@ -322,6 +341,9 @@ class ExportedRun:
 
         jax.block_until_ready(self.state)
         paused_at = time.perf_counter()
+        self.diverged_at = window.first_non_finite_step()
+        if self.diverged_at is not None:
+            return True  # neither a validation nor a checkpoint of diverged weights
         stop = False
         if validate:
             trained_s = self.totals.train_s + paused_at - window.started
@@ -343,13 +365,15 @@ class ExportedRun:
     def close_window(self, window: "Window", clock: "LoopClock") -> "Window":
         """Read the window's mean loss (the sync), count its seconds as trained, write its row;
         the next window."""
-        self.last_loss = float(window.loss) / window.steps
+        values = window.loss_values()
+        self.last_loss = sum(values) / len(values)
+        self.diverged_at = self.diverged_at or window.first_non_finite_step(values)
         now = time.perf_counter()
         self.wait_s += window.wait_s
         self.h2d_s += window.h2d_s
         self.totals.train_s += now - window.started
         self.write_row(self._window(window, now - window.started, now - clock.started - clock.paused))
-        return Window(now)
+        return Window(now, self.step)
 
     def _window(self, window: "Window", seconds: float, elapsed: float) -> WindowRecord:
         seconds = max(seconds, 1e-9)
@@ -392,7 +416,7 @@ class ExportedRun:
             torch_version=self.manifest.versions.get("torch", "none"), learning_rates=rates,
             workload_module=self.manifest.workload_module, workload_version=self.manifest.workload_version,
             workload_sha256=self.manifest.workload_sha256, cpu_s_per_wall_s=cpu_per_wall,
-            machine=self.machine.at_end(), time_to_target=time_to_target,
+            machine=self.machine.at_end(), time_to_target=time_to_target, diverged_at_step=self.diverged_at,
             data={"path": str(self.data.folder), "exported": str(self.steps.folder),
                   "exported_manifest_sha256": self.manifest_sha256, "device": jaxrt.device().device_kind},
         )
