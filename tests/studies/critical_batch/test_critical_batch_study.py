@@ -41,6 +41,7 @@ def test_every_point_s_branches_give_its_critical_batch_by_the_rule_its_row_stat
     assert (settings["metric"], settings["op"], settings["lr_rule"]) == ("loss", "<=", "sqrt")
     assert (settings["target"], settings["nproc"], settings["branch_runs"], settings["samples_spent"]) == \
         ("cpu:eager:fp32", 1, 8, 8 * 64)
+    assert settings["branch_processes"] == 1  # the smoke preset trains one branch at a time: all 8 in one process
     assert settings["time_to_target_samples"] is None and settings["fraction_of_time_to_target"] is None
     assert settings["fraction_of_base_run"] == pytest.approx(8 * 64 / 192) and settings["b_simple_curve"]
     branches = rows_of(rows, "critical-batch-branch")
@@ -73,6 +74,8 @@ def test_a_rerun_trains_nothing_again_and_the_report_draws_the_critical_batch(st
     assert main(["study", "critical-batch", "--preset", "smoke", "--from", str(tiny_run), *SMALLEST,
                  "--out", str(out), "--no-progress"]) == 0
     assert "trainspeed train" not in capsys.readouterr().out
+    assert [row["branch_processes"] for row in rows_of(out / "critical_batch.jsonl", "critical-batch-study-config")] \
+        == [1, 0]
     first, second = (rows_of(out / "critical_batch.jsonl", "critical-batch")[index::2] for index in (0, 1))
     assert [p["critical_batch"] for p in first] == [p["critical_batch"] for p in second]
     report = out / "report.html"

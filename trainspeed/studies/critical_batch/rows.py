@@ -64,6 +64,10 @@ class CriticalBatchSettingsRow:
     workload_version: str | None = None
     workload_sha256: str | None = None
     machine: Machine | None = None
+    branch_processes: int | None = None
+    """The processes this study started to train its branches, each trained one after another in
+    one of them (0: every branch was finished already; None: rows written before branches shared
+    processes, one process each)."""
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ run's. This study does that for any run of `trainspeed train` that kept its chec
 
 1. at each point of --at (a fraction of the base run's samples, or a step), the checkpoint at or
    just before it;
-2. from it, for each factor f (1 always) and seed, a branch (`trainspeed train --init-from`): its
-   networks and Adam moments, then `--branch-samples` samples at global batch B x f, at a constant
+2. from it, for each factor f (1 always) and seed, a branch (`trainspeed train --init-from`,
+   trained in one of up to --parallel-runs warm processes, `branch_workers.py`): its networks and
+   Adam moments, then `--branch-samples` samples at global batch B x f, at a constant
    learning rate, the base run's at that step times the base run's LR scaling rule's factor for f
    (sqrt(f) for sqrt, f for linear, 1 for none), without a new warm-up (the optimizer's moments
    carry on); every factor trains the same samples;
@@ -31,7 +32,6 @@ import argparse
 import dataclasses
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,8 @@ from typing import Any
 from trainspeed.data.sources import data_missing
 from trainspeed.errors import UsageError
 from trainspeed.rows import Provenance, append_row
-from trainspeed.studies.common import COMMAND_START_S, Progress, StudyFailed, no_progress, run_trainspeed, shown
+from trainspeed.studies.common import COMMAND_START_S, Progress, StudyFailed, no_progress, shown
+from trainspeed.studies.critical_batch.branch_workers import BranchJob, BranchRunner
 from trainspeed.studies.critical_batch.config import (
     DEFAULT_BRANCH_STEPS,
     PRESETS,
@@ -70,6 +71,8 @@ from trainspeed.user_files import FileRefused, read_regular
 STUDY_NAME = "critical-batch study"
 ESTIMATED_SAMPLES_PER_S = 1500.0
 """The estimate's training speed (tiny Mahjong on one core)."""
+BRANCH_START_S = 1.0
+"""Seconds a branch takes to start in a warm process (its checks, model, loaders, checkpoint)."""
 ROW_KINDS = tuple(row.KIND for row in (CriticalBatchSettingsRow, CriticalBatchBranchRow, CriticalBatchRow))
 KEEP_CHECKPOINTS = "--checkpoint-every K --keep-checkpoints 0"
 
@@ -376,13 +379,18 @@ def is_done(plan: StudyPlan, branch: Branch) -> bool:
             and plan.metric in (summary.validation or {}))
 
 
-def train(plan: StudyPlan, branch: Branch, progress: Progress) -> None:
-    """One branch, continued (`--resume`) where an earlier study left it, unless it finished."""
-    if not is_done(plan, branch):
-        args = train_command(plan.train_config(branch))
-        print(shown(*args), flush=True)
-        run_trainspeed(*args)
-    progress(1, f"critical batch: {branch.name}")
+def train_branches(plan: StudyPlan, progress: Progress) -> int:
+    """Every branch an earlier study did not finish, continued (`--resume`) where it left it, on up
+    to --parallel-runs warm processes (`branch_workers.py`); returns the processes started."""
+    to_train = []
+    for branch in plan.branches:
+        if is_done(plan, branch):
+            progress(1, f"critical batch: {branch.name}")
+        else:
+            to_train.append(BranchJob(branch.name, plan.train_config(branch)))
+    runner = BranchRunner(plan.config.parallel_runs, lambda job: progress(1, f"critical batch: {job.name}"))
+    runner.run(to_train)
+    return runner.processes
 
 
 def branch_row(study_id: str, plan: StudyPlan, branch: Branch) -> CriticalBatchBranchRow:
@@ -481,8 +489,7 @@ def run(config: CriticalBatchConfig, command: str, progress: Progress = no_progr
     plan = resolve_plan(config)
     study_id = f"critical-batch-{int(time.time())}"
     started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=config.parallel_runs) as pool:
-        list(pool.map(lambda branch: train(plan, branch, progress), plan.branches))
+    processes = train_branches(plan, progress)
     branches = [branch_row(study_id, plan, branch) for branch in plan.branches]
     points = [point_row(study_id, plan, point, [row for row in branches if row.step == point.step])
               for point in plan.points]
@@ -500,7 +507,7 @@ def run(config: CriticalBatchConfig, command: str, progress: Progress = no_progr
         time_to_target_samples=compared, fraction_of_time_to_target=None if not compared else spent / compared,
         total_s=time.perf_counter() - started,
         **Provenance(command=command, machine=branches[0].machine if branches else None, **plan.identity)
-        .fields_of(CriticalBatchSettingsRow))
+        .fields_of(CriticalBatchSettingsRow), branch_processes=processes)
     out = Path(config.out) / ROWS_FILE
     for row in [header, *branches, *points]:
         append_row(out, row)
@@ -535,9 +542,11 @@ def units(config: CriticalBatchConfig) -> int:
 
 
 def estimate_s(config: CriticalBatchConfig) -> float:
-    """Seconds on a 2-core CPU: a command's start and the branch's samples at ESTIMATED_SAMPLES_PER_S per branch."""
-    per_branch = COMMAND_START_S + (config.branch_samples or 0) / ESTIMATED_SAMPLES_PER_S
-    return units(config) * per_branch / config.parallel_runs
+    """Seconds on a 2-core CPU: a command's start per warm process, then per branch its start in
+    that process and its samples at ESTIMATED_SAMPLES_PER_S."""
+    processes = min(config.parallel_runs, units(config))
+    per_branch = BRANCH_START_S + (config.branch_samples or 0) / ESTIMATED_SAMPLES_PER_S
+    return COMMAND_START_S + units(config) * per_branch / processes
 
 
 def plan_lines(config: CriticalBatchConfig) -> list[str]:

@@ -1,0 +1,149 @@
+"""The branches of a critical-batch study trained in a few warm processes, not one process each.
+
+Each of up to `--parallel-runs` workers (`worker.py`) is started once, when a branch first needs it,
+and then trains branch after branch, handed their settings as JSON over a pipe. The imports and
+the workload module are paid for once per worker instead of once per branch, which on a small
+workload was most of a branch's cost. Each branch is still a one-rank `trainspeed train` with its
+own run directory, checks, lock and `--resume`, so what it writes, and a rerun's skipping of what
+is finished, are as they were.
+
+A branch that fails stops the study once the branches under way end (no new one starts); the error
+names the branch's command, as a failed command's did.
+"""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from trainspeed.safe_path import isolated_environment
+from trainspeed.studies.common import StudyFailed, child_environment, shown
+from trainspeed.studies.critical_batch.worker import WORKER_MODULE, Reply, read_reply, request_line
+from trainspeed.train.config import TrainConfig
+from trainspeed.train.flags import train_command
+
+LOG_LINES_SHOWN = 3
+"""Lines of a worker's output a failure shows where the worker itself died."""
+
+
+@dataclass(frozen=True)
+class BranchJob:
+    """One branch to train: its name (for the progress line) and its `trainspeed train` settings."""
+
+    name: str
+    config: TrainConfig
+
+    @property
+    def command(self) -> str:
+        return shown(*train_command(self.config))
+
+
+class BranchWorker:
+    """One warm process and the pipe to it; what it prints is kept in a temporary file."""
+
+    def __init__(self) -> None:
+        self.log = tempfile.TemporaryFile(mode="w+b")
+        self.process = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=self.log, text=True, encoding="utf-8",
+                                        env=isolated_environment(child_environment()))
+
+    def train(self, job: BranchJob) -> Reply:
+        """Hand over one branch and wait for its reply; a worker that died says so as exit 1 with its
+        last lines."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        try:
+            self.process.stdin.write(request_line(job.config.to_json()) + "\n")
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+            if line:
+                return read_reply(line)
+        except (BrokenPipeError, ValueError):
+            pass
+        code = self.process.wait()
+        return Reply(exit=code or 1, error=f"its process ended (exit {code}): {self.last_lines()}",
+                     pid=self.process.pid)
+
+    def last_lines(self) -> str:
+        self.log.seek(0)
+        lines = self.log.read().decode("utf-8", "replace").strip().splitlines()[-LOG_LINES_SHOWN:]
+        return " / ".join(lines) or "it printed nothing"
+
+    def close(self) -> None:
+        """End of input: the worker ends after the branch it trains, if any."""
+        if self.process.stdin is not None and not self.process.stdin.closed:
+            try:
+                self.process.stdin.close()
+            except BrokenPipeError:
+                pass
+        self.process.wait()
+        self.log.close()
+
+
+@dataclass
+class BranchRunner:
+    """Trains jobs on up to `workers` warm processes; `processes` counts those it started."""
+
+    workers: int
+    progress: Callable[[BranchJob], None] = lambda job: None
+    processes: int = 0
+    failures: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self, jobs: Iterable[BranchJob]) -> None:
+        """Every job, in order per worker; StudyFailed with the first failure once the jobs under
+        way ended."""
+        pending: queue.Queue[BranchJob] = queue.Queue()
+        for job in jobs:
+            pending.put(job)
+        threads = [threading.Thread(target=self._serve, args=(pending,), daemon=True)
+                   for _ in range(min(self.workers, pending.qsize()))]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                thread.join()
+        except BaseException:
+            self._stop.set()  # a Ctrl-C reached the workers too: each checkpoints its branch and stops
+            for thread in threads:
+                thread.join()
+            raise
+        if self.failures:
+            raise StudyFailed(self.failures[0])
+
+    def _serve(self, pending: queue.Queue[BranchJob]) -> None:
+        """One worker's share: the next job while there is one and nothing failed; the worker is
+        started here, at the first job, and ended here (it dies with the thread that started it)."""
+        worker: BranchWorker | None = None
+        try:
+            while not self._stop.is_set():
+                try:
+                    job = pending.get_nowait()
+                except queue.Empty:
+                    return
+                if worker is None:
+                    worker = BranchWorker()
+                    with self._lock:
+                        self.processes += 1
+                print(job.command, flush=True)
+                started = time.monotonic()
+                reply = worker.train(job)
+                if reply.exit != 0:
+                    self._fail(f"`{job.command}` failed (exit {reply.exit} after {time.monotonic() - started:.0f} s): "
+                               f"{reply.error}")
+                    return
+                self.progress(job)
+        finally:
+            if worker is not None:
+                worker.close()
+
+    def _fail(self, message: str) -> None:
+        with self._lock:
+            self.failures.append(message)
+        self._stop.set()
