@@ -109,7 +109,8 @@ class CriticalBatchConfig:
                                        default_text="the base run's")
     num_workers: int | None = flag_field(None, help="loader workers per rank", value_range=WORKERS,
                                          default_text="the base run's")
-    parallel_runs: int = flag_field(2, help="branches trained at once", value_range=PROCESSES)
+    parallel_runs: int = flag_field(2, help="branches trained at once, each in a warm process that trains one "
+                                    "branch after another", value_range=PROCESSES)
     val_samples: int | None = flag_field(None, help="validation samples of every branch, a multiple of every branch "
                                          "batch", value_range=POSITIVE, default_text="the whole validation split")
     compare_study: str | None = flag_field(None, help="a `study time-to-target` folder (or its rows) of the same "
