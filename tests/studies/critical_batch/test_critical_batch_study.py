@@ -84,6 +84,8 @@ def test_a_rerun_trains_nothing_again_and_the_report_draws_the_critical_batch(st
     for anchor in ("fig-critical-batch", "table-critical-batch-points", "table-critical-batch-branches",
                    "table-critical-batch-studies"):
         assert anchor in page
+    studies = page[page.index("table-critical-batch-studies"):page.index("table-critical-batch-points")]
+    assert "processes" in studies and "wall s" in studies  # what each study cost: its processes and its time
     assert main(["plot", str(out / "critical_batch.jsonl"), "--out", str(out / "figure")]) == 0
     assert (out / "figure.png").stat().st_size > 0 and (out / "figure.svg").stat().st_size > 0
 

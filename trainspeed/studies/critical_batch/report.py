@@ -61,11 +61,13 @@ def study_section(reads: Sequence[Read]) -> Section:
             "table-critical-batch-studies", "Each study: its base run, its branches, and the samples they spent",
             [("study", False), ("workload", False), ("base run", False), ("base batch", True), ("base samples", True),
              ("metric", False), ("LR rule", False), ("branch target", False), ("samples per branch", True),
-             ("branches", True), ("samples spent", True), ("as a fraction of", False)],
+             ("branches", True), ("processes", True), ("wall s", True), ("samples spent", True),
+             ("as a fraction of", False)],
             [[text(h.study_id), text(workload_label(h.workload, h.workload_sha256, h.size)), text(h.base_run),
               number(h.base_global_batch, "{:d}"), number(h.base_samples, "{:,d}"), text(f"val/{h.metric} ({h.op})"),
               text(h.lr_rule), text(f"{h.target} x{h.nproc}"), number(h.branch_samples, "{:,d}"),
-              number(h.branch_runs, "{:d}"), number(h.samples_spent, "{:,d}"), text(_spent(h))]
+              number(h.branch_runs, "{:d}"), number(h.branch_processes, "{:d}"), number(h.total_s, "{:,.0f}"),
+              number(h.samples_spent, "{:,d}"), text(_spent(h))]
              for h in (read.row for read in headers)], provenance(headers)))
     points = [read for read in reads if isinstance(read.row, CriticalBatchRow)]
     if points:
