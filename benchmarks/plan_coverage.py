@@ -1,0 +1,277 @@
+"""Every committed plan check, predicted again by today's plan from the committed inputs, beside
+what it measured: is the measured time inside the 95% interval, and within ±25% of the prediction?
+
+    python benchmarks/plan_coverage.py [--results docs/results] [--csv OUT.csv] [--md OUT.md]
+
+Each plan that made checks (`plan-check` rows in docs/results) is planned again here, without
+training anything, from the rows and run folders committed beside it (`CHECKED_PLANS`: the inputs
+of each, and the grid of its command). A plan whose own inputs were not all kept says which ones
+stand in for them. The checks of a plan none of whose inputs were kept are listed with the interval
+their row recorded and left out of today's coverage, with the reason. Reading JSONL and run folders
+only, it takes seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainspeed.atomic import atomic_write_text
+from trainspeed.plan.inputs import read_plan_inputs
+from trainspeed.plan.plan import PlanGrid, plan_rows
+from trainspeed.plan.rows import PlanRow
+from trainspeed.plan.steps import steps_model
+from trainspeed.stats import wilson_interval
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+TOLERANCE = 0.25
+EAGER, COMPILED = "cpu:eager:fp32", "cpu:compile:fp32"
+
+
+@dataclass(frozen=True)
+class CheckedPlan:
+    """One plan that ran checks: the file of its rows, its plan id, what it read (paths under the
+    results folder), its grid, and what differs from the inputs it had ("" where nothing does)."""
+
+    name: str
+    rows: str
+    plan_id: str
+    inputs: tuple[str, ...]
+    targets: tuple[str, ...]
+    devices: tuple[int, ...]
+    batches: tuple[int, ...] | None
+    schedules: tuple[str, ...]
+    note: str = ""
+
+
+def _runs(folder: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f"{folder}/{name}" for name in names)
+
+
+SUMMARY_ONLY = ("its short compiled run was kept as its summary.json alone (no metrics.jsonl): the plan reads "
+                "neither the run's micro-batches (its efficiency is taken against the whole batch's bench row) nor "
+                "its validation graph's compilation (not measured)")
+
+
+def _base_run(name: str, target: str, devices: tuple[int, ...], batches: tuple[int, ...], schedules: tuple[str, ...],
+              plan_id: str, runs: tuple[str, ...] = ()) -> CheckedPlan:
+    folder = f"plan_checks_{name}"
+    return CheckedPlan(f"{folder} ({'compiled' if target == COMPILED else 'eager'})", f"{folder}.jsonl", plan_id,
+                       (folder, f"{folder}/bench.jsonl", *runs), (target,), devices, batches, schedules,
+                       SUMMARY_ONLY if runs else "")
+
+
+UNKEPT = "the inputs of this pass (its base run, bench rows and short runs) were replaced by the later pass's"
+CHECKED_PLANS = (
+    _base_run("mahjong", EAGER, (1,), (32, 128, 2048), ("fixed", "auto"), "plan-1796383452"),
+    _base_run("mahjong", COMPILED, (1,), (32,), ("fixed",), "plan-1796383619",
+              ("plan_checks_mahjong/runs/ranks1-cpu-compile-fp32-b32",)),
+    _base_run("charlm", EAGER, (1,), (8, 32, 512), ("fixed", "auto"), "plan-1796383728"),
+    _base_run("charlm", COMPILED, (1,), (32,), ("fixed",), "plan-1796383851",
+              ("plan_checks_charlm/runs/ranks1-cpu-compile-fp32-b32",)),
+    _base_run("gpt2", EAGER, (1,), (8, 32, 128), ("fixed", "auto"), "plan-1796383949"),
+    _base_run("gpt2", COMPILED, (1,), (8,), ("fixed",), "plan-1796384135",
+              ("plan_checks_gpt2/runs/ranks1-cpu-compile-fp32-b8",)),
+    CheckedPlan("critical_batch_charlm_plan", "critical_batch_charlm_plan.jsonl", "plan-1796384833",
+                ("critical_batch_charlm_base", "critical_batch_charlm.jsonl", "plan_checks_charlm/bench.jsonl"),
+                (EAGER,), (1,), (8, 32, 512), ("fixed", "auto"),
+                "its own bench rows were not kept: those of plan_checks_charlm (the same machine, 18 minutes earlier) "
+                "stand in"),
+    CheckedPlan("critical_batch_gpt2_plan", "critical_batch_gpt2_plan.jsonl", "plan-1796385233",
+                ("critical_batch_gpt2_base", "critical_batch_gpt2.jsonl", "plan_checks_gpt2/bench.jsonl"),
+                (EAGER,), (1,), (8, 32, 128), ("fixed", "auto"),
+                "its own bench rows were not kept: those of plan_checks_gpt2 (the same machine, 21 minutes earlier) "
+                "stand in"),
+    CheckedPlan("plan_mahjong", "plan_mahjong.jsonl", "plan-1796282077",
+                ("plan_bench_mahjong.jsonl", *_runs("plan_mahjong/runs", (
+                    "ranks1-b128", "ranks1-b2048", "ranks1-b32", "ranks1-b512", "ranks2-b1024", "ranks2-b16",
+                    "ranks2-b256", "ranks2-b64")), "time_to_target_study_mahjong.jsonl"),
+                (EAGER, COMPILED), (1, 2), None, ("fixed",)),
+    CheckedPlan("plan_charlm", "plan_charlm.jsonl", "plan-1796282183",
+                ("plan_bench_charlm.jsonl", *_runs("plan_charlm/runs", (
+                    "ranks1-b128", "ranks1-b32", "ranks1-b512", "ranks1-b8", "ranks2-b16", "ranks2-b256", "ranks2-b4",
+                    "ranks2-b64")), "time_to_target_study_charlm.jsonl"),
+                (EAGER, COMPILED), (1, 2), None, ("fixed",)),
+    CheckedPlan("named_plan_gpt2", "named_plan_gpt2.jsonl", "plan-1796310241",
+                ("named_plan_bench_gpt2.jsonl", *_runs("named_plan_gpt2/runs", ("ranks1-b128", "ranks1-b32", "ranks1-b8")),
+                 "named_time_to_target_gpt2.jsonl"),
+                (EAGER, COMPILED), (1,), None, ("fixed",)),
+    *(CheckedPlan(f"plan_checks_warm_cache ({name})", "plan_checks_warm_cache.jsonl", plan_id, (), (COMPILED,), (1,),
+                  None, ("fixed",), f"not predicted again: {UNKEPT}; its check ran with torch.compile's on-disk cache "
+                                    "filled, which the plan does not model")
+      for name, plan_id in (("mahjong", "plan-1796358907"), ("charlm", "plan-1796359201"), ("gpt2", "plan-1796359553"))),
+)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """One check: what its row recorded, what today's plan predicts for it, and what it measured."""
+
+    plan: str
+    config: str
+    measured_s: float
+    recorded_s: float
+    recorded_ci95: list[float] | None
+    predicted_s: float | None
+    predicted_ci95: list[float] | None
+    extrapolated: bool
+    note: str
+
+    @property
+    def predicted_again(self) -> bool:
+        return self.predicted_s is not None
+
+    @property
+    def inside(self) -> bool | None:
+        interval = self.predicted_ci95 if self.predicted_again else None
+        return None if interval is None else interval[0] <= self.measured_s <= interval[1]
+
+    @property
+    def recorded_inside(self) -> bool | None:
+        interval = self.recorded_ci95
+        return None if interval is None else interval[0] <= self.measured_s <= interval[1]
+
+    @property
+    def ratio(self) -> float | None:
+        return self.measured_s / self.predicted_s if self.predicted_s else None
+
+    @property
+    def recorded_ratio(self) -> float:
+        return self.measured_s / self.recorded_s
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _planned(plan: CheckedPlan, results: Path) -> dict[str, PlanRow]:
+    inputs = read_plan_inputs([results / path for path in plan.inputs])
+    model = steps_model(inputs)
+    batches = plan.batches or tuple(inputs.settings.settings.global_batches)  # type: ignore[union-attr]
+    rows = plan_rows(inputs, PlanGrid(plan.targets, plan.devices, batches, plan.schedules), "plan_coverage", model)
+    return {row.config: row for row in rows if row.status == "predicted"}
+
+
+def coverage(results: Path = RESULTS) -> list[Coverage]:
+    found = []
+    for plan in CHECKED_PLANS:
+        checks = [record for record in _records(results / plan.rows)
+                  if record.get("kind") == "plan-check" and record.get("plan_id") == plan.plan_id]
+        today = _planned(plan, results) if plan.inputs else {}
+        for check in checks:
+            row = today.get(check["config"])
+            found.append(Coverage(
+                plan.name, check["config"], check["measured_s"], check["predicted_s"], check.get("predicted_s_ci95"),
+                row.predicted_s if row is not None else None, row.predicted_s_ci95 if row is not None else None,
+                bool(row is not None and row.extrapolated), plan.note))
+    return found
+
+
+FIELDS = ("plan", "config", "measured_s", "recorded_s", "recorded_lo", "recorded_hi", "recorded_inside",
+          "recorded_ratio", "predicted_s", "predicted_lo", "predicted_hi", "inside", "ratio", "within_25",
+          "extrapolated", "note")
+
+
+def _csv_row(item: Coverage) -> dict:
+    recorded = item.recorded_ci95 or [None, None]
+    predicted = item.predicted_ci95 or [None, None]
+    ratio = item.ratio
+    return {"plan": item.plan, "config": item.config, "measured_s": round(item.measured_s, 3),
+            "recorded_s": round(item.recorded_s, 3), "recorded_lo": _rounded(recorded[0]),
+            "recorded_hi": _rounded(recorded[1]), "recorded_inside": item.recorded_inside,
+            "recorded_ratio": round(item.recorded_ratio, 4), "predicted_s": _rounded(item.predicted_s),
+            "predicted_lo": _rounded(predicted[0]), "predicted_hi": _rounded(predicted[1]), "inside": item.inside,
+            "ratio": None if ratio is None else round(ratio, 4),
+            "within_25": None if ratio is None else abs(ratio - 1) <= TOLERANCE, "extrapolated": item.extrapolated,
+            "note": item.note}
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _seconds(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
+def _interval(interval: list[float] | None) -> str:
+    return "–" if not interval else f"[{interval[0]:,.1f}, {interval[1]:,.1f}]"
+
+
+def _yes(value: bool | None) -> str:
+    return "–" if value is None else ("yes" if value else "**no**")
+
+
+def share_line(what: str, hits: int, total: int) -> str:
+    low, high = wilson_interval(hits, total) if total else (0.0, 0.0)
+    return f"{what}: {hits} of {total} ({hits / total:.0%}; Wilson 95% [{low:.0%}, {high:.0%}])" if total else f"{what}: none"
+
+
+def _median_width(group: list[Coverage]) -> float:
+    return statistics.median(item.predicted_ci95[1] / item.predicted_ci95[0] for item in group)  # type: ignore[index]
+
+
+def markdown(found: list[Coverage]) -> str:
+    again = [item for item in found if item.predicted_again]
+    lines = [
+        "| plan | configuration | measured s | recorded: predicted s [95%], inside, ratio | today: predicted s [95%] | "
+        "inside | measured / predicted | within ±25% | extrapolated |",
+        "|---|---|---:|---|---|---|---:|---|---|"]
+    for item in found:
+        ratio = item.ratio
+        lines.append(
+            f"| {item.plan} | `{item.config}` | {item.measured_s:,.1f} | {_seconds(item.recorded_s)} "
+            f"{_interval(item.recorded_ci95)}, {_yes(item.recorded_inside)}, {item.recorded_ratio:.2f} | "
+            f"{_seconds(item.predicted_s)} {_interval(item.predicted_ci95)} | {_yes(item.inside)} | "
+            f"{'–' if ratio is None else f'{ratio:.2f}'} | "
+            f"{'–' if ratio is None else _yes(abs(ratio - 1) <= TOLERANCE)} | {'yes' if item.extrapolated else ''} |")
+    notes = sorted({(item.plan, item.note) for item in found if item.note})
+    lines += ["", *(f"- {plan}: {note}" for plan, note in notes), ""]
+    recorded = [item for item in found if item.recorded_ci95 is not None]
+    lines += [
+        share_line("- today's 95% intervals, checks predicted again: measured inside",
+                   sum(1 for item in again if item.inside), len(again)),
+        *(share_line(f"  - {what}: measured inside", sum(1 for item in group if item.inside), len(group))
+          + f"; median width, high / low: {_median_width(group):.2f}"
+          for what, group in (("not extrapolated", [item for item in again if not item.extrapolated]),
+                              ("extrapolated", [item for item in again if item.extrapolated])) if group),
+        share_line("- the same, counting the checks not predicted again as outside",
+                   sum(1 for item in again if item.inside), len(found)),
+        share_line("- the intervals the check rows recorded: measured inside",
+                   sum(1 for item in recorded if item.recorded_inside), len(recorded)),
+        share_line("- today's predictions within ±25% of the measured",
+                   sum(1 for item in again if abs(item.ratio - 1) <= TOLERANCE), len(again)),  # type: ignore[operator]
+        share_line("- the recorded predictions within ±25%",
+                   sum(1 for item in found if abs(item.recorded_ratio - 1) <= TOLERANCE), len(found))]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the folder of the committed rows")
+    parser.add_argument("--csv", type=Path, help="write the table as CSV here")
+    parser.add_argument("--md", type=Path, help="write the table as Markdown here (else to stdout)")
+    args = parser.parse_args(argv)
+    found = coverage(args.results)
+    table = markdown(found)
+    if args.csv is not None:
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=FIELDS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(_csv_row(item) for item in found)
+        atomic_write_text(args.csv, text.getvalue())
+    if args.md is not None:
+        atomic_write_text(args.md, table)
+    else:
+        sys.stdout.write(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
