@@ -75,7 +75,8 @@ def plan_section(plans: Sequence[Read[PlanRow]], checks: Sequence[Read[PlanCheck
     if checks:
         section.figures.append(figure_block(
             "fig-plan-check", "Measured against predicted seconds to the goal (whole `trainspeed train` command), "
-            "with the predictions' 95% intervals from the steps' bootstrap; the band is the tolerance",
+            "with the predictions' 95% intervals (rows of plans before they drew one run's steps hold the model's mean "
+            "steps only); the band is the tolerance",
             check_figure([read.row for read in checks]), list(checks)))
         section.tables.append(Table(
             "table-plan-check", "Every check: the configuration run to the goal, measured against predicted",

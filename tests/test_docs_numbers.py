@@ -1,0 +1,639 @@
+"""The numbers the pages on batch size print, recomputed from the committed rows they quote.
+
+Each claim below is one passage of docs/batch_schedule.md, docs/critical_batch.md or
+docs/time_to_target.md with its numbers formatted from the rows in docs/results: the test fails
+where the page's number is changed, and where the rows no longer give it. The pages' line breaks
+are read as spaces. Only JSON Lines, CSV and JSON files are read, so it takes well under a second.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import statistics
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from trainspeed.stats import t_quantile
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "docs" / "results"
+
+
+# --- reading the rows --------------------------------------------------------------------------------
+
+@cache
+def records(name: str) -> tuple[dict, ...]:
+    return tuple(json.loads(line) for line in (RESULTS / name).read_text().splitlines() if line.strip())
+
+
+def of_kind(name: str, kind: str) -> list[dict]:
+    return [record for record in records(name) if record.get("kind") == kind]
+
+
+def runs(series: str, config: str) -> list[dict]:
+    """The runs of one configuration of an auto-vs-fixed series, in seed order."""
+    found = [record["values"] for record in records(f"auto_vs_fixed_{series}.jsonl")
+             if record["values"].get("row") == "run" and record["values"]["config"] == config]
+    return sorted(found, key=lambda run: run["seed"])
+
+
+def mean_of(series: str, config: str, field: str) -> float:
+    return statistics.mean(run[field] for run in runs(series, config))
+
+
+def ratio_of_means(series: str, config: str, reference: str, field: str = "command_s") -> float:
+    return mean_of(series, config, field) / mean_of(series, reference, field)
+
+
+def seed_ratios(series: str, config: str, reference: str) -> list[float]:
+    by_seed = {run["seed"]: run["command_s"] for run in runs(series, reference)}
+    return [run["command_s"] / by_seed[run["seed"]] for run in runs(series, config)]
+
+
+def paired_interval(series: str, config: str, reference: str) -> tuple[float, float]:
+    """The paired 95% t interval of config / reference over seeds, on the ratio's logarithm."""
+    logs = [math.log(ratio) for ratio in seed_ratios(series, config, reference)]
+    half = t_quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    centre = statistics.mean(logs)
+    return math.exp(centre - half), math.exp(centre + half)
+
+
+def loads(series: str) -> tuple[float, float]:
+    values = [value for run in (record["values"] for record in records(f"auto_vs_fixed_{series}.jsonl"))
+              if run.get("row") == "run" for value in (run["load_before"], run["load_after"])]
+    return min(values), max(values)
+
+
+def study_batches(name: str) -> dict[int, dict]:
+    return {row["global_batch"]: row for row in of_kind(name, "time-to-target-study-batch")}
+
+
+def study_fit(name: str) -> dict:
+    (fit,) = of_kind(name, "time-to-target-study-fit")
+    return fit
+
+
+def critical(name: str) -> tuple[dict, list[dict], list[dict]]:
+    """A critical-batch study's settings row, its points and its branches."""
+    (settings,) = of_kind(name, "critical-batch-study-config")
+    return settings, of_kind(name, "critical-batch"), of_kind(name, "critical-batch-branch")
+
+
+def checks(name: str) -> dict[str, dict]:
+    return {row["config"]: row for row in of_kind(name, "plan-check")}
+
+
+@cache
+def coverage() -> tuple[dict, ...]:
+    with (RESULTS / "plan_coverage.csv").open(newline="") as handle:
+        return tuple(csv.DictReader(handle))
+
+
+def covered(plan: str, config: str) -> dict:
+    return next(row for row in coverage() if row["plan"] == plan and row["config"] == config)
+
+
+def bench_rate(name: str, target: str, batch: int) -> float:
+    return next(row["samples_per_s"] for row in of_kind(name, "bench")
+                if row["target"] == target and row["batch_size"] == batch and row["status"] == "ok")
+
+
+# --- formatting as the pages do ---------------------------------------------------------------------------
+
+def f1(value: float) -> str:
+    return f"{value:,.1f}"
+
+
+def f2(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def share(value: float) -> str:
+    return f"{value:.0%}"
+
+
+def interval1(low: float, high: float) -> str:
+    return f"[{f1(low)}, {f1(high)}]"
+
+
+def check_cells(row: dict) -> str:
+    """predicted s [95%] | measured s | ratio, as the checks' tables print them."""
+    low, high = row["predicted_s_ci95"]
+    ratio = f2(row["ratio"])
+    return f"{f1(row['predicted_s'])} {interval1(low, high)} | {f1(row['measured_s'])} | " + (
+        ratio if row["within"] else f"**{ratio}**")
+
+
+def today(plan: str, config: str, unit: str = "") -> str:
+    """Today's prediction of a check and its interval, from the coverage table."""
+    row = covered(plan, config)
+    return f"{f1(float(row['predicted_s']))}{unit} {interval1(float(row['predicted_lo']), float(row['predicted_hi']))}"
+
+
+def wilson(hits: int, total: int) -> str:
+    from trainspeed.stats import wilson_interval
+
+    low, high = wilson_interval(hits, total)
+    return f"[{share(low)}, {share(high)}]"
+
+
+# --- the claims ----------------------------------------------------------------------------------------
+
+BATCH_SCHEDULE = "batch_schedule.md"
+CRITICAL_BATCH = "critical_batch.md"
+TIME_TO_TARGET = "time_to_target.md"
+
+
+@dataclass(frozen=True)
+class Claim:
+    page: str
+    text: Callable[[], str]
+    """The passage as the page prints it, its numbers formatted from the rows."""
+
+
+def _mahjong_ratios(config: str, last: str) -> Callable[[], str]:
+    """A row's end in the Mahjong table: its last batch, command / best fixed, train_s / best fixed."""
+    def text() -> str:
+        command = f2(ratio_of_means("mahjong", config, "best-fixed-b32"))
+        command = f"**{command}**" if config == "auto" else command
+        return f"| {last} | {command} | {f2(ratio_of_means('mahjong', config, 'best-fixed-b32', 'train_s'))} |"
+    return text
+
+
+def _mahjong_b_simple() -> str:
+    rows = [json.loads(line) for line in (RESULTS / "auto_vs_fixed_mahjong_auto_run" / "metrics.jsonl").read_text().splitlines()]
+    noise = [row for row in rows if row["kind"] == "noise-scale"]
+    switches = [row for row in rows if row["kind"] == "batch-switch"]
+    start = statistics.median(row["b_simple_avg"] for row in noise[:3])
+    late = [row["b_simple_avg"] for row in noise if row["step"] > switches[1]["step"]]
+    return f"as B_simple grew from about {start:.0f} to {min(late):.0f}-{max(late):.0f}"
+
+
+def _study_rates() -> str:
+    runs_ = of_kind("time_to_target_study_mahjong.jsonl", "time-to-target-study-run")
+    best = study_batches("time_to_target_study_mahjong.jsonl")
+    rates = [next(run["end_to_end_samples_per_s"] for run in runs_ if run["global_batch"] == batch and run["seed"] == 0
+                  and run["lr_factor"] == best[batch]["best_lr_factor"]) for batch in (32, 128, 512)]
+    spread = max(rates) / min(rates) - 1
+    return (f"within about {share(spread)} the same at every batch from 32 to 512 (seed 0 at each batch's best rate "
+            f"in the study's runs: {rates[0]:,.0f}, {rates[1]:,.0f} and {rates[2]:,.0f} samples/s at 32, 128 and 512)")
+
+
+def _gpt2_best() -> str:
+    batches = study_batches("named_time_to_target_gpt2.jsonl")
+    fastest = min(batches.values(), key=lambda row: row["wall_s_mean"])
+    assert fastest["global_batch"] == 8 and fastest["best_lr_factor"] == 4
+    return (f"The study's fastest to the goal was batch 8 at LR factor 4 (0.002): a mean wall of "
+            f"{f1(fastest['wall_s_mean'])} s, against {f1(batches[32]['wall_s_mean'])} s for the runner-up, batch 32")
+
+
+def _paired() -> str:
+    ends = [paired_interval(*case) for case in (
+        ("mahjong", "auto", "best-fixed-b32"), ("mahjong_calibrated", "auto", "best-fixed-b32"),
+        ("charlm", "auto", "best-fixed-b32"), ("gpt2", "auto", "best-fixed-b32"), ("mahjong_2ranks", "auto", "fixed-b128"))]
+    shown = [f"[{f2(low)}, {f2(high)}]" for low, high in ends]
+    return (f"{shown[0]} and {shown[1]} on Mahjong (the two series), {shown[2]} on the char-LM example, {shown[3]} on "
+            f"hf:gpt2, and {shown[4]} on 2 ranks (against batch 128)")
+
+
+def _seed_range() -> str:
+    ratios = seed_ratios("mahjong", "auto", "best-fixed-b32") + seed_ratios("mahjong_calibrated", "auto", "best-fixed-b32")
+    return f"Seed by seed the ratio ranged from {f2(min(ratios))} to {f2(max(ratios))} on Mahjong"
+
+
+def _spread_between_seeds() -> str:
+    configs = {run["config"] for run in (record["values"] for record in records("auto_vs_fixed_mahjong.jsonl"))
+               if run.get("row") == "run"}
+    widest = max(max(run["command_s"] for run in runs("mahjong", config)) /
+                 min(run["command_s"] for run in runs("mahjong", config)) for config in configs)
+    low, high = loads("mahjong")
+    return (f"its load average was {low:.1f} to {high:.1f} in the first series (each row records it before and after its "
+            f"run, and the command's seconds vary up to {widest:.1f}x between seeds)")
+
+
+def _cb_loads_mahjong() -> str:
+    settings, _, branches = critical("critical_batch_mahjong.jsonl")
+    values = [value for row in branches for value in (row["machine"]["load_average_start"],
+                                                       row["machine"]["load_average_end"])]
+    return (f"(load average {settings['machine']['load_average_start']:.1f} at the start; {min(values):.2f} to "
+            f"{max(values):.2f} over the branches, as their rows record it)")
+
+
+def _cb_wall() -> str:
+    _, _, branches = critical("critical_batch_mahjong.jsonl")
+    return f"30 branches at global batch 64 to 1,024, whose rows' `wall_s` add up to {sum(row['wall_s'] for row in branches):,.0f} s"
+
+
+def _cb_goal_point() -> str:
+    _, points, _ = critical("critical_batch_mahjong.jsonl")
+    goal = points[-1]
+    first, last = goal["values"][0], goal["values"][-1]
+    worse = [a - b for a, b in zip(first, last)]
+    spread = abs(first[0] - first[1])
+    return (f"Its two factor-1 seeds differ by {spread:.3f} ({min(first):.3f} and {max(first):.3f}), and t(0.975, 1) = "
+            f"{t_quantile(0.975, 1):.1f} turns that into a tolerance of {goal['tolerance']:.3f}: every factor matched, and "
+            f"the point reads \"at least 1,024\", although batch 1,024 was worse than batch 64 on both seeds (by "
+            f"{min(worse):.3f} and {max(worse):.3f}; {statistics.mean(worse):.3f} in the mean)")
+
+
+def _cb_samples_mahjong() -> str:
+    settings, _, _ = critical("critical_batch_mahjong.jsonl")
+    spent, study, base = settings["samples_spent"], settings["time_to_target_samples"], settings["base_samples"]
+    return (f"Samples: {spent:,} in the branches, {spent / study:.1%} of the {study:,} the time-to-target study trained** "
+            f"(`fraction_of_time_to_target`; the goal is at most 25%). With the base run's {base:,} it is "
+            f"{(spent + base) / study:.1%}")
+
+
+def _cb_b_simple_mahjong() -> str:
+    _, points, _ = critical("critical_batch_mahjong_tolerance.jsonl")
+    values = [point["b_simple"] for point in points]
+    return (f"B_simple grows {' -> '.join(f'{value:.0f}' for value in values)} along the run, and stays below the critical "
+            f"batch** ({', '.join(f'{value / 512:.2f}x' for value in values)} of 512)")
+
+
+def _cb_against_study() -> str:
+    fit = study_fit("time_to_target_study_mahjong.jsonl")
+    low, high = fit["b_crit_ci95"]
+    return f"Against the study's B_crit {fit['b_crit']:.0f} [{low:.0f}, {high:.0f}]: 512, {512 / fit['b_crit']:.2f}x"
+
+
+def _tolerance(value: float) -> str:
+    return f"{value:.3f}" if value >= 0.01 else f"{value:.2g}"
+
+
+def _point_rows(name: str) -> str:
+    _, points, _ = critical(name)
+    lines = []
+    for point in points:
+        means = " / ".join(f"{mean:.3f}" for mean in point["means"])
+        at_least = "at least " if point["critical_at_least"] else ""
+        lines.append(f"| {point['step']}{' (the goal)' if point is points[-1] else ''}, {point['samples']:,} | {at_least}"
+                     f"{point['critical_batch']:,} ({_tolerance(point['tolerance'])}) |"
+                     + ("" if name != "critical_batch_mahjong.jsonl" else
+                        f" {of_kind('critical_batch_mahjong_tolerance.jsonl', 'critical-batch')[points.index(point)]['critical_batch']:,} |")
+                     + f" {point['b_simple']:.0f} | {means} |")
+    return " ".join(lines)
+
+
+def _cb_load_others() -> str:
+    values = []
+    for name in ("critical_batch_charlm.jsonl", "critical_batch_gpt2.jsonl"):
+        settings, _, branches = critical(name)
+        values += [value for row in (settings, *branches) for value in (row["machine"]["load_average_start"],
+                                                                        row["machine"]["load_average_end"])]
+    return f"(load average {min(values):.1f} to {max(values):.1f};"
+
+
+def _cb_b_simple_share() -> str:
+    shares = [point["b_simple"] / point["critical_batch"] for name in ("critical_batch_charlm.jsonl", "critical_batch_gpt2.jsonl")
+              for point in critical(name)[1]]
+    return f"B_simple stays far below it ({min(shares):.2f}x to {max(shares):.2f}x), as on Mahjong"
+
+
+def _against_fit(study: str, name: str) -> tuple[str, list[str]]:
+    """A study's B_crit [95%] and each point's critical batch with its ratio to it (two decimals
+    below 1, one above)."""
+    fit = study_fit(study)
+    low, high = fit["b_crit_ci95"]
+    ratios = []
+    for point in critical(name)[1]:
+        ratio = point["critical_batch"] / fit["b_crit"]
+        ratios.append(f"{point['critical_batch']:,} ({ratio:.2f}x)" if ratio < 1 else f"{point['critical_batch']:,} ({ratio:.1f}x)")
+    return f"{fit['b_crit']:.1f} [{low:.1f}, {high:.1f}]", ratios
+
+
+def _cb_against_studies() -> str:
+    charlm, (c1, c2, c3) = _against_fit("time_to_target_study_charlm.jsonl", "critical_batch_charlm.jsonl")
+    gpt2, (g1, g2, _) = _against_fit("named_time_to_target_gpt2.jsonl", "critical_batch_gpt2.jsonl")
+    return f"{charlm}: {c1} at a quarter of the run, then {c2} and {c3}. hf:gpt2's is {gpt2}: {g1}, then {g2} twice"
+
+
+def _cb_gpt2_worse() -> str:
+    goal = critical("critical_batch_gpt2.jsonl")[1][-1]
+    return (f"tolerance of {goal['tolerance']:.3f} in loss, so batches 32 and 64 matched although their means were "
+            f"{goal['worse_by'][2]:.3f} and {goal['worse_by'][3]:.3f} worse than batch 8's")
+
+
+def _cb_samples_others() -> str:
+    charlm, _, _ = critical("critical_batch_charlm.jsonl")
+    gpt2, _, branches = critical("critical_batch_gpt2.jsonl")
+    reached = [run["validated_step"] * run["global_batch"]
+               for run in of_kind("named_time_to_target_gpt2.jsonl", "time-to-target-study-run") if run["reached"]]
+    return (f"Samples: {charlm['samples_spent'] / charlm['time_to_target_samples']:.1%} of the char-LM study's "
+            f"({charlm['samples_spent']:,} of {charlm['time_to_target_samples']:,}), within the 25% goal; "
+            f"{gpt2['samples_spent'] / gpt2['time_to_target_samples']:.1%} of the hf:gpt2 study's ({gpt2['samples_spent']:,} "
+            f"of {gpt2['time_to_target_samples']:,}), not.** hf:gpt2's study was small (its runs met the goal in "
+            f"{min(reached):,} to {max(reached):,} samples, {sum(reached):,} in all), and its {len(branches)} branches of "
+            f"1,024 samples are {gpt2['samples_spent'] / sum(reached):.0%} of what it trained to the goal")
+
+
+def _cb_plan_row(name: str, config: str, alone: str, alone_config: str) -> Callable[[], str]:
+    def text() -> str:
+        row = checks(name)[config]
+        base = checks(alone)[alone_config]
+        return (f"`{config}` | {check_cells(row)} | {f1(row['predicted_steps'])} / {f1(row['measured_steps'])} | "
+                f"{f2(base['ratio'])} |")
+    return text
+
+
+def _study_table_row(name: str, batch: int) -> str:
+    row = study_batches(name)[batch]
+    steps = [value for value in row["steps_per_seed"]]
+    factors = sorted(float(factor) for factor in row["lr_sweep"])
+    shown = "-".join(f"{factor:g}" for factor in (factors[0], factors[-1]))
+    return (f"| {batch} | {row['best_lr_factor']:g} ({shown}) | {f1(row['steps_mean'])} [{f1(min(steps))}, "
+            f"{f1(max(steps))}] | {row['samples_mean']:,.0f} | {row['b_simple']:.0f} |")
+
+
+def _fit_row(name: str, label: str) -> str:
+    fit = study_fit(name)
+    (s_low, s_high), (e_low, e_high), (b_low, b_high) = fit["s_min_ci95"], fit["e_min_ci95"], fit["b_crit_ci95"]
+    return (f"| {label} | {f1(fit['s_min'])} [{f1(s_low)}, {f1(s_high)}] | {fit['e_min']:,.0f} [{e_low:,.0f}, "
+            f"{e_high:,.0f}] | **{fit['b_crit']:.0f} [{b_low:.0f}, {b_high:.0f}]** | {fit['b_simple']:.0f} | "
+            f"{fit['relative_rms']:.1%} |")
+
+
+def _b_simple_shares() -> str:
+    shares = [study_fit(name)["b_simple"] / study_fit(name)["b_crit"]
+              for name in ("time_to_target_study_mahjong.jsonl", "time_to_target_study_charlm.jsonl")]
+    return f"{f2(shares[0])}x on Mahjong, {f2(shares[1])}x on the char-LM example"
+
+
+def _older_check(name: str, config: str) -> Callable[[], str]:
+    def text() -> str:
+        row = checks(name)[config]
+        low, high = row["predicted_s_ci95"]
+        return (f"{f1(row['predicted_s'])} {interval1(low, high)} | {f1(row['measured_s'])} | {f2(row['ratio'])} | "
+                f"{f1(row['predicted_steps'])} | {f1(row['measured_steps'])} | {1e3 * row['predicted_step_s']:.1f} | "
+                f"{1e3 * row['measured_step_s']:.1f} |")
+    return text
+
+
+def _today_row(plan: str, config: str) -> Callable[[], str]:
+    def text() -> str:
+        return f"`{config}` | {today(plan, config)} |"
+    return text
+
+
+def _today_ratio(plan: str, config: str) -> Callable[[], str]:
+    def text() -> str:
+        row = covered(plan, config)
+        return f"| {f1(float(row['measured_s']))} | {f2(float(row['ratio']))} |"
+    return text
+
+
+def _today_ranges() -> str:
+    older = [row["ratio"] for name in ("plan_mahjong.jsonl", "plan_charlm.jsonl") for row in checks(name).values()]
+    now = [float(row["ratio"]) for row in coverage() if row["plan"] in ("plan_mahjong", "plan_charlm")]
+    return (f"All six are within ±25% under either model ({f2(min(older))}-{f2(max(older))} of the older predictions, "
+            f"{f2(min(now))}-{f2(max(now))} of today's)")
+
+
+def _plan_check_row(name: str, config: str) -> Callable[[], str]:
+    def text() -> str:
+        row = checks(name)[config]
+        return (f"`{config}` | {row['schedule']} ({' → '.join(map(str, row['batches'] or [row['global_batch']]))}) | {check_cells(row)} | "
+            f"{f1(row['predicted_steps'])} / {f1(row['measured_steps'])} | {1e3 * row['predicted_step_s']:.1f} / "
+            f"{1e3 * row['measured_step_s']:.1f} |")
+    return text
+
+
+def _misses() -> str:
+    rows = [checks("plan_checks_charlm.jsonl")["cpu:eager:fp32/1/8"],
+            checks("plan_checks_charlm.jsonl")["cpu:eager:fp32/1/auto:8..512"],
+            checks("plan_checks_gpt2.jsonl")["cpu:eager:fp32/1/32"]]
+    steps = ", ".join(f"{row['measured_steps']:.0f}" for row in rows[:2]) + f" and {rows[2]['measured_steps']:.0f}"
+    predicted = ", ".join(f"{row['predicted_steps']:.0f}" for row in rows[:2]) + f" and {rows[2]['predicted_steps']:.0f}"
+    step_ratio = [row["measured_steps"] / row["predicted_steps"] for row in rows]
+    time_ratio = [row["measured_step_s"] / row["predicted_step_s"] for row in rows]
+    return (f"mostly in the steps ({steps} against {predicted}: {f2(step_ratio[0])}x, {f2(step_ratio[1])}x and "
+            f"{f2(step_ratio[2])}x); the step time was {f2(time_ratio[0])}x the predicted on the char-LM batch 8, "
+            f"{f2(time_ratio[1])}x on its auto and {f2(time_ratio[2])}x on hf:gpt2's batch 32")
+
+
+def _slices() -> str:
+    rates = {name: (bench_rate(f"plan_checks_{name}/bench.jsonl", "cpu:eager:fp32", 4),
+                    bench_rate(f"plan_checks_{name}/bench.jsonl", "cpu:eager:fp32", 8)) for name in ("charlm", "gpt2")}
+    cost = {name: (2 * 4 / four) / (8 / eight) for name, (four, eight) in rates.items()}
+    return (f"costs {f2(cost['charlm'])}x one pass over 8 on the char-LM example ({f1(rates['charlm'][0])} against "
+            f"{f1(rates['charlm'][1])} samples/s) and {f2(cost['gpt2'])}x on hf:gpt2 ({f1(rates['gpt2'][0])} against "
+            f"{f1(rates['gpt2'][1])})")
+
+
+def _charlm_fit_steps() -> str:
+    fit = study_fit("time_to_target_study_charlm.jsonl")
+    return f"S(8) = {f1(fit['s_min'])} x (1 + {f1(fit['b_crit'])} / 8) = {fit['s_min'] * (1 + fit['b_crit'] / 8):.0f} steps"
+
+
+def _coverage_lines() -> str:
+    again = [row for row in coverage() if row["predicted_s"]]
+    inside = sum(row["inside"] == "True" for row in again)
+    plain = [row for row in again if row["extrapolated"] == "False"]
+    bounded = [row for row in again if row["extrapolated"] == "True"]
+
+    def width(rows: list[dict]) -> float:
+        return statistics.median(float(row["predicted_hi"]) / float(row["predicted_lo"]) for row in rows)
+
+    return (f"{inside} of {len(again)} measured times lie inside today's 95% intervals** (Wilson 95% "
+            f"{wilson(inside, len(again))}): {sum(row['inside'] == 'True' for row in plain)} of {len(plain)} not "
+            f"extrapolated, whose intervals are {f2(width(plain))}x wide (high over low, median), and "
+            f"{sum(row['inside'] == 'True' for row in bounded)} of {len(bounded)} extrapolated, {f2(width(bounded))}x wide. "
+            f"Counting the {len(coverage()) - len(again)} checks not predicted again as misses, {inside} of "
+            f"{len(coverage())} ({share(inside / len(coverage()))})")
+
+
+def _recorded_inside() -> str:
+    held = sum(row["recorded_inside"] == "True" for row in coverage())
+    return f"the intervals their rows recorded held {held} of {len(coverage())} measured times"
+
+
+def _within() -> str:
+    again = [row for row in coverage() if row["predicted_s"]]
+    return (f"Within ±25%: {sum(row['within_25'] == 'True' for row in again)} of {len(again)} of today's predictions** "
+            f"({sum(abs(float(row['recorded_ratio']) - 1) <= 0.25 for row in coverage())} of {len(coverage())} recorded)")
+
+
+def _outside() -> str:
+    ratio = {(row["plan"], row["config"]): f2(float(row["ratio"])) for row in coverage() if row["predicted_s"]}
+    return (f"at batch 8 ({ratio['plan_checks_charlm (eager)', 'cpu:eager:fp32/1/8']}) and its auto "
+            f"({ratio['plan_checks_charlm (eager)', 'cpu:eager:fp32/1/auto:8..512']}), hf:gpt2 at batch 32 from the noise "
+            f"scale ({ratio['plan_checks_gpt2 (eager)', 'cpu:eager:fp32/1/32']}) and from the critical-batch rows "
+            f"({ratio['critical_batch_gpt2_plan', 'cpu:eager:fp32/1/32']})")
+
+
+def _compiled_shift() -> str:
+    shifts = [float(row["predicted_s"]) / float(row["recorded_s"]) - 1 for row in coverage()
+              if row["plan"].startswith("plan_checks_") and "compiled" in row["plan"]]
+    return f"today's compiled predictions are {min(shifts) * 100:.0f}-{share(max(shifts))} above the recorded ones"
+
+
+def _one_run_range() -> str:
+    from trainspeed.plan.steps_spread import one_run_spread
+
+    spread = one_run_spread()
+    half = t_quantile(0.975, spread.degrees_of_freedom) * spread.log_sd
+    return f"own batch range from {math.exp(-half):.2f}x to {math.exp(half):.2f}x the run's"
+
+
+def _mahjong_bound() -> str:
+    return f"reads {today('plan_checks_mahjong (eager)', 'cpu:eager:fp32/1/128', ' s')}"
+
+
+CLAIMS: dict[str, Claim] = {
+    # docs/batch_schedule.md
+    "schedule: load and seeds' spread": Claim(BATCH_SCHEDULE, _spread_between_seeds),
+    **{f"schedule: mahjong {config}": Claim(BATCH_SCHEDULE, _mahjong_ratios(config, last)) for config, last in (
+        ("auto", "256"), ("auto-workload-lr", "256"), ("fixed-b128", "128"), ("default-b1024", "1,024"), ("adaptdl", "32"))},
+    "schedule: calibrated": Claim(BATCH_SCHEDULE, lambda: (
+        f"| 256, 512 | **{f2(ratio_of_means('mahjong_calibrated', 'auto-calibrated', 'best-fixed-b32'))}** |")),
+    "schedule: calibrated auto": Claim(BATCH_SCHEDULE, lambda: (
+        f"| 256 | **{f2(ratio_of_means('mahjong_calibrated', 'auto', 'best-fixed-b32'))}** |")),
+    "schedule: 2 ranks": Claim(BATCH_SCHEDULE, lambda: (
+        f"| 128, 512, 256 | **{f2(ratio_of_means('mahjong_2ranks', 'auto', 'fixed-b128'))}** | "
+        f"{f2(ratio_of_means('mahjong_2ranks', 'auto', 'fixed-b128', 'train_s'))} |")),
+    "schedule: 2 ranks, study's best": Claim(BATCH_SCHEDULE, lambda: (
+        f"| 32 | {f2(ratio_of_means('mahjong_2ranks', 'best-fixed-b32', 'fixed-b128'))} | "
+        f"{f2(ratio_of_means('mahjong_2ranks', 'best-fixed-b32', 'fixed-b128', 'train_s'))} |")),
+    "schedule: 2 ranks, in words": Claim(BATCH_SCHEDULE, lambda: (
+        f"{f2(ratio_of_means('mahjong_2ranks', 'auto', 'fixed-b128'))}x the best fixed batch there (128), "
+        f"{f2(ratio_of_means('mahjong_2ranks', 'auto', 'best-fixed-b32'))}x the study's best (32)")),
+    "schedule: charlm": Claim(BATCH_SCHEDULE, lambda: (
+        f"| 16 | **{f2(ratio_of_means('charlm', 'auto', 'best-fixed-b32'))}** |")),
+    "schedule: gpt2": Claim(BATCH_SCHEDULE, lambda: (
+        f"| 8 | **{f2(ratio_of_means('gpt2', 'auto', 'best-fixed-b32'))}** | "
+        f"{f2(ratio_of_means('gpt2', 'auto', 'best-fixed-b32', 'train_s'))} |")),
+    "schedule: gpt2's study's best": Claim(BATCH_SCHEDULE, _gpt2_best),
+    "schedule: gpt2 load": Claim(BATCH_SCHEDULE, lambda: "the load average was {:.1f} to {:.1f}.".format(*loads("gpt2"))),
+    "schedule: paired intervals": Claim(BATCH_SCHEDULE, _paired),
+    "schedule: seed by seed": Claim(BATCH_SCHEDULE, _seed_range),
+    "schedule: B_simple of the kept seed": Claim(BATCH_SCHEDULE, _mahjong_b_simple),
+    "schedule: cost per sample": Claim(BATCH_SCHEDULE, _study_rates),
+    "schedule: steps and samples": Claim(BATCH_SCHEDULE, lambda: (
+        f"the samples of batch 32 (32,768) in {share(mean_of('mahjong', 'auto', 'steps') / 1024)} of its steps (1,024), "
+        f"and fewer samples than batch 128 (40,960) in "
+        f"{share(mean_of('mahjong', 'auto', 'steps') / mean_of('mahjong', 'fixed-b128', 'steps') - 1)} more steps")),
+    "schedule: workload's rate": Claim(BATCH_SCHEDULE, lambda: (
+        f"auto needed {ratio_of_means('mahjong', 'auto-workload-lr', 'best-fixed-b32', 'samples'):.1f}x the samples and "
+        f"{f2(ratio_of_means('mahjong', 'auto-workload-lr', 'best-fixed-b32'))}x the time")),
+    "schedule: default batch": Claim(BATCH_SCHEDULE, lambda: (
+        f"The default batch (1,024) took {ratio_of_means('mahjong', 'default-b1024', 'best-fixed-b32'):.1f}x as long**: "
+        f"{mean_of('mahjong', 'default-b1024', 'samples'):,.0f} samples, "
+        f"{ratio_of_means('mahjong', 'default-b1024', 'best-fixed-b32', 'samples'):.1f}x those of batch 32")),
+    "schedule: charlm steps": Claim(BATCH_SCHEDULE, lambda: (
+        f"needed {mean_of('charlm', 'auto', 'samples'):,.0f} samples where batch 32 needed 10,240, in "
+        f"{ratio_of_means('charlm', 'auto', 'best-fixed-b32', 'steps'):.1f}x the steps")),
+    "schedule: the training split": Claim(BATCH_SCHEDULE, lambda: (
+        f"the goal came after {mean_of('mahjong', 'adaptdl', 'samples'):,.0f} samples, within the first pass over the "
+        f"training split (its "
+        f"{json.loads((RESULTS / 'plan_checks_mahjong' / 'summary.json').read_text())['data']['samples']:,} samples")),
+    # docs/critical_batch.md
+    "critical: loads": Claim(CRITICAL_BATCH, _cb_loads_mahjong),
+    "critical: branch seconds": Claim(CRITICAL_BATCH, _cb_wall),
+    "critical: the goal's point": Claim(CRITICAL_BATCH, _cb_goal_point),
+    "critical: samples, mahjong": Claim(CRITICAL_BATCH, _cb_samples_mahjong),
+    "critical: B_simple, mahjong": Claim(CRITICAL_BATCH, _cb_b_simple_mahjong),
+    "critical: against the study": Claim(CRITICAL_BATCH, _cb_against_study),
+    "critical: mahjong points": Claim(CRITICAL_BATCH, lambda: _point_rows("critical_batch_mahjong.jsonl")),
+    "critical: charlm points": Claim(CRITICAL_BATCH, lambda: _point_rows("critical_batch_charlm.jsonl")),
+    "critical: gpt2 points": Claim(CRITICAL_BATCH, lambda: _point_rows("critical_batch_gpt2.jsonl")),
+    "critical: loads, charlm and gpt2": Claim(CRITICAL_BATCH, _cb_load_others),
+    "critical: B_simple against it": Claim(CRITICAL_BATCH, _cb_b_simple_share),
+    "critical: against the studies": Claim(CRITICAL_BATCH, _cb_against_studies),
+    "critical: gpt2's tolerance": Claim(CRITICAL_BATCH, _cb_gpt2_worse),
+    "critical: samples, charlm and gpt2": Claim(CRITICAL_BATCH, _cb_samples_others),
+    "critical: plan, charlm 8": Claim(CRITICAL_BATCH, _cb_plan_row(
+        "critical_batch_charlm_plan.jsonl", "cpu:eager:fp32/1/8", "plan_checks_charlm.jsonl", "cpu:eager:fp32/1/8")),
+    "critical: plan, charlm auto": Claim(CRITICAL_BATCH, _cb_plan_row(
+        "critical_batch_charlm_plan.jsonl", "cpu:eager:fp32/1/auto:8..512", "plan_checks_charlm.jsonl",
+        "cpu:eager:fp32/1/auto:8..512")),
+    "critical: plan, gpt2 32": Claim(CRITICAL_BATCH, _cb_plan_row(
+        "critical_batch_gpt2_plan.jsonl", "cpu:eager:fp32/1/32", "plan_checks_gpt2.jsonl", "cpu:eager:fp32/1/32")),
+    "critical: plan, gpt2 auto": Claim(CRITICAL_BATCH, _cb_plan_row(
+        "critical_batch_gpt2_plan.jsonl", "cpu:eager:fp32/1/auto:8..128", "plan_checks_gpt2.jsonl",
+        "cpu:eager:fp32/1/auto:8..128")),
+    "critical: today's": Claim(CRITICAL_BATCH, lambda: (
+        f"{today('critical_batch_charlm_plan', 'cpu:eager:fp32/1/8', ' s')} for the char-LM batch 8 and its auto, "
+        f"{today('critical_batch_gpt2_plan', 'cpu:eager:fp32/1/32', ' s')} for hf:gpt2's batch 32, "
+        f"{today('critical_batch_gpt2_plan', 'cpu:eager:fp32/1/auto:8..128', ' s')} for its auto")),
+    "critical: today's auto": Claim(CRITICAL_BATCH, lambda: (
+        f"hf:gpt2's auto stays at 8 "
+        f"({f2(float(covered('critical_batch_gpt2_plan', 'cpu:eager:fp32/1/auto:8..128')['ratio']))}x of its measured time)")),
+    # docs/time_to_target.md
+    **{f"time: study, mahjong {batch}": Claim(TIME_TO_TARGET, lambda batch=batch: _study_table_row(
+        "time_to_target_study_mahjong.jsonl", batch)) for batch in (32, 128, 512, 2048)},
+    **{f"time: study, charlm {batch}": Claim(TIME_TO_TARGET, lambda batch=batch: _study_table_row(
+        "time_to_target_study_charlm.jsonl", batch)) for batch in (8, 32, 128, 512)},
+    "time: fit, mahjong": Claim(TIME_TO_TARGET, lambda: _fit_row("time_to_target_study_mahjong.jsonl", "tiny Mahjong")),
+    "time: B_simple against B_crit": Claim(TIME_TO_TARGET, _b_simple_shares),
+    **{f"time: older check {config}": Claim(TIME_TO_TARGET, _older_check(name, config)) for name, config in (
+        ("plan_mahjong.jsonl", "cpu:eager:fp32/2/128"), ("plan_mahjong.jsonl", "cpu:eager:fp32/2/512"),
+        ("plan_mahjong.jsonl", "cpu:compile:fp32/1/512"), ("plan_charlm.jsonl", "cpu:eager:fp32/1/8"),
+        ("plan_charlm.jsonl", "cpu:eager:fp32/2/512"), ("plan_charlm.jsonl", "cpu:compile:fp32/1/128"))},
+    **{f"time: today {plan} {config}": Claim(TIME_TO_TARGET, _today_row(plan, config)) for plan, config in (
+        ("plan_mahjong", "cpu:eager:fp32/2/128"), ("plan_mahjong", "cpu:eager:fp32/2/512"),
+        ("plan_mahjong", "cpu:compile:fp32/1/512"), ("plan_charlm", "cpu:eager:fp32/1/8"),
+        ("plan_charlm", "cpu:eager:fp32/2/512"), ("plan_charlm", "cpu:compile:fp32/1/128"))},
+    **{f"time: today's ratio {plan} {config}": Claim(TIME_TO_TARGET, _today_ratio(plan, config)) for plan, config in (
+        ("plan_mahjong", "cpu:eager:fp32/2/128"), ("plan_mahjong", "cpu:compile:fp32/1/512"),
+        ("plan_charlm", "cpu:eager:fp32/1/8"), ("plan_charlm", "cpu:compile:fp32/1/128"))},
+    "time: ranges": Claim(TIME_TO_TARGET, _today_ranges),
+    "time: samples/s pick": Claim(TIME_TO_TARGET, lambda: (
+        "which took {:.2f}x as long to the goal: {:.1f} s against {:.1f} s".format(
+            checks("plan_charlm.jsonl")["cpu:eager:fp32/2/512"]["measured_s"]
+            / checks("plan_charlm.jsonl")["cpu:eager:fp32/1/8"]["measured_s"],
+            checks("plan_charlm.jsonl")["cpu:eager:fp32/2/512"]["measured_s"],
+            checks("plan_charlm.jsonl")["cpu:eager:fp32/1/8"]["measured_s"]))),
+    **{f"time: plan check {config}": Claim(TIME_TO_TARGET, _plan_check_row(f"plan_checks_{name}.jsonl", config))
+       for name, config in (("mahjong", "cpu:eager:fp32/1/128"), ("mahjong", "cpu:eager:fp32/1/auto:32..2048"),
+                            ("mahjong", "cpu:compile:fp32/1/32"), ("charlm", "cpu:eager:fp32/1/8"),
+                            ("charlm", "cpu:eager:fp32/1/auto:8..512"), ("charlm", "cpu:compile:fp32/1/32"),
+                            ("gpt2", "cpu:eager:fp32/1/32"), ("gpt2", "cpu:eager:fp32/1/auto:8..128"),
+                            ("gpt2", "cpu:compile:fp32/1/8"))},
+    "time: compiled within": Claim(TIME_TO_TARGET, lambda: "Compiled: 3 of 3 within ±25%** ({})".format(", ".join(
+        f2(checks(f"plan_checks_{name}.jsonl")[config]["ratio"]) for name, config in (
+            ("mahjong", "cpu:compile:fp32/1/32"), ("charlm", "cpu:compile:fp32/1/32"), ("gpt2", "cpu:compile:fp32/1/8"))))),
+    "time: the misses": Claim(TIME_TO_TARGET, _misses),
+    "time: the char-LM auto's batches": Claim(TIME_TO_TARGET, lambda: "its auto, which went {}: {}.".format(
+        " → ".join(map(str, checks("plan_checks_charlm.jsonl")["cpu:eager:fp32/1/auto:8..512"]["batches"])),
+        f2(checks("plan_checks_charlm.jsonl")["cpu:eager:fp32/1/auto:8..512"]["ratio"]))),
+    "time: the char-LM fit at 8": Claim(TIME_TO_TARGET, _charlm_fit_steps),
+    "time: micro-batches": Claim(TIME_TO_TARGET, _slices),
+    "time: warm cache": Claim(TIME_TO_TARGET, lambda: (
+        "The checks then took {} (Mahjong, whose validation graph was not yet measured), **{}** (char-LM) and **{}** "
+        "(hf:gpt2) of their predictions").format(*(f2(row["ratio"]) for row in of_kind(
+            "plan_checks_warm_cache.jsonl", "plan-check")))),
+    "time: coverage": Claim(TIME_TO_TARGET, _coverage_lines),
+    "time: recorded coverage": Claim(TIME_TO_TARGET, _recorded_inside),
+    "time: within 25%": Claim(TIME_TO_TARGET, _within),
+    "time: outside 25%": Claim(TIME_TO_TARGET, _outside),
+    "time: compiled shift": Claim(TIME_TO_TARGET, _compiled_shift),
+    "time: one run's range": Claim(TIME_TO_TARGET, _one_run_range),
+    "time: an extrapolated bound": Claim(TIME_TO_TARGET, _mahjong_bound),
+}
+
+
+@cache
+def page(name: str) -> str:
+    return re.sub(r"\s+", " ", (ROOT / "docs" / name).read_text())
+
+
+@pytest.mark.parametrize("name", sorted(CLAIMS))
+def test_the_page_prints_what_its_rows_give(name: str) -> None:
+    claim = CLAIMS[name]
+    expected = re.sub(r"\s+", " ", claim.text())
+    assert expected in page(claim.page), f"docs/{claim.page} does not print, as its rows give: {expected!r}"
+
+
+def test_a_number_changed_on_a_page_is_found() -> None:
+    """The check reads the page as it is: a passage whose number differs is not there."""
+    claim = CLAIMS["schedule: gpt2"]
+    text = re.sub(r"\s+", " ", claim.text())
+    changed = text.replace("0.70", "0.71")
+    assert text in page(claim.page) and changed != text and changed not in page(claim.page)
