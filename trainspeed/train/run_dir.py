@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from trainspeed.atomic import atomic_write_text, check_writable_directory
@@ -69,6 +70,19 @@ class RunDirectory:
         for path in leftovers:
             path.unlink(missing_ok=True)
         return leftovers
+
+    @contextlib.contextmanager
+    def taken(self, fresh: bool) -> Iterator[None]:
+        """The directory held for this run while the block lasts: checked to hold nothing of another
+        writer and to be writable before the lock file is made, then locked, its interrupted writes
+        removed, and, for a `fresh` run, refused where it holds a run already."""
+        self.check_holds_nothing_else()
+        self.check_writable()
+        with self.lock():
+            self.remove_interrupted_writes()
+            if fresh:
+                self.check_fresh()
+            yield
 
     # --- fresh runs and resumes ---------------------------------------------------------------------
     def check_fresh(self) -> None:

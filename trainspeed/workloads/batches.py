@@ -3,7 +3,7 @@
 By the workload protocol a real dataset's batches have the keys, dtypes and per-sample shapes of
 the workload's synthetic batch. Two places rely on it: a remote server, which checks every tensor
 header against that layout before it accepts a byte (`serve/batches.py`), and the trainer, which
-checks its loader's first batch before any rank starts (`train/launch.py`). Both call
+checks its loader's first batch before any rank starts (`train/launch_plan.py`). Both call
 `tensor_problem` here, so a loader whose dtypes differ is refused in one line up front, locally as
 remotely, instead of training locally and failing on a server after its model is built.
 """

@@ -286,7 +286,7 @@ def resolve_plan(config: CriticalBatchConfig) -> StudyPlan:
     """The plan of the study, every setting checked as `trainspeed train` checks it, before anything
     is written: the base run, its points' checkpoints, the factors, budgets and the branch folders."""
     from trainspeed.train.evaluation import metric_names
-    from trainspeed.train.launch import check_runnable
+    from trainspeed.train.launch_plan import resolve_launch
     from trainspeed.train.validation_split import check_validation_split
     from trainspeed.workloads import get_workload, resolve_size
     from trainspeed.workloads.identity import identify
@@ -310,7 +310,7 @@ def resolve_plan(config: CriticalBatchConfig) -> StudyPlan:
                      points=points, identity=identify(workload).row_fields(), time_to_target_samples=compared)
     largest = Branch(points[0], max(config.all_factors), 0)
     try:
-        resolved, _, _ = check_runnable(plan.train_config(largest))
+        resolved = resolve_launch(plan.train_config(largest)).config
         check_validation_split(resolved, workload, f"each branch is judged by its validation {metric}")
     except UsageError as error:
         raise _refused(str(error)) from None
@@ -345,7 +345,7 @@ def _check_settings(config: CriticalBatchConfig, base: Base) -> None:
 def _check_runs_dir(plan: StudyPlan) -> None:
     """The branches' folder is a folder, and each branch folder already there holds that very branch
     (the study continues it), never a run of other settings or anyone's files."""
-    from trainspeed.train.launch import resolve_workload_settings
+    from trainspeed.train.launch_plan import resolve_workload_settings
     from trainspeed.workloads import get_workload
 
     runs = plan.config.runs
