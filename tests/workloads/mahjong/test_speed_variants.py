@@ -10,10 +10,11 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from trainspeed.errors import UsageError
 from trainspeed.workloads import get_workload
-from trainspeed.workloads.mahjong.model import SIZES, MahjongPolicy, policy_config
+from trainspeed.workloads.mahjong.model import SIZES, MahjongPolicy, policy_config, segment_softmax
 
 # Switches that run on the host CPU; sdpa-efficient and sdpa-cudnn exist only on CUDA.
-HOST_SWITCHES = ["bf16-stream", "pad-matmuls", "attn-sdpa-math", "attn-sdpa-flash", "attn-explicit"]
+HOST_SWITCHES = ["bf16-stream", "pad-matmuls", "attn-sdpa-math", "attn-sdpa-flash", "attn-explicit",
+                 "attn-packed-heads"]
 CUDA_ONLY_SWITCHES = ["attn-sdpa-efficient", "attn-sdpa-cudnn"]
 EXACT_IN_FP32 = {"bf16-stream"}  # the same ops in the same order without autocast
 
@@ -71,6 +72,39 @@ def test_switches_compute_the_same_function_in_fp32(switch):
     torch.testing.assert_close(loss1, loss0, rtol=1e-5, atol=1e-6)
     for name in grads0:
         torch.testing.assert_close(grads1[name], grads0[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_packed_heads_in_several_groups_compute_the_same_function_in_fp32():
+    """Heads of 64 packed in pairs, two groups of them (Mahjong base's heads; tiny's two heads of
+    32 make one group): the same logits, loss and gradients as one head at a time."""
+    plain, variant = _models("small+attn-packed-heads")
+    batch = _batch(batch_size=4)
+    logits0, loss0, grads0 = _run(plain, batch)
+    logits1, loss1, grads1 = _run(variant, batch)
+    torch.testing.assert_close(logits1, logits0, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(loss1, loss0, rtol=1e-5, atol=1e-6)
+    for name in grads0:
+        torch.testing.assert_close(grads1[name], grads0[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_segment_softmax_is_a_softmax_per_segment_each_shifted_by_its_own_maximum():
+    """One segment's scores 200 above the other's: a shift shared by both would underflow the
+    lower segment to 0/0."""
+    scores = torch.randn(3, 5, 2 * 34)
+    scores[..., :34] += 200.0
+    expected = scores.view(3, 5, 2, 34).softmax(dim=-1).view(3, 5, 68)
+    torch.testing.assert_close(segment_softmax(scores, 2), expected)
+    torch.testing.assert_close(segment_softmax(scores[..., :34], 1), scores[..., :34].softmax(dim=-1))
+
+
+def test_a_variant_takes_switches_after_its_name():
+    packed = policy_config("base-fast+attn-packed-heads")
+    assert packed.bf16_stream and packed.pad_matmuls and packed.attention == "packed-heads"
+    assert policy_config("base+attn-packed-heads").attention == "packed-heads"
+    workload = get_workload("mahjong")
+    assert workload.flops_per_sample("base-fast+attn-packed-heads") == workload.flops_per_sample("base")
+    with pytest.raises(UsageError, match="unknown switch 'fp8'"):
+        policy_config("base-fast+fp8")
 
 
 def _relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:

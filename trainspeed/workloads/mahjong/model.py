@@ -41,7 +41,9 @@ PADDED_ACTIONS = 128
 PADDED_FEATURES = 96
 """The embedding's inputs with `pad_matmuls`: the next multiple of 16 above the 86 features."""
 
-ATTENTION_KINDS = ("sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "explicit")
+ATTENTION_KINDS = ("sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "explicit", "packed-heads")
+LANES = 128
+"""A TPU vector register's lanes: the minor dimension of XLA's (8, 128) memory tiles."""
 SDPA_BACKENDS = {
     "sdpa-math": SDPBackend.MATH,
     "sdpa-flash": SDPBackend.FLASH_ATTENTION,
@@ -67,7 +69,10 @@ class PolicyConfig:
     """"sdpa": PyTorch picks the scaled-dot-product backend (flash attention first on CUDA);
     "sdpa-math" / "sdpa-flash" / "sdpa-efficient" / "sdpa-cudnn": only that backend (an error
     where it cannot run); "explicit": q @ k^T, softmax, @ v written out (a compiler fuses the
-    scale and softmax; nothing is padded to a kernel's tile of 64 or 128 tokens)."""
+    scale and softmax; nothing is padded to a kernel's tile of 64 or 128 tokens); "packed-heads":
+    heads packed side by side into 128-lane groups, each group's scores and outputs one matmul
+    against block-diagonal keys and values (`SelfAttention._attend_packed`; measured slower than
+    the default on a TPU v5e, docs/tpu.md)."""
     pad_matmuls: bool = False
     """Pad the head's 82 outputs to 128 (the padded logits are dropped before the mask and the
     loss) and the embedding's 86 inputs to 96 with zeros, so both matmuls have aligned shapes.
@@ -105,8 +110,11 @@ VARIANTS: dict[str, str] = {
 
 
 def policy_config(size: str) -> PolicyConfig:
-    """A size name, a named variant, or a size followed by switches joined by `+`."""
-    name, *switches = VARIANTS.get(size, size).split("+")
+    """A size name or a named variant, optionally followed by switches joined by `+`
+    (`base-fast+attn-packed-heads`)."""
+    first, *more = size.split("+")
+    name, *switches = VARIANTS.get(first, first).split("+")
+    switches += more
     if name not in SIZES:
         choices = ", ".join([*SIZES, *VARIANTS])
         raise UsageError(f"unknown mahjong size {size!r}; choose one of {choices}, optionally with +switches")
@@ -141,6 +149,32 @@ class StreamLayerNorm(nn.LayerNorm):
             return torch.addcmul(self.bias.to(x.dtype), normalized, self.weight.to(x.dtype))
 
 
+def heads_per_group(heads: int, dim: int) -> int:
+    """The most heads of `dim` that divide `heads` and fit side by side in `LANES` (at least one)."""
+    return max(size for size in range(1, heads + 1) if heads % size == 0 and size * dim <= max(LANES, dim))
+
+
+def segment_softmax(scores: torch.Tensor, segments: int) -> torch.Tensor:
+    """Softmax over each of `segments` equal runs of the last dimension, computed in that layout:
+    masked maxima and sums instead of a view that splits the last dimension, which XLA would copy
+    into another tiling. Each run is shifted by its own maximum, as softmax is."""
+    length = scores.shape[-1] // segments
+    owner = torch.arange(segments * length, device=scores.device) // length
+    masks = [owner == segment for segment in range(segments)]
+    maxima = [scores.masked_fill(~mask, float("-inf")).amax(dim=-1, keepdim=True) for mask in masks]
+    exps = torch.exp(scores - _per_segment(masks, maxima).detach())
+    sums = [exps.masked_fill(~mask, 0.0).sum(dim=-1, keepdim=True) for mask in masks]
+    return exps / _per_segment(masks, sums)
+
+
+def _per_segment(masks: list[torch.Tensor], values: list[torch.Tensor]) -> torch.Tensor:
+    """Each segment's value (one per row) spread over that segment's positions."""
+    spread = values[-1]
+    for mask, value in zip(masks[:-1], values[:-1]):
+        spread = torch.where(mask, value, spread)
+    return spread
+
+
 class SelfAttention(nn.Module):
     def __init__(self, config: PolicyConfig) -> None:
         super().__init__()
@@ -162,9 +196,38 @@ class SelfAttention(nn.Module):
         with sdpa_kernel(SDPA_BACKENDS[self.attention]):
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=False)
 
+    def _attend_packed(self, qkv: torch.Tensor) -> torch.Tensor:
+        """Attention over heads packed side by side into `LANES`-wide groups (two heads of 64 for
+        Mahjong base), computed per (sample, group) instead of per (sample, head).
+
+        Each group's keys and values become block-diagonal: a row per (head, key), zero outside
+        that head's lanes. One matmul of the group's queries with them gives every head's scores
+        side by side, (queries, heads x keys), and one of the softmax weights with the values
+        gives the heads' outputs already in their lanes: the tiles hold 68 of 128 score lanes
+        and 128 of 128 output lanes, where one head's hold 34 and 64. The zeros add nothing to
+        any sum, so the function is the same; the FLOPs reported stay the model's own count."""
+        batch, tokens, width = qkv.shape[0], qkv.shape[1], qkv.shape[2] // 3
+        dim = width // self.heads
+        group = heads_per_group(self.heads, dim)
+        groups, lanes = self.heads // group, group * dim
+        q, k, v = (t.view(batch, tokens, groups, lanes).transpose(1, 2) for t in qkv.split(width, dim=2))
+        head_of_lane = torch.arange(lanes, device=qkv.device) // dim
+        zero = qkv.new_zeros(())
+        k_rows = torch.cat([torch.where(head_of_lane == head, k, zero) for head in range(group)], dim=2)
+        v_rows = torch.cat([torch.where(head_of_lane == head, v, zero) for head in range(group)], dim=2)
+        scores = torch.einsum("bgqc,bgkc->bgqk", q, k_rows) * dim**-0.5  # (B, groups, Tq, group x Tk)
+        weights = segment_softmax(scores, group)
+        if self.training and self.dropout:
+            weights = F.dropout(weights, p=self.dropout)
+        y = torch.einsum("bgqk,bgkc->bqgc", weights, v_rows)  # (B, Tq, groups, lanes)
+        return y.reshape(batch, tokens, width)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, tokens, width = x.shape
-        q, k, v = self.qkv(x).split(width, dim=2)
+        qkv = self.qkv(x)
+        if self.attention == "packed-heads":
+            return self.proj(self._attend_packed(qkv))
+        q, k, v = qkv.split(width, dim=2)
         q, k, v = (t.view(batch, tokens, self.heads, width // self.heads).transpose(1, 2) for t in (q, k, v))
         y = self._attend(q, k, v)
         return self.proj(y.transpose(1, 2).reshape(batch, tokens, width))
