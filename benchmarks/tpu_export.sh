@@ -12,10 +12,16 @@ export_once() {  # folder, then the export's flags
     local folder=$1; shift
     [ -e ".tpu/$folder" ] || "$TRAINSPEED" export --platform tpu --initial-state drawn --out ".tpu/$folder" "$@"
 }
-mkdir -p .tpu
+mkdir -p .tpu/attention
 export_once mahjong_base_fp32 --workload mahjong --size base --target jax:jit:fp32 --batch-sizes 2^6..2^12
 export_once mahjong_base_bf16 --workload mahjong --size base --target jax:jit:bf16 --batch-sizes 2^6..2^12
 export_once mahjong_base_fast_bf16 --workload mahjong --size base-fast --target jax:jit:bf16 --batch-sizes 64,256,1024,4096
+# the attention layout switch beside the step it changes (tpu_session.sh attention)
+export_once attention/base_fast_bf16 --workload mahjong --size base-fast --target jax:jit:bf16 --batch-sizes 64,1024,4096
+export_once attention/base_fast_packed_bf16 --workload mahjong --size base-fast+attn-packed-heads --target jax:jit:bf16 \
+    --batch-sizes 64,1024,4096
+export_once attention/base_fp32 --workload mahjong --size base --target jax:jit:fp32 --batch-sizes 4096
+export_once attention/base_packed_fp32 --workload mahjong --size base+attn-packed-heads --target jax:jit:fp32 --batch-sizes 4096
 export_once hf_gpt2_bf16 --workload hf:gpt2 --size base --target jax:jit:bf16 --batch-sizes 8,16,32
 export_once timm_resnet50_bf16 --workload timm:resnet50 --size base --target jax:jit:bf16 --batch-sizes 32,64,128
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --implementation cp \

@@ -9,6 +9,10 @@
 #        leaves the next model its time, and the rows of the sizes measured before it
 #   bash benchmarks/tpu_session.sh profile OUT_DIR   Mahjong base fp32 and bf16 at batch 64, 1024 and 4096
 #        traced (benchmarks/tpu_profile.py): summary.{json,md} and the raw HLO and traces as a tar.gz
+#   bash benchmarks/tpu_session.sh attention OUT_DIR Mahjong base-fast bf16 beside base-fast+attn-packed-heads at
+#        64, 1024 and 4096, then fp32 base beside base+attn-packed-heads at 4096 (each under its own
+#        time limit, ATTN_BF16_LIMIT_S and ATTN_FP32_LIMIT_S: 100 s left the switch no time for its compile
+#        at 4096), one run id, the chip's matmul peak in every row
 #   bash benchmarks/tpu_session.sh all OUT_DIR       mahjong, then named (one call of a borrowed chip)
 # Every output line is stamped with the time of day, so a log says how long each compile took.
 set -euo pipefail
@@ -42,6 +46,16 @@ named() {
     limited "${GPT2_LIMIT_S:-300}" hf:gpt2 $command .tpu/hf_gpt2_bf16
     limited "${RESNET_LIMIT_S:-240}" timm:resnet50 $command .tpu/timm_resnet50_bf16
 }
+attention() {
+    local rows=$out/tpu_mahjong_attention.jsonl folder
+    local command="python3 -m trainspeed bench --run-id $run --no-plot $windows --out $rows --exported"
+    for folder in base_fast_bf16 base_fast_packed_bf16; do
+        limited "${ATTN_BF16_LIMIT_S:-130}" "$folder" $command .tpu/attention/$folder --batch-sizes 64,1024,4096
+    done
+    for folder in base_fp32 base_packed_fp32; do
+        limited "${ATTN_FP32_LIMIT_S:-65}" "$folder" $command .tpu/attention/$folder --batch-sizes 4096
+    done
+}
 profile() {
     local work=/tmp/tpu_profile
     limited "${PROFILE_LIMIT_S:-300}" profile python3 benchmarks/tpu_profile.py measure \
@@ -54,6 +68,7 @@ case $part in
 mahjong) mahjong ;;
 named) named ;;
 profile) profile ;;
+attention) attention ;;
 all) mahjong; named ;;
-*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|all OUT_DIR" >&2; exit 2 ;;
+*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|attention|all OUT_DIR" >&2; exit 2 ;;
 esac
