@@ -32,7 +32,7 @@ def least_squares_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_ok("data", "from-arrays", str(root / "lsq.npz"), "--out", str(root / "data"))
     run_ok("train", "--workload", "least_squares_workload:LeastSquaresWorkload", "--size", "d16",
            "--data", str(root / "data"), "--batch-size-per-device", "256", "--steps", str(STEPS),
-           "--noise-scale-micro-batches", "4", "--log-every", "10", "--threads", "1", "--num-workers", "0",
+           "--noise-scale-micro-batches", "4", "--noise-scale-every", "1", "--log-every", "10", "--threads", "1", "--num-workers", "0",
            "--no-progress", "--out", str(root / "run"), path=(EXAMPLES,))
     return root / "run"
 

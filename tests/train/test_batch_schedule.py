@@ -5,9 +5,11 @@ of the whole trainer are in test_batch_schedule_runs.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 import pytest
@@ -21,7 +23,9 @@ from trainspeed.errors import UsageError
 from trainspeed.gradients.noise_scale import NoiseScaleMeter, two_batch_estimates
 from trainspeed.gradients.rows import NoiseScaleRecord
 from trainspeed.rows import row_line
+from trainspeed.stats import t_quantile
 from trainspeed.train.batch_schedule import (
+    AUTO_FIRST_READING_WINDOWS,
     AutoRule,
     BatchPlan,
     CalibrationPoint,
@@ -30,6 +34,7 @@ from trainspeed.train.batch_schedule import (
     auto_step,
     bench_memory_cap,
     calibration_at,
+    first_reading_steps,
     least_reading,
     micro_batches_for,
     noise_reading,
@@ -115,29 +120,76 @@ def test_auto_doubles_after_two_readings_in_a_row_that_say_the_next_batch_still_
     assert (interrupted.global_batch, interrupted.agreeing) == (64, 0)
 
 
-def test_an_unresolved_noise_scale_is_larger_than_any_batch_tried_yet_auto_stops_at_the_max_and_the_cap() -> None:
-    unresolved = NoiseReading(b_simple=None, lower=30.0, resolved=False)
+def test_an_unresolved_reading_agrees_only_where_its_lower_bound_reaches_the_batch_yet_auto_stops_at_the_max_and_cap(
+        ) -> None:
+    """An unresolved noise scale of a meter that measured few steps says little: it agrees to double
+    where its bound says the noise scale is at least the batch, not below."""
+    unresolved = NoiseReading(b_simple=None, lower=300.0, resolved=False)
     decision = auto_step(RULE, 256, 1, unresolved, samples=0)
-    assert decision.global_batch == 512 and decision.critical_batch == math.inf
-    assert auto_step(RULE, 512, 1, unresolved, samples=0).global_batch == 512  # the max
+    assert (decision.global_batch, decision.critical_batch, decision.confident) == (512, math.inf, False)
+    assert auto_step(RULE, 512, 1, NoiseReading(None, 600.0, False), samples=0).global_batch == 512  # the max
     capped = AutoRule(global_batch_min=64, global_batch_max=4096, devices=2, max_batch_per_device=128)
     assert auto_step(capped, 256, 1, unresolved, samples=0).global_batch == 256  # 512 is 256 per device
+    ignorant = auto_step(RULE, 256, 1, NoiseReading(None, 30.0, False), samples=0)
+    assert (ignorant.global_batch, ignorant.agreeing) == (256, 0)  # a bound below the batch: no agreement
+    assert auto_step(RULE, 256, 1, NoiseReading(None, None, False), samples=0).agreeing == 0  # no bound at all
+
+
+def test_a_reading_whose_lower_confidence_bound_allows_it_jumps_several_doublings_at_once() -> None:
+    resolved = NoiseReading(b_simple=1000.0, lower=None, resolved=True, low=300.0)
+    jump = auto_step(RULE, 64, 0, resolved, samples=0)  # 64 x 4 = 256 <= 300 < 512
+    assert (jump.global_batch, jump.agreeing, jump.confident, jump.critical_batch_low) == (256, 0, True, 300.0)
+    near = auto_step(RULE, 64, 0, NoiseReading(1000.0, None, True, low=127.0), samples=0)
+    assert (near.global_batch, near.agreeing, near.confident) == (64, 1, False)  # rule 2: the first agreeing reading
+    assert auto_step(RULE, 64, 0, NoiseReading(1e6, None, True, low=1e5), samples=0).global_batch == 512  # the max
+    capped = AutoRule(global_batch_min=64, global_batch_max=4096, devices=2, max_batch_per_device=128)
+    assert auto_step(capped, 64, 0, NoiseReading(1e6, None, True, low=1e5), samples=0).global_batch == 256
+    unresolved = auto_step(RULE, 64, 0, NoiseReading(None, 140.0, False), samples=0)  # the bound of an unresolved one
+    assert (unresolved.global_batch, unresolved.confident) == (128, True)
+    calibrated = AutoRule(global_batch_min=64, global_batch_max=512, devices=1, calibration=(CalibrationPoint(0, 0.5),))
+    assert auto_step(calibrated, 64, 0, NoiseReading(1000.0, None, True, low=600.0), samples=0).global_batch == 256
+
+
+def test_the_confident_bound_of_a_row_is_its_noise_scale_at_2_standard_errors_of_g_squared_more() -> None:
+    resolved = noise_reading(NoiseScaleRecord(
+        step=4, samples=256, network="policy", method="micro-batches", biased=False, small_batch=32, big_batch=64,
+        grad_sq=1.0, trace_sigma=100.0, b_simple=100.0, grad_sq_avg=1.0, trace_sigma_avg=100.0, b_simple_avg=100.0,
+        window_steps=2, grad_sq_se=0.1, grad_sq_avg_se=0.25, resolved=True, b_simple_lower=None))
+    assert (resolved.b_simple, resolved.low) == (100.0, pytest.approx(100.0 / 1.5))
+    unresolved = noise_reading(_noise_row("policy", None, resolved=False))
+    assert unresolved.low == pytest.approx(unresolved.lower) == 40.0  # the bound the row holds
+    few = noise_reading(dataclasses.replace(_noise_row("policy", None, resolved=False), effective_measurements=2.0))
+    assert few.low == pytest.approx(12.0 / (0.1 + 0.1 * t_quantile(NormalDist().cdf(2.0), 1)))  # 0.8: two say little
+    assert auto_step(RULE, 64, 0, few, samples=0).global_batch == 64
+
+
+def test_auto_measures_every_step_of_its_first_windows_and_a_fixed_batch_none() -> None:
+    from trainspeed.train.config import BatchScheduleConfig, TrainConfig
+
+    auto = TrainConfig(log_every=7, samples=1000, noise_scale_micro_batches=2, batch_size_per_device=16,
+                       batch=BatchScheduleConfig(schedule="auto", global_batch_min=16, global_batch_max=64))
+    assert first_reading_steps(auto) == AUTO_FIRST_READING_WINDOWS * 7
+    assert first_reading_steps(TrainConfig(log_every=7)) == 0
 
 
 def _noise_row(network: str, b_simple_avg: float | None, resolved: bool | None = True) -> NoiseScaleRecord:
+    """A row of B_simple `b_simple_avg` where resolved; else of |G|^2 0.1 +- 0.1 beside a tr(Sigma)
+    of 12: at least 12 / (0.1 + 2 x 0.1) = 40."""
+    grad_sq = 1.0 if resolved else 0.1
     return NoiseScaleRecord(step=4, samples=256, network=network, method="ranks", biased=False, small_batch=32,
-                            big_batch=64, grad_sq=1.0, trace_sigma=1.0, b_simple=b_simple_avg, grad_sq_avg=1.0,
-                            trace_sigma_avg=1.0, b_simple_avg=b_simple_avg, window_steps=2, grad_sq_se=0.1,
+                            big_batch=64, grad_sq=grad_sq, trace_sigma=12.0, b_simple=b_simple_avg, grad_sq_avg=grad_sq,
+                            trace_sigma_avg=12.0, b_simple_avg=b_simple_avg, window_steps=2, grad_sq_se=0.1,
                             grad_sq_avg_se=0.1, resolved=resolved, b_simple_lower=None if resolved else 40.0)
 
 
-def test_a_noise_scale_row_without_a_positive_g_squared_is_read_as_unresolved_and_agrees_to_double() -> None:
+def test_a_noise_scale_row_without_a_positive_g_squared_is_read_as_unresolved_and_agrees_by_its_bound() -> None:
     unresolved = noise_reading(_noise_row("policy", None, resolved=False))
     assert (unresolved.resolved, unresolved.b_simple, unresolved.lower) == (False, None, 40.0)
     not_positive = noise_reading(_noise_row("policy", None, resolved=None))  # a row written before assessing
     assert (not_positive.resolved, not_positive.b_simple) == (False, None)
     assert noise_reading(_noise_row("policy", 90.0, resolved=None)).b_simple == 90.0
-    assert auto_step(RULE, 64, 1, unresolved, samples=0).global_batch == 128
+    assert auto_step(RULE, 32, 1, unresolved, samples=0).global_batch == 64  # at least 40 >= 32: agrees
+    assert auto_step(RULE, 64, 1, unresolved, samples=0).global_batch == 64  # 40 < 64: says nothing
     resolved = noise_reading(_noise_row("policy", 90.0))
     assert (resolved.resolved, resolved.b_simple) == (True, 90.0)
     assert auto_step(RULE, 64, 1, resolved, samples=0).global_batch == 64  # 90 < 2 x 64

@@ -21,7 +21,10 @@ from toy_workload import write_toy_data
 from train_runs import TINY_RUN, all_networks, run_train, train_command, train_env
 
 from trainspeed.cli import main
+from trainspeed.gradients.rows import NoiseScaleRecord
+from trainspeed.rows import Source, parse_row
 from trainspeed.targets import available_targets
+from trainspeed.train.batch_schedule import noise_reading
 
 TOY = ["--workload", "toy_workload:ToyWorkload", "--no-progress", "--threads", "1", "--num-workers", "0",
        "--log-every", "2", "--lr", "0.05"]
@@ -83,25 +86,45 @@ def test_the_report_draws_the_global_batch_against_samples_beside_the_loss_and_b
     assert 'id="table-batch-switches"' in html
 
 
-def test_auto_doubles_from_its_min_while_the_noise_scale_allows_and_records_each_reading(tmp_path: Path) -> None:
+def test_auto_grows_from_its_min_while_the_noise_scale_allows_and_records_each_reading(tmp_path: Path) -> None:
+    """The meter at every step (`--noise-scale-every 1`): a switch is either a confident jump (the
+    reading's lower bound reached the new batch) or follows two readings in a row that agreed."""
     out = tmp_path / "run"
     assert main(["train", *TINY_RUN, "--synthetic-data", "--num-workers", "0", "--batch-schedule", "auto",
                  "--global-batch-min", "8", "--global-batch-max", "32", "--samples", "400",
-                 "--noise-scale-micro-batches", "2", "--out", str(out)]) == 0
+                 "--noise-scale-micro-batches", "2", "--noise-scale-every", "1", "--out", str(out)]) == 0
     switches = _rows(out, "batch-switch")
     assert [(row["from_global_batch"], row["to_global_batch"]) for row in switches] == [(8, 16), (16, 32)]
     readings = _rows(out, "noise-scale")
     for switch in switches:
         assert switch["reason"] == "auto" and switch["calibration"] == 1.0 and switch["micro_batches"] == 2
-        before = [row for row in readings if row["step"] < switch["step"]][-2:]  # the two readings that agreed
-        for row in before:
-            assert row["b_simple_avg"] is None or row["b_simple_avg"] >= 2 * switch["from_global_batch"]
+        before = [noise_reading(parse_row(NoiseScaleRecord, row, Source("metrics.jsonl"))[0])
+                  for row in readings if row["step"] < switch["step"]]
+        if switch["confident"]:
+            assert switch["critical_batch_low"] == pytest.approx(before[-1].low)
+            assert before[-1].low >= switch["to_global_batch"]
+        else:
+            for reading in before[-2:]:  # the two readings that agreed
+                assert (reading.b_simple >= 2 * switch["from_global_batch"] if reading.resolved
+                        else reading.low >= switch["from_global_batch"])
         if switch["resolved"]:
-            assert switch["critical_batch"] == pytest.approx(switch["b_simple"]) == before[-1]["b_simple_avg"]
+            assert switch["critical_batch"] == pytest.approx(switch["b_simple"]) == before[-1].b_simple
     after = [row for row in readings if row["step"] >= switches[-1]["step"]]
     assert {(row["small_batch"], row["big_batch"]) for row in after} == {(16, 32)}  # the meter follows the batch
     summary = json.loads((out / "summary.json").read_text())
     assert summary["samples"] >= 400 and summary["samples"] - 32 < 400
+
+
+def test_auto_measures_every_step_of_its_first_windows_then_one_step_in_k(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert main(["train", *TINY_RUN, "--synthetic-data", "--num-workers", "0", "--batch-schedule", "auto",
+                 "--global-batch-min", "8", "--global-batch-max", "8", "--samples", "160",
+                 "--noise-scale-micro-batches", "2", "--noise-scale-every", "8", "--out", str(out)]) == 0
+    measured = [(row["step"], row["window_steps"], row["measured_steps"]) for row in _rows(out, "noise-scale")]
+    # --log-every 2: the first 2 windows (steps 0-3) every step, then steps 8 and 16
+    assert measured == [(2, 2, 2), (4, 2, 4), (10, 1, 5), (18, 1, 6)]
+    (reading,) = json.loads((out / "summary.json").read_text())["noise_scale_readings"].values()
+    assert reading["measured_steps"] == 6 and reading["measured_fraction"] == pytest.approx(6 / 20)
 
 
 @pytest.mark.parametrize(("flags", "said"), [
@@ -212,29 +235,36 @@ def _wait_for_step(run_dir: Path, process: subprocess.Popen, step: int, timeout_
 
 
 KILL_9_RUNS = {
-    1: ["--batch-schedule", "auto", "--global-batch-min", "8", "--global-batch-max", "32",
-        "--noise-scale-micro-batches", "2", "--samples", "480", "--num-workers", "1", "--checkpoint-every", "3"],
-    2: ["--nproc", "2", "--batch-schedule", "auto", "--global-batch-min", "8", "--global-batch-max", "32",
-        "--samples", "480", "--num-workers", "1", "--checkpoint-every", "3"],
+    "1-rank": ["--batch-schedule", "auto", "--global-batch-min", "8", "--global-batch-max", "32",
+               "--noise-scale-micro-batches", "2", "--noise-scale-every", "1", "--samples", "480", "--num-workers",
+               "1", "--checkpoint-every", "3"],
+    "1-rank-one-step-in-2": ["--batch-schedule", "auto", "--global-batch-min", "8", "--global-batch-max", "32",
+                             "--noise-scale-micro-batches", "2", "--noise-scale-every", "2", "--samples", "480",
+                             "--num-workers", "1", "--checkpoint-every", "3"],
+    "2-ranks": ["--nproc", "2", "--batch-schedule", "auto", "--global-batch-min", "8", "--global-batch-max", "32",
+                "--samples", "480", "--num-workers", "1", "--checkpoint-every", "3"],
 }
-"""Auto from 8 to 32: on one rank two switches, the second after the checkpoint the run is killed
-past (its noise scale from 2 micro-batches); on two ranks, the noise scale of the ranks' gradients."""
+"""Auto from 8 to 32: on one rank, measuring every step, two switches, the second after the
+checkpoint the run is killed past (its noise scale from 2 micro-batches); measuring one step in 2,
+one switch, and the meter's moving averages, their weights and the steps it measures carried
+through the kill; on two ranks, the noise scale of the ranks' gradients."""
+KILL_9_SWITCHES = {"1-rank": 2, "1-rank-one-step-in-2": 1, "2-ranks": 2}
 
 
 @pytest.mark.e2e
 @pytest.mark.slow
-@pytest.mark.parametrize("nproc", [1, 2], ids=["1-rank", "2-ranks"])
+@pytest.mark.parametrize("run", list(KILL_9_RUNS))
 def test_kill_9_then_resume_with_a_schedule_ends_with_the_parameters_of_an_uninterrupted_run(
-        tmp_path: Path, data_args: list[str], nproc: int) -> None:
+        tmp_path: Path, data_args: list[str], run: str) -> None:
     """The killed run is a child process; the uninterrupted run and the resume run in this one (on
     two ranks its launcher: the ranks are children)."""
-    args = [*TINY_RUN, *data_args, *KILL_9_RUNS[nproc]]
+    args = [*TINY_RUN, *data_args, *KILL_9_RUNS[run]]
     uninterrupted = tmp_path / "uninterrupted"
     assert main(["train", *args, "--out", str(uninterrupted)]) == 0
     reference = _rows(uninterrupted, "batch-switch")
-    assert len(reference) == 2
+    assert len(reference) == KILL_9_SWITCHES[run]
     killed = tmp_path / "killed"
-    process = start_child(train_command(*data_args, *KILL_9_RUNS[nproc], "--out", str(killed)), env=train_env(),
+    process = start_child(train_command(*data_args, *KILL_9_RUNS[run], "--out", str(killed)), env=train_env(),
                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _wait_for_step(killed, process, reference[0]["step"], timeout_s=240)  # past the first switch
     os.killpg(process.pid, signal.SIGKILL)
@@ -250,6 +280,8 @@ def test_kill_9_then_resume_with_a_schedule_ends_with_the_parameters_of_an_unint
     switched = _rows(killed, "batch-switch")
     assert [(row["step"], row["samples"], row["to_global_batch"]) for row in switched] == \
         [(row["step"], row["samples"], row["to_global_batch"]) for row in reference]
+    assert [row["measured_steps"] for row in _rows(killed, "noise-scale")][-1] == \
+        [row["measured_steps"] for row in _rows(uninterrupted, "noise-scale")][-1]
 
 
 XLA_MISSING = available_targets()["xla:lazy:fp32"]

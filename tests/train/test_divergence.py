@@ -89,7 +89,7 @@ def test_a_plan_over_a_diverged_run_and_one_that_met_the_goal_plans(tmp_path: Pa
     """The diverged run's goal is not reached; the other run's steps to it make the plan."""
     goal = ["--workload", "mahjong", "--size", "tiny", "--data", str(selfplay_data), "--threads", "1", "--no-progress",
             "--batch-size-per-device", "16", "--steps", "24", "--log-every", "4", "--eval-every", "4",
-            "--eval-batches", "2", "--until", REACHABLE, "--noise-scale-micro-batches", "2"]
+            "--eval-batches", "2", "--until", REACHABLE, "--noise-scale-micro-batches", "2", "--noise-scale-every", "1"]
     assert _train(tmp_path / "diverged", *goal, *DIVERGING) == 0
     assert _train(tmp_path / "met", *goal) == 0
     diverged = read_run(tmp_path / "diverged").summary

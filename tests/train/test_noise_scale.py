@@ -72,15 +72,19 @@ def _exact() -> tuple[float, float]:
 
 
 @pytest.mark.parametrize("ranks", [
-    pytest.param(["--batch-size-per-device", "256", "--noise-scale-micro-batches", "4", "--steps", "300"],
-                 id="1-rank-micro-batches"),
+    pytest.param(["--batch-size-per-device", "256", "--noise-scale-micro-batches", "4", "--steps", "300",
+                  "--noise-scale-every", "1"], id="1-rank-micro-batches"),
+    pytest.param(["--batch-size-per-device", "256", "--noise-scale-micro-batches", "4", "--steps", "2400",
+                  "--noise-scale-every", "8"], id="1-rank-micro-batches-one-step-in-8"),
     pytest.param(["--nproc", "2", "--batch-schedule", "256@0,512@38400", "--max-batch-per-device", "128",
                   "--samples", "76800"], id="2-ranks-batch-schedule-past-the-cap", marks=pytest.mark.e2e),
 ])
 def test_the_estimate_of_least_squares_at_fixed_weights_is_within_10_percent_of_the_closed_form(
         least_squares_data: Path, tmp_path: Path, ranks: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """Two ranks switch halfway from 128 per device to 256 in two micro-batches of 128 (a batch
-    schedule past the memory cap): each micro-batch measures as one step of the same batches."""
+    schedule past the memory cap): each micro-batch measures as one step of the same batches. One
+    rank measuring one step in 8 over 8 times the steps holds as many measurements, and is as close:
+    which steps it measures does not bias it."""
     out = tmp_path / "run"
     # The command in this process (one rank trains in it; two are its children, which import the
     # workload from PYTHONPATH): what is tested is the estimate, not the command's own process.
@@ -98,6 +102,11 @@ def test_the_estimate_of_least_squares_at_fixed_weights_is_within_10_percent_of_
     assert last["resolved"] is True and last["grad_sq_avg"] > RESOLVED_Z * last["grad_sq_avg_se"] > 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["noise_scale"]["model"] == pytest.approx(trace_sigma / grad_sq, rel=TOLERANCE)
+    every = int(ranks[ranks.index("--noise-scale-every") + 1]) if "--noise-scale-every" in ranks else 1
+    assert last["measure_every"] == every and last["measured_fraction"] == pytest.approx(1 / every, abs=0.01)
+    assert last["measured_steps"] == pytest.approx(last["step"] / every, abs=1)
+    (reading,) = summary["noise_scale_readings"].values()
+    assert reading["measured_fraction"] == last["measured_fraction"]
     if "--batch-schedule" in ranks:
         (switch,) = _rows(out, "batch-switch")
         assert (switch["samples"], switch["batch_size_per_device"], switch["micro_batches"]) == (38400, 256, 2)

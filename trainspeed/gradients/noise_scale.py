@@ -26,6 +26,22 @@ ratio is taken, as AdaptDL's `GradientNoiseScale` does. Where the two batches co
 - 1 rank otherwise (`previous-step`): this step's gradient and the last one's (b = B, B = 2B). The
   weights moved between the two, so the estimate is biased (the rows say so); it is cheap.
 
+How often (`--noise-scale-every K`): a measurement over micro-batches costs passes (the step's
+forward and backward run over k slices, and on a small model each slice costs nearly what the
+whole batch does: up to about twice a plain step, `docs/results/noise_scale_cost.md`), so one rank
+measures one step in K (those whose number is a multiple of K) over its micro-batches and trains
+the others plainly, as a run without the meter does. Which steps are measured depends on their
+numbers alone, never on their gradients, so each measurement is as unbiased as before. The moving
+averages decay by `smoothing`^gap per measurement (gap: the steps since the last one), so they
+reach as far back in steps as before and hold about K times fewer measurements: their variance
+is about K times that of averages measured at every step, which their standard error, and so
+"resolved", says (`trainspeed.gradients.rows.AverageWeights`). A step a batch schedule's memory cap
+splits anyway is measured every time (its slices are there: their norms are all it adds), and so is
+every step numbered below `dense_steps` (auto's first reading, `trainspeed.train.batch_schedule`).
+The other methods measure every step: N ranks have the rank's gradient and the averaged one anyway,
+and `previous-step` adds a copy of the gradient and three dot products. The rows and the summary say
+how many steps were measured (`measured_steps`, `measured_fraction`, `measure_every`).
+
 A batch schedule changes the batches at a switch (`resize`): the moving averages estimate
 E|G_b|^2 = |G|^2 + tr(Sigma)/b, linear in the two, so they are carried over to the new batches
 exactly, as their |G|^2 and tr(Sigma) put at the new sizes.
@@ -48,6 +64,7 @@ least that of the estimate from the ranks' mean, so the standard error errs high
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -55,11 +72,12 @@ from typing import Any, Callable
 import torch
 
 from trainspeed.gradients.accumulation import GradientAccumulation, batch_size, gradients, split_batch
+from trainspeed.gradients.modes import DEFAULT_MEASURE_EVERY
 from trainspeed.gradients.rows import (
+    AverageWeights,
     NoiseScaleReading,
     NoiseScaleRecord,
     assess,
-    ema_weight_sq_sum,
     standard_error,
 )
 from trainspeed.workloads.base import Batch, Trainable
@@ -96,7 +114,13 @@ class NetworkNorms:
     average_grad_sq_sq: torch.Tensor | None = None
     """The moving average of each step's |G|^2 estimate squared."""
     count: int = 0
-    """Measurements since the start of the run (the moving averages' bias correction)."""
+    """Measurements since the start of the run (a micro-batch of N ranks is one)."""
+    weights: AverageWeights = field(default_factory=AverageWeights)
+    """The moving averages' bias correction and effective sample size."""
+    measured_steps: int = 0
+    """Steps measured since the start of the run."""
+    last_step: int | None = None
+    """The step of the last measurement (None: none yet, or a checkpoint that did not keep it)."""
     pending_small: list[torch.Tensor] = field(default_factory=list)
     """This step's per-bucket (ranks) or per-micro-batch squared norms, before the step closes them."""
     carried_small: float = 0.0
@@ -104,8 +128,10 @@ class NetworkNorms:
     carried_big: float = 0.0
     carried_grad_sq_sq: float = 0.0
 
-    def add(self, small: torch.Tensor, big: torch.Tensor, smoothing: float, weights: tuple[float, float]) -> None:
-        """One measurement; `weights` (B/(B-b), b/(B-b)) make this step's |G|^2 estimate of the two."""
+    def add(self, small: torch.Tensor, big: torch.Tensor, smoothing: float, weights: tuple[float, float],
+            step: int | None = None) -> None:
+        """One measurement, at step `step`, the moving averages decaying by `smoothing`; `weights`
+        (B/(B-b), b/(B-b)) make this step's |G|^2 estimate of the two."""
         if self.window_small is None:
             self.window_small, self.window_big = torch.zeros_like(small), torch.zeros_like(big)
             self.window_grad_sq_sq = torch.zeros_like(big)
@@ -122,6 +148,10 @@ class NetworkNorms:
         self.average_grad_sq_sq.mul_(smoothing).add_(grad_sq_sq, alpha=1.0 - smoothing)
         self.window_count += 1
         self.count += 1
+        self.weights.add(smoothing)
+        if step is None or step != self.last_step:
+            self.measured_steps += 1
+        self.last_step = step
 
 
 @dataclass(frozen=True)
@@ -140,6 +170,8 @@ class WindowEstimate:
     """Its moving average (bias corrected)."""
     count: int
     """Measurements the moving averages hold (since the start of the run)."""
+    weight_sq_sum: float = 1.0
+    """The moving averages' sum of squared weights (`AverageWeights`): 1 / their effective sample size."""
 
     @property
     def finite(self) -> bool:
@@ -154,23 +186,31 @@ class NoiseScaleMeter:
     """Measures each trained network's noise scale; see the module docstring for the methods."""
 
     def __init__(self, trainable: Trainable, *, world_size: int, samples_per_rank: int, micro_batches: int,
-                 smoothing: float, seed: int = 0) -> None:
+                 smoothing: float, seed: int = 0, every: int = 1, dense_steps: int = 0, plain_parts: int = 1) -> None:
         self.trainable = trainable
         self.seed = seed
         """With the measurements so far, draws each step's random partition into micro-batches."""
         self.smoothing = smoothing
         self.world_size = world_size
-        self._set_sizes(samples_per_rank, micro_batches)
+        self.every = every
+        """The `micro-batches` method measures the steps whose number is a multiple of this (module docstring)."""
+        self.dense_steps = dense_steps
+        """... and every step numbered below this."""
+        self.step: int | None = None
+        """The number of the step under way (steps completed before it), as `split` was told;
+        None where nobody tells it (every step is then measured)."""
+        self._set_sizes(samples_per_rank, micro_batches, plain_parts)
         self.networks: dict[str, NetworkNorms] = {name: NetworkNorms() for name in trainable.optimizers}
         self._previous: dict[str, torch.Tensor] = {}
         self.accumulation: GradientAccumulation | None = None
         self.history: list[tuple[int, WindowEstimate]] = []
         """(step, estimate) of every window of this invocation, for the summary's last quarter."""
 
-    def _set_sizes(self, samples_per_rank: int, micro_batches: int) -> None:
+    def _set_sizes(self, samples_per_rank: int, micro_batches: int, plain_parts: int = 1) -> None:
         """The method and its two batches for `samples_per_rank` samples per rank and step, in
-        `micro_batches` slices."""
+        `micro_batches` slices where measured and `plain_parts` (the memory cap's, 1: whole) where not."""
         self.micro_batches = micro_batches
+        self.plain_parts = plain_parts
         self.samples_per_rank = samples_per_rank
         if self.world_size > 1:
             self.method = "ranks"
@@ -185,11 +225,11 @@ class NoiseScaleMeter:
                         self.small_batch / (self.big_batch - self.small_batch))
         """|G|^2 = weights[0] |G_B|^2 - weights[1] |G_b|^2 (`two_batch_estimates`), per step on the device."""
 
-    def resize(self, samples_per_rank: int, micro_batches: int) -> None:
+    def resize(self, samples_per_rank: int, micro_batches: int, plain_parts: int = 1) -> None:
         """Measure at a new batch from the next step on (a batch schedule's switch): the moving
         averages (and an open window's sums) carried over to the new batches (module docstring)."""
         old_small, old_big = self.small_batch, self.big_batch
-        self._set_sizes(samples_per_rank, micro_batches)
+        self._set_sizes(samples_per_rank, micro_batches, plain_parts)
         if (old_small, old_big) == (self.small_batch, self.big_batch):
             return
         self._previous.clear()
@@ -203,6 +243,26 @@ class NoiseScaleMeter:
             if norms.average_small is not None:
                 norms.average_small, norms.average_big = carried(norms.average_small, norms.average_big)
                 norms.window_small, norms.window_big = carried(norms.window_small, norms.window_big)
+
+    def measures(self, step: int | None) -> bool:
+        """Whether step `step` is measured: one step in `every` of the `micro-batches` method (each of
+        `dense_steps`, and every one a memory cap splits anyway); every step of the others."""
+        if self.method != "micro-batches" or step is None or self.every == 1 or step < self.dense_steps:
+            return True
+        if self.plain_parts > 1:
+            return True  # split anyway: its slices are there
+        return step % self.every == 0
+
+    def _decay(self, norms: NetworkNorms, step: int | None) -> float:
+        """The moving averages' decay at a measurement of step `step`: `smoothing` per step since
+        the last measurement (N ranks: per measurement, as a micro-batch measures as one step)."""
+        if step is None or norms.last_step is None or self.method != "micro-batches":
+            return self.smoothing
+        return self.smoothing ** max(1, step - norms.last_step)
+
+    def _add(self, name: str, small: torch.Tensor, big: torch.Tensor) -> None:
+        norms = self.networks[name]
+        norms.add(small, big, self._decay(norms, self.step), self.weights, self.step)
 
     @property
     def biased(self) -> bool:
@@ -249,7 +309,7 @@ class NoiseScaleMeter:
 
     def ranks_step(self, name: str, local_sq: torch.Tensor, averaged_sq: torch.Tensor) -> None:
         """One step on N ranks: this rank's squared norm before the all-reduce, and after it."""
-        self.networks[name].add(local_sq, averaged_sq, self.smoothing, self.weights)
+        self._add(name, local_sq, averaged_sq)
 
     def _single_rank_hook(self, name: str):
         def measure(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
@@ -267,7 +327,7 @@ class NoiseScaleMeter:
         if previous is not None and previous.shape == flat.shape:
             current_sq, previous_sq = torch.dot(flat, flat), torch.dot(previous, previous)
             big = (current_sq + previous_sq + 2 * torch.dot(flat, previous)) / 4
-            self.networks[name].add((current_sq + previous_sq) / 2, big, self.smoothing, self.weights)
+            self._add(name, (current_sq + previous_sq) / 2, big)
         self._previous[name] = flat
 
     def accumulate_with(self, accumulation: GradientAccumulation) -> None:
@@ -285,7 +345,7 @@ class NoiseScaleMeter:
         if self.method == "micro-batches" and norms.pending_small:
             small = torch.stack(norms.pending_small).mean()
             norms.pending_small.clear()
-            norms.add(small, squared_norm(grads), self.smoothing, self.weights)
+            self._add(name, small, squared_norm(grads))
 
     # --- the step ------------------------------------------------------------------------------------
     def partition(self, size: int) -> torch.Tensor | None:
@@ -297,14 +357,25 @@ class NoiseScaleMeter:
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + count)
         return torch.randperm(size, generator=generator)
 
-    def run_step(self, step: Any, batch: Batch) -> torch.Tensor:
-        """Run `step(batch)`; in k micro-batches (the mean loss) when the method is `micro-batches`."""
-        if self.method != "micro-batches":
-            return step(batch)
+    def split(self, step: int, size: int) -> tuple[int, torch.Tensor | None]:
+        """How step number `step` (steps completed before it) of `size` samples per rank runs: its
+        micro-batches and the random order they are cut from. A measured step of the
+        `micro-batches` method runs over the meter's slices; any other over the memory cap's
+        (`plain_parts`) on one rank, over `micro_batches` on N ranks (each measures as a step)."""
+        self.step = step
+        if self.method == "ranks":
+            return self.micro_batches, None
+        if self.method == "micro-batches" and self.measures(step):
+            return self.micro_batches, self.partition(size)
+        return self.plain_parts, None
+
+    def run_step(self, step: Callable[[Batch], torch.Tensor], batch: Batch, number: int = 0) -> torch.Tensor:
+        """Run `step(batch)` as step `number` of the run, split as `split` says (the mean of its
+        slices' losses), through the accumulation the meter measures from."""
         if self.accumulation is None:
             self.accumulate_with(GradientAccumulation(self.trainable))
         assert self.accumulation is not None
-        return self.accumulation.run(step, batch, self.micro_batches, self.partition(batch_size(batch)))
+        return self.accumulation.run(step, batch, *self.split(number, batch_size(batch)))
 
     # --- reading -------------------------------------------------------------------------------------
     def read_window(self, step: int, samples: int, sum_over_ranks: SumOverRanks) -> list[NoiseScaleRecord]:
@@ -322,11 +393,11 @@ class NoiseScaleMeter:
                 window_small, window_sq, average_small, average_sq = (
                     total / self.world_size for total in sum_over_ranks([window_small, window_sq, average_small,
                                                                          average_sq]))
-            correction = 1.0 - self.smoothing ** norms.count
+            correction = norms.weights.correction
             steps = norms.window_count
             estimate = WindowEstimate(name, steps, window_small / steps, window_big / steps,
                                       average_small / correction, average_big / correction, window_sq / steps,
-                                      average_sq / correction, norms.count)
+                                      average_sq / correction, norms.count, norms.weights.weight_sq_sum)
             norms.window_small.zero_()
             norms.window_big.zero_()
             norms.window_grad_sq_sq.zero_()
@@ -334,10 +405,10 @@ class NoiseScaleMeter:
             if not estimate.finite:
                 continue  # a diverged step's gradients: no reading (module docstring)
             self.history.append((step, estimate))
-            records.append(self._record(estimate, step, samples))
+            records.append(self._record(estimate, step, samples, norms))
         return records
 
-    def _record(self, estimate: WindowEstimate, step: int, samples: int) -> NoiseScaleRecord:
+    def _record(self, estimate: WindowEstimate, step: int, samples: int, norms: NetworkNorms) -> NoiseScaleRecord:
         grad_sq, trace_sigma = two_batch_estimates(estimate.small_sq, estimate.big_sq, self.small_batch, self.big_batch)
         window = assess(grad_sq, trace_sigma, self._window_se(grad_sq, estimate))
         grad_sq_avg, trace_sigma_avg = two_batch_estimates(estimate.average_small_sq, estimate.average_big_sq,
@@ -348,7 +419,15 @@ class NoiseScaleMeter:
             small_batch=self.small_batch, big_batch=self.big_batch, grad_sq=grad_sq, trace_sigma=trace_sigma,
             b_simple=window.value, grad_sq_avg=grad_sq_avg, trace_sigma_avg=trace_sigma_avg,
             b_simple_avg=average.value, window_steps=estimate.steps, grad_sq_se=window.grad_sq_se,
-            grad_sq_avg_se=average.grad_sq_se, resolved=average.resolved, b_simple_lower=average.lower_bound)
+            grad_sq_avg_se=average.grad_sq_se, resolved=average.resolved, b_simple_lower=average.lower_bound,
+            measured_steps=norms.measured_steps, measured_fraction=self._fraction(norms, step),
+            measure_every=self.every if self.method == "micro-batches" else 1,
+            effective_measurements=1.0 / estimate.weight_sq_sum)
+
+    @staticmethod
+    def _fraction(norms: NetworkNorms, steps: int) -> float | None:
+        """The network's measured steps over the run's `steps` so far."""
+        return min(1.0, norms.measured_steps / steps) if steps > 0 else None
 
     def _window_se(self, grad_sq: float, estimate: WindowEstimate) -> float | None:
         """The standard error of the window's mean |G|^2 over its steps."""
@@ -358,7 +437,7 @@ class NoiseScaleMeter:
         """The standard error of the moving average of |G|^2: the variance of the per-step
         estimates under the average's own weights, or, where it holds one step's weight only (a
         smoothing of 0), under the window's."""
-        weight_sq_sum = ema_weight_sq_sum(self.smoothing, estimate.count)
+        weight_sq_sum = estimate.weight_sq_sum
         variance_from = standard_error(grad_sq_avg, estimate.average_grad_sq_sq, weight_sq_sum, self.variance_inflation)
         if variance_from is not None or weight_sq_sum < 1.0:
             return variance_from
@@ -383,7 +462,10 @@ class NoiseScaleMeter:
             grad_sq, trace_sigma = two_batch_estimates(mean(lambda e: e.small_sq), mean(lambda e: e.big_sq),
                                                        self.small_batch, self.big_batch)
             se = standard_error(grad_sq, mean(lambda e: e.grad_sq_sq), 1.0 / steps, self.variance_inflation)
-            readings[name] = assess(grad_sq, trace_sigma, se)
+            norms = self.networks[name]
+            readings[name] = dataclasses.replace(assess(grad_sq, trace_sigma, se), measured_steps=norms.measured_steps,
+                                                 measured_fraction=self._fraction(norms, last_step),
+                                                 effective_measurements=float(steps))
         return readings or None
 
     # --- checkpoint ----------------------------------------------------------------------------------
@@ -396,9 +478,12 @@ class NoiseScaleMeter:
             else:
                 small, big, grad_sq_sq = (float(value) for value in torch.stack(
                     [norms.average_small, norms.average_big, norms.average_grad_sq_sq]).cpu())
-            state[name] = {"small": small, "big": big, "grad_sq_sq": grad_sq_sq, "count": norms.count}
+            state[name] = {"small": small, "big": big, "grad_sq_sq": grad_sq_sq, "count": norms.count,
+                           "decay_product": norms.weights.decay_product, "raw_weight_sq": norms.weights.raw_weight_sq,
+                           "measured_steps": norms.measured_steps, "last_step": norms.last_step}
         return {"method": self.method, "smoothing": self.smoothing, "networks": state,
-                "samples_per_rank": self.samples_per_rank, "micro_batches": self.micro_batches}
+                "samples_per_rank": self.samples_per_rank, "micro_batches": self.micro_batches,
+                "plain_parts": self.plain_parts}
 
     def load_state(self, state: Any) -> None:
         """Continue the moving averages a checkpoint of the same method carries, at the batches it
@@ -407,7 +492,7 @@ class NoiseScaleMeter:
         the same steps as the averages."""
         if not isinstance(state, dict):
             return
-        sizes = (state.get("samples_per_rank"), state.get("micro_batches"))
+        sizes = (state.get("samples_per_rank"), state.get("micro_batches"), state.get("plain_parts", 1))
         if all(isinstance(size, int) and not isinstance(size, bool) and size > 0 for size in sizes):
             self._set_sizes(*sizes)
         if state.get("method") != self.method or state.get("smoothing") != self.smoothing:
@@ -418,6 +503,17 @@ class NoiseScaleMeter:
                 norms.carried_small, norms.carried_big = float(saved["small"]), float(saved["big"])
                 norms.carried_grad_sq_sq = float(saved["grad_sq_sq"])
                 norms.count = int(saved["count"])
+                norms.weights, norms.measured_steps, norms.last_step = _kept_weights(saved, self.smoothing, norms.count)
 
 
-__all__ = ["NoiseScaleMeter", "split_batch", "two_batch_estimates"]
+def _kept_weights(saved: dict[str, Any], smoothing: float, count: int) -> tuple[AverageWeights, int, int | None]:
+    """The moving averages' weights, measured steps and last measured step a checkpoint keeps; one
+    written before the meter kept them measured every step, at the smoothing."""
+    if "decay_product" not in saved:
+        return AverageWeights.constant(smoothing, count), count, None
+    last = saved.get("last_step")
+    return (AverageWeights(float(saved["decay_product"]), float(saved["raw_weight_sq"])), int(saved["measured_steps"]),
+            None if last is None else int(last))
+
+
+__all__ = ["DEFAULT_MEASURE_EVERY", "NoiseScaleMeter", "split_batch", "two_batch_estimates"]

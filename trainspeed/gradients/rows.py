@@ -24,6 +24,12 @@ or the noise could not be estimated (a single step). The per-step estimates are 
 independent; where they are not (the `previous-step` method: neighbouring estimates share a
 gradient) the meter doubles V, and drift of the true |G|^2 within the steps averaged only adds
 to V: both err towards "unresolved".
+
+A meter that measures one step in K (`--noise-scale-every`) weighs each measurement by the steps
+since the last one: the moving average decays by beta^gap per measurement, so its horizon in steps
+is the same whatever K, and it holds about K times fewer measurements. `AverageWeights` keeps its
+bias correction and its sum w_i^2 for weights that vary so (the formula above is its case of a
+constant beta); the standard error, and with it "resolved", follow from the measurements it holds.
 """
 
 from __future__ import annotations
@@ -32,7 +38,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Sequence
 
-from trainspeed.rows import Batch, NonNegative
+from statistics import NormalDist
+
+from trainspeed.rows import Batch, NonNegative, Share
+from trainspeed.stats import t_quantile
 
 RESOLVED_Z = 2.0
 """|G|^2 is resolved where its estimate exceeds this many standard errors (one-sided, about 2.3%
@@ -60,6 +69,49 @@ def ema_weight_sq_sum(smoothing: float, count: int) -> float:
         return 1.0
     power = smoothing ** count
     return (1.0 - smoothing) * (1.0 + power) / ((1.0 + smoothing) * (1.0 - power))
+
+
+def student_z(z: float, measurements: float | None) -> float:
+    """Student's t quantile at the one-sided level of z standard normal errors, for `measurements`
+    less one degrees of freedom (at least 1); z itself where they are unknown."""
+    if measurements is None or not math.isfinite(measurements):
+        return z
+    return t_quantile(NormalDist().cdf(z), max(1, int(measurements) - 1))
+
+
+@dataclass
+class AverageWeights:
+    """The weights of a bias-corrected moving average whose decay may differ at each value: its
+    correction 1 - prod(d_i) and the sum of its weights squared, the inverse of its effective
+    sample size (`ema_weight_sq_sum` for a constant decay). Host numbers: they depend on when it
+    measured, never on what."""
+
+    decay_product: float = 1.0
+    """prod(d_i) over the values so far (1 before the first)."""
+    raw_weight_sq: float = 0.0
+    """sum over values of ((1 - d_i) prod_{j>i} d_j)^2, before the correction."""
+
+    def add(self, decay: float) -> None:
+        self.decay_product *= decay
+        self.raw_weight_sq = decay * decay * self.raw_weight_sq + (1.0 - decay) ** 2
+
+    @property
+    def correction(self) -> float:
+        return 1.0 - self.decay_product
+
+    @property
+    def weight_sq_sum(self) -> float:
+        """sum w_i^2 of the corrected average (1 before any value, or where one holds all the weight)."""
+        correction = self.correction
+        return 1.0 if correction <= 0.0 else min(1.0, self.raw_weight_sq / (correction * correction))
+
+    @classmethod
+    def constant(cls, decay: float, count: int) -> "AverageWeights":
+        """The weights of `count` values at one decay (a checkpoint written before the meter kept
+        its weights measured every step at the smoothing)."""
+        power = decay ** count
+        correction = 1.0 - power
+        return cls(decay_product=power, raw_weight_sq=ema_weight_sq_sum(decay, count) * correction * correction)
 
 
 def standard_error(mean: float, mean_sq: float, weight_sq_sum: float, inflation: float = 1.0) -> float | None:
@@ -91,6 +143,13 @@ class NoiseScaleReading:
     grad_sq_se: NonNegative | None = None
     """The standard error of `grad_sq` the criterion used (None: unknown or not assessed)."""
     trace_sigma: float | None = None
+    measured_steps: int | None = None
+    """Steps the meter measured so far in the run (None: not recorded, written before it was)."""
+    measured_fraction: Share | None = None
+    """Those steps over the steps trained: 1 where every step measured, 1/K with `--noise-scale-every K`."""
+    effective_measurements: NonNegative | None = None
+    """1 / sum w_i^2 of the average the reading is of: the measurements its standard error rests on
+    (None: not recorded)."""
 
     def larger_than(self, batch: float) -> bool:
         """Whether B_simple is, or may be, above `batch`: a value above it, or unresolved."""
@@ -107,6 +166,22 @@ class NoiseScaleReading:
         if self.lower_bound is None:
             return f"unresolved ({UNRESOLVED_REASON}, and tr(Sigma) not above 0)"
         return f"> {self.lower_bound:,.4g} (unresolved: {UNRESOLVED_REASON})"
+
+    def confident_lower(self, z: float = RESOLVED_Z) -> float | None:
+        """A lower confidence bound on B_simple, resolved or not: tr(Sigma) / (max(|G|^2, 0) + t SE),
+        one-sided at the level of z standard normal errors (z = 2: about 97.7%), taking tr(Sigma) as
+        known (its relative noise is far below that of |G|^2 at batches below B_simple). t is
+        Student's quantile at that level for the effective measurements less one degree of freedom,
+        since the standard error is itself estimated from them (13.8 for 2 measurements, 2.3 for 20:
+        an average of a few measurements bounds little); z where they are not recorded. None where
+        the standard error or tr(Sigma) is unknown, or tr(Sigma) is not above 0; an unresolved
+        reading without its estimates gives its `lower_bound`."""
+        if self.grad_sq is None or self.grad_sq_se is None or self.trace_sigma is None:
+            return self.lower_bound if self.resolved is False else None
+        upper = max(self.grad_sq, 0.0) + student_z(z, self.effective_measurements) * self.grad_sq_se
+        if not (upper > 0 and self.trace_sigma > 0 and math.isfinite(self.trace_sigma)):
+            return None
+        return ratio(self.trace_sigma, upper)
 
 
 def assess(grad_sq: float, trace_sigma: float, grad_sq_se: float | None, z: float = RESOLVED_Z) -> NoiseScaleReading:
@@ -211,12 +286,23 @@ class NoiseScaleRecord:
     b_simple_lower: NonNegative | None
     """Where not resolved: tr(Sigma)_avg / (max(|G|^2_avg, 0) + 2 SE), a lower bound on B_simple
     (None where tr(Sigma)_avg is not positive or the standard error unknown)."""
+    measured_steps: int | None = None
+    """Steps measured from the run's start to `step` (None: a row written before the meter counted
+    them, when it measured every step). `window_steps` are the measurements of this window."""
+    measured_fraction: Share | None = None
+    """`measured_steps` / `step`: 1 where every step measured, about 1/K with `--noise-scale-every K`."""
+    measure_every: int | None = None
+    """The K of `--noise-scale-every` (1: every step; None: a row written before the flag)."""
+    effective_measurements: NonNegative | None = None
+    """1 / sum w_i^2 of the moving averages: the measurements `grad_sq_avg_se` rests on (about 199 at
+    a smoothing of 0.99 measuring every step, K times fewer measuring one step in K)."""
 
     @property
     def reading(self) -> NoiseScaleReading:
         """The moving averages' noise scale as a reader may act on it."""
         return NoiseScaleReading(None if self.resolved is False else self.b_simple_avg, self.b_simple_lower,
-                                 self.resolved, self.grad_sq_avg, self.grad_sq_avg_se, self.trace_sigma_avg)
+                                 self.resolved, self.grad_sq_avg, self.grad_sq_avg_se, self.trace_sigma_avg,
+                                 self.measured_steps, self.measured_fraction, self.effective_measurements)
 
 
 def noise_scale_at(records: Sequence[NoiseScaleRecord], samples: int,

@@ -5,13 +5,29 @@ which it holds: the first at @0, samples and batches both increasing, every batc
 devices. A step that starts at or past an entry's samples trains at its batch.
 
 `--batch-schedule auto --global-batch-min M --global-batch-max X` starts at M and, at each reading
-of the gradient noise scale (every logged window), estimates the critical batch B_crit = c x B_simple
-(B_simple the meter's moving average; c the calibration of `--critical-batch` rows at the samples
-trained so far, 1 without them). A reading that says B_crit >= 2 x the current batch agrees to
-double; after `AUTO_PATIENCE` agreeing readings in a row the batch doubles, if the doubled batch
-is at most X and its per-device batch at most the memory cap. A reading whose noise scale is not
-resolved (|G|^2 within its noise of 0) counts as larger than any batch tried, so it agrees. auto
-never steps in micro-batches: it stops below the cap, where an explicit schedule goes past it.
+of the gradient noise scale (every logged window the meter measured in), estimates the critical
+batch B_crit = c x B_simple (B_simple the meter's moving average; c the calibration of
+`--critical-batch` rows at the samples trained so far, 1 without them). Two rules, the first that
+moves the batch decides:
+
+1. **A confident jump.** The reading's lower confidence bound on B_simple, tr(Sigma) /
+   (max(|G|^2, 0) + 2 SE) (`NoiseScaleReading.confident_lower`: one-sided, about 97.7%), times c,
+   bounds B_crit from below. The batch goes at once to the largest batch M x 2^j at or below that
+   bound that fits (at most X, its per-device batch at most the memory cap), where that is at
+   least twice the current one: a doubling, or several, in one reading.
+2. **Agreeing readings.** A reading that says B_crit >= 2 x the current batch agrees to double;
+   after `AUTO_PATIENCE` agreeing readings in a row the batch doubles, if the doubled batch fits.
+   A reading whose noise scale is not resolved (|G|^2 within its noise of 0) agrees where its
+   lower bound times c is at least the current batch: the noise scale is then at least the batch
+   and may be any larger. One whose bound is below the batch does not agree: with a meter that
+   measures one step in K its |G|^2 is as often unresolved for want of measurements as for a large
+   noise scale, and doubling on that would double on ignorance.
+
+Where it starts: the meter measures every step of the run's first `AUTO_FIRST_READING_WINDOWS`
+windows (`first_reading_steps`; one step in `--noise-scale-every` after them), so the first
+reading comes from as many steps as a window holds, and rule 1 takes the batch from M to where
+that reading puts it at once. auto never steps in micro-batches: it stops below the cap, where an
+explicit schedule goes past it.
 
 What every switch keeps (`trainspeed.train.loop`):
 - the data order: the loader reads batches of one unit (the greatest common divisor of the
@@ -53,8 +69,15 @@ if TYPE_CHECKING:
 
 AUTO = "auto"
 AUTO_PATIENCE = 2
-"""Readings in a row that must say B_crit >= 2 x the batch before auto doubles it: one reading is a
-moving average of a noisy estimate, and a doubling is never taken back."""
+"""Readings in a row that must say B_crit >= 2 x the batch before auto doubles it on its point
+estimate (rule 2): one reading is a moving average of a noisy estimate, and a doubling is never
+taken back. A reading whose lower confidence bound allows the doubling takes it at once (rule 1)."""
+AUTO_CONFIDENCE_Z = 2.0
+"""Standard errors of |G|^2 in auto's lower confidence bound on B_simple (rule 1): one-sided, about
+97.7% of readings' bounds lie below the noise scale they bound (`trainspeed.gradients.rows`)."""
+AUTO_FIRST_READING_WINDOWS = 2
+"""Logged windows at the run's start whose every step the meter measures under auto: its first
+reading, after which rule 1 may leave the minimum batch at once."""
 CRITICAL_BATCH_KIND = "critical-batch"
 UNGIVEN_BATCH_PER_DEVICE = 1024
 """TrainConfig's default --batch-size-per-device, read as "not given" beside a schedule."""
@@ -177,6 +200,14 @@ def run_length(config: "TrainConfig", train_samples: int | None) -> RunLength:
     entries = parse_schedule(schedule, config.world_size)
     steps, samples = walk(entries, steps=config.steps, samples=budget)
     return RunLength(total_samples=samples, total_steps=steps)
+
+
+def first_reading_steps(config: "TrainConfig") -> int:
+    """Steps at the start of the run whose every one the noise-scale meter measures: auto's first
+    reading (`AUTO_FIRST_READING_WINDOWS` windows); 0 without auto."""
+    if config.batch.schedule != AUTO:
+        return 0
+    return AUTO_FIRST_READING_WINDOWS * config.log_every
 
 
 def start_batch(config: "TrainConfig") -> int:
@@ -398,6 +429,14 @@ class NoiseReading:
     b_simple: float | None
     lower: float | None
     resolved: bool
+    low: float | None = None
+    """A lower confidence bound on B_simple, resolved or not (`NoiseScaleReading.confident_lower`,
+    `AUTO_CONFIDENCE_Z` standard errors): what rule 1 jumps by; None where unknown."""
+
+    @property
+    def bound(self) -> float | None:
+        """`low`, or where it is not given, an unresolved reading's lower bound (the same number)."""
+        return self.low if self.low is not None or self.resolved else self.lower
 
 
 def noise_reading(record: NoiseScaleRecord) -> NoiseReading:
@@ -407,7 +446,8 @@ def noise_reading(record: NoiseScaleRecord) -> NoiseReading:
     standard error) is read by its value, and one without a positive |G|^2 (no value) as unresolved."""
     reading = record.reading
     resolved = reading.resolved is not False and reading.value is not None
-    return NoiseReading(b_simple=reading.value if resolved else None, lower=reading.lower_bound, resolved=resolved)
+    return NoiseReading(b_simple=reading.value if resolved else None, lower=reading.lower_bound, resolved=resolved,
+                        low=reading.confident_lower(AUTO_CONFIDENCE_Z))
 
 
 def least_reading(readings: list[NoiseReading]) -> NoiseReading | None:
@@ -434,6 +474,12 @@ class AutoRule:
         return global_batch <= self.global_batch_max and (self.max_batch_per_device is None
                                                           or per_device <= self.max_batch_per_device)
 
+    def largest_within(self, global_batch: int, limit: float) -> int:
+        """The largest of `global_batch` doubled 0 or more times that is at most `limit` and fits."""
+        while 2 * global_batch <= limit and self.fits(2 * global_batch):
+            global_batch *= 2
+        return global_batch
+
 
 @dataclass(frozen=True)
 class AutoDecision:
@@ -443,21 +489,34 @@ class AutoDecision:
     global_batch: int
     agreeing: int
     critical_batch: float
-    """c x B_simple, infinite where the noise scale is not resolved."""
+    """c x B_simple, infinite where the noise scale is not resolved (rule 2 then reads `critical_batch_low`)."""
     calibration: float
+    critical_batch_low: float | None = None
+    """c x the reading's lower confidence bound on B_simple (None: unknown): rule 1's bound."""
+    confident: bool = False
+    """True where rule 1 moved the batch (the bound allowed it), False where rule 2 did or none."""
 
     def doubled(self, before: int) -> bool:
         return self.global_batch > before
 
 
 def auto_step(rule: AutoRule, global_batch: int, agreeing: int, reading: NoiseReading, samples: int) -> AutoDecision:
-    """The rule of auto at one reading (module docstring), as a pure function of its state."""
+    """The rules of auto at one reading (module docstring), as a pure function of its state."""
     calibration = calibration_at(rule.calibration, samples)
     critical = math.inf if not reading.resolved or reading.b_simple is None else calibration * reading.b_simple
-    agreeing = min(rule.patience, agreeing + 1) if critical >= 2 * global_batch else 0
+    low = None if reading.bound is None else calibration * reading.bound
+    if low is not None:
+        jump = rule.largest_within(global_batch, low)
+        if jump >= 2 * global_batch:
+            return AutoDecision(jump, 0, critical, calibration, low, confident=True)
+    if critical == math.inf:  # unresolved: at least the batch, and maybe any larger
+        agrees = low is not None and low >= global_batch
+    else:
+        agrees = critical >= 2 * global_batch
+    agreeing = min(rule.patience, agreeing + 1) if agrees else 0
     if agreeing >= rule.patience and rule.fits(2 * global_batch):
-        return AutoDecision(2 * global_batch, 0, critical, calibration)
-    return AutoDecision(global_batch, agreeing, critical, calibration)
+        return AutoDecision(2 * global_batch, 0, critical, calibration, low)
+    return AutoDecision(global_batch, agreeing, critical, calibration, low)
 
 
 # --- the schedule while a run trains ----------------------------------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from trainspeed.errors import UsageError
 from trainspeed.flags import MAX_BATCH_SIZE, PROCESSES, THREADS, TIMEOUT, machine_cpus, ranged, ranged_as
+from trainspeed.gradients.modes import DEFAULT_MEASURE_EVERY, MAX_MEASURE_EVERY
 from trainspeed.train.rows import CONFIG_FILE
 
 LR_SCALING_RULES = ("none", "linear", "sqrt")
@@ -122,6 +123,10 @@ class TrainConfig:
     """Measure the gradient noise scale B_simple (`trainspeed.gradients.noise_scale`): on or off."""
     noise_scale_micro_batches: int = ranged(1, 1, 4096)
     """On one rank, k > 1 runs each step's backward over k slices of the batch to measure it unbiased."""
+    noise_scale_every: int = ranged(DEFAULT_MEASURE_EVERY, 1, MAX_MEASURE_EVERY)
+    """On one rank, measure one step in K (`trainspeed.gradients.noise_scale`): a measured step costs
+    its micro-batches' passes (or a copy of the gradient), the others train plainly; 1: every step.
+    The default's cost: `docs/results/noise_scale_cost.md`."""
     noise_scale_smoothing: float = 0.99
     """Weight of the old value in the moving averages of |G|^2 and tr(Sigma)."""
     log_every: int = 10

@@ -90,6 +90,9 @@ TRAIN_FLAGS = (
         flag("--noise-scale", "noise_scale", "measure the gradient noise scale B_simple", choices=("on", "off")),
         flag("--noise-scale-micro-batches", "noise_scale_micro_batches",
              "one rank: split each backward into k slices to measure it unbiased (default: the previous step's gradient)"),
+        flag("--noise-scale-every", "noise_scale_every",
+             "one rank: measure one step in K, train the others plainly (1: every step; its cost: "
+             "docs/results/noise_scale_cost.md)"),
         flag("--noise-scale-smoothing", "noise_scale_smoothing",
              "weight of the old value in the moving averages of |G|^2 and tr(Sigma)"),
     )),

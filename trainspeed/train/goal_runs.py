@@ -56,7 +56,9 @@ class GoalRecipe:
     warmup_samples: int
     val_samples: int | None
     noise_scale_micro_batches: int
-    """Slices of a one-rank step its unbiased noise scale comes from (runs of several ranks use the previous step)."""
+    """Slices of a one-rank step its unbiased noise scale comes from (runs of several ranks use the previous step).
+    Every step is measured (`--noise-scale-every 1`): these runs are measurements, whose noise scale
+    near the goal the study and the plan read, not runs that only train."""
 
     @classmethod
     def from_settings(cls, settings: GoalSettings, size: str, base_lr: float, reference_batch: int) -> "GoalRecipe":
@@ -86,4 +88,4 @@ class GoalRecipe:
                                    warmup_steps=max(1, round(self.warmup_samples / batch))),
             log_every=max(1, min(LOG_WINDOWS_MAX_STEPS, self.base.eval_every_samples // batch)),
             eval_batches=None if self.val_samples is None else max(1, self.val_samples // batch),
-            noise_scale_micro_batches=micro if nproc == 1 else 1, out_dir=str(out))
+            noise_scale_micro_batches=micro if nproc == 1 else 1, noise_scale_every=1, out_dir=str(out))

@@ -47,6 +47,7 @@ from trainspeed.targets.threads import configure_threads
 from trainspeed.train.batch_schedule import (
     BatchPlan,
     RunLength,
+    first_reading_steps,
     least_reading,
     loader_unit,
     micro_batches_for,
@@ -386,13 +387,14 @@ class RankTrainer:
         return self.state.samples
 
     # --- set-up ----------------------------------------------------------------------------------
-    def _parts_at(self, global_batch: int) -> int:
-        """The micro-batches of a step at `global_batch`: the noise scale's slices; with a schedule,
-        as many more as keep each within the memory cap."""
+    def _parts_at(self, global_batch: int, measured: bool = True) -> int:
+        """The micro-batches of a step at `global_batch`: the noise scale's slices where `measured`
+        (a step the meter measures); with a schedule, as many more as keep each within the memory cap."""
+        at_least = self.config.noise_scale_micro_batches if measured else 1
         if self.plan is None:
-            return self.config.noise_scale_micro_batches
+            return at_least
         return micro_batches_for(global_batch // self.layout.devices, self.config.batch.max_batch_per_device,
-                                 at_least=self.config.noise_scale_micro_batches)
+                                 at_least=at_least)
 
     def _run_length(self) -> RunLength:
         if self.plan is None:
@@ -404,7 +406,8 @@ class RankTrainer:
         """Step at the schedule's current batch: its micro-batches and the meter's batches."""
         self.parts = self._parts_at(self.global_batch)
         if self.meter is not None:
-            self.meter.resize(self.batch_size_per_device * self.layout.devices_per_process, self.parts)
+            self.meter.resize(self.batch_size_per_device * self.layout.devices_per_process, self.parts,
+                              self._parts_at(self.global_batch, measured=False))
 
     def _noise_scale_meter(self) -> NoiseScaleMeter | None:
         if self.config.noise_scale == "off":
@@ -417,7 +420,9 @@ class RankTrainer:
         return NoiseScaleMeter(self.trainable, world_size=self.context.world_size,
                                samples_per_rank=self.batch_size_per_device * self.layout.devices_per_process,
                                micro_batches=self.parts, smoothing=self.config.noise_scale_smoothing,
-                               seed=self.config.seed)
+                               seed=self.config.seed, every=self.config.noise_scale_every,
+                               dense_steps=first_reading_steps(self.config),
+                               plain_parts=self._parts_at(self.global_batch, measured=False))
 
     def _open_val_loader(self) -> BatchLoader | None:
         if self.config.synthetic_data or self.evaluated is None:
@@ -590,9 +595,10 @@ class RankTrainer:
         batch, h2d_s = self._place(host_batch, timed=trace.window.wants_h2d_sample)
         if self.plan is not None and self.plan.pending is not None and trace.settling is None:
             self._start_settling(trace)
-        partition = self.meter.partition(batch_size(batch)) if self.meter is not None else None
+        parts, partition = (self.parts, None) if self.meter is None else self.meter.split(self.state.step,
+                                                                                          batch_size(batch))
         trace.losses.append(self.accumulation.run(lambda part: self.target.run_step(self.trainable, part), batch,
-                                                  self.parts, partition))
+                                                  parts, partition))
         self.state.step += 1
         self.state.samples += self.global_batch
         self._step_batch = self.global_batch
@@ -705,7 +711,8 @@ class RankTrainer:
         self._last_reading = {"b_simple": reading.b_simple, "b_simple_lower": reading.lower,
                               "resolved": reading.resolved, "calibration": decision.calibration,
                               "critical_batch": None if decision.critical_batch == float("inf")
-                              else decision.critical_batch}
+                              else decision.critical_batch, "critical_batch_low": decision.critical_batch_low,
+                              "confident": decision.confident}
 
     def _switch_if_due(self, trace: RunTrace) -> None:
         """Switch to the schedule's due batch before the next step: a window holds steps of one

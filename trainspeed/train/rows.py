@@ -69,6 +69,13 @@ class BatchSwitchRecord:
     """auto: c of B_crit = c x B_simple at these samples (1 without --critical-batch rows)."""
     critical_batch: float | None = None
     """auto: c x B_simple (None where it was not resolved: larger than any batch tried)."""
+    critical_batch_low: float | None = None
+    """auto: c x the reading's lower confidence bound on B_simple (about 97.7%, one-sided:
+    `NoiseScaleReading.confident_lower`), what a confident jump goes to at most (None: unknown, or a
+    row written before auto jumped)."""
+    confident: bool | None = None
+    """auto: True where that bound took the batch (one reading, possibly several doublings), False
+    where readings in a row agreeing to double did; None: an explicit schedule, or an older row."""
     compilations: int = 0
     """Graphs the target compiled in the steps that settled the new batch (its first
     `--timing-warmup-steps`, at least one; 0 where it compiles none, or the shapes were compiled
@@ -83,7 +90,9 @@ class BatchSwitchRecord:
     def line(self) -> str:
         why = "the schedule" if self.reason == "schedule" else (
             f"auto: B_simple {'unresolved' if not self.resolved else format(self.b_simple, ',.4g')}"
-            f" x {self.calibration:.3g}")
+            f" x {self.calibration:.3g}"
+            + (f", at least {self.critical_batch_low:,.4g} at 97.7%" if self.confident and self.critical_batch_low
+               else ""))
         return (f"train: global batch {self.from_global_batch} -> {self.to_global_batch} at step {self.step} "
                 f"({self.samples:,} samples; {self.batch_size_per_device}/device in {self.micro_batches} micro-batch(es)), "
                 f"LR {self.lr_before:.3g} -> {self.lr_after:.3g} ({self.lr_scaling}), by {why}")

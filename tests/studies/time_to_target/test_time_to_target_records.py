@@ -82,7 +82,7 @@ def test_a_record_of_the_same_run_in_flags_of_another_order_is_the_same_run(tmp_
                  "16384", "--seed", "0", "--lr", "0.001", "--lr-scaling", "none", "--warmup-steps", "256",
                  "--min-lr-ratio", "1", "--until", config.until, "--stop-at-target", "--eval-every-samples", "4096",
                  "--log-every", "50", "--checkpoint-every", "0", "--out", str(config.runs / SPEC.name), "--no-progress",
-                 "--eval-batches", "128", "--noise-scale-micro-batches", "2"]
+                 "--eval-batches", "128", "--noise-scale-micro-batches", "2", "--noise-scale-every", "1"]
     record = config.runs / f"{SPEC.name}.command.json"
     config.runs.mkdir()
     assert recorded_config(config, SPEC) is None
