@@ -223,7 +223,6 @@ class TrainConfig:
             raise UsageError("train: --init-step is the step of --init-from RUN_DIR's checkpoint; give --init-from too")
         self._validate_goal()
         self._validate_noise_scale()
-        self._validate_batch_schedule()
         if self.eval_batches is not None and self.eval_batches < 1:
             raise UsageError(f"train: --eval-batches must be >= 1, got {self.eval_batches}")
         if not 0.0 <= self.lr.min_lr_ratio <= 1.0:
@@ -270,11 +269,6 @@ class TrainConfig:
                              f"{self.batch_size_per_device}")
         if not 0.0 <= self.noise_scale_smoothing < 1.0:
             raise UsageError(f"train: --noise-scale-smoothing must be in [0, 1), got {self.noise_scale_smoothing}")
-
-    def _validate_batch_schedule(self) -> None:
-        from trainspeed.train.batch_schedule import check_schedule_settings
-
-        check_schedule_settings(self)
 
     def is_eval_due(self, step: int, samples_before: int, samples_after: int) -> bool:
         """A validation after `step`, which trained from `samples_before` to `samples_after` (not

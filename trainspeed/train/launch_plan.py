@@ -25,6 +25,7 @@ from trainspeed.train.batch_schedule import (
     RunLength,
     batches_of,
     bench_memory_cap,
+    check_schedule_settings,
     loader_unit,
     read_calibration,
     run_length,
@@ -74,6 +75,7 @@ def resolve_launch(config: TrainConfig) -> LaunchPlan:
     """The run `config` describes, resolved and checked in the order a reader meets its parts;
     UsageError for anything that would fail later in a rank."""
     config.validate()
+    check_schedule_settings(config)
     family = target_family(config.target)
     if family.data_parallel == "single" and config.world_size > 1:
         raise UsageError(
