@@ -67,25 +67,33 @@ def test_the_moving_averages_decay_per_step_between_measurements_and_the_rows_co
     norms = meter.networks["model"]
     assert (norms.count, norms.measured_steps, norms.last_step) == (3, 3, 8)
     expected = AverageWeights()
-    for decay in (0.9, 0.9**4, 0.9**4):  # the first measurement's decay is corrected away
-        expected.add(decay)
-    assert (norms.weights.decay_product, norms.weights.raw_weight_sq) == pytest.approx(
-        (expected.decay_product, expected.raw_weight_sq))
+    for decay in (0.9, 0.9**4, 0.9**4):  # each measurement at weight 1 - 0.9, decayed 0.9 per step since
+        expected.add(decay, 0.1)
+    assert (norms.weights.correction, norms.weights.raw_weight_sq) == pytest.approx(
+        (expected.correction, expected.raw_weight_sq))
     (row,) = meter.read_window(12, 12 * 16, lambda values: values)
     assert (row.window_steps, row.measured_steps, row.measure_every) == (3, 3, 4)
     assert row.measured_fraction == pytest.approx(3 / 12)
 
 
-def test_average_weights_of_varying_decays_are_those_of_the_weighted_sum_they_keep() -> None:
-    decays = [0.5, 0.9, 0.6561, 0.99, 0.9]
+def test_average_weights_are_those_of_the_decayed_sum_they_normalise() -> None:
+    """Measurements close together keep their weight beside one far later: each counts alike, its
+    weight fading with the steps since it was made."""
+    steps, beta = [0, 1, 2, 3, 35, 67], 0.99
     weights = AverageWeights()
-    for decay in decays:
-        weights.add(decay)
-    raw = [(1 - decay) * math.prod(decays[index + 1:]) for index, decay in enumerate(decays)]
+    for before, step in zip([None, *steps], steps):
+        weights.add(beta ** (step - before if before is not None else 1), 1 - beta)
+    raw = [(1 - beta) * beta ** (steps[-1] - step) for step in steps]
     assert weights.correction == pytest.approx(sum(raw))
     assert weights.weight_sq_sum == pytest.approx(sum((w / sum(raw)) ** 2 for w in raw))
+    assert 1 / weights.weight_sq_sum > 5  # the four close together still count
     constant = AverageWeights.constant(0.99, 50)
     assert constant.weight_sq_sum == pytest.approx(ema_weight_sq_sum(0.99, 50))
+    every_step = AverageWeights()
+    for _ in range(50):
+        every_step.add(0.99, 0.01)
+    assert (every_step.correction, every_step.weight_sq_sum) == pytest.approx((constant.correction,
+                                                                               constant.weight_sq_sum))
     assert AverageWeights().weight_sq_sum == 1.0
 
 
@@ -101,13 +109,13 @@ def test_a_checkpoint_keeps_the_weights_and_one_written_before_them_reads_as_mea
         meter.networks["model"].weights, 3, 8)
     older = json.loads(json.dumps(state))
     for saved in older["networks"].values():
-        for key in ("decay_product", "raw_weight_sq", "measured_steps", "last_step"):
+        for key in ("correction", "raw_weight_sq", "measured_steps", "last_step"):
             del saved[key]
     _, before = _meter(every=4)
     before.load_state(older)
     constant = AverageWeights.constant(0.9, 3)
     kept = before.networks["model"].weights
-    assert (kept.decay_product, kept.weight_sq_sum) == pytest.approx((constant.decay_product, constant.weight_sq_sum))
+    assert (kept.correction, kept.weight_sq_sum) == pytest.approx((constant.correction, constant.weight_sq_sum))
     assert (before.networks["model"].measured_steps, before.networks["model"].last_step) == (3, None)
 
 

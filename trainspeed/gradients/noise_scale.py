@@ -32,10 +32,10 @@ whole batch does: up to about twice a plain step, `docs/results/noise_scale_cost
 measures one step in K (those whose number is a multiple of K) over its micro-batches and trains
 the others plainly, as a run without the meter does. Which steps are measured depends on their
 numbers alone, never on their gradients, so each measurement is as unbiased as before. The moving
-averages decay by `smoothing`^gap per measurement (gap: the steps since the last one), so they
-reach as far back in steps as before and hold about K times fewer measurements: their variance
-is about K times that of averages measured at every step, which their standard error, and so
-"resolved", says (`trainspeed.gradients.rows.AverageWeights`). A step a batch schedule's memory cap
+averages decay by `smoothing` per step (`smoothing`^gap between two measurements) and add each
+measurement at the same weight, so they reach as far back in steps as before and hold about K
+times fewer measurements: their variance is about K times that of averages measured at every
+step, which their standard error, and so "resolved", says (`trainspeed.gradients.rows.AverageWeights`). A step a batch schedule's memory cap
 splits anyway is measured every time (its slices are there: their norms are all it adds), and so is
 every step numbered below `dense_steps` (auto's first reading, `trainspeed.train.batch_schedule`).
 The other methods measure every step: N ranks have the rank's gradient and the averaged one anyway,
@@ -128,10 +128,11 @@ class NetworkNorms:
     carried_big: float = 0.0
     carried_grad_sq_sq: float = 0.0
 
-    def add(self, small: torch.Tensor, big: torch.Tensor, smoothing: float, weights: tuple[float, float],
+    def add(self, small: torch.Tensor, big: torch.Tensor, decay: float, weight: float, weights: tuple[float, float],
             step: int | None = None) -> None:
-        """One measurement, at step `step`, the moving averages decaying by `smoothing`; `weights`
-        (B/(B-b), b/(B-b)) make this step's |G|^2 estimate of the two."""
+        """One measurement, at step `step`, added at raw weight `weight` to moving averages decayed by
+        `decay` first (`AverageWeights`); `weights` (B/(B-b), b/(B-b)) make this step's |G|^2
+        estimate of the two."""
         if self.window_small is None:
             self.window_small, self.window_big = torch.zeros_like(small), torch.zeros_like(big)
             self.window_grad_sq_sq = torch.zeros_like(big)
@@ -143,12 +144,12 @@ class NetworkNorms:
         self.window_small.add_(small)
         self.window_big.add_(big)
         self.window_grad_sq_sq.add_(grad_sq_sq)
-        self.average_small.mul_(smoothing).add_(small, alpha=1.0 - smoothing)
-        self.average_big.mul_(smoothing).add_(big, alpha=1.0 - smoothing)
-        self.average_grad_sq_sq.mul_(smoothing).add_(grad_sq_sq, alpha=1.0 - smoothing)
+        self.average_small.mul_(decay).add_(small, alpha=weight)
+        self.average_big.mul_(decay).add_(big, alpha=weight)
+        self.average_grad_sq_sq.mul_(decay).add_(grad_sq_sq, alpha=weight)
         self.window_count += 1
         self.count += 1
-        self.weights.add(smoothing)
+        self.weights.add(decay, weight)
         if step is None or step != self.last_step:
             self.measured_steps += 1
         self.last_step = step
@@ -262,7 +263,7 @@ class NoiseScaleMeter:
 
     def _add(self, name: str, small: torch.Tensor, big: torch.Tensor) -> None:
         norms = self.networks[name]
-        norms.add(small, big, self._decay(norms, self.step), self.weights, self.step)
+        norms.add(small, big, self._decay(norms, self.step), 1.0 - self.smoothing, self.weights, self.step)
 
     @property
     def biased(self) -> bool:
@@ -479,7 +480,7 @@ class NoiseScaleMeter:
                 small, big, grad_sq_sq = (float(value) for value in torch.stack(
                     [norms.average_small, norms.average_big, norms.average_grad_sq_sq]).cpu())
             state[name] = {"small": small, "big": big, "grad_sq_sq": grad_sq_sq, "count": norms.count,
-                           "decay_product": norms.weights.decay_product, "raw_weight_sq": norms.weights.raw_weight_sq,
+                           "correction": norms.weights.correction, "raw_weight_sq": norms.weights.raw_weight_sq,
                            "measured_steps": norms.measured_steps, "last_step": norms.last_step}
         return {"method": self.method, "smoothing": self.smoothing, "networks": state,
                 "samples_per_rank": self.samples_per_rank, "micro_batches": self.micro_batches,
@@ -509,10 +510,10 @@ class NoiseScaleMeter:
 def _kept_weights(saved: dict[str, Any], smoothing: float, count: int) -> tuple[AverageWeights, int, int | None]:
     """The moving averages' weights, measured steps and last measured step a checkpoint keeps; one
     written before the meter kept them measured every step, at the smoothing."""
-    if "decay_product" not in saved:
+    if "correction" not in saved:
         return AverageWeights.constant(smoothing, count), count, None
     last = saved.get("last_step")
-    return (AverageWeights(float(saved["decay_product"]), float(saved["raw_weight_sq"])), int(saved["measured_steps"]),
+    return (AverageWeights(float(saved["correction"]), float(saved["raw_weight_sq"])), int(saved["measured_steps"]),
             None if last is None else int(last))
 
 

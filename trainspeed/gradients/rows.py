@@ -25,11 +25,12 @@ independent; where they are not (the `previous-step` method: neighbouring estima
 gradient) the meter doubles V, and drift of the true |G|^2 within the steps averaged only adds
 to V: both err towards "unresolved".
 
-A meter that measures one step in K (`--noise-scale-every`) weighs each measurement by the steps
-since the last one: the moving average decays by beta^gap per measurement, so its horizon in steps
-is the same whatever K, and it holds about K times fewer measurements. `AverageWeights` keeps its
-bias correction and its sum w_i^2 for weights that vary so (the formula above is its case of a
-constant beta); the standard error, and with it "resolved", follow from the measurements it holds.
+A meter that measures one step in K (`--noise-scale-every`) decays its moving averages by beta
+per step, beta^gap between two measurements, and adds each measurement at the weight 1 - beta: its
+horizon in steps is the same whatever K, and it holds about K times fewer measurements.
+`AverageWeights` keeps the normalisation and the sum w_i^2 for weights that vary so (the formula
+above is its case of a measurement every step); the standard error, and with it "resolved", follow
+from the measurements it holds.
 """
 
 from __future__ import annotations
@@ -81,37 +82,36 @@ def student_z(z: float, measurements: float | None) -> float:
 
 @dataclass
 class AverageWeights:
-    """The weights of a bias-corrected moving average whose decay may differ at each value: its
-    correction 1 - prod(d_i) and the sum of its weights squared, the inverse of its effective
-    sample size (`ema_weight_sq_sum` for a constant decay). Host numbers: they depend on when it
-    measured, never on what."""
+    """The weights of a moving average whose values each come with a raw weight and whose sum
+    decays by d_i before each: the average is sum(raw_i prod_{j>i} d_j x_i) / `correction`. With
+    the constant decay beta and raw weight 1 - beta it is the bias-corrected exponential moving
+    average (`correction` = 1 - beta^n, `ema_weight_sq_sum`). The meter gives every measurement the
+    raw weight 1 - beta and decays by beta per step between two (beta^gap): each measurement counts
+    alike, its weight fading with the steps since it was made, so measurements made close together
+    (auto's first windows) keep their weight beside later ones K steps apart. Host numbers: they
+    depend on when the meter measured, never on what."""
 
-    decay_product: float = 1.0
-    """prod(d_i) over the values so far (1 before the first)."""
+    correction: float = 0.0
+    """sum raw_i prod_{j>i} d_j: what the decayed sum is divided by (0 before the first value)."""
     raw_weight_sq: float = 0.0
-    """sum over values of ((1 - d_i) prod_{j>i} d_j)^2, before the correction."""
+    """sum (raw_i prod_{j>i} d_j)^2."""
 
-    def add(self, decay: float) -> None:
-        self.decay_product *= decay
-        self.raw_weight_sq = decay * decay * self.raw_weight_sq + (1.0 - decay) ** 2
-
-    @property
-    def correction(self) -> float:
-        return 1.0 - self.decay_product
+    def add(self, decay: float, weight: float) -> None:
+        self.correction = decay * self.correction + weight
+        self.raw_weight_sq = decay * decay * self.raw_weight_sq + weight * weight
 
     @property
     def weight_sq_sum(self) -> float:
-        """sum w_i^2 of the corrected average (1 before any value, or where one holds all the weight)."""
+        """sum w_i^2 of the normalised average (1 before any value, or where one holds all the weight)."""
         correction = self.correction
         return 1.0 if correction <= 0.0 else min(1.0, self.raw_weight_sq / (correction * correction))
 
     @classmethod
     def constant(cls, decay: float, count: int) -> "AverageWeights":
-        """The weights of `count` values at one decay (a checkpoint written before the meter kept
-        its weights measured every step at the smoothing)."""
-        power = decay ** count
-        correction = 1.0 - power
-        return cls(decay_product=power, raw_weight_sq=ema_weight_sq_sum(decay, count) * correction * correction)
+        """The weights of `count` values at one decay, each of raw weight 1 - decay (a checkpoint
+        written before the meter kept its weights, which measured every step at the smoothing)."""
+        correction = 1.0 - decay ** count
+        return cls(correction=correction, raw_weight_sq=ema_weight_sq_sum(decay, count) * correction * correction)
 
 
 def standard_error(mean: float, mean_sq: float, weight_sq_sum: float, inflation: float = 1.0) -> float | None:
