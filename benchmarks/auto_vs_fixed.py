@@ -10,8 +10,10 @@
 Every configuration is one `trainspeed train` command to the goal (`--until ... --stop-at-target`)
 with the same recipe: the goal, a validation every `--eval-every-samples` over `--val-samples`
 samples, a linear warm-up over `--warmup-samples` then a constant learning rate (`--min-lr-ratio
-1`, as `study time-to-target` trains), one torch thread, and on one rank the noise scale from 2
-micro-batches (auto needs it; the fixed runs measure it too, so every run pays the same meter).
+1`, as `study time-to-target` trains), and one torch thread. On one rank a schedule measures the
+noise scale from 2 micro-batches (auto needs them) at the meter's default, one step in 32 (`--noise-scale-every`);
+a fixed batch runs as a user runs it, with the meter's defaults (the previous step's gradient, a
+copy and three dot products a step): the ratios are against what a user of a fixed batch runs.
 Each configuration adds its own flags (`--config NAME=FLAGS`): the batch (fixed, or the schedule),
 the ranks and the learning rate. A configuration with `--adaptdl` runs
 `benchmarks/adaptdl_side_by_side.py` instead (AdaptDL's adaptive batch), with the same recipe.
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import math
 import os
 import shlex
 import statistics
@@ -49,6 +52,7 @@ from trainspeed.atomic import atomic_write_bytes, atomic_write_text  # noqa: E40
 from trainspeed.bench.measurement import MeasurementRow  # noqa: E402
 from trainspeed.machine import Machine  # noqa: E402
 from trainspeed.rows import Source, parse_row, row_line  # noqa: E402
+from trainspeed.stats import t_quantile  # noqa: E402
 from trainspeed.user_json import loads, parse_json  # noqa: E402
 
 BENCHMARK = "auto-vs-fixed"
@@ -136,7 +140,9 @@ def train_command(recipe: Recipe, configuration: Configuration, seed: int, out: 
     ranks = global_batch // per_device
     length = (["--samples", str(recipe.max_samples)] if flag_value(flags, "--batch-schedule") is not None
               else ["--steps", str(max(1, recipe.max_samples // global_batch))])
-    meter = ["--noise-scale-micro-batches", "2"] if ranks == 1 and flag_value(flags, "--noise-scale-micro-batches") is None else []
+    schedule = flag_value(flags, "--batch-schedule") is not None
+    meter = (["--noise-scale-micro-batches", "2"]
+             if schedule and ranks == 1 and flag_value(flags, "--noise-scale-micro-batches") is None else [])
     return [sys.executable, "-m", "trainspeed", "train", "--workload", recipe.workload, "--size", recipe.size,
             "--data", recipe.data, "--until", recipe.until, "--stop-at-target",
             "--eval-every-samples", str(recipe.eval_every_samples),
@@ -253,8 +259,28 @@ def summarize(results: Sequence[RunResult], configurations: Sequence[Configurati
                 row[f"{name}_ratio_to_{reference}"] = (statistics.fmean(mine) / statistics.fmean(theirs)
                                                        if mine and theirs else None)
             row["ratio_seeds"] = sorted(seeds)
+            for name in ("command_s", "train_s"):
+                paired = paired_ratio([(getattr(r, name), getattr(t, name)) for r in reached for t in ref
+                                       if t.reached and r.seed == t.seed])
+                row.update({f"{name}_paired_ratio_to_{reference}": paired[0],
+                            f"{name}_paired_ratio_low": paired[1], f"{name}_paired_ratio_high": paired[2]})
         rows.append(row)
     return rows
+
+
+def paired_ratio(pairs: Sequence[tuple[float | None, float | None]]) -> tuple[float | None, float | None, float | None]:
+    """The geometric mean of seed-by-seed ratios (mine / reference, the same seed run side by side)
+    and its 95% t interval, from the log ratios: a change of the machine's load between seeds hits
+    both runs of a seed, so the pairs' ratios vary less than either's seconds. (None, None, None)
+    for no pair; the interval None for one."""
+    logs = [math.log(mine / theirs) for mine, theirs in pairs if mine and theirs]
+    if not logs:
+        return None, None, None
+    centre = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(centre), None, None
+    half = t_quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 
 
 def write_outputs(out: Path, results: Sequence[RunResult], configurations: Sequence[Configuration],
@@ -417,9 +443,13 @@ def main() -> None:
         if not row["reached"]:
             print(f"{row['config']}: 0/{row['seeds']} reached")
             continue
+        paired = row.get(f"command_s_paired_ratio_to_{args.reference}")
+        low, high = row.get("command_s_paired_ratio_low"), row.get("command_s_paired_ratio_high")
         print(f"{row['config']}: {row['reached']}/{row['seeds']} reached, command {row['command_s_mean']:.1f} s "
               f"[{row['command_s_min']:.1f}, {row['command_s_max']:.1f}]"
-              + (f", {ratio:.2f}x {args.reference}" if ratio is not None else ""))
+              + (f", {ratio:.2f}x {args.reference}" if ratio is not None else "")
+              + (f", paired {paired:.2f}x" if paired is not None else "")
+              + (f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,10 @@
 #   gpt2        hf:gpt2 (tiny, seq=65) to val/loss<=2.9 on 1 rank: auto and the committed study's best
 #               fixed batch (32 at LR factor 2); with GPT2_DEFAULT=1 the default batch (1,024) too
 #                                                       -> docs/results/auto_vs_fixed_gpt2.*
+#   cnn         the small CNN example (examples/small_cnn_workload.py) to val/top1_accuracy>=0.9 on 1
+#               rank: auto from 16 to 512 (the meter's defaults), auto measuring every step, and fixed
+#               32, 64 and 128, all at the example's rate (3e-3 at its reference batch 64, sqrt rule);
+#               5 seeds interleaved                     -> docs/results/auto_vs_fixed_cnn.*
 # Each part writes its rows after every run, so a part cut short keeps what it measured.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -173,6 +177,19 @@ for part in $PARTS; do
             --config 'auto=--batch-schedule auto --global-batch-min 8 --global-batch-max 128 --lr 0.002 --lr-scaling sqrt --lr-reference-batch 32' \
             --config 'best-fixed-b32=--batch-size-per-device 32 --lr 0.002 --lr-scaling none' \
             "${DEFAULT[@]}" --out "$RESULTS/auto_vs_fixed_gpt2.jsonl" ;;
-    *) echo "auto_vs_fixed.sh: unknown part $part (mahjong, mahjong2, calibrated, critical, critical-charlm, critical-gpt2, charlm, gpt2)" >&2; exit 2 ;;
+    cnn)
+        # A step of a few milliseconds: what the meter and the schedule add to it shows.
+        [ -f shapes.npz ] || "$PYTHON" "$REPO/examples/small_cnn_workload.py" shapes.npz
+        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" --workload small_cnn_workload:SmallCNNWorkload --size tiny \
+            --data shapes.npz --until 'val/top1_accuracy>=0.9' --eval-every-samples 2048 --val-samples 1024 \
+            --warmup-samples 1024 --max-samples 200000 --log-every 8 --num-workers 0 --seeds "${CNN_SEEDS:-0,1,2,3,4}" \
+            --reference fixed-b64 \
+            --config 'auto=--batch-schedule auto --global-batch-min 16 --global-batch-max 512' \
+            --config 'auto-every-step=--batch-schedule auto --global-batch-min 16 --global-batch-max 512 --noise-scale-every 1' \
+            --config 'fixed-b32=--batch-size-per-device 32' \
+            --config 'fixed-b64=--batch-size-per-device 64' \
+            --config 'fixed-b128=--batch-size-per-device 128' \
+            --keep-runs runs_cnn --out "$RESULTS/auto_vs_fixed_cnn.jsonl" ;;
+    *) echo "auto_vs_fixed.sh: unknown part $part (mahjong, mahjong2, calibrated, critical, critical-charlm, critical-gpt2, charlm, gpt2, cnn)" >&2; exit 2 ;;
     esac
 done

@@ -4,6 +4,8 @@ and takes its ratios over the seeds both configurations reached the goal on."""
 import shutil
 from pathlib import Path
 
+import pytest
+
 from benchmarks.auto_vs_fixed import (Recipe, RunResult, first_batches, flag_value, machine_footer, parse_configuration,
                                       replot, summarize, train_command)
 from trainspeed.machine import Machine
@@ -28,6 +30,8 @@ def test_warm_up_and_validation_are_counted_in_samples_and_auto_runs_by_samples(
     assert flag_value(auto, "--samples") == "393216" and "--steps" not in auto
     assert flag_value(auto, "--warmup-steps") == "128" and flag_value(auto, "--eval-batches") == "64"
     assert flag_value(auto, "--noise-scale-micro-batches") == "2" and flag_value(auto, "--seed") == "1"
+    fixed = train_command(RECIPE, parse_configuration("b=--batch-size-per-device 64"), 0, Path("out"))
+    assert "--noise-scale-micro-batches" not in fixed  # a fixed batch as a user runs it: the meter's defaults
     two = train_command(RECIPE, parse_configuration("b=--nproc 2 --batch-size-per-device 64"), 0, Path("out"))
     assert flag_value(two, "--steps") == "3072" and flag_value(two, "--warmup-steps") == "32"
     assert flag_value(two, "--eval-batches") == "32" and "--noise-scale-micro-batches" not in two
@@ -47,6 +51,16 @@ def test_the_ratio_is_over_the_seeds_both_reached():
     assert auto["command_s_ratio_to_fixed"] == 1.5 and auto["ratio_seeds"] == [0]
     assert auto["command_s_mean"] == 40.0 and (auto["command_s_min"], auto["command_s_max"]) == (30.0, 50.0)
     assert fixed["reached"] == 1 and "command_s_ratio_to_fixed" not in fixed
+    assert auto["command_s_paired_ratio_to_fixed"] == 1.5 and auto["command_s_paired_ratio_low"] is None  # one pair
+
+
+def test_the_paired_ratio_is_the_geometric_mean_of_seed_ratios_with_a_t_interval():
+    from benchmarks.auto_vs_fixed import paired_ratio
+
+    centre, low, high = paired_ratio([(2.0, 1.0), (8.0, 4.0), (1.0, 1.0), (None, 3.0)])
+    assert centre == pytest.approx(2 ** (2 / 3)) and low < centre < high
+    assert paired_ratio([(1.1, 1.0), (1.1, 1.0)])[1:] == pytest.approx((1.1, 1.1))  # no spread, no width
+    assert paired_ratio([]) == (None, None, None)
 
 
 def test_the_figure_is_drawn_again_from_committed_rows_with_the_machine_and_its_load(tmp_path: Path):
