@@ -33,6 +33,7 @@ from trainspeed.train.batch_schedule import (
     ScheduleEntry,
     auto_step,
     bench_memory_cap,
+    bench_step_seconds,
     calibration_at,
     first_reading_steps,
     least_reading,
@@ -293,6 +294,43 @@ def test_the_memory_cap_is_the_largest_batch_the_bench_ran_below_its_first_out_o
     assert bench_memory_cap(str(_bench(tmp_path / "c.jsonl", (64, "ok"))), "mahjong", "tiny", "cpu:eager:fp32") is None
     with pytest.raises(UsageError, match="has no row of mahjong/tiny on xla:lazy:fp32"):
         bench_memory_cap(str(bench), "mahjong", "tiny", "xla:lazy:fp32")
+
+
+def test_the_step_times_are_the_bench_s_fastest_ok_rows_of_the_run_s_configuration(tmp_path: Path) -> None:
+    rows = [ResultRow(run_id="r", timestamp="t", workload="mahjong", size="tiny", target="cpu:eager:fp32", batch_size=b,
+                      status=status, samples_per_s=rate, noise_scale=meter)
+            for b, status, rate, meter in [(16, "ok", 4000.0, None), (32, "ok", 6400.0, None), (32, "ok", 8000.0, None),
+                                           (32, "ok", 9000.0, "previous-step"), (64, "oom", None, None)]]
+    rows.append(ResultRow(run_id="r", timestamp="t", workload="mahjong", size="tiny", target="xla:lazy:fp32",
+                          batch_size=128, status="ok", samples_per_s=1.0))
+    bench = tmp_path / "b.jsonl"
+    bench.write_text("".join(row_line(row) + "\n" for row in rows))
+    assert bench_step_seconds(str(bench), "mahjong", "tiny", "cpu:eager:fp32") == ((16, 0.004), (32, 0.004))
+    assert bench_step_seconds(str(bench), "other", "tiny", "cpu:eager:fp32") == ()
+
+
+STEP_SECONDS = ((16, 0.0030), (32, 0.0035), (64, 0.0045), (128, 0.0060), (256, 0.0130), (512, 0.0260))
+"""A small model's step: its time grows far slower than its batch up to 128."""
+
+
+def test_with_step_times_auto_takes_the_batch_of_least_time_to_the_same_progress_and_never_goes_back() -> None:
+    """t(B) (1 + B_noise / B) with B_noise the reading's lower bound: at 45, 64 (0.0077 s against 0.0081
+    at 128 and 0.0084 at 32), above the critical batch rules 1 and 2 stop below."""
+    timed = AutoRule(global_batch_min=16, global_batch_max=512, devices=1, step_seconds=STEP_SECONDS)
+    decision = auto_step(timed, 16, 0, NoiseReading(60.0, None, True, low=45.0), samples=0)
+    assert (decision.global_batch, decision.timed, decision.confident) == (64, True, True)
+    untimed = AutoRule(global_batch_min=16, global_batch_max=512, devices=1)
+    assert auto_step(untimed, 16, 0, NoiseReading(60.0, None, True, low=45.0), samples=0).global_batch == 32
+    stays = auto_step(timed, 16, 1, NoiseReading(60.0, None, True, low=5.0), samples=0)  # a bound of 5: 16 is cheapest
+    assert (stays.global_batch, stays.agreeing, stays.timed, stays.confident) == (16, 0, True, False)
+    assert auto_step(timed, 128, 0, NoiseReading(60.0, None, True, low=5.0), samples=0).global_batch == 128
+    assert auto_step(timed, 16, 0, NoiseReading(None, 1e9, False), samples=0).global_batch == 128  # t(B)/B least
+    capped = AutoRule(global_batch_min=16, global_batch_max=32, devices=1, step_seconds=STEP_SECONDS)
+    assert auto_step(capped, 16, 0, NoiseReading(None, 1e9, False), samples=0).global_batch == 32
+    two_ranks = AutoRule(global_batch_min=32, global_batch_max=1024, devices=2, step_seconds=STEP_SECONDS)
+    assert auto_step(two_ranks, 32, 0, NoiseReading(60.0, None, True, low=90.0), samples=0).global_batch == 128
+    unbenched = AutoRule(global_batch_min=8, global_batch_max=512, devices=1, step_seconds=STEP_SECONDS)
+    assert not auto_step(unbenched, 8, 0, NoiseReading(60.0, None, True, low=45.0), samples=0).timed  # rules 1-2
 
 
 def test_the_lr_over_samples_is_the_lr_over_steps_where_the_batch_never_switches() -> None:

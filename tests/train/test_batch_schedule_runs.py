@@ -115,6 +115,26 @@ def test_auto_grows_from_its_min_while_the_noise_scale_allows_and_records_each_r
     assert summary["samples"] >= 400 and summary["samples"] - 32 < 400
 
 
+def test_with_bench_step_times_auto_takes_the_batch_of_least_time_to_the_same_progress(tmp_path: Path) -> None:
+    """Bench rows that put every batch at the same step time: each larger batch saves steps at no
+    cost, so the first reading with a bound takes auto to its max at once."""
+    from trainspeed.bench.results import ResultRow
+    from trainspeed.rows import row_line
+
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text("".join(row_line(ResultRow(run_id="r", timestamp="t", workload="mahjong", size="tiny",
+                                                target="cpu:eager:fp32", batch_size=batch, status="ok",
+                                                samples_per_s=batch / 0.01)) + "\n" for batch in (8, 16, 32)))
+    out = tmp_path / "run"
+    assert main(["train", *TINY_RUN, "--synthetic-data", "--num-workers", "0", "--batch-schedule", "auto",
+                 "--global-batch-min", "8", "--global-batch-max", "32", "--samples", "400", "--bench-jsonl", str(bench),
+                 "--noise-scale-micro-batches", "2", "--out", str(out)]) == 0
+    (switch,) = _rows(out, "batch-switch")
+    assert (switch["from_global_batch"], switch["to_global_batch"], switch["timed"], switch["confident"]) == \
+        (8, 32, True, True)
+    assert switch["critical_batch_low"] > 0
+
+
 def test_auto_measures_every_step_of_its_first_windows_then_one_step_in_k(tmp_path: Path) -> None:
     out = tmp_path / "run"
     assert main(["train", *TINY_RUN, "--synthetic-data", "--num-workers", "0", "--batch-schedule", "auto",

@@ -23,6 +23,14 @@ moves the batch decides:
    measures one step in K its |G|^2 is as often unresolved for want of measurements as for a large
    noise scale, and doubling on that would double on ignorance.
 
+With step times (`--bench-jsonl` rows of this workload, size and target at auto's per-device
+batches: `bench_step_seconds`), one rule replaces both: the batch goes to the one of the current
+and the larger batches auto may take that needs the least time to the same progress, t(B) x
+(1 + B_noise / B) (McCandlish et al. 2018: the steps to a goal are S_min (1 + B_noise / B), each
+costing the bench's step time t(B)), with B_noise = c x the lower confidence bound of rule 1.
+Where a step's cost barely grows with its batch (a small model, a device far from full) that
+batch lies above the critical batch, which rules 1 and 2 never pass: they count steps, not seconds.
+
 Where it starts: the meter measures every step of the run's first `AUTO_FIRST_READING_WINDOWS`
 windows (`first_reading_steps`; one step in `--noise-scale-every` after them), so the first
 reading comes from as many steps as a window holds, and rule 1 takes the batch from M to where
@@ -344,6 +352,26 @@ both are batches, from 1 to 2^40 samples, so no measured ratio lies beyond. Past
 calibration times a reading overflows or vanishes, and auto doubles at every reading."""
 
 
+def bench_step_seconds(path: str, workload: str, size: str, target: str) -> tuple[tuple[int, float], ...]:
+    """Seconds per step at each per-device batch the bench rows of this workload, size and target
+    ran (`ok`, without the meter, on the device feed or a host one where the device's is not there;
+    the fastest row of a batch where several are), from their samples/s; () for none. UsageError
+    where the file cannot be read."""
+    from trainspeed.bench.results import read_rows
+
+    try:
+        rows = read_rows(Path(path))
+    except UsageError as error:
+        raise UsageError(f"train: --bench-jsonl: {error}") from None
+    rates: dict[int, float] = {}
+    for row in rows:
+        if ((row.workload, row.size, row.target) != (workload, size, target) or row.status != "ok"
+                or row.noise_scale is not None or not row.samples_per_s):
+            continue
+        rates[row.batch_size] = max(rates.get(row.batch_size, 0.0), row.samples_per_s)
+    return tuple((batch, batch / rate) for batch, rate in sorted(rates.items()))
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -468,6 +496,26 @@ class AutoRule:
     max_batch_per_device: int | None = None
     calibration: tuple[CalibrationPoint, ...] = ()
     patience: int = AUTO_PATIENCE
+    step_seconds: tuple[tuple[int, float], ...] = ()
+    """(per-device batch, seconds per step) of the bench rows (`bench_step_seconds`); () without them."""
+
+    def seconds_at(self, global_batch: int) -> float | None:
+        """The bench's seconds per step at `global_batch`'s per-device batch; None where it did not run it."""
+        return dict(self.step_seconds).get(global_batch // self.devices)
+
+    def fastest_to_progress(self, global_batch: int, noise: float) -> int | None:
+        """Of `global_batch` and its doublings that fit and have a step time, the one of least
+        t(B) (1 + noise / B), the time to the same progress; None where the current one has no
+        step time."""
+        if self.seconds_at(global_batch) is None:
+            return None
+        best, best_time, batch = global_batch, math.inf, global_batch
+        while self.fits(batch) or batch == global_batch:
+            seconds = self.seconds_at(batch)
+            if seconds is not None and seconds * (1.0 + noise / batch) < best_time:
+                best, best_time = batch, seconds * (1.0 + noise / batch)
+            batch *= 2
+        return best
 
     def fits(self, global_batch: int) -> bool:
         per_device = global_batch // self.devices
@@ -494,7 +542,9 @@ class AutoDecision:
     critical_batch_low: float | None = None
     """c x the reading's lower confidence bound on B_simple (None: unknown): rule 1's bound."""
     confident: bool = False
-    """True where rule 1 moved the batch (the bound allowed it), False where rule 2 did or none."""
+    """True where rule 1 or the step times moved the batch (by that bound), False where rule 2 did or none."""
+    timed: bool = False
+    """True where the step times decided (`AutoRule.step_seconds`), whether or not the batch moved."""
 
     def doubled(self, before: int) -> bool:
         return self.global_batch > before
@@ -505,6 +555,9 @@ def auto_step(rule: AutoRule, global_batch: int, agreeing: int, reading: NoiseRe
     calibration = calibration_at(rule.calibration, samples)
     critical = math.inf if not reading.resolved or reading.b_simple is None else calibration * reading.b_simple
     low = None if reading.bound is None else calibration * reading.bound
+    fastest = rule.fastest_to_progress(global_batch, low) if low is not None else None
+    if fastest is not None:
+        return AutoDecision(fastest, 0, critical, calibration, low, confident=fastest > global_batch, timed=True)
     if low is not None:
         jump = rule.largest_within(global_batch, low)
         if jump >= 2 * global_batch:
@@ -548,12 +601,13 @@ class BatchPlan:
     """The fields of the last switch's `batch-switch` row, until the first step at its batch ran."""
 
     @classmethod
-    def of(cls, config: "TrainConfig", max_batch_per_device: int | None) -> "BatchPlan":
+    def of(cls, config: "TrainConfig", max_batch_per_device: int | None,
+           step_seconds: tuple[tuple[int, float], ...] = ()) -> "BatchPlan":
         if config.batch.schedule == AUTO:
             assert config.batch.global_batch_min is not None and config.batch.global_batch_max is not None
             calibration = read_calibration(config.batch.critical_batch) if config.batch.critical_batch else ()
             rule = AutoRule(config.batch.global_batch_min, config.batch.global_batch_max, config.world_size,
-                            max_batch_per_device, calibration)
+                            max_batch_per_device, calibration, step_seconds=step_seconds)
             return cls(entries=None, rule=rule, global_batch=rule.global_batch_min)
         assert config.batch.schedule is not None
         entries = parse_schedule(config.batch.schedule, config.world_size)

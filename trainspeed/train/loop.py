@@ -45,8 +45,10 @@ from trainspeed.targets import get_target
 from trainspeed.targets.base import BatchPlacer, Target
 from trainspeed.targets.threads import configure_threads
 from trainspeed.train.batch_schedule import (
+    AUTO,
     BatchPlan,
     RunLength,
+    bench_step_seconds,
     first_reading_steps,
     least_reading,
     loader_unit,
@@ -317,7 +319,8 @@ class RankTrainer:
         self.target = target
         self.workload = get_workload(config.workload)
         self.trainable = self.target.build(self.workload, config.size, config.seed)
-        self.plan = BatchPlan.of(config, config.batch.max_batch_per_device) if config.batch.schedule else None
+        self.plan = (BatchPlan.of(config, config.batch.max_batch_per_device, self._bench_step_seconds())
+                     if config.batch.schedule else None)
         self.parts = self._parts_at(self.global_batch)
         """Micro-batches each step runs over (one optimizer step)."""
         self.meter = self._noise_scale_meter()
@@ -395,6 +398,13 @@ class RankTrainer:
             return at_least
         return micro_batches_for(global_batch // self.layout.devices, self.config.batch.max_batch_per_device,
                                  at_least=at_least)
+
+    def _bench_step_seconds(self) -> tuple[tuple[int, float], ...]:
+        """auto's step times from --bench-jsonl (`bench_step_seconds`); () without the file or auto."""
+        if self.config.batch.schedule != AUTO or not self.config.bench_jsonl:
+            return ()
+        assert self.config.size is not None
+        return bench_step_seconds(self.config.bench_jsonl, self.workload.name, self.config.size, self.config.target)
 
     def _run_length(self) -> RunLength:
         if self.plan is None:
@@ -712,7 +722,7 @@ class RankTrainer:
                               "resolved": reading.resolved, "calibration": decision.calibration,
                               "critical_batch": None if decision.critical_batch == float("inf")
                               else decision.critical_batch, "critical_batch_low": decision.critical_batch_low,
-                              "confident": decision.confident}
+                              "confident": decision.confident, "timed": decision.timed}
 
     def _switch_if_due(self, trace: RunTrace) -> None:
         """Switch to the schedule's due batch before the next step: a window holds steps of one

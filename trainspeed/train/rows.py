@@ -76,6 +76,9 @@ class BatchSwitchRecord:
     confident: bool | None = None
     """auto: True where that bound took the batch (one reading, possibly several doublings), False
     where readings in a row agreeing to double did; None: an explicit schedule, or an older row."""
+    timed: bool | None = None
+    """auto: True where the bench's step times chose the batch (the least time to the same progress,
+    `--bench-jsonl`); None: an explicit schedule, or an older row."""
     compilations: int = 0
     """Graphs the target compiled in the steps that settled the new batch (its first
     `--timing-warmup-steps`, at least one; 0 where it compiles none, or the shapes were compiled
@@ -92,7 +95,8 @@ class BatchSwitchRecord:
             f"auto: B_simple {'unresolved' if not self.resolved else format(self.b_simple, ',.4g')}"
             f" x {self.calibration:.3g}"
             + (f", at least {self.critical_batch_low:,.4g} at 97.7%" if self.confident and self.critical_batch_low
-               else ""))
+               else "")
+            + (", the least time by the bench's step times" if self.timed else ""))
         return (f"train: global batch {self.from_global_batch} -> {self.to_global_batch} at step {self.step} "
                 f"({self.samples:,} samples; {self.batch_size_per_device}/device in {self.micro_batches} micro-batch(es)), "
                 f"LR {self.lr_before:.3g} -> {self.lr_after:.3g} ({self.lr_scaling}), by {why}")
