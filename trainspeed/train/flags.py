@@ -80,7 +80,8 @@ TRAIN_FLAGS = (
         flag("--log-every", "log_every", "steps per logged window"),
         flag("--timing-warmup-steps", "timing_warmup_steps", "steps left out of steady samples/s"),
         flag("--bench-jsonl", "bench_jsonl", "bench results to compute the IO efficiency against (with a "
-             "--batch-schedule: the memory cap its out-of-memory rows show)"),
+             "--batch-schedule: the memory cap its out-of-memory rows show; with auto also the step time at each "
+             "batch, by which it takes the batch of least time to the same progress)"),
         flag("--no-progress", "progress", "no progress bar"),
     )),
     FlagGroup("time to target and gradient noise scale", (
