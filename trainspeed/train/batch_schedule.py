@@ -27,7 +27,9 @@ With step times (`--bench-jsonl` rows of this workload, size and target at auto'
 batches: `bench_step_seconds`), one rule replaces both: the batch goes to the one of the current
 and the larger batches auto may take that needs the least time to the same progress, t(B) x
 (1 + B_noise / B) (McCandlish et al. 2018: the steps to a goal are S_min (1 + B_noise / B), each
-costing the bench's step time t(B)), with B_noise = c x the lower confidence bound of rule 1.
+costing the bench's step time t(B)), with B_noise = c x B_simple (where unresolved, c x the lower
+confidence bound of rule 1: the least it may be). Time is what it weighs, so it takes the estimate,
+not a bound: a bound low of the noise scale is no safer in time, where it keeps a batch too small.
 Where a step's cost barely grows with its batch (a small model, a device far from full) that
 batch lies above the critical batch, which rules 1 and 2 never pass: they count steps, not seconds.
 
@@ -555,9 +557,11 @@ def auto_step(rule: AutoRule, global_batch: int, agreeing: int, reading: NoiseRe
     calibration = calibration_at(rule.calibration, samples)
     critical = math.inf if not reading.resolved or reading.b_simple is None else calibration * reading.b_simple
     low = None if reading.bound is None else calibration * reading.bound
-    fastest = rule.fastest_to_progress(global_batch, low) if low is not None else None
+    noise = max(critical, 0.0) if critical != math.inf else low  # the estimate; where unresolved, the least it may be
+    fastest = rule.fastest_to_progress(global_batch, noise) if noise is not None else None
     if fastest is not None:
-        return AutoDecision(fastest, 0, critical, calibration, low, confident=fastest > global_batch, timed=True)
+        return AutoDecision(fastest, 0, critical, calibration, low, confident=fastest > global_batch and noise == low,
+                            timed=True)
     if low is not None:
         jump = rule.largest_within(global_batch, low)
         if jump >= 2 * global_batch:
