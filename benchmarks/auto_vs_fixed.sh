@@ -28,9 +28,10 @@
 #               fixed batch (32 at LR factor 2); with GPT2_DEFAULT=1 the default batch (1,024) too
 #                                                       -> docs/results/auto_vs_fixed_gpt2.*
 #   cnn         the small CNN example (examples/small_cnn_workload.py) to val/top1_accuracy>=0.9 on 1
-#               rank: auto from 16 to 512 (the meter's defaults), auto measuring every step, and fixed
-#               32, 64 and 128, all at the example's rate (3e-3 at its reference batch 64, sqrt rule);
-#               5 seeds interleaved                     -> docs/results/auto_vs_fixed_cnn.*
+#               rank: auto from 16 to 512 (the meter's defaults), auto measuring every step, auto with
+#               the bench's step times (--bench-jsonl, the bench run first), and fixed 32, 64 and 128,
+#               all at the example's rate (3e-3 at its reference batch 64, sqrt rule); 5 seeds
+#               interleaved         -> docs/results/auto_vs_fixed_cnn.*, auto_vs_fixed_cnn_bench.jsonl
 # Each part writes its rows after every run, so a part cut short keeps what it measured.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -180,12 +181,17 @@ for part in $PARTS; do
     cnn)
         # A step of a few milliseconds: what the meter and the schedule add to it shows.
         [ -f shapes.npz ] || "$PYTHON" "$REPO/examples/small_cnn_workload.py" shapes.npz
+        [ -f bench_cnn.jsonl ] || "${T[@]}" bench --workload small_cnn_workload:SmallCNNWorkload --size tiny \
+            --targets cpu:eager:fp32 --batch-sizes 16,32,64,128,256,512 --threads 1 --no-progress --no-plot \
+            --out bench_cnn.jsonl
+        cp bench_cnn.jsonl "$RESULTS/auto_vs_fixed_cnn_bench.jsonl"
         "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" --workload small_cnn_workload:SmallCNNWorkload --size tiny \
             --data shapes.npz --until 'val/top1_accuracy>=0.9' --eval-every-samples 2048 --val-samples 1024 \
             --warmup-samples 1024 --max-samples 200000 --log-every 8 --num-workers 0 --seeds "${CNN_SEEDS:-0,1,2,3,4}" \
             --reference fixed-b64 \
             --config 'auto=--batch-schedule auto --global-batch-min 16 --global-batch-max 512' \
             --config 'auto-every-step=--batch-schedule auto --global-batch-min 16 --global-batch-max 512 --noise-scale-every 1' \
+            --config 'auto-timed=--batch-schedule auto --global-batch-min 16 --global-batch-max 512 --bench-jsonl bench_cnn.jsonl' \
             --config 'fixed-b32=--batch-size-per-device 32' \
             --config 'fixed-b64=--batch-size-per-device 64' \
             --config 'fixed-b128=--batch-size-per-device 128' \
