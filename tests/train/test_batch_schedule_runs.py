@@ -264,11 +264,10 @@ KILL_9_RUNS = {
     "2-ranks": ["--nproc", "2", "--batch-schedule", "auto", "--global-batch-min", "8", "--global-batch-max", "32",
                 "--samples", "480", "--num-workers", "1", "--checkpoint-every", "3"],
 }
-"""Auto from 8 to 32: on one rank, measuring every step, two switches, the second after the
-checkpoint the run is killed past (its noise scale from 2 micro-batches); measuring one step in 2,
-one switch, and the meter's moving averages, their weights and the steps it measures carried
-through the kill; on two ranks, the noise scale of the ranks' gradients."""
-KILL_9_SWITCHES = {"1-rank": 2, "1-rank-one-step-in-2": 1, "2-ranks": 2}
+"""Auto from 8 to 32, two switches, the second after the checkpoint the run is killed past: on one
+rank its noise scale from 2 micro-batches, measuring every step, or one step in 2 (the meter's
+moving averages, their weights and the steps it measured carried through the kill); on two
+ranks, the noise scale of the ranks' gradients."""
 
 
 @pytest.mark.e2e
@@ -282,7 +281,7 @@ def test_kill_9_then_resume_with_a_schedule_ends_with_the_parameters_of_an_unint
     uninterrupted = tmp_path / "uninterrupted"
     assert main(["train", *args, "--out", str(uninterrupted)]) == 0
     reference = _rows(uninterrupted, "batch-switch")
-    assert len(reference) == KILL_9_SWITCHES[run]
+    assert len(reference) == 2
     killed = tmp_path / "killed"
     process = start_child(train_command(*data_args, *KILL_9_RUNS[run], "--out", str(killed)), env=train_env(),
                           start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
