@@ -57,7 +57,7 @@ fi
 # workload's sqrt rule, i.e. --lr 0.0012 at the reference batch 512.
 MAHJONG=(--workload mahjong --size tiny --data data/mahjong --until 'val/accuracy>=0.85' --eval-every-samples 4096
          --val-samples 2048 --warmup-samples 4096 --max-samples 393216 --seeds 0,1,2 --reference best-fixed-b32)
-# One base run to the goal that keeps its checkpoints (noise scale from 2 micro-batches, one thread),
+# One base run to the goal that keeps its checkpoints (noise scale from 2 micro-batches at every step, one thread),
 # its branches at 1, 2, 4, 8 and 16 times its batch from a quarter, a half and all of its samples, 3
 # seeds, 2 branches at a time, judged by the t rule against the committed study (a relative copy of
 # its rows, so the rows name no path of this machine).
@@ -66,7 +66,7 @@ critical_study() {  # NAME STUDY-ROWS BRANCH-FLAGS... -- TRAIN-FLAGS...
     shift 2
     while [ "$1" != -- ]; do branch+=("$1"); shift; done
     shift
-    [ -f "cb_${name}_base/summary.json" ] || "${T[@]}" train "$@" --stop-at-target --noise-scale-micro-batches 2 \
+    [ -f "cb_${name}_base/summary.json" ] || "${T[@]}" train "$@" --stop-at-target --noise-scale-micro-batches 2 --noise-scale-every 1 \
         --keep-checkpoints 0 --threads 1 --num-workers 1 --no-progress --out "cb_${name}_base"
     cp "$RESULTS/$study" "$study"
     "${T[@]}" study critical-batch --from "cb_${name}_base" --at 0.25,0.5,1 --factors 1,2,4,8,16 --seeds 3 \
@@ -121,7 +121,7 @@ for part in $PARTS; do
         [ -f cb_base/summary.json ] || "${T[@]}" train --workload mahjong --size tiny --data data/mahjong \
             --batch-size-per-device 64 --lr 0.0012 --warmup-steps 64 --min-lr-ratio 1 --steps 6144 \
             --until 'val/accuracy>=0.85' --stop-at-target --eval-every-samples 4096 --eval-batches 32 \
-            --noise-scale-micro-batches 2 --log-every 16 --checkpoint-every 40 --keep-checkpoints 0 \
+            --noise-scale-micro-batches 2 --noise-scale-every 1 --log-every 16 --checkpoint-every 40 --keep-checkpoints 0 \
             --threads 1 --num-workers 1 --no-progress --out cb_base
         # The branches (trained once, into cb_mahjong), then their rows against the committed study
         # (a relative copy of its rows, so the rows name no path of this machine), by the t rule of
