@@ -37,6 +37,7 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 	$(RESULTS)/auto_vs_fixed_mahjong_calibrated.jsonl $(RESULTS)/auto_vs_fixed_gpt2.jsonl $(RESULTS)/auto_vs_fixed_mahjong_auto_run $(RESULTS)/critical_batch_mahjong.jsonl $(RESULTS)/critical_batch_mahjong_tolerance.jsonl $(RESULTS)/critical_batch_mahjong_base \
 	$(RESULTS)/critical_batch_charlm.jsonl $(RESULTS)/critical_batch_charlm_base $(RESULTS)/critical_batch_charlm_plan.jsonl \
 	$(RESULTS)/critical_batch_gpt2.jsonl $(RESULTS)/critical_batch_gpt2_base $(RESULTS)/critical_batch_gpt2_plan.jsonl \
+	$(RESULTS)/critical_batch_cost.jsonl \
 	$(RESULTS)/train_quality_tiny $(RESULTS)/train_scaling.jsonl $(RESULTS)/xla_cpu_threads.jsonl \
 	$(RESULTS)/tpu_mahjong_base.jsonl $(RESULTS)/tpu_exported_mahjong_base.jsonl \
 	$(RESULTS)/tpu_mahjong_tiny_bench.jsonl $(RESULTS)/tpu_train_mahjong_tiny_b64 $(RESULTS)/tpu_train_mahjong_tiny_b256 \
