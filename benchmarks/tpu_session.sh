@@ -18,10 +18,7 @@
 set -euo pipefail
 part=$1 out=$2
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1
-PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-index --no-deps --no-compile --no-cache-dir \
-    --upgrade --target /tmp/site .whl-tpu/*.whl
-export PYTHONPATH=${PYTHONPATH:-}:/tmp/site
+source "$(dirname "$0")/tpu_host.sh"
 run="tpu-$part-$(date -u +%Y%m%dT%H%M%S)"
 windows="--windows 3 --min-window-s 0.3"
 bench() { python3 -m trainspeed bench --run-id "$run" --no-plot $windows "$@"; }

@@ -15,10 +15,7 @@
 set -euo pipefail
 part=$1 out=$2
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1
-PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-index --no-deps --no-compile --no-cache-dir \
-    --upgrade --target /tmp/site .whl-tpu/*.whl
-export PYTHONPATH=${PYTHONPATH:-}:/tmp/site
+source "$(dirname "$0")/tpu_host.sh"
 steps=${STEPS:-.tpu-train/mahjong_tiny_fp32}  # STEPS, PYTHON: a dry run elsewhere (a CPU export, a venv)
 python=${PYTHON:-python3}
 runs=$(mktemp -d)
