@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from trainspeed import jaxrt
-from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory
+from trainspeed.atomic import append_line, atomic_write_bytes, atomic_write_text, check_writable_directory
 from trainspeed.errors import UsageError
 from trainspeed.exported.checkpoint import CHECKPOINT_DIR, Position, checkpoints, load_checkpoint, save_checkpoint
 from trainspeed.exported.data import ShardSet
@@ -45,6 +45,7 @@ from trainspeed.train.rows import (
     WindowRecord,
 )
 from trainspeed.train.run_lock import LOCK_FILE, hold_run_lock
+from trainspeed.train.runs import metrics_lines
 from trainspeed.train.time_to_target import RunTotals, TargetTracker, check_goal_metric, parse_goal
 
 DEFAULTS = TrainConfig()
@@ -121,20 +122,14 @@ def _check_out(run_dir: Path, resume: bool) -> None:
 
 def _keep_rows_until(run_dir: Path, step: int) -> None:
     """metrics.jsonl without the rows logged after the checkpoint a resume continues from (they are
-    logged again), nor the end-of-run rows of the invocation before."""
-    path = run_dir / METRICS_FILE
-    if not path.exists():
+    logged again), nor the end-of-run rows of the invocation before, nor a line a kill cut short
+    (read as every reader of a run reads it: `trainspeed.train.runs.metrics_lines`)."""
+    lines = metrics_lines(run_dir)
+    if not lines:
         return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # the line a kill cut short
-        if isinstance(row, dict) and row.get(KIND) in ("train", "val") and isinstance(row.get("step"), int) \
-                and row["step"] <= step:
-            kept.append(line)
-    atomic_write_text(path, "".join(item + "\n" for item in kept))
+    kept = [line.text for line in lines if line.row is not None and line.row.get(KIND) in ("train", "val")
+            and isinstance(line.row.get("step"), int) and line.row["step"] <= step]
+    atomic_write_bytes(run_dir / METRICS_FILE, b"".join(text + b"\n" for text in kept))
 
 
 @dataclass
