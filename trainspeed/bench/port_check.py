@@ -65,12 +65,13 @@ def find_callers(target: Target, trainable: Trainable, next_batch: BatchSource, 
     called it. The step is a real training step, run after the measured ones."""
     import torch
     import torch_xla
-    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from trainspeed.workloads.dispatch_modes import SerialDispatchMode
 
     workload_code = machinery(torch, torch_xla)
     callers: dict[str, list[str]] = {op: [] for op in ops}
 
-    class CallerRecorder(TorchDispatchMode):
+    class CallerRecorder(SerialDispatchMode):
         """Sees every aten op below autograd; notes where the named ones came from."""
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:

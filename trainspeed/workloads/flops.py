@@ -14,11 +14,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from trainspeed.workloads.base import setup_optimizers
+from trainspeed.workloads.dispatch_modes import SerialDispatchMode
 from trainspeed.workloads.flop_formulas import flop_formula
+from trainspeed.workloads.math_attention import MathAttention
 from trainspeed.workloads.meta import (BuildFailed, CheckStopped, check_limits, current_limits, device_of,
                                       run_without_memory)
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from trainspeed.workloads.base import Trainable, Workload
 
 
-class FlopSum(TorchDispatchMode):
+class FlopSum(SerialDispatchMode):
     """Context manager; `total` is the FLOPs (multiply-add = 2) dispatched inside it."""
 
     def __init__(self) -> None:
@@ -80,7 +80,7 @@ def count_flops_per_sample(workload: "Workload", size: str, seed: int = 0) -> tu
         with torch.device(device):  # on meta, a batch of any size costs nothing
             made = workload.synthetic_batch(size, COUNT_BATCH, torch.Generator().manual_seed(seed))
         batch = {key: tensor.to(device) for key, tensor in made.items()}
-        with sdpa_kernel(SDPBackend.MATH):
+        with MathAttention():
             for _ in range(COUNTED_STEP):
                 trainable.train_step(batch)
             with FlopSum() as counter:

@@ -35,11 +35,11 @@ from typing import Any, Callable, Generic, Iterator, TypeVar
 
 import torch
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map_only
 
+from trainspeed.workloads.dispatch_modes import SerialDispatchMode
 from trainspeed.workloads.flop_formulas import flop_formula
+from trainspeed.workloads.math_attention import MathAttention
 
 CHECK_TIME_S = 30.0
 """The CPU time a check may take in its thread (a forward pass of a 256-layer model on meta takes
@@ -144,7 +144,7 @@ def _is_float(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.is_floating_point()
 
 
-class MetaRun(TorchDispatchMode):
+class MetaRun(SerialDispatchMode):
     """Every op of a meta run: within the deadline, with the two checks meta lacks."""
 
     def __init__(self, deadline: Deadline) -> None:
@@ -176,7 +176,7 @@ def _on_meta(value: Any) -> Any:
     return value.to("meta") if value.device.type != "meta" else value
 
 
-class HostRun(TorchDispatchMode):
+class HostRun(SerialDispatchMode):
     """Every op of a host run, within the deadline, `limit_bytes` of live tensor storage and
     HOST_MAX_OP_FLOPS an op: each op's outputs are sized and its FLOPs counted on meta before the
     host runs it (an op meta cannot size runs and is counted after), and storages are counted while
@@ -362,7 +362,7 @@ def run_without_memory(build: Callable[[], M], run: Callable[[M], R]) -> Ran[R]:
         return Ran(None, None, parameters, meta_error, "nothing runs on this process's host")
     host_deadline = Deadline.start()
     try:
-        with HostRun(host_deadline, limit_bytes), sdpa_kernel(SDPBackend.MATH):
+        with HostRun(host_deadline, limit_bytes), MathAttention():
             result = run(build())
         host_deadline.raise_if_stopped()
     except (TooLargeForHost, CheckStopped) as error:
