@@ -43,6 +43,7 @@ from trainspeed.data.shards import (
     write_index,
     write_shard,
 )
+from trainspeed.data.split import recorded_split
 from trainspeed.data.verify import ColumnCheck, VerifyReport, verify_shards
 from trainspeed.data.writer import claim_folder, clear_own_files
 from trainspeed.errors import UsageError
@@ -231,12 +232,10 @@ def write_dataset(columns: Mapping[str, np.ndarray | ArrayColumn], out: str | os
 
 
 def _split_entry(folder: Path, index: dict) -> dict:
-    split = index.get("split")
-    ok = (isinstance(split, dict) and (split.get("by") is None or split.get("by") in index["columns"])
-          and isinstance(split.get("val_per_mille"), int) and 0 <= split["val_per_mille"] <= 1000)
-    if not ok:
+    split = recorded_split(folder, index)
+    if split is None:
         raise UsageError(f"{folder / INDEX_NAME}: split must be {{\"by\": a column or null, \"val_per_mille\": 0..1000}}, "
-                         f"got {split!r:.80}")
+                         "got None")
     return split
 
 

@@ -11,8 +11,22 @@ import numpy as np
 
 from trainspeed.data.base import LoaderConfig
 from trainspeed.data.order import SPLITS, chunk_bounds, chunked_order, in_validation_split
-from trainspeed.data.shards import ShardSchema, open_shard
+from trainspeed.data.shards import INDEX_NAME, ShardSchema, open_shard
 from trainspeed.errors import UsageError
+
+
+def recorded_split(folder: Path, index: dict) -> dict | None:
+    """The train/val split a shard set's index records (`{"by": a column or None, "val_per_mille":
+    0..1000}`), None where it records none; a record of another form is refused, never read around."""
+    split = index.get("split")
+    if split is None:
+        return None
+    per_mille = split.get("val_per_mille") if isinstance(split, dict) else None
+    if not (isinstance(split, dict) and (split.get("by") is None or split.get("by") in index["columns"])
+            and isinstance(per_mille, int) and not isinstance(per_mille, bool) and 0 <= per_mille <= 1000):
+        raise UsageError(f"{folder / INDEX_NAME}: split must be {{\"by\": a column or null, \"val_per_mille\": 0..1000}}, "
+                         f"got {split!r:.80}")
+    return split
 
 
 @dataclass(frozen=True)

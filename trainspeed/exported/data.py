@@ -20,7 +20,7 @@ import numpy as np
 from trainspeed.data.base import LoaderConfig
 from trainspeed.data.order import batches_per_epoch, rank_slice
 from trainspeed.data.shards import ShardColumns, ShardSchema, index_schema, load_index, open_shard
-from trainspeed.data.split import SplitLayout, split_layout
+from trainspeed.data.split import SplitLayout, recorded_split, split_layout
 from trainspeed.data.verify import index_problems, shard_file_problem
 from trainspeed.errors import UsageError
 from trainspeed.exported.manifest import Column, Manifest
@@ -38,9 +38,8 @@ def _castable(stored: np.dtype, wanted: np.dtype) -> bool:
 def _split_of(folder: Path, index: dict, manifest: Manifest) -> tuple[str | None, int]:
     """(split column, val per mille): the index's own record where it has one (a dataset written by
     `write_dataset`), else the workload's as exported."""
-    split = index.get("split")
-    if isinstance(split, dict) and isinstance(split.get("val_per_mille"), int) and not isinstance(split["val_per_mille"], bool) \
-            and 0 <= split["val_per_mille"] <= 1000 and (split.get("by") is None or split.get("by") in index["columns"]):
+    split = recorded_split(folder, index)
+    if split is not None:
         return split.get("by"), split["val_per_mille"]
     if manifest.data_split is None:
         raise UsageError(f"--data {folder}: its index records no train/val split and workload {manifest.workload} "
