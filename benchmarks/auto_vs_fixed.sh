@@ -32,6 +32,10 @@
 #               the bench's step times (--bench-jsonl, the bench run first), and fixed 32, 64 and 128,
 #               all at the example's rate (3e-3 at its reference batch 64, sqrt rule); 5 seeds
 #               interleaved         -> docs/results/auto_vs_fixed_cnn.*, auto_vs_fixed_cnn_bench.jsonl
+#   mahjong-plain, charlm-plain, gpt2-plain  auto at the meter's defaults (one step in 32) against the study's
+#               best fixed batch run plain (--noise-scale off: what a user runs), 5 seeds interleaved,
+#               each series alone on the machine, its load recorded in every row
+#                                                       -> docs/results/auto_vs_plain_{mahjong,charlm,gpt2}.*
 # Each part writes its rows after every run, so a part cut short keeps what it measured.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -196,6 +200,29 @@ for part in $PARTS; do
             --config 'fixed-b64=--batch-size-per-device 64' \
             --config 'fixed-b128=--batch-size-per-device 128' \
             --keep-runs runs_cnn --out "$RESULTS/auto_vs_fixed_cnn.jsonl" ;;
-    *) echo "auto_vs_fixed.sh: unknown part $part (mahjong, mahjong2, calibrated, critical, critical-charlm, critical-gpt2, charlm, gpt2, cnn)" >&2; exit 2 ;;
+    mahjong-plain)
+        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]}" --seeds "${PLAIN_SEEDS:-0,1,2,3,4}" \
+            --reference plain-fixed-b32 \
+            --config 'auto=--batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
+            --config 'plain-fixed-b32=--batch-size-per-device 32 --lr 0.0003 --lr-scaling none --noise-scale off' \
+            --out "$RESULTS/auto_vs_plain_mahjong.jsonl" ;;
+    charlm-plain)
+        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" --workload char_lm_workload:CharLMWorkload --size tiny \
+            --data data/text --until 'val/bits_per_char<=3.6' --eval-every-samples 2048 --val-samples 1024 \
+            --warmup-samples 2048 --max-samples 262144 --log-every 8 --seeds "${PLAIN_SEEDS:-0,1,2,3,4}" \
+            --reference plain-fixed-b32 \
+            --config 'auto=--batch-schedule auto --global-batch-min 8 --global-batch-max 512 --lr 0.0226274 --lr-scaling sqrt --lr-reference-batch 32' \
+            --config 'plain-fixed-b32=--batch-size-per-device 32 --lr 0.0226274 --lr-scaling none --noise-scale off' \
+            --out "$RESULTS/auto_vs_plain_charlm.jsonl" ;;
+    gpt2-plain)
+        # The study's best configuration near the goal is batch 8 at 0.002 (20.5 s against 30.0 s for
+        # 32 at 0.002); auto starts there, at that rate at batch 8 scaled by sqrt as it grows.
+        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" --workload hf:gpt2 --size tiny,seq=65 --data data/text \
+            --until 'val/loss<=2.9' --eval-every-samples 1024 --val-samples 1024 --warmup-samples 1024 \
+            --max-samples 40960 --log-every 8 --seeds "${PLAIN_SEEDS:-0,1,2,3,4}" --reference plain-fixed-b8 \
+            --config 'auto=--batch-schedule auto --global-batch-min 8 --global-batch-max 128 --lr 0.002 --lr-scaling sqrt --lr-reference-batch 8' \
+            --config 'plain-fixed-b8=--batch-size-per-device 8 --lr 0.002 --lr-scaling none --noise-scale off' \
+            --out "$RESULTS/auto_vs_plain_gpt2.jsonl" ;;
+    *) echo "auto_vs_fixed.sh: unknown part $part (mahjong, mahjong2, calibrated, critical, critical-charlm, critical-gpt2, charlm, gpt2, cnn, mahjong-plain, charlm-plain, gpt2-plain)" >&2; exit 2 ;;
     esac
 done

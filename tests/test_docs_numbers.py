@@ -37,9 +37,15 @@ def of_kind(name: str, kind: str) -> list[dict]:
     return [record for record in records(name) if record.get("kind") == kind]
 
 
+def series_file(series: str) -> str:
+    """An auto-vs-fixed series' rows: `auto_vs_fixed_SERIES.jsonl`, or the file a name beginning with
+    `auto_vs_` gives whole (the series against plain fixed batches, `auto_vs_plain_*`)."""
+    return f"{series if series.startswith('auto_vs_') else f'auto_vs_fixed_{series}'}.jsonl"
+
+
 def runs(series: str, config: str) -> list[dict]:
     """The runs of one configuration of an auto-vs-fixed series, in seed order."""
-    found = [record["values"] for record in records(f"auto_vs_fixed_{series}.jsonl")
+    found = [record["values"] for record in records(series_file(series))
              if record["values"].get("row") == "run" and record["values"]["config"] == config]
     return sorted(found, key=lambda run: run["seed"])
 
@@ -66,7 +72,7 @@ def paired_interval(series: str, config: str, reference: str) -> tuple[float, fl
 
 
 def loads(series: str) -> tuple[float, float]:
-    values = [value for run in (record["values"] for record in records(f"auto_vs_fixed_{series}.jsonl"))
+    values = [value for run in (record["values"] for record in records(series_file(series)))
               if run.get("row") == "run" for value in (run["load_before"], run["load_after"])]
     return min(values), max(values)
 
@@ -486,6 +492,32 @@ def _mahjong_bound() -> str:
     return f"reads {today('plan_checks_mahjong (eager)', 'cpu:eager:fp32/1/128', ' s')}"
 
 
+def _plain_row(series: str, reference: str) -> str:
+    """The end of a row of the plain-fixed table: load, the paired ratios of the command and of
+    train_s, with their intervals."""
+    low, high = loads(series)
+
+    def paired(field: str) -> str:
+        by_seed = {run["seed"]: run[field] for run in runs(series, reference)}
+        logs = [math.log(run[field] / by_seed[run["seed"]]) for run in runs(series, "auto")]
+        half = t_quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+        centre = statistics.mean(logs)
+        return f"{f2(math.exp(centre))} [{f2(math.exp(centre - half))}, {f2(math.exp(centre + half))}]"
+    return f"| {low:.1f} to {high:.1f} | **{paired('command_s')}** | {paired('train_s')} |"
+
+
+def _plain_mahjong_seeds() -> str:
+    auto, fixed = runs("auto_vs_plain_mahjong", "auto"), runs("auto_vs_plain_mahjong", "plain-fixed-b32")
+    ratios = {run["seed"]: run["command_s"] / other["command_s"] for run, other in zip(auto, fixed)}
+    at_128 = [ratios[run["seed"]] for run in auto if run["final_global_batch"] == 128]
+    at_256 = [run["seed"] for run in auto if run["final_global_batch"] == 256]
+    words = {4: "four", 5: "five", 6: "six", 7: "seven"}
+    return (f"On the {words.get(len(at_128), len(at_128))} seeds where auto stops at 128 it takes {f2(min(at_128))}x to {f2(max(at_128))}x of "
+            f"batch 32's command. It reaches 256 on {words.get(len(at_256), len(at_256))} (seeds {', '.join(map(str, at_256[:-1]))} and {at_256[-1]}): "
+            f"{f2(ratios[at_256[0]])}x on seed {at_256[0]}, and "
+            f"{', '.join(f'{f2(ratios[seed])}x' for seed in at_256[1:-1])} and {f2(ratios[at_256[-1]])}x on the other three")
+
+
 CLAIMS: dict[str, Claim] = {
     # docs/batch_schedule.md
     "schedule: load and seeds' spread": Claim(BATCH_SCHEDULE, _spread_between_seeds),
@@ -509,6 +541,10 @@ CLAIMS: dict[str, Claim] = {
     "schedule: gpt2": Claim(BATCH_SCHEDULE, lambda: (
         f"| 8 | **{f2(ratio_of_means('gpt2', 'auto', 'best-fixed-b32'))}** | "
         f"{f2(ratio_of_means('gpt2', 'auto', 'best-fixed-b32', 'train_s'))} |")),
+    "schedule: plain, mahjong": Claim(BATCH_SCHEDULE, lambda: _plain_row("auto_vs_plain_mahjong", "plain-fixed-b32")),
+    "schedule: plain, charlm": Claim(BATCH_SCHEDULE, lambda: _plain_row("auto_vs_plain_charlm", "plain-fixed-b32")),
+    "schedule: plain, gpt2": Claim(BATCH_SCHEDULE, lambda: _plain_row("auto_vs_plain_gpt2", "plain-fixed-b8")),
+    "schedule: plain, mahjong seed by seed": Claim(BATCH_SCHEDULE, _plain_mahjong_seeds),
     "schedule: gpt2's study's best": Claim(BATCH_SCHEDULE, _gpt2_best),
     "schedule: gpt2 load": Claim(BATCH_SCHEDULE, lambda: "the load average was {:.1f} to {:.1f}.".format(*loads("gpt2"))),
     "schedule: paired intervals": Claim(BATCH_SCHEDULE, _paired),
