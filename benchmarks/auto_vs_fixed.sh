@@ -33,8 +33,8 @@
 #               all at the example's rate (3e-3 at its reference batch 64, sqrt rule); 5 seeds
 #               interleaved         -> docs/results/auto_vs_fixed_cnn.*, auto_vs_fixed_cnn_bench.jsonl
 #   mahjong-plain, charlm-plain, gpt2-plain  auto at the meter's defaults (one step in 32) against the study's
-#               best fixed batch run plain (--noise-scale off: what a user runs), 5 seeds interleaved,
-#               each series alone on the machine, its load recorded in every row
+#               best fixed batch run plain (--noise-scale off: what a user runs), 5 seeds interleaved
+#               (Mahjong 10), each series alone on the machine, its load recorded in every row
 #                                                       -> docs/results/auto_vs_plain_{mahjong,charlm,gpt2}.*
 # Each part writes its rows after every run, so a part cut short keeps what it measured.
 set -euo pipefail
@@ -201,7 +201,7 @@ for part in $PARTS; do
             --config 'fixed-b128=--batch-size-per-device 128' \
             --keep-runs runs_cnn --out "$RESULTS/auto_vs_fixed_cnn.jsonl" ;;
     mahjong-plain)
-        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]}" --seeds "${PLAIN_SEEDS:-0,1,2,3,4}" \
+        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]}" --seeds "${PLAIN_SEEDS:-0,1,2,3,4,5,6,7,8,9}" \
             --reference plain-fixed-b32 \
             --config 'auto=--batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
             --config 'plain-fixed-b32=--batch-size-per-device 32 --lr 0.0003 --lr-scaling none --noise-scale off' \
