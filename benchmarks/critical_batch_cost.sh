@@ -4,12 +4,14 @@
 #
 #   BEFORE=ee75469^ bash benchmarks/critical_batch_cost.sh [WORK] [PART...]   # WORK: build/critical_batch_cost
 #
-# PARTs (default: both, in this order; each adds its rounds to the rows the part before wrote):
+# PARTs (default: all three, in this order; each adds its rounds to the rows the part before wrote):
 #   mahjong  tiny Mahjong, rounds 1 to 3 in rotated order: the time-to-target study of
 #            benchmarks/time_to_target_plan.sh, and the critical-batch study of benchmarks/auto_vs_fixed.sh's
 #            part critical (its base run, 30 branches of 8,192 samples), two trainings at a time in both
 #   gpt2     hf:gpt2 (tiny, seq=65), round 4: the time-to-target study of named_time_to_target_gpt2.jsonl
 #            and the critical-batch study of auto_vs_fixed.sh's part critical-gpt2 (45 branches of 1,024)
+#   charlm   the char-LM example, round 5: the time-to-target study of benchmarks/time_to_target_plan.sh
+#            and the critical-batch study of auto_vs_fixed.sh's part critical-charlm (45 branches of 4,096)
 # BEFORE (optional): a commit whose critical-batch study is timed beside this checkout's, the same
 # settings (git archive of it into WORK/before): ee75469^ started a process per branch.
 #   -> docs/results/critical_batch_cost.{jsonl,md}
@@ -17,7 +19,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${1:-$REPO/build/critical_batch_cost}
 shift || true
-PARTS=${*:-mahjong gpt2}
+PARTS=${*:-mahjong gpt2 charlm}
 
 source "$REPO/benchmarks/study_data.sh"
 work_in "$WORK"
@@ -65,6 +67,19 @@ for part in $PARTS; do
 --eval-every-samples 1024 --val-samples 1024 --warmup-samples 1024 --no-progress" \
             "study critical-batch --from cb_gpt2_base --at 0.25,0.5,1 --factors 1,2,4,8,16 --seeds 3 --branch-samples 1024 \
 --val-samples 1024 --parallel-runs 2 --no-progress --compare-study named_time_to_target_gpt2.jsonl" ;;
-    *) echo "unknown part $part (mahjong, gpt2)" >&2; exit 2 ;;
+    charlm)
+        [ -f cb_charlm_base/summary.json ] || "$T" train --workload "$CHARLM" --size tiny --data data/text \
+            --batch-size-per-device 32 --lr 0.0226274 --lr-scaling sqrt --lr-reference-batch 32 --warmup-steps 64 \
+            --min-lr-ratio 1 --samples 262144 --until 'val/bits_per_char<=3.6' --eval-every-samples 2048 --eval-batches 32 \
+            --log-every 8 --checkpoint-every 16 --stop-at-target --noise-scale-micro-batches 2 --noise-scale-every 1 \
+            --keep-checkpoints 0 --threads 1 --num-workers 1 --no-progress --out cb_charlm_base
+        cp "$RESULTS/time_to_target_study_charlm.jsonl" time_to_target_study_charlm.jsonl
+        cost 5 1 "study time-to-target --preset full --workload $CHARLM --size tiny --data data/text \
+--until 'val/bits_per_char<=3.6' --global-batches 8,32,128,512 --seeds 3 --lr-factors 0.5,1,2 --reference-batch 64 \
+--max-lr-extensions 6 --max-samples 262144 --eval-every-samples 2048 --val-samples 1024 --warmup-samples 2048 \
+--threads 1 --parallel-runs 2 --no-progress" \
+            "study critical-batch --from cb_charlm_base --at 0.25,0.5,1 --factors 1,2,4,8,16 --seeds 3 --branch-samples 4096 \
+--val-samples 2048 --workload $CHARLM --parallel-runs 2 --no-progress --compare-study time_to_target_study_charlm.jsonl" ;;
+    *) echo "unknown part $part (mahjong, gpt2, charlm)" >&2; exit 2 ;;
     esac
 done
