@@ -10,11 +10,15 @@ through here: the noise-scale meter, which reads the slices' gradients from the 
 
 The hooks are registered after those of the gradient averaging and the meter, so on N ranks each
 slice's gradient is already the average over ranks when it is kept.
+
+A trainable whose gradients exist only inside its compiled step (the jax family) cannot be held
+back between slices from here: it runs a step's slices in its own program (`StepsInSlices`) and
+hands back the two squared norms an observer would have taken from the slices' gradients.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, runtime_checkable
 
 import torch
 
@@ -28,6 +32,20 @@ class AccumulationObserver(Protocol):
     def micro_batch(self, name: str, grads: list[torch.Tensor]) -> None: ...
 
     def accumulated(self, name: str, grads: list[torch.Tensor]) -> None: ...
+
+    def slices_measured(self, name: str, small_sq: torch.Tensor, big_sq: torch.Tensor) -> None:
+        """A step in slices that a trainable ran itself (`StepsInSlices`): the mean over slices of
+        their gradients' squared norms, and the squared norm of their mean."""
+
+
+@runtime_checkable
+class StepsInSlices(Protocol):
+    """A trainable that runs one optimizer step over equal slices of a batch in its own program."""
+
+    def train_step_in_slices(self, batch: Batch, parts: int, permutation: torch.Tensor | None
+                             ) -> tuple[torch.Tensor, dict[str, tuple[torch.Tensor, torch.Tensor]]]:
+        """(the mean of the slices' losses, per optimizer (mean squared norm of the slices'
+        gradients, squared norm of their mean)), the slices cut as `split_batch` cuts them."""
 
 
 class GradientAccumulation:
@@ -79,6 +97,12 @@ class GradientAccumulation:
         the order of `permutation` where given); the mean of the slices' losses."""
         if parts == 1:
             return step(batch)
+        if isinstance(self.trainable, StepsInSlices):
+            loss, norms = self.trainable.train_step_in_slices(batch, parts, permutation)
+            for name, (small_sq, big_sq) in norms.items():
+                for observer in self.observers:
+                    observer.slices_measured(name, small_sq, big_sq)
+            return loss
         losses = []
         calls_before = self._hook_calls
         self._parts = parts
@@ -118,4 +142,4 @@ def batch_size(batch: Batch) -> int:
     return next(iter(batch.values())).shape[0]
 
 
-__all__: list[Any] = ["AccumulationObserver", "GradientAccumulation", "batch_size", "gradients", "split_batch"]
+__all__: list[Any] = ["AccumulationObserver", "GradientAccumulation", "StepsInSlices", "batch_size", "gradients", "split_batch"]

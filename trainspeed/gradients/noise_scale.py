@@ -348,6 +348,11 @@ class NoiseScaleMeter:
             norms.pending_small.clear()
             self._add(name, small, squared_norm(grads))
 
+    def slices_measured(self, name: str, small_sq: torch.Tensor, big_sq: torch.Tensor) -> None:
+        """The two norms of a step whose slices a trainable ran in its own program (the jax family)."""
+        if self.method == "micro-batches":
+            self._add(name, small_sq, big_sq)
+
     # --- the step ------------------------------------------------------------------------------------
     def partition(self, size: int) -> torch.Tensor | None:
         """The random order of a step's samples before they are cut into micro-batches (None unless

@@ -99,6 +99,16 @@ class Target(ABC):
     gradients_where: str = "on the server"
     """Where the gradients are when `gradients_here` is False, for messages that say why a gradient
     measurement does not apply."""
+    slices_in_step: bool = False
+    """Where `gradients_here` is False: whether the family's own program runs a step over
+    micro-batches and returns the two squared norms the noise-scale meter reads
+    (`trainspeed.gradients.accumulation.StepsInSlices`), so the meter over micro-batches, auto and
+    a memory cap's micro-batches run on it as where the gradients are here."""
+
+    @classmethod
+    def steps_in_slices(cls) -> bool:
+        """Whether a step of this family can run over micro-batches (and be measured over them)."""
+        return cls.gradients_here or cls.slices_in_step
     peak_probe_max_size: int = 2048
     """Largest square matrix of the peak matmul probe: large enough to saturate the device."""
 

@@ -422,10 +422,13 @@ class RankTrainer:
     def _noise_scale_meter(self) -> NoiseScaleMeter | None:
         if self.config.noise_scale == "off":
             return None
-        if not self.target.gradients_here:
+        over_slices = self.target.slices_in_step and self.config.noise_scale_micro_batches > 1
+        if not self.target.gradients_here and not over_slices:
             if self.context.is_main:
+                told = ("; its own step measures it over micro-batches: give --noise-scale-micro-batches 2 (or more)"
+                        if self.target.slices_in_step else "")
                 print(f"train: the gradient noise scale is not measured on {self.config.target}: its gradients "
-                      f"stay {self.target.gradients_where}", flush=True)
+                      f"stay {self.target.gradients_where}{told}", flush=True)
             return None
         return NoiseScaleMeter(self.trainable, world_size=self.context.world_size,
                                samples_per_rank=self.batch_size_per_device * self.layout.devices_per_process,

@@ -1,8 +1,10 @@
 """`trainspeed train --target jax:jit:fp32` trains as `--target cpu:eager:fp32` does: the same
-losses at the same logged steps, for Mahjong and for the tests' own toy workload; the run's noise
-scale is not measured (its gradients stay inside the compiled JAX step), which the run says in one
-line and trains on; flags that need the gradients in this process are refused in one line; and a
-run stopped at a checkpoint and resumed ends where an uninterrupted run ends.
+losses at the same logged steps, for Mahjong and for the tests' own toy workload; a step over
+micro-batches runs as a program of its own, so the noise scale over micro-batches, auto and a
+memory cap's micro-batches give the eager run's losses, noise-scale rows and batch switches; without
+micro-batches the noise scale is not measured (the gradients stay inside the compiled JAX step),
+which the run says in one line and trains on; and a run stopped at a checkpoint and resumed ends
+where an uninterrupted run ends.
 
 Each `train` runs in this process (one rank, no loader workers, synthetic data: no child process),
 so the JAX program is traced and compiled once per run without an interpreter's start.
@@ -48,7 +50,8 @@ WORKLOADS = {
     "toy": ["--workload", "toy_workload:ToyWorkload", "--size", "tiny"],  # tests/ is on the session's path
 }
 NOT_MEASURED = ("train: the gradient noise scale is not measured on jax:jit:fp32: its gradients stay inside its "
-                "compiled JAX step")
+                "compiled JAX step; its own step measures it over micro-batches: give --noise-scale-micro-batches 2 "
+                "(or more)")
 
 
 def rows(run_dir: Path, kind: str) -> list[dict]:
@@ -103,33 +106,73 @@ def test_the_noise_scale_is_said_to_be_unmeasured_in_one_line_and_the_run_trains
     assert rows(out, "noise-scale") == []
 
 
-@pytest.mark.parametrize("flags", [
-    ["--noise-scale-micro-batches", "2", "--steps", "4"],
-    # auto on one device needs micro-batches, so this is refused by the same check, first
-    ["--batch-schedule", "auto", "--global-batch-min", "16", "--global-batch-max", "64", "--samples", "99",
-     "--noise-scale-micro-batches", "2"],
-], ids=["micro-batches", "auto-schedule"])
-def test_what_needs_the_gradients_in_this_process_is_refused_in_one_line(
-        flags: list[str], tmp_path: Path, cli_error) -> None:
-    out = tmp_path / "run"
-    common = [arg for arg in RUN if arg not in ("--batch-size-per-device", "16")]
-    line = cli_error("train", *WORKLOADS["toy"], *common, "--target", "jax:jit:fp32", *flags, "--out", str(out))
-    assert line == ("trainspeed: error: train: --noise-scale-micro-batches: jax:jit:fp32 keeps its gradients inside "
-                    "its compiled JAX step, where they are not measured; drop it"), line
-    assert not out.exists()
+def both_targets(capsys: pytest.CaptureFixture, tmp_path: Path, *args: str) -> dict[str, Path]:
+    """The same run on `cpu:eager:fp32` and `jax:jit:fp32`: each target's run folder."""
+    runs = {}
+    for target in ("cpu:eager:fp32", "jax:jit:fp32"):
+        runs[target] = tmp_path / target.replace(":", "-")
+        train(capsys, *args, "--target", target, "--out", str(runs[target]))
+    return runs
 
 
-def test_a_schedule_past_the_memory_cap_in_micro_batches_is_refused_in_one_line(tmp_path: Path, cli_error) -> None:
-    """A fixed schedule whose batch outgrows --max-batch-per-device accumulates micro-batches'
-    gradients in this process, which the jax family does not have."""
-    out = tmp_path / "run"
+def batch_norms(row: dict) -> tuple[float, float]:
+    """(|G_b|^2, |G_B|^2) of a noise-scale row: the two squared norms the step measured, from the
+    row's |G|^2 and tr(Sigma) (E|G_b|^2 = |G|^2 + tr(Sigma)/b)."""
+    return (row["grad_sq"] + row["trace_sigma"] / row["small_batch"],
+            row["grad_sq"] + row["trace_sigma"] / row["big_batch"])
+
+
+@pytest.mark.slow
+def test_the_noise_scale_over_micro_batches_is_the_eager_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Every step measured over 2 slices of a random partition: the slices' squared norms and
+    their mean's (compared as the norms, since |G|^2 is a difference of the two), and the losses of
+    the one update on the slices' mean gradient. A program that measured both norms on one slice,
+    or stepped on one slice's gradient, is off by ~10% and more: the slices' norms differ from the
+    mean's by tr(Sigma)/16, a sixth of them here."""
+    runs = both_targets(capsys, tmp_path, *WORKLOADS["mahjong"], *RUN, "--steps", "12",
+                        "--noise-scale-micro-batches", "2", "--noise-scale-every", "1")
+    eager, traced = (rows(runs[target], "noise-scale") for target in ("cpu:eager:fp32", "jax:jit:fp32"))
+    assert [row["step"] for row in traced] == [row["step"] for row in eager] == [4, 8, 12]
+    for ours, theirs in zip(traced, eager):
+        assert (ours["method"], ours["small_batch"], ours["big_batch"], ours["measured_steps"]) == \
+            ("micro-batches", 8, 16, theirs["measured_steps"])
+        assert batch_norms(ours) == pytest.approx(batch_norms(theirs), rel=RELATIVE), (ours, theirs)
+        small_sq, big_sq = batch_norms(ours)
+        assert small_sq > big_sq * 1.1, ours  # the two batches differ: slices' norms are not the mean's
+    losses = {target: logged_losses(run) for target, run in runs.items()}
+    assert [loss for _, loss in losses["jax:jit:fp32"]] == pytest.approx(
+        [loss for _, loss in losses["cpu:eager:fp32"]], rel=RELATIVE)
+
+
+@pytest.mark.slow
+def test_auto_on_jax_switches_where_the_eager_run_switches(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """auto reads the noise scale the program's slices give: the same batches at the same steps
+    (the toy: its noise scale outgrows each batch within a few steps)."""
     common = [arg for arg in RUN if arg not in ("--batch-size-per-device", "16")]
-    line = cli_error("train", *WORKLOADS["toy"], *common, "--target", "jax:jit:fp32", "--noise-scale", "off",
-                     "--batch-schedule", "16@0,32@64", "--max-batch-per-device", "16", "--steps", "8",
-                     "--out", str(out))
-    assert "whose gradients jax:jit:fp32 keeps inside its compiled JAX step" in line, line
-    assert "give batches of at most 16" in line, line
-    assert not out.exists()
+    runs = both_targets(capsys, tmp_path, *WORKLOADS["toy"], *common, "--batch-schedule", "auto",
+                        "--global-batch-min", "8", "--global-batch-max", "64", "--samples", "2048",
+                        "--noise-scale-micro-batches", "2", "--noise-scale-every", "1")
+
+    def switches(run: Path) -> list[tuple[int, int, int]]:
+        return [(row["step"], row["from_global_batch"], row["to_global_batch"]) for row in rows(run, "batch-switch")]
+
+    eager, traced = (switches(runs[target]) for target in ("cpu:eager:fp32", "jax:jit:fp32"))
+    assert eager, "the eager run never switched: the comparison would say nothing"
+    assert traced == eager
+
+
+@pytest.mark.slow
+def test_a_schedule_past_the_memory_cap_steps_in_micro_batches_as_eager_does(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Batch 32 past a cap of 16 per device: two slices of 16, one update on their mean."""
+    common = [arg for arg in RUN if arg not in ("--batch-size-per-device", "16")]
+    runs = both_targets(capsys, tmp_path, *WORKLOADS["mahjong"], *common, "--noise-scale", "off",
+                        "--batch-schedule", "16@0,32@64", "--max-batch-per-device", "16", "--steps", "12")
+    eager, traced = (logged_losses(runs[target]) for target in ("cpu:eager:fp32", "jax:jit:fp32"))
+    assert [step for step, _ in traced] == [step for step, _ in eager] == [4, 8, 12]
+    assert [loss for _, loss in traced] == pytest.approx([loss for _, loss in eager], rel=RELATIVE)
+    switched = rows(runs["jax:jit:fp32"], "batch-switch")[-1]
+    assert switched["micro_batches"] == 2, switched
 
 
 # --- resume -----------------------------------------------------------------------------------------

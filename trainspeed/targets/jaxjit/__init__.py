@@ -8,8 +8,11 @@ optimizer states. The state stays on the device between steps; a batch is copied
 `jax.device_put`.
 
 One device, one process (`data_parallel = "single"`). The gradients exist only inside the compiled
-program, so the trainer's noise-scale meter and micro-batches, which hook the optimizers' steps
-in this process, do not apply (`gradients_here = False`). A step the tracer cannot take is refused
+program (`gradients_here = False`), so the optimizers' step hooks the trainer measures and
+accumulates through never run; a step over micro-batches is a program of its own instead, which
+returns the slices' squared norms to the noise-scale meter (`slices_in_step`): the meter over
+micro-batches, auto and a memory cap's micro-batches run here, the meter's previous-step method
+does not. A step the tracer cannot take is refused
 in one line that names the op and the workload's line (`functional.StepNotTraceable`).
 """
 
@@ -40,6 +43,7 @@ class JaxTarget(Target):
     supports_multi_node = False
     gradients_here = False
     gradients_where = "inside its compiled JAX step"
+    slices_in_step = True
 
     def __init__(self, spec) -> None:
         super().__init__(spec)
@@ -110,8 +114,8 @@ class JaxTarget(Target):
         trainable = self._trainable()
         if trainable is not None:
             trainable.sync()
-            self._compile_s = trainable.train_programs.last_compile_s()
-            self._costs = trainable.train_programs.last_costs()
+            self._compile_s = trainable.last_programs.last_compile_s()
+            self._costs = trainable.last_programs.last_costs()
 
     def is_oom(self, error: BaseException) -> bool:
         return jaxrt.is_oom(error) or is_host_oom(error)

@@ -385,6 +385,57 @@ class FunctionalStep:
         parameters, optimizer_state = self._update(parameters, grads, optimizer_state, lrs)
         return {**parameters, **buffers, **optimizer_state, RNG_KEY: next_key}, loss
 
+    def train_in_slices(self, state: State, batch: dict[str, Any], lrs: Any, order: Any, *, parts: int
+                        ) -> tuple[State, Any, dict[str, Any], dict[str, Any]]:
+        """One optimizer step over `parts` equal slices of the batch's samples taken in `order` (a
+        permutation, an input so that every order runs the same program), as the torch targets'
+        gradient accumulation steps: each slice's gradient, then one update on their mean. The
+        slices run one after another in the program (`lax.scan`, so it holds one slice's
+        activations), each after the buffers and dropout key the slice before left. Returns (the
+        state after, the mean of the slices' losses, per optimizer the mean over slices of its
+        gradient's squared norm, and the squared norm of the mean gradient): the two batches'
+        norms the noise-scale meter reads (`trainspeed.gradients.noise_scale`)."""
+        jax, _ = _jax()
+        jnp = jax.numpy
+        trained = {name: state[name] for name in self.trained}
+        rest = {name: value for name, value in state.items() if name not in trained}
+        slices = {key: jnp.take(value, order, axis=0).reshape((parts, value.shape[0] // parts) + value.shape[1:])
+                  for key, value in batch.items()}
+        gradient = jax.value_and_grad(self._loss, has_aux=True)
+
+        def one_slice(carry: tuple[State, dict[str, Any], State], piece: dict[str, Any]) -> tuple[Any, Any]:
+            summed, small_sq, rest_now = carry
+            (_, (loss, buffers, next_key)), grads = gradient(trained, rest_now, piece)
+            summed = {name: summed[name] + grads[name] for name in summed}
+            norms = self.squared_norms(grads)
+            small_sq = {name: small_sq[name] + norms[name] for name in small_sq}
+            return (summed, small_sq, {**rest_now, **buffers, RNG_KEY: next_key}), loss
+
+        zeros = {name: jnp.zeros_like(value) for name, value in trained.items()}
+        no_norms = {name: jnp.zeros((), "float32") for name in self._steps_of()}
+        (summed, small_sq, rest), losses = jax.lax.scan(one_slice, (zeros, no_norms, rest), slices)
+        grads = {name: value / parts for name, value in summed.items()}
+        parameters = {name: state[name] for name in self.parameters}
+        optimizer_state = {name: value for name, value in state.items() if name.startswith("optim/")}
+        parameters, optimizer_state = self._update(parameters, grads, optimizer_state, lrs)
+        buffers = {name: rest[name] for name in self.buffers}
+        after = {**parameters, **buffers, **optimizer_state, RNG_KEY: rest[RNG_KEY]}
+        return after, losses.mean(), {name: value / parts for name, value in small_sq.items()}, self.squared_norms(grads)
+
+    def _steps_of(self) -> dict[str, list[str]]:
+        """Each optimizer's trained leaves: the meter measures the gradient an optimizer steps."""
+        trained = set(self.trained)
+        return {name: [key for key in dict.fromkeys(self._key_of(parameter) for parameter in slots) if key in trained]
+                for name, slots in self.optimizer_slots.items()}
+
+    def squared_norms(self, grads: State) -> dict[str, Any]:
+        """Per optimizer, the squared norm of the gradient of the parameters it steps, in float32."""
+        jax, _ = _jax()
+        jnp = jax.numpy
+        return {name: sum((jnp.sum(jnp.square(grads[key].astype("float32"))) for key in keys),
+                          jnp.zeros((), "float32"))
+                for name, keys in self._steps_of().items()}
+
     def evaluate(self, state: State, batch: dict[str, Any]) -> dict[str, Any]:
         """The workload's validation sums on one batch, at `state`."""
         with self._bound(state), self.env, self._autocast():

@@ -4,6 +4,9 @@ flat JAX state that each step replaces.
 
 - the learning rates: the trainer's schedulers set the param groups of the workload's own
   optimizers, as on any target, and each step passes them to the program as an input;
+- micro-batches (the noise-scale meter's slices, a batch past the memory cap): a step over k
+  slices is one program per k of its own (`FunctionalStep.train_in_slices`), whose squared norms
+  are read on the host when the step returns them, so a measured step waits for its step;
 - the loss: a host tensor whose value is read from the device when it is first used, or when the
   target syncs (`PendingLoss`): reading each step's loss at once would make the host wait for
   every step, so the next one could not be queued behind it;
@@ -13,10 +16,12 @@ flat JAX state that each step replaces.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Mapping
 
 import torch
 
+from trainspeed.errors import UsageError
 from trainspeed.jaxrt import CompiledPrograms
 from trainspeed.targets.jaxjit.functional import FunctionalStep, State, refuse_untraceable
 from trainspeed.workloads.base import Batch, Trainable
@@ -59,6 +64,11 @@ class JaxTrainable(Trainable):
         self.state = state
         self.train_programs = CompiledPrograms(functional.train, donate_argnums=(0,), on_compile=on_compile)
         self.eval_programs = CompiledPrograms(functional.evaluate, on_compile=on_compile)
+        self.sliced_programs: dict[int, CompiledPrograms] = {}
+        """Per count of slices, the programs of a step over that many (`train_step_in_slices`)."""
+        self.last_programs = self.train_programs
+        """The training programs the last step ran: their compile seconds and costs are the rows'."""
+        self._on_compile = on_compile
         self.pending: list[PendingLoss] = []
         """Losses of steps not yet synced."""
 
@@ -87,8 +97,39 @@ class JaxTrainable(Trainable):
             self.state, loss = self.train_programs(self.state, batch, self._learning_rates())
         except Exception as error:  # noqa: BLE001 - a trace failure is the workload's, in one line
             raise _traced_error(error, "its training step") from None
+        self.last_programs = self.train_programs
+        self._stepped()
+        return self._pending(loss)
+
+    def train_step_in_slices(self, batch: Batch, parts: int, permutation: torch.Tensor | None
+                             ) -> tuple[torch.Tensor, dict[str, tuple[torch.Tensor, torch.Tensor]]]:
+        """One step over `parts` slices in one program (`GradientAccumulation`'s `StepsInSlices`)."""
+        import numpy as np
+
+        size = next(iter(batch.values())).shape[0]
+        if size % parts:
+            raise UsageError(f"train: micro-batches: {parts} slices need a batch whose first dimension is "
+                             f"divisible by {parts}, got {size}")
+        order = np.arange(size, dtype=np.int32) if permutation is None else permutation.numpy().astype(np.int32)
+        programs = self.sliced_programs.get(parts)
+        if programs is None:
+            programs = self.sliced_programs[parts] = CompiledPrograms(
+                functools.partial(self.functional.train_in_slices, parts=parts), donate_argnums=(0,),
+                on_compile=self._on_compile)
+        try:
+            self.state, loss, small_sq, big_sq = programs(self.state, batch, self._learning_rates(), order)
+        except Exception as error:  # noqa: BLE001
+            raise _traced_error(error, "its training step in micro-batches") from None
+        self.last_programs = programs
+        self._stepped()
+        norms = {name: (torch.tensor(float(small_sq[name])), torch.tensor(float(big_sq[name]))) for name in small_sq}
+        return self._pending(loss), norms
+
+    def _stepped(self) -> None:
         for optimizer in self.optimizers.values():
             optimizer._opt_called = True  # type: ignore[attr-defined]  # LR schedulers check that a step ran
+
+    def _pending(self, loss: Any) -> PendingLoss:
         pending = PendingLoss(loss)
         self.pending.append(pending)
         return pending
@@ -129,7 +170,6 @@ class JaxTrainable(Trainable):
 
 def _traced_error(error: BaseException, what: str) -> BaseException:
     """Out of memory and the step's own UsageErrors as they are; a failure to trace in one line."""
-    from trainspeed.errors import UsageError
     from trainspeed.jaxrt import is_oom
 
     if is_oom(error) or isinstance(error, UsageError):
