@@ -4,7 +4,7 @@
 #
 #   BEFORE=ee75469^ bash benchmarks/critical_batch_cost.sh [WORK] [PART...]   # WORK: build/critical_batch_cost
 #
-# PARTs (default: all three, in this order; each adds its rounds to the rows the part before wrote):
+# PARTs (default: mahjong gpt2 charlm, in this order; each adds its rounds to the rows the part before wrote):
 #   mahjong  tiny Mahjong, rounds 1 to 3 in rotated order: the time-to-target study of
 #            benchmarks/time_to_target_plan.sh, and the critical-batch study of benchmarks/auto_vs_fixed.sh's
 #            part critical (its base run, 30 branches of 8,192 samples), two trainings at a time in both
@@ -12,6 +12,8 @@
 #            and the critical-batch study of auto_vs_fixed.sh's part critical-gpt2 (45 branches of 1,024)
 #   charlm   the char-LM example, round 5: the time-to-target study of benchmarks/time_to_target_plan.sh
 #            and the critical-batch study of auto_vs_fixed.sh's part critical-charlm (45 branches of 4,096)
+#   gpt2-seeds2  hf:gpt2 again, round 6: its critical-batch study at 2 seeds (as its time-to-target study
+#            and Mahjong's critical-batch study have) in place of 3, 30 branches
 # BEFORE (optional): a commit whose critical-batch study is timed beside this checkout's, the same
 # settings (git archive of it into WORK/before): ee75469^ started a process per branch.
 #   -> docs/results/critical_batch_cost.{jsonl,md}
@@ -41,6 +43,20 @@ cost() {  # FIRST-ROUND ROUNDS TIME-TO-TARGET-ARGS CRITICAL-BATCH-ARGS
         "${runs[@]}" --out "$ROWS"
 }
 
+gpt2_base() {  # the hf:gpt2 base run, and the study its critical batches are compared with
+    [ -f cb_gpt2_base/summary.json ] || "$T" train --workload hf:gpt2 --size tiny,seq=65 --data data/text \
+        --batch-size-per-device 8 --lr 0.004 --lr-scaling sqrt --lr-reference-batch 32 --warmup-steps 128 \
+        --min-lr-ratio 1 --samples 40960 --until 'val/loss<=2.9' --eval-every-samples 1024 --eval-batches 128 \
+        --log-every 16 --checkpoint-every 32 --stop-at-target --noise-scale-micro-batches 2 --keep-checkpoints 0 \
+        --threads 1 --num-workers 1 --no-progress --out cb_gpt2_base
+    cp "$RESULTS/named_time_to_target_gpt2.jsonl" named_time_to_target_gpt2.jsonl
+}
+GPT2_STUDY="study time-to-target --workload hf:gpt2 --size tiny,seq=65 --data data/text --until 'val/loss<=2.9' \
+--global-batches 8,32,128 --seeds 2 --base-lr 1e-3 --reference-batch 32 --lr-factors 0.5,1,2 --max-samples 40960 \
+--eval-every-samples 1024 --val-samples 1024 --warmup-samples 1024 --no-progress"
+GPT2_CRITICAL="study critical-batch --from cb_gpt2_base --at 0.25,0.5,1 --factors 1,2,4,8,16 --branch-samples 1024 \
+--val-samples 1024 --parallel-runs 2 --no-progress --compare-study named_time_to_target_gpt2.jsonl"
+
 for part in $PARTS; do
     case $part in
     mahjong)
@@ -56,17 +72,11 @@ for part in $PARTS; do
             "study critical-batch --from cb_base --at 0.25,0.5,1 --factors 1,2,4,8,16 --seeds 2 --branch-samples 8192 \
 --val-samples 8192 --parallel-runs 2 --no-progress --compare-study time_to_target_study_mahjong.jsonl" ;;
     gpt2)
-        [ -f cb_gpt2_base/summary.json ] || "$T" train --workload hf:gpt2 --size tiny,seq=65 --data data/text \
-            --batch-size-per-device 8 --lr 0.004 --lr-scaling sqrt --lr-reference-batch 32 --warmup-steps 128 \
-            --min-lr-ratio 1 --samples 40960 --until 'val/loss<=2.9' --eval-every-samples 1024 --eval-batches 128 \
-            --log-every 16 --checkpoint-every 32 --stop-at-target --noise-scale-micro-batches 2 --keep-checkpoints 0 \
-            --threads 1 --num-workers 1 --no-progress --out cb_gpt2_base
-        cp "$RESULTS/named_time_to_target_gpt2.jsonl" named_time_to_target_gpt2.jsonl
-        cost 4 1 "study time-to-target --workload hf:gpt2 --size tiny,seq=65 --data data/text --until 'val/loss<=2.9' \
---global-batches 8,32,128 --seeds 2 --base-lr 1e-3 --reference-batch 32 --lr-factors 0.5,1,2 --max-samples 40960 \
---eval-every-samples 1024 --val-samples 1024 --warmup-samples 1024 --no-progress" \
-            "study critical-batch --from cb_gpt2_base --at 0.25,0.5,1 --factors 1,2,4,8,16 --seeds 3 --branch-samples 1024 \
---val-samples 1024 --parallel-runs 2 --no-progress --compare-study named_time_to_target_gpt2.jsonl" ;;
+        gpt2_base
+        cost 4 1 "$GPT2_STUDY" "$GPT2_CRITICAL --seeds 3" ;;
+    gpt2-seeds2)
+        gpt2_base
+        cost 6 1 "$GPT2_STUDY" "$GPT2_CRITICAL --seeds 2" ;;
     charlm)
         [ -f cb_charlm_base/summary.json ] || "$T" train --workload "$CHARLM" --size tiny --data data/text \
             --batch-size-per-device 32 --lr 0.0226274 --lr-scaling sqrt --lr-reference-batch 32 --warmup-steps 64 \
@@ -80,6 +90,6 @@ for part in $PARTS; do
 --threads 1 --parallel-runs 2 --no-progress" \
             "study critical-batch --from cb_charlm_base --at 0.25,0.5,1 --factors 1,2,4,8,16 --seeds 3 --branch-samples 4096 \
 --val-samples 2048 --workload $CHARLM --parallel-runs 2 --no-progress --compare-study time_to_target_study_charlm.jsonl" ;;
-    *) echo "unknown part $part (mahjong, gpt2, charlm)" >&2; exit 2 ;;
+    *) echo "unknown part $part (mahjong, gpt2, charlm, gpt2-seeds2)" >&2; exit 2 ;;
     esac
 done
