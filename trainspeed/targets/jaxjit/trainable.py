@@ -6,7 +6,8 @@ flat JAX state that each step replaces.
   optimizers, as on any target, and each step passes them to the program as an input;
 - micro-batches (the noise-scale meter's slices, a batch past the memory cap): a step over k
   slices is one program per k of its own (`FunctionalStep.train_in_slices`), whose squared norms
-  are read on the host when the step returns them, so a measured step waits for its step;
+  are host scalars read when the noise-scale meter adds them (so a step it measures waits for its
+  program) and never where nothing reads them (a memory cap's slices without the meter);
 - the loss: a host tensor whose value is read from the device when it is first used, or when the
   target syncs (`PendingLoss`): reading each step's loss at once would make the host wait for
   every step, so the next one could not be queued behind it;
@@ -28,8 +29,9 @@ from trainspeed.workloads.base import Batch, Trainable
 
 
 class PendingLoss(torch.Tensor):
-    """A host scalar whose value is a device array's: any torch use of it (`float`, `torch.stack`)
-    first waits for that array and copies it in; after that it is an ordinary tensor."""
+    """A host scalar (a step's loss, a gradient's squared norm) whose value is a device array's:
+    any torch use of it (`float`, `torch.stack`) first waits for that array and copies it in;
+    after that it is an ordinary tensor."""
 
     _array: Any = None
 
@@ -122,7 +124,8 @@ class JaxTrainable(Trainable):
             raise _traced_error(error, "its training step in micro-batches") from None
         self.last_programs = programs
         self._stepped()
-        norms = {name: (torch.tensor(float(small_sq[name])), torch.tensor(float(big_sq[name]))) for name in small_sq}
+        # read when the meter adds them (a step it measures waits for its program); never, where no meter reads them
+        norms = {name: (PendingLoss(small_sq[name]), PendingLoss(big_sq[name])) for name in small_sq}
         return self._pending(loss), norms
 
     def _stepped(self) -> None:
