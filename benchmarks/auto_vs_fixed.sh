@@ -36,6 +36,8 @@
 #               best fixed batch run plain (--noise-scale off: what a user runs), 5 seeds interleaved
 #               (Mahjong 10), each series alone on the machine, its load recorded in every row
 #                                                       -> docs/results/auto_vs_plain_{mahjong,charlm,gpt2}.*
+#   cnn-plain   the small CNN as its part cnn, auto at the meter's defaults against plain fixed 64 and 128
+#               (--noise-scale off), 10 seeds interleaved, alone  -> docs/results/auto_vs_plain_cnn.*
 # Each part writes its rows after every run, so a part cut short keeps what it measured.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -200,6 +202,16 @@ for part in $PARTS; do
             --config 'fixed-b64=--batch-size-per-device 64' \
             --config 'fixed-b128=--batch-size-per-device 128' \
             --keep-runs runs_cnn --out "$RESULTS/auto_vs_fixed_cnn.jsonl" ;;
+    cnn-plain)
+        [ -f shapes.npz ] || "$PYTHON" "$REPO/examples/small_cnn_workload.py" shapes.npz
+        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" --workload small_cnn_workload:SmallCNNWorkload --size tiny \
+            --data shapes.npz --until 'val/top1_accuracy>=0.9' --eval-every-samples 2048 --val-samples 1024 \
+            --warmup-samples 1024 --max-samples 200000 --log-every 8 --num-workers 0 \
+            --seeds "${PLAIN_SEEDS:-0,1,2,3,4,5,6,7,8,9}" --reference plain-fixed-b128 \
+            --config 'auto=--batch-schedule auto --global-batch-min 16 --global-batch-max 512' \
+            --config 'plain-fixed-b64=--batch-size-per-device 64 --noise-scale off' \
+            --config 'plain-fixed-b128=--batch-size-per-device 128 --noise-scale off' \
+            --out "$RESULTS/auto_vs_plain_cnn.jsonl" ;;
     mahjong-plain)
         "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]}" --seeds "${PLAIN_SEEDS:-0,1,2,3,4,5,6,7,8,9}" \
             --reference plain-fixed-b32 \
@@ -223,6 +235,6 @@ for part in $PARTS; do
             --config 'auto=--batch-schedule auto --global-batch-min 8 --global-batch-max 128 --lr 0.002 --lr-scaling sqrt --lr-reference-batch 8' \
             --config 'plain-fixed-b8=--batch-size-per-device 8 --lr 0.002 --lr-scaling none --noise-scale off' \
             --out "$RESULTS/auto_vs_plain_gpt2.jsonl" ;;
-    *) echo "auto_vs_fixed.sh: unknown part $part (mahjong, mahjong2, calibrated, critical, critical-charlm, critical-gpt2, charlm, gpt2, cnn, mahjong-plain, charlm-plain, gpt2-plain)" >&2; exit 2 ;;
+    *) echo "auto_vs_fixed.sh: unknown part $part (mahjong, mahjong2, calibrated, critical, critical-charlm, critical-gpt2, charlm, gpt2, cnn, mahjong-plain, charlm-plain, gpt2-plain, cnn-plain)" >&2; exit 2 ;;
     esac
 done

@@ -544,6 +544,7 @@ CLAIMS: dict[str, Claim] = {
     "schedule: plain, mahjong": Claim(BATCH_SCHEDULE, lambda: _plain_row("auto_vs_plain_mahjong", "plain-fixed-b32")),
     "schedule: plain, charlm": Claim(BATCH_SCHEDULE, lambda: _plain_row("auto_vs_plain_charlm", "plain-fixed-b32")),
     "schedule: plain, gpt2": Claim(BATCH_SCHEDULE, lambda: _plain_row("auto_vs_plain_gpt2", "plain-fixed-b8")),
+    "schedule: plain, cnn": Claim(BATCH_SCHEDULE, lambda: _plain_row("auto_vs_plain_cnn", "plain-fixed-b128")),
     "schedule: plain, mahjong seed by seed": Claim(BATCH_SCHEDULE, _plain_mahjong_seeds),
     "schedule: gpt2's study's best": Claim(BATCH_SCHEDULE, _gpt2_best),
     "schedule: gpt2 load": Claim(BATCH_SCHEDULE, lambda: "the load average was {:.1f} to {:.1f}.".format(*loads("gpt2"))),
