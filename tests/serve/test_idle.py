@@ -119,6 +119,21 @@ def test_a_step_that_computes_longer_than_the_idle_timeout_is_not_idleness(serve
     assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
 
 
+def test_the_servers_own_set_up_of_a_session_is_not_the_clients_idleness(serve, monkeypatch):
+    """A session alone on the server first resets the device's counters; however long that takes
+    (a loaded machine, a cold compiler), the client's idle clock starts after it."""
+    server = serve(idle_timeout_s=1.0)
+    real_reset = server.host.target.reset_compilation
+
+    def slow_reset():
+        time.sleep(2.0)  # twice the idle timeout, before the session reads its first message
+        real_reset()
+
+    monkeypatch.setattr(server.host.target, "reset_compilation", slow_reset)
+    host_batches = batches(2)
+    assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
+
+
 def test_the_server_describes_its_idle_timeout(serve):
     server = serve(idle_timeout_s=7.5)
     assert get_target(server.remote_name).info.idle_timeout_s == 7.5

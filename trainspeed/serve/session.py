@@ -420,6 +420,7 @@ def serve_session(host: DeviceHost, requests: Iterable[pb.ClientMessage], contex
                 with host.lock:
                     host.target.reset_compilation()
                     host.target.reset_peak_memory()
+            activity.touch()  # the server's own set-up (its slot, the counters' reset) is no idleness of the client's
             reader = RequestReader(host, memory, client_gone=lambda: not context.is_active())
             host.start_reader(threading.Thread(target=read_requests, args=(requests, commands, reader, activity),
                                                daemon=True, name=f"trainspeed-serve-reader-{context.peer()}"))
