@@ -134,6 +134,23 @@ def test_the_servers_own_set_up_of_a_session_is_not_the_clients_idleness(serve, 
     assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
 
 
+def test_the_time_the_server_takes_to_read_an_open_request_is_not_the_clients_idleness(serve, monkeypatch):
+    """Reading an open request counts the model's bytes on the meta device, which a loaded machine
+    may take seconds over: the client's idle clock starts when that reading ends."""
+    from trainspeed.serve import session
+
+    server = serve(idle_timeout_s=1.0)
+    real_count = session.planned_model_bytes
+
+    def slow_count(*args, **kwargs):
+        time.sleep(2.0)  # twice the idle timeout, after the open request arrived
+        return real_count(*args, **kwargs)
+
+    monkeypatch.setattr(session, "planned_model_bytes", slow_count)
+    host_batches = batches(2)
+    assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
+
+
 def test_the_server_describes_its_idle_timeout(serve):
     server = serve(idle_timeout_s=7.5)
     assert get_target(server.remote_name).info.idle_timeout_s == 7.5

@@ -26,6 +26,7 @@ must fit beside it; its activations count after its first step where the device 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import queue
 import threading
@@ -75,17 +76,35 @@ holds its slot for no more than the idle timeout."""
 
 class Activity:
     """When the session last did work: its model was built, stepped or its state moved, or bytes of
-    a batch or a state arrived. Messages that ask for nothing (barriers, releases) do not count.
+    a batch or a state arrived and were read (the reading is the server's work, however long a
+    loaded machine takes over it). Messages that ask for nothing (barriers, releases) do not count.
 
     A step that computes for minutes is not idleness: the clock restarts when it finishes."""
 
     def __init__(self) -> None:
         self._last = time.monotonic()
+        self._working = 0
+        """Work under way in the reader thread (a message being read): no idleness while it lasts."""
+        self._lock = threading.Lock()
 
     def touch(self) -> None:
         self._last = time.monotonic()
 
+    @contextlib.contextmanager
+    def working(self) -> Iterator[None]:
+        """The server works for the session (reads what a client sent): the clock restarts when it ends."""
+        with self._lock:
+            self._working += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._working -= 1
+            self.touch()
+
     def idle_left_s(self, timeout_s: float) -> float:
+        if self._working:
+            return timeout_s
         return timeout_s - (time.monotonic() - self._last)
 
 
@@ -229,10 +248,10 @@ def read_requests(requests: Iterable[pb.ClientMessage], commands: "queue.Queue[C
     """The reader thread: commands in order, then `end`, or a refusal that ends the session."""
     try:
         for message in requests:
-            if message.WhichOneof("kind") in WORK_MESSAGES:
-                activity.touch()
-            for command in reader.handle(message):
-                commands.put(command)
+            # reading a work message is the server's work (an open counts the model on the meta device)
+            with activity.working() if message.WhichOneof("kind") in WORK_MESSAGES else contextlib.nullcontext():
+                for command in reader.handle(message):
+                    commands.put(command)
     except grpc.RpcError:
         pass  # the stream ended under the reader: the client went away, sent too large a message, or the call ended
     except WireError as error:
