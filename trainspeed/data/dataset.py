@@ -43,7 +43,7 @@ from trainspeed.data.shards import (
     write_index,
     write_shard,
 )
-from trainspeed.data.split import recorded_split
+from trainspeed.data.split import SPLIT_FORM, recorded_split
 from trainspeed.data.verify import ColumnCheck, VerifyReport, verify_shards
 from trainspeed.data.writer import claim_folder, clear_own_files
 from trainspeed.errors import UsageError
@@ -234,8 +234,7 @@ def write_dataset(columns: Mapping[str, np.ndarray | ArrayColumn], out: str | os
 def _split_entry(folder: Path, index: dict) -> dict:
     split = recorded_split(folder, index)
     if split is None:
-        raise UsageError(f"{folder / INDEX_NAME}: split must be {{\"by\": a column or null, \"val_per_mille\": 0..1000}}, "
-                         "got None")
+        raise UsageError(f"{folder / INDEX_NAME}: split must be {SPLIT_FORM}, got None")
     return split
 
 

@@ -15,6 +15,10 @@ from trainspeed.data.shards import INDEX_NAME, ShardSchema, open_shard
 from trainspeed.errors import UsageError
 
 
+SPLIT_FORM = '{"by": a column or null, "val_per_mille": 0..1000}'
+"""The form of the split an index records, as refusals name it."""
+
+
 def recorded_split(folder: Path, index: dict) -> dict | None:
     """The train/val split a shard set's index records (`{"by": a column or None, "val_per_mille":
     0..1000}`), None where it records none; a record of another form is refused, never read around."""
@@ -24,8 +28,7 @@ def recorded_split(folder: Path, index: dict) -> dict | None:
     per_mille = split.get("val_per_mille") if isinstance(split, dict) else None
     if not (isinstance(split, dict) and (split.get("by") is None or split.get("by") in index["columns"])
             and isinstance(per_mille, int) and not isinstance(per_mille, bool) and 0 <= per_mille <= 1000):
-        raise UsageError(f"{folder / INDEX_NAME}: split must be {{\"by\": a column or null, \"val_per_mille\": 0..1000}}, "
-                         f"got {split!r:.80}")
+        raise UsageError(f"{folder / INDEX_NAME}: split must be {SPLIT_FORM}, got {split!r:.80}")
     return split
 
 
