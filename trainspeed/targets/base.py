@@ -104,13 +104,13 @@ class Target(ABC):
     micro-batches and returns the two squared norms the noise-scale meter reads
     (`trainspeed.gradients.accumulation.StepsInSlices`), so the meter over micro-batches, auto and
     a memory cap's micro-batches run on it as where the gradients are here."""
-
-    @classmethod
-    def steps_in_slices(cls) -> bool:
-        """Whether a step of this family can run over micro-batches (and be measured over them)."""
-        return cls.gradients_here or cls.slices_in_step
     peak_probe_max_size: int = 2048
     """Largest square matrix of the peak matmul probe: large enough to saturate the device."""
+
+    @classmethod
+    def runs_micro_batches(cls) -> bool:
+        """Whether a step of this family can run over micro-batches (and be measured over them)."""
+        return cls.gradients_here or cls.slices_in_step
 
     def __init__(self, spec: TargetSpec) -> None:
         self.check_spec(spec)

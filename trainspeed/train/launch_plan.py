@@ -118,7 +118,7 @@ def check_quality_settings(config: TrainConfig, workload: Workload, family: type
     if config.until is not None:
         check_goal_metric(parse_goal(config.until), metric_names(on_host, workload, config.size), workload.name)
     if config.noise_scale_micro_batches > 1:
-        if not family.steps_in_slices():
+        if not family.runs_micro_batches():
             raise UsageError(f"train: --noise-scale-micro-batches: {config.target} keeps its gradients {family.gradients_where}, "
                              "where they are not measured; drop it")
         trained = on_host.trained_network_names()
@@ -142,7 +142,7 @@ def resolve_batch_schedule(config: TrainConfig, workload: Workload, family: type
     config = dataclasses.replace(config, batch_size_per_device=start_batch(config) // devices,
                                  batch=dataclasses.replace(settings, max_batch_per_device=cap))
     if settings.schedule == AUTO:
-        if not family.steps_in_slices():
+        if not family.runs_micro_batches():
             raise UsageError(f"train: --batch-schedule auto follows the gradient noise scale, and {config.target} keeps "
                              f"its gradients {family.gradients_where}, where it is not measured; give an explicit schedule")
         if settings.critical_batch:
@@ -154,7 +154,7 @@ def resolve_batch_schedule(config: TrainConfig, workload: Workload, family: type
         return config
     largest = max(batches_of(config)) // devices
     if cap is not None and largest > cap:
-        if not family.steps_in_slices():
+        if not family.runs_micro_batches():
             raise UsageError(f"train: --batch-schedule steps past the memory cap of {cap} per device in micro-batches, "
                              f"whose gradients {config.target} keeps {family.gradients_where}; give batches of at most "
                              f"{cap * devices}")
