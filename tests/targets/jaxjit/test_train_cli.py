@@ -45,6 +45,8 @@ RUN = ["--synthetic-data", "--batch-size-per-device", "16", "--log-every", "4", 
        "--num-workers", "0"]
 """The brief's command (12 steps of 16, a train row every 4 steps), in this process: no loader
 workers (synthetic batches need none)."""
+UNBATCHED = [arg for arg in RUN if arg not in ("--batch-size-per-device", "16")]
+"""`RUN` without its batch, for runs whose schedule names theirs."""
 WORKLOADS = {
     "mahjong": ["--workload", "mahjong", "--size", "tiny"],
     "toy": ["--workload", "toy_workload:ToyWorkload", "--size", "tiny"],  # tests/ is on the session's path
@@ -148,8 +150,7 @@ def test_the_noise_scale_over_micro_batches_is_the_eager_runs(tmp_path: Path, ca
 def test_auto_on_jax_switches_where_the_eager_run_switches(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """auto reads the noise scale the program's slices give: the same batches at the same steps
     (the toy: its noise scale outgrows each batch within a few steps)."""
-    common = [arg for arg in RUN if arg not in ("--batch-size-per-device", "16")]
-    runs = both_targets(capsys, tmp_path, *WORKLOADS["toy"], *common, "--batch-schedule", "auto",
+    runs = both_targets(capsys, tmp_path, *WORKLOADS["toy"], *UNBATCHED, "--batch-schedule", "auto",
                         "--global-batch-min", "8", "--global-batch-max", "64", "--samples", "2048",
                         "--noise-scale-micro-batches", "2", "--noise-scale-every", "1")
 
@@ -165,8 +166,7 @@ def test_auto_on_jax_switches_where_the_eager_run_switches(tmp_path: Path, capsy
 def test_a_schedule_past_the_memory_cap_steps_in_micro_batches_as_eager_does(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Batch 32 past a cap of 16 per device: two slices of 16, one update on their mean."""
-    common = [arg for arg in RUN if arg not in ("--batch-size-per-device", "16")]
-    runs = both_targets(capsys, tmp_path, *WORKLOADS["mahjong"], *common, "--noise-scale", "off",
+    runs = both_targets(capsys, tmp_path, *WORKLOADS["mahjong"], *UNBATCHED, "--noise-scale", "off",
                         "--batch-schedule", "16@0,32@64", "--max-batch-per-device", "16", "--steps", "12")
     eager, traced = (logged_losses(runs[target]) for target in ("cpu:eager:fp32", "jax:jit:fp32"))
     assert [step for step, _ in traced] == [step for step, _ in eager] == [4, 8, 12]

@@ -380,10 +380,15 @@ class FunctionalStep:
         trained = {name: state[name] for name in self.trained}
         rest = {name: value for name, value in state.items() if name not in trained}
         (_, (loss, buffers, next_key)), grads = jax.value_and_grad(self._loss, has_aux=True)(trained, rest, batch)
+        return self._state_after(state, grads, lrs, buffers, next_key), loss
+
+    def _state_after(self, state: State, grads: State, lrs: Any, buffers: State, next_key: Any) -> State:
+        """The state after the optimizers step `state` on `grads`, with the buffers and dropout key
+        the step's forward passes left."""
         parameters = {name: state[name] for name in self.parameters}
         optimizer_state = {name: value for name, value in state.items() if name.startswith("optim/")}
         parameters, optimizer_state = self._update(parameters, grads, optimizer_state, lrs)
-        return {**parameters, **buffers, **optimizer_state, RNG_KEY: next_key}, loss
+        return {**parameters, **buffers, **optimizer_state, RNG_KEY: next_key}
 
     def train_in_slices(self, state: State, batch: dict[str, Any], lrs: Any, order: Any, *, parts: int
                         ) -> tuple[State, Any, dict[str, Any], dict[str, Any]]:
@@ -415,11 +420,7 @@ class FunctionalStep:
         no_norms = {name: jnp.zeros((), "float32") for name in self._steps_of()}
         (summed, small_sq, rest), losses = jax.lax.scan(one_slice, (zeros, no_norms, rest), slices)
         grads = {name: value / parts for name, value in summed.items()}
-        parameters = {name: state[name] for name in self.parameters}
-        optimizer_state = {name: value for name, value in state.items() if name.startswith("optim/")}
-        parameters, optimizer_state = self._update(parameters, grads, optimizer_state, lrs)
-        buffers = {name: rest[name] for name in self.buffers}
-        after = {**parameters, **buffers, **optimizer_state, RNG_KEY: rest[RNG_KEY]}
+        after = self._state_after(state, grads, lrs, {name: rest[name] for name in self.buffers}, rest[RNG_KEY])
         return after, losses.mean(), {name: value / parts for name, value in small_sq.items()}, self.squared_norms(grads)
 
     def _steps_of(self) -> dict[str, list[str]]:
