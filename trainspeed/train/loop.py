@@ -266,7 +266,10 @@ def network_buffers(trainable: Trainable) -> dict[str, dict[str, torch.Tensor]]:
     """Every buffer of every network, on the host. Parameters are equal on every rank (each step
     applies the same averaged gradients); buffers need not be: running statistics a network keeps
     from its own rank's batches (StyleGAN3's magnitude EMAs and w_avg) are not averaged, so each rank's
-    are checkpointed apart from rank 0's `trainable` state and restored on that rank."""
+    are checkpointed apart from rank 0's `trainable` state and restored on that rank. None, where
+    the trainable's state holds them (`Trainable.buffers_in_networks`)."""
+    if not trainable.buffers_in_networks:
+        return {}
     return {name: {key: buffer.detach().to("cpu", copy=True) for key, buffer in network.named_buffers()}
             for name, network in trainable.networks.items()}
 

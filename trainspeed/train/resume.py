@@ -607,7 +607,10 @@ def _load_into(parts: RankParts, payload: dict[str, Any]) -> RunTotals:
 
 
 def restore_buffers(trainable: Trainable, buffers: dict[str, dict[str, torch.Tensor]]) -> None:
-    """This rank's own buffers (statistics of its batches), which are not averaged over ranks."""
+    """This rank's own buffers (statistics of its batches), which are not averaged over ranks; none
+    where the trainable's own state holds them (`network_buffers`)."""
+    if not buffers:
+        return
     with torch.no_grad():
         for name, network in trainable.networks.items():
             for key, buffer in network.named_buffers():

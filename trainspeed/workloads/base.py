@@ -43,6 +43,10 @@ class Trainable(ABC):
          loss as a detached device tensor (reading its value would force a sync, so it does not).
     """
 
+    buffers_in_networks = True
+    """The networks' buffers hold this rank's values, which a checkpoint keeps per rank. A target that
+    keeps a step's state elsewhere (the jax family's device arrays, one rank) has them in `state_dict`."""
+
     def __init__(self, networks: Mapping[str, nn.Module]) -> None:
         self.networks: dict[str, nn.Module] = dict(networks)
         self.wrapped: dict[str, nn.Module] = dict(networks)

@@ -16,6 +16,13 @@ of the function: parameters, buffers a forward pass updates (BatchNorm's statist
 states and the random key of dropout. The learning rates are an input (one per param group), so a
 schedule never recompiles the step.
 
+A step of several updates declares its phases (`trainspeed.workloads.phases`, StyleGAN3's G, D and
+R1): each phase's loss is differentiated over the parameters its optimizer steps, and that
+optimizer updates them before the next phase's loss is traced, all in one program per list of
+phases. A gradient penalty asks for its input gradient through
+`trainspeed.workloads.differentiation`, which is `jax.grad` here, and a workload's activation
+checkpoints are `jax.checkpoint`.
+
 What cannot be traced is refused in one line naming the op and the workload's source line
 (`StepNotTraceable`): an op torchax has no lowering for, a value read on the host (`.item()`, an
 `if` on a tensor), a step that calls `backward()` more than once or `torch.autograd.grad`.
@@ -31,7 +38,9 @@ import torch
 
 from trainspeed.errors import UsageError
 from trainspeed.own_code import machinery
+from trainspeed.workloads import differentiation
 from trainspeed.workloads.base import Batch, Trainable, setup_optimizers
+from trainspeed.workloads.phases import PhasedTrainable, StepPhase
 
 State = dict[str, Any]
 """Flat state of a step: name -> jax.Array."""
@@ -79,6 +88,32 @@ def _torch_autocast_policies() -> None:
     for op, policy in list(amp.autocast_policy.items()):
         if policy is amp.CastPolicy.PROMOTE:
             del amp.autocast_policy[op]
+
+
+def _foreach_in_place(env: Any) -> None:
+    """The in-place `_foreach` ops an EMA update calls (`torch._foreach_lerp_` and the like), which
+    torchax has no lowering for, run as the same op on each tensor in turn: in one traced program
+    that is the same computation."""
+    aten = torch.ops.aten
+
+    def each(method: str) -> Callable[..., Any]:
+        def run(selves: list[torch.Tensor], *args: Any, **kwargs: Any) -> None:
+            lists = [arg for arg in args if isinstance(arg, (list, tuple))]
+            plain = [arg for arg in args if not isinstance(arg, (list, tuple))]
+            for index, tensor in enumerate(selves):
+                getattr(tensor, method)(*(values[index] for values in lists), *plain, **kwargs)
+
+        return run
+
+    from torchax.ops import ops_registry
+
+    missing = [(op, method) for op, method in ((aten._foreach_lerp_.Scalar, "lerp_"), (aten._foreach_mul_.Scalar, "mul_"),
+                                               (aten._foreach_add_.List, "add_"), (aten._foreach_copy_.default, "copy_"))
+               if op not in ops_registry.all_aten_ops]
+    for op, method in missing:  # as torch-level decompositions, which the environment reads on load_ops
+        ops_registry.register_torch_dispatch_op(op, each(method), is_jax_function=False, is_user_defined=True)
+    if missing:
+        env.load_ops()
 
 
 def workload_line(frames: traceback.StackSummary) -> str | None:
@@ -197,6 +232,7 @@ class FunctionalStep:
         self.trainable = trainable
         self.precision = precision
         self.env = torchax.default_env()
+        _foreach_in_place(self.env)
         # Module._apply makes a new Parameter per module when the tensor's type changes, which
         # unties shared weights (GPT-2's head and token embedding); swapping keeps one object.
         swapping = torch.__future__.get_swap_module_params_on_conversion()
@@ -222,6 +258,12 @@ class FunctionalStep:
         self.group_count = sum(len(optimizer.param_groups) for optimizer in trainable.optimizers.values())
         self._seed = seed
         self._optimizer_leaves: dict[str, tuple[tuple[int, ...], Any]] | None = None
+        trainable.use_activation_checkpoint(self._checkpointed)
+
+    @property
+    def phased(self) -> bool:
+        """The workload declares its step as phases (`train_phases`), not one backward()."""
+        return isinstance(self.trainable, PhasedTrainable)
 
     # --- building the state -------------------------------------------------------------------
     def _named(self, kind: str, items: Callable[[torch.nn.Module], Iterator[tuple[str, torch.Tensor]]]
@@ -310,6 +352,32 @@ class FunctionalStep:
     def _batch(self, batch: dict[str, Any]) -> Batch:
         return {key: self._wrap(value) for key, value in batch.items()}
 
+    def _checkpointed(self, function: Callable[..., torch.Tensor], *args: Any) -> torch.Tensor:
+        """A workload's activation checkpoint on torchax: `jax.checkpoint`, which keeps the inputs
+        and runs `function` again for the gradient."""
+        jax, _ = _jax()
+        from torchax.tensor import Tensor
+
+        places = [index for index, value in enumerate(args) if isinstance(value, Tensor)]
+
+        def on_arrays(*arrays: Any) -> Any:
+            values = list(args)
+            for index, array in zip(places, arrays):
+                values[index] = self._wrap(array)
+            return function(*values)._elem
+
+        return self._wrap(jax.checkpoint(on_arrays)(*(args[index]._elem for index in places)))
+
+    def _input_gradient(self, function: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
+        """`differentiation.input_gradient` while tracing: `jax.grad` of the function's sum, which
+        the phase's own gradient then differentiates again."""
+        jax, _ = _jax()
+
+        def summed(array: Any) -> Any:
+            return function(self._wrap(array))._elem.astype("float32").sum()
+
+        return self._wrap(jax.grad(summed)(inputs._elem))
+
     # --- the pure functions ---------------------------------------------------------------------
     def _loss(self, trained: State, rest: State, batch: dict[str, Any]) -> tuple[Any, tuple[Any, State, Any]]:
         """The workload's step up to its backward(): (the loss it differentiates, (the loss it
@@ -381,6 +449,40 @@ class FunctionalStep:
         rest = {name: value for name, value in state.items() if name not in trained}
         (_, (loss, buffers, next_key)), grads = jax.value_and_grad(self._loss, has_aux=True)(trained, rest, batch)
         return self._state_after(state, grads, lrs, buffers, next_key), loss
+
+    def _phase_loss(self, trained: State, rest: State, batch: dict[str, Any], phase: StepPhase
+                    ) -> tuple[Any, tuple[State, Any]]:
+        """One phase's loss at `trained` (the parameters its optimizer steps) and `rest`: (the loss,
+        (the buffers after its forward, the next dropout key))."""
+        trainable: PhasedTrainable = self.trainable  # type: ignore[assignment]
+        with self._bound({**rest, **trained}), self.env, self._autocast(), \
+                self.env.override_property(prng=rest[RNG_KEY]), differentiation.installed(self._input_gradient):
+            loss = trainable.phase_loss(phase, trainable.prepared(self._batch(batch)))
+            buffers = {name: tensor._elem for name, tensor in self.buffers.items()}
+            next_key = self.env.param.prng
+        return loss._elem.astype("float32"), (buffers, next_key)
+
+    def train_phases(self, state: State, batch: dict[str, Any], lrs: Any, *, phases: tuple[StepPhase, ...]
+                     ) -> tuple[State, Any]:
+        """One step of a phased workload: per phase, its loss's gradient over the parameters its
+        optimizer steps and that optimizer's update; then the work that trains nothing (an EMA).
+        Returns (the state after, the loss the workload's step returns)."""
+        jax, _ = _jax()
+        gradient = jax.value_and_grad(self._phase_loss, has_aux=True)
+        losses = {}
+        for phase in phases:
+            stepped = set(self._steps_of()[phase.optimizer])
+            trained = {name: state[name] for name in stepped}
+            rest = {name: value for name, value in state.items() if name not in stepped}
+            (loss, (buffers, next_key)), grads = gradient(trained, rest, batch, phase)
+            state = self._state_after(state, grads, lrs, buffers, next_key)
+            losses[phase.name] = loss
+        trainable: PhasedTrainable = self.trainable  # type: ignore[assignment]
+        with self._bound(state), self.env:
+            trainable.after_updates(trainable.prepared(self._batch(batch)))
+            state = {**state, **{name: tensor._elem for name, tensor in {**self.parameters, **self.buffers}.items()}}
+            returned = trainable.returned_loss({name: self._wrap(loss) for name, loss in losses.items()})
+        return state, returned._elem.astype("float32")
 
     def _state_after(self, state: State, grads: State, lrs: Any, buffers: State, next_key: Any) -> State:
         """The state after the optimizers step `state` on `grads`, with the buffers and dropout key
@@ -471,7 +573,8 @@ class FunctionalStep:
                 groups.append({**entry, "params": list(range(start, start + count))})
                 start += count
             optimizers[name] = {"state": per_slot, "param_groups": groups}
-        return {"networks": networks, "optimizers": optimizers}
+        kept = {"networks": networks, "optimizers": optimizers}
+        return {**kept, "step": self.trainable.step} if isinstance(self.trainable, PhasedTrainable) else kept
 
     def _places(self) -> dict[str, list[tuple[str, str]]]:
         """Each parameter's and buffer's leaf -> every (network, name) it has in a `state_dict`
@@ -501,4 +604,6 @@ class FunctionalStep:
                 group["lr"] = float(saved["lr"])
                 if "initial_lr" in saved:
                     group["initial_lr"] = saved["initial_lr"]
+        if isinstance(self.trainable, PhasedTrainable) and "step" in state_dict:
+            self.trainable.step = int(state_dict["step"])
         return state

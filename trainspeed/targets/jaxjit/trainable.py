@@ -26,6 +26,7 @@ from trainspeed.errors import UsageError
 from trainspeed.jaxrt import CompiledPrograms
 from trainspeed.targets.jaxjit.functional import FunctionalStep, State, refuse_untraceable
 from trainspeed.workloads.base import Batch, Trainable
+from trainspeed.workloads.phases import PhasedTrainable, StepPhase
 
 
 class PendingLoss(torch.Tensor):
@@ -59,6 +60,7 @@ class PendingLoss(torch.Tensor):
 
 
 class JaxTrainable(Trainable):
+    buffers_in_networks = False  # they are leaves of `state`, which `state_dict` converts
     def __init__(self, functional: FunctionalStep, state: State, on_compile: Callable[[], None] | None = None) -> None:
         super().__init__(functional.trainable.networks)
         self.functional = functional
@@ -67,6 +69,10 @@ class JaxTrainable(Trainable):
         self.train_programs = CompiledPrograms(functional.train, donate_argnums=(0,), on_compile=on_compile)
         self.eval_programs = CompiledPrograms(functional.evaluate, on_compile=on_compile)
         self.sliced_programs: dict[int, CompiledPrograms] = {}
+        """Per count of slices, the programs of a step over that many (`train_step_in_slices`)."""
+        self.phase_programs: dict[tuple[StepPhase, ...], CompiledPrograms] = {}
+        """Per list of phases, the programs of a phased workload's step (`FunctionalStep.train_phases`)."""
+        """Per list of phases, the programs of a phased workload's step (`FunctionalStep.train_phases`)."""
         """Per count of slices, the programs of a step over that many (`train_step_in_slices`)."""
         self.last_programs = self.train_programs
         """The training programs the last step ran: their compile seconds and costs are the rows'."""
@@ -95,19 +101,38 @@ class JaxTrainable(Trainable):
         return jnp.asarray(self.functional.learning_rates(), dtype=jnp.float32)
 
     def train_step(self, batch: Batch) -> torch.Tensor:  # type: ignore[override]
+        programs = self._step_programs()
         try:
-            self.state, loss = self.train_programs(self.state, batch, self._learning_rates())
+            self.state, loss = programs(self.state, batch, self._learning_rates())
         except Exception as error:  # noqa: BLE001 - a trace failure is the workload's, in one line
             raise _traced_error(error, "its training step") from None
-        self.last_programs = self.train_programs
+        self.last_programs = programs
         self._stepped()
+        if self.functional.phased:
+            self.functional.trainable.step += 1  # type: ignore[attr-defined]  # the host's counter picks the next phases
         return self._pending(loss)
+
+    def _step_programs(self) -> CompiledPrograms:
+        """The programs of this step: one function for a step of one backward(); for a phased
+        workload, one per list of phases (StyleGAN3: with R1, without)."""
+        if not self.functional.phased:
+            return self.train_programs
+        trainable: PhasedTrainable = self.functional.trainable  # type: ignore[assignment]
+        phases = trainable.phases(trainable.step)
+        if phases not in self.phase_programs:
+            self.phase_programs[phases] = CompiledPrograms(
+                functools.partial(self.functional.train_phases, phases=phases), donate_argnums=(0,),
+                on_compile=self._on_compile)
+        return self.phase_programs[phases]
 
     def train_step_in_slices(self, batch: Batch, parts: int, permutation: torch.Tensor | None
                              ) -> tuple[torch.Tensor, dict[str, tuple[torch.Tensor, torch.Tensor]]]:
         """One step over `parts` slices in one program (`GradientAccumulation`'s `StepsInSlices`)."""
         import numpy as np
 
+        if self.functional.phased:
+            raise UsageError("train: micro-batches: a step of several updates (its phases) runs whole on the jax "
+                             "family; train without --noise-scale-micro-batches and with the batch in memory")
         size = next(iter(batch.values())).shape[0]
         if size % parts:
             raise UsageError(f"train: micro-batches: {parts} slices need a batch whose first dimension is "

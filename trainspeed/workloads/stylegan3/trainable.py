@@ -1,9 +1,9 @@
 """One StyleGAN3 training step: G main, D main, lazy R1 on D every `r1_interval` steps, G EMA.
 
-Each phase trains one network (the other's parameters stop requiring gradients, as in the
-official schedule), so backward never computes gradients that would be thrown away. The step
-counter is a Python int, so the choice of phases is static: a target sees two step shapes
-(with and without R1), each compiled once.
+The step is declared as phases (`trainspeed.workloads.phases`): each trains one network (the
+other's parameters stop requiring gradients, as in the official schedule), so backward never
+computes gradients that would be thrown away. The step counter is a Python int, so the choice of
+phases is static: a target sees two step shapes (with and without R1), each compiled once.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from trainspeed.errors import UsageError
-from trainspeed.workloads.base import Batch, CheckpointFunction, Trainable
+from trainspeed.workloads.base import Batch, CheckpointFunction
+from trainspeed.workloads.phases import PhasedTrainable, StepPhase
 from trainspeed.workloads.stylegan3.configs import StyleGAN3Config
 from trainspeed.workloads.stylegan3.discriminator import Discriminator
 from trainspeed.workloads.stylegan3.generator import Generator, SynthesisLayer
@@ -33,7 +34,7 @@ def uncompiled(network: nn.Module) -> nn.Module:
     return getattr(network, "_orig_mod", network)
 
 
-class StyleGAN3Trainable(Trainable):
+class StyleGAN3Trainable(PhasedTrainable):
     def __init__(self, config: StyleGAN3Config, generator: Generator, discriminator: Discriminator) -> None:
         generator_ema = copy.deepcopy(generator).eval().requires_grad_(False)
         super().__init__({"G": generator, "D": discriminator, "G_ema": generator_ema})
@@ -81,48 +82,38 @@ class StyleGAN3Trainable(Trainable):
             ),
         }
 
-    def _train_only(self, name: str) -> None:
-        for other in self.trained_network_names():
-            self.networks[other].requires_grad_(other == name)
+    def phases(self, step: int) -> tuple[StepPhase, ...]:
+        main = (StepPhase("G", "G"), StepPhase("D", "D"))
+        return main + (StepPhase("R1", "D"),) if step % self.config.r1_interval == 0 else main
 
-    def _update(self, name: str, loss: torch.Tensor) -> None:
-        optimizer = self.optimizers[name]
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
-    def _latents(self, batch_size: int, device: torch.device) -> torch.Tensor:
-        return torch.randn(batch_size, self.config.z_dim, device=device)
-
-    def train_step(self, batch: Batch) -> torch.Tensor:
+    def prepared(self, batch: Batch) -> Batch:
         self._check_resolution(batch["images"])
         real = images_to_float(batch["images"])
         if self.config.channels_last:
             real = real.contiguous(memory_format=torch.channels_last)
+        return {"real": real}
+
+    def _latents(self, batch_size: int, device: torch.device) -> torch.Tensor:
+        return torch.randn(batch_size, self.config.z_dim, device=device)
+
+    def phase_loss(self, phase: StepPhase, batch: Batch) -> torch.Tensor:
+        real = batch["real"]
         batch_size = real.shape[0]
         generator, discriminator = self.wrapped["G"], self.wrapped["D"]
+        if phase.name == "G":
+            return generator_loss(discriminator(generator(self._latents(batch_size, real.device))))
+        if phase.name == "D":
+            with torch.no_grad():
+                fake = generator(self._latents(batch_size, real.device),
+                                 magnitude_ema_beta=self._magnitude_ema_beta(batch_size))
+            return discriminator_loss(discriminator(fake), discriminator(real))
+        return r1_loss(uncompiled(discriminator), real, self.config.r1_gamma, self.config.r1_interval)
 
-        self._train_only("G")
-        g_loss = generator_loss(discriminator(generator(self._latents(batch_size, real.device))))
-        self._update("G", g_loss)
+    def returned_loss(self, losses: dict[str, torch.Tensor]) -> torch.Tensor:
+        return losses["G"] + losses["D"]
 
-        self._train_only("D")
-        with torch.no_grad():
-            fake = generator(self._latents(batch_size, real.device), magnitude_ema_beta=self._magnitude_ema_beta(batch_size))
-        d_loss = discriminator_loss(discriminator(fake), discriminator(real))
-        self._update("D", d_loss)
-
-        if self.step % self.config.r1_interval == 0:
-            real_leaf = real.detach().requires_grad_(True)
-            logits = uncompiled(discriminator)(real_leaf)
-            r1 = r1_loss(real_leaf, logits, self.config.r1_gamma, self.config.r1_interval)
-            self._update("D", r1)
-            self.last_losses["R1"] = r1.detach()
-
-        self.last_losses.update(G=g_loss.detach(), D=d_loss.detach())
-        self._update_ema(batch_size)
-        self.step += 1
-        return (g_loss + d_loss).detach()
+    def after_updates(self, batch: Batch) -> None:
+        self._update_ema(batch["real"].shape[0])
 
     def _check_resolution(self, images: torch.Tensor) -> None:
         expected = self.config.resolution
@@ -145,9 +136,3 @@ class StyleGAN3Trainable(Trainable):
         for ema_buffer, buffer in zip(generator_ema.buffers(), generator.buffers()):
             ema_buffer.copy_(buffer)
 
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "step": self.step}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        self.step = int(state["step"])
