@@ -34,14 +34,24 @@ class ExportedDevice:
     compilations. The state lives here and each step replaces it (the programs donate it)."""
 
     def __init__(self, steps: ExportedSteps, batch_size: int) -> None:
+        self.steps, self.batch_size = steps, batch_size
         self.program = steps.train_program(batch_size)
         self.state = steps.initial_state()
         self.learning_rates = steps.learning_rates()
         self.last_loss: Any = None
+        self.step = 0
+        """Steps run: a phased workload's step runs the program of its phases (StyleGAN3's R1 every 16th)."""
 
     def run_step(self, trainable: Any, batch: list[Any]) -> Any:
+        self.program = self.steps.train_program(self.batch_size, self.step)
         self.state, self.last_loss = self.program(self.state, batch, self.learning_rates)
+        self.step += 1
         return self.last_loss
+
+    def compile_s(self) -> float | None:
+        """Seconds compiling every training program of the size (a phased workload has several)."""
+        seconds = [programs.last_compile_s() for programs in self.steps.train_programs(self.batch_size)]
+        return sum(value for value in seconds if value is not None) if any(v is not None for v in seconds) else None
 
     def sync(self) -> None:
         import jax
@@ -49,7 +59,7 @@ class ExportedDevice:
         jax.block_until_ready(self.state)
 
     def compile_count(self) -> int:
-        return self.program.count
+        return sum(programs.count for programs in self.steps.train_programs(self.batch_size))
 
     def start_timed_windows(self) -> None:
         """Nothing to count beyond compilations."""
@@ -141,5 +151,6 @@ def _measure(steps: ExportedSteps, batch_size: int, feed: str, config: BenchConf
         measured_row(base, timing, min_window_s=config.plan.min_window_s, warmup_steps=config.plan.warmup_steps,
                      bytes_per_step=bytes_per_step, peak_memory_bytes=peak,
                      peak_memory_source="jax memory_stats peak_bytes_in_use" if peak else None),
-        compile_s=device.program.last_compile_s(), machine=machine.at_end(), **device.program.last_costs(),
+        compile_s=device.compile_s(), machine=machine.at_end(),
+        **device.steps.train_program(batch_size).last_costs(),
     )

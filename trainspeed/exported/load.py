@@ -38,7 +38,7 @@ class ExportedSteps:
 
     folder: Path
     manifest: Manifest
-    programs: dict[tuple[str, int], Any] = field(default_factory=dict)
+    programs: dict[tuple[str, int, str | None], Any] = field(default_factory=dict)
     read: dict[str, dict[str, Any]] = field(default_factory=dict)
     """The npz files read so far (every configuration starts from the same state and batch)."""
 
@@ -106,7 +106,8 @@ class ExportedSteps:
         read_checked(self.folder, BATCH_FILE, self.manifest.batch_sha256)
         for batch_size in batch_sizes:
             program = self.manifest.program(batch_size)
-            read_checked(self.folder, program.train_file, program.train_sha256)
+            for name, sha256 in program.train_files():
+                read_checked(self.folder, name, sha256)
             if program.eval_file is not None and program.eval_sha256 is not None:
                 read_checked(self.folder, program.eval_file, program.eval_sha256)
 
@@ -115,9 +116,15 @@ class ExportedSteps:
 
         return jnp.asarray([group.lr for group in self.manifest.optimizer_groups], dtype=jnp.float32)
 
-    def train_program(self, batch_size: int) -> jaxrt.CompiledPrograms:
-        program = self.manifest.program(batch_size)
-        return self._program("train", batch_size, program.train_file, program.train_sha256, donate=(0,))
+    def train_program(self, batch_size: int, step: int = 0) -> jaxrt.CompiledPrograms:
+        """The training program step number `step` runs (a phased workload's depends on the step)."""
+        phases = self.manifest.phases_of_step(step)
+        name, sha256 = self.manifest.program(batch_size).train_file_of(phases)
+        return self._program("train", batch_size, name, sha256, donate=(0,), phases=phases)
+
+    def train_programs(self, batch_size: int) -> list[jaxrt.CompiledPrograms]:
+        """The training programs of `batch_size` loaded so far: their compilations and seconds."""
+        return [programs for (kind, size, _), programs in self.programs.items() if kind == "train" and size == batch_size]
 
     def eval_program(self, batch_size: int) -> jaxrt.CompiledPrograms | None:
         program = self.manifest.program(batch_size)
@@ -125,10 +132,11 @@ class ExportedSteps:
             return None
         return self._program("eval", batch_size, program.eval_file, program.eval_sha256, donate=())
 
-    def _program(self, kind: str, batch_size: int, name: str, sha256: str, donate: tuple[int, ...]) -> jaxrt.CompiledPrograms:
+    def _program(self, kind: str, batch_size: int, name: str, sha256: str, donate: tuple[int, ...],
+                 phases: str | None = None) -> jaxrt.CompiledPrograms:
         import jax
 
-        key = (kind, batch_size)
+        key = (kind, batch_size, phases)
         if key not in self.programs:
             data = read_checked(self.folder, name, sha256)
             try:

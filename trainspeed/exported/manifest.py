@@ -56,14 +56,41 @@ class Leaf:
 
 
 @dataclass(frozen=True)
+class PhaseProgram:
+    """The training step of one list of phases (`Manifest.step_phases`) at one batch size."""
+
+    phases: str
+    train_file: str
+    train_sha256: str
+
+
+@dataclass(frozen=True)
 class Program:
-    """The programs of one batch size: training step, and validation sums where the workload has them."""
+    """The programs of one batch size: training step, and validation sums where the workload has
+    them. A phased workload's steps have one training program per list of phases (`phase_programs`);
+    `train_file` is then the one most of its steps run."""
 
     batch_size: int
     train_file: str
     train_sha256: str
     eval_file: str | None = None
     eval_sha256: str | None = None
+    phase_programs: list[PhaseProgram] = dataclasses.field(default_factory=list)
+
+    def train_files(self) -> list[tuple[str, str]]:
+        """Every training program's file and sha256."""
+        return [(self.train_file, self.train_sha256)] + [(phase.train_file, phase.train_sha256)
+                                                         for phase in self.phase_programs]
+
+    def train_file_of(self, phases: str | None) -> tuple[str, str]:
+        """The file and sha256 of the program of `phases` (None: a step of one backward())."""
+        if phases is None:
+            return self.train_file, self.train_sha256
+        for phase in self.phase_programs:
+            if phase.phases == phases:
+                return phase.train_file, phase.train_sha256
+        raise UsageError(f"batch size {self.batch_size}: no program of the phases {phases!r} was exported; "
+                         "export the step again")
 
 
 @dataclass(frozen=True)
@@ -150,6 +177,14 @@ class Manifest:
     data_split: DataSplit | None = None
     """The workload's split of its shard sets (None: it declares none; a dataset whose index
     records a split needs none)."""
+    step_phases: list[str] = dataclasses.field(default_factory=list)
+    """A phased workload's steps (`trainspeed.workloads.phases`): the phases of steps 0, 1, 2, ...,
+    repeating with this list's length, each the name of a program in `Program.phase_programs`
+    (StyleGAN3: "G+D+R1" then fifteen "G+D"). Empty: every step runs `train_file`."""
+
+    def phases_of_step(self, step: int) -> str | None:
+        """The phases step number `step` runs (None: a step of one backward())."""
+        return self.step_phases[step % len(self.step_phases)] if self.step_phases else None
 
     def program(self, batch_size: int) -> Program:
         for program in self.programs:
@@ -200,6 +235,11 @@ def read_manifest(folder: Path) -> Manifest:
                 or (leaf.source == "normal" and leaf.std is None):
             raise UsageError(f"{what}/{MANIFEST}: state leaf {leaf.name} has no initial value it can be made from "
                              f"(source {leaf.source!r}); export the step again")
+    for program in manifest.programs:
+        named = {phase.phases for phase in program.phase_programs}
+        if manifest.step_phases and not set(manifest.step_phases) <= named:
+            raise UsageError(f"{what}/{MANIFEST}: batch size {program.batch_size} has no program for some of the "
+                             f"step phases {sorted(set(manifest.step_phases) - named)}; export the step again")
     for formula in manifest.eval_summary:
         sums = [formula.of] + ([formula.per] if formula.formula != "value" else [])
         if formula.formula not in EVAL_FORMULAS or any(name not in manifest.eval_metrics for name in sums):

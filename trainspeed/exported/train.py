@@ -323,6 +323,7 @@ class ExportedRun:
         placed_at = time.perf_counter()
         device_batch = jax.device_put(host_batch, jaxrt.device())
         stepped_at = time.perf_counter()
+        self.program = self.steps.train_program(self.plan.batch_size, self.step)
         self.state, loss = self.program(self.state, device_batch, self.learning_rates(self.step))
         window.add(loss, placed_at - read_at, stepped_at - placed_at, epoch)
         self.step += 1
@@ -382,8 +383,9 @@ class ExportedRun:
             global_batch=self.plan.batch_size, compilations=self._new_compilations())
 
     def _new_compilations(self) -> int:
-        count = self.program.count - self.compilations_logged
-        self.compilations_logged = self.program.count
+        compiled = sum(programs.count for programs in self.steps.train_programs(self.plan.batch_size))
+        count = compiled - self.compilations_logged
+        self.compilations_logged = compiled
         return count
 
     def _summary(self, wall: float, paused: float, steady: float | None, cpu_per_wall: float) -> RunSummary:

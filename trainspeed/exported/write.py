@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import io
 import json
 import math
@@ -19,7 +20,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -39,6 +40,7 @@ from trainspeed.exported.manifest import (
     Leaf,
     Manifest,
     OptimizerGroup,
+    PhaseProgram,
     Program,
     sha256_of,
 )
@@ -47,6 +49,7 @@ from trainspeed.targets.jaxjit import JaxTarget
 from trainspeed.targets.jaxjit.functional import FunctionalStep, host_batch_arrays, refuse_untraceable
 from trainspeed.workloads import get_workload, reference_batch, resolve_size
 from trainspeed.workloads.identity import identify
+from trainspeed.workloads.phases import phase_cycle, variant_name
 
 INITIAL_STATES = ("file", "drawn")
 DRAWN_FROM_ELEMENTS = 4096
@@ -68,12 +71,24 @@ def _leaf(name: str, value: Any, initial_state: str) -> Leaf:
     return dataclasses.replace(entry, source="normal", mean=float(as_float.mean()), std=float(as_float.std()))
 
 
-def _flat_train(functional: FunctionalStep, names: list[str], columns: list[str]) -> Any:
+def _flat_train(step: Callable[..., tuple[dict, Any]], names: list[str], columns: list[str]) -> Any:
     def train(state_leaves: list, batch_leaves: list, lrs: Any) -> tuple[list, Any]:
-        state, loss = functional.train(dict(zip(names, state_leaves)), dict(zip(columns, batch_leaves)), lrs)
+        state, loss = step(dict(zip(names, state_leaves)), dict(zip(columns, batch_leaves)), lrs)
         return [state[name] for name in names], loss
 
     return train
+
+
+def _step_functions(functional: FunctionalStep) -> tuple[list[str], dict[str | None, Callable[..., tuple[dict, Any]]]]:
+    """The phases of each step of the cycle (none for a step of one backward()) and the training
+    function of each distinct list of phases, the one most steps run first."""
+    if not functional.phased:
+        return [], {None: functional.train}
+    cycle = phase_cycle(functional.trainable)  # type: ignore[arg-type]
+    names = [variant_name(phases) for phases in cycle]
+    by_name = dict(zip(names, cycle))
+    ordered = sorted(by_name, key=lambda name: -names.count(name))
+    return names, {name: functools.partial(functional.train_phases, phases=by_name[name]) for name in ordered}
 
 
 def _flat_eval(functional: FunctionalStep, names: list[str], columns: list[str], metrics: list[str]) -> Any:
@@ -185,18 +200,25 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
     lrs_spec = jax.ShapeDtypeStruct((functional.group_count,), "float32")
     files: dict[str, bytes] = {}
     programs, metric_names, metric_shapes = [], [], {}
+    step_phases, step_functions = _step_functions(functional)
     for batch_size in batch_sizes:
         batch_specs = [jax.ShapeDtypeStruct((batch_size, *host_batch[c].shape[1:]), host_batch[c].dtype) for c in columns]
-        try:
-            train = jax.export.export(jax.jit(_flat_train(functional, names, columns), donate_argnums=(0,)),
-                                      platforms=[platform])(state_specs, batch_specs, lrs_spec)
-        except Exception as error:  # noqa: BLE001 - a failure to trace or lower is the workload's, in one line
-            if isinstance(error, UsageError):
-                raise
-            raise refuse_untraceable(error, f"{workload.name}'s training step") from None
-        train_file = f"train_b{batch_size}.jaxexport"
-        files[train_file] = bytes(train.serialize())
-        program = Program(batch_size, train_file, sha256_of(files[train_file]))
+        phase_programs = []
+        for phases, step_function in step_functions.items():
+            try:
+                train = jax.export.export(jax.jit(_flat_train(step_function, names, columns), donate_argnums=(0,)),
+                                          platforms=[platform])(state_specs, batch_specs, lrs_spec)
+            except Exception as error:  # noqa: BLE001 - a failure to trace or lower is the workload's, in one line
+                if isinstance(error, UsageError):
+                    raise
+                raise refuse_untraceable(error, f"{workload.name}'s training step") from None
+            train_file = f"train_b{batch_size}.jaxexport" if phases is None else f"train_b{batch_size}_{phases}.jaxexport"
+            files[train_file] = bytes(train.serialize())
+            if phases is not None:
+                phase_programs.append(PhaseProgram(phases, train_file, sha256_of(files[train_file])))
+        first = phase_programs[0] if phase_programs else None
+        program = Program(batch_size, first.train_file if first else train_file,
+                          first.train_sha256 if first else sha256_of(files[train_file]), phase_programs=phase_programs)
         try:
             shapes = jax.eval_shape(functional.evaluate, dict(zip(names, state_specs)), dict(zip(columns, batch_specs)))
         except Exception as error:  # noqa: BLE001
@@ -208,7 +230,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
                                          platforms=[platform])(state_specs, batch_specs)
             eval_file = f"eval_b{batch_size}.jaxexport"
             files[eval_file] = bytes(evaluate.serialize())
-            program = Program(batch_size, train_file, program.train_sha256, eval_file, sha256_of(files[eval_file]))
+            program = dataclasses.replace(program, eval_file=eval_file, eval_sha256=sha256_of(files[eval_file]))
         programs.append(program)
     leaves = [_leaf(name, state[name], initial_state) for name in names]
     files[STATE_FILE] = _npz({f"leaf{index:05d}": np.asarray(state[name]) for index, name in enumerate(names)
@@ -231,7 +253,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
                   "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")},
         seed=seed, initial_state=initial_state, command=command,
         eval_summary=eval_summary(functional.trainable, metric_shapes, seed) if metric_names else [],
-        data_split=_data_split(workload),
+        data_split=_data_split(workload), step_phases=step_phases,
     )
     files[MANIFEST] = (json.dumps(manifest.to_json(), indent=1) + "\n").encode()
     _write_folder(out, files)

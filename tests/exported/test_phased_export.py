@@ -1,0 +1,66 @@
+"""A step of several updates (StyleGAN3's G, D and R1 every 16th step) exports as one program per
+list of phases, and the manifest names which list each step of the cycle runs: a machine with JAX
+only runs step 0 with R1 and the next fifteen without, as the workload's own step does. (That
+the exported path imports no torch is proven on Mahjong's folder, tests/exported/test_export_and_bench.py.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainspeed.cli import main
+from trainspeed.targets.jaxjit import JaxTarget
+
+pytestmark = pytest.mark.skipif(JaxTarget.unavailable_reason() is not None, reason=str(JaxTarget.unavailable_reason()))
+
+SIZE, BATCH = "tiny-t+fir-matmul", 4
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("exported") / "stylegan3"
+    assert main(["export", "--workload", "stylegan3", "--size", SIZE, "--target", "jax:jit:fp32", "--platform", "cpu",
+                 "--batch-sizes", str(BATCH), "--out", str(folder)]) == 0
+    return folder
+
+
+def test_the_manifest_names_the_phases_of_each_step_and_a_program_for_each(exported: Path) -> None:
+    manifest = json.loads((exported / "manifest.json").read_text())
+    assert manifest["step_phases"] == ["G+D+R1"] + ["G+D"] * 15
+    (program,) = manifest["programs"]
+    assert {entry["phases"] for entry in program["phase_programs"]} == {"G+D+R1", "G+D"}
+    assert program["train_file"] == "train_b4_G+D.jaxexport"  # the one most steps run
+    for entry in program["phase_programs"]:
+        assert (exported / entry["train_file"]).stat().st_size > 0
+
+
+def test_each_step_loads_the_program_of_its_phases(exported: Path) -> None:
+    """Step 0 runs G+D+R1 and the fifteen after it G+D, then again; steps of one list share one
+    program. (Running them compiles both: the TPU rows of docs/results/tpu_stylegan3_t256.jsonl
+    came from this path; here the CPU would spend most of a minute compiling.)"""
+    from trainspeed.exported.load import ExportedSteps
+
+    steps = ExportedSteps.open(exported, "stylegan3")
+    steps.verify([BATCH])
+    assert [steps.manifest.phases_of_step(step) for step in (0, 1, 15, 16, 17)] == \
+        ["G+D+R1", "G+D", "G+D", "G+D+R1", "G+D"]
+    assert steps.train_program(BATCH, 0) is not steps.train_program(BATCH, 1)
+    assert steps.train_program(BATCH, 1) is steps.train_program(BATCH, 2)
+    assert steps.train_program(BATCH, 16) is steps.train_program(BATCH, 0)
+    assert len(steps.train_programs(BATCH)) == 2
+
+
+def test_a_manifest_whose_steps_name_a_program_it_lacks_is_refused_in_one_line(exported, tmp_path, capsys) -> None:
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(exported, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["step_phases"][3] = "G+D+EMA"
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    code = main(["bench", "--exported", str(folder), "--out", str(tmp_path / "rows.jsonl"), "--no-plot"])
+    assert code != 0
+    assert "has no program for some of the step phases ['G+D+EMA']; export the step again" in capsys.readouterr().err
