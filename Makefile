@@ -42,7 +42,7 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 	$(RESULTS)/train_quality_tiny $(RESULTS)/train_scaling.jsonl $(RESULTS)/xla_cpu_threads.jsonl \
 	$(RESULTS)/tpu_mahjong_base.jsonl $(RESULTS)/tpu_exported_mahjong_base.jsonl \
 	$(RESULTS)/tpu_mahjong_tiny_bench.jsonl $(RESULTS)/tpu_train_mahjong_tiny_b64 $(RESULTS)/tpu_train_mahjong_tiny_b256 \
-	$(RESULTS)/tpu_train_mahjong_tiny_whole $(RESULTS)/tpu_train_mahjong_tiny_killed_resumed $(RESULTS)/tpu_named_models.jsonl \
+	$(RESULTS)/tpu_train_mahjong_tiny_whole $(RESULTS)/tpu_train_mahjong_tiny_killed_resumed $(RESULTS)/tpu_named_models.jsonl $(RESULTS)/tpu_stylegan3_t256.jsonl \
 	$(RESULTS)/cpu_train_mahjong_tiny_eager_b64 $(RESULTS)/cpu_train_mahjong_tiny_eager_b256 $(RESULTS)/cpu_train_mahjong_tiny_exported_b64 \
 	$(RESULTS)/cpu_train_mahjong_tiny_exported_b256 $(RESULTS)/tpu_vs_cpu_same_goal.jsonl \
 	$(RESULTS)/tpu_mahjong_attention.jsonl $(RESULTS)/noise_scale_cost.jsonl $(RESULTS)/auto_vs_fixed_cnn.jsonl \

@@ -22,6 +22,12 @@ export_once attention/base_fast_packed_bf16 --workload mahjong --size base-fast+
     --batch-sizes 64,1024,4096
 export_once attention/base_fp32 --workload mahjong --size base --target jax:jit:fp32 --batch-sizes 4096
 export_once attention/base_packed_fp32 --workload mahjong --size base+attn-packed-heads --target jax:jit:fp32 --batch-sizes 4096
+# StyleGAN3-T 256's full iteration (tpu_session.sh stylegan3): FIR filters as depthwise convolutions and as
+# matmuls, and without the activation recompute
+export_once stylegan3_t256_bf16 --workload stylegan3 --size t256 --target jax:jit:bf16 --batch-sizes 8,16,32
+export_once stylegan3_t256_fir_bf16 --workload stylegan3 --size t256+fir-matmul --target jax:jit:bf16 --batch-sizes 8,16,32
+export_once stylegan3_t256_norecompute_bf16 --workload stylegan3 --size t256+recompute-none --target jax:jit:bf16 \
+    --batch-sizes 16,32
 export_once hf_gpt2_bf16 --workload hf:gpt2 --size base --target jax:jit:bf16 --batch-sizes 8,16,32
 export_once timm_resnet50_bf16 --workload timm:resnet50 --size base --target jax:jit:bf16 --batch-sizes 32,64,128
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --implementation cp \

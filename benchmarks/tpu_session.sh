@@ -13,6 +13,10 @@
 #        64, 1024 and 4096, then fp32 base beside base+attn-packed-heads at 4096 (each under its own
 #        time limit, ATTN_BF16_LIMIT_S and ATTN_FP32_LIMIT_S: 100 s left the switch no time for its compile
 #        at 4096), one run id, the chip's matmul peak in every row
+#   bash benchmarks/tpu_session.sh stylegan3 OUT_DIR StyleGAN3-T 256 in bf16, its full iteration (G, D, R1 every 16th
+#        step, EMA): the default (device- and host-fed: a device_put of the 256 px uint8 images every
+#        step), +fir-matmul and +recompute-none, at batch 8, 16 and 32 (each folder under its own time
+#        limit), in windows of exactly 16 steps (one R1 each)
 #   bash benchmarks/tpu_session.sh all OUT_DIR       mahjong, then named (one call of a borrowed chip)
 # Every output line is stamped with the time of day, so a log says how long each compile took.
 set -euo pipefail
@@ -53,6 +57,14 @@ attention() {
         limited "${ATTN_FP32_LIMIT_S:-65}" "$folder" $command .tpu/attention/$folder --batch-sizes 4096
     done
 }
+stylegan3() {
+    local rows=$out/tpu_stylegan3_t256.jsonl
+    local command="python3 -m trainspeed bench --run-id $run --no-plot --out $rows --windows 3 --min-window-s 0.001
+        --min-steps-per-window 16 --max-steps-per-window 16 --exported"
+    limited "${SG3_LIMIT_S:-240}" t256 $command .tpu/stylegan3_t256_bf16 --feed device,host
+    limited "${SG3_FIR_LIMIT_S:-170}" t256+fir-matmul $command .tpu/stylegan3_t256_fir_bf16
+    limited "${SG3_NORECOMPUTE_LIMIT_S:-140}" t256+recompute-none $command .tpu/stylegan3_t256_norecompute_bf16
+}
 profile() {
     local work=/tmp/tpu_profile
     limited "${PROFILE_LIMIT_S:-300}" profile python3 benchmarks/tpu_profile.py measure \
@@ -66,6 +78,7 @@ mahjong) mahjong ;;
 named) named ;;
 profile) profile ;;
 attention) attention ;;
+stylegan3) stylegan3 ;;
 all) mahjong; named ;;
-*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|attention|all OUT_DIR" >&2; exit 2 ;;
+*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|attention|stylegan3|all OUT_DIR" >&2; exit 2 ;;
 esac
