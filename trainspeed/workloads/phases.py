@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Batch, Trainable
 
 
@@ -98,8 +99,6 @@ LONGEST_CYCLE = 1024
 def phase_cycle(trainable: PhasedTrainable) -> list[tuple[StepPhase, ...]]:
     """The phases of steps 0, 1, ... up to where they repeat: what a machine that runs exported
     programs needs to pick each step's program without the workload's Python."""
-    from trainspeed.errors import UsageError
-
     seen = [trainable.phases(step) for step in range(2 * LONGEST_CYCLE)]
     for period in range(1, LONGEST_CYCLE + 1):
         if all(phases == seen[step % period] for step, phases in enumerate(seen)):

@@ -34,7 +34,7 @@ RELATIVE = 5e-4
 def logged_losses(target: str, out: Path) -> list[float]:
     code = main(["train", "--workload", "fixed_latents_gan:FixedLatentsGAN", "--size", SIZE, "--target", target,
                  "--synthetic-data", "--batch-size-per-device", "8", "--steps", "3", "--log-every", "1",
-                 "--lr-scaling", "none", "--no-progress", "--threads", "1", "--num-workers", "0", "--out", str(out)])
+                 "--lr-scaling", "none", "--noise-scale", "off", "--no-progress", "--threads", "1", "--num-workers", "0", "--out", str(out)])
     assert code == 0
     return [row["loss"] for row in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())
             if row.get("kind") == "train"]
