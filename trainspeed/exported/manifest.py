@@ -78,9 +78,9 @@ class Program:
     phase_programs: list[PhaseProgram] = dataclasses.field(default_factory=list)
 
     def train_files(self) -> list[tuple[str, str]]:
-        """Every training program's file and sha256."""
-        return [(self.train_file, self.train_sha256)] + [(phase.train_file, phase.train_sha256)
-                                                         for phase in self.phase_programs]
+        """Every training program's file and sha256, each once (`train_file` is also one of the phases')."""
+        return list(dict.fromkeys([(self.train_file, self.train_sha256)] + [(phase.train_file, phase.train_sha256)
+                                                                            for phase in self.phase_programs]))
 
     def train_file_of(self, phases: str | None) -> tuple[str, str]:
         """The file and sha256 of the program of `phases` (None: a step of one backward())."""

@@ -383,11 +383,9 @@ class FunctionalStep:
         """The workload's step up to its backward(): (the loss it differentiates, (the loss it
         returns, the buffers after its forward, the next dropout key))."""
         calls = _BackwardCalls()
-        with self._bound({**rest, **trained}), self.env, self._autocast(), \
-                self.env.override_property(prng=rest[RNG_KEY]), calls.intercepted(self.trainable.optimizers):
+        with self._forward(trained, rest), calls.intercepted(self.trainable.optimizers):
             returned = self.trainable.train_step(self._batch(batch))
-            buffers = {name: tensor._elem for name, tensor in self.buffers.items()}
-            next_key = self.env.param.prng
+            buffers, next_key = self._left_by_forward()
         if not calls.losses:
             raise StepNotTraceable("the step never calls backward(); the jax family traces a step of one "
                                    "backward() followed by its optimizers' steps")
@@ -455,12 +453,21 @@ class FunctionalStep:
         """One phase's loss at `trained` (the parameters its optimizer steps) and `rest`: (the loss,
         (the buffers after its forward, the next dropout key))."""
         trainable: PhasedTrainable = self.trainable  # type: ignore[assignment]
-        with self._bound({**rest, **trained}), self.env, self._autocast(), \
-                self.env.override_property(prng=rest[RNG_KEY]), differentiation.installed(self._input_gradient):
+        with self._forward(trained, rest), differentiation.installed(self._input_gradient):
             loss = trainable.phase_loss(phase, trainable.prepared(self._batch(batch)))
-            buffers = {name: tensor._elem for name, tensor in self.buffers.items()}
-            next_key = self.env.param.prng
-        return loss._elem.astype("float32"), (buffers, next_key)
+            left = self._left_by_forward()
+        return loss._elem.astype("float32"), left
+
+    @contextlib.contextmanager
+    def _forward(self, trained: State, rest: State) -> Iterator[None]:
+        """The networks hold `trained` and `rest` (tracers), ops run on torchax in the target's
+        precision, and dropout draws from the state's key: how every forward is traced."""
+        with self._bound({**rest, **trained}), self.env, self._autocast(), self.env.override_property(prng=rest[RNG_KEY]):
+            yield
+
+    def _left_by_forward(self) -> tuple[State, Any]:
+        """Inside `_forward`: the buffers the forward updated and the next dropout key."""
+        return {name: tensor._elem for name, tensor in self.buffers.items()}, self.env.param.prng
 
     def train_phases(self, state: State, batch: dict[str, Any], lrs: Any, *, phases: tuple[StepPhase, ...]
                      ) -> tuple[State, Any]:
@@ -574,7 +581,7 @@ class FunctionalStep:
                 start += count
             optimizers[name] = {"state": per_slot, "param_groups": groups}
         kept = {"networks": networks, "optimizers": optimizers}
-        return {**kept, "step": self.trainable.step} if isinstance(self.trainable, PhasedTrainable) else kept
+        return {**kept, "step": self.trainable.step} if self.phased else kept
 
     def _places(self) -> dict[str, list[tuple[str, str]]]:
         """Each parameter's and buffer's leaf -> every (network, name) it has in a `state_dict`
@@ -604,6 +611,6 @@ class FunctionalStep:
                 group["lr"] = float(saved["lr"])
                 if "initial_lr" in saved:
                     group["initial_lr"] = saved["initial_lr"]
-        if isinstance(self.trainable, PhasedTrainable) and "step" in state_dict:
-            self.trainable.step = int(state_dict["step"])
+        if self.phased and "step" in state_dict:
+            self.trainable.step = int(state_dict["step"])  # type: ignore[attr-defined]
         return state

@@ -61,6 +61,7 @@ class PendingLoss(torch.Tensor):
 
 class JaxTrainable(Trainable):
     buffers_in_networks = False  # they are leaves of `state`, which `state_dict` converts
+
     def __init__(self, functional: FunctionalStep, state: State, on_compile: Callable[[], None] | None = None) -> None:
         super().__init__(functional.trainable.networks)
         self.functional = functional
@@ -72,8 +73,6 @@ class JaxTrainable(Trainable):
         """Per count of slices, the programs of a step over that many (`train_step_in_slices`)."""
         self.phase_programs: dict[tuple[StepPhase, ...], CompiledPrograms] = {}
         """Per list of phases, the programs of a phased workload's step (`FunctionalStep.train_phases`)."""
-        """Per list of phases, the programs of a phased workload's step (`FunctionalStep.train_phases`)."""
-        """Per count of slices, the programs of a step over that many (`train_step_in_slices`)."""
         self.last_programs = self.train_programs
         """The training programs the last step ran: their compile seconds and costs are the rows'."""
         self._on_compile = on_compile
