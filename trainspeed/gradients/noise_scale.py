@@ -70,6 +70,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
+import torch.distributed as dist
 
 from trainspeed.gradients.accumulation import GradientAccumulation, batch_size, gradients, split_batch
 from trainspeed.gradients.modes import DEFAULT_MEASURE_EVERY
@@ -290,13 +291,23 @@ class NoiseScaleMeter:
                 optimizer.register_step_pre_hook(self._single_rank_hook(name))
 
     def _ddp_comm_hook(self, name, bucket):  # unannotated: DDP checks a hook's annotations as objects
-        """DDP's own all-reduce of the bucket, after this rank's squared norm of it."""
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+        """DDP's average of the bucket, after this rank's squared norm of it.
 
+        The all-reduce is waited for here and the hook returns a future that is already complete.
+        DDP's own `allreduce_hook` chains a Python callback (`Future.then`) instead. That callback's
+        closure is released on the communication backend's thread after DDP has moved on, and the
+        release takes the GIL there. Found under load on two gloo ranks: a loader worker forked at that
+        moment deadlocked in CPython's after-fork lock, and a rank exiting at that moment aborted
+        ("terminate called without an active exception"). The wait costs no host time with NCCL
+        (it orders the streams); with gloo it gives up overlapping the buckets with the backward."""
         buffer = bucket.buffer()
         flat = buffer.float() if buffer.dtype != torch.float32 else buffer
         self.networks[name].pending_small.append(torch.dot(flat, flat))
-        return allreduce_hook(None, bucket)
+        buffer.div_(dist.get_world_size())
+        dist.all_reduce(buffer)
+        averaged: torch.futures.Future = torch.futures.Future()
+        averaged.set_result(buffer)
+        return averaged
 
     def _averaged_hook(self, name: str):
         def measure(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
