@@ -28,6 +28,9 @@ export_once stylegan3_t256_bf16 --workload stylegan3 --size t256 --target jax:ji
 export_once stylegan3_t256_fir_bf16 --workload stylegan3 --size t256+fir-matmul --target jax:jit:bf16 --batch-sizes 8,16,32
 export_once stylegan3_t256_norecompute_bf16 --workload stylegan3 --size t256+recompute-none --target jax:jit:bf16 \
     --batch-sizes 16,32
+# Batch 8 alone (tpu_session.sh stylegan3-b8): one program pair per folder, so a call compiles nothing else
+export_once sg3_t256_b8 --workload stylegan3 --size t256 --target jax:jit:bf16 --batch-sizes 8
+export_once sg3_t256_fir_b8 --workload stylegan3 --size t256+fir-matmul --target jax:jit:bf16 --batch-sizes 8
 export_once hf_gpt2_bf16 --workload hf:gpt2 --size base --target jax:jit:bf16 --batch-sizes 8,16,32
 export_once timm_resnet50_bf16 --workload timm:resnet50 --size base --target jax:jit:bf16 --batch-sizes 32,64,128
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --implementation cp \

@@ -17,6 +17,9 @@
 #        step, EMA): the default (device- and host-fed: a device_put of the 256 px uint8 images every
 #        step), +fir-matmul and +recompute-none, at batch 8, 16 and 32 (each folder under its own time
 #        limit), in windows of exactly 16 steps (one R1 each)
+#   bash benchmarks/tpu_session.sh stylegan3-b8 OUT_DIR  StyleGAN3-T 256 bf16 at batch 8 alone (its G+D+R1 and G+D
+#        programs compile in ~315 s on that host), then +fir-matmul; a persistent compilation cache
+#        (/tmp/jaxcache) lets a second call on the same warm machine skip a compile that finished
 #   bash benchmarks/tpu_session.sh all OUT_DIR       mahjong, then named (one call of a borrowed chip)
 # Every output line is stamped with the time of day, so a log says how long each compile took.
 set -euo pipefail
@@ -65,6 +68,13 @@ stylegan3() {
     limited "${SG3_FIR_LIMIT_S:-170}" t256+fir-matmul $command .tpu/stylegan3_t256_fir_bf16
     limited "${SG3_NORECOMPUTE_LIMIT_S:-140}" t256+recompute-none $command .tpu/stylegan3_t256_norecompute_bf16
 }
+stylegan3_b8() {
+    export JAX_COMPILATION_CACHE_DIR=/tmp/jaxcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
+    local command="python3 -m trainspeed bench --run-id $run --no-plot --out $out/tpu_stylegan3_t256.jsonl --windows 2
+        --min-window-s 0.001 --min-steps-per-window 16 --max-steps-per-window 16 --feed device --exported"
+    limited "${SG3_B8_LIMIT_S:-560}" t256-b8 $command .tpu/sg3_t256_b8
+    limited "${SG3_FIR_B8_LIMIT_S:-500}" t256+fir-matmul-b8 $command .tpu/sg3_t256_fir_b8
+}
 profile() {
     local work=/tmp/tpu_profile
     limited "${PROFILE_LIMIT_S:-300}" profile python3 benchmarks/tpu_profile.py measure \
@@ -79,6 +89,7 @@ named) named ;;
 profile) profile ;;
 attention) attention ;;
 stylegan3) stylegan3 ;;
+stylegan3-b8) stylegan3_b8 ;;
 all) mahjong; named ;;
-*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|attention|stylegan3|all OUT_DIR" >&2; exit 2 ;;
+*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|attention|stylegan3|stylegan3-b8|all OUT_DIR" >&2; exit 2 ;;
 esac
