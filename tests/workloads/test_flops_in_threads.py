@@ -47,4 +47,6 @@ def test_flop_counts_in_four_threads_at_once_leave_attention_and_compilation_as_
     torch._dynamo.reset()
     compiled_before = counters["frames"]["ok"]
     torch.compile(lambda x: (x * 2).sum(), backend="eager")(torch.ones(3))
-    assert counters["frames"]["ok"] == compiled_before + 1
+    # At least one frame: what an earlier test of the same worker left (a guard on global state)
+    # can make dynamo convert the frame twice; a dispatch mode left on would convert none.
+    assert counters["frames"]["ok"] >= compiled_before + 1
