@@ -17,7 +17,6 @@ import functools
 import os
 import shlex
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -26,6 +25,7 @@ import torch
 def measure(size: str, batch_size: int, phase_names: str, precision: str) -> dict[str, float]:
     import jax
 
+    from trainspeed.jaxrt import compile_timed, program_costs
     from trainspeed.targets.jaxjit.functional import FunctionalStep, host_batch_arrays
     from trainspeed.workloads import get_workload
     from trainspeed.workloads.phases import StepPhase
@@ -40,15 +40,11 @@ def measure(size: str, batch_size: int, phase_names: str, precision: str) -> dic
     shapes = {key: jax.ShapeDtypeStruct(value.shape, value.dtype) for key, value in batch.items()}
     rates = jax.ShapeDtypeStruct((functional.group_count,), "float32")
     step = functools.partial(functional.train_phases, phases=phases)
-    lowered = jax.jit(step, donate_argnums=(0,)).lower(state, shapes, rates)  # as the target runs it
-    started = time.perf_counter()
-    compiled = lowered.compile()
-    compile_s = time.perf_counter() - started
-    memory = compiled.memory_analysis()
-    cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    return {"temp_gb": memory.temp_size_in_bytes / 1e9, "argument_gb": memory.argument_size_in_bytes / 1e9,
-            "tflops": float(cost.get("flops", 0.0)) / 1e12, "compile_s": compile_s}
+    compiled, compile_s = compile_timed(jax.jit(step, donate_argnums=(0,)).lower(state, shapes, rates))  # as run
+    costs = program_costs(compiled)
+    return {"temp_gb": costs.get("program_temp_bytes", 0.0) / 1e9,
+            "argument_gb": compiled.memory_analysis().argument_size_in_bytes / 1e9,
+            "tflops": costs.get("program_flops", 0.0) / 1e12, "compile_s": compile_s}
 
 
 def main(argv: list[str] | None = None) -> None:

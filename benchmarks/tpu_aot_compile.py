@@ -36,21 +36,18 @@ def compile_program(path: Path, device) -> dict:
     import jax
     from jax.sharding import SingleDeviceSharding
 
+    from trainspeed.jaxrt import compile_timed, program_costs
+
     exported = jax.export.deserialize(bytearray(path.read_bytes()))
     sharding = SingleDeviceSharding(device)
     leaves = [jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding) for aval in exported.in_avals]
     args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, leaves)
-    lowered = jax.jit(exported.call, donate_argnums=(0,)).lower(*args, **kwargs)
-    started = time.perf_counter()
-    compiled = lowered.compile()
-    compile_s = time.perf_counter() - started
-    memory = compiled.memory_analysis()
-    cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    compiled, compile_s = compile_timed(jax.jit(exported.call, donate_argnums=(0,)).lower(*args, **kwargs))
+    costs = program_costs(compiled)
     return {"program": path.name, "compile_s": round(compile_s, 1),
-            "temp_gb": round(memory.temp_size_in_bytes / 1e9, 3),
-            "argument_gb": round(memory.argument_size_in_bytes / 1e9, 3),
-            "tflops": round(float(cost.get("flops", 0.0)) / 1e12, 4)}
+            "temp_gb": round(costs.get("program_temp_bytes", 0.0) / 1e9, 3),
+            "argument_gb": round(compiled.memory_analysis().argument_size_in_bytes / 1e9, 3),
+            "tflops": round(costs.get("program_flops", 0.0) / 1e12, 4)}
 
 
 def heartbeat(name: str, started: float, done: threading.Event) -> None:

@@ -110,9 +110,8 @@ class CompiledPrograms:
         key = repr(signature)
         program = self.programs.get(key)
         if program is None:
-            start = time.perf_counter()
-            program = jax.jit(self.function, donate_argnums=self.donate_argnums).lower(*args).compile()
-            self.compile_s[key] = time.perf_counter() - start
+            program, self.compile_s[key] = compile_timed(
+                jax.jit(self.function, donate_argnums=self.donate_argnums).lower(*args))
             self.programs[key] = program
             self.costs[key] = program_costs(program)
             if self.on_compile is not None:
@@ -128,6 +127,13 @@ class CompiledPrograms:
 
     def last_costs(self) -> dict[str, float]:
         return list(self.costs.values())[-1] if self.costs else {}
+
+
+def compile_timed(lowered: Any) -> tuple[Any, float]:
+    """A lowered program compiled, with the seconds its compile took (a TPU's can take minutes)."""
+    start = time.perf_counter()
+    program = lowered.compile()
+    return program, time.perf_counter() - start
 
 
 def program_costs(compiled: Any) -> dict[str, float]:
