@@ -24,6 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from trainspeed.errors import UsageError  # noqa: E402
+from trainspeed.exported.manifest import read_checked, read_manifest  # noqa: E402
+
 
 def tpu_device(topology: str):
     from jax.experimental import topologies
@@ -31,20 +34,20 @@ def tpu_device(topology: str):
     return topologies.get_topology_desc(topology, "tpu", chips_per_host_bounds=[1, 1, 1]).devices[0]
 
 
-def compile_program(path: Path, device) -> dict:
+def compile_program(name: str, artifact: bytes, device) -> dict:
     """One artifact's `call`, lowered for `device` at the artifact's own input shapes, compiled."""
     import jax
     from jax.sharding import SingleDeviceSharding
 
     from trainspeed.jaxrt import compile_timed, program_costs
 
-    exported = jax.export.deserialize(bytearray(path.read_bytes()))
+    exported = jax.export.deserialize(bytearray(artifact))
     sharding = SingleDeviceSharding(device)
     leaves = [jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding) for aval in exported.in_avals]
     args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, leaves)
     compiled, compile_s = compile_timed(jax.jit(exported.call, donate_argnums=(0,)).lower(*args, **kwargs))
     costs = program_costs(compiled)
-    return {"program": path.name, "compile_s": round(compile_s, 1),
+    return {"program": name, "compile_s": round(compile_s, 1),
             "temp_gb": round(costs.get("program_temp_bytes", 0.0) / 1e9, 3),
             "argument_gb": round(compiled.memory_analysis().argument_size_in_bytes / 1e9, 3),
             "tflops": round(costs.get("program_flops", 0.0) / 1e12, 4)}
@@ -81,20 +84,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topology", default="v5e:1x1")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    manifest = json.loads((args.exported / "manifest.json").read_text())
+    try:  # the folder as `bench --exported` reads it: a missing or damaged one is one line
+        manifest = read_manifest(args.exported)
+        artifacts = [(name, read_checked(args.exported, name, sha256))
+                     for name, sha256 in manifest.program(args.batch).train_files()]
+    except UsageError as error:
+        print(f"tpu_aot_compile: error: {error}", file=sys.stderr)
+        return 2
     device = tpu_device(args.topology)
-    names = sorted({path.name for path in args.exported.glob(f"train_b{args.batch}*.jaxexport")})
     rows = []
-    for name in names:
+    for name, artifact in artifacts:
         started, done = time.perf_counter(), threading.Event()
         threading.Thread(target=heartbeat, args=(name, started, done), daemon=True).start()
         try:
-            row = compile_program(args.exported / name, device)
+            row = compile_program(name, artifact, device)
         except Exception as error:  # noqa: BLE001 - an out-of-memory compile is a result, not a crash
             row = {"program": name, "error": str(error).splitlines()[0][:300],
                    "failed_after_s": round(time.perf_counter() - started, 1)}
         done.set()
-        row.update({"size": manifest["size"], "batch": args.batch, "precision": manifest["precision"],
+        row.update({"size": manifest.size, "batch": args.batch, "precision": manifest.precision,
                     "topology": args.topology, "host_cpus": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2),
                     "command": shlex.join(["python", "benchmarks/tpu_aot_compile.py", *sys.argv[1:]])})
         print(json.dumps(row), flush=True)
