@@ -12,6 +12,13 @@
 #        steps: one whole, one killed with kill -9 after its checkpoint of step 96 (OUT/runs.tgz)
 #   bash benchmarks/tpu_train.sh resume OUT   a later call: the killed run (carried back as
 #        .tpu-train/killed) resumed from its checkpoint to step 240 (OUT/resumed.tgz)
+#   bash benchmarks/tpu_train.sh plan-check OUT   what `plan` needs and what checks it, from steps exported
+#        with their step in slices (STEPS=.tpu-train/mahjong_tiny_fp32_metered, made with
+#            trainspeed export --workload mahjong --size tiny --target jax:jit:fp32 --platform tpu \
+#                --batch-sizes 64,128,256 --noise-scale-micro-batches 2 --out .tpu-train/mahjong_tiny_fp32_metered):
+#        the bench at 64..256, a base run to the goal at batch 64 that measures its noise scale
+#        (one step in 4 over 2 slices), and the same run's settings at 128 and 256 (OUT/plan_runs.tgz);
+#        then, here: trainspeed plan BENCH BASE --schedules fixed --checked RUN128,RUN256 --out PLAN
 set -euo pipefail
 part=$1 out=$2
 mkdir -p "$out"
@@ -23,6 +30,7 @@ mkdir -p "$runs"
 tar xzf .tpu-train/selfplay200.tgz -C "$runs"
 train() { "$python" -m trainspeed train --exported "$steps" --data "$runs/selfplay200" --no-progress "$@"; }
 GOAL=(--steps 1500 --eval-every-samples 8192 --eval-batches 8 --until 'val/accuracy>=0.85' --stop-at-target --log-every 16)
+METERED=(--noise-scale-micro-batches 2 --noise-scale-every 4)
 SAME=(--batch-size-per-device 64 --steps 240 --checkpoint-every 96 --keep-checkpoints 1 --eval-every 120 --log-every 16)
 case $part in
 goal)
@@ -39,5 +47,11 @@ resume)
     cp -r .tpu-train/killed "$runs/killed"
     train "${SAME[@]}" --resume --out "$runs/killed"
     tar czf "$out/resumed.tgz" -C "$runs" killed ;;
-*) echo "usage: bash benchmarks/tpu_train.sh goal|resume OUT_DIR" >&2; exit 2 ;;
+plan-check)
+    "$python" -m trainspeed bench --exported "$steps" --no-plot --windows 3 --min-window-s 0.3 --out "$runs/bench.jsonl"
+    for batch in 64 128 256; do
+        train "${GOAL[@]}" "${METERED[@]}" --batch-size-per-device "$batch" --out "$runs/metered_b$batch"
+    done
+    tar czf "$out/plan_runs.tgz" -C "$runs" --exclude selfplay200 --exclude checkpoints . ;;
+*) echo "usage: bash benchmarks/tpu_train.sh goal|resume|plan-check OUT_DIR" >&2; exit 2 ;;
 esac

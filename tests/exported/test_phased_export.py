@@ -64,3 +64,12 @@ def test_a_manifest_whose_steps_name_a_program_it_lacks_is_refused_in_one_line(e
     code = main(["bench", "--exported", str(folder), "--out", str(tmp_path / "rows.jsonl"), "--no-plot"])
     assert code != 0
     assert "has no program for some of the step phases ['G+D+EMA']; export the step again" in capsys.readouterr().err
+
+
+def test_a_phased_step_in_slices_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The noise-scale meter's step in slices is one update; a step of several phases is exported whole."""
+    assert main(["export", "--workload", "stylegan3", "--size", SIZE, "--target", "jax:jit:fp32", "--platform", "cpu",
+                 "--batch-sizes", str(BATCH), "--noise-scale-micro-batches", "2", "--out", str(tmp_path / "out")]) != 0
+    error = capsys.readouterr().err
+    assert "a step of several updates (its phases) is exported whole" in error and len(error.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()

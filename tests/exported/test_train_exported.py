@@ -1,6 +1,7 @@
 """`trainspeed train --exported DIR --data SHARDS` trains the exported steps where only JAX is: the
 shard loader's batches in its order, the run's LR rule, validation through the exported eval
-program, a goal, checkpoints and resume, into a run folder that `report` reads. It imports no torch.
+program, a goal, checkpoints and resume, into a run folder that `report` and `plan` read, and the
+noise-scale meter over the step in slices exported beside the plain one. It imports no torch.
 
 Proof of sameness: at the same seed, batch and steps, its validations equal those of the torch
 trainer on `cpu:eager:fp32` (the session's `tiny_run`) within fp32 tolerance, and a run killed and
@@ -39,7 +40,7 @@ AS_TINY_RUN = ["--batch-size-per-device", str(BATCH), "--steps", "6", "--eval-ev
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("exported") / "mahjong-tiny"
     assert main(["export", "--workload", "mahjong", "--size", "tiny", "--target", "jax:jit:fp32", "--platform", "cpu",
-                 "--batch-sizes", f"{BATCH},64", "--out", str(folder)]) == 0
+                 "--batch-sizes", f"{BATCH},64", "--noise-scale-micro-batches", "2", "--out", str(folder)]) == 0
     return folder
 
 
@@ -71,17 +72,82 @@ def test_validations_equal_the_torch_trainers_at_the_same_seed_batch_and_steps(
     assert summary["data"]["exported"] == str(exported) and summary["last_step"] == 6
 
 
-def test_a_goal_is_watched_and_report_reads_the_run(exported: Path, selfplay_data: Path, tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_goal_is_watched_and_report_and_plan_read_the_run(exported: Path, selfplay_data: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A run to its goal that measured its noise scale (one step in 2) is a base run of `plan`,
+    with the bench rows of the same exported steps: the plan's steps come from its noise scale."""
     run = tmp_path / "goal"
     assert main(["train", "--exported", str(exported), "--data", str(selfplay_data), "--batch-size-per-device",
                  str(BATCH), "--steps", "40", "--eval-every", "10", "--until", "val/accuracy>=0.05",
-                 "--stop-at-target", "--no-progress", "--out", str(run)]) == 0
+                 "--stop-at-target", "--noise-scale-micro-batches", "2", "--noise-scale-every", "2", "--log-every", "5",
+                 "--no-progress", "--out", str(run)]) == 0
     assert "time to target val/accuracy>=0.05: reached at step 10" in capsys.readouterr().out
     record = rows(run, "time-to-target")[-1]
     assert record["reached"] and record["step"] == 10
+    assert [(row["step"], row["measured_steps"], row["measure_every"]) for row in rows(run, "noise-scale")] == [
+        (5, 3, 2), (10, 5, 2)]
     assert main(["report", str(run), "--out", str(tmp_path / "report.html")]) == 0
     assert (tmp_path / "report.html").stat().st_size > 0
+    bench = tmp_path / "bench.jsonl"
+    assert main(["bench", "--exported", str(exported), "--batch-sizes", f"{BATCH},64", "--out", str(bench)]) == 0
+    capsys.readouterr()
+    plan = tmp_path / "plan.jsonl"
+    assert main(["plan", str(bench), str(run), "--schedules", "fixed", "--checked", str(run), "--out", str(plan)]) == 0
+    said = capsys.readouterr().out
+    assert "McCandlish's model" in said and f"through the 10.0 steps of run {run}" in said, said
+    check = next(row for row in map(json.loads, plan.read_text().splitlines()) if row["kind"] == "plan-check")
+    summary = json.loads((run / "summary.json").read_text())
+    assert (check["config"], check["measured_from"], check["reached"]) == (f"jax:jit:fp32/1/{BATCH}", "run", True)
+    assert check["measured_s"] == pytest.approx(summary["startup_s"] + record["wall_s"])
+    assert main(["plan", str(bench), str(run), "--checked", str(run)]) != 0
+    assert "--checked needs --out" in capsys.readouterr().err
+
+
+def test_the_meter_over_the_step_in_slices_trains_what_the_plain_step_trains(
+        exported: Path, selfplay_data: Path, tiny_run: Path, tmp_path: Path) -> None:
+    """Measured at every step, each step runs over two random halves of its batch and updates on
+    their mean: the validations are the torch trainer's (whose steps ran whole) within fp32's
+    tolerance, and each logged window has a row of the two batches' norms."""
+    run = tmp_path / "metered"
+    result = train_without_torch("--exported", str(exported), "--data", str(selfplay_data), *AS_TINY_RUN,
+                                 "--noise-scale-micro-batches", "2", "--noise-scale-every", "1", "--out", str(run))
+    assert result.returncode == 0, result.stderr[-2000:]
+    for mine, theirs in zip(rows(run, "val"), rows(tiny_run, "val"), strict=True):
+        assert mine["loss"] == pytest.approx(theirs["loss"], rel=1e-4)
+    noise = rows(run, "noise-scale")
+    assert [(row["step"], row["method"], row["small_batch"], row["big_batch"], row["measured_steps"])
+            for row in noise] == [(2, "micro-batches", 16, 32, 2), (4, "micro-batches", 16, 32, 4),
+                                  (6, "micro-batches", 16, 32, 6)]
+    assert all(row["trace_sigma"] > 0 and row["window_steps"] == 2 for row in noise)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["noise_scale_readings"]["policy"]["measured_steps"] == 6
+    config = json.loads((run / "train_config.json").read_text())
+    assert (config["noise_scale"], config["noise_scale_micro_batches"]) == ("on", 2)
+
+
+def test_a_resumed_run_measures_on_from_its_checkpoint_as_one_never_stopped(
+        exported: Path, selfplay_data: Path, tmp_path: Path) -> None:
+    """The run's last checkpoint lost (as a kill after the one before it would), the resumed run
+    draws the same partitions and carries the moving averages: its rows after the checkpoint are
+    the uninterrupted run's."""
+    flags = ["--exported", str(exported), "--data", str(selfplay_data), "--batch-size-per-device", str(BATCH),
+             "--steps", "6", "--log-every", "3", "--checkpoint-every", "3", "--keep-checkpoints", "0",
+             "--noise-scale-micro-batches", "2", "--noise-scale-every", "1", "--no-progress"]
+    whole = tmp_path / "whole"
+    assert main(["train", *flags, "--out", str(whole)]) == 0
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    for name in ("train_config.json", "metrics.jsonl"):
+        (resumed / name).write_bytes((whole / name).read_bytes())
+    (resumed / "checkpoints").mkdir()
+    kept = whole / "checkpoints" / "step-000000003.npz"
+    (resumed / "checkpoints" / kept.name).write_bytes(kept.read_bytes())
+    assert main(["train", *flags, "--resume", "--out", str(resumed)]) == 0
+    after, before = rows(resumed, "noise-scale"), rows(whole, "noise-scale")
+    assert [row["step"] for row in after] == [row["step"] for row in before] == [3, 6]
+    for mine, theirs in zip(after, before):
+        for key in ("b_simple", "b_simple_avg", "grad_sq_avg", "trace_sigma_avg", "measured_steps"):
+            assert mine[key] == pytest.approx(theirs[key], rel=1e-5), key
 
 
 def final_leaves(run: Path) -> list[np.ndarray]:
@@ -131,6 +197,7 @@ def test_a_diverging_run_stops_at_its_first_non_finite_loss_with_no_checkpoint_o
     (["--batch-size-per-device", "48"], "batch size 48 was not exported"),
     (["--batch-schedule", "auto"], "--batch-schedule is not for exported steps"),
     (["--size", "base"], "holds size tiny of mahjong, not --size base"),
+    (["--noise-scale-micro-batches", "4"], "has a step in 2 slices at batch size 32"),
 ])
 def test_what_an_exported_step_cannot_do_is_one_line(exported: Path, selfplay_data: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str], flags: list[str],
@@ -152,3 +219,12 @@ def test_data_without_the_steps_columns_is_refused_before_anything_is_written(
                  "--batch-size-per-device", str(BATCH), "--steps", "4", "--out", str(tmp_path / "run")]) != 0
     assert "has no column 'features'" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_slices_that_do_not_cut_every_batch_size_evenly_are_refused_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "--workload", "mahjong", "--size", "tiny", "--platform", "cpu", "--batch-sizes", "30,32",
+                 "--noise-scale-micro-batches", "4", "--out", str(tmp_path / "out")]) != 0
+    error = capsys.readouterr().err
+    assert "must divide every batch size; 30 do not" in error and len(error.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()

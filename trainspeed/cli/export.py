@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from trainspeed.bench.config import BATCH_SIZE_LIST
-from trainspeed.flags import WORKLOAD_HELP, seed_value
+from trainspeed.flags import POSITIVE, WORKLOAD_HELP, seed_value
 
 
 def add_export_command(subparsers: argparse._SubParsersAction) -> None:
@@ -29,6 +29,10 @@ def add_export_command(subparsers: argparse._SubParsersAction) -> None:
                         help="file: every parameter as built, in state.npz; drawn: parameters of 4,096 elements or more "
                         "drawn on the device with their mean and standard deviation (a model whose weights would not "
                         "travel; for benches, not for training that must match another target)")
+    parser.add_argument("--noise-scale-micro-batches", type=POSITIVE.parser(int), default=1, metavar="K",
+                        help="also export each batch size's step in K equal slices, which returns the gradient norms "
+                        "the noise-scale meter of `train --exported ... --noise-scale-micro-batches K` reads "
+                        "(default 1: none; K must divide every batch size)")
     parser.add_argument("--seed", type=seed_value, default=0, help="seed of the model and the exported batch")
     parser.add_argument("--out", type=Path, required=True, help="a new folder to write")
     parser.set_defaults(handler=run_export)
@@ -39,8 +43,10 @@ def run_export(args: argparse.Namespace) -> int:
 
     manifest = export_steps(args.workload, args.size, args.target, args.platform, list(args.batch_sizes), args.out,
                             seed=args.seed, command=args.command_line,
-                            initial_state=args.initial_state)
+                            initial_state=args.initial_state, noise_scale_micro_batches=args.noise_scale_micro_batches)
     sizes = ",".join(str(size) for size in manifest.batch_sizes)
     print(f"exported {manifest.workload}/{manifest.size} {manifest.target} for {','.join(manifest.platforms)}: "
-          f"batch sizes {sizes}, {len(manifest.state)} state leaves -> {args.out}")
+          f"batch sizes {sizes}, {len(manifest.state)} state leaves"
+          f"{f', each also in {args.noise_scale_micro_batches} slices' if args.noise_scale_micro_batches > 1 else ''}"
+          f" -> {args.out}")
     return 0

@@ -41,6 +41,8 @@ class Position:
     """`trainspeed.train.time_to_target.RunTotals.as_state()`."""
     goal: dict[str, Any] | None
     """`TargetTracker.as_state()`, where the run watches a goal."""
+    noise_scale: dict[str, Any] | None = None
+    """`NoiseAverages.state()`, where the run measures the noise scale (checkpoints before: none)."""
 
 
 def checkpoint_path(run_dir: Path, step: int) -> Path:

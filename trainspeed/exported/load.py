@@ -15,6 +15,7 @@ from trainspeed.exported.manifest import (
     BATCH_FILE,
     STATE_FILE,
     Manifest,
+    SlicedProgram,
     check_runtime,
     read_checked,
     read_manifest,
@@ -121,6 +122,17 @@ class ExportedSteps:
         phases = self.manifest.phases_of_step(step)
         name, sha256 = self.manifest.program(batch_size).train_file_of(phases)
         return self._program("train", batch_size, name, sha256, donate=(0,), phases=phases)
+
+    def sliced_program(self, batch_size: int) -> tuple[jaxrt.CompiledPrograms, SlicedProgram]:
+        """The step in slices of `batch_size` (`SlicedProgram`) and what it is; one line where the
+        folder was exported without it."""
+        sliced = self.manifest.program(batch_size).sliced
+        if sliced is None:
+            raise UsageError(f"--exported {self.folder}: batch size {batch_size} was exported without a step in slices, "
+                             "which the noise-scale meter reads; export it again with --noise-scale-micro-batches K, "
+                             "or train without --noise-scale-micro-batches")
+        return self._program("train", batch_size, sliced.train_file, sliced.train_sha256, donate=(0,),
+                             phases=f"sliced{sliced.parts}"), sliced
 
     def train_programs(self, batch_size: int) -> list[jaxrt.CompiledPrograms]:
         """The training programs of `batch_size` loaded so far: their compilations and seconds."""

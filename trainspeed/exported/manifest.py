@@ -65,6 +65,21 @@ class PhaseProgram:
 
 
 @dataclass(frozen=True)
+class SlicedProgram:
+    """The training step over `parts` equal slices of the batch that the noise-scale meter reads
+    (`export --noise-scale-micro-batches`): each slice's gradient, then one update on their mean,
+    as the jax family's step in slices (`FunctionalStep.train_in_slices`). It takes the plain
+    step's inputs and a permutation of the batch's samples (int32; the slices are cut from the
+    batch in that order), and returns the new state, the loss, then per network of `networks` the
+    mean over slices of its gradient's squared norm, then per network that of the mean gradient."""
+
+    parts: int
+    networks: list[str]
+    train_file: str
+    train_sha256: str
+
+
+@dataclass(frozen=True)
 class Program:
     """The programs of one batch size: training step, and validation sums where the workload has
     them. A phased workload's steps have one training program per list of phases (`phase_programs`);
@@ -76,11 +91,17 @@ class Program:
     eval_file: str | None = None
     eval_sha256: str | None = None
     phase_programs: list[PhaseProgram] = dataclasses.field(default_factory=list)
+    sliced: SlicedProgram | None = None
+    """The step in slices the noise-scale meter reads (None: exported without one)."""
 
     def train_files(self) -> list[tuple[str, str]]:
-        """Every training program's file and sha256, each once (`train_file` is also one of the phases')."""
-        return list(dict.fromkeys([(self.train_file, self.train_sha256)] + [(phase.train_file, phase.train_sha256)
-                                                                            for phase in self.phase_programs]))
+        """Every training program's file and sha256, each once (`train_file` is also one of the
+        phases'), the step in slices last."""
+        files = [(self.train_file, self.train_sha256)] + [(phase.train_file, phase.train_sha256)
+                                                          for phase in self.phase_programs]
+        if self.sliced is not None:
+            files.append((self.sliced.train_file, self.sliced.train_sha256))
+        return list(dict.fromkeys(files))
 
     def train_file_of(self, phases: str | None) -> tuple[str, str]:
         """The file and sha256 of the program of `phases` (None: a step of one backward())."""
@@ -240,6 +261,12 @@ def read_manifest(folder: Path) -> Manifest:
         if manifest.step_phases and not set(manifest.step_phases) <= named:
             raise UsageError(f"{what}/{MANIFEST}: batch size {program.batch_size} has no program for some of the "
                              f"step phases {sorted(set(manifest.step_phases) - named)}; export the step again")
+        sliced = program.sliced
+        if sliced is not None and (sliced.parts < 2 or program.batch_size % sliced.parts or not sliced.networks
+                                   or len(set(sliced.networks)) != len(sliced.networks)):
+            raise UsageError(f"{what}/{MANIFEST}: batch size {program.batch_size}'s step in slices ({sliced.parts} "
+                             f"slices of networks {sliced.networks}) does not cut the batch into 2 or more equal "
+                             "slices of named networks; export the step again")
     for formula in manifest.eval_summary:
         sums = [formula.of] + ([formula.per] if formula.formula != "value" else [])
         if formula.formula not in EVAL_FORMULAS or any(name not in manifest.eval_metrics for name in sums):

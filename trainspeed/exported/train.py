@@ -8,8 +8,12 @@ eval program with the metrics the manifest says how to make from its sums, a qua
 (`metrics.jsonl`, `summary.json`, `train_config.json`), so `report`, `plot` and `plan` read them.
 
 What the programs were exported with cannot change here: the workload, its step, its precision and
-the batch sizes. The noise-scale meter and gradient accumulation are not in an exported step, and
-the flags that ask for them (or for several devices, or another target) are refused in one line.
+the batch sizes. The noise-scale meter runs where the folder holds a step in slices (`export
+--noise-scale-micro-batches K`): with `--noise-scale-micro-batches K`, one step in
+`--noise-scale-every` runs that program over a random partition of its batch (NumPy's, drawn from
+the seed and the measurements so far), and the same moving averages as the torch trainer's
+(`trainspeed.gradients.noise_averages`) give the same rows and summary fields, which `plan` reads.
+Gradient accumulation, a growing batch, several devices or another target are refused in one line.
 Dispatch is asynchronous: the host reads the next batch while the device steps, and the loss is
 read (a sync) once per logged window.
 """
@@ -31,7 +35,9 @@ from trainspeed.errors import UsageError
 from trainspeed.exported.checkpoint import CHECKPOINT_DIR, Position, checkpoints, load_checkpoint, save_checkpoint
 from trainspeed.exported.data import ShardSet
 from trainspeed.exported.load import ExportedSteps
-from trainspeed.exported.manifest import MANIFEST, Manifest, sha256_of
+from trainspeed.exported.manifest import MANIFEST, Manifest, SlicedProgram, sha256_of
+from trainspeed.gradients.noise_averages import NoiseAverages, partition_seed
+from trainspeed.gradients.rows import summary_fields
 from trainspeed.machine import Machine
 from trainspeed.rows import KIND, row_record
 from trainspeed.train.config import TrainConfig, resolve_lr
@@ -45,11 +51,14 @@ from trainspeed.train.rows import (
     WindowRecord,
 )
 from trainspeed.train.run_lock import LOCK_FILE, hold_run_lock
+from trainspeed.train.startup import seconds_since_start
 from trainspeed.train.runs import metrics_lines
 from trainspeed.train.time_to_target import RunTotals, TargetTracker, check_goal_metric, parse_goal
 
 DEFAULTS = TrainConfig()
 RUN_FILES = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, CHECKPOINT_DIR, LOCK_FILE)
+LOGGED_KINDS = ("train", "val", "noise-scale")
+"""The rows logged along the steps, kept up to the checkpoint a resume continues from."""
 
 
 def refuse_unsupported(config: TrainConfig) -> None:
@@ -59,7 +68,6 @@ def refuse_unsupported(config: TrainConfig) -> None:
         ("--target", config.target != DEFAULTS.target, "the target is the one exported (its precision is in the step)"),
         ("--synthetic-data", config.synthetic_data, "give --data; `bench --exported` times the synthetic batch"),
         ("--batch-schedule", config.batch.schedule is not None, "the batch is one exported batch size"),
-        ("--noise-scale-micro-batches", config.noise_scale_micro_batches != 1, "an exported step is not split"),
         ("--init-from", config.init_from is not None, "start from the exported state, or --resume a run of it"),
         ("--bench-jsonl", config.bench_jsonl is not None, "not read by a run of exported steps"),
     ]
@@ -80,9 +88,30 @@ class RunPlan:
     goal: Any
     eval_every_steps: int
     eval_every_samples: int
+    sliced: SlicedProgram | None = None
+    """The step in slices the noise-scale meter runs (None: the meter is off)."""
 
 
-def _plan(config: TrainConfig, manifest: Manifest, data: ShardSet) -> RunPlan:
+def _sliced(config: TrainConfig, manifest: Manifest, batch: int, folder: Path) -> SlicedProgram | None:
+    """The step in slices the run measures the noise scale with, where it asks for one; one line
+    where the export has no such step or another number of slices."""
+    sliced = manifest.program(batch).sliced
+    parts = config.noise_scale_micro_batches
+    if config.noise_scale == "off" or parts == 1:
+        if config.noise_scale == "on":
+            told = (f"; this export has a step in {sliced.parts} slices: give --noise-scale-micro-batches {sliced.parts}"
+                    if sliced is not None else "; export with --noise-scale-micro-batches K to measure it")
+            print(f"train: the gradient noise scale is not measured: an exported step's gradients stay inside it{told}",
+                  flush=True)
+        return None
+    if sliced is None or sliced.parts != parts:
+        has = f"a step in {sliced.parts} slices" if sliced is not None else "no step in slices"
+        raise UsageError(f"train --exported: --noise-scale-micro-batches {parts}: {folder} has {has} at batch size "
+                         f"{batch}; give the export's number, or export again with --noise-scale-micro-batches {parts}")
+    return sliced
+
+
+def _plan(config: TrainConfig, manifest: Manifest, data: ShardSet, folder: Path) -> RunPlan:
     batch = config.batch_size_per_device
     manifest.program(batch)
     if data.train.num_samples < batch:
@@ -103,7 +132,8 @@ def _plan(config: TrainConfig, manifest: Manifest, data: ShardSet) -> RunPlan:
     if validates and data.val.num_samples < batch:
         raise UsageError(f"--data {data.folder}: its val split holds {data.val.num_samples} samples, fewer than one "
                          f"batch of {batch}, so no validation could run; give more data")
-    return RunPlan(batch, total, peaks, rates, goal, config.eval_every, config.eval_every_samples)
+    return RunPlan(batch, total, peaks, rates, goal, config.eval_every, config.eval_every_samples,
+                   _sliced(config, manifest, batch, folder))
 
 
 def _check_out(run_dir: Path, resume: bool) -> None:
@@ -127,7 +157,7 @@ def _keep_rows_until(run_dir: Path, step: int) -> None:
     lines = metrics_lines(run_dir)
     if not lines:
         return
-    kept = [line.text for line in lines if line.row is not None and line.row.get(KIND) in ("train", "val")
+    kept = [line.text for line in lines if line.row is not None and line.row.get(KIND) in LOGGED_KINDS
             and isinstance(line.row.get("step"), int) and line.row["step"] <= step]
     atomic_write_bytes(run_dir / METRICS_FILE, b"".join(text + b"\n" for text in kept))
 
@@ -211,6 +241,13 @@ class ExportedRun:
         self.wait_s = 0.0
         """Host seconds reading batches, and handing them to the device, over this invocation."""
         self.h2d_s = 0.0
+        self.startup_s: float | None = None
+        """This invocation's command start to its first step (`trainspeed.train.startup`)."""
+        sliced = plan.sliced
+        self.meter = None if sliced is None else NoiseAverages(
+            sliced.networks, world_size=1, samples_per_rank=plan.batch_size, micro_batches=sliced.parts,
+            smoothing=config.noise_scale_smoothing, seed=config.seed, every=config.noise_scale_every)
+        """The noise-scale meter over the exported step in slices (None: not measured)."""
 
     # --- state ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -236,12 +273,15 @@ class ExportedRun:
         self.totals.resumes += 1
         if self.tracker is not None and position.goal is not None:
             self.tracker.load_state(position.goal)
+        if self.meter is not None:
+            self.meter.load_state(position.noise_scale)
         _keep_rows_until(self.run_dir, position.step)
         print(f"train: resumed from {found[-1]} (step {position.step}, {position.samples:,} samples)", flush=True)
 
     def checkpoint(self) -> None:
         position = Position(self.step, self.samples, self.manifest_sha256, self.plan.batch_size, self.config.seed,
-                            self.totals.as_state(), self.tracker.as_state() if self.tracker is not None else None)
+                            self.totals.as_state(), self.tracker.as_state() if self.tracker is not None else None,
+                            self.meter.state() if self.meter is not None else None)
         save_checkpoint(self.run_dir, self.state, position, self.config.keep_checkpoints)
 
     # --- rows ----------------------------------------------------------------------------------
@@ -278,6 +318,7 @@ class ExportedRun:
     def run(self) -> RunSummary:
         import jax
 
+        self.startup_s = seconds_since_start()
         clock = LoopClock(started=time.perf_counter(), cpu_started=time.process_time())
         window = Window(clock.started, self.step)
         orders: dict[int, Any] = {}
@@ -323,12 +364,30 @@ class ExportedRun:
         placed_at = time.perf_counter()
         device_batch = jax.device_put(host_batch, jaxrt.device())
         stepped_at = time.perf_counter()
-        self.program = self.steps.train_program(self.plan.batch_size, self.step)
-        self.state, loss = self.program(self.state, device_batch, self.learning_rates(self.step))
+        if self.meter is not None and self.meter.measures(self.step):
+            loss = self.measured_step(device_batch)
+        else:
+            self.program = self.steps.train_program(self.plan.batch_size, self.step)
+            self.state, loss = self.program(self.state, device_batch, self.learning_rates(self.step))
         window.add(loss, placed_at - read_at, stepped_at - placed_at, epoch)
         self.step += 1
         self.samples += batch
         return self.samples - batch
+
+    def measured_step(self, device_batch: list[Any]) -> Any:
+        """One step through the step in slices, its norms added to the meter (they stay on the
+        device until the window is read); the loss."""
+        import numpy as np
+
+        assert self.meter is not None
+        order = np.random.default_rng(partition_seed(self.config.seed, self.meter.measurements())).permutation(
+            self.plan.batch_size).astype(np.int32)
+        program, sliced = self.steps.sliced_program(self.plan.batch_size)
+        self.state, loss, small_sq, big_sq = program(self.state, device_batch, self.learning_rates(self.step), order)
+        self.meter.step = self.step
+        for name, small, big in zip(sliced.networks, small_sq, big_sq):
+            self.meter.slices_measured(name, small, big)
+        return loss
 
     def pause(self, clock: "LoopClock", window: "Window", validate: bool, checkpoint: bool) -> bool:
         """Validate and/or checkpoint, the time kept out of the training seconds; True: the goal
@@ -369,6 +428,8 @@ class ExportedRun:
         self.h2d_s += window.h2d_s
         self.totals.train_s += now - window.started
         self.write_row(self._window(window, now - window.started, now - clock.started - clock.paused))
+        for record in self.meter.read_window(self.step, self.samples) if self.meter is not None else []:
+            self.write_row(record)
         return Window(now, self.step)
 
     def _window(self, window: "Window", seconds: float, elapsed: float) -> WindowRecord:
@@ -414,6 +475,8 @@ class ExportedRun:
             workload_module=self.manifest.workload_module, workload_version=self.manifest.workload_version,
             workload_sha256=self.manifest.workload_sha256, cpu_s_per_wall_s=cpu_per_wall,
             machine=self.machine.at_end(), time_to_target=time_to_target, diverged_at_step=self.diverged_at,
+            startup_s=self.startup_s,
+            **summary_fields(self.meter.last_quarter(0, self.step) if self.meter is not None else None),
             data={"path": str(self.data.folder), "exported": str(self.steps.folder),
                   "exported_manifest_sha256": self.manifest_sha256, "device": jaxrt.device().device_kind},
         )
@@ -431,14 +494,15 @@ def train_exported(folder: Path, config: TrainConfig) -> int:
         raise UsageError(f"train --exported: the folder holds size {manifest.size} of {manifest.workload}, not "
                          f"--size {config.size}; drop --size or export that size")
     data = ShardSet.open(Path(config.data), manifest, config.seed)
-    plan = _plan(config, manifest, data)
+    plan = _plan(config, manifest, data, folder)
     steps.verify([plan.batch_size])
     run_dir = Path(config.out_dir)
     _check_out(run_dir, config.resume)
     command = " ".join(sys.argv)
     with hold_run_lock(run_dir):
         written = dataclasses.replace(config, workload=manifest.workload, size=manifest.size, target=manifest.target,
-                                      noise_scale="off")
+                                      noise_scale="on" if plan.sliced is not None else "off",
+                                      noise_scale_micro_batches=plan.sliced.parts if plan.sliced is not None else 1)
         if not config.resume:
             atomic_write_text(run_dir / CONFIG_FILE, written.to_json() + "\n")
         run = ExportedRun(config, steps, data, plan, command)

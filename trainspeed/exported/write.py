@@ -42,6 +42,7 @@ from trainspeed.exported.manifest import (
     OptimizerGroup,
     PhaseProgram,
     Program,
+    SlicedProgram,
     sha256_of,
 )
 from trainspeed.targets import get_target
@@ -77,6 +78,32 @@ def _flat_train(step: Callable[..., tuple[dict, Any]], names: list[str], columns
         return [state[name] for name in names], loss
 
     return train
+
+
+def _flat_sliced(functional: FunctionalStep, names: list[str], columns: list[str], parts: int,
+                 networks: list[str]) -> Any:
+    def train(state_leaves: list, batch_leaves: list, lrs: Any, order: Any) -> tuple[list, Any, list, list]:
+        state, loss, small_sq, big_sq = functional.train_in_slices(
+            dict(zip(names, state_leaves)), dict(zip(columns, batch_leaves)), lrs, order, parts=parts)
+        return [state[name] for name in names], loss, [small_sq[name] for name in networks], \
+            [big_sq[name] for name in networks]
+
+    return train
+
+
+def _check_slices(functional: FunctionalStep, batch_sizes: list[int], parts: int) -> None:
+    """One line where a step in `parts` slices cannot be exported for these batch sizes."""
+    if parts == 1:
+        return
+    if parts < 1:
+        raise UsageError(f"--noise-scale-micro-batches must be >= 1, got {parts}")
+    if functional.phased:
+        raise UsageError("export: --noise-scale-micro-batches: a step of several updates (its phases) is exported "
+                         "whole; export it without the flag")
+    uneven = [size for size in batch_sizes if size % parts]
+    if uneven:
+        raise UsageError(f"export: --noise-scale-micro-batches {parts} must divide every batch size; "
+                         f"{','.join(map(str, uneven))} do not")
 
 
 def _step_functions(functional: FunctionalStep) -> tuple[list[str], dict[str | None, Callable[..., tuple[dict, Any]]]]:
@@ -173,8 +200,11 @@ def _data_split(workload: Any) -> DataSplit | None:
 
 
 def export_steps(workload_name: str, size: str | None, target_name: str, platform: str, batch_sizes: list[int],
-                 out: Path, seed: int = 0, command: str | None = None, initial_state: str = "file") -> Manifest:
-    """Write the folder `out` (which must not exist) and return its manifest."""
+                 out: Path, seed: int = 0, command: str | None = None, initial_state: str = "file",
+                 noise_scale_micro_batches: int = 1) -> Manifest:
+    """Write the folder `out` (which must not exist) and return its manifest; with
+    `noise_scale_micro_batches` k > 1, each batch size's step in k slices too (`SlicedProgram`),
+    for the noise-scale meter of `train --exported`."""
     import jax
 
     if initial_state not in INITIAL_STATES:
@@ -191,8 +221,10 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
     size = resolve_size(workload, size)
     identity = identify(workload)
     functional = FunctionalStep(workload.build(size, seed=seed), target.spec.precision, seed)
+    _check_slices(functional, batch_sizes, noise_scale_micro_batches)
     state = functional.initial_state()
     names = sorted(state)
+    networks = list(functional.trainable.optimizers)
     largest = max(batch_sizes)
     host_batch = host_batch_arrays(workload.synthetic_batch(size, largest, torch.Generator().manual_seed(seed)))
     columns = list(host_batch)
@@ -219,6 +251,16 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
         first = phase_programs[0] if phase_programs else None
         program = Program(batch_size, first.train_file if first else train_file,
                           first.train_sha256 if first else sha256_of(files[train_file]), phase_programs=phase_programs)
+        if noise_scale_micro_batches > 1:
+            parts = noise_scale_micro_batches
+            order_spec = jax.ShapeDtypeStruct((batch_size,), "int32")
+            sliced = jax.export.export(jax.jit(_flat_sliced(functional, names, columns, parts, networks),
+                                               donate_argnums=(0,)),
+                                       platforms=[platform])(state_specs, batch_specs, lrs_spec, order_spec)
+            sliced_file = f"train_b{batch_size}_sliced{parts}.jaxexport"
+            files[sliced_file] = bytes(sliced.serialize())
+            program = dataclasses.replace(program, sliced=SlicedProgram(parts, networks, sliced_file,
+                                                                        sha256_of(files[sliced_file])))
         try:
             shapes = jax.eval_shape(functional.evaluate, dict(zip(names, state_specs)), dict(zip(columns, batch_specs)))
         except Exception as error:  # noqa: BLE001
