@@ -49,7 +49,8 @@ def bench(target: str, batch: int, step_s: float, first_step_s: float | None = N
 def run(*, target: str = EAGER, batch: int = 64, devices: int = 1, steps: int = 100, step_s: float = 0.01,
         first_window_extra_s: float = 0.0, validation_s: float = 0.5, first_validation_extra_s: float = 0.0,
         noise: float | Callable[[int], float | None] | None = 64.0, noise_last_quarter: float = 999.0,
-        startup_s: float | None = 3.0, reached: bool = True, micro_batches: int = 1, name: str = "base") -> TrainRun:
+        startup_s: float | None = 3.0, reached: bool = True, micro_batches: int = 1, measure_every: int | None = None,
+        name: str = "base") -> TrainRun:
     """A run of `steps` steps at global `batch`: a window every 10 steps of `step_s` each (the first
     `first_window_extra_s` longer), a validation every 20 steps pausing `validation_s` (the first
     `first_validation_extra_s` more), the goal met at its last validation (interpolated to the
@@ -70,7 +71,8 @@ def run(*, target: str = EAGER, batch: int = 64, devices: int = 1, steps: int = 
             small_batch=batch // micro_batches if micro_batches > 1 else batch,
             big_batch=batch if micro_batches > 1 else 2 * batch, grad_sq=1.0, trace_sigma=64.0, b_simple=measured,
             grad_sq_avg=1.0, trace_sigma_avg=64.0, b_simple_avg=measured, window_steps=10,
-            grad_sq_se=0.1, grad_sq_avg_se=0.1, resolved=measured is not None, b_simple_lower=None))
+            grad_sq_se=0.1, grad_sq_avg_se=0.1, resolved=measured is not None, b_simple_lower=None,
+            measure_every=measure_every))
         if step % 20 == 0:
             metrics.append(EvalRecord(step=step, metrics={"accuracy": 0.8 * step / steps}))
             paused += validation_s + (first_validation_extra_s if step == 20 else 0.0)
@@ -201,6 +203,17 @@ def test_a_step_in_micro_batches_costs_what_the_bench_measured_at_its_slices():
     assert "no bench row at 64, so the whole batch's" in without.step_s_from
 
 
+def test_a_run_that_measured_one_step_in_k_stepped_whole_batches_in_the_others():
+    """Measured one step in 32 over 2 micro-batches, the base run stepped 64 whole in the other 31:
+    its 0.01 s is 0.5 of the bench's 0.005 at 64 (its measured steps and its IO in that factor), and
+    batch 128 costs the bench at 128, not twice that at 64."""
+    benches = [bench(EAGER, 32, 0.004), bench(EAGER, 64, 0.005), bench(EAGER, 128, 0.008)]
+    rows = predicted(benches, [run(micro_batches=2, measure_every=32)], batches=(64, 128))
+    own, larger = rows["cpu:eager:fp32/1/64"], rows["cpu:eager:fp32/1/128"]
+    assert own.step_s == pytest.approx(0.01) and larger.step_s == pytest.approx(0.008 / 0.5)
+    assert "micro-batches" not in larger.step_s_from and "0.50 of the bench" in larger.step_s_from
+
+
 def test_an_auto_run_of_one_rank_steps_in_micro_batches_and_several_ranks_do_not():
     """A one-rank auto run reads its noise scale over 2 micro-batches, so each batch it reaches costs
     the bench at half of it; on 2 ranks each rank's gradient is a slice already, so the whole
@@ -231,6 +244,27 @@ def test_a_compiled_run_counts_its_micro_batch_graph_in_place_of_the_whole_batch
     whole = predicted(benches, [run(), run(target=COMPILED, step_s=0.005, first_validation_extra_s=1.5,
                                            name="compiled")], targets=(EAGER, COMPILED))["cpu:compile:fp32/1/64"]
     assert [(item.graph, item.batch) for item in whole.compilations] == [("training", 64), ("validation", 64)]
+
+
+def test_a_run_that_measured_one_step_in_k_compiles_both_graphs_as_its_first_window_did():
+    """Measured one step in 4 over 2 micro-batches, the compiled base run compiled its whole step and
+    its step in slices in its first window (12 s beyond steady, where the bench's first step at 64
+    is 5 s beyond): its own batch is predicted with those 12 s, and batch 128 with them too, said
+    to be assumed there. Without such a run, the bench rows at 128 and at 64 (the slice) each."""
+    benches = [bench(COMPILED, 64, 0.005, first_step_s=5.005), bench(COMPILED, 128, 0.008, first_step_s=6.008)]
+    base = run(target=COMPILED, step_s=0.005, first_window_extra_s=12.0, micro_batches=2, measure_every=4)
+    rows = predicted(benches, [base], targets=(COMPILED,), batches=(64, 128))
+    own, larger = rows["cpu:compile:fp32/1/64"], rows["cpu:compile:fp32/1/128"]
+    assert [(item.graph, item.batch, item.seconds) for item in own.compilations if item.graph != "validation"] == [
+        ("training", 64, pytest.approx(12.0))]
+    training = [item for item in larger.compilations if item.graph != "validation"]
+    assert [(item.graph, item.batch, item.seconds) for item in training] == [("training", 128, pytest.approx(12.0))]
+    assert "at 64/device (with its step in 2 micro-batches), assumed at 128" in training[0].source
+    from trainspeed.plan.compiles import compilations
+
+    no_compiled_run = compilations(inputs(benches, [run()]), COMPILED, [128], validates=False, sliced=2)
+    assert [(item.graph, item.batch, item.seconds) for item in no_compiled_run] == [
+        ("training", 128, pytest.approx(6.0)), ("micro-batch", 64, pytest.approx(5.0))]
 
 
 def test_a_compilation_nothing_measured_is_not_measured_never_0_and_the_time_says_at_least():

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from trainspeed.plan.plan import PlanGrid
     from trainspeed.plan.steps import StepsModel
 
+RUN_LIST = comma_list(Path, what="run folders", example="runs/tpu-b256")
 CHECK_LIST = comma_list(what="configurations (target/devices/batch) or keywords", example="best,samples-per-s")
 SCHEDULE_LIST = comma_list(choices=("fixed", "auto"), what="fixed (the global batch held) or auto (a batch that doubles "
                            "while the noise scale says it still scales)", example="fixed,auto", distinct=True)
@@ -74,6 +75,10 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
                         help="run these configurations to the goal and compare: target/devices/batch, "
                         "target/devices/auto:MIN..MAX (train --batch-schedule auto), or "
                         + ", ".join(f"{name} ({what})" for name, what in CHECK_KEYWORDS.items()))
+    parser.add_argument("--checked", action=CommaListAction, items=RUN_LIST, default=None, metavar="RUNS",
+                        help="run folders made before (by hand, or with `train --exported` on a machine with JAX "
+                        "only) to set beside the plan's rows of their configurations: measured is each run's "
+                        "start-up and wall seconds to the goal, as it recorded them (needs --out)")
     parser.add_argument("--check-dir", type=Path, default=None, help="a new or empty folder for the check runs")
     parser.add_argument("--check-seed", type=seed_value, default=1000, help="training seed of the check runs "
                         "(default 1000: not one of a study's)")
@@ -110,6 +115,7 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         check_dirs,
         check_recipe,
         check_runnable,
+        checks_of_runs,
         chosen,
         run_checks,
     )
@@ -129,6 +135,8 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         raise UsageError("plan: --budget-s and --measure-dir are --measure's; give --measure too")
     if args.check and (args.out is None or args.check_dir is None):
         raise UsageError("plan: --check needs --out (where the checks' rows go) and --check-dir (where their runs go)")
+    if args.checked and args.out is None:
+        raise UsageError("plan: --checked needs --out (where the checks' rows go)")
     if args.workload is not None and not (args.check or args.measure):
         raise UsageError("plan: --workload names the workload --check trains and --measure runs; give it with one "
                          "of them")
@@ -174,6 +182,10 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         line = best_check_line(checks)
         if line:
             print(line)
+    if args.checked:
+        for check in checks_of_runs(rows, args.checked, args.tolerance, args.command_line):
+            append_row(args.out, check)
+            checks.append(check)
     if args.out is not None:
         print(f"plan: rows in {args.out}")
     return [*rows, *checks]

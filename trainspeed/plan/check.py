@@ -232,7 +232,6 @@ def check_commands(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str,
 
 def run_checks(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Path],
                commands: dict[str, list[str]], seed: int, tolerance: float) -> list[PlanCheckRow]:
-    goal = parse_goal(recipe.until)
     checked = []
     for row in rows:
         args = commands[row.config]
@@ -240,26 +239,78 @@ def run_checks(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Pat
         started = time.perf_counter()
         run_trainspeed(*args)
         measured_s = time.perf_counter() - started
-        summary = read_run_summary(dirs[row.config])
-        record = summary.time_to_target
-        steps = record.crossing_step(goal.threshold) if record is not None else None
-        ratio = measured_s / row.predicted_s  # type: ignore[operator]
-        check = PlanCheckRow(
-            plan_id=row.plan_id, config=row.config, target=row.target, devices=row.devices,
-            global_batch=row.global_batch, workload=row.workload, size=row.size, until=row.until,
-            recommended=row.recommended, samples_per_s_pick=row.samples_per_s_pick,
-            predicted_s=row.predicted_s, predicted_s_ci95=row.predicted_s_ci95,  # type: ignore[arg-type]
-            measured_s=measured_s, ratio=ratio, within=abs(ratio - 1) <= tolerance, tolerance=tolerance,
-            predicted_steps=row.steps, measured_steps=steps, predicted_step_s=row.step_s,  # type: ignore[arg-type]
-            measured_step_s=record.train_s / record.step if record is not None and record.step else None,
-            reached=bool(record is not None and record.reached), seed=seed, run_dir=str(dirs[row.config]),
-            schedule=row.schedule, batch_max=row.batch_max,
-            batches=_batches_trained(summary) if row.schedule == "auto" else None,
-            inside=inside(row.predicted_s_ci95, measured_s), extrapolated=row.extrapolated,
-            **summary.provenance(shown(*args)).fields_of(PlanCheckRow))
+        check = check_row(row, read_run_summary(dirs[row.config]), dirs[row.config], measured_s, seed, tolerance,
+                          shown(*args))
         print(check_line(check), flush=True)
         checked.append(check)
     return checked
+
+
+def check_row(row: PlanRow, summary: RunSummary, run_dir: Path, measured_s: float, seed: int, tolerance: float,
+              command: str, measured_from: str = "command") -> PlanCheckRow:
+    """The plan's row and the run of its configuration, side by side."""
+    goal = parse_goal(row.until)
+    record = summary.time_to_target
+    steps = record.crossing_step(goal.threshold) if record is not None else None
+    ratio = measured_s / row.predicted_s  # type: ignore[operator]
+    return PlanCheckRow(
+        plan_id=row.plan_id, config=row.config, target=row.target, devices=row.devices,
+        global_batch=row.global_batch, workload=row.workload, size=row.size, until=row.until,
+        recommended=row.recommended, samples_per_s_pick=row.samples_per_s_pick,
+        predicted_s=row.predicted_s, predicted_s_ci95=row.predicted_s_ci95,  # type: ignore[arg-type]
+        measured_s=measured_s, ratio=ratio, within=abs(ratio - 1) <= tolerance, tolerance=tolerance,
+        predicted_steps=row.steps, measured_steps=steps, predicted_step_s=row.step_s,  # type: ignore[arg-type]
+        measured_step_s=record.train_s / record.step if record is not None and record.step else None,
+        reached=bool(record is not None and record.reached), seed=seed, run_dir=str(run_dir),
+        schedule=row.schedule, batch_max=row.batch_max,
+        batches=_batches_trained(summary) if row.schedule == "auto" else None,
+        inside=inside(row.predicted_s_ci95, measured_s), extrapolated=row.extrapolated, measured_from=measured_from,
+        **summary.provenance(command).fields_of(PlanCheckRow))
+
+
+def checks_of_runs(rows: Sequence[PlanRow], run_dirs: Sequence[Path], tolerance: float,
+                   command: str) -> list[PlanCheckRow]:
+    """`plan --checked RUN`: runs made before, by hand or on a machine the plan never ran on (a
+    TPU host with JAX only, `train --exported`), each beside the plan's row of its configuration
+    (target, devices, global batch, fixed). Its measured seconds are what the run recorded: its
+    start-up (command to first step, where it kept one) and its wall seconds to the goal. A run of
+    another goal, or of a configuration the plan has no row for, is one line."""
+    by_config = {row.config: row for row in rows if row.schedule == "fixed"}
+    checked = []
+    for run_dir in run_dirs:
+        summary = read_run_summary(run_dir)
+        record = summary.time_to_target
+        if record is None or not record.reached:
+            raise UsageError(f"plan: --checked {run_dir}: the run did not reach a goal (train it with --until "
+                             "... --stop-at-target)")
+        row = next(iter(by_config.values()), None)
+        if row is not None and record.until != row.until:
+            raise UsageError(f"plan: --checked {run_dir}: the run's goal is {record.until}, the plan's {row.until}")
+        config = f"{summary.target}/{summary.world_size}/{summary.global_batch}"
+        row = by_config.get(config)
+        if row is None:
+            raise UsageError(f"plan: --checked {run_dir}: the plan has no row of its configuration {config}; give "
+                             f"--targets {summary.target} --devices {summary.world_size} --global-batches "
+                             f"{summary.global_batch}")
+        if summary.startup_s is None:
+            print(f"plan: --checked {run_dir}: the run kept no start-up seconds; its wall seconds to the goal alone")
+        measured_s = (summary.startup_s or 0.0) + record.wall_s
+        check = check_row(row, summary, run_dir, measured_s, _run_seed(run_dir), tolerance, command,
+                          measured_from="run")
+        print(check_line(check), flush=True)
+        checked.append(check)
+    return checked
+
+
+def _run_seed(run_dir: Path) -> int:
+    """The training seed in the run's settings (`train_config.json`)."""
+    from trainspeed.train.rows import CONFIG_FILE
+    from trainspeed.user_json import read_utf8
+
+    path = run_dir / CONFIG_FILE
+    if not path.is_file():
+        raise UsageError(f"plan: --checked {run_dir}: holds no {CONFIG_FILE}; give the run's own folder")
+    return TrainConfig.from_json(read_utf8(path, str(path)), str(path)).seed
 
 
 def inside(interval: Sequence[float] | None, measured_s: float) -> bool | None:

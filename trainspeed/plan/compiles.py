@@ -15,12 +15,20 @@ Each is read from what measured it, nearest first:
 - the validation graph at b: a run of the target at b per device that validated twice or more (its
   first validation beyond the later ones).
 
+A run that measured its noise scale on one step in K > 1 over k slices (`--noise-scale-every`)
+steps whole in the others, so it compiles both the training graph at b and the step in slices: a
+run of the target at b measured the same way (its first window, which holds both), else such a run
+at the nearest other batch (assumed at b: the compile of a step varies little with its batch, while
+the bench's first step misses what a run's first window holds beyond it: the second program, its
+load, the first batches), else the bench rows at b and at b/k, each where there is one.
+
 Where nothing measured one, it is "not measured", never 0, and the prediction says that its time
 leaves it out. Nothing here imports torch.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Sequence
 
@@ -50,10 +58,12 @@ def slice_batch(batch: int, micro_batches: int) -> int:
 
 def micro_batches_of(run: TrainRun) -> int:
     """How many micro-batches the run split each step into (1 where it measured its noise scale
-    otherwise, or not at all: a run of several ranks measures it over its ranks)."""
+    otherwise, or not at all: a run of several ranks measures it over its ranks). A run that measured
+    one step in K > 1 (`--noise-scale-every`) stepped whole batches in all the others: 1, and what
+    its measured steps cost more is in its efficiency against the whole batch's bench row."""
     for row in run.noise_curve:
         if row.method == "micro-batches" and row.small_batch > 0:
-            return max(1, row.big_batch // row.small_batch)
+            return max(1, row.big_batch // row.small_batch) if (row.measure_every or 1) == 1 else 1
     return 1
 
 
@@ -65,15 +75,27 @@ def _bench_excess(inputs: PlanInputs, target: str, batch: int) -> tuple[float, s
     return max(0.0, read.row.first_step_s - steady), f"bench {read.source}: first step beyond the steady one"
 
 
+def sliced_too(run: TrainRun) -> int:
+    """k, for a run that measured one step in K > 1 over k micro-batches and stepped the others
+    whole (it compiles both graphs); 1 for any other run."""
+    for row in run.noise_curve:
+        if row.method == "micro-batches" and row.small_batch > 0 and (row.measure_every or 1) > 1:
+            return max(1, row.big_batch // row.small_batch)
+    return 1
+
+
 def _runs_at(inputs: PlanInputs, target: str, batch: int) -> list[TrainRun]:
     return [run for run in inputs.runs if run.row.target == target and run.row.batch_size_per_device == batch]
 
 
-def _run_first_step(inputs: PlanInputs, target: str, batch: int, micro: int) -> tuple[float, str] | None:
-    """The median first-step excess of the runs of this target, batch and micro-batches."""
+def _run_first_step(inputs: PlanInputs, target: str, batch: int, micro: int, sliced: int = 1
+                    ) -> tuple[float, str] | None:
+    """The median first-step excess of the runs of this target, batch and micro-batches (and
+    steps in slices beside the whole ones)."""
     found = [(run, first_step_excess(run)) for run in _runs_at(inputs, target, batch)
              if run.row.world_size == 1 or micro == 1]
-    measured = [(run, excess) for run, excess in found if excess is not None and micro_batches_of(run) == micro]
+    measured = [(run, excess) for run, excess in found if excess is not None and micro_batches_of(run) == micro
+                and sliced_too(run) == sliced]
     if not measured:
         return None
     value = statistics.median(excess.seconds for _, excess in measured)  # type: ignore[union-attr]
@@ -91,19 +113,22 @@ def _run_first_validation(inputs: PlanInputs, target: str, batch: int) -> tuple[
 
 
 def compilations(inputs: PlanInputs, target: str, batches: Sequence[int], micro_batches: int = 1,
-                 validates: bool = True) -> list[Compilation]:
+                 validates: bool = True, sliced: int = 1) -> list[Compilation]:
     """Every graph a run of `target` compiles at these per-device batches (none for an eager
     target), with `micro_batches` slices of each step (one rank) and a validation where it validates.
     A step split into k slices runs its forward and backward on the slices only
-    (`trainspeed.gradients.accumulation`), so it compiles the graph at b/k in place of the one at b."""
+    (`trainspeed.gradients.accumulation`), so it compiles the graph at b/k in place of the one at b;
+    `sliced` k > 1: one step in K runs in k slices and the others whole, so it compiles both."""
     if not compiles(target):
         return []
     found = []
     for batch in dict.fromkeys(batches):
         piece = slice_batch(batch, micro_batches)
         micro = batch // piece
-        run = _run_first_step(inputs, target, batch, micro)
-        if micro > 1:
+        run = _run_first_step(inputs, target, batch, micro, sliced if micro == 1 else 1)
+        if micro == 1 and sliced > 1:
+            found += _both_graphs(inputs, target, batch, sliced, run)
+        elif micro > 1:
             small = _bench_excess(inputs, target, piece)
             if small is not None:
                 found.append(Compilation("micro-batch", piece, small[0], small[1]))
@@ -126,4 +151,26 @@ def compilations(inputs: PlanInputs, target: str, batches: Sequence[int], micro_
             found.append(Compilation("validation", batch, validation[0] if validation else None,
                                      validation[1] if validation else
                                      f"no run of {target} at {batch}/device validated twice"))
+    return found
+
+
+def _both_graphs(inputs: PlanInputs, target: str, batch: int, sliced: int,
+                 run: tuple[float, str] | None) -> list[Compilation]:
+    """The training graph at `batch` and the step in `sliced` slices: a run's first window that
+    compiled both, else each from its bench row."""
+    piece = slice_batch(batch, sliced)
+    both = f" (with its step in {sliced} micro-batches)"
+    if run is not None:
+        return [Compilation("training", batch, run[0], run[1] + both)]
+    others = sorted({run.row.batch_size_per_device for run in inputs.runs if run.row.target == target}
+                    - {batch}, key=lambda other: abs(math.log(other / batch)))
+    for other in others:
+        near = _run_first_step(inputs, target, other, 1, sliced)
+        if near is not None:
+            return [Compilation("training", batch, near[0], f"{near[1]} at {other}/device{both}, assumed at {batch}")]
+    found = []
+    for graph, size in (("training", batch), ("micro-batch", piece)):
+        bench = _bench_excess(inputs, target, size)
+        found.append(Compilation(graph, size, bench[0], bench[1]) if bench is not None else
+                     Compilation(graph, size, None, f"no bench row or run of {target} at {size}/device"))
     return found

@@ -52,7 +52,7 @@ import numpy as np
 from trainspeed.bench.results import ResultRow
 from trainspeed.machine import Machine
 from trainspeed.plan.bench_scatter import bench_scatter, row_factors
-from trainspeed.plan.compiles import AUTO_MICRO_BATCHES, compilations, micro_batches_of, slice_batch
+from trainspeed.plan.compiles import AUTO_MICRO_BATCHES, compilations, micro_batches_of, slice_batch, sliced_too
 from trainspeed.plan.inputs import PlanInputs, bench_row
 from trainspeed.plan.rows import Compilation, Phase
 from trainspeed.plan.run_costs import steady_validation_s, steady_window_samples_per_s, validation_every_samples
@@ -199,6 +199,9 @@ class Overheads:
     """What `validation_s` is the median of (each run's or each validation's seconds)."""
     micro_batches: int = 1
     """Slices of a one-rank step the planned runs take (a base run's recipe), each a graph of its own."""
+    sliced: int = 1
+    """Slices of the one step in K the planned runs measure their noise scale on, stepping the
+    others whole (a base run's `--noise-scale-every` K > 1): both graphs are compiled."""
 
     def on(self, machine: Machine | None) -> "Overheads":
         """These overheads for bench rows of `machine`: left out (zero) where it is another one."""
@@ -206,7 +209,7 @@ class Overheads:
             return self
         return Overheads(0.0, 0.0, self.eval_every_samples, self.study_target, self.study_devices,
                          "start-up and validation left out: the study ran on another machine than the bench",
-                         micro_batches=self.micro_batches)
+                         micro_batches=self.micro_batches, sliced=self.sliced)
 
     def at(self, devices: int) -> tuple[float, str]:
         """One run's overhead at `devices`: the study's, plus what the runs given say starting
@@ -284,7 +287,7 @@ def overheads(inputs: PlanInputs, base: TrainRun | None = None) -> Overheads:
                      study_devices=base.row.world_size,
                      source=f"{said}; {validation}; shutdown not measured (no study)", machine=base.row.machine,
                      startup_s=startup, overhead_values=same_count, validation_values=tuple(validations),
-                     micro_batches=micro_batches_of(base))
+                     micro_batches=micro_batches_of(base), sliced=sliced_too(base))
 
 
 @dataclass(frozen=True)
@@ -420,7 +423,8 @@ def _predict(inputs: PlanInputs, model: StepsModel, costs: Overheads, target: st
     costs = costs.on(first.bench.row.machine)
     every = costs.eval_every_samples
     trained, validations = stopping_phases(phases, every)
-    compiled = tuple(compilations(inputs, target, per_device, micro, validates=validations > 0))
+    compiled = tuple(compilations(inputs, target, per_device, micro, validates=validations > 0,
+                                  sliced=costs.sliced if devices == 1 and base.schedule == "fixed" else 1))
     compile_s = sum(item.seconds for item in compiled if item.seconds is not None)
     overhead_s, overhead_from = costs.at(devices)
     validation_share = costs.validation_s * costs.study_devices / devices

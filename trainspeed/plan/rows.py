@@ -170,3 +170,7 @@ class PlanCheckRow:
     """The measured seconds lie inside `predicted_s_ci95` (None: no interval, or a row of an older plan)."""
     extrapolated: bool = False
     """The plan row's `extrapolated`: its steps were bounded, not predicted (False in older rows)."""
+    measured_from: str = "command"
+    """"command": the plan ran the check (`measured_s` is its whole `trainspeed train` command);
+    "run": a run made before, set beside the plan (`plan --checked`; `measured_s` is the run's
+    start-up and its wall seconds to the goal, as it recorded them)."""
