@@ -95,7 +95,10 @@ def test_a_goal_is_watched_and_report_and_plan_read_the_run(exported: Path, self
     assert main(["plan", str(bench), str(run), "--schedules", "fixed", "--checked", str(run), "--out", str(plan)]) == 0
     said = capsys.readouterr().out
     assert "McCandlish's model" in said and f"through the 10.0 steps of run {run}" in said, said
-    check = next(row for row in map(json.loads, plan.read_text().splitlines()) if row["kind"] == "plan-check")
+    planned = [json.loads(line) for line in plan.read_text().splitlines()]
+    own = next(row for row in planned if row["kind"] == "plan" and row["config"] == f"jax:jit:fp32/1/{BATCH}")
+    assert own["validation_s"] > 0  # the window rows' run clocks hold the validations' pauses
+    check = next(row for row in planned if row["kind"] == "plan-check")
     summary = json.loads((run / "summary.json").read_text())
     assert (check["config"], check["measured_from"], check["reached"]) == (f"jax:jit:fp32/1/{BATCH}", "run", True)
     assert check["measured_s"] == pytest.approx(summary["startup_s"] + record["wall_s"])

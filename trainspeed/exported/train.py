@@ -407,8 +407,8 @@ class ExportedRun:
             print("val " + ", ".join(f"{name} {value:.4g}" for name, value in record.metrics.items())
                   + f" at step {self.step}", flush=True)
             if self.tracker is not None:
-                reached = self.tracker.observe(record, self.samples, trained_s,
-                                               self.totals.wall_s + paused_at - clock.started)
+                reached = self.tracker.observe(record, self.samples, trained_s,  # wall: the validation in it
+                                               self.totals.wall_s + time.perf_counter() - clock.started)
                 stop = reached and self.config.stop_at_target
         if checkpoint:
             self.checkpoint()
@@ -427,12 +427,16 @@ class ExportedRun:
         self.wait_s += window.wait_s
         self.h2d_s += window.h2d_s
         self.totals.train_s += now - window.started
-        self.write_row(self._window(window, now - window.started, now - clock.started - clock.paused))
+        self.write_row(self._window(window, now - window.started, now - clock.started - clock.paused,
+                                    self.totals.wall_s + now - clock.started))
         for record in self.meter.read_window(self.step, self.samples) if self.meter is not None else []:
             self.write_row(record)
         return Window(now, self.step)
 
-    def _window(self, window: "Window", seconds: float, elapsed: float) -> WindowRecord:
+    def _window(self, window: "Window", seconds: float, elapsed: float, run_wall: float) -> WindowRecord:
+        """The window's row: `elapsed` this invocation's training seconds so far, `run_wall` the run's
+        wall seconds over its invocations, pauses included (what `run_train_s` leaves out of it is
+        what the run paused: its validations and checkpoints, which `plan` reads)."""
         seconds = max(seconds, 1e-9)
         steps = window.steps
         return WindowRecord(
@@ -440,7 +444,7 @@ class ExportedRun:
             samples_per_s=steps * self.plan.batch_size / seconds, step_time_s=seconds / steps,
             data_wait_s_per_step=window.wait_s / steps, data_wait_fraction=window.wait_s / seconds,
             data_wait_fraction_worst_rank=window.wait_s / seconds, h2d_s_per_step=window.h2d_s / steps,
-            elapsed_s=elapsed, run_train_s=self.totals.train_s, run_wall_s=elapsed, samples=self.samples,
+            elapsed_s=elapsed, run_train_s=self.totals.train_s, run_wall_s=run_wall, samples=self.samples,
             global_batch=self.plan.batch_size, compilations=self._new_compilations())
 
     def _new_compilations(self) -> int:
