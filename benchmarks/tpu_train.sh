@@ -19,6 +19,8 @@
 #        the bench at 64..256, a base run to the goal at batch 64 that measures its noise scale
 #        (one step in 4 over 2 slices), and the same run's settings at 128 and 256 (OUT/plan_runs.tgz);
 #        then, here: trainspeed plan BENCH BASE --schedules fixed --checked RUN128,RUN256 --out PLAN
+#   bash benchmarks/tpu_train.sh plan-check-seeds OUT   the same checks at 128 and 256 on seeds 1000 and 2000
+#        (OUT/plan_seed_runs.tgz)
 set -euo pipefail
 part=$1 out=$2
 mkdir -p "$out"
@@ -53,5 +55,13 @@ plan-check)
         train "${GOAL[@]}" "${METERED[@]}" --batch-size-per-device "$batch" --out "$runs/metered_b$batch"
     done
     tar czf "$out/plan_runs.tgz" -C "$runs" --exclude selfplay200 --exclude checkpoints . ;;
-*) echo "usage: bash benchmarks/tpu_train.sh goal|resume|plan-check OUT_DIR" >&2; exit 2 ;;
+plan-check-seeds)  # the checks again on seeds no other run used (their data order and slices)
+    for seed in 1000 2000; do
+        for batch in 128 256; do
+            train "${GOAL[@]}" "${METERED[@]}" --batch-size-per-device "$batch" --seed "$seed" \
+                --out "$runs/metered_b${batch}_s$seed"
+        done
+    done
+    tar czf "$out/plan_seed_runs.tgz" -C "$runs" --exclude selfplay200 --exclude checkpoints . ;;
+*) echo "usage: bash benchmarks/tpu_train.sh goal|resume|plan-check|plan-check-seeds OUT_DIR" >&2; exit 2 ;;
 esac
