@@ -104,6 +104,11 @@ def test_a_goal_is_watched_and_report_and_plan_read_the_run(exported: Path, self
     assert check["measured_s"] == pytest.approx(summary["startup_s"] + record["wall_s"])
     assert main(["plan", str(bench), str(run), "--checked", str(run)]) != 0
     assert "--checked needs --out" in capsys.readouterr().err
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    assert main(["plan", str(bench), str(run), "--global-batches", "64", "--checked", str(run),
+                 "--out", str(elsewhere)]) != 0
+    assert f"the plan has no row of its configuration jax:jit:fp32/1/{BATCH}" in capsys.readouterr().err
+    assert not elsewhere.exists()  # read before anything is written
 
 
 def test_the_meter_over_the_step_in_slices_trains_what_the_plain_step_trains(

@@ -113,6 +113,7 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         best_check_line,
         check_commands,
         check_dirs,
+        check_line,
         check_recipe,
         check_runnable,
         checks_of_runs,
@@ -158,6 +159,7 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
     if args.measure:
         inputs, model, grid = measured(args, inputs, model, grid, targets)
     rows = plan_rows(inputs, grid, args.command_line, model)
+    made_before = checks_of_runs(rows, args.checked, args.tolerance, args.command_line) if args.checked else []
     to_check = chosen(rows, args.check) if args.check else []
     recipe = check_recipe(inputs, model) if to_check else None
     dirs = check_dirs(recipe, to_check, args.check_dir) if recipe is not None else {}
@@ -182,10 +184,10 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         line = best_check_line(checks)
         if line:
             print(line)
-    if args.checked:
-        for check in checks_of_runs(rows, args.checked, args.tolerance, args.command_line):
-            append_row(args.out, check)
-            checks.append(check)
+    for check in made_before:
+        append_row(args.out, check)
+        print(check_line(check))
+        checks.append(check)
     if args.out is not None:
         print(f"plan: rows in {args.out}")
     return [*rows, *checks]

@@ -51,8 +51,8 @@ from trainspeed.train.rows import (
     WindowRecord,
 )
 from trainspeed.train.run_lock import LOCK_FILE, hold_run_lock
-from trainspeed.train.startup import seconds_since_start
 from trainspeed.train.runs import metrics_lines
+from trainspeed.train.startup import seconds_since_start
 from trainspeed.train.time_to_target import RunTotals, TargetTracker, check_goal_metric, parse_goal
 
 DEFAULTS = TrainConfig()

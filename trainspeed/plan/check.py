@@ -274,7 +274,8 @@ def checks_of_runs(rows: Sequence[PlanRow], run_dirs: Sequence[Path], tolerance:
     TPU host with JAX only, `train --exported`), each beside the plan's row of its configuration
     (target, devices, global batch, fixed). Its measured seconds are what the run recorded: its
     start-up (command to first step, where it kept one) and its wall seconds to the goal. A run of
-    another goal, or of a configuration the plan has no row for, is one line."""
+    another goal, or of a configuration the plan has no row for, is one line: every run is read
+    before the plan writes anything."""
     by_config = {row.config: row for row in rows if row.schedule == "fixed"}
     checked = []
     for run_dir in run_dirs:
@@ -295,10 +296,8 @@ def checks_of_runs(rows: Sequence[PlanRow], run_dirs: Sequence[Path], tolerance:
         if summary.startup_s is None:
             print(f"plan: --checked {run_dir}: the run kept no start-up seconds; its wall seconds to the goal alone")
         measured_s = (summary.startup_s or 0.0) + record.wall_s
-        check = check_row(row, summary, run_dir, measured_s, _run_seed(run_dir), tolerance, command,
-                          measured_from="run")
-        print(check_line(check), flush=True)
-        checked.append(check)
+        checked.append(check_row(row, summary, run_dir, measured_s, _run_seed(run_dir), tolerance, command,
+                                 measured_from="run"))
     return checked
 
 
