@@ -91,6 +91,19 @@ def _flat_sliced(functional: FunctionalStep, names: list[str], columns: list[str
     return train
 
 
+def _exported_step(step: Callable[..., Any], platform: str, specs: tuple, what: str) -> Any:
+    """`step` jitted with its state donated and exported for `platform` at `specs`; a failure to
+    trace or lower is the workload's, in one line."""
+    import jax
+
+    try:
+        return jax.export.export(jax.jit(step, donate_argnums=(0,)), platforms=[platform])(*specs)
+    except Exception as error:  # noqa: BLE001
+        if isinstance(error, UsageError):
+            raise
+        raise refuse_untraceable(error, what) from None
+
+
 def _check_slices(functional: FunctionalStep, batch_sizes: list[int], parts: int) -> None:
     """One line where a step in `parts` slices cannot be exported for these batch sizes."""
     if parts == 1:
@@ -237,13 +250,8 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
         batch_specs = [jax.ShapeDtypeStruct((batch_size, *host_batch[c].shape[1:]), host_batch[c].dtype) for c in columns]
         phase_programs = []
         for phases, step_function in step_functions.items():
-            try:
-                train = jax.export.export(jax.jit(_flat_train(step_function, names, columns), donate_argnums=(0,)),
-                                          platforms=[platform])(state_specs, batch_specs, lrs_spec)
-            except Exception as error:  # noqa: BLE001 - a failure to trace or lower is the workload's, in one line
-                if isinstance(error, UsageError):
-                    raise
-                raise refuse_untraceable(error, f"{workload.name}'s training step") from None
+            train = _exported_step(_flat_train(step_function, names, columns), platform,
+                                   (state_specs, batch_specs, lrs_spec), f"{workload.name}'s training step")
             train_file = f"train_b{batch_size}.jaxexport" if phases is None else f"train_b{batch_size}_{phases}.jaxexport"
             files[train_file] = bytes(train.serialize())
             if phases is not None:
@@ -254,9 +262,9 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
         if noise_scale_micro_batches > 1:
             parts = noise_scale_micro_batches
             order_spec = jax.ShapeDtypeStruct((batch_size,), "int32")
-            sliced = jax.export.export(jax.jit(_flat_sliced(functional, names, columns, parts, networks),
-                                               donate_argnums=(0,)),
-                                       platforms=[platform])(state_specs, batch_specs, lrs_spec, order_spec)
+            sliced = _exported_step(_flat_sliced(functional, names, columns, parts, networks), platform,
+                                    (state_specs, batch_specs, lrs_spec, order_spec),
+                                    f"{workload.name}'s training step in {parts} slices")
             sliced_file = f"train_b{batch_size}_sliced{parts}.jaxexport"
             files[sliced_file] = bytes(sliced.serialize())
             program = dataclasses.replace(program, sliced=SlicedProgram(parts, networks, sliced_file,

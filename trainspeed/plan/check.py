@@ -284,9 +284,8 @@ def checks_of_runs(rows: Sequence[PlanRow], run_dirs: Sequence[Path], tolerance:
         if record is None or not record.reached:
             raise UsageError(f"plan: --checked {run_dir}: the run did not reach a goal (train it with --until "
                              "... --stop-at-target)")
-        row = next(iter(by_config.values()), None)
-        if row is not None and record.until != row.until:
-            raise UsageError(f"plan: --checked {run_dir}: the run's goal is {record.until}, the plan's {row.until}")
+        if rows and record.until != rows[0].until:
+            raise UsageError(f"plan: --checked {run_dir}: the run's goal is {record.until}, the plan's {rows[0].until}")
         config = f"{summary.target}/{summary.world_size}/{summary.global_batch}"
         row = by_config.get(config)
         if row is None:

@@ -56,15 +56,29 @@ def slice_batch(batch: int, micro_batches: int) -> int:
     return batch // micro_batches if micro_batches > 1 and batch % micro_batches == 0 else batch
 
 
-def micro_batches_of(run: TrainRun) -> int:
-    """How many micro-batches the run split each step into (1 where it measured its noise scale
-    otherwise, or not at all: a run of several ranks measures it over its ranks). A run that measured
-    one step in K > 1 (`--noise-scale-every`) stepped whole batches in all the others: 1, and what
-    its measured steps cost more is in its efficiency against the whole batch's bench row."""
+def _metered(run: TrainRun) -> tuple[int, int]:
+    """(k, K) of a one-rank run that measured its noise scale over k micro-batches on one step in
+    K; (1, 1) for a run that measured it otherwise, or not at all (several ranks measure it over
+    their ranks)."""
     for row in run.noise_curve:
         if row.method == "micro-batches" and row.small_batch > 0:
-            return max(1, row.big_batch // row.small_batch) if (row.measure_every or 1) == 1 else 1
-    return 1
+            return max(1, row.big_batch // row.small_batch), row.measure_every or 1
+    return 1, 1
+
+
+def micro_batches_of(run: TrainRun) -> int:
+    """How many micro-batches the run split each step into. A run that measured one step in K > 1
+    (`--noise-scale-every`) stepped whole batches in all the others: 1, and what its measured steps
+    cost more is in its efficiency against the whole batch's bench row."""
+    slices, every = _metered(run)
+    return slices if every == 1 else 1
+
+
+def sliced_too(run: TrainRun) -> int:
+    """k, for a run that measured one step in K > 1 over k micro-batches and stepped the others
+    whole (it compiles both graphs); 1 for any other run."""
+    slices, every = _metered(run)
+    return slices if every > 1 else 1
 
 
 def _bench_excess(inputs: PlanInputs, target: str, batch: int) -> tuple[float, str] | None:
@@ -73,15 +87,6 @@ def _bench_excess(inputs: PlanInputs, target: str, batch: int) -> tuple[float, s
         return None
     steady = read.row.step_time_s or read.row.batch_size / read.row.samples_per_s  # type: ignore[operator]
     return max(0.0, read.row.first_step_s - steady), f"bench {read.source}: first step beyond the steady one"
-
-
-def sliced_too(run: TrainRun) -> int:
-    """k, for a run that measured one step in K > 1 over k micro-batches and stepped the others
-    whole (it compiles both graphs); 1 for any other run."""
-    for row in run.noise_curve:
-        if row.method == "micro-batches" and row.small_batch > 0 and (row.measure_every or 1) > 1:
-            return max(1, row.big_batch // row.small_batch)
-    return 1
 
 
 def _runs_at(inputs: PlanInputs, target: str, batch: int) -> list[TrainRun]:
