@@ -22,6 +22,15 @@ export_once attention/base_fast_packed_bf16 --workload mahjong --size base-fast+
     --batch-sizes 64,1024,4096
 export_once attention/base_fp32 --workload mahjong --size base --target jax:jit:fp32 --batch-sizes 4096
 export_once attention/base_packed_fp32 --workload mahjong --size base+attn-packed-heads --target jax:jit:fp32 --batch-sizes 4096
+# the fused attention kernel beside the step it changes (tpu_session.sh fused-bf16, fused-fp32)
+mkdir -p .tpu/fused
+for precision in bf16 fp32; do
+    size=base; [ $precision = bf16 ] && size=base-fast
+    export_once fused/${size//-/_}_$precision --workload mahjong --size $size --target jax:jit:$precision \
+        --batch-sizes 64,128,256,512,1024,4096
+    export_once fused/${size//-/_}_fused_$precision --workload mahjong --size $size+attn-fused-qkv --target jax:jit:$precision \
+        --batch-sizes 64,128,256,512,1024,4096
+done
 # StyleGAN3-T 256's full iteration (tpu_session.sh stylegan3): FIR filters as depthwise convolutions and as
 # matmuls, and without the activation recompute
 export_once stylegan3_t256_bf16 --workload stylegan3 --size t256 --target jax:jit:bf16 --batch-sizes 8,16,32

@@ -13,6 +13,11 @@
 #        64, 1024 and 4096, then fp32 base beside base+attn-packed-heads at 4096 (each under its own
 #        time limit, ATTN_BF16_LIMIT_S and ATTN_FP32_LIMIT_S: 100 s left the switch no time for its compile
 #        at 4096), one run id, the chip's matmul peak in every row
+#   bash benchmarks/tpu_session.sh fused-bf16 OUT_DIR The fused attention kernel alone against XLA's attention
+#        (benchmarks/qkv_attention_kernel.py: same outputs and gradients, seconds per call), then Mahjong
+#        base-fast bf16 beside base-fast+attn-fused-qkv and the JAX peer at 64, 256, 1024 and 4096 (FUSED_SIZES),
+#        one run id; FUSED_KERNEL=0 leaves the kernel alone out
+#   bash benchmarks/tpu_session.sh fused-fp32 OUT_DIR  The same in fp32: base beside base+attn-fused-qkv and the peer
 #   bash benchmarks/tpu_session.sh stylegan3 OUT_DIR StyleGAN3-T 256 in bf16, its full iteration (G, D, R1 every 16th
 #        step, EMA): the default (device- and host-fed: a device_put of the 256 px uint8 images every
 #        step), +fir-matmul and +recompute-none, at batch 8, 16 and 32 (each folder under its own time
@@ -60,6 +65,17 @@ attention() {
         limited "${ATTN_FP32_LIMIT_S:-65}" "$folder" $command .tpu/attention/$folder --batch-sizes 4096
     done
 }
+fused() {  # precision, then the folders' size names (each with its own limit, FUSED_LIMIT_S)
+    local precision=$1 rows=$out/tpu_mahjong_fused_$1.jsonl sizes=${FUSED_SIZES:-64,256,1024,4096} folder
+    local command="python3 -m trainspeed bench --run-id $run --no-plot $windows --out $rows --exported"
+    [ "${FUSED_KERNEL:-1}" = 0 ] || limited 120 kernel python3 benchmarks/qkv_attention_kernel.py --batch-sizes $sizes \
+        --precisions "$([ "$precision" = bf16 ] && echo bfloat16 || echo float32)" --out "$out/tpu_qkv_attention_kernel_$precision.jsonl"
+    for folder in "${@:2}"; do
+        limited "${FUSED_LIMIT_S:-150}" "$folder" $command ".tpu/fused/$folder" --batch-sizes $sizes
+    done
+    limited "${PEER_LIMIT_S:-220}" peer python3 benchmarks/reference/jax_optax.py --size base --device tpu \
+        --precision "$precision" --batch-sizes $sizes $windows --run-id "$run" --out "$rows"
+}
 stylegan3() {
     local rows=$out/tpu_stylegan3_t256.jsonl
     local command="python3 -m trainspeed bench --run-id $run --no-plot --out $rows --windows 3 --min-window-s 0.001
@@ -88,8 +104,10 @@ mahjong) mahjong ;;
 named) named ;;
 profile) profile ;;
 attention) attention ;;
+fused-bf16) fused bf16 base_fast_bf16 base_fast_fused_bf16 ;;
+fused-fp32) fused fp32 base_fp32 base_fused_fp32 ;;
 stylegan3) stylegan3 ;;
 stylegan3-b8) stylegan3_b8 ;;
 all) mahjong; named ;;
-*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|attention|stylegan3|stylegan3-b8|all OUT_DIR" >&2; exit 2 ;;
+*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|attention|fused-bf16|fused-fp32|stylegan3|stylegan3-b8|all OUT_DIR" >&2; exit 2 ;;
 esac

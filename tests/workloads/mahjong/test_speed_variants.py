@@ -14,7 +14,7 @@ from trainspeed.workloads.mahjong.model import SIZES, MahjongPolicy, policy_conf
 
 # Switches that run on the host CPU; sdpa-efficient and sdpa-cudnn exist only on CUDA.
 HOST_SWITCHES = ["bf16-stream", "pad-matmuls", "attn-sdpa-math", "attn-sdpa-flash", "attn-explicit",
-                 "attn-packed-heads"]
+                 "attn-packed-heads", "attn-fused-qkv"]
 CUDA_ONLY_SWITCHES = ["attn-sdpa-efficient", "attn-sdpa-cudnn"]
 EXACT_IN_FP32 = {"bf16-stream"}  # the same ops in the same order without autocast
 

@@ -38,6 +38,7 @@ import torch
 
 from trainspeed.errors import UsageError
 from trainspeed.own_code import machinery
+from trainspeed.targets.jaxjit import qkv_attention
 from trainspeed.workloads import differentiation
 from trainspeed.workloads.base import Batch, Trainable, setup_optimizers
 from trainspeed.workloads.phases import PhasedTrainable, StepPhase
@@ -233,6 +234,7 @@ class FunctionalStep:
         self.precision = precision
         self.env = torchax.default_env()
         _foreach_in_place(self.env)
+        qkv_attention.register(self.env)
         # Module._apply makes a new Parameter per module when the tensor's type changes, which
         # unties shared weights (GPT-2's head and token embedding); swapping keeps one object.
         swapping = torch.__future__.get_swap_module_params_on_conversion()

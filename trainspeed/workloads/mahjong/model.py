@@ -29,6 +29,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from trainspeed.errors import UsageError
+from trainspeed.workloads.qkv_attention import qkv_attention
 
 NUM_TILE_TYPES = 34
 NUM_FEATURES = 86
@@ -41,7 +42,8 @@ PADDED_ACTIONS = 128
 PADDED_FEATURES = 96
 """The embedding's inputs with `pad_matmuls`: the next multiple of 16 above the 86 features."""
 
-ATTENTION_KINDS = ("sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "explicit", "packed-heads")
+ATTENTION_KINDS = ("sdpa", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn", "explicit", "packed-heads",
+                   "fused-qkv")
 LANES = 128
 """A TPU vector register's lanes: the minor dimension of XLA's (8, 128) memory tiles."""
 SDPA_BACKENDS = {
@@ -72,7 +74,10 @@ class PolicyConfig:
     scale and softmax; nothing is padded to a kernel's tile of 64 or 128 tokens); "packed-heads":
     heads packed side by side into 128-lane groups, each group's scores and outputs one matmul
     against block-diagonal keys and values (`SelfAttention._attend_packed`; measured slower than
-    the default on a TPU v5e, docs/tpu.md)."""
+    the default on a TPU v5e, docs/tpu.md); "fused-qkv": the whole attention, head split and merge
+    included, as one op on the q/k/v projection (`trainspeed.workloads.qkv_attention`), which the
+    jax family lowers to a fused kernel on a TPU and every other target runs as "sdpa" does (no
+    dropout)."""
     pad_matmuls: bool = False
     """Pad the head's 82 outputs to 128 (the padded logits are dropped before the mask and the
     loss) and the embedding's 86 inputs to 96 with zeros, so both matmuls have aligned shapes.
@@ -86,6 +91,8 @@ class PolicyConfig:
             raise ValueError(f"width {self.width} is not divisible by heads {self.heads}")
         if self.attention not in ATTENTION_KINDS:
             raise ValueError(f"attention {self.attention!r}: choose one of {', '.join(ATTENTION_KINDS)}")
+        if self.attention == "fused-qkv" and self.dropout:
+            raise ValueError(f"attention 'fused-qkv' has no dropout: dropout {self.dropout} needs another attention")
 
 
 SIZES: dict[str, PolicyConfig] = {
@@ -227,6 +234,8 @@ class SelfAttention(nn.Module):
         qkv = self.qkv(x)
         if self.attention == "packed-heads":
             return self.proj(self._attend_packed(qkv))
+        if self.attention == "fused-qkv":
+            return self.proj(qkv_attention(qkv, self.heads))
         q, k, v = qkv.split(width, dim=2)
         q, k, v = (t.view(batch, tokens, self.heads, width // self.heads).transpose(1, 2) for t in (q, k, v))
         y = self._attend(q, k, v)
