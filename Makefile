@@ -49,7 +49,9 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 	$(RESULTS)/auto_vs_fixed_cnn_bench.jsonl $(RESULTS)/auto_vs_fixed_cnn_bound.jsonl \
 	$(RESULTS)/tpu_plan_check_bench.jsonl $(RESULTS)/tpu_plan_check_b64 $(RESULTS)/tpu_plan_check_b128 \
 	$(RESULTS)/tpu_plan_check_b256 $(RESULTS)/tpu_plan_check_b128_s1000 $(RESULTS)/tpu_plan_check_b256_s1000 \
-	$(RESULTS)/tpu_plan_check_b128_s2000 $(RESULTS)/tpu_plan_check_b256_s2000 $(RESULTS)/tpu_plan_check.jsonl
+	$(RESULTS)/tpu_plan_check_b128_s2000 $(RESULTS)/tpu_plan_check_b256_s2000 $(RESULTS)/tpu_plan_check.jsonl \
+	$(RESULTS)/tpu_mahjong_fused_bf16.jsonl $(RESULTS)/tpu_mahjong_fused_fp32.jsonl \
+	$(RESULTS)/tpu_qkv_attention_kernel_bf16.jsonl $(RESULTS)/tpu_qkv_attention_kernel_fp32.jsonl
 
 $(BIN)/trainspeed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -3,8 +3,9 @@
 For each precision and batch: the forward and the gradient of `sum(attention(qkv) * probe)` by the
 Pallas kernels (`attention_kernels`) and by jax.numpy (`attention_reference`), their largest
 differences relative to the reference's largest value, and each one's seconds per call (forward
-and backward in one jitted program, median of `--repeats` timed runs of `--calls` calls). One JSON
-row per (precision, batch), printed and written to `--out`.
+and backward in one jitted program, median of `--repeats` timed runs of `--calls` calls). One
+`measurement` row per (precision, batch) (benchmark "qkv-attention-kernel"), printed and written to
+`--out`.
 
     python benchmarks/qkv_attention_kernel.py --batch-sizes 64,1024,4096 --out rows.jsonl
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import shlex
 import statistics
 import sys
 import time
@@ -27,6 +29,13 @@ import jax
 import jax.numpy as jnp
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from trainspeed.bench.measurement import MeasurementRow  # noqa: E402 - imports no torch
+from trainspeed.machine import Machine  # noqa: E402
+from trainspeed.rows import row_line  # noqa: E402
+
+BENCHMARK = "qkv-attention-kernel"
 
 
 def kernel_module():
@@ -91,15 +100,17 @@ def main() -> None:
     parser.add_argument("--out")
     args = parser.parse_args()
     module = kernel_module()
-    rows = []
+    command = shlex.join(["python", "benchmarks/qkv_attention_kernel.py", *sys.argv[1:]])
+    machine = Machine.at_start()
+    lines = []
     for precision in args.precisions.split(","):
         for batch in (int(size) for size in args.batch_sizes.split(",")):
-            row = measure(module, batch, jnp.dtype(precision), args.heads, args.head_dim, args.tokens,
-                          args.interpret, args.calls, args.repeats)
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    if args.out:
-        Path(args.out).write_text("".join(json.dumps(row) + "\n" for row in rows))
+            values = measure(module, batch, jnp.dtype(precision), args.heads, args.head_dim, args.tokens,
+                             args.interpret, args.calls, args.repeats)
+            print(json.dumps(values), flush=True)
+            lines.append(row_line(MeasurementRow.of(BENCHMARK, values, command, machine)) + "\n")
+            if args.out:  # each row as it is measured: a call cut off at its limit keeps the ones before
+                Path(args.out).write_text("".join(lines))
 
 
 if __name__ == "__main__":

@@ -82,3 +82,16 @@ def test_the_triton_kernel_check_runs_in_tritons_interpreter_on_the_cpu(tmp_path
                             env={**os.environ, "TRITON_INTERPRET": "1"})
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "1 layers checked, 0 problems" in result.stdout and out.read_text().count("\n") == 1
+
+
+@pytest.mark.e2e
+def test_the_fused_attention_kernel_check_runs_in_pallas_interpreter_and_writes_measurement_rows(tmp_path):
+    pytest.importorskip("jax", reason="jax is not installed")
+    out = tmp_path / "kernel.jsonl"
+    result = run_child([sys.executable, "benchmarks/qkv_attention_kernel.py", "--batch-sizes", "2,4", "--precisions",
+                        "float32", "--heads", "2", "--head-dim", "8", "--tokens", "5", "--interpret", "--out", str(out)],
+                       timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    rows = [read.row for read in read_inputs([out]).of(MeasurementRow)]
+    assert [row.values["batch"] for row in rows] == [2, 4] and {row.benchmark for row in rows} == {"qkv-attention-kernel"}
+    assert all(row.values["output_rel_diff"] < 1e-5 and row.values["gradient_rel_diff"] < 1e-5 for row in rows)

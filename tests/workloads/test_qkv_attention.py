@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from trainspeed.workloads.mahjong.model import PolicyConfig
 from trainspeed.workloads.qkv_attention import qkv_attention
