@@ -117,6 +117,46 @@ def _foreach_in_place(env: Any) -> None:
         env.load_ops()
 
 
+def _dimensioned_dtype_wins(env: Any) -> None:
+    """PyTorch gives `x * 2.0`, `x + 0.5`, `x / 3.0` and `x * gain` with a 0-dim fp32 `gain` the
+    dtype of a bf16 x: a Python number or a 0-dim tensor does not take part in the result's dtype
+    beside a tensor with dimensions of the same kind. torchax's lowerings of add, sub, mul and div
+    cast a result with a Python float to the default dtype (fp32), and JAX promotes bf16 with a 0-dim
+    fp32 array to fp32. Under autocast that moved what follows such an op to fp32 (StyleGAN3's
+    filtered leaky ReLU, `* gain`, and every FIR filter after it ran at twice the bytes). The same
+    lowerings run here, and such a result is cast to the dtype PyTorch gives it."""
+    import jax.numpy as jnp
+    from torchax.ops import ops_registry
+
+    def floating(value: Any) -> bool:
+        return hasattr(value, "dtype") and jnp.issubdtype(value.dtype, jnp.floating)
+
+    def torch_dtype(x: Any, y: Any) -> Any:
+        """The dimensioned floating operand's dtype where PyTorch keeps it; None where JAX's result stands."""
+        for tensor, other in ((x, y), (y, x)):
+            if floating(tensor) and (isinstance(other, float)
+                                     or (jnp.ndim(tensor) > 0 and floating(other) and jnp.ndim(other) == 0)):
+                return tensor.dtype
+        return None
+
+    def keeping_dtype(lowering: Callable[..., Any]) -> Callable[..., Any]:
+        def lowered(x: Any, y: Any, *args: Any, **kwargs: Any) -> Any:
+            result, dtype = lowering(x, y, *args, **kwargs), torch_dtype(x, y)
+            return result if dtype is None or result.dtype == dtype else result.astype(dtype)
+
+        lowered.keeps_dtype = True  # type: ignore[attr-defined]
+        return lowered
+
+    aten = torch.ops.aten
+    overloads = (aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.mul.Tensor,
+                 aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)
+    for overload in overloads:
+        original = env._get_op_or_decomp(overload)
+        if not getattr(original.func, "keeps_dtype", False):
+            ops_registry.register_torch_dispatch_op(overload, keeping_dtype(original.func), is_jax_function=True)
+    env.load_ops()
+
+
 def workload_line(frames: traceback.StackSummary) -> str | None:
     """The innermost frame of the workload's own code, as `file:line in function: code`: frames of
     torch, torchax, JAX, trainspeed's own and the standard library are passed over, trainspeed's
@@ -234,6 +274,7 @@ class FunctionalStep:
         self.precision = precision
         self.env = torchax.default_env()
         _foreach_in_place(self.env)
+        _dimensioned_dtype_wins(self.env)
         qkv_attention.register(self.env)
         # Module._apply makes a new Parameter per module when the tensor's type changes, which
         # unties shared weights (GPT-2's head and token embedding); swapping keeps one object.

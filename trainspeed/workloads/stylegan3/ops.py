@@ -252,7 +252,7 @@ def demodulation_coefficients(weight: torch.Tensor, styles: torch.Tensor) -> tor
     return (styles.square() @ weight_energy.t() + 1e-8).rsqrt()
 
 
-AUTOCAST_DEVICE_TYPES = ("cpu", "cuda", "xla", "xpu", "mps", "hpu")
+AUTOCAST_DEVICE_TYPES = ("cpu", "cuda", "xla", "xpu", "mps", "hpu", "jax")
 """Devices with an autocast mode (a constant: torch's availability query stops torch.compile)."""
 
 
