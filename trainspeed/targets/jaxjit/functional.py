@@ -152,8 +152,10 @@ def _dimensioned_dtype_wins(env: Any) -> None:
                  aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode)
     for overload in overloads:
         original = env._get_op_or_decomp(overload)
-        if not getattr(original.func, "keeps_dtype", False):
-            ops_registry.register_torch_dispatch_op(overload, keeping_dtype(original.func), is_jax_function=True)
+        if not getattr(original.func, "keeps_dtype", False):  # replaced as registering does, without its warning
+            ops_registry.all_aten_ops[overload] = ops_registry.Operator(
+                overload, keeping_dtype(original.func), is_jax_function=True, is_user_defined=True, needs_env=False,
+                is_view_op=False)
     env.load_ops()
 
 
