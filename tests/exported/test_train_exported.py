@@ -26,6 +26,7 @@ from trainspeed.cli import main
 from trainspeed.targets.jaxjit import JaxTarget
 
 pytestmark = [
+    pytest.mark.long,  # minutes in all: started first (tests/conftest.py)
     pytest.mark.e2e,
     pytest.mark.skipif(JaxTarget.unavailable_reason() is not None, reason=str(JaxTarget.unavailable_reason())),
     pytest.mark.filterwarnings("ignore:Explicitly requested dtype int64"),

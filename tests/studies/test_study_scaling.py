@@ -11,7 +11,7 @@ from trainspeed.cli import main
 from trainspeed.kinds import read_inputs
 from trainspeed.studies.scaling.rows import ScalingRunRow, io_efficiency
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.long]  # minutes in all: started first (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from trainspeed.studies.critical_batch.decision import Spread, judge
 from trainspeed.studies.critical_batch.worker import WORKER_MODULE
 from trainspeed.train.config import TrainConfig
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.long]  # minutes in all: started first (tests/conftest.py)
 
 STARTS: list[list[str]] | None = None
 """The argument lists of the processes this test process starts while a test watches (None: none watches)."""

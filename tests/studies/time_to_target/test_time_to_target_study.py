@@ -11,7 +11,7 @@ from child_commands import run_ok
 
 from trainspeed.cli import main
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.long]  # minutes in all: started first (tests/conftest.py)
 
 EASY = "val/accuracy>=0.3"
 """Met at the first validation at either smoke batch."""

@@ -27,7 +27,7 @@ from trainspeed.targets import get_target
 from trainspeed.targets.jaxjit import JaxTarget
 from trainspeed.workloads.stylegan3.workload import StyleGAN3Workload
 
-pytestmark = pytest.mark.skipif(JaxTarget.unavailable_reason() is not None, reason=str(JaxTarget.unavailable_reason()))
+pytestmark = [pytest.mark.skipif(JaxTarget.unavailable_reason() is not None, reason=str(JaxTarget.unavailable_reason())), pytest.mark.long]  # minutes in all: started first (tests/conftest.py)
 
 SIZE = "tiny-t+fir-matmul"
 """FIR filters as matmuls: XLA on the CPU runs the depthwise convolutions of the default ~5x slower."""

@@ -35,6 +35,7 @@ from trainspeed.cli import main
 from trainspeed.targets.jaxjit import JaxTarget
 
 pytestmark = [
+    pytest.mark.long,  # minutes in all: started first (tests/conftest.py)
     pytest.mark.skipif(JaxTarget.unavailable_reason() is not None, reason=str(JaxTarget.unavailable_reason())),
     # JAX without x64 holds Mahjong's int64 index tensors as int32 (their values fit), and says so.
     pytest.mark.filterwarnings("ignore:Explicitly requested dtype int64"),
