@@ -51,10 +51,11 @@ def attention_reference(qkv: Any, heads: int) -> Any:
     return merged.astype(qkv.dtype).reshape(batch, tokens, width)
 
 
-def _head(ref: Any, part: int, head: int, width: int, dim: int) -> Any:
-    """Head `head`'s slice of q (part 0), k (1) or v (2) in a block's packed projection."""
+def _lanes(part: int, head: int, width: int, dim: int) -> slice:
+    """Head `head`'s lanes of q (part 0), k (1) or v (2) in a packed projection, or of the merged
+    heads (part 0 of a `width`-wide array)."""
     start = part * width + head * dim
-    return ref[:, :, start:start + dim]
+    return slice(start, start + dim)
 
 
 def _softmax_weights(q: Any, k: Any, scale: float) -> Any:
@@ -70,10 +71,10 @@ def _forward_kernel(qkv_ref: Any, out_ref: Any, *, heads: int, dim: int) -> None
 
     width = heads * dim
     for head in range(heads):
-        q, k, v = (_head(qkv_ref, part, head, width, dim) for part in range(3))
+        q, k, v = (qkv_ref[:, :, _lanes(part, head, width, dim)] for part in range(3))
         weights = _softmax_weights(q, k, dim**-0.5).astype(v.dtype)
         merged = jnp.einsum("bqk,bkd->bqd", weights, v, preferred_element_type=jnp.float32)
-        out_ref[:, :, head * dim:(head + 1) * dim] = merged.astype(out_ref.dtype)
+        out_ref[:, :, _lanes(0, head, width, dim)] = merged.astype(out_ref.dtype)
 
 
 def _backward_kernel(qkv_ref: Any, grad_out_ref: Any, grad_qkv_ref: Any, *, heads: int, dim: int) -> None:
@@ -81,8 +82,8 @@ def _backward_kernel(qkv_ref: Any, grad_out_ref: Any, grad_qkv_ref: Any, *, head
 
     width, scale = heads * dim, dim**-0.5
     for head in range(heads):
-        q, k, v = (_head(qkv_ref, part, head, width, dim) for part in range(3))
-        grad_out = grad_out_ref[:, :, head * dim:(head + 1) * dim]
+        q, k, v = (qkv_ref[:, :, _lanes(part, head, width, dim)] for part in range(3))
+        grad_out = grad_out_ref[:, :, _lanes(0, head, width, dim)]
         weights = _softmax_weights(q, k, scale)
         grad_v = jnp.einsum("bkq,bqd->bkd", jnp.swapaxes(weights, 1, 2).astype(grad_out.dtype), grad_out,
                             preferred_element_type=jnp.float32)
@@ -92,8 +93,7 @@ def _backward_kernel(qkv_ref: Any, grad_out_ref: Any, grad_qkv_ref: Any, *, head
         grad_k = jnp.einsum("bkq,bqd->bkd", jnp.swapaxes(grad_scores, 1, 2).astype(q.dtype), q,
                             preferred_element_type=jnp.float32)
         for part, grad in enumerate((grad_q, grad_k, grad_v)):
-            start = part * width + head * dim
-            grad_qkv_ref[:, :, start:start + dim] = grad.astype(grad_qkv_ref.dtype)
+            grad_qkv_ref[:, :, _lanes(part, head, width, dim)] = grad.astype(grad_qkv_ref.dtype)
 
 
 def _blocked_call(kernel: Any, qkv: Any, extra: tuple, out_width: int, heads: int, interpret: bool) -> Any:
