@@ -31,7 +31,8 @@ import jax.numpy as jnp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainspeed.bench.measurement import MeasurementRow  # noqa: E402 - imports no torch
+from trainspeed import jaxrt  # noqa: E402 - imports no torch
+from trainspeed.bench.measurement import MeasurementRow  # noqa: E402
 from trainspeed.machine import Machine  # noqa: E402
 from trainspeed.rows import row_line  # noqa: E402
 
@@ -77,7 +78,7 @@ def measure(module, batch: int, dtype, heads: int, dim: int, tokens: int, interp
         return float(jnp.max(jnp.abs(a.astype(jnp.float32) - b.astype(jnp.float32))) / jnp.max(jnp.abs(b.astype(jnp.float32))))
 
     row = {"batch": batch, "precision": jnp.dtype(dtype).name, "heads": heads, "head_dim": dim, "tokens": tokens,
-           "device": jax.devices()[0].device_kind, "interpret": interpret,
+           "device": jax.devices()[0].device_kind, "jax_versions": jaxrt.versions(), "interpret": interpret,
            "samples_per_block": module.samples_per_block(batch, tokens, 3 * heads * dim, jnp.dtype(dtype).itemsize),
            "output_rel_diff": relative(out_k, out_r), "gradient_rel_diff": relative(grad_k, grad_r)}
     if not interpret:

@@ -95,3 +95,4 @@ def test_the_fused_attention_kernel_check_runs_in_pallas_interpreter_and_writes_
     rows = [read.row for read in read_inputs([out]).of(MeasurementRow)]
     assert [row.values["batch"] for row in rows] == [2, 4] and {row.benchmark for row in rows} == {"qkv-attention-kernel"}
     assert all(row.values["output_rel_diff"] < 1e-5 and row.values["gradient_rel_diff"] < 1e-5 for row in rows)
+    assert all(row.values["jax_versions"].startswith("jax ") for row in rows)
