@@ -161,6 +161,9 @@ class ResultRow:
     (ahead of the first step, which first_step_s times apart)."""
     exported: str | None = None
     """Exported steps: the artifact's folder and the sha256 of its manifest (`trainspeed export`)."""
+    micro_batches: int | None = None
+    """Exported steps: how many equal slices of the batch each step accumulated its gradient over
+    before its update (`export --micro-batch-size`); None: the batch in one pass."""
     program_flops: NonNegative | None = None
     """JAX targets and exported steps: the FLOPs of one step as XLA counts its compiled program."""
     program_bytes_accessed: NonNegative | None = None

@@ -33,6 +33,10 @@ def add_export_command(subparsers: argparse._SubParsersAction) -> None:
                         help="also export each batch size's step in K equal slices, which returns the gradient norms "
                         "the noise-scale meter of `train --exported ... --noise-scale-micro-batches K` reads "
                         "(default 1: none; K must divide every batch size)")
+    parser.add_argument("--micro-batch-size", type=POSITIVE.parser(int), default=None, metavar="N",
+                        help="train each batch size above N in micro-batches of N samples, one after another in the "
+                        "program, their gradients accumulated before one update: a batch larger than the device's "
+                        "memory holds (N must divide every larger batch size; default: each batch whole)")
     parser.add_argument("--seed", type=seed_value, default=0, help="seed of the model and the exported batch")
     parser.add_argument("--out", type=Path, required=True, help="a new folder to write")
     parser.set_defaults(handler=run_export)
@@ -43,10 +47,12 @@ def run_export(args: argparse.Namespace) -> int:
 
     manifest = export_steps(args.workload, args.size, args.target, args.platform, list(args.batch_sizes), args.out,
                             seed=args.seed, command=args.command_line,
-                            initial_state=args.initial_state, noise_scale_micro_batches=args.noise_scale_micro_batches)
+                            initial_state=args.initial_state, noise_scale_micro_batches=args.noise_scale_micro_batches,
+                            micro_batch_size=args.micro_batch_size)
     sizes = ",".join(str(size) for size in manifest.batch_sizes)
     print(f"exported {manifest.workload}/{manifest.size} {manifest.target} for {','.join(manifest.platforms)}: "
           f"batch sizes {sizes}, {len(manifest.state)} state leaves"
           f"{f', each also in {args.noise_scale_micro_batches} slices' if args.noise_scale_micro_batches > 1 else ''}"
+          f"{f', in micro-batches of {args.micro_batch_size}' if args.micro_batch_size else ''}"
           f" -> {args.out}")
     return 0

@@ -23,7 +23,7 @@ from trainspeed.bench.results import ResultRow, append_row, check_results_file, 
 from trainspeed.bench.timing import time_training
 from trainspeed.errors import UsageError
 from trainspeed.exported.load import ExportedSteps
-from trainspeed.exported.manifest import MANIFEST
+from trainspeed.exported.manifest import MANIFEST, Manifest
 from trainspeed.machine import Machine
 
 EXPORTED_FEEDS = ("device", "host")
@@ -89,6 +89,12 @@ def batch_sizes_of(config: BenchConfig, steps: ExportedSteps, given: bool) -> li
     return list(config.batch_sizes)
 
 
+def _micro_batches(manifest: Manifest, batch_size: int) -> int | None:
+    """The micro-batches the exported step of `batch_size` accumulates over (None: one pass)."""
+    program = next(program for program in manifest.programs if program.batch_size == batch_size)
+    return program.micro_batches if program.micro_batches > 1 else None
+
+
 def run_exported_bench(config: BenchConfig, batch_sizes_given: bool) -> list[ResultRow]:
     assert config.exported is not None
     check_results_file(config.out)
@@ -116,7 +122,7 @@ def run_exported_bench(config: BenchConfig, batch_sizes_given: bool) -> list[Res
                 flops_per_sample=manifest.flops_per_sample, flops_per_sample_declared=manifest.flops_per_sample,
                 mfu_flops_source="declared", device_name=jaxrt.device_name(), jax_versions=jaxrt.versions(),
                 exported=f"{config.exported} (manifest sha256 {manifest_sha[:16]})", command=config.command,
-                machine=Machine.at_start(),
+                machine=Machine.at_start(), micro_batches=_micro_batches(manifest, batch_size),
             )
             if feed in out_of_memory_at:
                 row = dataclasses.replace(base, error=f"batch {out_of_memory_at[feed]} already ran out of memory")

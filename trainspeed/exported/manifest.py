@@ -93,6 +93,9 @@ class Program:
     phase_programs: list[PhaseProgram] = dataclasses.field(default_factory=list)
     sliced: SlicedProgram | None = None
     """The step in slices the noise-scale meter reads (None: exported without one)."""
+    micro_batches: int = 1
+    """The training programs accumulate their gradient over this many equal slices of the batch
+    (`export --micro-batch-size`), so a batch larger than the device's memory holds trains."""
 
     def train_files(self) -> list[tuple[str, str]]:
         """Every training program's file and sha256, each once (`train_file` is also one of the
@@ -261,6 +264,9 @@ def read_manifest(folder: Path) -> Manifest:
         if manifest.step_phases and not set(manifest.step_phases) <= named:
             raise UsageError(f"{what}/{MANIFEST}: batch size {program.batch_size} has no program for some of the "
                              f"step phases {sorted(set(manifest.step_phases) - named)}; export the step again")
+        if program.micro_batches < 1 or program.batch_size % program.micro_batches:
+            raise UsageError(f"{what}/{MANIFEST}: batch size {program.batch_size} is not cut into "
+                             f"{program.micro_batches} equal micro-batches; export the step again")
         sliced = program.sliced
         if sliced is not None and (sliced.parts < 2 or program.batch_size % sliced.parts or not sliced.networks
                                    or len(set(sliced.networks)) != len(sliced.networks)):

@@ -119,16 +119,42 @@ def _check_slices(functional: FunctionalStep, batch_sizes: list[int], parts: int
                          f"{','.join(map(str, uneven))} do not")
 
 
-def _step_functions(functional: FunctionalStep) -> tuple[list[str], dict[str | None, Callable[..., tuple[dict, Any]]]]:
+def _step_functions(functional: FunctionalStep, micro_batches: int
+                    ) -> tuple[list[str], dict[str | None, Callable[..., tuple[dict, Any]]]]:
     """The phases of each step of the cycle (none for a step of one backward()) and the training
-    function of each distinct list of phases, the one most steps run first."""
+    function of each distinct list of phases, the one most steps run first, each accumulating its
+    gradient over `micro_batches` slices of the batch."""
     if not functional.phased:
-        return [], {None: functional.train}
+        return [], {None: functools.partial(functional.train, micro_batches=micro_batches)}
     cycle = phase_cycle(functional.trainable)  # type: ignore[arg-type]
     names = [variant_name(phases) for phases in cycle]
     by_name = dict(zip(names, cycle))
     ordered = sorted(by_name, key=lambda name: -names.count(name))
-    return names, {name: functools.partial(functional.train_phases, phases=by_name[name]) for name in ordered}
+    return names, {name: functools.partial(functional.train_phases, phases=by_name[name], micro_batches=micro_batches)
+                   for name in ordered}
+
+
+def micro_batches_of(batch_size: int, micro_batch_size: int | None) -> int:
+    """How many slices a step of `batch_size` accumulates over with `--micro-batch-size`: a batch
+    no larger than the micro-batch runs whole."""
+    if micro_batch_size is None or batch_size <= micro_batch_size:
+        return 1
+    return batch_size // micro_batch_size
+
+
+def _check_micro_batch_size(batch_sizes: list[int], micro_batch_size: int | None, noise_scale_micro_batches: int) -> None:
+    """One line where `--micro-batch-size` cannot cut these batch sizes into equal slices."""
+    if micro_batch_size is None:
+        return
+    if micro_batch_size < 1:
+        raise UsageError(f"--micro-batch-size must be >= 1, got {micro_batch_size}")
+    uneven = [size for size in batch_sizes if size > micro_batch_size and size % micro_batch_size]
+    if uneven:
+        raise UsageError(f"export: --micro-batch-size {micro_batch_size} must divide every larger batch size; "
+                         f"{','.join(map(str, uneven))} do not")
+    if noise_scale_micro_batches > 1:
+        raise UsageError("export: --micro-batch-size and --noise-scale-micro-batches both cut the step into slices; "
+                         "give one of them")
 
 
 def _flat_eval(functional: FunctionalStep, names: list[str], columns: list[str], metrics: list[str]) -> Any:
@@ -214,10 +240,11 @@ def _data_split(workload: Any) -> DataSplit | None:
 
 def export_steps(workload_name: str, size: str | None, target_name: str, platform: str, batch_sizes: list[int],
                  out: Path, seed: int = 0, command: str | None = None, initial_state: str = "file",
-                 noise_scale_micro_batches: int = 1) -> Manifest:
+                 noise_scale_micro_batches: int = 1, micro_batch_size: int | None = None) -> Manifest:
     """Write the folder `out` (which must not exist) and return its manifest; with
     `noise_scale_micro_batches` k > 1, each batch size's step in k slices too (`SlicedProgram`),
-    for the noise-scale meter of `train --exported`."""
+    for the noise-scale meter of `train --exported`; with `micro_batch_size` n, each batch size
+    above n trains in micro-batches of n samples, its gradient accumulated before one update."""
     import jax
 
     if initial_state not in INITIAL_STATES:
@@ -235,6 +262,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
     identity = identify(workload)
     functional = FunctionalStep(workload.build(size, seed=seed), target.spec.precision, seed)
     _check_slices(functional, batch_sizes, noise_scale_micro_batches)
+    _check_micro_batch_size(batch_sizes, micro_batch_size, noise_scale_micro_batches)
     state = functional.initial_state()
     names = sorted(state)
     networks = list(functional.trainable.optimizers)
@@ -245,8 +273,9 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
     lrs_spec = jax.ShapeDtypeStruct((functional.group_count,), "float32")
     files: dict[str, bytes] = {}
     programs, metric_names, metric_shapes = [], [], {}
-    step_phases, step_functions = _step_functions(functional)
     for batch_size in batch_sizes:
+        micro_batches = micro_batches_of(batch_size, micro_batch_size)
+        step_phases, step_functions = _step_functions(functional, micro_batches)
         batch_specs = [jax.ShapeDtypeStruct((batch_size, *host_batch[c].shape[1:]), host_batch[c].dtype) for c in columns]
         phase_programs = []
         for phases, step_function in step_functions.items():
@@ -258,7 +287,8 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
                 phase_programs.append(PhaseProgram(phases, train_file, sha256_of(files[train_file])))
         first = phase_programs[0] if phase_programs else None
         program = Program(batch_size, first.train_file if first else train_file,
-                          first.train_sha256 if first else sha256_of(files[train_file]), phase_programs=phase_programs)
+                          first.train_sha256 if first else sha256_of(files[train_file]), phase_programs=phase_programs,
+                          micro_batches=micro_batches)
         if noise_scale_micro_batches > 1:
             parts = noise_scale_micro_batches
             order_spec = jax.ShapeDtypeStruct((batch_size,), "int32")

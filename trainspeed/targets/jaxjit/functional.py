@@ -31,6 +31,7 @@ What cannot be traced is refused in one line naming the op and the workload's so
 from __future__ import annotations
 
 import contextlib
+import functools
 import traceback
 from typing import Any, Callable, Iterator
 
@@ -485,23 +486,54 @@ class FunctionalStep:
             raise UsageError("an optimizer steps a tensor that is no parameter of the workload's networks")
         return name
 
-    def train(self, state: State, batch: dict[str, Any], lrs: Any) -> tuple[State, Any]:
-        """One training step: (the state after it, the loss the workload's step returned)."""
-        jax, _ = _jax()
+    def train(self, state: State, batch: dict[str, Any], lrs: Any, *, micro_batches: int = 1) -> tuple[State, Any]:
+        """One training step: (the state after it, the loss the workload's step returned); with
+        `micro_batches` k > 1, its gradient accumulated over k slices of the batch (`_gradient`)."""
         trained = {name: state[name] for name in self.trained}
         rest = {name: value for name, value in state.items() if name not in trained}
-        (_, (loss, buffers, next_key)), grads = jax.value_and_grad(self._loss, has_aux=True)(trained, rest, batch)
+        (loss, buffers, next_key), grads = self._gradient(self._loss, trained, rest, batch, micro_batches)
         return self._state_after(state, grads, lrs, buffers, next_key), loss
 
+    def _gradient(self, loss_function: Callable[..., tuple[Any, tuple[Any, State, Any]]], trained: State, rest: State,
+                  batch: dict[str, Any], micro_batches: int) -> tuple[tuple[Any, State, Any], State]:
+        """`loss_function`'s gradient over `trained` at one batch: ((the loss it returns, the buffers
+        after, the next dropout key), the gradient). With `micro_batches` k > 1 the batch is cut into
+        k equal slices of consecutive samples, and the gradient is the mean of the slices' gradients,
+        taken one after another (`lax.scan`: the program holds one slice's activations, which is
+        what lets a batch larger than the device's memory train), each slice's forward after the
+        buffers and dropout key the slice before left; the loss is the slices' mean. That is the
+        torch targets' gradient accumulation, and StyleGAN3's own `--batch-gpu`."""
+        jax, _ = _jax()
+        gradient = jax.value_and_grad(loss_function, has_aux=True)
+        if micro_batches == 1:
+            (_, left), grads = gradient(trained, rest, batch)
+            return left, grads
+        jnp = jax.numpy
+        slices = {key: value.reshape((micro_batches, value.shape[0] // micro_batches) + value.shape[1:])
+                  for key, value in batch.items()}
+        carried = [name for name in rest if name in self.buffers or name == RNG_KEY]
+
+        def one_slice(carry: tuple[State, State], piece: dict[str, Any]) -> tuple[tuple[State, State], Any]:
+            summed, left = carry
+            (_, (loss, buffers, next_key)), grads = gradient(trained, {**rest, **left}, piece)
+            summed = {name: summed[name] + grads[name].astype(summed[name].dtype) for name in summed}
+            kept = {name: buffers[name].astype(left[name].dtype) for name in left if name in buffers}
+            return (summed, {**left, **kept, RNG_KEY: next_key}), loss
+
+        zeros = {name: jnp.zeros_like(value) for name, value in trained.items()}
+        (summed, left), losses = jax.lax.scan(one_slice, (zeros, {name: rest[name] for name in carried}), slices)
+        buffers = {name: left[name] for name in self.buffers}
+        return (losses.mean(), buffers, left[RNG_KEY]), {name: value / micro_batches for name, value in summed.items()}
+
     def _phase_loss(self, trained: State, rest: State, batch: dict[str, Any], phase: StepPhase
-                    ) -> tuple[Any, tuple[State, Any]]:
+                    ) -> tuple[Any, tuple[Any, State, Any]]:
         """One phase's loss at `trained` (the parameters its optimizer steps) and `rest`: (the loss,
-        (the buffers after its forward, the next dropout key))."""
+        (the loss again, the buffers after its forward, the next dropout key)), as `_loss` returns."""
         trainable: PhasedTrainable = self.trainable  # type: ignore[assignment]
         with self._forward(trained, rest), differentiation.installed(self._input_gradient):
             loss = trainable.phase_loss(phase, trainable.prepared(self._batch(batch)))
-            left = self._left_by_forward()
-        return loss._elem.astype("float32"), left
+            buffers, next_key = self._left_by_forward()
+        return loss._elem.astype("float32"), (loss._elem.astype("float32"), buffers, next_key)
 
     @contextlib.contextmanager
     def _forward(self, trained: State, rest: State) -> Iterator[None]:
@@ -514,19 +546,19 @@ class FunctionalStep:
         """Inside `_forward`: the buffers the forward updated and the next dropout key."""
         return {name: tensor._elem for name, tensor in self.buffers.items()}, self.env.param.prng
 
-    def train_phases(self, state: State, batch: dict[str, Any], lrs: Any, *, phases: tuple[StepPhase, ...]
-                     ) -> tuple[State, Any]:
+    def train_phases(self, state: State, batch: dict[str, Any], lrs: Any, *, phases: tuple[StepPhase, ...],
+                     micro_batches: int = 1) -> tuple[State, Any]:
         """One step of a phased workload: per phase, its loss's gradient over the parameters its
-        optimizer steps and that optimizer's update; then the work that trains nothing (an EMA).
+        optimizer steps (accumulated over `micro_batches` slices of the batch, `_gradient`) and that
+        optimizer's update; then the work that trains nothing (an EMA, on the whole batch).
         Returns (the state after, the loss the workload's step returns)."""
-        jax, _ = _jax()
-        gradient = jax.value_and_grad(self._phase_loss, has_aux=True)
         losses = {}
         for phase in phases:
             stepped = set(self._steps_of()[phase.optimizer])
             trained = {name: state[name] for name in stepped}
             rest = {name: value for name, value in state.items() if name not in stepped}
-            (loss, (buffers, next_key)), grads = gradient(trained, rest, batch, phase)
+            phase_loss = functools.partial(self._phase_loss, phase=phase)
+            (loss, buffers, next_key), grads = self._gradient(phase_loss, trained, rest, batch, micro_batches)
             state = self._state_after(state, grads, lrs, buffers, next_key)
             losses[phase.name] = loss
         trainable: PhasedTrainable = self.trainable  # type: ignore[assignment]
