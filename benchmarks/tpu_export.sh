@@ -40,7 +40,9 @@ export_once stylegan3_t256_norecompute_bf16 --workload stylegan3 --size t256+rec
 # Batch 8 alone (tpu_session.sh stylegan3-b8): one program pair per folder, so a call compiles nothing else
 export_once sg3_t256_b8 --workload stylegan3 --size t256 --target jax:jit:bf16 --batch-sizes 8
 export_once sg3_t256_fir_b8 --workload stylegan3 --size t256+fir-matmul --target jax:jit:bf16 --batch-sizes 8
+# Batch 32 in 4 micro-batches of 8 (tpu_session.sh stylegan3-b32): one pass of 32 needs ~38 GB of HBM
+export_once sg3_t256_b32_mb8 --workload stylegan3 --size t256 --target jax:jit:bf16 --batch-sizes 32 --micro-batch-size 8
 export_once hf_gpt2_bf16 --workload hf:gpt2 --size base --target jax:jit:bf16 --batch-sizes 8,16,32
 export_once timm_resnet50_bf16 --workload timm:resnet50 --size base --target jax:jit:bf16 --batch-sizes 32,64,128
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --implementation cp \
-    --platform manylinux2014_x86_64 -d .whl-tpu dacite==1.9.2 flatbuffers==25.12.19 optax==0.2.8 absl-py==2.5.1
+    --platform manylinux2014_x86_64 -d .whl-tpu dacite==1.9.2 flatbuffers==25.12.19 optax==0.2.8 absl-py==2.5.1 psutil==7.2.2

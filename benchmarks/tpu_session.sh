@@ -25,6 +25,9 @@
 #   bash benchmarks/tpu_session.sh stylegan3-b8 OUT_DIR  StyleGAN3-T 256 bf16 at batch 8 alone (its G+D+R1 and G+D
 #        programs compile in ~315 s on that host), then +fir-matmul; a persistent compilation cache
 #        (/tmp/jaxcache) lets a second call on the same warm machine skip a compile that finished
+#   bash benchmarks/tpu_session.sh stylegan3-b32 OUT_DIR StyleGAN3-T 256 bf16 at batch 32 in 4 micro-batches of 8
+#        (`export --micro-batch-size 8`: each phase's gradient accumulated over them, one update), which
+#        a batch of 32 in one pass would need ~38 GB of HBM for
 #   bash benchmarks/tpu_session.sh all OUT_DIR       mahjong, then named (one call of a borrowed chip)
 # Every output line is stamped with the time of day, so a log says how long each compile took.
 set -euo pipefail
@@ -91,6 +94,12 @@ stylegan3_b8() {
     limited "${SG3_B8_LIMIT_S:-560}" t256-b8 $command .tpu/sg3_t256_b8
     limited "${SG3_FIR_B8_LIMIT_S:-500}" t256+fir-matmul-b8 $command .tpu/sg3_t256_fir_b8
 }
+stylegan3_b32() {  # batch 32 as 4 micro-batches of 8 (export --micro-batch-size 8), as StyleGAN3's own --batch-gpu
+    export JAX_COMPILATION_CACHE_DIR=/tmp/jaxcache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
+    limited "${SG3_B32_LIMIT_S:-570}" t256-b32-mb8 python3 -m trainspeed bench --run-id "$run" --no-plot \
+        --out "$out/tpu_stylegan3_t256.jsonl" --windows 2 --min-window-s 0.001 --min-steps-per-window 16 \
+        --max-steps-per-window 16 --feed device --exported .tpu/sg3_t256_b32_mb8
+}
 profile() {
     local work=/tmp/tpu_profile
     limited "${PROFILE_LIMIT_S:-300}" profile python3 benchmarks/tpu_profile.py measure \
@@ -108,6 +117,7 @@ fused-bf16) fused bf16 base_fast_bf16 base_fast_fused_bf16 ;;
 fused-fp32) fused fp32 base_fp32 base_fused_fp32 ;;
 stylegan3) stylegan3 ;;
 stylegan3-b8) stylegan3_b8 ;;
+stylegan3-b32) stylegan3_b32 ;;
 all) mahjong; named ;;
-*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|attention|fused-bf16|fused-fp32|stylegan3|stylegan3-b8|all OUT_DIR" >&2; exit 2 ;;
+*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|attention|fused-bf16|fused-fp32|stylegan3|stylegan3-b8|stylegan3-b32|all OUT_DIR" >&2; exit 2 ;;
 esac
