@@ -16,7 +16,7 @@
 #   bash benchmarks/tpu_session.sh fused-bf16 OUT_DIR The fused attention kernel alone against XLA's attention
 #        (benchmarks/qkv_attention_kernel.py: same outputs and gradients, seconds per call), then Mahjong
 #        base-fast bf16 beside base-fast+attn-fused-qkv and the JAX peer at 64, 256, 1024 and 4096 (FUSED_SIZES),
-#        one run id; FUSED_KERNEL=0 leaves the kernel alone out
+#        one run id; FUSED_KERNEL=0 leaves the kernel alone out, FUSED_FOLDERS names the folders of .tpu/fused to bench
 #   bash benchmarks/tpu_session.sh fused-fp32 OUT_DIR  The same in fp32: base beside base+attn-fused-qkv and the peer
 #   bash benchmarks/tpu_session.sh stylegan3 OUT_DIR StyleGAN3-T 256 in bf16, its full iteration (G, D, R1 every 16th
 #        step, EMA): the default (device- and host-fed: a device_put of the 256 px uint8 images every
@@ -113,8 +113,8 @@ mahjong) mahjong ;;
 named) named ;;
 profile) profile ;;
 attention) attention ;;
-fused-bf16) fused bf16 base_fast_bf16 base_fast_fused_bf16 ;;
-fused-fp32) fused fp32 base_fp32 base_fused_fp32 ;;
+fused-bf16) fused bf16 ${FUSED_FOLDERS:-base_fast_bf16 base_fast_fused_bf16} ;;
+fused-fp32) fused fp32 ${FUSED_FOLDERS:-base_fp32 base_fused_fp32} ;;
 stylegan3) stylegan3 ;;
 stylegan3-b8) stylegan3_b8 ;;
 stylegan3-b32) stylegan3_b32 ;;
