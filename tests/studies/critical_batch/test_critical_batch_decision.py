@@ -148,3 +148,42 @@ def test_the_samples_a_time_to_target_study_spent_count_each_run_to_its_stop(tmp
     assert time_to_target_samples(str(tmp_path), "mahjong", "tiny") == 10 * 32 + 20 * 64 + 4096  # the study's folder
     with pytest.raises(UsageError, match="holds a time-to-target study of mahjong tiny, not of mahjong base"):
         time_to_target_samples(str(rows), "mahjong", "base")
+
+
+def test_the_study_climbs_the_factors_and_trains_none_past_the_first_that_does_not_match():
+    """Factor 1 and the first above it are wanted from the start; each next factor once the one
+    below it matched; none past a factor that did not (it cannot change the critical batch)."""
+    from trainspeed.studies.critical_batch.decision import factors_wanted
+
+    factors = (0.5, 1.0, 2.0, 4.0, 8.0)
+    reference = Spread((1.0, 1.2, 1.1))  # tolerance t(0.975, 2) x 0.1 x sqrt(2/3) = 0.351
+    assert factors_wanted(factors, {}, LOWER_IS_BETTER) == [0.5, 1.0, 2.0]
+    assert factors_wanted(factors, {2.0: Spread((1.0, 1.0, 1.0))}, LOWER_IS_BETTER) == [0.5, 1.0, 2.0]
+    matching, failing = Spread((1.3, 1.4, 1.35)), Spread((1.6, 1.5, 1.55))
+    assert factors_wanted(factors, {1.0: reference, 2.0: matching}, LOWER_IS_BETTER) == [0.5, 1.0, 2.0, 4.0]
+    assert factors_wanted(factors, {1.0: reference, 2.0: failing}, LOWER_IS_BETTER) == [0.5, 1.0, 2.0]
+    assert factors_wanted(factors, {1.0: reference, 2.0: matching, 4.0: matching}, LOWER_IS_BETTER) == list(factors)
+    assert factors_wanted(factors, {1.0: reference, 2.0: failing, 4.0: matching}, LOWER_IS_BETTER) == [0.5, 1.0, 2.0]
+    assert factors_wanted(factors, {1.0: reference, 2.0: Spread((1.0, math.nan, 1.0))}, LOWER_IS_BETTER) == \
+        [0.5, 1.0, 2.0]  # a diverged branch never matches
+    assert factors_wanted(factors, {1.0: reference, 2.0: failing}, HIGHER_IS_BETTER) == [0.5, 1.0, 2.0, 4.0]
+    assert factors_wanted(factors, {1.0: reference, 2.0: failing}, LOWER_IS_BETTER, given=1.0) == [0.5, 1.0, 2.0, 4.0]
+
+
+@pytest.mark.parametrize("values", [
+    (1.0, 1.2, 1.1, 1.3, 1.4, 1.35, 1.6, 1.5, 1.55, 0.9, 0.9, 0.9),
+    (1.0, 1.2, 1.1, 1.3, 1.4, 1.35, 1.2, 1.2, 1.2, 1.3, 1.3, 1.3),
+    (1.0, 1.2, 1.1, 2.0, 2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0),
+])
+def test_the_factors_trained_give_the_critical_batch_of_every_factor_trained(values):
+    """Whatever the branches' values, the critical batch from the factors the climb trains is the
+    one from every factor."""
+    from trainspeed.studies.critical_batch.decision import factors_wanted
+
+    factors = (1.0, 2.0, 4.0, 8.0)
+    every = {factor: Spread(values[3 * index:3 * index + 3]) for index, factor in enumerate(factors)}
+    trained: dict[float, Spread] = {}
+    while (wanted := [f for f in factors_wanted(factors, trained, LOWER_IS_BETTER) if f not in trained]):
+        trained.update({factor: every[factor] for factor in wanted})
+    tolerance = tolerance_from_seeds(every[1.0].values).value
+    assert critical_batch(32, trained, LOWER_IS_BETTER, tolerance) == critical_batch(32, every, LOWER_IS_BETTER, tolerance)

@@ -185,3 +185,29 @@ def test_data_without_a_validation_sample_is_one_line_before_any_branch_trains(t
                     "give more data, or a validation split of its own (an image folder's val/ tree, a val.bin, "
                     "val-*.tar shards, a dataset's validation split)")
     assert not out.exists() or not any(out.rglob("summary.json"))
+
+
+def test_the_study_trains_a_point_s_next_factor_only_once_the_one_below_it_matched(tiny_run: Path, tmp_path: Path):
+    """The climb on the study's own plan (the base run's points and branches), with the branches'
+    metric given instead of trained: factor 1 and 2 of every point at once, factor 4 of a point
+    once its factor 2 matched, and nothing more where it did not."""
+    from trainspeed.studies.critical_batch.study import FactorLadder, resolve_plan
+
+    argv = ["study", "critical-batch", "--from", str(tiny_run), "--at", "0.5,1", "--factors", "1,2,4", "--seeds", "2",
+            "--branch-samples", "128", "--no-progress"]
+    args = build_parser().parse_args([*argv, "--out", str(tmp_path / "ladder")])
+    plan = resolve_plan(args.face.runner().config_from_args(args, tmp_path / "ladder"))
+    halfway, end = plan.points
+    value = {1.0: 1.0, 2.0: 1.0, 4.0: 1.0}
+
+    def metric(branch) -> float:  # seed 1 a little worse: a tolerance of t x 0.07 x 1 = 0.9 at factor 1
+        return value[branch.factor] + 0.1 * branch.seed if branch.point == halfway else \
+            (5.0 if branch.factor == 2.0 else 1.0) + 0.1 * branch.seed
+
+    ladder = FactorLadder(plan, metric)
+    started = ladder.start()
+    assert sorted((b.point.step, b.factor, b.seed) for b in started) == \
+        [(step, factor, seed) for step in (3, 6) for factor in (1.0, 2.0) for seed in (0, 1)]
+    released = [branch for done in started for branch in ladder.finished(done)]
+    assert sorted((b.point.step, b.factor, b.seed) for b in released) == [(3, 4.0, 0), (3, 4.0, 1)]
+    assert [branch for done in released for branch in ladder.finished(done)] == []

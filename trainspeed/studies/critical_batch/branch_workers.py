@@ -13,7 +13,7 @@ names the branch's command, as a failed command's did.
 
 from __future__ import annotations
 
-import queue
+import collections
 import subprocess
 import sys
 import tempfile
@@ -96,14 +96,16 @@ class BranchRunner:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
 
-    def run(self, jobs: Iterable[BranchJob]) -> None:
-        """Every job, in order per worker; StudyFailed with the first failure once the jobs under
-        way ended."""
-        pending: queue.Queue[BranchJob] = queue.Queue()
-        for job in jobs:
-            pending.put(job)
-        threads = [threading.Thread(target=self._serve, args=(pending,), daemon=True)
-                   for _ in range(min(self.workers, pending.qsize()))]
+    def run(self, jobs: Iterable[BranchJob], released: Callable[[BranchJob], Iterable[BranchJob]] = lambda job: ()
+            ) -> None:
+        """Every job, in order, and every job `released` returns once a job finished (the next
+        factor of a point, once the one below it matched); StudyFailed with the first failure once
+        the jobs under way ended."""
+        self._pending = collections.deque(jobs)
+        self._in_flight = 0
+        self._released = released
+        self._changed = threading.Condition(self._lock)
+        threads = [threading.Thread(target=self._serve, daemon=True) for _ in range(self.workers)]
         for thread in threads:
             thread.start()
         try:
@@ -117,33 +119,63 @@ class BranchRunner:
         if self.failures:
             raise StudyFailed(self.failures[0])
 
-    def _serve(self, pending: queue.Queue[BranchJob]) -> None:
+    def _next(self) -> BranchJob | None:
+        """The next job to train; None once none is left and none under way can release more (or
+        something failed). Waits while only jobs under way could release one."""
+        with self._changed:
+            while not self._pending and self._in_flight and not self._stop.is_set():
+                self._changed.wait(timeout=1.0)  # a Ctrl-C sets _stop without notifying
+            if self._stop.is_set() or not self._pending:
+                return None
+            self._in_flight += 1
+            return self._pending.popleft()
+
+    def _finished(self, job: BranchJob, trained: bool) -> None:
+        """A job ended: the jobs it releases (where it trained) join the queue."""
+        more = list(self._released(job)) if trained else []
+        with self._changed:
+            self._in_flight -= 1
+            self._pending.extend(more)
+            self._changed.notify_all()
+
+    def _serve(self) -> None:
         """One worker's share: the next job while there is one and nothing failed; the worker is
-        started here, at the first job, and ended here (it dies with the thread that started it)."""
+        started here, at its first job, and ended here (it dies with the thread that started it)."""
         worker: BranchWorker | None = None
         try:
-            while not self._stop.is_set():
+            while (job := self._next()) is not None:
+                trained = False
                 try:
-                    job = pending.get_nowait()
-                except queue.Empty:
+                    if worker is None:
+                        worker = self._started()
+                    trained = self._train(job, worker)
+                finally:
+                    self._finished(job, trained)
+                if not trained:
                     return
-                if worker is None:
-                    worker = BranchWorker()
-                    with self._lock:
-                        self.processes += 1
-                print(job.command, flush=True)
-                started = time.monotonic()
-                reply = worker.train(job)
-                if reply.exit != 0:
-                    self._fail(f"`{job.command}` failed (exit {reply.exit} after {time.monotonic() - started:.0f} s): "
-                               f"{reply.error}")
-                    return
-                self.progress(job)
         finally:
             if worker is not None:
                 worker.close()
 
+    def _started(self) -> BranchWorker:
+        worker = BranchWorker()
+        with self._lock:
+            self.processes += 1
+        return worker
+
+    def _train(self, job: BranchJob, worker: BranchWorker) -> bool:
+        """One job on `worker`; False (and the study stops) where it failed."""
+        print(job.command, flush=True)
+        started = time.monotonic()
+        reply = worker.train(job)
+        if reply.exit != 0:
+            self._fail(f"`{job.command}` failed (exit {reply.exit} after {time.monotonic() - started:.0f} s): "
+                       f"{reply.error}")
+            return False
+        self.progress(job)
+        return True
+
     def _fail(self, message: str) -> None:
         with self._lock:
             self.failures.append(message)
-        self._stop.set()
+            self._stop.set()

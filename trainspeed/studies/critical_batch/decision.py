@@ -14,7 +14,9 @@ so a factor whose mean lies within what the seeds alone would scatter it by matc
 gives it in the metric's units instead. The **critical batch** is B x f for the largest factor f
 such that it and every factor between 1 and f match: a batch past one that did not match is not
 counted on the strength of a lucky draw. When even the largest factor matches, the critical batch
-is only known to be at least B x f_max, and the rows say so.
+is only known to be at least B x f_max, and the rows say so. Since the first factor that does not
+match ends the count, the factors past it are never trained (`factors_wanted`): the study climbs
+each point's factors in order.
 """
 
 from __future__ import annotations
@@ -131,6 +133,29 @@ def critical_batch(base_batch: int, spreads: Mapping[float, Spread], op: str, to
             break
         critical = factor
     return CriticalBatch(factor=critical, batch=round(base_batch * critical), at_least=critical == counted[-1])
+
+
+def factors_wanted(factors: Sequence[float], done: Mapping[float, Spread], op: str, given: float | None = None
+                   ) -> list[float]:
+    """The factors of one point whose branches must be trained, given the factors whose branches
+    are all `done`: factors below 1 and 1 itself always, and each factor above 1 up to the first
+    one that does not match. A factor past one that did not match cannot change the critical
+    batch (`critical_batch` stops at the first), so its branches are never trained; the next
+    factor is wanted once the one below it matched, and the first above 1 from the start, so the
+    study trains branches of several factors and points at once."""
+    reference = done.get(1.0)
+    ladder = sorted(factor for factor in factors if factor > 1.0)
+    wanted = sorted({1.0, *(factor for factor in factors if factor < 1.0)})
+    for factor in ladder:
+        wanted.append(factor)
+        if reference is None or factor not in done:
+            break
+        if not reference.finite or not done[factor].finite:
+            break
+        tolerance = tolerance_from_seeds(reference.values, len(done[factor].values), given).value
+        if not matches(done[factor].mean, reference.mean, op, tolerance):
+            break
+    return wanted
 
 
 @dataclass(frozen=True)

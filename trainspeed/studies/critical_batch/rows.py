@@ -3,7 +3,7 @@ every point's critical batch (one JSONL file, one study id). Torch-free: the rep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, ClassVar
 
 from trainspeed.machine import Machine
@@ -153,3 +153,6 @@ class CriticalBatchRow:
     b_simple_note: str
     branch_runs: int
     samples_spent: int
+    factors_not_trained: list[Positive] = field(default_factory=list)
+    """Factors past the first above 1 that did not match: their branches cannot change the critical
+    batch, so the study did not train them (empty in rows written before it climbed factor by factor)."""

@@ -31,10 +31,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from trainspeed.data.sources import data_missing
 from trainspeed.errors import UsageError
@@ -51,6 +52,7 @@ from trainspeed.studies.critical_batch.config import (
 from trainspeed.studies.critical_batch.decision import (
     LOWER_IS_BETTER,
     Spread,
+    factors_wanted,
     judge,
     lr_rule_factor,
     worse_by,
@@ -379,18 +381,78 @@ def is_done(plan: StudyPlan, branch: Branch) -> bool:
             and plan.metric in (summary.validation or {}))
 
 
-def train_branches(plan: StudyPlan, progress: Progress) -> int:
-    """Every branch an earlier study did not finish, continued (`--resume`) where it left it, on up
-    to --parallel-runs warm processes (`branch_workers.py`); returns the processes started."""
-    to_train = []
-    for branch in plan.branches:
-        if is_done(plan, branch):
-            progress(1, f"critical batch: {branch.name}")
-        else:
-            to_train.append(BranchJob(branch.name, plan.train_config(branch)))
-    runner = BranchRunner(plan.config.parallel_runs, lambda job: progress(1, f"critical batch: {job.name}"))
-    runner.run(to_train)
-    return runner.processes
+class FactorLadder:
+    """Which branches the study trains, point by point: every factor's branches up to the first
+    factor above 1 that does not match (`decision.factors_wanted`), released as the branches below
+    them finish. Branches an earlier study finished count as finished from the start."""
+
+    def __init__(self, plan: StudyPlan, value_of: Callable[[Branch], float] | None = None) -> None:
+        self.plan = plan
+        self.value_of = value_of or self._value
+        """A finished branch's metric: by default its run's validation at its end (NaN: none)."""
+        self.values: dict[Branch, float] = {}
+        self.released: set[Branch] = set()
+        self._lock = threading.Lock()
+        self._by_name = {branch.name: branch for branch in plan.branches}
+
+    def finished(self, branch: Branch) -> list[Branch]:
+        """`branch` trained (or was found done): the branches its point now wants that were not
+        released yet."""
+        with self._lock:
+            self.values[branch] = self.value_of(branch)
+            return self._release(branch.point)
+
+    def finished_job(self, job: BranchJob) -> list[BranchJob]:
+        return [BranchJob(branch.name, self.plan.train_config(branch))
+                for branch in self.finished(self._by_name[job.name])]
+
+    def _value(self, branch: Branch) -> float:
+        validation = read_run_summary(self.plan.run_dir(branch)).validation or {}
+        return validation.get(self.plan.metric, math.nan)
+
+    def _release(self, point: Point) -> list[Branch]:
+        seeds = self.plan.config.seed_list
+        done = {factor: Spread(tuple(self.values[Branch(point, factor, seed)] for seed in seeds))
+                for factor in self.plan.config.all_factors
+                if all(Branch(point, factor, seed) in self.values for seed in seeds)}
+        wanted = factors_wanted(self.plan.config.all_factors, done, self.plan.op, self.plan.config.tolerance)
+        new = [Branch(point, factor, seed) for factor in wanted for seed in seeds
+               if Branch(point, factor, seed) not in self.released]
+        self.released.update(new)
+        return new
+
+    def start(self) -> list[Branch]:
+        """The branches wanted before any is trained, past those an earlier study finished."""
+        to_train: list[Branch] = []
+        for point in self.plan.points:
+            with self._lock:
+                queue = self._release(point)
+            while queue:
+                branch = queue.pop(0)
+                if is_done(self.plan, branch):
+                    queue.extend(self.finished(branch))
+                else:
+                    to_train.append(branch)
+        return to_train
+
+
+def train_branches(plan: StudyPlan, progress: Progress) -> tuple[list[Branch], int]:
+    """The branches the study needs (`FactorLadder`), each an earlier study did not finish continued
+    (`--resume`) where it left it, on up to --parallel-runs warm processes (`branch_workers.py`);
+    returns the branches trained or found done, in the plan's order, and the processes started."""
+    ladder = FactorLadder(plan)
+    to_train = ladder.start()
+    progress(len(ladder.values), "critical batch: branches finished earlier")
+
+    def released(job: BranchJob) -> list[BranchJob]:
+        progress(1, f"critical batch: {job.name}")
+        return ladder.finished_job(job)
+
+    runner = BranchRunner(plan.config.parallel_runs)
+    runner.run([BranchJob(branch.name, plan.train_config(branch)) for branch in to_train], released)
+    trained = [branch for branch in plan.branches if branch in ladder.values]
+    progress(len(plan.branches) - len(trained), "critical batch: factors past one that did not match, not trained")
+    return trained, runner.processes
 
 
 def branch_row(study_id: str, plan: StudyPlan, branch: Branch) -> CriticalBatchBranchRow:
@@ -432,7 +494,8 @@ def b_simple_curve(base: Base) -> list[list[float]]:
 
 
 def point_row(study_id: str, plan: StudyPlan, point: Point, rows: list[CriticalBatchBranchRow]) -> CriticalBatchRow:
-    factors = plan.config.all_factors
+    trained = {row.factor for row in rows}
+    factors = tuple(factor for factor in plan.config.all_factors if factor in trained)
     spreads = {factor: Spread(tuple(row.value for row in rows if row.factor == factor)) for factor in factors}
     judged = judge(plan.base.global_batch, spreads, plan.op, plan.config.tolerance)
     reference = spreads[1.0].mean
@@ -454,7 +517,8 @@ def point_row(study_id: str, plan: StudyPlan, point: Point, rows: list[CriticalB
         critical_factor=None if judged.critical is None else judged.critical.factor,
         critical_at_least=judged.critical is not None and judged.critical.at_least, critical_text=judged.text(),
         b_simple=b_simple, b_simple_step=b_simple_step, b_simple_note=note, branch_runs=len(rows),
-        samples_spent=sum(row.samples for row in rows))
+        samples_spent=sum(row.samples for row in rows),
+        factors_not_trained=[factor for factor in plan.config.all_factors if factor not in trained])
 
 
 def time_to_target_samples(path: str, workload: str, size: str) -> int:
@@ -489,8 +553,8 @@ def run(config: CriticalBatchConfig, command: str, progress: Progress = no_progr
     plan = resolve_plan(config)
     study_id = f"critical-batch-{int(time.time())}"
     started = time.perf_counter()
-    processes = train_branches(plan, progress)
-    branches = [branch_row(study_id, plan, branch) for branch in plan.branches]
+    trained, processes = train_branches(plan, progress)
+    branches = [branch_row(study_id, plan, branch) for branch in trained]
     points = [point_row(study_id, plan, point, [row for row in branches if row.step == point.step])
               for point in plan.points]
     spent = sum(row.samples for row in branches)
