@@ -131,8 +131,13 @@ class BranchRunner:
             return self._pending.popleft()
 
     def _finished(self, job: BranchJob, trained: bool) -> None:
-        """A job ended: the jobs it releases (where it trained) join the queue."""
-        more = list(self._released(job)) if trained else []
+        """A job ended: the jobs it releases (where it trained) join the queue. A release that
+        fails (the branch's run folder unreadable) stops the study as a failed branch does."""
+        more: list[BranchJob] = []
+        try:
+            more = list(self._released(job)) if trained else []
+        except Exception as error:  # noqa: BLE001 - reported as the study's failure, in one line
+            self._fail(f"after `{job.command}`: {type(error).__name__}: {error}")
         with self._changed:
             self._in_flight -= 1
             self._pending.extend(more)
