@@ -134,7 +134,7 @@ def _step_functions(functional: FunctionalStep, micro_batches: int
                    for name in ordered}
 
 
-def micro_batches_of(batch_size: int, micro_batch_size: int | None) -> int:
+def _micro_batches_of(batch_size: int, micro_batch_size: int | None) -> int:
     """How many slices a step of `batch_size` accumulates over with `--micro-batch-size`: a batch
     no larger than the micro-batch runs whole."""
     if micro_batch_size is None or batch_size <= micro_batch_size:
@@ -274,7 +274,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
     files: dict[str, bytes] = {}
     programs, metric_names, metric_shapes = [], [], {}
     for batch_size in batch_sizes:
-        micro_batches = micro_batches_of(batch_size, micro_batch_size)
+        micro_batches = _micro_batches_of(batch_size, micro_batch_size)
         step_phases, step_functions = _step_functions(functional, micro_batches)
         batch_specs = [jax.ShapeDtypeStruct((batch_size, *host_batch[c].shape[1:]), host_batch[c].dtype) for c in columns]
         phase_programs = []
