@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import importlib.util
 import io
 import os
@@ -21,7 +20,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 # measurement points it at an empty folder (JAX_COMPILATION_CACHE_DIR). torch_xla's cache stays
 # off: tests count its compilations, which a cache hit would skip.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
-                      str(Path(tempfile.gettempdir()) / f"trainspeed_tests_jax_cache_{getpass.getuser()}"))
+                      str(Path(tempfile.gettempdir()) / f"trainspeed_tests_jax_cache_uid{os.getuid()}"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")  # JAX's default, 1 s, leaves most out
 
 import pytest  # noqa: E402
