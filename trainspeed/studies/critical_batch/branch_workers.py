@@ -90,7 +90,6 @@ class BranchRunner:
     """Trains jobs on up to `workers` warm processes; `processes` counts those it started."""
 
     workers: int
-    progress: Callable[[BranchJob], None] = lambda job: None
     processes: int = 0
     failures: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -98,9 +97,9 @@ class BranchRunner:
 
     def run(self, jobs: Iterable[BranchJob], released: Callable[[BranchJob], Iterable[BranchJob]] = lambda job: ()
             ) -> None:
-        """Every job, in order, and every job `released` returns once a job finished (the next
-        factor of a point, once the one below it matched); StudyFailed with the first failure once
-        the jobs under way ended."""
+        """Every job, in order, and every job `released` returns once a job trained (the next
+        factor of a point, once the one below it matched; it is also how the caller hears of each
+        finished job); StudyFailed with the first failure once the jobs under way ended."""
         self._pending = collections.deque(jobs)
         self._in_flight = 0
         self._released = released
@@ -177,7 +176,6 @@ class BranchRunner:
             self._fail(f"`{job.command}` failed (exit {reply.exit} after {time.monotonic() - started:.0f} s): "
                        f"{reply.error}")
             return False
-        self.progress(job)
         return True
 
     def _fail(self, message: str) -> None:
