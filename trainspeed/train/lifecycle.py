@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
+import os
 import signal
 import sys
 from types import FrameType
@@ -28,6 +30,21 @@ def die_with_parent(sig: signal.Signals = signal.SIGKILL) -> None:
         return
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+
+
+def exit_without_teardown(code: int) -> None:
+    """End a rank of a multi-rank run now, skipping the interpreter's and C++'s exit-time teardown.
+
+    DistributedDataParallel keeps its gloo process group alive past `destroy_process_group`, and
+    nothing frees it: its threads still run when the process exits, and destroying one of them
+    at exit aborts the rank ("terminate called without an active exception", SIGABRT) after it
+    finished its run. Called once every rank has passed the closing barrier, so no peer still
+    waits on this one; the trainer is collected first, so its loader workers are stopped cleanly.
+    """
+    gc.collect()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 class StopRequest:

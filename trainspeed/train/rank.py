@@ -8,6 +8,7 @@ kernel to kill it when its parent dies, so a kill -9 of the launch cannot leave 
 
 from __future__ import annotations
 
+import faulthandler
 import sys
 from pathlib import Path
 
@@ -16,13 +17,14 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from trainspeed.targets import get_target
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import RankContext, destroy_process_group, init_process_group
-from trainspeed.train.lifecycle import StopRequest, die_with_parent, finish
+from trainspeed.train.lifecycle import StopRequest, die_with_parent, exit_without_teardown, finish
 from trainspeed.train.loop import Layout, RankTrainer
 
 
 @record
 def main(argv: list[str]) -> int:
     die_with_parent()
+    faulthandler.enable()  # a rank killed by a fatal signal leaves its Python stack in its log
     config = TrainConfig.from_json(Path(argv[0]).read_text())
     context = RankContext.from_environment()
     target = get_target(config.target)
@@ -35,9 +37,13 @@ def main(argv: list[str]) -> int:
     with StopRequest() as stop:
         try:
             summary = RankTrainer(config, Layout(context), collectives, target).run(stop)
+            collectives.barrier()  # no rank leaves while a peer may still be in a collective with it
         finally:
             destroy_process_group()
-        return finish(summary, stop, show=context.is_main)
+        code = finish(summary, stop, show=context.is_main)
+    if context.is_distributed:
+        exit_without_teardown(code)
+    return code
 
 
 if __name__ == "__main__":
