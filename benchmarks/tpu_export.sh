@@ -30,6 +30,11 @@ for precision in bf16 fp32; do
         --batch-sizes 64,128,256,512,1024,4096
     export_once fused/${size//-/_}_fused_$precision --workload mahjong --size $size+attn-fused-qkv --target jax:jit:$precision \
         --batch-sizes 64,128,256,512,1024,4096
+    # the stream between blocks as (batch x tokens, width): no relayout copies before the weight gradients
+    export_once fused/${size//-/_}_flat_$precision --workload mahjong --size $size+flat-tokens --target jax:jit:$precision \
+        --batch-sizes 64,256,4096
+    export_once fused/${size//-/_}_fused_flat_$precision --workload mahjong --size $size+attn-fused-qkv+flat-tokens \
+        --target jax:jit:$precision --batch-sizes 64,256,4096
 done
 # StyleGAN3-T 256's full iteration (tpu_session.sh stylegan3): FIR filters as depthwise convolutions and as
 # matmuls, and without the activation recompute

@@ -14,7 +14,7 @@ from trainspeed.workloads.mahjong.model import SIZES, MahjongPolicy, policy_conf
 
 # Switches that run on the host CPU; sdpa-efficient and sdpa-cudnn exist only on CUDA.
 HOST_SWITCHES = ["bf16-stream", "pad-matmuls", "attn-sdpa-math", "attn-sdpa-flash", "attn-explicit",
-                 "attn-packed-heads", "attn-fused-qkv"]
+                 "attn-packed-heads", "attn-fused-qkv", "flat-tokens"]
 CUDA_ONLY_SWITCHES = ["attn-sdpa-efficient", "attn-sdpa-cudnn"]
 EXACT_IN_FP32 = {"bf16-stream"}  # the same ops in the same order without autocast
 
@@ -111,7 +111,7 @@ def _relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     return float((actual.float() - expected.float()).norm() / expected.float().norm().clamp_min(1e-12))
 
 
-@pytest.mark.parametrize("switch", HOST_SWITCHES + ["bf16-stream+pad-matmuls"])
+@pytest.mark.parametrize("switch", HOST_SWITCHES + ["bf16-stream+pad-matmuls", "bf16-stream+pad-matmuls+attn-fused-qkv+flat-tokens"])
 def test_switches_stay_within_bf16_error_under_autocast(switch):
     """Under bf16 autocast the variant is as close to the fp32 model as the plain model is: its
     logits, loss and gradients differ from fp32 by at most twice the plain model's difference

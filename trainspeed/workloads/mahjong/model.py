@@ -85,6 +85,13 @@ class PolicyConfig:
     compiled_optimizer: bool = False
     """Run AdamW's step through torch.compile (its foreach form, fused by Inductor) with a tensor
     learning rate, instead of the eager step (fused=True where the target asks for it)."""
+    flat_tokens: bool = False
+    """Carry the stream between the embedding and the final LayerNorm as (batch x 34 tokens, width)
+    instead of (batch, 34, width): every Linear, LayerNorm and residual add works on a 2-D array,
+    and only the attention sees each sample's tokens (a view of its q/k/v projection). XLA on a TPU
+    lays an array's last two dimensions out in (8, 128) tiles, where 34 tokens fill 40 rows; before
+    a weight-gradient matmul it copies a 3-D activation into a layout without that padding. A 2-D
+    stream (64 x 34 = 2,176 rows) fills its tiles as it is."""
 
     def __post_init__(self) -> None:
         if self.width % self.heads:
@@ -106,6 +113,7 @@ SWITCHES: dict[str, dict[str, object]] = {
     "bf16-stream": {"bf16_stream": True},
     "pad-matmuls": {"pad_matmuls": True},
     "compiled-adamw": {"compiled_optimizer": True},
+    "flat-tokens": {"flat_tokens": True},
     **{f"attn-{kind}": {"attention": kind} for kind in ATTENTION_KINDS},
 }
 """The speed switches by name, as written after a size: `base+bf16-stream+attn-explicit`."""
@@ -230,16 +238,24 @@ class SelfAttention(nn.Module):
         return y.reshape(batch, tokens, width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, tokens, width = x.shape
+        """x: (batch, tokens, width), or (batch x tokens, width) with `flat_tokens`."""
         qkv = self.qkv(x)
+        if x.dim() == 2:
+            mixed = self._mix(qkv.view(-1, NUM_TILE_TYPES, qkv.shape[-1]))
+            return self.proj(mixed.reshape(x.shape))
+        return self.proj(self._mix(qkv))
+
+    def _mix(self, qkv: torch.Tensor) -> torch.Tensor:
+        """The heads' outputs, (batch, tokens, width), from the q/k/v projection (batch, tokens, 3 x width)."""
         if self.attention == "packed-heads":
-            return self.proj(self._attend_packed(qkv))
+            return self._attend_packed(qkv)
         if self.attention == "fused-qkv":
-            return self.proj(qkv_attention(qkv, self.heads))
+            return qkv_attention(qkv, self.heads)
+        batch, tokens, width = qkv.shape[0], qkv.shape[1], qkv.shape[2] // 3
         q, k, v = qkv.split(width, dim=2)
         q, k, v = (t.view(batch, tokens, self.heads, width // self.heads).transpose(1, 2) for t in (q, k, v))
         y = self._attend(q, k, v)
-        return self.proj(y.transpose(1, 2).reshape(batch, tokens, width))
+        return y.transpose(1, 2).reshape(batch, tokens, width)
 
 
 class MLP(nn.Module):
@@ -300,9 +316,11 @@ class MahjongPolicy(nn.Module):
         if self.config.bf16_stream and (dtype := _autocast_dtype(tokens)) is not None:
             position = position.to(dtype)  # else the fp32 parameter would promote the stream to fp32
         x = self._embed(tokens) + position
+        if self.config.flat_tokens:
+            x = x.reshape(-1, x.shape[-1])
         for block in self.blocks:
             x = block(x)
-        x = self.ln_final(x)
+        x = self.ln_final(x).view(tokens.shape[0], NUM_TILE_TYPES, -1)
         logits = (self._head(x.mean(dim=1)) + self._tile_logits(x)).float().masked_fill(~mask, ILLEGAL_LOGIT)
         loss = F.cross_entropy(logits, action) if action is not None else None
         return logits, loss
