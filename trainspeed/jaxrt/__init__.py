@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Hashable
 
 PLATFORMS = ("tpu", "cpu", "cuda", "rocm")
 """What `jax.export` lowers a step for, on any machine (`trainspeed export`, `check --platform`)."""
@@ -106,8 +106,7 @@ class CompiledPrograms:
     def __call__(self, *args: Any) -> Any:
         import jax
 
-        signature = jax.tree.map(lambda leaf: (tuple(leaf.shape), str(leaf.dtype)), args)
-        key = repr(signature)
+        key = _signature(args)
         program = self.programs.get(key)
         if program is None:
             program, self.compile_s[key] = compile_timed(
@@ -127,6 +126,16 @@ class CompiledPrograms:
 
     def last_costs(self) -> dict[str, float]:
         return list(self.costs.values())[-1] if self.costs else {}
+
+
+def _signature(args: tuple[Any, ...]) -> Hashable:
+    """What a program is compiled for (the arguments' tree, each leaf's shape and dtype), as a dict
+    key. Every step pays it: built in one pass over the flattened leaves, a 421-leaf state costs
+    about 0.1 ms, where mapping the tree and printing it took 1.3 ms, a third of a 4 ms TPU step."""
+    import jax
+
+    leaves, treedef = jax.tree_util.tree_flatten(args)
+    return treedef, tuple([(leaf.shape, leaf.dtype) for leaf in leaves])
 
 
 def compile_timed(lowered: Any) -> tuple[Any, float]:
