@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import gc
+import multiprocessing
 import os
 import signal
 import sys
@@ -39,9 +39,16 @@ def exit_without_teardown(code: int) -> None:
     nothing frees it: its threads still run when the process exits, and destroying one of them
     at exit aborts the rank ("terminate called without an active exception", SIGABRT) after it
     finished its run. Called once every rank has passed the closing barrier, so no peer still
-    waits on this one; the trainer is collected first, so its loader workers are stopped cleanly.
+    waits on this one. The loaders' worker processes are stopped as Python's own exit stops
+    daemonic children: a garbage collection would shut them down through their queues, which a
+    collected reference cycle may already have closed, and each would then wait out PyTorch's
+    5 s join.
     """
-    gc.collect()
+    children = [child for child in multiprocessing.active_children() if child.daemon]
+    for child in children:
+        child.terminate()
+    for child in children:
+        child.join(timeout=1.0)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
