@@ -36,6 +36,9 @@
 #               best fixed batch run plain (--noise-scale off: what a user runs), 5 seeds interleaved
 #               (Mahjong 10), each series alone on the machine, its load recorded in every row
 #                                                       -> docs/results/auto_vs_plain_{mahjong,charlm,gpt2}.*
+#   mahjong2-plain  tiny Mahjong on 2 ranks: auto (its noise scale from the ranks' gradients) against plain fixed
+#               32 and 128 (16 and 64 per device, --noise-scale off), 5 seeds interleaved, alone
+#                                                       -> docs/results/auto_vs_plain_mahjong_2ranks.*
 #   cnn-plain   the small CNN as its part cnn, auto at the meter's defaults against plain fixed 64 and 128
 #               (--noise-scale off), 10 seeds interleaved, alone  -> docs/results/auto_vs_plain_cnn.*
 # Each part writes its rows after every run, so a part cut short keeps what it measured.
@@ -218,6 +221,13 @@ for part in $PARTS; do
             --config 'auto=--batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
             --config 'plain-fixed-b32=--batch-size-per-device 32 --lr 0.0003 --lr-scaling none --noise-scale off' \
             --out "$RESULTS/auto_vs_plain_mahjong.jsonl" ;;
+    mahjong2-plain)
+        "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]}" --seeds "${PLAIN_SEEDS:-0,1,2,3,4}" \
+            --reference plain-fixed-b128 \
+            --config 'auto=--nproc 2 --batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
+            --config 'plain-fixed-b32=--nproc 2 --batch-size-per-device 16 --lr 0.0003 --lr-scaling none --noise-scale off' \
+            --config 'plain-fixed-b128=--nproc 2 --batch-size-per-device 64 --lr 0.0006 --lr-scaling none --noise-scale off' \
+            --out "$RESULTS/auto_vs_plain_mahjong_2ranks.jsonl" ;;
     charlm-plain)
         "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" --workload char_lm_workload:CharLMWorkload --size tiny \
             --data data/text --until 'val/bits_per_char<=3.6' --eval-every-samples 2048 --val-samples 1024 \
