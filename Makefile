@@ -34,7 +34,7 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 	$(RESULTS)/time_to_target_study_mahjong.jsonl $(RESULTS)/time_to_target_study_charlm.jsonl \
 	$(RESULTS)/time_to_target_two_ranks $(RESULTS)/time_to_target_killed_resumed $(RESULTS)/train_cuda.jsonl $(RESULTS)/train_quality \
 	$(RESULTS)/auto_vs_fixed_mahjong.jsonl $(RESULTS)/auto_vs_fixed_mahjong_2ranks.jsonl $(RESULTS)/auto_vs_fixed_charlm.jsonl \
-	$(RESULTS)/auto_vs_plain_mahjong.jsonl $(RESULTS)/auto_vs_plain_charlm.jsonl $(RESULTS)/auto_vs_plain_gpt2.jsonl $(RESULTS)/auto_vs_plain_cnn.jsonl \
+	$(RESULTS)/auto_vs_plain_mahjong.jsonl $(RESULTS)/auto_vs_plain_mahjong_2ranks.jsonl $(RESULTS)/auto_vs_plain_charlm.jsonl $(RESULTS)/auto_vs_plain_gpt2.jsonl $(RESULTS)/auto_vs_plain_cnn.jsonl \
 	$(RESULTS)/auto_vs_fixed_mahjong_calibrated.jsonl $(RESULTS)/auto_vs_fixed_gpt2.jsonl $(RESULTS)/auto_vs_fixed_mahjong_auto_run $(RESULTS)/critical_batch_mahjong.jsonl $(RESULTS)/critical_batch_mahjong_tolerance.jsonl $(RESULTS)/critical_batch_mahjong_base \
 	$(RESULTS)/critical_batch_charlm.jsonl $(RESULTS)/critical_batch_charlm_base $(RESULTS)/critical_batch_charlm_plan.jsonl \
 	$(RESULTS)/critical_batch_gpt2.jsonl $(RESULTS)/critical_batch_gpt2_base $(RESULTS)/critical_batch_gpt2_plan.jsonl \
