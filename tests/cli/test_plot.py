@@ -72,3 +72,14 @@ def test_the_axes_are_labelled_with_batch_sizes_and_readable_rates(figure):
     ticks = [t for t in absolute_axes.get_yticks() if 900 <= t <= 3100]
     assert {1000.0, 2000.0, 3000.0} <= set(ticks)
     assert readable_number(0.25) == "0.25" and not math.isnan(float(readable_number(1.5)))
+
+
+def test_where_a_file_holds_several_sizes_every_line_is_named_by_its_size():
+    """Two sizes with as many rows each: neither may be left unnamed, as if it were the title's."""
+    rows = [ResultRow(run_id="r", timestamp="t", workload="mahjong", size=size, target="jax:jit:bf16", batch_size=batch,
+                      status="ok", samples_per_s=rate, samples_per_s_min=rate, samples_per_s_max=rate)
+            for size, rate in (("base+flat-tokens", 900.0), ("base", 1000.0)) for batch in (64, 128)]
+    figure = build_figure(rows)
+    labels = {label for label, *_ in _containers(figure.axes[1])}
+    assert labels == {"jax:jit:bf16 [base+flat-tokens]", "jax:jit:bf16 [base]"}
+    assert figure.axes[0].get_title().endswith("(mahjong)")

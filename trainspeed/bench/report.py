@@ -9,7 +9,6 @@ remote part (`remote_report.py`) shows them, this one the local rows.
 
 from __future__ import annotations
 
-import collections
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -314,13 +313,14 @@ def build_figure(rows: list[ResultRow], baseline: str | None = None) -> Figure:
     measured = [row for row in rows if row.is_measured]
     if not measured:
         raise UsageError("no measured rows to plot (every row is oom, skipped or error)")
-    workloads = ", ".join(sorted({f"{row.workload} {row.size}" for row in measured}))
-    sizes = collections.Counter(row.size for row in measured)
-    common = sizes.most_common(1)[0][0]
+    sizes = {row.size for row in measured}
+    one_size = len(sizes) == 1
+    workloads = ", ".join(sorted({f"{row.workload} {row.size}" if one_size else row.workload for row in measured}))
 
     def series(row: ResultRow) -> str:
-        """Rows of a size other than the file's most common one are lines of their own, named by it."""
-        return row.series if row.size == common else f"{row.series} [{row.size}]"
+        """Where a file holds several sizes, every line is named by its size: a size left unnamed
+        would be read as whichever of them the title does not say."""
+        return row.series if one_size else f"{row.series} [{row.size}]"
 
     figure = bench_figures.bench_figure(ratio_table(rows, baseline, series=series), workloads)
     caption_machines(figure, measured)
