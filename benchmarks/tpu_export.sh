@@ -27,9 +27,9 @@ mkdir -p .tpu/fused
 for precision in bf16 fp32; do
     size=base; [ $precision = bf16 ] && size=base-fast
     export_once fused/${size//-/_}_$precision --workload mahjong --size $size --target jax:jit:$precision \
-        --batch-sizes 64,128,256,512,1024,4096
+        --batch-sizes 64,128,256,512,1024,2048,4096
     export_once fused/${size//-/_}_fused_$precision --workload mahjong --size $size+attn-fused-qkv --target jax:jit:$precision \
-        --batch-sizes 64,128,256,512,1024,4096
+        --batch-sizes 64,128,256,512,1024,2048,4096
     # the stream between blocks as (batch x tokens, width): no relayout copies before the weight gradients
     export_once fused/${size//-/_}_flat_$precision --workload mahjong --size $size+flat-tokens --target jax:jit:$precision \
         --batch-sizes 64,256,4096
