@@ -15,11 +15,11 @@ def _with_slow_marks(names: list[str]) -> list:
     return [pytest.param(name, marks=pytest.mark.slow) if ":eager:" not in name else name for name in names]
 
 
-ON_THE_TOY = {"xla:lazy:fp32": "toy_workload:with_adamw"}
+ON_THE_TOY = {"xla:lazy:fp32": "toy_workload:with_adamw", "cpu:compile:fp32": "toy_workload:with_adamw"}
 """Targets whose step is proven on the toy with AdamW (a real network, loss and optimizer with state)
-instead of Mahjong's network, whose two XLA graphs take about 5 CPU-s each to compile: xla:lazy:bf16
-compiles Mahjong's step on XLA (the same ops, under autocast), and the fp32 target adds no path of
-its own to that network."""
+instead of Mahjong's network, whose graphs take tens of CPU-seconds to compile cold (XLA: about 5 per
+graph; inductor: 30-60 s): the bf16 target of each compiles Mahjong's step (the same ops, under
+autocast), and the fp32 target adds no path of its own to that network."""
 
 
 @pytest.mark.e2e
