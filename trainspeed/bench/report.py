@@ -9,7 +9,6 @@ remote part (`remote_report.py`) shows them, this one the local rows.
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
