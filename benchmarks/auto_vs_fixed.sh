@@ -32,15 +32,19 @@
 #               the bench's step times (--bench-jsonl, the bench run first), and fixed 32, 64 and 128,
 #               all at the example's rate (3e-3 at its reference batch 64, sqrt rule); 5 seeds
 #               interleaved         -> docs/results/auto_vs_fixed_cnn.*, auto_vs_fixed_cnn_bench.jsonl
-#   mahjong-plain, charlm-plain, gpt2-plain  auto at the meter's defaults (one step in 32) against the study's
-#               best fixed batch run plain (--noise-scale off: what a user runs), 5 seeds interleaved
+#   mahjong-plain, charlm-plain, gpt2-plain  auto at the meter's defaults (one step in 32), weighing the
+#               step times it measures (--auto-step-times run), against the study's best fixed batch run
+#               plain (--noise-scale off: what a user runs), and (not gpt2, whose goal comes before auto
+#               switches) auto by the noise scale alone (--auto-step-times off), 5 seeds interleaved
 #               (Mahjong 10), each series alone on the machine, its load recorded in every row
 #                                                       -> docs/results/auto_vs_plain_{mahjong,charlm,gpt2}.*
-#   mahjong2-plain  tiny Mahjong on 2 ranks: auto (its noise scale from the ranks' gradients) against plain fixed
-#               32 and 128 (16 and 64 per device, --noise-scale off), 5 seeds interleaved, alone
+#   mahjong2-plain  tiny Mahjong on 2 ranks: auto (its noise scale from the ranks' gradients; with and without
+#               its step times) against plain fixed 32 and 128 (16 and 64 per device, --noise-scale off),
+#               5 seeds interleaved, alone
 #                                                       -> docs/results/auto_vs_plain_mahjong_2ranks.*
-#   cnn-plain   the small CNN as its part cnn, auto at the meter's defaults against plain fixed 64 and 128
-#               (--noise-scale off), 10 seeds interleaved, alone  -> docs/results/auto_vs_plain_cnn.*
+#   cnn-plain   the small CNN as its part cnn, auto at the meter's defaults (with and without its step
+#               times) against plain fixed 64 and 128 (--noise-scale off), 10 seeds interleaved, alone
+#                                                       -> docs/results/auto_vs_plain_cnn.*
 # Each part writes its rows after every run, so a part cut short keeps what it measured.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -211,20 +215,23 @@ for part in $PARTS; do
             --data shapes.npz --until 'val/top1_accuracy>=0.9' --eval-every-samples 2048 --val-samples 1024 \
             --warmup-samples 1024 --max-samples 200000 --log-every 8 --num-workers 0 \
             --seeds "${PLAIN_SEEDS:-0,1,2,3,4,5,6,7,8,9}" --reference plain-fixed-b128 \
-            --config 'auto=--batch-schedule auto --global-batch-min 16 --global-batch-max 512' \
+            --config 'auto=--batch-schedule auto --global-batch-min 16 --global-batch-max 512 --auto-step-times run' \
+            --config 'auto-noise-only=--batch-schedule auto --global-batch-min 16 --global-batch-max 512 --auto-step-times off' \
             --config 'plain-fixed-b64=--batch-size-per-device 64 --noise-scale off' \
             --config 'plain-fixed-b128=--batch-size-per-device 128 --noise-scale off' \
             --out "$RESULTS/auto_vs_plain_cnn.jsonl" ;;
     mahjong-plain)
         "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]}" --seeds "${PLAIN_SEEDS:-0,1,2,3,4,5,6,7,8,9}" \
             --reference plain-fixed-b32 \
-            --config 'auto=--batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
+            --config 'auto=--batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012 --auto-step-times run' \
+            --config 'auto-noise-only=--batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012 --auto-step-times off' \
             --config 'plain-fixed-b32=--batch-size-per-device 32 --lr 0.0003 --lr-scaling none --noise-scale off' \
             --out "$RESULTS/auto_vs_plain_mahjong.jsonl" ;;
     mahjong2-plain)
         "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" "${MAHJONG[@]}" --seeds "${PLAIN_SEEDS:-0,1,2,3,4}" \
             --reference plain-fixed-b128 \
-            --config 'auto=--nproc 2 --batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012' \
+            --config 'auto=--nproc 2 --batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012 --auto-step-times run' \
+            --config 'auto-noise-only=--nproc 2 --batch-schedule auto --global-batch-min 32 --global-batch-max 2048 --lr 0.0012 --auto-step-times off' \
             --config 'plain-fixed-b32=--nproc 2 --batch-size-per-device 16 --lr 0.0003 --lr-scaling none --noise-scale off' \
             --config 'plain-fixed-b128=--nproc 2 --batch-size-per-device 64 --lr 0.0006 --lr-scaling none --noise-scale off' \
             --out "$RESULTS/auto_vs_plain_mahjong_2ranks.jsonl" ;;
@@ -233,7 +240,8 @@ for part in $PARTS; do
             --data data/text --until 'val/bits_per_char<=3.6' --eval-every-samples 2048 --val-samples 1024 \
             --warmup-samples 2048 --max-samples 262144 --log-every 8 --seeds "${PLAIN_SEEDS:-0,1,2,3,4}" \
             --reference plain-fixed-b32 \
-            --config 'auto=--batch-schedule auto --global-batch-min 8 --global-batch-max 512 --lr 0.0226274 --lr-scaling sqrt --lr-reference-batch 32' \
+            --config 'auto=--batch-schedule auto --global-batch-min 8 --global-batch-max 512 --lr 0.0226274 --lr-scaling sqrt --lr-reference-batch 32 --auto-step-times run' \
+            --config 'auto-noise-only=--batch-schedule auto --global-batch-min 8 --global-batch-max 512 --lr 0.0226274 --lr-scaling sqrt --lr-reference-batch 32 --auto-step-times off' \
             --config 'plain-fixed-b32=--batch-size-per-device 32 --lr 0.0226274 --lr-scaling none --noise-scale off' \
             --out "$RESULTS/auto_vs_plain_charlm.jsonl" ;;
     gpt2-plain)
@@ -242,7 +250,7 @@ for part in $PARTS; do
         "$PYTHON" "$REPO/benchmarks/auto_vs_fixed.py" --workload hf:gpt2 --size tiny,seq=65 --data data/text \
             --until 'val/loss<=2.9' --eval-every-samples 1024 --val-samples 1024 --warmup-samples 1024 \
             --max-samples 40960 --log-every 8 --seeds "${PLAIN_SEEDS:-0,1,2,3,4}" --reference plain-fixed-b8 \
-            --config 'auto=--batch-schedule auto --global-batch-min 8 --global-batch-max 128 --lr 0.002 --lr-scaling sqrt --lr-reference-batch 8' \
+            --config 'auto=--batch-schedule auto --global-batch-min 8 --global-batch-max 128 --lr 0.002 --lr-scaling sqrt --lr-reference-batch 8 --auto-step-times run' \
             --config 'plain-fixed-b8=--batch-size-per-device 8 --lr 0.002 --lr-scaling none --noise-scale off' \
             --out "$RESULTS/auto_vs_plain_gpt2.jsonl" ;;
     *) echo "auto_vs_fixed.sh: unknown part $part (mahjong, mahjong2, calibrated, critical, critical-charlm, critical-gpt2, charlm, gpt2, cnn, mahjong-plain, charlm-plain, gpt2-plain, cnn-plain)" >&2; exit 2 ;;

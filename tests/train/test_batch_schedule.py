@@ -41,8 +41,10 @@ from trainspeed.train.batch_schedule import (
     noise_reading,
     parse_schedule,
     read_calibration,
+    run_seconds_at,
     scheduled_batch,
     walk,
+    window_step_time,
 )
 from trainspeed.train.loop import BatchStream, LoopState
 from trainspeed.train.lr_schedule import lr_multiplier, samples_multiplier
@@ -206,6 +208,60 @@ def test_the_calibration_scales_b_simple_into_the_critical_batch_at_the_samples_
     rule = AutoRule(global_batch_min=64, global_batch_max=512, devices=1, calibration=points)
     assert auto_step(rule, 64, 1, _reading(200.0), samples=1000).global_batch == 64  # 0.5 x 200 < 128
     assert auto_step(rule, 64, 1, _reading(200.0), samples=3000).global_batch == 128
+
+
+def test_a_window_is_a_point_of_the_step_time_at_its_batch_or_at_its_micro_batch_where_every_step_was_split() -> None:
+    assert window_step_time(128, steps=8, split_steps=0, parts=1, seconds_per_step=0.08) == (128, 0.08)
+    assert window_step_time(128, steps=8, split_steps=8, parts=2, seconds_per_step=0.08) == (64, 0.04)
+    assert window_step_time(128, steps=8, split_steps=1, parts=2, seconds_per_step=0.08) is None  # both kinds
+    assert window_step_time(128, steps=8, split_steps=0, parts=1, seconds_per_step=float("nan")) is None
+
+
+def test_the_run_s_step_time_is_its_own_between_its_batches_and_held_between_flat_and_proportional_above() -> None:
+    points = ((16, 0.01), (64, 0.03))
+    assert run_seconds_at(points[:1], 16) is None  # one batch tells no slope
+    assert run_seconds_at(points, 8) is None  # below the smallest
+    assert run_seconds_at(points, 16) == 0.01 and run_seconds_at(points, 64) == 0.03
+    assert run_seconds_at(points, 32) == pytest.approx(0.01 + 16 / 48 * 0.02)
+    assert run_seconds_at(points, 128) == pytest.approx(0.03 + 64 * 0.02 / 48)  # the line through the two
+    assert run_seconds_at(((16, 0.04), (64, 0.03)), 128) == 0.03  # a falling line: no cheaper than the largest
+    assert run_seconds_at(((16, 0.001), (64, 0.03)), 128) == pytest.approx(0.06)  # no dearer per sample
+
+
+def test_auto_with_the_run_s_step_times_takes_the_batch_of_least_time_to_the_same_progress() -> None:
+    """A noise scale of 1,000 at batch 64: rule 2 would double. Where a step's time grows with its
+    batch (one CPU thread), no larger batch saves time and auto stays; where it barely grows, it
+    goes to the largest that fits. One point tells no slope: the noise scale alone decides."""
+    rule = AutoRule(global_batch_min=64, global_batch_max=512, devices=1)
+    reading = NoiseReading(1000.0, None, True, low=100.0)
+    proportional = auto_step(rule, 64, 1, reading, samples=0, run_times=((32, 0.016), (64, 0.032)))
+    assert (proportional.global_batch, proportional.timed, proportional.timed_by) == (64, True, "run")
+    flat = auto_step(rule, 64, 1, reading, samples=0, run_times=((32, 0.030), (64, 0.031)))
+    assert (flat.global_batch, flat.timed_by) == (512, "run")
+    one_point = auto_step(rule, 64, 1, reading, samples=0, run_times=((32, 0.016),))
+    assert (one_point.global_batch, one_point.timed, one_point.timed_by) == (128, False, None)  # rule 2
+    benched = dataclasses.replace(rule, step_seconds=((64, 0.03), (128, 0.031), (256, 0.5), (512, 1.0)))
+    assert auto_step(benched, 64, 1, reading, samples=0, run_times=((32, 0.016),)).timed_by == "bench"
+    assert auto_step(benched, 64, 1, reading, samples=0, run_times=((32, 0.016), (64, 0.032))).timed_by == "run"
+
+
+def test_the_run_s_step_times_go_through_a_checkpoint_and_an_older_one_without_them_loads() -> None:
+    rule = AutoRule(global_batch_min=8, global_batch_max=64, devices=1)
+    plan = BatchPlan(entries=None, rule=rule, global_batch=8)
+    for seconds in (0.03, 0.01, 0.02, *[0.02] * 20):
+        plan.time_window((8, seconds))
+    plan.time_window((4, 0.012))
+    plan.time_window(None)
+    assert plan.step_times == ((4, 0.012), (8, 0.02)) and len(plan.window_seconds[8]) == 16
+    resumed = BatchPlan(entries=None, rule=rule, global_batch=8)
+    resumed.load_state(json.loads(json.dumps(plan.state())))
+    assert resumed.window_seconds == plan.window_seconds
+    older = {key: value for key, value in plan.state().items() if key != "window_seconds"}
+    resumed.load_state(older)
+    assert resumed.window_seconds == {}
+    for bad in ({"8": [0.1]}, [[8, [-1.0]]], [[8, 0.1]], [["8", [0.1]]]):
+        with pytest.raises(ValueError, match="step times"):
+            resumed.load_state({**plan.state(), "window_seconds": bad})
 
 
 def test_critical_batch_rows_are_read_from_a_study_folder_and_a_folder_without_them_is_refused(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from trainspeed.cli import main
 from trainspeed.gradients.rows import NoiseScaleRecord
 from trainspeed.rows import Source, parse_row
 from trainspeed.targets import available_targets
-from trainspeed.train.batch_schedule import noise_reading
+from trainspeed.train.batch_schedule import run_seconds_at, noise_reading
 
 TOY = ["--workload", "toy_workload:ToyWorkload", "--no-progress", "--threads", "1", "--num-workers", "0",
        "--log-every", "2", "--lr", "0.05"]
@@ -87,11 +87,12 @@ def test_the_report_draws_the_global_batch_against_samples_beside_the_loss_and_b
 
 
 def test_auto_grows_from_its_min_while_the_noise_scale_allows_and_records_each_reading(tmp_path: Path) -> None:
-    """The meter at every step (`--noise-scale-every 1`): a switch is either a confident jump (the
-    reading's lower bound reached the new batch) or follows two readings in a row that agreed."""
+    """The meter at every step (`--noise-scale-every 1`), the noise scale alone deciding
+    (`--auto-step-times off`): a switch is either a confident jump (the reading's lower bound
+    reached the new batch) or follows two readings in a row that agreed."""
     out = tmp_path / "run"
     assert main(["train", *TINY_RUN, "--synthetic-data", "--num-workers", "0", "--batch-schedule", "auto",
-                 "--global-batch-min", "8", "--global-batch-max", "32", "--samples", "400",
+                 "--global-batch-min", "8", "--global-batch-max", "32", "--samples", "400", "--auto-step-times", "off",
                  "--noise-scale-micro-batches", "2", "--noise-scale-every", "1", "--out", str(out)]) == 0
     switches = _rows(out, "batch-switch")
     assert [(row["from_global_batch"], row["to_global_batch"]) for row in switches] == [(8, 16), (16, 32)]
@@ -128,11 +129,33 @@ def test_with_bench_step_times_auto_takes_the_batch_of_least_time_to_the_same_pr
     out = tmp_path / "run"
     assert main(["train", *TINY_RUN, "--synthetic-data", "--num-workers", "0", "--batch-schedule", "auto",
                  "--global-batch-min", "8", "--global-batch-max", "32", "--samples", "400", "--bench-jsonl", str(bench),
-                 "--noise-scale-micro-batches", "2", "--out", str(out)]) == 0
+                 "--noise-scale-micro-batches", "2", "--auto-step-times", "off", "--out", str(out)]) == 0
     (switch,) = _rows(out, "batch-switch")
-    assert (switch["from_global_batch"], switch["to_global_batch"], switch["timed"], switch["confident"]) == \
-        (8, 32, True, True)
+    assert (switch["from_global_batch"], switch["to_global_batch"], switch["timed"], switch["timed_by"],
+            switch["confident"], switch["step_times"]) == (8, 32, True, "bench", True, None)
     assert switch["critical_batch_low"] > 0
+
+
+def test_auto_weighs_the_step_times_its_own_windows_measured_once_it_has_two_batches(tmp_path: Path) -> None:
+    """By default auto times the run's windows: the first switch comes from one batch's point (the
+    meter's half-batches of the first windows; no slope yet, so the noise scale decides it), and
+    every switch after two points is the batch of least t(B) (1 + B_noise / B) by those points, as
+    the row records them; which batch that is depends on this machine's timings, the rule on none."""
+    out = tmp_path / "run"
+    assert main(["train", *TINY_RUN, "--synthetic-data", "--num-workers", "0", "--batch-schedule", "auto",
+                 "--global-batch-min", "8", "--global-batch-max", "64", "--samples", "1200", "--timing-warmup-steps", "1",
+                 "--noise-scale-micro-batches", "2", "--noise-scale-every", "1", "--out", str(out)]) == 0
+    switches = _rows(out, "batch-switch")
+    first = switches[0]
+    assert (first["from_global_batch"], first["timed"], first["timed_by"]) == (8, False, None)
+    assert [batch for batch, _ in first["step_times"]] == [4]  # 8 in 2 micro-batches of 4
+    for switch in switches[1:]:
+        points = tuple((batch, seconds) for batch, seconds in switch["step_times"])
+        assert len(points) >= 2 and switch["timed_by"] == "run", switch
+        noise = switch["critical_batch"] if switch["critical_batch"] is not None else switch["critical_batch_low"]
+        candidates = [batch for batch in (8, 16, 32, 64) if batch >= switch["from_global_batch"]]
+        time_to_progress = {batch: run_seconds_at(points, batch) * (1 + noise / batch) for batch in candidates}
+        assert switch["to_global_batch"] == min(time_to_progress, key=time_to_progress.get)
 
 
 def test_auto_measures_every_step_of_its_first_windows_then_one_step_in_k(tmp_path: Path) -> None:
@@ -257,14 +280,15 @@ def _wait_for_step(run_dir: Path, process: subprocess.Popen, step: int, timeout_
 KILL_9_RUNS = {
     "1-rank": ["--batch-schedule", "auto", "--global-batch-min", "8", "--global-batch-max", "32",
                "--noise-scale-micro-batches", "2", "--noise-scale-every", "1", "--samples", "480", "--num-workers",
-               "1", "--checkpoint-every", "3"],
+               "1", "--checkpoint-every", "3", "--auto-step-times", "off"],
     "1-rank-one-step-in-2": ["--batch-schedule", "auto", "--global-batch-min", "8", "--global-batch-max", "32",
                              "--noise-scale-micro-batches", "2", "--noise-scale-every", "2", "--samples", "480",
-                             "--num-workers", "1", "--checkpoint-every", "3"],
+                             "--num-workers", "1", "--checkpoint-every", "3", "--auto-step-times", "off"],
     "2-ranks": ["--nproc", "2", "--batch-schedule", "auto", "--global-batch-min", "8", "--global-batch-max", "32",
-                "--samples", "480", "--num-workers", "1", "--checkpoint-every", "3"],
+                "--samples", "480", "--num-workers", "1", "--checkpoint-every", "3", "--auto-step-times", "off"],
 }
-"""Auto from 8 to 32, two switches, the second after the checkpoint the run is killed past: on one
+"""Auto from 8 to 32 by the noise scale alone (step times measured in a run differ between runs),
+two switches, the second after the checkpoint the run is killed past: on one
 rank its noise scale from 2 micro-batches, measuring every step, or one step in 2 (the meter's
 moving averages, their weights and the steps it measured carried through the kill); on two
 ranks, the noise scale of the ranks' gradients."""

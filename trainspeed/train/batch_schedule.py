@@ -23,15 +23,27 @@ moves the batch decides:
    measures one step in K its |G|^2 is as often unresolved for want of measurements as for a large
    noise scale, and doubling on that would double on ignorance.
 
-With step times (`--bench-jsonl` rows of this workload, size and target at auto's per-device
-batches: `bench_step_seconds`), one rule replaces both: the batch goes to the one of the current
+With step times, one rule replaces both: the batch goes to the one of the current
 and the larger batches auto may take that needs the least time to the same progress, t(B) x
 (1 + B_noise / B) (McCandlish et al. 2018: the steps to a goal are S_min (1 + B_noise / B), each
 costing the bench's step time t(B)), with B_noise = c x B_simple (where unresolved, c x the lower
 confidence bound of rule 1: the least it may be). Time is what it weighs, so it takes the estimate,
 not a bound: a bound low of the noise scale is no safer in time, where it keeps a batch too small.
 Where a step's cost barely grows with its batch (a small model, a device far from full) that
-batch lies above the critical batch, which rules 1 and 2 never pass: they count steps, not seconds.
+batch lies above the critical batch, which rules 1 and 2 never pass: they count steps, not seconds;
+where it grows in proportion (one CPU thread), no larger batch saves time, and rules 1 and 2 would
+spend samples on one. The step times come from the run itself (`--auto-step-times run`, the
+default): each logged window without compilations or a switch's settling steps, after the run's
+timing warm-up, whose steps were all plain (a point at its batch) or all measured by the meter in k
+micro-batches (a point at batch / k, at the window's seconds / k: a micro-batch's forward and
+backward, the meter's slices being the same computation), gives one point; t(B) at a batch is the
+median of its windows, between batches linear, above the largest linear through the two largest
+(held between the largest batch's time and that time scaled by the batch: a larger step costs no
+less and no more per sample). From two batches on these decide; before, the bench's step times
+(`--bench-jsonl` rows of this workload, size and target at auto's per-device batches:
+`bench_step_seconds`) where given, else rules 1 and 2. Times measured in the run differ between
+runs, so with them a resumed run may switch where an uninterrupted one did not; `--auto-step-times
+off` decides by the noise scale and the bench rows alone, the same at every run.
 
 Where it starts: the meter measures every step of the run's first `AUTO_FIRST_READING_WINDOWS`
 windows (`first_reading_steps`; one step in `--noise-scale-every` after them), so the first
@@ -64,9 +76,10 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from trainspeed.errors import UsageError
 from trainspeed.flags import MAX_BATCH_POWER, MAX_BATCH_SIZE
@@ -88,6 +101,9 @@ AUTO_CONFIDENCE_Z = 2.0
 AUTO_FIRST_READING_WINDOWS = 2
 """Logged windows at the run's start whose every step the meter measures under auto: its first
 reading, after which rule 1 may leave the minimum batch at once."""
+STEP_TIME_WINDOWS_KEPT = 16
+"""The newest windows' step times kept per batch (and carried by a checkpoint): the median of that
+many shrugs off a validation's or another job's spikes."""
 CRITICAL_BATCH_KIND = "critical-batch"
 UNGIVEN_BATCH_PER_DEVICE = 1024
 """TrainConfig's default --batch-size-per-device, read as "not given" beside a schedule."""
@@ -505,15 +521,17 @@ class AutoRule:
         """The bench's seconds per step at `global_batch`'s per-device batch; None where it did not run it."""
         return dict(self.step_seconds).get(global_batch // self.devices)
 
-    def fastest_to_progress(self, global_batch: int, noise: float) -> int | None:
-        """Of `global_batch` and its doublings that fit and have a step time, the one of least
-        t(B) (1 + noise / B), the time to the same progress; None where the current one has no
-        step time."""
-        if self.seconds_at(global_batch) is None:
+    def fastest_to_progress(self, global_batch: int, noise: float,
+                            seconds_at: Callable[[int], float | None] | None = None) -> int | None:
+        """Of `global_batch` and its doublings that fit and have a step time (`seconds_at`, the
+        bench's by default), the one of least t(B) (1 + noise / B), the time to the same progress;
+        None where the current one has no step time."""
+        seconds_at = seconds_at or self.seconds_at
+        if seconds_at(global_batch) is None:
             return None
         best, best_time, batch = global_batch, math.inf, global_batch
         while self.fits(batch) or batch == global_batch:
-            seconds = self.seconds_at(batch)
+            seconds = seconds_at(batch)
             if seconds is not None and seconds * (1.0 + noise / batch) < best_time:
                 best, best_time = batch, seconds * (1.0 + noise / batch)
             batch *= 2
@@ -546,22 +564,60 @@ class AutoDecision:
     confident: bool = False
     """True where rule 1 or the step times moved the batch (by that bound), False where rule 2 did or none."""
     timed: bool = False
-    """True where the step times decided (`AutoRule.step_seconds`), whether or not the batch moved."""
+    """True where the step times decided, whether or not the batch moved."""
+    timed_by: str | None = None
+    """Whose step times decided: `run` (measured in the run) or `bench` (`AutoRule.step_seconds`); None where none did."""
 
     def doubled(self, before: int) -> bool:
         return self.global_batch > before
 
 
-def auto_step(rule: AutoRule, global_batch: int, agreeing: int, reading: NoiseReading, samples: int) -> AutoDecision:
-    """The rules of auto at one reading (module docstring), as a pure function of its state."""
+def window_step_time(global_batch: int, steps: int, split_steps: int, parts: int,
+                     seconds_per_step: float) -> tuple[int, float] | None:
+    """A logged window's point of t(B), (global batch, seconds per step): its batch where no step
+    was split, batch / k at a k-th of its seconds where the meter split every one into k slices
+    (module docstring); None for a window of both kinds, which is neither."""
+    if steps < 1 or not math.isfinite(seconds_per_step) or seconds_per_step <= 0:
+        return None
+    if split_steps == 0:
+        return global_batch, seconds_per_step
+    if split_steps == steps and parts > 1 and global_batch % parts == 0:
+        return global_batch // parts, seconds_per_step / parts
+    return None
+
+
+def run_seconds_at(points: tuple[tuple[int, float], ...], global_batch: int) -> float | None:
+    """t(`global_batch`) from the run's points (batch, median seconds; ascending): a batch's own,
+    linear between two, above the largest linear through the two largest, held between the
+    largest's time and that time scaled by the batch; None below the smallest or from fewer than 2."""
+    if len(points) < 2 or global_batch < points[0][0]:
+        return None
+    for (low_batch, low_seconds), (high_batch, high_seconds) in zip(points, points[1:]):
+        if global_batch == low_batch:
+            return low_seconds
+        if global_batch <= high_batch:
+            share = (global_batch - low_batch) / (high_batch - low_batch)
+            return low_seconds + share * (high_seconds - low_seconds)
+    (low_batch, low_seconds), (high_batch, high_seconds) = points[-2], points[-1]
+    guess = high_seconds + (high_seconds - low_seconds) / (high_batch - low_batch) * (global_batch - high_batch)
+    return min(max(guess, high_seconds), high_seconds * global_batch / high_batch)
+
+
+def auto_step(rule: AutoRule, global_batch: int, agreeing: int, reading: NoiseReading, samples: int,
+              run_times: tuple[tuple[int, float], ...] = ()) -> AutoDecision:
+    """The rules of auto at one reading (module docstring), as a pure function of its state;
+    `run_times` the run's own points of t(B) (`BatchPlan.step_times`)."""
     calibration = calibration_at(rule.calibration, samples)
     critical = math.inf if not reading.resolved or reading.b_simple is None else calibration * reading.b_simple
     low = None if reading.bound is None else calibration * reading.bound
     noise = max(critical, 0.0) if critical != math.inf else low  # the estimate; where unresolved, the least it may be
-    fastest = rule.fastest_to_progress(global_batch, noise) if noise is not None else None
-    if fastest is not None:
-        return AutoDecision(fastest, 0, critical, calibration, low, confident=fastest > global_batch and noise == low,
-                            timed=True)
+    if noise is not None:
+        sources = (("run", lambda batch: run_seconds_at(run_times, batch)), ("bench", rule.seconds_at))
+        for timed_by, seconds_at in sources:
+            fastest = rule.fastest_to_progress(global_batch, noise, seconds_at)
+            if fastest is not None:
+                return AutoDecision(fastest, 0, critical, calibration, low,
+                                    confident=fastest > global_batch and noise == low, timed=True, timed_by=timed_by)
     if low is not None:
         jump = rule.largest_within(global_batch, low)
         if jump >= 2 * global_batch:
@@ -603,6 +659,9 @@ class BatchPlan:
     last_decision: AutoDecision | None = None
     pending: dict[str, Any] | None = None
     """The fields of the last switch's `batch-switch` row, until the first step at its batch ran."""
+    window_seconds: dict[int, list[float]] = field(default_factory=dict)
+    """auto with `--auto-step-times run`: the seconds per step of the run's timed windows by
+    global batch (`window_step_time`), the newest `STEP_TIME_WINDOWS_KEPT` of each."""
 
     @classmethod
     def of(cls, config: "TrainConfig", max_batch_per_device: int | None,
@@ -629,10 +688,24 @@ class BatchPlan:
             return scheduled_batch(self.entries, samples)
         return self.next_global_batch or self.global_batch
 
+    def time_window(self, point: tuple[int, float] | None) -> None:
+        """Keep a window's point of t(B) (`window_step_time`; None: nothing to keep)."""
+        if point is None:
+            return
+        kept = self.window_seconds.setdefault(point[0], [])
+        kept.append(point[1])
+        del kept[:-STEP_TIME_WINDOWS_KEPT]
+
+    @property
+    def step_times(self) -> tuple[tuple[int, float], ...]:
+        """The run's points of t(B): (global batch, median seconds per step), ascending."""
+        return tuple((batch, statistics.median(seconds)) for batch, seconds in sorted(self.window_seconds.items())
+                     if seconds)
+
     def read(self, reading: NoiseReading, samples: int) -> AutoDecision:
         """auto's reading at `samples`: the batch of the steps after it (`due`)."""
         assert self.rule is not None
-        decision = auto_step(self.rule, self.global_batch, self.agreeing, reading, samples)
+        decision = auto_step(self.rule, self.global_batch, self.agreeing, reading, samples, self.step_times)
         self.agreeing = decision.agreeing
         self.next_global_batch = decision.global_batch
         self.last_decision = decision
@@ -651,7 +724,8 @@ class BatchPlan:
         return {"global_batch": self.global_batch, "agreeing": self.agreeing,
                 "switches": [[made.step, made.samples, made.from_global_batch, made.to_global_batch]
                              for made in self.switches],
-                "pending": dict(self.pending) if self.pending is not None else None}
+                "pending": dict(self.pending) if self.pending is not None else None,
+                "window_seconds": [[batch, list(seconds)] for batch, seconds in sorted(self.window_seconds.items())]}
 
     def load_state(self, state: Any) -> None:
         """Continue from a checkpoint's `state()`; ValueError for one that is not."""
@@ -664,3 +738,20 @@ class BatchPlan:
         if pending is not None and not isinstance(pending, dict):
             raise ValueError(f"the batch schedule's pending switch is {type(pending).__name__}, not a dict")
         self.pending = pending
+        self.window_seconds = _window_seconds(state.get("window_seconds", []))  # absent in older checkpoints
+
+
+def _window_seconds(saved: Any) -> dict[int, list[float]]:
+    """A checkpoint's `window_seconds` back as a dict; ValueError for one that is not a list of
+    [batch, [seconds, ...]] of positive numbers."""
+    if not isinstance(saved, list):
+        raise ValueError(f"the batch schedule's step times are {type(saved).__name__}, not a list")
+    loaded: dict[int, list[float]] = {}
+    for entry in saved:
+        if (not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], int) or entry[0] < 1
+                or not isinstance(entry[1], list)
+                or not all(_number(seconds) and 0 < seconds < math.inf for seconds in entry[1])):
+            raise ValueError(f"the batch schedule's step times hold {cut_short(repr(entry), SHOWN_SCHEDULE)}, "
+                             "not [batch, [seconds, ...]]")
+        loaded[entry[0]] = [float(seconds) for seconds in entry[1][-STEP_TIME_WINDOWS_KEPT:]]
+    return loaded

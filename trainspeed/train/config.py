@@ -21,6 +21,8 @@ LR_SCALING_RULES = ("none", "linear", "sqrt")
 MAX_STEPS = 999_999_999
 """A checkpoint's file name holds its step in nine digits (`step-000000060.pt`)."""
 RDZV_BACKENDS = ("c10d", "static")
+AUTO_STEP_TIMES = ("run", "off")
+"""`--auto-step-times`: whether auto weighs the step times it measures in the run (`trainspeed.train.batch_schedule`)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,9 @@ class BatchScheduleConfig:
     """auto: the largest global batch it doubles to."""
     critical_batch: str | None = None
     """auto: critical-batch rows (a study's folder or a JSONL file) that calibrate B_crit = c x B_simple."""
+    auto_step_times: str = "run"
+    """auto: `run` also weighs the step times measured in the run; `off` decides by the noise scale
+    (and --bench-jsonl's step times) alone, so every run of it switches at the same steps."""
     max_batch_per_device: int | None = ranged(None, 1, MAX_BATCH_SIZE)
     """The most samples one device holds in one forward and backward: a schedule steps past it in
     micro-batches of at most this many (auto stops below it). The launcher writes the smaller of
@@ -229,6 +234,9 @@ class TrainConfig:
             raise UsageError(f"train: --min-lr-ratio must be in [0, 1], got {self.lr.min_lr_ratio}")
         if self.lr.scaling is not None and self.lr.scaling not in LR_SCALING_RULES:
             raise UsageError(f"train: --lr-scaling {self.lr.scaling!r}: choose one of {', '.join(LR_SCALING_RULES)}")
+        if self.batch.auto_step_times not in AUTO_STEP_TIMES:
+            raise UsageError(f"train: --auto-step-times {self.batch.auto_step_times!r}: choose one of "
+                             f"{', '.join(AUTO_STEP_TIMES)}")
         if self.launch.rdzv_backend not in RDZV_BACKENDS:
             raise UsageError(
                 f"train: --rdzv-backend {self.launch.rdzv_backend!r}: choose one of {', '.join(RDZV_BACKENDS)}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from trainspeed.errors import UsageError
 from trainspeed.flags import WORKLOAD_HELP, FlagGroup, OneLineParser, add_flags, config_argv, config_from_flags, flag
-from trainspeed.train.config import LR_SCALING_RULES, RDZV_BACKENDS, TrainConfig
+from trainspeed.train.config import AUTO_STEP_TIMES, LR_SCALING_RULES, RDZV_BACKENDS, TrainConfig
 
 TRAIN_FLAGS = (
     FlagGroup("what to train", (
@@ -39,6 +39,9 @@ TRAIN_FLAGS = (
         flag("--global-batch-max", "batch.global_batch_max", "auto: the largest global batch it doubles to"),
         flag("--critical-batch", "batch.critical_batch", "auto: critical-batch rows (a study's folder or a JSONL) "
              "that calibrate B_crit = c x B_simple (default: c = 1)"),
+        flag("--auto-step-times", "batch.auto_step_times", "auto: run weighs the step times it measures in the run "
+             "(the batch of least time to the same progress); off decides by the noise scale (and --bench-jsonl's "
+             "step times) alone, so a run switches at the same steps every time", choices=AUTO_STEP_TIMES),
         flag("--max-batch-per-device", "batch.max_batch_per_device", "the most samples a device steps at once: a "
              "schedule goes past it in micro-batches, auto stops below it (also read from --bench-jsonl's "
              "out-of-memory rows)"),

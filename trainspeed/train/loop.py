@@ -49,6 +49,7 @@ from trainspeed.train.batch_schedule import (
     BatchPlan,
     RunLength,
     bench_step_seconds,
+    window_step_time,
     first_reading_steps,
     least_reading,
     loader_unit,
@@ -626,7 +627,7 @@ class RankTrainer:
                 trace.settling.samples += self.global_batch
             if self.state.step >= trace.settling.last_step or self._done():
                 self._end_settling(trace)
-        trace.window.add_step(data_wait_s, h2d_s, self.global_batch)
+        trace.window.add_step(data_wait_s, h2d_s, self.global_batch, parts)
         trace.clock.add_data_wait(data_wait_s)
         if h2d_s is not None:
             trace.clock.h2d_samples.append(h2d_s)
@@ -693,10 +694,24 @@ class RankTrainer:
         self.metrics.write(trace.last_record, self.state.step)
         for record in records:
             self.metrics.write(record, self.state.step)
+        if self.plan is not None and self.plan.rule is not None and self.config.batch.auto_step_times == "run":
+            self._time_window(trace)
         if records and self.plan is not None and self.plan.rule is not None:
             self._read_noise_scale(records)
         trace.losses.clear()
         trace.window = StepWindow()
+
+    def _time_window(self, trace: RunTrace) -> None:
+        """Give auto the closed window's step time (the slowest rank's, the same on every rank) as a
+        point of t(B), where its steps ran after the timing warm-up, compiled nothing and settled no
+        new batch (`window_step_time` says which batch the point is at)."""
+        window, record = trace.window, trace.last_record
+        assert self.plan is not None and record is not None
+        first_step = self.state.step - window.steps
+        if first_step < trace.first_step + self.config.timing_warmup_steps or record.compilations or window.holds_switch:
+            return
+        self.plan.time_window(window_step_time(self._step_batch, window.steps, window.split_steps, window.parts,
+                                               record.step_time_s))
 
     def _watch_losses(self, trace: RunTrace) -> torch.Tensor:
         """The open window's losses, on the host (a sync: call it where one happens anyway), and
@@ -728,7 +743,10 @@ class RankTrainer:
                               "resolved": reading.resolved, "calibration": decision.calibration,
                               "critical_batch": None if decision.critical_batch == float("inf")
                               else decision.critical_batch, "critical_batch_low": decision.critical_batch_low,
-                              "confident": decision.confident, "timed": decision.timed}
+                              "confident": decision.confident, "timed": decision.timed,
+                              "timed_by": decision.timed_by,
+                              "step_times": ([[batch, seconds] for batch, seconds in self.plan.step_times]
+                                             if self.config.batch.auto_step_times == "run" else None)}
 
     def _switch_if_due(self, trace: RunTrace) -> None:
         """Switch to the schedule's due batch before the next step: a window holds steps of one

@@ -41,10 +41,17 @@ class StepWindow:
     """Samples of the window's steps, every rank's."""
     holds_switch: bool = False
     """The window holds steps that settle a batch schedule's new batch (`trainspeed.train.loop`)."""
+    split_steps: int = 0
+    """Steps run over more than one micro-batch (the meter's slices, or the memory cap's)."""
+    parts: int = 1
+    """The most micro-batches a step of the window ran over."""
 
-    def add_step(self, data_wait_s: float, h2d_s: float | None, samples: int) -> None:
+    def add_step(self, data_wait_s: float, h2d_s: float | None, samples: int, parts: int = 1) -> None:
         self.steps += 1
         self.samples += samples
+        if parts > 1:
+            self.split_steps += 1
+            self.parts = max(self.parts, parts)
         self.data_wait_s += data_wait_s
         if h2d_s is not None:
             self.h2d_s += h2d_s

@@ -77,8 +77,14 @@ class BatchSwitchRecord:
     """auto: True where that bound took the batch (one reading, possibly several doublings), False
     where readings in a row agreeing to double did; None: an explicit schedule, or an older row."""
     timed: bool | None = None
-    """auto: True where the bench's step times chose the batch (the least time to the same progress,
-    `--bench-jsonl`); None: an explicit schedule, or an older row."""
+    """auto: True where step times chose the batch (the least time to the same progress); None: an
+    explicit schedule, or an older row."""
+    timed_by: str | None = None
+    """auto: whose step times those were: `run` (measured in the run, `--auto-step-times run`) or
+    `bench` (`--bench-jsonl`); None where none chose, or an older row (whose were the bench's)."""
+    step_times: list[list[Positive]] | None = None
+    """auto with `--auto-step-times run`: the run's points of t(B) when it read, [global batch,
+    median seconds per step] ascending (`BatchPlan.step_times`); from two on they decide."""
     compilations: int = 0
     """Graphs the target compiled in the steps that settled the new batch (its first
     `--timing-warmup-steps`, at least one; 0 where it compiles none, or the shapes were compiled
@@ -96,7 +102,8 @@ class BatchSwitchRecord:
             f" x {self.calibration:.3g}"
             + (f", at least {self.critical_batch_low:,.4g} at 97.7%" if self.confident and self.critical_batch_low
                else "")
-            + (", the least time by the bench's step times" if self.timed else ""))
+            + (f", the least time by the {'run' if self.timed_by == 'run' else 'bench'}'s step times" if self.timed
+               else ""))
         return (f"train: global batch {self.from_global_batch} -> {self.to_global_batch} at step {self.step} "
                 f"({self.samples:,} samples; {self.batch_size_per_device}/device in {self.micro_batches} micro-batch(es)), "
                 f"LR {self.lr_before:.3g} -> {self.lr_after:.3g} ({self.lr_scaling}), by {why}")
