@@ -24,7 +24,7 @@ from trainspeed.cli import main
 from trainspeed.gradients.rows import NoiseScaleRecord
 from trainspeed.rows import Source, parse_row
 from trainspeed.targets import available_targets
-from trainspeed.train.batch_schedule import run_seconds_at, noise_reading
+from trainspeed.train.batch_schedule import noise_reading, run_seconds_at
 
 TOY = ["--workload", "toy_workload:ToyWorkload", "--no-progress", "--threads", "1", "--num-workers", "0",
        "--log-every", "2", "--lr", "0.05"]

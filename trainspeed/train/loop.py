@@ -49,13 +49,13 @@ from trainspeed.train.batch_schedule import (
     BatchPlan,
     RunLength,
     bench_step_seconds,
-    window_step_time,
     first_reading_steps,
     least_reading,
     loader_unit,
     micro_batches_for,
     noise_reading,
     run_length,
+    window_step_time,
 )
 from trainspeed.train.checkpoint import capture_rng_states, save_checkpoint
 from trainspeed.train.config import TrainConfig
