@@ -22,6 +22,12 @@ os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR",
                       str(Path(tempfile.gettempdir()) / f"trainspeed_tests_jax_cache_uid{os.getuid()}"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")  # JAX's default, 1 s, leaves most out
+# Inductor takes the vector instruction sets the CPU lists as usable, for the test run and every
+# process it starts: by default a process whose compiled code picks one first loads a probe built
+# for each set in a fresh Python that imports torch (about 2 CPU seconds each, three on an AVX-512
+# machine; test_api.py's test of the example took 38 CPU s against 44). The tests check what
+# compiled code computes, never that probe; AMX keeps its own probe either way.
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
