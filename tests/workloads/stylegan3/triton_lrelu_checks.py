@@ -190,7 +190,9 @@ def test_a_training_step_with_r1_matches_the_plain_ops():
     fused, plain = _trainables()
     for trainable in (fused, plain):
         trainable.setup_optimizers()
-    batch = {"images": torch.randint(0, 256, (2, 3, 32, 32), generator=torch.Generator().manual_seed(1), dtype=torch.uint8)}
+    # one image: the interpreter runs a program per image, channel and tile, and the kernels' indexing
+    # across images is checked by the cases above (two each)
+    batch = {"images": torch.randint(0, 256, (1, 3, 32, 32), generator=torch.Generator().manual_seed(1), dtype=torch.uint8)}
     losses = []
     for trainable in (fused, plain):
         torch.manual_seed(5)
