@@ -53,6 +53,9 @@ class BatchSizeConfig:
     """Evenly spaced checkpoints per run (the equal-steps and equal-wall-time framings read them)."""
     val_samples: int | None = flag_field(8192, help="cap on validation samples per pass", value_range=POSITIVE)
     """Cap on validation samples per pass (a multiple of every batch); None: the whole split."""
+    bench_min_window_s: float = flag_field(0.5, help="seconds each timed window of the throughput bench lasts at least",
+                                           value_range=Range(0, 3600, low_open=True, why_high=" s"))
+    """The bench's `--min-window-s`: the equal-wall-time framing reads the samples/s it measures."""
     eval_games: int = flag_field(600, help="duplicate games per evaluated policy against the rule-based agent",
                                  value_range=POSITIVE)
     eval_seed: int = flag_field(0, help="the evaluation's seed: which deals", value_range=DEFAULT_INT_RANGE)
@@ -98,6 +101,9 @@ class BatchSizeConfig:
                 raise UsageError(f"batch-size study: {flag} must be at least {least}, got {value}")
         if not 0 < self.base_lr < float("inf"):
             raise UsageError(f"batch-size study: --base-lr must be a positive number, got {self.base_lr}")
+        if not 0 < self.bench_min_window_s <= 3600:
+            raise UsageError(f"batch-size study: --bench-min-window-s must be a positive number of seconds up to "
+                             f"3600, got {self.bench_min_window_s}")
         if len(self.batches) < 2:
             raise UsageError("batch-size study: --batches needs at least two global batches to compare")
         for batch in self.batches:
@@ -121,7 +127,7 @@ class BatchSizeConfig:
 PRESETS = {
     "smoke": dict(batches=(32, 64), samples=512, lr_factors=(1.0,), seeds=(0, 1), warmup_samples=64, checkpoints=2,
                   eval_games=8, head_to_head_games=8, eval_workers=1, eval_batch_games=8, make_data_games=22,
-                  val_samples=64, parallel_runs=1),
+                  val_samples=64, parallel_runs=1, bench_min_window_s=0.05),
     "quick": dict(batches=(256, 2048), samples=65536, lr_factors=(1.0, 2.0), seeds=(0, 1), warmup_samples=4096,
                   checkpoints=8, eval_games=200, head_to_head_games=80, make_data_games=200, val_samples=4096),
     "full": dict(),

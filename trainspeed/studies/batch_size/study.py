@@ -148,7 +148,7 @@ def run_row(study_id: str, config: BatchSizeConfig, spec: RunSpec) -> BatchSizeR
 def throughput_args(config: BatchSizeConfig, out: Path) -> list[str]:
     return ["bench", "--workload", "mahjong", "--size", config.size, "--targets", config.target,
             "--batch-sizes", ",".join(str(b) for b in config.batches), "--threads", str(config.threads),
-            "--out", str(out), "--no-progress", "--no-plot"]
+            "--min-window-s", f"{config.bench_min_window_s:g}", "--out", str(out), "--no-progress", "--no-plot"]
 
 
 def measure_throughput(config: BatchSizeConfig) -> tuple[str, dict[int, float]]:

@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainspeed.errors import UsageError
-from trainspeed.flags import DEFAULT_INT_RANGE, POSITIVE, POSITIVE_INTS, THREADS, WORKERS, flag_field, machine_cpus
+from trainspeed.flags import (
+    DEFAULT_INT_RANGE,
+    POSITIVE,
+    POSITIVE_INTS,
+    THREADS,
+    WORKERS,
+    Range,
+    flag_field,
+    machine_cpus,
+)
 
 
 @dataclass(frozen=True)
@@ -24,6 +33,9 @@ class ScalingConfig:
     num_workers: int = flag_field(1, help="loader workers per rank", value_range=WORKERS)
     timing_warmup_steps: int = flag_field(5, help="steps left out of the steady-state samples/s",
                                           value_range=DEFAULT_INT_RANGE)
+    bench_min_window_s: float = flag_field(0.5, help="seconds each timed window of the bench lasts at least",
+                                           value_range=Range(0, 3600, low_open=True, why_high=" s"))
+    """The bench's `--min-window-s`: its samples/s is what every run's vs-bench efficiency divides by."""
     make_data_games: int = 150
 
     def check(self) -> None:
@@ -37,13 +49,17 @@ class ScalingConfig:
                                    ("--num-workers", self.num_workers, 0), ("--timing-warmup-steps", self.timing_warmup_steps, 0)):
             if value < least:
                 raise UsageError(f"scaling study: {flag} must be at least {least}, got {value}")
+        if not 0 < self.bench_min_window_s <= 3600:
+            raise UsageError(f"scaling study: --bench-min-window-s must be a positive number of seconds up to 3600, "
+                             f"got {self.bench_min_window_s}")
         if max(self.ranks) > machine_cpus():
             raise UsageError(f"scaling study: --ranks {max(self.ranks)} is more processes than this machine's "
                              f"{machine_cpus()} CPUs")
 
 
 PRESETS = {
-    "smoke": dict(ranks=(1, 2), batch_sizes=(32,), steps=4, repeats=1, timing_warmup_steps=1, make_data_games=22),
+    "smoke": dict(ranks=(1, 2), batch_sizes=(32,), steps=4, repeats=1, timing_warmup_steps=1, bench_min_window_s=0.05,
+                  make_data_games=22),
     "quick": dict(batch_sizes=(256, 1024), steps=20, repeats=1, make_data_games=60),
     "full": {},
 }

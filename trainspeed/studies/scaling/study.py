@@ -91,7 +91,8 @@ def run(config: ScalingConfig, command: str, progress: Progress = no_progress) -
     for batch in config.batch_sizes:
         run_trainspeed("bench", "--workload", "mahjong", "--size", config.size, "--targets", config.target,
                        "--batch-sizes", str(batch), "--threads", str(config.threads), "--run-id", study_id,
-                       "--out", str(bench_path), "--no-plot", "--no-progress")
+                       "--min-window-s", f"{config.bench_min_window_s:g}", "--out", str(bench_path), "--no-plot",
+                       "--no-progress")
         progress(1, f"scaling: bench at batch {batch}")
     rows: list[ScalingRunRow] = []
     for repeat in range(config.repeats):
