@@ -345,7 +345,8 @@ def test_an_auto_check_trains_the_study_s_recipe_growing_over_the_range_the_plan
     """With the committed char-LM study and a run to its goal (the noise scale's profile), the plan
     predicts `auto`; its check is `train --batch-schedule auto` from the smallest to the largest
     batch, at the study's rule (base LR x the best factor at the smallest batch, scaled by sqrt from
-    the reference batch), its warm-up samples and its budget, in micro-batches on one rank."""
+    the reference batch), its warm-up samples and its budget, in micro-batches on one rank, by the
+    noise scale's rule the plan predicts (`--auto-step-times off`)."""
     from trainspeed.plan.check import check_commands, check_recipe, chosen
     from trainspeed.plan.inputs import read_plan_inputs
     from trainspeed.plan.model import steps_model
@@ -360,7 +361,8 @@ def test_an_auto_check_trains_the_study_s_recipe_growing_over_the_range_the_plan
     (command,) = check_commands(check_recipe(inputs, model), [row], {row.config: tmp_path / "check"}, seed=1000).values()
     config, settings = config_of_command(command), inputs.settings
     factor = next(batch.best_lr_factor for batch in inputs.study_batches if batch.global_batch == 8)
-    assert (config.batch.schedule, config.batch.global_batch_min, config.batch.global_batch_max) == ("auto", 8, 512)
+    assert (config.batch.schedule, config.batch.global_batch_min, config.batch.global_batch_max,
+            config.batch.auto_step_times) == ("auto", 8, 512, "off")
     assert (config.lr.scaling, config.lr.reference_batch) == ("sqrt", settings.reference_batch)
     assert config.lr.base_lr == pytest.approx(settings.base_lr * factor, rel=1e-5)
     assert config.lr.warmup_steps == settings.settings.warmup_samples // 8 and config.lr.min_lr_ratio == 1.0

@@ -216,12 +216,14 @@ def base_run_config(base: TrainConfig, run: TrainRun, row: PlanRow, seed: int, o
 
 def _auto(config: TrainConfig, row: PlanRow, lr: LRConfig, samples: int) -> TrainConfig:
     """`config` as `--batch-schedule auto` from the row's smallest to its largest global batch: its
-    length in samples (auto decides its steps), `--noise-scale-micro-batches` on one rank."""
+    length in samples (auto decides its steps), `--noise-scale-micro-batches` on one rank, and
+    `--auto-step-times off`: the plan grows the batch where the noise scale says
+    (`steps.auto_phases`), so the check runs that rule, not the run's own step times."""
     micro = max(AUTO_MICRO_BATCHES, config.noise_scale_micro_batches) if row.devices == 1 else 1
     return dataclasses.replace(
         config, lr=lr, steps=None, epochs=None, samples=samples, noise_scale="on", noise_scale_micro_batches=micro,
         batch=dataclasses.replace(config.batch, schedule="auto", global_batch_min=row.global_batch,
-                                  global_batch_max=row.batch_max or row.global_batch))
+                                  global_batch_max=row.batch_max or row.global_batch, auto_step_times="off"))
 
 
 def check_commands(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Path],
