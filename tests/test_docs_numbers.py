@@ -492,14 +492,14 @@ def _mahjong_bound() -> str:
     return f"reads {today('plan_checks_mahjong (eager)', 'cpu:eager:fp32/1/128', ' s')}"
 
 
-def _plain_row(series: str, reference: str) -> str:
+def _plain_row(series: str, reference: str, config: str = "auto") -> str:
     """The end of a row of the plain-fixed table: load, the paired ratios of the command and of
     train_s, with their intervals."""
     low, high = loads(series)
 
     def paired(field: str) -> str:
         by_seed = {run["seed"]: run[field] for run in runs(series, reference)}
-        logs = [math.log(run[field] / by_seed[run["seed"]]) for run in runs(series, "auto")]
+        logs = [math.log(run[field] / by_seed[run["seed"]]) for run in runs(series, config)]
         half = t_quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
         centre = statistics.mean(logs)
         return f"{f2(math.exp(centre))} [{f2(math.exp(centre - half))}, {f2(math.exp(centre + half))}]"
@@ -507,15 +507,20 @@ def _plain_row(series: str, reference: str) -> str:
 
 
 def _plain_mahjong_seeds() -> str:
-    auto, fixed = runs("auto_vs_plain_mahjong", "auto"), runs("auto_vs_plain_mahjong", "plain-fixed-b32")
-    ratios = {run["seed"]: run["command_s"] / other["command_s"] for run, other in zip(auto, fixed)}
-    at_128 = [ratios[run["seed"]] for run in auto if run["final_global_batch"] == 128]
-    at_256 = [run["seed"] for run in auto if run["final_global_batch"] == 256]
-    words = {4: "four", 5: "five", 6: "six", 7: "seven"}
-    return (f"On the {words.get(len(at_128), len(at_128))} seeds where auto stops at 128 it takes {f2(min(at_128))}x to {f2(max(at_128))}x of "
-            f"batch 32's command. It reaches 256 on {words.get(len(at_256), len(at_256))} (seeds {', '.join(map(str, at_256[:-1]))} and {at_256[-1]}): "
-            f"{f2(ratios[at_256[0]])}x on seed {at_256[0]}, and "
-            f"{', '.join(f'{f2(ratios[seed])}x' for seed in at_256[1:-1])} and {f2(ratios[at_256[-1]])}x on the other three")
+    """Where each auto stopped on 1-rank Mahjong, seed by seed, and what the last doublings of the
+    noise scale alone cost."""
+    timed, noise_only = runs("auto_vs_plain_mahjong", "auto"), runs("auto_vs_plain_mahjong", "auto-noise-only")
+    fixed = {run["seed"]: run for run in runs("auto_vs_plain_mahjong", "plain-fixed-b32")}
+    words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}
+
+    def count(found: list[dict], batch: int) -> str:
+        return words[sum(run["final_global_batch"] == batch for run in found)]
+    at_256 = [run for run in noise_only if run["final_global_batch"] == 256]
+    ratios = [run["command_s"] / fixed[run["seed"]]["command_s"] for run in at_256]
+    return (f"With its step times auto stayed at 32 on {count(timed, 32)} of the 10 seeds and went to 64 on "
+            f"{count(timed, 64)}; by the noise scale alone it went to 128 on {count(noise_only, 128)} and to 256 on "
+            f"{count(noise_only, 256)}, where it took {f2(min(ratios))}x to {f2(max(ratios))}x of batch 32's command "
+            f"and up to {max(run['samples'] for run in at_256):,} samples")
 
 
 CLAIMS: dict[str, Claim] = {
@@ -545,6 +550,12 @@ CLAIMS: dict[str, Claim] = {
     "schedule: plain, charlm": Claim(BATCH_SCHEDULE, lambda: _plain_row("auto_vs_plain_charlm", "plain-fixed-b32")),
     "schedule: plain, gpt2": Claim(BATCH_SCHEDULE, lambda: _plain_row("auto_vs_plain_gpt2", "plain-fixed-b8")),
     "schedule: plain, cnn": Claim(BATCH_SCHEDULE, lambda: _plain_row("auto_vs_plain_cnn", "plain-fixed-b128")),
+    **{f"schedule: plain, {name}, noise scale alone": Claim(BATCH_SCHEDULE, lambda series=series, reference=reference: _plain_row(
+        series, reference, "auto-noise-only")) for name, series, reference in (
+        ("mahjong", "auto_vs_plain_mahjong", "plain-fixed-b32"), ("charlm", "auto_vs_plain_charlm", "plain-fixed-b32"),
+        ("cnn", "auto_vs_plain_cnn", "plain-fixed-b128"), ("mahjong 2 ranks", "auto_vs_plain_mahjong_2ranks", "plain-fixed-b128"))},
+    "schedule: plain, mahjong 2 ranks": Claim(BATCH_SCHEDULE, lambda: _plain_row("auto_vs_plain_mahjong_2ranks",
+                                                                                 "plain-fixed-b128")),
     "schedule: plain, mahjong seed by seed": Claim(BATCH_SCHEDULE, _plain_mahjong_seeds),
     "schedule: gpt2's study's best": Claim(BATCH_SCHEDULE, _gpt2_best),
     "schedule: gpt2 load": Claim(BATCH_SCHEDULE, lambda: "the load average was {:.1f} to {:.1f}.".format(*loads("gpt2"))),
