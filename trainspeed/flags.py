@@ -108,6 +108,8 @@ THREADS = Range(1, machine_cpus, why_high=" threads, more than this machine's CP
 PROCESSES = Range(1, machine_cpus, why_high=" processes, more than this machine's CPUs")
 WORKERS = Range(0, machine_cpus, why_high=PROCESSES.why_high)
 """Loader workers: 0 (load in the training process) up to this machine's CPUs."""
+WINDOW_S = Range(0, 3600, low_open=True, why_high=" s")
+"""A timed window's least length in seconds (the bench's `--min-window-s`, and the studies' flag for their bench)."""
 TIMEOUT = Range(0, MAX_TIMEOUT_S, low_open=True, why_high=" s (about 24.8 days, the longest timeout a flag takes: "
                 "gRPC counts its timeouts in milliseconds in a C int)")
 

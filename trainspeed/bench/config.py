@@ -16,6 +16,7 @@ from trainspeed.flags import (
     MAX_BATCH_POWER,
     MAX_BATCH_SIZE,
     THREADS,
+    WINDOW_S,
     CommaList,
     comma_list,
     machine_cpus,
@@ -92,7 +93,7 @@ TARGET_LIST = comma_list(what="targets (device:mode:precision)", example="cpu:ea
 class TimingPlan:
     warmup_steps: int = 3
     windows: int = 5
-    min_window_s: float = ranged(0.5, 0, 3600, low_open=True, why_high=" s")
+    min_window_s: float = ranged_as(0.5, WINDOW_S)
     """Every timed window lasts at least this long (unless `max_steps_per_window` stops it)."""
     max_steps_per_window: int = 10_000
     """Cap on steps per window, so a step that is mostly a no-op cannot run for ever."""

@@ -13,6 +13,7 @@ from trainspeed.flags import (
     POSITIVE_INTS,
     PROCESSES,
     THREADS,
+    WINDOW_S,
     WORKERS,
     Range,
     flag_field,
@@ -54,7 +55,7 @@ class BatchSizeConfig:
     val_samples: int | None = flag_field(8192, help="cap on validation samples per pass", value_range=POSITIVE)
     """Cap on validation samples per pass (a multiple of every batch); None: the whole split."""
     bench_min_window_s: float = flag_field(0.5, help="seconds each timed window of the throughput bench lasts at least",
-                                           value_range=Range(0, 3600, low_open=True, why_high=" s"))
+                                           value_range=WINDOW_S)
     """The bench's `--min-window-s`: the equal-wall-time framing reads the samples/s it measures."""
     eval_games: int = flag_field(600, help="duplicate games per evaluated policy against the rule-based agent",
                                  value_range=POSITIVE)
@@ -101,9 +102,9 @@ class BatchSizeConfig:
                 raise UsageError(f"batch-size study: {flag} must be at least {least}, got {value}")
         if not 0 < self.base_lr < float("inf"):
             raise UsageError(f"batch-size study: --base-lr must be a positive number, got {self.base_lr}")
-        if not 0 < self.bench_min_window_s <= 3600:
+        if not 0 < self.bench_min_window_s <= WINDOW_S.top:
             raise UsageError(f"batch-size study: --bench-min-window-s must be a positive number of seconds up to "
-                             f"3600, got {self.bench_min_window_s}")
+                             f"{WINDOW_S.top:g}, got {self.bench_min_window_s}")
         if len(self.batches) < 2:
             raise UsageError("batch-size study: --batches needs at least two global batches to compare")
         for batch in self.batches:

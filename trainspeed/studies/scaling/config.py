@@ -10,8 +10,8 @@ from trainspeed.flags import (
     POSITIVE,
     POSITIVE_INTS,
     THREADS,
+    WINDOW_S,
     WORKERS,
-    Range,
     flag_field,
     machine_cpus,
 )
@@ -34,7 +34,7 @@ class ScalingConfig:
     timing_warmup_steps: int = flag_field(5, help="steps left out of the steady-state samples/s",
                                           value_range=DEFAULT_INT_RANGE)
     bench_min_window_s: float = flag_field(0.5, help="seconds each timed window of the bench lasts at least",
-                                           value_range=Range(0, 3600, low_open=True, why_high=" s"))
+                                           value_range=WINDOW_S)
     """The bench's `--min-window-s`: its samples/s is what every run's vs-bench efficiency divides by."""
     make_data_games: int = 150
 
@@ -49,9 +49,9 @@ class ScalingConfig:
                                    ("--num-workers", self.num_workers, 0), ("--timing-warmup-steps", self.timing_warmup_steps, 0)):
             if value < least:
                 raise UsageError(f"scaling study: {flag} must be at least {least}, got {value}")
-        if not 0 < self.bench_min_window_s <= 3600:
-            raise UsageError(f"scaling study: --bench-min-window-s must be a positive number of seconds up to 3600, "
-                             f"got {self.bench_min_window_s}")
+        if not 0 < self.bench_min_window_s <= WINDOW_S.top:
+            raise UsageError(f"scaling study: --bench-min-window-s must be a positive number of seconds up to "
+                             f"{WINDOW_S.top:g}, got {self.bench_min_window_s}")
         if max(self.ranks) > machine_cpus():
             raise UsageError(f"scaling study: --ranks {max(self.ranks)} is more processes than this machine's "
                              f"{machine_cpus()} CPUs")
