@@ -522,11 +522,10 @@ class AutoRule:
         return dict(self.step_seconds).get(global_batch // self.devices)
 
     def fastest_to_progress(self, global_batch: int, noise: float,
-                            seconds_at: Callable[[int], float | None] | None = None) -> int | None:
-        """Of `global_batch` and its doublings that fit and have a step time (`seconds_at`, the
-        bench's by default), the one of least t(B) (1 + noise / B), the time to the same progress;
-        None where the current one has no step time."""
-        seconds_at = seconds_at or self.seconds_at
+                            seconds_at: Callable[[int], float | None]) -> int | None:
+        """Of `global_batch` and its doublings that fit and have a step time (`seconds_at`: the
+        run's or the bench's), the one of least t(B) (1 + noise / B), the time to the same
+        progress; None where the current one has no step time."""
         if seconds_at(global_batch) is None:
             return None
         best, best_time, batch = global_batch, math.inf, global_batch

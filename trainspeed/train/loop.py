@@ -694,12 +694,17 @@ class RankTrainer:
         self.metrics.write(trace.last_record, self.state.step)
         for record in records:
             self.metrics.write(record, self.state.step)
-        if self.plan is not None and self.plan.rule is not None and self.config.batch.auto_step_times == "run":
+        if self._times_steps:
             self._time_window(trace)
         if records and self.plan is not None and self.plan.rule is not None:
             self._read_noise_scale(records)
         trace.losses.clear()
         trace.window = StepWindow()
+
+    @property
+    def _times_steps(self) -> bool:
+        """auto weighs the step times this run measures (`--auto-step-times run`)."""
+        return self.plan is not None and self.plan.rule is not None and self.config.batch.auto_step_times == "run"
 
     def _time_window(self, trace: RunTrace) -> None:
         """Give auto the closed window's step time (the slowest rank's, the same on every rank) as a
@@ -746,7 +751,7 @@ class RankTrainer:
                               "confident": decision.confident, "timed": decision.timed,
                               "timed_by": decision.timed_by,
                               "step_times": ([[batch, seconds] for batch, seconds in self.plan.step_times]
-                                             if self.config.batch.auto_step_times == "run" else None)}
+                                             if self._times_steps else None)}
 
     def _switch_if_due(self, trace: RunTrace) -> None:
         """Switch to the schedule's due batch before the next step: a window holds steps of one
