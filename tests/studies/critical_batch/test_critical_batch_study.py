@@ -144,6 +144,9 @@ def test_bad_input_is_one_line_before_anything_runs(tiny_run: Path, tmp_path: Pa
         ([*study, "--factors", "1,2", "--branch-samples", "96"], "--branch-samples 96 must be a multiple of every "
          "branch batch (batch 64 at factor 2)"),
         ([*study, "--seeds", "1"], "--seeds 1 gives the factor-1 branches no spread"),
+        ([*study, "--seeds", "2", "--factor-seeds", "3"], "--factor-seeds 3 exceeds --seeds 2: the factor-1 "
+         "branches, the reference of every comparison, take at least as many seeds; give --factor-seeds 2 or fewer"),
+        ([*study, "--factor-seeds", "0"], "--factor-seeds"),
         ([*study, "--workload", "stylegan3"], "is a run of workload 'mahjong', not --workload stylegan3"),
         ([*study, "--target", "gpu:eager:fp32"], "unknown device 'gpu'"),
         (["study", "critical-batch", "--out", str(out), "--from", str(planted), "--at", "0.5"],
@@ -211,3 +214,27 @@ def test_the_study_trains_a_point_s_next_factor_only_once_the_one_below_it_match
     released = [branch for done in started for branch in ladder.finished(done)]
     assert sorted((b.point.step, b.factor, b.seed) for b in released) == [(3, 4.0, 0), (3, 4.0, 1)]
     assert [branch for done in released for branch in ladder.finished(done)] == []
+
+
+def test_fewer_seeds_at_the_other_factors_train_fewer_branches_and_widen_the_tolerance(tiny_run: Path,
+                                                                                        tmp_path: Path):
+    """--seeds 3 --factor-seeds 2: the reference trains 3 seeds, each other factor 2; the next
+    factor is released once those 2 are done; the point is judged with sqrt(1/3 + 1/2)."""
+    from trainspeed.studies.critical_batch.decision import Spread, judge
+    from trainspeed.studies.critical_batch.study import FactorLadder, resolve_plan, units
+
+    argv = ["study", "critical-batch", "--from", str(tiny_run), "--at", "1", "--factors", "1,2,4", "--seeds", "3",
+            "--factor-seeds", "2", "--branch-samples", "128", "--no-progress"]
+    args = build_parser().parse_args([*argv, "--out", str(tmp_path / "fewer")])
+    config = args.face.runner().config_from_args(args, tmp_path / "fewer")
+    plan = resolve_plan(config)
+    assert units(config) == 3 + 2 + 2 == len(plan.branches)
+    ladder = FactorLadder(plan, lambda branch: 1.0 + 0.1 * branch.seed)
+    started = ladder.start()
+    assert sorted((b.factor, b.seed) for b in started) == [(1.0, 0), (1.0, 1), (1.0, 2), (2.0, 0), (2.0, 1)]
+    released = [branch for done in started for branch in ladder.finished(done)]
+    assert sorted((b.factor, b.seed) for b in released) == [(4.0, 0), (4.0, 1)]
+    judged = judge(32, {1.0: Spread((1.0, 1.1, 1.2)), 2.0: Spread((1.0, 1.1))}, "<=")
+    assert judged.tolerance is not None
+    assert judged.tolerance.value == pytest.approx(tolerance_from_seeds([1.0, 1.1, 1.2], 2).value)
+    assert "sqrt(1/3 + 1/2)" in judged.tolerance.rule

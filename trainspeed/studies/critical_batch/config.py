@@ -91,10 +91,14 @@ class CriticalBatchConfig:
                                             default_text=f"{DEFAULT_BRANCH_STEPS} steps of the largest branch batch")
     seeds: int = flag_field(3, help="seeds per point and factor, 0..N-1 (their spread at factor 1 sets the "
                             "tolerance)", value_range=POSITIVE)
+    factor_seeds: int | None = flag_field(None, help="seeds of each factor other than 1, 0..N-1, at most --seeds: "
+                                          "fewer than the reference's trains fewer branches, and the "
+                                          "tolerance's sqrt(2/seeds) becomes sqrt(1/seeds + 1/N)", value_range=POSITIVE,
+                                          default_text="--seeds")
     tolerance: Positive | None = flag_field(None, help="how much worse than the factor-1 branches a batch's metric "
                                             "may be and still match, in the metric's units",
                                             default_text="t(0.975) x the factor-1 seeds' standard deviation x "
-                                            "sqrt(2 / seeds)", value_range=Range(0, 1e9, low_open=True))
+                                            "sqrt(1/seeds + 1/factor-seeds)", value_range=Range(0, 1e9, low_open=True))
     metric: str | None = flag_field(None, help="the validation metric the branches are judged by and the direction "
                                     "it is better in: NAME<= or NAME>= (e.g. mean_loss<=)", read=judged_metric,
                                     default_text="the base run's --until goal's, else loss<=")
@@ -130,6 +134,17 @@ class CriticalBatchConfig:
     @property
     def seed_list(self) -> tuple[int, ...]:
         return tuple(range(self.seeds))
+
+    def seeds_of(self, factor: float) -> tuple[int, ...]:
+        """The seeds a factor's branches train: --seeds at factor 1, the reference every other factor
+        is compared with; --factor-seeds (by default as many) at every other factor.
+
+        Every comparison is with the same factor-1 branches, so their mean and spread weigh in each
+        one: the classic allocation for comparing several treatments with one control gives the
+        control about sqrt(k) times the seeds of each of k treatments (Dunnett, 1955)."""
+        if factor == 1.0 or self.factor_seeds is None:
+            return self.seed_list
+        return tuple(range(self.factor_seeds))
 
     @property
     def all_factors(self) -> tuple[float, ...]:

@@ -5,10 +5,11 @@ At a point t, every factor f trains `seeds` branches at batch B x f for the same
 **matches** when the mean of its branches' metric is no worse than the mean of the factor-1
 branches by more than the tolerance (better always matches: a larger batch that learns more per
 sample is no loss). The tolerance comes from the spread of the factor-1 seeds: the half width of a
-two-sided 95% t interval of a difference of two means of n seeds each, with the factor-1 seeds'
-standard deviation s for both,
+two-sided 95% t interval of a difference of two means, of the n factor-1 seeds and of the m seeds of
+the other factor (m = n unless --factor-seeds gives fewer), with the factor-1 seeds' standard
+deviation s for both,
 
-    tolerance = t(0.975, n - 1) x s x sqrt(1/n + 1/n)
+    tolerance = t(0.975, n - 1) x s x sqrt(1/n + 1/m)
 
 so a factor whose mean lies within what the seeds alone would scatter it by matches. `--tolerance`
 gives it in the metric's units instead. The **critical batch** is B x f for the largest factor f

@@ -248,7 +248,7 @@ class StudyPlan:
     @property
     def branches(self) -> list[Branch]:
         return [Branch(point, factor, seed) for point in self.points for factor in self.config.all_factors
-                for seed in self.config.seed_list]
+                for seed in self.config.seeds_of(factor)]
 
     def run_dir(self, branch: Branch) -> Path:
         return self.config.runs / branch.name
@@ -338,6 +338,10 @@ def _check_settings(config: CriticalBatchConfig, base: Base) -> None:
     if config.tolerance is None and config.seeds < 2:
         raise _refused("--seeds 1 gives the factor-1 branches no spread to take the tolerance from; give 2 or more "
                        "seeds, or a --tolerance")
+    if config.factor_seeds is not None and config.factor_seeds > config.seeds:
+        raise _refused(f"--factor-seeds {config.factor_seeds} exceeds --seeds {config.seeds}: the factor-1 branches, "
+                       "the reference of every comparison, take at least as many seeds; give --factor-seeds "
+                       f"{config.seeds} or fewer")
     missing = data_missing(config.data)
     if missing is not None:
         raise _refused(f"the branches train on {config.data}, which is not here ({missing}); run the study from the "
@@ -411,12 +415,12 @@ class FactorLadder:
         return validation.get(self.plan.metric, math.nan)
 
     def _release(self, point: Point) -> list[Branch]:
-        seeds = self.plan.config.seed_list
-        done = {factor: Spread(tuple(self.values[Branch(point, factor, seed)] for seed in seeds))
-                for factor in self.plan.config.all_factors
-                if all(Branch(point, factor, seed) in self.values for seed in seeds)}
-        wanted = factors_wanted(self.plan.config.all_factors, done, self.plan.op, self.plan.config.tolerance)
-        new = [Branch(point, factor, seed) for factor in wanted for seed in seeds
+        config = self.plan.config
+        done = {factor: Spread(tuple(self.values[Branch(point, factor, seed)] for seed in config.seeds_of(factor)))
+                for factor in config.all_factors
+                if all(Branch(point, factor, seed) in self.values for seed in config.seeds_of(factor))}
+        wanted = factors_wanted(config.all_factors, done, self.plan.op, config.tolerance)
+        new = [Branch(point, factor, seed) for factor in wanted for seed in config.seeds_of(factor)
                if Branch(point, factor, seed) not in self.released]
         self.released.update(new)
         return new
@@ -602,7 +606,7 @@ def table(header: CriticalBatchSettingsRow, points: list[CriticalBatchRow]) -> s
 # --- the study's face ------------------------------------------------------------------------------
 
 def units(config: CriticalBatchConfig) -> int:
-    return len(config.at) * len(config.all_factors) * config.seeds
+    return len(config.at) * sum(len(config.seeds_of(factor)) for factor in config.all_factors)
 
 
 def estimate_s(config: CriticalBatchConfig) -> float:
@@ -613,9 +617,15 @@ def estimate_s(config: CriticalBatchConfig) -> float:
     return COMMAND_START_S + units(config) * per_branch / processes
 
 
+def _seeds_text(config: CriticalBatchConfig) -> str:
+    if config.factor_seeds is None or config.factor_seeds == config.seeds:
+        return f"{config.seeds} seeds"
+    return f"{config.seeds} seeds at factor 1 and {config.factor_seeds} at the others"
+
+
 def plan_lines(config: CriticalBatchConfig) -> list[str]:
     return [f"critical batch: branches of {config.base_run} at {', '.join(config.at)} x factors "
-            f"{', '.join(f'{f:g}' for f in config.all_factors)} x {config.seeds} seeds, {config.branch_samples:,} "
+            f"{', '.join(f'{f:g}' for f in config.all_factors)} x {_seeds_text(config)}, {config.branch_samples:,} "
             f"samples each, on {config.target} x{config.nproc}"]
 
 
