@@ -16,6 +16,8 @@
 #            and Mahjong's critical-batch study have) in place of 3, 30 branches
 #   gpt2-climb  hf:gpt2 again, round 7: its critical-batch study at 3 seeds as in round 4, where each point now
 #            climbs its factors (no branch of a factor past one that did not match)
+#   gpt2-factor-seeds  hf:gpt2 again, round 8: the climb at 3 seeds of factor 1 and 2 of each other factor
+#            (--factor-seeds 2)
 # BEFORE (optional): a commit whose critical-batch study is timed beside this checkout's, the same
 # settings (git archive of it into WORK/before): ee75469^ started a process per branch.
 #   -> docs/results/critical_batch_cost.{jsonl,md}
@@ -82,6 +84,9 @@ for part in $PARTS; do
     gpt2-climb)
         gpt2_base
         cost 7 1 "$GPT2_STUDY" "$GPT2_CRITICAL --seeds 3" ;;
+    gpt2-factor-seeds)
+        gpt2_base
+        cost 8 1 "$GPT2_STUDY" "$GPT2_CRITICAL --seeds 3 --factor-seeds 2" ;;
     charlm)
         [ -f cb_charlm_base/summary.json ] || "$T" train --workload "$CHARLM" --size tiny --data data/text \
             --batch-size-per-device 32 --lr 0.0226274 --lr-scaling sqrt --lr-reference-batch 32 --warmup-steps 64 \
@@ -95,6 +100,6 @@ for part in $PARTS; do
 --threads 1 --parallel-runs 2 --no-progress" \
             "study critical-batch --from cb_charlm_base --at 0.25,0.5,1 --factors 1,2,4,8,16 --seeds 3 --branch-samples 4096 \
 --val-samples 2048 --workload $CHARLM --parallel-runs 2 --no-progress --compare-study time_to_target_study_charlm.jsonl" ;;
-    *) echo "unknown part $part (mahjong, gpt2, charlm, gpt2-seeds2, gpt2-climb)" >&2; exit 2 ;;
+    *) echo "unknown part $part (mahjong, gpt2, charlm, gpt2-seeds2, gpt2-climb, gpt2-factor-seeds)" >&2; exit 2 ;;
     esac
 done

@@ -340,6 +340,18 @@ def _cb_samples_others() -> str:
             f"1,024 samples are {gpt2['samples_spent'] / sum(reached):.0%} of what it trained to the goal")
 
 
+def _cb_cost_gpt2() -> str:
+    rows = {row["label"]: row for row in (record["values"] for record in records("critical_batch_cost.jsonl"))
+            if row["round"] == 8}
+    study, study_tt = rows["critical-batch"], rows["time-to-target"]
+    return (f"hf:gpt2's study took {study['wall_s'] / study_tt['wall_s']:.2f}x** the time-to-target study's wall time "
+            f"({study['wall_s']:.0f} s against {study_tt['wall_s']:.0f} s, mean load average {study['load_mean']:.1f} and "
+            f"{study_tt['load_mean']:.1f}) and {study['cpu_s'] / study_tt['cpu_s']:.2f}x its CPU seconds: within the goal "
+            f"of a quarter. It trained {study['trainings']} branches where round 7 trained 39, and its critical batches "
+            f"are those of rounds 4 and 7, {', '.join(study['critical'][:2])} and {study['critical'][2]}, with tolerances of "
+            f"{study['tolerance'][0]:.3f}, {study['tolerance'][1]:.3f} and {study['tolerance'][2]:.3f} in loss")
+
+
 def _cb_plan_row(name: str, config: str, alone: str, alone_config: str) -> Callable[[], str]:
     def text() -> str:
         row = checks(name)[config]
@@ -592,6 +604,7 @@ CLAIMS: dict[str, Claim] = {
     "critical: charlm points": Claim(CRITICAL_BATCH, lambda: _point_rows("critical_batch_charlm.jsonl")),
     "critical: gpt2 points": Claim(CRITICAL_BATCH, lambda: _point_rows("critical_batch_gpt2.jsonl")),
     "critical: loads, charlm and gpt2": Claim(CRITICAL_BATCH, _cb_load_others),
+    "critical: cost of hf:gpt2's study": Claim(CRITICAL_BATCH, _cb_cost_gpt2),
     "critical: B_simple against it": Claim(CRITICAL_BATCH, _cb_b_simple_share),
     "critical: against the studies": Claim(CRITICAL_BATCH, _cb_against_studies),
     "critical: gpt2's tolerance": Claim(CRITICAL_BATCH, _cb_gpt2_worse),
