@@ -165,7 +165,9 @@ class ResultRow:
     """Exported steps: how many equal slices of the batch each step accumulated its gradient over
     before its update (`export --micro-batch-size`); None: the batch in one pass."""
     program_flops: NonNegative | None = None
-    """JAX targets and exported steps: the FLOPs of one step as XLA counts its compiled program."""
+    """JAX targets and exported steps: the FLOPs of one step as XLA counts its compiled program. XLA
+    counts a loop's body once: a step over micro-batches (`micro_batches`) counts one micro-batch's
+    forward and backward beside its update, not all of them."""
     program_bytes_accessed: NonNegative | None = None
     """JAX targets and exported steps: the bytes one step's program reads and writes, as XLA
     counts them (memory traffic; with program_flops, whether the step is compute- or memory-bound)."""
