@@ -82,7 +82,7 @@ critical_study() {  # NAME STUDY-ROWS BRANCH-FLAGS... -- TRAIN-FLAGS...
     [ -f "cb_${name}_base/summary.json" ] || "${T[@]}" train "$@" --stop-at-target --noise-scale-micro-batches 2 --noise-scale-every 1 \
         --keep-checkpoints 0 --threads 1 --num-workers 1 --no-progress --out "cb_${name}_base"
     cp "$RESULTS/$study" "$study"
-    "${T[@]}" study critical-batch --from "cb_${name}_base" --at 0.25,0.5,1 --factors 1,2,4,8,16 --seeds 3 \
+    "${T[@]}" study critical-batch --from "cb_${name}_base" --at 0.25,0.5,1 --factors 1,2,4,8,16 --seeds 3 --factor-seeds 3 \
         "${branch[@]}" --parallel-runs 2 --no-progress --compare-study "$study" --out "cb_$name"
     cp "cb_$name/critical_batch.jsonl" "$RESULTS/critical_batch_$name.jsonl"
     mkdir -p "$RESULTS/critical_batch_${name}_base"

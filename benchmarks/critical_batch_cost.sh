@@ -77,13 +77,13 @@ for part in $PARTS; do
 --val-samples 8192 --parallel-runs 2 --no-progress --compare-study time_to_target_study_mahjong.jsonl" ;;
     gpt2)
         gpt2_base
-        cost 4 1 "$GPT2_STUDY" "$GPT2_CRITICAL --seeds 3" ;;
+        cost 4 1 "$GPT2_STUDY" "$GPT2_CRITICAL --seeds 3 --factor-seeds 3" ;;
     gpt2-seeds2)
         gpt2_base
         cost 6 1 "$GPT2_STUDY" "$GPT2_CRITICAL --seeds 2" ;;
     gpt2-climb)
         gpt2_base
-        cost 7 1 "$GPT2_STUDY" "$GPT2_CRITICAL --seeds 3" ;;
+        cost 7 1 "$GPT2_STUDY" "$GPT2_CRITICAL --seeds 3 --factor-seeds 3" ;;
     gpt2-factor-seeds)
         gpt2_base
         cost 8 1 "$GPT2_STUDY" "$GPT2_CRITICAL --seeds 3 --factor-seeds 2" ;;
@@ -98,7 +98,7 @@ for part in $PARTS; do
 --until 'val/bits_per_char<=3.6' --global-batches 8,32,128,512 --seeds 3 --lr-factors 0.5,1,2 --reference-batch 64 \
 --max-lr-extensions 6 --max-samples 262144 --eval-every-samples 2048 --val-samples 1024 --warmup-samples 2048 \
 --threads 1 --parallel-runs 2 --no-progress" \
-            "study critical-batch --from cb_charlm_base --at 0.25,0.5,1 --factors 1,2,4,8,16 --seeds 3 --branch-samples 4096 \
+            "study critical-batch --from cb_charlm_base --at 0.25,0.5,1 --factors 1,2,4,8,16 --seeds 3 --factor-seeds 3 --branch-samples 4096 \
 --val-samples 2048 --workload $CHARLM --parallel-runs 2 --no-progress --compare-study time_to_target_study_charlm.jsonl" ;;
     *) echo "unknown part $part (mahjong, gpt2, charlm, gpt2-seeds2, gpt2-climb, gpt2-factor-seeds)" >&2; exit 2 ;;
     esac

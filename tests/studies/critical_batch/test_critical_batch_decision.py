@@ -17,6 +17,7 @@ from trainspeed.studies.critical_batch.config import (
     AT_LIST,
     FACTORS,
     BranchPoint,
+    CriticalBatchConfig,
     branch_point,
     judged_metric,
     metric_and_op,
@@ -43,6 +44,28 @@ def test_the_tolerance_is_the_t_interval_of_a_difference_of_means_with_the_facto
     two = tolerance_from_seeds([2.0, 2.2])  # 2 seeds: t(0.975, 1) = 12.71, sd 0.1414, sqrt(2/2) = 1
     assert two.value == pytest.approx(12.706 * 0.14142, rel=1e-3)
     assert tolerance_from_seeds([1.0, 1.0]).value == 0.0
+
+
+@pytest.mark.parametrize(("seeds", "factors", "expected"), [
+    (3, (1.0, 2.0, 4.0, 8.0, 16.0), 2),  # 3 / sqrt(4) = 1.5, rounded up
+    (3, (1.0, 2.0, 4.0, 8.0), 2),  # 3 / sqrt(3) = 1.73
+    (3, (1.0, 2.0, 4.0), 3),  # 3 / sqrt(2) = 2.12
+    (3, (1.0, 2.0), 3),  # one factor compared: as many as the reference
+    (6, (1.0, 2.0, 4.0, 8.0, 16.0), 3),
+    (2, (1.0, 2.0, 4.0, 8.0, 16.0), 2),  # never fewer than 2
+    (1, (1.0, 2.0, 4.0), 1),  # never more than --seeds
+    (3, (1.0,), 3),
+])
+def test_the_other_factors_take_the_reference_s_seeds_over_the_root_of_their_count_by_default(seeds, factors, expected):
+    """Dunnett's allocation: k factors compared with one reference each take about 1/sqrt(k) of its
+    seeds; the reference keeps --seeds."""
+    config = CriticalBatchConfig(base_run="base", out="out", seeds=seeds, factors=factors)
+    assert config.default_factor_seeds == expected
+    given = CriticalBatchConfig(base_run="base", out="out", seeds=seeds, factors=factors, factor_seeds=expected)
+    assert given.seeds_of(1.0) == tuple(range(seeds))
+    assert all(given.seeds_of(factor) == tuple(range(expected)) for factor in factors if factor != 1.0)
+    old = CriticalBatchConfig(base_run="base", out="out", seeds=seeds, factors=factors)  # rows from before the flag
+    assert all(old.seeds_of(factor) == tuple(range(seeds)) for factor in factors)
 
 
 def test_a_given_tolerance_is_used_as_given_and_one_seed_without_it_is_refused():

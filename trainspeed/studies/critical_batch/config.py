@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,7 +95,8 @@ class CriticalBatchConfig:
     factor_seeds: int | None = flag_field(None, help="seeds of each factor other than 1, 0..N-1, at most --seeds: "
                                           "fewer than the reference's trains fewer branches, and the "
                                           "tolerance's sqrt(2/seeds) becomes sqrt(1/seeds + 1/N)", value_range=POSITIVE,
-                                          default_text="--seeds")
+                                          default_text="--seeds / sqrt(the factors other than 1), rounded up, at "
+                                          "least 2 (or --seeds where it is smaller)")
     tolerance: Positive | None = flag_field(None, help="how much worse than the factor-1 branches a batch's metric "
                                             "may be and still match, in the metric's units",
                                             default_text="t(0.975) x the factor-1 seeds' standard deviation x "
@@ -137,14 +139,24 @@ class CriticalBatchConfig:
 
     def seeds_of(self, factor: float) -> tuple[int, ...]:
         """The seeds a factor's branches train: --seeds at factor 1, the reference every other factor
-        is compared with; --factor-seeds (by default as many) at every other factor.
+        is compared with; --factor-seeds (by default `default_factor_seeds`) at every other factor.
 
         Every comparison is with the same factor-1 branches, so their mean and spread weigh in each
         one: the classic allocation for comparing several treatments with one control gives the
         control about sqrt(k) times the seeds of each of k treatments (Dunnett, 1955)."""
-        if factor == 1.0 or self.factor_seeds is None:
+        if factor == 1.0 or self.factor_seeds is None:  # settings written before --factor-seeds: as many
             return self.seed_list
         return tuple(range(self.factor_seeds))
+
+    @property
+    def default_factor_seeds(self) -> int:
+        """--factor-seeds where it is not given: the seeds of the reference over the square root of
+        the factors compared with it (Dunnett's allocation, `seeds_of`), rounded up, and never fewer
+        than 2 (a factor's mean of one seed is a single draw) or more than --seeds."""
+        compared = len(self.all_factors) - 1
+        if compared < 1:
+            return self.seeds
+        return min(self.seeds, max(2, math.ceil(self.seeds / math.sqrt(compared))))
 
     @property
     def all_factors(self) -> tuple[float, ...]:

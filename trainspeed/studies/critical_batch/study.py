@@ -642,6 +642,8 @@ def config_from_args(args: argparse.Namespace, out: Path) -> CriticalBatchConfig
         raise _refused("give --from RUN_DIR: the run whose checkpoints the branches start from (a run keeps them "
                        f"with {KEEP_CHECKPOINTS})")
     given = CriticalBatchConfig(out=str(out), **settings)
+    if given.factor_seeds is None:
+        given = dataclasses.replace(given, factor_seeds=given.default_factor_seeds)
     base = read_base(given)
     launch = base.config.launch
     config = dataclasses.replace(
