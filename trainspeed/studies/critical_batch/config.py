@@ -90,8 +90,8 @@ class CriticalBatchConfig:
     branch_samples: int | None = flag_field(None, help="samples every branch trains, the same at every factor (a "
                                             "multiple of every branch batch)", value_range=POSITIVE,
                                             default_text=f"{DEFAULT_BRANCH_STEPS} steps of the largest branch batch")
-    seeds: int = flag_field(3, help="seeds per point and factor, 0..N-1 (their spread at factor 1 sets the "
-                            "tolerance)", value_range=POSITIVE)
+    seeds: int = flag_field(3, help="seeds of the factor-1 branches per point, 0..N-1 (their spread sets the "
+                            "tolerance; the other factors take --factor-seeds)", value_range=POSITIVE)
     factor_seeds: int | None = flag_field(None, help="seeds of each factor other than 1, 0..N-1, at most --seeds: "
                                           "fewer than the reference's trains fewer branches, and the "
                                           "tolerance's sqrt(2/seeds) becomes sqrt(1/seeds + 1/N)", value_range=POSITIVE,
