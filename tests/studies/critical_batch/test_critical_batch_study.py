@@ -239,5 +239,6 @@ def test_fewer_seeds_at_the_other_factors_train_fewer_branches_and_widen_the_tol
     assert judged.tolerance.value == pytest.approx(tolerance_from_seeds([1.0, 1.1, 1.2], 2).value)
     assert "sqrt(1/3 + 1/2)" in judged.tolerance.rule
     full = build_parser().parse_args(["study", "critical-batch", "--from", str(tiny_run), "--at", "1", "--factors",
-                                      "1,2,4,8,16", "--branch-samples", "512", "--out", str(tmp_path / "default")])
+                                      "1,2,4,8,16", "--seeds", "3", "--branch-samples", "512", "--out",
+                                      str(tmp_path / "default")])
     assert full.face.runner().config_from_args(full, tmp_path / "default").factor_seeds == 2  # 3 / sqrt(4), rounded up
