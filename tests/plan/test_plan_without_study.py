@@ -384,6 +384,11 @@ def test_auto_from_critical_batch_rows_doubles_where_the_runs_noise_scale_says_n
     rows = plan_rows(plan, PlanGrid((EAGER,), (1,), (16, 256), ("fixed", "auto")), "plan", steps_model(plan))
     auto = next(row for row in rows if row.schedule == "auto")
     assert [phase.global_batch for phase in auto.phases] == [16]
+    from trainspeed.plan.plan import verdict
+
+    said = verdict(rows)  # the rule the auto rows predict, which a run follows only with its step times off
+    assert "auto rows predict `train --batch-schedule auto --auto-step-times off`" in said
+    assert "--auto-step-times" not in verdict([row for row in rows if row.schedule == "fixed"])
 
 
 def test_the_bench_rows_scatter_about_their_curve_is_drawn_for_each_row_and_cancels_at_the_runs_own_row():

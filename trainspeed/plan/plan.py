@@ -172,6 +172,10 @@ def verdict(rows: Sequence[PlanRow], note: str | None = None) -> str:
                  f"their steps are bounds, not predictions; {extrapolated[0].extrapolated_why}")
     for line in unmeasured_compilations(best):
         text += f"\nleft out of its time: {line}"
+    if any(row.schedule == "auto" for row in predicted):
+        text += ("\nauto rows predict `train --batch-schedule auto --auto-step-times off`: growth by the noise scale "
+                 "alone; by default a run also weighs the step times it measures and grows only where a larger batch "
+                 "saves time, which the plan does not model")
     if pick is best:
         return text + "\nsamples/s alone picks the same configuration"
     return (text + f"\nsamples/s alone would pick {pick.config} ({pick.samples_per_s:,.0f} samples/s against "
