@@ -79,6 +79,12 @@ class Range:
     def top(self) -> float:
         return self.high() if callable(self.high) else self.high
 
+    def holds(self, value: float) -> bool:
+        """Whether `value` lies in the range (NaN does not): what a config built from Python, never
+        parsed, checks."""
+        above_low = self.low < value if self.low_open else self.low <= value
+        return above_low and value <= self.top
+
     def check(self, text: str, value: float) -> None:
         if value < self.low or (self.low_open and value == self.low):
             low = _plain(self.low)

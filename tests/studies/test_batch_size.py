@@ -139,3 +139,16 @@ def test_the_power_plan_uses_the_planned_seeds_and_games():
 def test_settings_and_a_bad_setting_in_the_config_itself():
     with pytest.raises(UsageError, match="global batch 6 must divide"):
         BatchSizeConfig(data="d", out="o", nproc=4, batches=(6, 12), samples=12).check()
+
+
+@pytest.mark.parametrize("seconds", [0.0, -1.0, 3600.5, float("nan"), float("inf")])
+def test_a_bench_window_outside_its_range_is_refused_in_a_config_built_from_python(seconds):
+    """A config made in Python never passes the flag's parser: its check holds the same range."""
+    from trainspeed.studies.scaling.config import ScalingConfig
+
+    BatchSizeConfig(data="d", out="o", bench_min_window_s=3600.0).check()
+    ScalingConfig(data="d", out="o", bench_min_window_s=0.05).check()
+    with pytest.raises(UsageError, match="batch-size study: --bench-min-window-s must be a positive number"):
+        BatchSizeConfig(data="d", out="o", bench_min_window_s=seconds).check()
+    with pytest.raises(UsageError, match="scaling study: --bench-min-window-s must be a positive number"):
+        ScalingConfig(data="d", out="o", bench_min_window_s=seconds).check()

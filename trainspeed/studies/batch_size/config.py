@@ -102,7 +102,7 @@ class BatchSizeConfig:
                 raise UsageError(f"batch-size study: {flag} must be at least {least}, got {value}")
         if not 0 < self.base_lr < float("inf"):
             raise UsageError(f"batch-size study: --base-lr must be a positive number, got {self.base_lr}")
-        if not 0 < self.bench_min_window_s <= WINDOW_S.top:
+        if not WINDOW_S.holds(self.bench_min_window_s):
             raise UsageError(f"batch-size study: --bench-min-window-s must be a positive number of seconds up to "
                              f"{WINDOW_S.top:g}, got {self.bench_min_window_s}")
         if len(self.batches) < 2:

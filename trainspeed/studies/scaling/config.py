@@ -49,7 +49,7 @@ class ScalingConfig:
                                    ("--num-workers", self.num_workers, 0), ("--timing-warmup-steps", self.timing_warmup_steps, 0)):
             if value < least:
                 raise UsageError(f"scaling study: {flag} must be at least {least}, got {value}")
-        if not 0 < self.bench_min_window_s <= WINDOW_S.top:
+        if not WINDOW_S.holds(self.bench_min_window_s):
             raise UsageError(f"scaling study: --bench-min-window-s must be a positive number of seconds up to "
                              f"{WINDOW_S.top:g}, got {self.bench_min_window_s}")
         if max(self.ranks) > machine_cpus():
