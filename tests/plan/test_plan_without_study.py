@@ -568,6 +568,30 @@ def test_a_check_without_a_study_imports_a_users_module_only_where_the_user_name
         check_runnable(plan, check_recipe(plan, steps_model(plan)), None)
 
 
+def test_a_check_trains_on_data_in_a_format_only_the_users_module_reads(tmp_path, monkeypatch):
+    """The small CNN example reads one .npz file, no format of trainspeed's: its `train` takes it, and
+    so does a check of a plan from its base run; a file its workload cannot open is refused."""
+    import dataclasses as dc
+
+    from child_commands import EXAMPLES
+
+    from trainspeed.errors import UsageError
+    from trainspeed.plan.check import check_recipe, check_runnable
+
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    from small_cnn_workload import write_dataset
+
+    base = base_run_with_settings(tmp_path, monkeypatch)
+    plan = inputs([bench(EAGER, 64, 0.01)], [base])
+    workload, data = "small_cnn_workload:SmallCNNWorkload", write_dataset(tmp_path / "shapes.npz", samples=64)
+    recipe = dc.replace(check_recipe(plan, steps_model(plan)), workload=workload, size="tiny", data=str(data))
+    check_runnable(plan, recipe, workload)
+    data.write_bytes(b"PK\x03\x04 cut short")
+    with pytest.raises(UsageError, match=r"data .*shapes.npz .*which is not here \(.*shapes.npz: the workload "
+                                         r"small_cnn_workload:SmallCNNWorkload cannot open it \(BadZipFile"):
+        check_runnable(plan, recipe, workload)
+
+
 def test_a_base_run_whose_batch_grew_is_refused_in_one_line_not_read_as_steps_of_its_last_batch(cli_error):
     """The committed auto run went 32 -> 256: its samples over its last batch are no steps of one
     batch, which the steps model goes through."""

@@ -1,16 +1,19 @@
 """The studies train on data read where it lies as on trainspeed's own shards: `study
-time-to-target` takes a `--data` of every format, refuses one that is no data before anything
-runs, and (end to end) its runs read a token file in place and record what they read."""
+time-to-target` takes a `--data` of every format, and a user's workload's data in a format of its
+own, refuses one that is no data before anything runs, and (end to end) its runs read a token file
+in place and record what they read."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from in_place_data import snapshot, write_hf_images, write_image_folder, write_tar_shards, write_tokens
 
 from trainspeed.cli import main
+from trainspeed.data.sources import FORMATS_HELP
 
 STUDY = ["study", "time-to-target", "--preset", "smoke", "--workload", "toy_workload:token_windows",
          "--until", "val/accuracy>=0.5", "--global-batches", "16,32", "--seeds", "1", "--num-workers", "0"]
@@ -49,6 +52,50 @@ def test_the_study_takes_data_of_every_format_and_refuses_what_is_no_data_before
     else:
         assert f"time-to-target study: --data {tmp_path}/{said}" in error, error
     assert not (tmp_path / "study" / "time_to_target.jsonl").exists()
+
+
+CNN_STUDY = ["study", "time-to-target", "--preset", "smoke", "--workload", "small_cnn_workload:SmallCNNWorkload",
+             "--until", "val/top1_accuracy>=0.9", "--global-batches", "16,32", "--seeds", "1", "--num-workers", "0"]
+
+
+@pytest.mark.parametrize(("kind", "said"), [
+    pytest.param("its-own-npz", None, id="its-own-npz"),
+    pytest.param("other-arrays", "shapes.npz: not an image .npz dataset with images and labels", id="other-arrays"),
+    pytest.param("a-damaged-npz", "shapes.npz: the workload small_cnn_workload:SmallCNNWorkload cannot open it "
+                                  "(BadZipFile", id="a-damaged-npz"),
+    pytest.param("nothing-there", "shapes.npz: no such file or folder", id="nothing-there")])
+def test_the_study_takes_a_user_workload_s_own_format_and_refuses_what_its_workload_cannot_open(
+        tmp_path: Path, kind: str, said: str | None, cli_error, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The small CNN example reads one .npz file, no format of trainspeed's: `train` takes it, and so
+    must a study that starts trains on it; whether it is data is the workload's own answer."""
+    from child_commands import EXAMPLES
+
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    from small_cnn_workload import write_dataset
+
+    data = tmp_path / "shapes.npz"
+    if kind == "its-own-npz":
+        write_dataset(data, samples=64)
+    elif kind == "other-arrays":
+        np.savez(data, tokens=np.zeros(8))
+    elif kind == "a-damaged-npz":
+        data.write_bytes(b"PK\x03\x04 cut short")
+    error = cli_error(*CNN_STUDY, "--data", str(data), "--max-hours", "1e-9", "--out", str(tmp_path / "study"))
+    if said is None:
+        assert "the estimate is" in error and "longer than --max-hours" in error, error
+    else:
+        assert f"time-to-target study: --data {tmp_path}/{said}" in error, error
+    assert not (tmp_path / "study" / "time_to_target.jsonl").exists()
+
+
+def test_a_built_in_workload_s_data_is_asked_of_trainspeed_s_formats_alone(tmp_path: Path) -> None:
+    """Only a module of the user's own opens its data itself; a built-in workload's is refused by its
+    format, before any workload code runs."""
+    from trainspeed.workloads import data_missing_for
+
+    (tmp_path / "games.npz").write_bytes(b"not shards")
+    assert data_missing_for("mahjong", "tiny", tmp_path / "games.npz") == (
+        f"{tmp_path}/games.npz: a file trainspeed does not read as data; give {FORMATS_HELP}")
 
 
 @pytest.mark.e2e

@@ -101,10 +101,9 @@ def detect_format(path: str | os.PathLike) -> str:
     """The format of a `--data` path (module table), from its names alone; UsageError for a path
     that is none of them, saying what each looks like."""
     path = Path(path)
-    if not path.exists():
-        if path.is_symlink():
-            raise UsageError(f"{path}: a symlink to nothing (or a symlink loop)")
-        raise UsageError(f"{path}: no such file or folder")
+    absent = _absent(path)
+    if absent is not None:
+        raise UsageError(absent)
     if path.is_file():
         suffix = path.suffix.lower()
         if suffix in TOKEN_SUFFIXES:
@@ -137,14 +136,27 @@ def detect_format(path: str | os.PathLike) -> str:
     raise UsageError(f"{path}: holds no data trainspeed reads; give {FORMATS_HELP}")
 
 
-def data_missing(path: str | os.PathLike | None) -> str | None:
+def _absent(path: Path) -> str | None:
+    """Why nothing is at `path`, in one line; None where something is."""
+    if path.exists():
+        return None
+    if path.is_symlink():
+        return f"{path}: a symlink to nothing (or a symlink loop)"
+    return f"{path}: no such file or folder"
+
+
+def data_missing(path: str | os.PathLike | None, only_present: bool = False) -> str | None:
     """Why `path` holds no data a run can read, in one line (it is not there, or it is no format
     `--data` reads: an empty folder, a file of another kind), or None where it does. The commands
     that start runs on another command's `--data` (the studies, the plan's checks and measurements)
     ask this before any run, for every format alike: from names alone, as `detect_format` tells
-    them apart, so a folder of a million images costs a listing, not a scan."""
+    them apart, so a folder of a million images costs a listing, not a scan. `only_present`: the
+    workload opens the path itself, in a format of its own that only its `open_dataset` knows (an
+    .npz file), so whether something is there is all that is asked; its first run says the rest."""
     if path is None or str(path) == "":
         return "no data given"
+    if only_present:
+        return _absent(Path(path))
     try:
         detect_format(path)
     except UsageError as error:

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from trainspeed.data.sources import data_missing
 from trainspeed.errors import UsageError
 from trainspeed.plan import CHECK_KEYWORDS
 from trainspeed.plan.compiles import AUTO_MICRO_BATCHES
@@ -75,6 +74,7 @@ class CheckRecipe:
     factor per batch), or a base run's own settings (`base`)."""
 
     workload: str
+    size: str | None
     data: str | None
     until: str
     source: str
@@ -91,7 +91,7 @@ def check_recipe(inputs: PlanInputs, model: StepsModel) -> CheckRecipe:
     settings = inputs.settings
     if settings is not None:
         recipe = GoalRecipe.from_settings(settings.settings, settings.size, settings.base_lr, settings.reference_batch)
-        return CheckRecipe(settings.settings.workload, settings.settings.data, settings.until,
+        return CheckRecipe(settings.settings.workload, settings.size, settings.settings.data, settings.until,
                            inputs.settings_source or "the study's settings", study=recipe,
                            best_factors={row.global_batch: row.best_lr_factor for row in inputs.study_batches})
     from trainspeed.plan.measure import base_config
@@ -103,7 +103,8 @@ def check_recipe(inputs: PlanInputs, model: StepsModel) -> CheckRecipe:
         raise UsageError(f"plan: --check trains the recipe the steps came from, and {where}; give a time-to-target "
                          "study's rows, or the base run's folder as `trainspeed train` wrote it (with its "
                          "train_config.json)")
-    return CheckRecipe(config.workload, None if config.synthetic_data else config.data, config.until or inputs.until,
+    return CheckRecipe(config.workload, config.size, None if config.synthetic_data else config.data,
+                       config.until or inputs.until,
                        where, base=config, base_run=base_run)
 
 
@@ -128,7 +129,7 @@ def check_runnable(inputs: PlanInputs, recipe: CheckRecipe, workload: str | None
     The recipe's workload is the one `--workload` names where the user gave it (it must be the
     recipe's), and a module of the user's own that only the rows name is refused; the recipe's data
     must be here, and it trains to the goal the plan predicts."""
-    from trainspeed.workloads import is_users_module
+    from trainspeed.workloads import data_missing_for, is_users_module
 
     where = recipe.source
     named = recipe.workload
@@ -139,7 +140,7 @@ def check_runnable(inputs: PlanInputs, recipe: CheckRecipe, workload: str | None
     if workload is None and is_users_module(named):
         raise UsageError(f"plan: --check would import {named}, a module {trained}'s rows name ({where}); rows are "
                          f"data and never choose code to run: give --workload {named} if it is yours to run")
-    missing = data_missing(recipe.data) if recipe.data is not None else None
+    missing = data_missing_for(named, recipe.size, recipe.data) if recipe.data is not None else None
     if missing is not None:
         raise UsageError(f"plan: --check trains on {trained}'s data {recipe.data} ({where}), which is not here "
                          f"({missing}); run the plan from the folder {trained} ran in, where that path holds its data")

@@ -36,7 +36,6 @@ from typing import Sequence
 from trainspeed.bench.config import BenchConfig, TimingPlan
 from trainspeed.bench.flags import bench_command
 from trainspeed.bench.results import ResultRow
-from trainspeed.data.sources import data_missing
 from trainspeed.errors import UsageError
 from trainspeed.plan.compiles import AUTO_MICRO_BATCHES, compiles, micro_batches_of, slice_batch
 from trainspeed.plan.inputs import PlanInputs, bench_row
@@ -241,7 +240,9 @@ def lacking(inputs: PlanInputs, grid: PlanGrid, model: StepsModel, micro_batches
     runs: list[Measurement] = []
     if config is None:
         return wants, runs, from_where
-    missing = data_missing(config.data) if config.data and not config.synthetic_data else None
+    from trainspeed.workloads import data_missing_for
+
+    missing = data_missing_for(named, config.size, config.data) if config.data and not config.synthetic_data else None
     if missing is not None:
         return wants, runs, (f"they would train on the data {config.data} of {from_where}, which is not here "
                              f"({missing}); run the plan from the folder the base run ran in")

@@ -11,6 +11,7 @@ Every command that names a workload gets it from `get_workload` and checks its `
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING
 
 from trainspeed.errors import UsageError
@@ -81,6 +82,36 @@ def is_users_module(name: str) -> bool:
     """Whether a workload name is a module of the user's own (`package.module:factory`), which
     `get_workload` imports and runs, rather than a built-in workload or a library's model by name."""
     return family_of(name) is None and name not in BUILTIN_WORKLOADS
+
+
+def data_missing_for(workload: str, size: str | None, path: str | os.PathLike | None) -> str | None:
+    """Why `path` holds no data `workload`'s runs can open, in one line; None where it holds some.
+    The commands that start runs on another command's `--data` ask this before any run. It asks
+    trainspeed's formats first, from names alone (`data_missing`). A module of the user's own may
+    read a format of its own through its `open_dataset` (an .npz file, as the examples do), so where
+    trainspeed's formats do not take a path that is there, that workload opens it, and what it
+    says is the answer."""
+    from trainspeed.data.sources import data_missing
+
+    missing = data_missing(path)
+    if missing is None or not is_users_module(workload) or data_missing(path, only_present=True) is not None:
+        return missing
+    from trainspeed.data.base import LoaderConfig
+
+    try:
+        loaded = get_workload(workload)
+        resolved = resolve_size(loaded, size)
+    except UsageError:  # it cannot be asked here: trainspeed's formats answer, and the command says the rest
+        return missing
+    if not hasattr(loaded, "open_dataset"):
+        return missing
+    try:
+        loaded.open_dataset(str(path), resolved, LoaderConfig(batch_size=1, num_workers=0))
+    except UsageError as error:
+        return str(error)
+    except Exception as error:  # noqa: BLE001 - the user's code: whatever it raises is its refusal of the path
+        return f"{path}: the workload {workload} cannot open it ({type(error).__name__}: {error})"
+    return None
 
 
 def get_workload(name: str) -> Workload:

@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from trainspeed.data.sources import data_missing
 from trainspeed.errors import UsageError
 from trainspeed.rows import Provenance, append_row
 from trainspeed.studies.common import COMMAND_START_S, Progress, StudyFailed, no_progress, shown
@@ -342,7 +341,9 @@ def _check_settings(config: CriticalBatchConfig, base: Base) -> None:
         raise _refused(f"--factor-seeds {config.factor_seeds} exceeds --seeds {config.seeds}: the factor-1 branches, "
                        "the reference of every comparison, take at least as many seeds; give --factor-seeds "
                        f"{config.seeds} or fewer")
-    missing = data_missing(config.data)
+    from trainspeed.workloads import data_missing_for
+
+    missing = data_missing_for(base.config.workload, base.config.size, config.data)
     if missing is not None:
         raise _refused(f"the branches train on {config.data}, which is not here ({missing}); run the study from the "
                        "folder the base run ran in, or give --data")

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainspeed.atomic import create_exclusive_text, move_to_new
-from trainspeed.data.sources import data_missing
 from trainspeed.errors import UsageError
 from trainspeed.gradients.rows import UNRESOLVED_REASON, NoiseScaleReading, bound_text, median_reading
 from trainspeed.rows import Provenance, append_row
@@ -513,7 +512,9 @@ def config_from_args(args: argparse.Namespace, out: Path) -> TimeToTargetConfig:
     settings = {"workload": DEFAULT_WORKLOAD, **preset_settings(TimeToTargetConfig, PRESETS, args)}
     config = TimeToTargetConfig(out=str(out), **settings)  # type: ignore[arg-type]
     config.check()
-    missing = data_missing(config.data)
+    from trainspeed.workloads import data_missing_for
+
+    missing = data_missing_for(config.workload, config.size or None, config.data)
     if missing is not None:
         raise UsageError(f"time-to-target study: --data {missing}; give the workload's dataset: a shard set "
                          "(`trainspeed data ...`) or data read where it lies (docs/data_in_place.md)")
