@@ -1,5 +1,3 @@
-import sys
+from trainspeed.cli import program
 
-from trainspeed.cli import main
-
-sys.exit(main())
+program()

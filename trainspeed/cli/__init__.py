@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from typing import NoReturn
 
 from trainspeed.cli.bench import add_bench_command
 from trainspeed.cli.check import add_check_command
@@ -27,6 +28,7 @@ from trainspeed.cli.study import add_study_command
 from trainspeed.cli.train import add_train_command
 from trainspeed.errors import DeviceLost, ServerRefused, UsageError
 from trainspeed.flags import OneLineParser
+from trainspeed.process_end import end_process
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,3 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("trainspeed: interrupted", file=sys.stderr)
         return 130
+
+
+def program() -> NoReturn:
+    """The `trainspeed` program: `main` on the process's arguments, then the process ends without
+    the interpreter's finalization (`trainspeed.process_end`)."""
+    end_process(main())

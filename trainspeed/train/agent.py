@@ -139,4 +139,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from trainspeed.process_end import end_process
+
+    end_process(main(sys.argv[1:]))

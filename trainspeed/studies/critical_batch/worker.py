@@ -106,4 +106,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from trainspeed.process_end import end_process
+
+    end_process(main())
