@@ -1,8 +1,8 @@
 """`trainspeed study critical-batch` end to end on the session's tiny run (every checkpoint kept):
 2 points x 2 factors x 2 seeds at the smallest branch budget, its rows, a rerun that trains
 nothing, the report with its figure; a 2-rank base run; and bad input, one line before anything runs.
-Only the first study runs in a child of its own; the rest run in this process (their branches are
-children all the same), which spares a command's start each."""
+Only the first study runs in a child of its own; the rest, and the 2-rank base run, run in this
+process (their branches and ranks are children all the same), which spares a command's start each."""
 
 import json
 import shutil
@@ -92,9 +92,9 @@ def test_a_rerun_trains_nothing_again_and_the_report_draws_the_critical_batch(st
 
 def test_a_two_rank_base_run_branches_on_its_ranks_unless_the_study_gives_others(selfplay_data: Path, tmp_path: Path):
     base = tmp_path / "base"
-    run_ok("train", "--workload", "mahjong", "--size", "tiny", "--data", str(selfplay_data), "--nproc", "2", "--steps", "2",
-           "--batch-size-per-device", "16", "--checkpoint-every", "1", "--keep-checkpoints", "0", "--eval-batches", "1",
-           "--threads", "1", "--num-workers", "0", "--no-progress", "--out", str(base), timeout=600)
+    assert main(["train", "--workload", "mahjong", "--size", "tiny", "--data", str(selfplay_data), "--nproc", "2",
+                 "--steps", "2", "--batch-size-per-device", "16", "--checkpoint-every", "1", "--keep-checkpoints", "0",
+                 "--eval-batches", "1", "--threads", "1", "--num-workers", "0", "--no-progress", "--out", str(base)]) == 0
     argv = ["study", "critical-batch", "--from", str(base), "--at", "1", "--factors", "1,2", "--seeds", "1",
             "--tolerance", "0.05", "--branch-samples", "64", "--parallel-runs", "1"]
     args = build_parser().parse_args([*argv, "--out", str(tmp_path / "defaults")])
