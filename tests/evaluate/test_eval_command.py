@@ -105,18 +105,38 @@ def _stop_after(deals: int):
     return on_deal
 
 
-@pytest.mark.e2e
-def test_an_interrupted_evaluation_resumes_without_replaying_finished_deals(tiny_run, tmp_path):
-    common = dict(policy=str(tiny_run), opponent="random", games=8, seed=4, batch_games=8, progress=False)
-    whole = run_mahjong_eval(MahjongEvalConfig(out=str(tmp_path / "whole.jsonl"), **common), "whole")
+def _against_random(run: Path, out: Path) -> MahjongEvalConfig:
+    """The evaluation the resume tests continue: 8 games (2 deals) against random agents, into `out`."""
+    return MahjongEvalConfig(policy=str(run), opponent="random", games=8, seed=4, batch_games=8, progress=False,
+                             out=str(out))
 
-    config = MahjongEvalConfig(out=str(tmp_path / "cut.jsonl"), **common)
+
+@pytest.fixture(scope="module")
+def unfinished_progress(tiny_run, tmp_path_factory) -> str:
+    """The progress file `_against_random` leaves when it stops after its first deal (as a crash there
+    would): played once for the tests that continue it or refuse to; each writes it beside an out of its own."""
+    config = _against_random(tiny_run, tmp_path_factory.mktemp("unfinished") / "eval.jsonl")
     with pytest.raises(Stop):
         run_mahjong_eval(config, "first try", on_deal=_stop_after(1))
+    assert not Path(config.out).exists()
+    return Path(config.out + ".progress").read_text()
+
+
+def _unfinished(run: Path, out: Path, progress: str) -> MahjongEvalConfig:
+    """`_against_random` into `out`, beside the progress file of its unfinished first try."""
+    config = _against_random(run, out)
+    Path(config.out + ".progress").write_text(progress)
+    return config
+
+
+@pytest.mark.e2e
+def test_an_interrupted_evaluation_resumes_without_replaying_finished_deals(tiny_run, unfinished_progress, tmp_path):
+    whole = run_mahjong_eval(_against_random(tiny_run, tmp_path / "whole.jsonl"), "whole")
+
+    config = _unfinished(tiny_run, tmp_path / "cut.jsonl", unfinished_progress)
     progress = Path(config.out + ".progress")
     lines = progress.read_text().splitlines()
     assert json.loads(lines[0])["kind"] == "settings" and len(lines) == 2
-    assert not Path(config.out).exists()
     with open(progress, "a") as handle:  # a crash in the middle of an append leaves a cut line
         handle.write('{"kind": "deal", "deal": 1, "se')
 
@@ -163,13 +183,10 @@ def test_worker_processes_import_nothing_from_the_working_folder(split_over_work
 
 
 @pytest.mark.e2e
-def test_other_settings_do_not_continue_an_unfinished_evaluation(capsys, tiny_run, tmp_path):
-    config = MahjongEvalConfig(policy=str(tiny_run), opponent="random", games=8, out=str(tmp_path / "e.jsonl"),
-                               progress=False)
-    with pytest.raises(Stop):
-        run_mahjong_eval(config, "first", on_deal=_stop_after(1))
-    code, _, err = run_cli(capsys, "eval", "mahjong", "--policy", str(tiny_run), "--opponent", "random", "--games", "12",
-                           "--out", config.out, "--no-progress")
+def test_other_settings_do_not_continue_an_unfinished_evaluation(capsys, tiny_run, unfinished_progress, tmp_path):
+    config = _unfinished(tiny_run, tmp_path / "e.jsonl", unfinished_progress)
+    code, _, err = run_cli(capsys, "eval", "mahjong", "--policy", str(tiny_run), "--opponent", "random", "--seed", "4",
+                           "--games", "12", "--out", config.out, "--no-progress")
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "holds an unfinished evaluation with other settings (games 8 -> 12)" in lines[0]
     with pytest.raises(UsageError, match="other settings"):
