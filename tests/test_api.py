@@ -146,8 +146,8 @@ def test_bench_returns_the_rows_it_appended(tmp_path):
     workload = trainspeed.workload_from(model=mlp, loss=loss, optimizer=functools.partial(torch.optim.SGD, lr=0.1),
                                         batch={"x": torch.randn(8, 4), "y": torch.randint(0, 3, (8,))})
     rows = trainspeed.bench(workload=workload, targets=["cpu:eager:fp32"], batch_sizes=[4, 8], windows=1,
-                            warmup_steps=0, min_window_s=0.01, max_steps_per_window=2, out=tmp_path / "b.jsonl",
-                            no_plot=True, no_progress=True)
+                            warmup_steps=0, min_window_s=0.01, max_steps_per_window=2, peak_tflops=1.0,
+                            out=tmp_path / "b.jsonl", no_plot=True, no_progress=True)  # a peak given: no probe (small_bench)
     assert isinstance(rows, trainspeed.Rows) and rows == read_rows(tmp_path / "b.jsonl") and rows.path == tmp_path / "b.jsonl"
     assert [(row.batch_size, row.status, row.mfu_flops_source) for row in rows] == [(4, "ok", "counted"), (8, "ok", "counted")]
     assert rows[0].command.startswith("trainspeed bench --workload 'python:{")
@@ -162,8 +162,8 @@ def test_a_server_given_its_reference_benches_it_for_a_remote_client(serve, tmp_
     del IN_PROCESS[workload.reference]  # the server rebuilds it from the reference, as its own process would
     server = serve(workloads=(workload.reference,), threads=1)
     rows = trainspeed.bench(workload=workload, targets=[server.remote_name], batch_sizes=[4], windows=1, warmup_steps=0,
-                            min_window_s=0.01, max_steps_per_window=2, feed=["host"], out=tmp_path / "b.jsonl",
-                            no_plot=True, no_progress=True)
+                            min_window_s=0.01, max_steps_per_window=2, feed=["host"], peak_tflops=1.0,
+                            out=tmp_path / "b.jsonl", no_plot=True, no_progress=True)  # no probe (small_bench)
     assert [(row.workload, row.status, row.transport, row.mfu_flops_source) for row in rows] == [
         ("remote-mlp", "ok", "grpc", "counted")]
 
@@ -407,9 +407,11 @@ def small_workload():
 
 
 def small_bench(workload, out: Path, **values) -> trainspeed.Rows:
+    """One short window at batch 4, against a given peak (the CPU's own, measured, is a probe of 1.5 s
+    that none of these tests reads; the example's bench measures it)."""
     return trainspeed.bench(workload=workload, targets=["cpu:eager:fp32"], batch_sizes=[4], windows=1, warmup_steps=0,
-                            min_window_s=0.01, max_steps_per_window=2, out=out, no_plot=True, no_progress=True,
-                            **values)
+                            min_window_s=0.01, max_steps_per_window=2, peak_tflops=1.0, out=out, no_plot=True,
+                            no_progress=True, **values)
 
 
 def small_train(workload, out: Path, **values) -> trainspeed.Rows:
