@@ -72,7 +72,8 @@ def inputs(benches: list[Read], runs: list[TimeToTargetRunRow]) -> PlanInputs:
 
 def test_a_prediction_is_steps_times_step_time_plus_start_up_compilation_and_validation():
     benches = [bench("cpu:eager:fp32", 64, 6400.0, first_step_s=0.02), bench("cpu:compile:fp32", 64, 12800.0, 5.01)]
-    runs = [study_run(command_s=12.0, wall_s=10.0, train_s=9.0, validations=2)]  # 2 s overhead, 0.5 s per validation
+    # two runs of 2 s overhead and 0.5 s per validation: the check's start-up is one of them
+    runs = [study_run(command_s=12.0, wall_s=10.0, train_s=9.0, validations=2)] * 2
     rows = plan_rows(inputs(benches, runs), PlanGrid(("cpu:eager:fp32", "cpu:compile:fp32"), (1,), (64,)), "plan")
     by_target = {row.target: row for row in rows}
     steps = S_MIN * (1 + B_CRIT / 64)  # 206.25 steps, 13,200 samples: the goal is met between validations 3 and 4

@@ -424,6 +424,21 @@ def test_the_interval_holds_the_spread_of_the_start_up_of_the_runs_given():
     assert low < high and "the start-up" in row.interval_from.split("; measured once")[0]
 
 
+def test_a_start_up_measured_once_is_drawn_at_one_run_s_scatter_about_another_s():
+    """The base run's start-up is one run's and the check's another: on a workload whose goal takes
+    seconds it is most of the time, and an interval without its scatter misses the check."""
+    from trainspeed.plan.model import BASE_AND_CHECK_START_UPS, Overheads
+
+    once = Overheads(3.0, 0.0, 0, EAGER, 1, "base run", overhead_values=(3.0,))
+    low, high = np.percentile(once.overhead_draws(1, np.random.default_rng(0)), [2.5, 97.5])
+    spread = np.exp(1.97 * BASE_AND_CHECK_START_UPS.log_sd)  # t(0.975, 66)
+    assert low == pytest.approx(3.0 / spread, rel=0.05) and high == pytest.approx(3.0 * spread, rel=0.05)
+    given = Overheads(3.0, 0.0, 0, EAGER, 1, "no runs")  # a value no run measured: as given
+    assert set(given.overhead_draws(1, np.random.default_rng(0))) == {3.0}
+    row = predicted([bench(EAGER, 64, 0.01)], [run(startup_s=3.0)])["cpu:eager:fp32/1/64"]
+    assert "the start-up (measured once: the one measured and the check's" in row.interval_from.split("; measured once: ")[0]
+
+
 def test_a_study_whose_draws_round_to_one_validation_still_has_the_step_time_s_spread():
     """Every draw of the steps trains up to the same validation (a point before); the bench's windows spread."""
     from trainspeed.plan.model import Overheads, predict

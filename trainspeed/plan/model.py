@@ -32,10 +32,10 @@ the base run's noise scale near the goal, at one seed's scatter, and between the
 batch allows where the learning-rate rule was never tried near the batch, which the row calls
 `extrapolated`; `trainspeed.plan.steps_spread`), the step time (the bench row's timed windows and
 the efficiency run's windows, each a median resampled, and each bench row read at the scatter of
-its target's rows about their curve, `trainspeed.plan.bench_scatter`), the start-up (the runs'
-values) and the validation (its pauses); the steps trained and the validations are counted in
-every draw, so the rounding to a validation does not collapse the interval while anything else
-varies. Where nothing varies the interval is one point, and the row says why. Nothing here
+its target's rows about their curve, `trainspeed.plan.bench_scatter`), the start-up (one of the
+runs', or one measured once at the scatter of one run's about another's) and the validation (its
+pauses); the steps trained and the validations are counted in every draw, so the rounding to a
+validation does not collapse the interval while anything else varies. Where nothing varies the interval is one point, and the row says why. Nothing here
 imports torch.
 """
 
@@ -57,6 +57,7 @@ from trainspeed.plan.inputs import PlanInputs, bench_row
 from trainspeed.plan.rows import Compilation, Phase
 from trainspeed.plan.run_costs import steady_validation_s, steady_window_samples_per_s, validation_every_samples
 from trainspeed.plan.steps import DRAWS, StepsModel, auto_phases, steps_model, stopping_phases
+from trainspeed.plan.steps_spread import RunSpread
 from trainspeed.report.inputs import Read
 from trainspeed.stats import percentile_interval, resampled_medians
 from trainspeed.train.runs import TrainRun
@@ -179,6 +180,18 @@ def step_time(inputs: PlanInputs, target: str, devices: int, batch: int, generat
                     f"efficiency {scaling.source}", bench, said)
 
 
+COMMITTED_START_UPS = RunSpread(0.16, 66, "the committed studies' runs' start-up and shutdown about their study's "
+                                         "(log sd 0.16, 66 degrees of freedom)")
+"""`docs/results/time_to_target_study_{mahjong,charlm}.jsonl` and `named_time_to_target_gpt2.jsonl`:
+the log of each run's command seconds beyond its wall clock, about its study's mean, pooled (tiny
+Mahjong 0.27 over 22 degrees of freedom, two runs at a time; the char-LM example 0.03 over 30; hf:gpt2
+0.08 over 14)."""
+BASE_AND_CHECK_START_UPS = RunSpread(math.sqrt(2) * COMMITTED_START_UPS.log_sd, COMMITTED_START_UPS.degrees_of_freedom,
+                                     f"the one measured and the check's, each at {COMMITTED_START_UPS.source}")
+"""A start-up measured once (a base run's) is one run's, and the check's is another: their ratio
+scatters by sqrt(2) times one run's."""
+
+
 @dataclass(frozen=True)
 class Overheads:
     overhead_s: float
@@ -224,10 +237,17 @@ class Overheads:
         return self.overhead_s, f"{self.source}; starting {devices} devices assumed to cost the same (no runs of both)"
 
     def overhead_draws(self, devices: int, generator: np.random.Generator) -> np.ndarray:
+        """The overhead of the one run a check makes, `DRAWS` draws: one of the runs measured at
+        random (a study's), or, measured once (a base run's start-up), that value at one run's
+        scatter about another's (`BASE_AND_CHECK_START_UPS`); shifted to `devices` as `at` says.
+        One no run measured is that value in every draw."""
         value, _ = self.at(devices)
-        if len(set(self.overhead_values)) < 2 or value == 0:
+        if value == 0 or not self.overhead_values:
             return np.full(DRAWS, value)
-        return np.maximum(0.0, resampled_medians(self.overhead_values, generator, DRAWS) + (value - self.overhead_s))
+        if len(self.overhead_values) == 1:
+            return value * BASE_AND_CHECK_START_UPS.factors(DRAWS, generator)
+        measured = np.asarray(self.overhead_values, dtype=float)
+        return np.maximum(0.0, measured[generator.integers(0, measured.size, DRAWS)] + (value - self.overhead_s))
 
     def validation_draws(self, generator: np.random.Generator) -> np.ndarray:
         if len(set(self.validation_values)) < 2 or self.validation_s == 0:
@@ -236,8 +256,10 @@ class Overheads:
 
     @property
     def spread(self) -> list[str]:
-        return [what for what, values in (("the start-up", self.overhead_values),
-                                          ("the validation", self.validation_values)) if len(set(values)) > 1]
+        start_up = ("the start-up (one of the runs')" if len(self.overhead_values) > 1 else
+                    f"the start-up (measured once: {BASE_AND_CHECK_START_UPS.source})")
+        return [what for what, varies in ((start_up, self.overhead_s > 0 and bool(self.overhead_values)),
+                                          ("the validation", len(set(self.validation_values)) > 1)) if varies]
 
 
 def _same_machine(one: Machine, other: Machine) -> bool:
@@ -468,10 +490,11 @@ def _interval_from(model: StepsModel, costs: Overheads, times: dict[int, StepTim
     step_time_varies = any(float(item.draws.min()) < float(item.draws.max()) for item in found)
     scatter = "; ".join(dict.fromkeys(item.scatter for item in found if item.scatter))
     steps_said = model.spread + (f"; extrapolated: {extrapolated}" if extrapolated else "")
+    start_up = next((text for text in costs.spread if text.startswith("the start-up")), "the start-up")
     parts = [(steps_said, steps_vary),
              (f"the step time (the bench's timed windows, the efficiency run's windows{'; ' + scatter if scatter else ''})"
               if step_time_varies else "the step time (one timed window, or all alike)", step_time_varies),
-             ("the start-up", "the start-up" in costs.spread), ("the validation", "the validation" in costs.spread)]
+             (start_up, start_up in costs.spread), ("the validation", "the validation" in costs.spread)]
     drawn = [text for text, varies in parts if varies]
     once = [text for text, varies in parts if not varies]
     said = ("draws " + ", ".join(drawn) if drawn else "draws nothing") + (

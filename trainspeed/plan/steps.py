@@ -51,7 +51,7 @@ from trainspeed.plan.steps_spread import (
     COMMITTED_STUDIES,
     NEAR_BASE_RUN,
     NEAR_GOAL_SHARE,
-    SeedSpread,
+    RunSpread,
     TriedBatches,
     critical_batch_draws,
     extrapolated_factors,
@@ -138,7 +138,7 @@ class StepsModel:
     """A line the verdict says (an unresolved noise scale and what was made of it)."""
     base_run: TrainRun | None = None
     """The run the steps were measured by (no study): its start-up and validations are the plan's too."""
-    seeds: SeedSpread | None = None
+    seeds: RunSpread | None = None
     """How one run's steps scatter about the model's from seed to seed (None: not drawn)."""
     tried: TriedBatches | None = None
     """The batches the learning-rate rule was tried at from the start of a run (None: not known, and

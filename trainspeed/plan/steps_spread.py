@@ -4,7 +4,7 @@ says, so that the plan's interval is one for that run and not for the model's me
 - **the seeds**: one run's steps scatter about the mean of its batch from seed to seed. A study
   measures that scatter (its seeds at each batch, pooled); a base run cannot (one seed), so the
   plan takes the committed studies' pooled scatter, and twice its variance: the base run's steps
-  are one seed's, and so are the check's (`SeedSpread`);
+  are one seed's, and so are the check's (`RunSpread`);
 - **the model's own spread** (`trainspeed.plan.steps.StepsModel.draws`): the study's bootstrap of
   its fit, or, from a base run, its noise scale near the goal drawn from the readings there, each
   with the standard error of its |G|^2 (`noise_scale_draws`), or a critical batch between the
@@ -38,9 +38,10 @@ NEAR_GOAL_SHARE = 0.25
 
 
 @dataclass(frozen=True)
-class SeedSpread:
-    """How one run's steps to the goal scatter about its batch's mean: a standard deviation of
-    their logarithm, with its degrees of freedom (its draws are t-distributed)."""
+class RunSpread:
+    """How one run's measure (its steps to the goal, its start-up) scatters about the mean of runs
+    like it: a standard deviation of its logarithm, with its degrees of freedom (its draws are
+    t-distributed)."""
 
     log_sd: float
     degrees_of_freedom: int
@@ -53,7 +54,7 @@ class SeedSpread:
         return np.exp(self.log_sd * generator.standard_t(self.degrees_of_freedom, count))
 
 
-COMMITTED_STUDIES = SeedSpread(0.14, 19, "the committed studies' seeds at one batch (log sd 0.14, 19 degrees of freedom)")
+COMMITTED_STUDIES = RunSpread(0.14, 19, "the committed studies' seeds at one batch (log sd 0.14, 19 degrees of freedom)")
 """`docs/results/time_to_target_study_{mahjong,charlm}.jsonl` and `named_time_to_target_gpt2.jsonl`:
 the log of each seed's steps about its batch's mean, pooled over every batch whose seeds all met the
 goal (tiny Mahjong 0.065 over 8 degrees of freedom, the char-LM example 0.11 over 8, hf:gpt2 0.28
@@ -61,7 +62,7 @@ over 3, its batch 128 taking 75 and 149 steps). The plan takes it where its inpu
 of their own (a base run is one seed)."""
 
 
-def pooled_seed_spread(batches: Sequence["TimeToTargetBatchRow"], study: str) -> SeedSpread | None:
+def pooled_seed_spread(batches: Sequence["TimeToTargetBatchRow"], study: str) -> RunSpread | None:
     """The study's own scatter of seeds: the log of each seed's steps about its batch's mean, pooled
     over the batches whose seeds (two or more) all met the goal; None where no batch has two."""
     squares, freedom = 0.0, 0
@@ -76,14 +77,14 @@ def pooled_seed_spread(batches: Sequence["TimeToTargetBatchRow"], study: str) ->
     if freedom == 0:
         return None
     log_sd = math.sqrt(squares / freedom)
-    return SeedSpread(log_sd, freedom, f"study {study}'s seeds at one batch (log sd {log_sd:.3f}, {freedom} degrees of "
+    return RunSpread(log_sd, freedom, f"study {study}'s seeds at one batch (log sd {log_sd:.3f}, {freedom} degrees of "
                                        "freedom)")
 
 
-def one_run_spread(per_seed: SeedSpread = COMMITTED_STUDIES) -> SeedSpread:
+def one_run_spread(per_seed: RunSpread = COMMITTED_STUDIES) -> RunSpread:
     """A base run's steps are one seed's, and a check is another: their difference scatters by
     sqrt(2) times one seed's."""
-    return SeedSpread(math.sqrt(2) * per_seed.log_sd, per_seed.degrees_of_freedom,
+    return RunSpread(math.sqrt(2) * per_seed.log_sd, per_seed.degrees_of_freedom,
                       f"the base run's seed and the check's, each at {per_seed.source}")
 
 
