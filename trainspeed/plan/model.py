@@ -35,8 +35,8 @@ the efficiency run's windows, each a median resampled, and each bench row read a
 its target's rows about their curve, `trainspeed.plan.bench_scatter`), the start-up (one of the
 runs', or one measured once at the scatter of one run's about another's) and the validation (its
 pauses); the steps trained and the validations are counted in every draw, so the rounding to a
-validation does not collapse the interval while anything else varies. Where nothing varies the interval is one point, and the row says why. Nothing here
-imports torch.
+validation does not collapse the interval while anything else varies. Where nothing varies the
+interval is one point, and the row says why. Nothing here imports torch.
 """
 
 from __future__ import annotations

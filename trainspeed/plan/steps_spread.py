@@ -78,14 +78,14 @@ def pooled_seed_spread(batches: Sequence["TimeToTargetBatchRow"], study: str) ->
         return None
     log_sd = math.sqrt(squares / freedom)
     return RunSpread(log_sd, freedom, f"study {study}'s seeds at one batch (log sd {log_sd:.3f}, {freedom} degrees of "
-                                       "freedom)")
+                                      "freedom)")
 
 
 def one_run_spread(per_seed: RunSpread = COMMITTED_STUDIES) -> RunSpread:
     """A base run's steps are one seed's, and a check is another: their difference scatters by
     sqrt(2) times one seed's."""
     return RunSpread(math.sqrt(2) * per_seed.log_sd, per_seed.degrees_of_freedom,
-                      f"the base run's seed and the check's, each at {per_seed.source}")
+                     f"the base run's seed and the check's, each at {per_seed.source}")
 
 
 @dataclass(frozen=True)
