@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from child_commands import EXAMPLES
 
 from trainspeed.errors import UsageError
 
@@ -225,6 +226,7 @@ def test_a_negative_check_seed_is_refused_before_anything_is_written(cli_error, 
 def test_study_data_that_is_not_here_is_refused_before_anything_is_written(cli_error, tmp_path: Path, monkeypatch,
                                                                            there: str | None):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(EXAMPLES))  # the workload can be asked: an empty folder is still no data
     if there is not None:  # a folder, but no data `--data` reads
         (tmp_path / "data" / "text").mkdir(parents=True)
     study = _committed(tmp_path, STUDY)
