@@ -6,7 +6,6 @@ trainspeed's weights into each peer and getting the same logits, loss and gradie
 
 import importlib.util
 import json
-import runpy
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from benchmarks.reference import common, plain_torch
 from trainspeed.bench.config import BenchConfig, TimingPlan
 from trainspeed.bench.results import read_rows
 from trainspeed.bench.sweep import run_sweep
+from trainspeed.cli import main
 from trainspeed.workloads.mahjong.model import SIZES as TRAINSPEED_SIZES
 from trainspeed.workloads.mahjong.model import MahjongPolicy
 from trainspeed.workloads.mahjong.workload import MahjongWorkload
@@ -154,7 +154,7 @@ def start_peer(script: str, out: Path) -> subprocess.Popen:
 
 
 @pytest.mark.e2e
-def test_peer_rows_share_a_file_and_a_plot_with_trainspeed_rows(tmp_path, monkeypatch):
+def test_peer_rows_share_a_file_and_a_plot_with_trainspeed_rows(tmp_path):
     out = tmp_path / "peers.jsonl"
     # The JAX peer runs in a process of its own (JAX is never imported here) beside the plain-PyTorch
     # peer and trainspeed's sweep, which run in this process (their imports are warm), one thread
@@ -186,11 +186,9 @@ def test_peer_rows_share_a_file_and_a_plot_with_trainspeed_rows(tmp_path, monkey
     assert torch_versions == ({False, True} if _has_jax() else {False})
     assert all((r["machine"]["torch_threads"] is None) == (r["machine"]["torch_version"] is None) for r in peer_records)
 
-    # `python -m trainspeed plot OUT --baseline cpu:eager:fp32`, run in this process (its imports are warm).
-    monkeypatch.setattr(sys, "argv", ["trainspeed", "plot", str(out), "--baseline", "cpu:eager:fp32"])
-    with pytest.raises(SystemExit) as exit_info:
-        runpy.run_module("trainspeed", run_name="__main__", alter_sys=True)
-    assert exit_info.value.code == 0
+    # `trainspeed plot OUT --baseline cpu:eager:fp32`, run in this process (its imports are warm; the
+    # program's own entry, `python -m trainspeed`, ends its process, as every child command shows).
+    assert main(["plot", str(out), "--baseline", "cpu:eager:fp32"]) == 0
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "reference-torch:cpu:eager:fp32" in out.with_suffix(".svg").read_text()
 
