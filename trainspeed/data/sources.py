@@ -132,7 +132,7 @@ def detect_format(path: str | os.PathLike) -> str:
     if any(p.is_dir() for p in entries) or any(p.suffix.lower() in IMAGE_SUFFIXES for p in files):
         return IMAGE_FOLDER
     if not entries:
-        raise UsageError(f"{path}: an empty folder; give {FORMATS_HELP}")
+        raise UsageError(_empty_folder(path))
     raise UsageError(f"{path}: holds no data trainspeed reads; give {FORMATS_HELP}")
 
 
@@ -145,18 +145,31 @@ def _absent(path: Path) -> str | None:
     return f"{path}: no such file or folder"
 
 
-def data_missing(path: str | os.PathLike | None, only_present: bool = False) -> str | None:
+def _empty_folder(path: Path) -> str:
+    return f"{path}: an empty folder; give {FORMATS_HELP}"
+
+
+def nothing_at(path: str | os.PathLike) -> str | None:
+    """Why no reader at all, trainspeed's or a workload's own, can find data at `path`, in one line:
+    nothing is there, or a folder with nothing in it (hidden names aside); None otherwise."""
+    path = Path(path)
+    absent = _absent(path)
+    if absent is not None or not path.is_dir():
+        return absent
+    try:
+        return None if _visible(path) else _empty_folder(path)
+    except UsageError as error:
+        return str(error)
+
+
+def data_missing(path: str | os.PathLike | None) -> str | None:
     """Why `path` holds no data a run can read, in one line (it is not there, or it is no format
     `--data` reads: an empty folder, a file of another kind), or None where it does. The commands
     that start runs on another command's `--data` (the studies, the plan's checks and measurements)
     ask this before any run, for every format alike: from names alone, as `detect_format` tells
-    them apart, so a folder of a million images costs a listing, not a scan. `only_present`: the
-    workload opens the path itself, in a format of its own that only its `open_dataset` knows (an
-    .npz file), so whether something is there is all that is asked; its first run says the rest."""
+    them apart, so a folder of a million images costs a listing, not a scan."""
     if path is None or str(path) == "":
         return "no data given"
-    if only_present:
-        return _absent(Path(path))
     try:
         detect_format(path)
     except UsageError as error:

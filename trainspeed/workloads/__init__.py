@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainspeed.errors import UsageError
@@ -92,13 +91,10 @@ def data_missing_for(workload: str, size: str | None, path: str | os.PathLike | 
     read a format of its own through its `open_dataset` (an .npz file, as the examples do), so where
     trainspeed's formats do not take a path that is there (and is no empty folder), that workload
     opens it, and what it says is the answer."""
-    from trainspeed.data.sources import data_missing
+    from trainspeed.data.sources import data_missing, nothing_at
 
     missing = data_missing(path)
-    if missing is None or not is_users_module(workload) or data_missing(path, only_present=True) is not None:
-        return missing
-    folder = Path(str(path))
-    if folder.is_dir() and not any(folder.iterdir()):  # an empty folder is no workload's data
+    if missing is None or not is_users_module(workload) or nothing_at(str(path)) is not None:
         return missing
     from trainspeed.data.base import LoaderConfig
 
