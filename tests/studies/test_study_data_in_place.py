@@ -44,9 +44,13 @@ def _data(tmp_path: Path, kind: str) -> Path:
 ])
 def test_the_study_takes_data_of_every_format_and_refuses_what_is_no_data_before_any_run(
         tmp_path: Path, kind: str, said: str | None, cli_error) -> None:
-    data = _data(tmp_path, kind)
-    # --max-hours below any estimate: data the study takes reaches the estimate and stops there
-    error = cli_error(*STUDY, "--data", str(data), "--max-hours", "1e-9", "--out", str(tmp_path / "study"))
+    _check_taken_or_refused(cli_error, [*STUDY, "--data", str(_data(tmp_path, kind))], tmp_path, said)
+
+
+def _check_taken_or_refused(cli_error, argv: list[str], tmp_path: Path, said: str | None) -> None:
+    """The study `argv` with --max-hours below any estimate: data it takes reaches the estimate and
+    stops there, data it refuses is the line `said` (a path under `tmp_path`); neither writes a row."""
+    error = cli_error(*argv, "--max-hours", "1e-9", "--out", str(tmp_path / "study"))
     if said is None:
         assert "the estimate is" in error and "longer than --max-hours" in error, error
     else:
@@ -80,12 +84,7 @@ def test_the_study_takes_a_user_workload_s_own_format_and_refuses_what_its_workl
         np.savez(data, tokens=np.zeros(8))
     elif kind == "a-damaged-npz":
         data.write_bytes(b"PK\x03\x04 cut short")
-    error = cli_error(*CNN_STUDY, "--data", str(data), "--max-hours", "1e-9", "--out", str(tmp_path / "study"))
-    if said is None:
-        assert "the estimate is" in error and "longer than --max-hours" in error, error
-    else:
-        assert f"time-to-target study: --data {tmp_path}/{said}" in error, error
-    assert not (tmp_path / "study" / "time_to_target.jsonl").exists()
+    _check_taken_or_refused(cli_error, [*CNN_STUDY, "--data", str(data)], tmp_path, said)
 
 
 def test_a_built_in_workload_s_data_is_asked_of_trainspeed_s_formats_alone(tmp_path: Path) -> None:
