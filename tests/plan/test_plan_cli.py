@@ -222,6 +222,21 @@ def test_a_negative_check_seed_is_refused_before_anything_is_written(cli_error, 
     assert "argument --check-seed: '-5' must be at least 0" in error and _nothing_written(tmp_path)
 
 
+@pytest.mark.parametrize("more, said", [
+    (("--check-seeds", "0"), "argument --check-seeds: '0' must be at least 1"),
+    (("--check-seeds", "101"), "argument --check-seeds: '101' is more than 100 runs of each configuration"),
+    (("--check-seed", "2147483647", "--check-seeds", "2"),
+     "plan: --check-seed 2147483647 with --check-seeds 2 would train at seeds past 2,147,483,647"),
+])
+def test_check_seeds_that_cannot_run_are_refused_before_anything_is_written(cli_error, tmp_path: Path, more, said):
+    assert said in cli_error(*_check_args(tmp_path, _committed(tmp_path, STUDY), *more)) and _nothing_written(tmp_path)
+
+
+def test_check_seeds_without_a_check_are_one_line(cli_error, tmp_path: Path):
+    error = cli_error("plan", _committed(tmp_path, BENCH), _committed(tmp_path, STUDY), "--check-seeds", "3")
+    assert "plan: --check-seeds 3 is the number of runs of each --check configuration; give --check too" in error
+
+
 @pytest.mark.parametrize("there", [None, "an empty folder"])
 def test_study_data_that_is_not_here_is_refused_before_anything_is_written(cli_error, tmp_path: Path, monkeypatch,
                                                                            there: str | None):

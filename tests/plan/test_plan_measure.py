@@ -145,10 +145,12 @@ def test_a_users_module_that_only_the_inputs_name_is_never_run(cli_error, tmp_pa
 
 
 @pytest.mark.e2e
-def test_one_command_measures_what_the_plan_lacks_plans_with_it_and_checks_it(tmp_path, monkeypatch, capsys):
+def test_one_command_measures_what_the_plan_lacks_plans_with_it_and_checks_it_at_two_seeds(tmp_path, monkeypatch,
+                                                                                           capsys):
     """A run of the toy to its goal; `plan --measure` benches its batch (the one measurement the plan
     lacks here) by `trainspeed bench` in a child process, predicts from the row it wrote, and
-    `--check` trains the base run's own settings (no study) to the goal on the check's seed."""
+    `--check` trains the base run's own settings (no study) to the goal on each check seed
+    (`--check-seeds 2`): a row per run, each in its own folder, and a line of their mean."""
     from child_commands import TESTS
     from toy_workload import write_toy_data
     from trainspeed.cli import main
@@ -164,16 +166,24 @@ def test_one_command_measures_what_the_plan_lacks_plans_with_it_and_checks_it(tm
     # base run's own start-up and step times, which the machine's load stretches.
     assert main(["plan", "base", "--measure", "--budget-s", "86400", "--measure-dir", "measured", "--workload",
                  "toy_workload:validated", "--devices", "1", "--global-batches", "16", "--schedules", "fixed",
-                 "--out", "plan.jsonl", "--check", "best", "--check-dir", "checks"]) == 0
+                 "--out", "plan.jsonl", "--check", "best", "--check-dir", "checks", "--check-seeds", "2"]) == 0
     printed = capsys.readouterr().out
     assert "measure: 1 measurement(s)" in printed and "trainspeed bench --workload toy_workload:validated" in printed
     (bench,) = [json.loads(line) for line in (tmp_path / "measured" / "bench.jsonl").read_text().splitlines()]
     assert (bench["batch_size"], bench["status"], bench["workload"]) == (16, "ok", "validated")
-    row, check = [json.loads(line) for line in (tmp_path / "plan.jsonl").read_text().splitlines()]
+    row, *checks = [json.loads(line) for line in (tmp_path / "plan.jsonl").read_text().splitlines()]
     assert (row["config"], row["status"]) == ("cpu:eager:fp32/1/16", "predicted")
     assert any("measured/bench.jsonl" in source for source in row["sources"])
-    assert (check["kind"], check["config"], check["reached"], check["seed"]) == ("plan-check", row["config"], True, 1000)
-    assert "--until 'val/accuracy>=0.9' --stop-at-target" in check["command"] and "--lr 0.5" in check["command"]
+    for check, seed in zip(checks, (1000, 1001), strict=True):
+        assert (check["kind"], check["config"], check["reached"], check["seed"]) == ("plan-check", row["config"], True,
+                                                                                       seed)
+        assert check["run_dir"] == str(Path("checks") / "cpu-eager-fp32-1-16" / f"seed-{seed}")
+        assert (tmp_path / check["run_dir"] / "summary.json").is_file() and f"--seed {seed}" in check["command"]
+        assert "--until 'val/accuracy>=0.9' --stop-at-target" in check["command"] and "--lr 0.5" in check["command"]
+    mean_s = (checks[0]["measured_s"] + checks[1]["measured_s"]) / 2
+    assert (f"check cpu:eager:fp32/1/16, mean of 2 seeds (1000, 1001): measured {mean_s:,.1f} s "
+            f"({checks[0]['measured_s']:,.1f}, {checks[1]['measured_s']:,.1f}), predicted "
+            f"{row['predicted_s']:,.1f} s (ratio {mean_s / row['predicted_s']:.2f}, ") in printed
 
 
 # --- a critical-batch study in place of a time-to-target study -------------------------------------

@@ -11,6 +11,7 @@ from trainspeed.bench.config import TARGET_LIST
 from trainspeed.cli.bench import add_bench_command
 from trainspeed.cli.train import add_train_command
 from trainspeed.flags import (
+    INT_FLAG_MAX,
     POSITIVE_INTS,
     TIMEOUT,
     WORKLOAD_HELP,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from trainspeed.plan.plan import PlanGrid
     from trainspeed.plan.steps import StepsModel
 
+CHECK_SEEDS = Range(1, 100, why_high=" runs of each configuration")
 RUN_LIST = comma_list(Path, what="run folders", example="runs/tpu-b256")
 CHECK_LIST = comma_list(what="configurations (target/devices/batch) or keywords", example="best,samples-per-s")
 SCHEDULE_LIST = comma_list(choices=("fixed", "auto"), what="fixed (the global batch held) or auto (a batch that doubles "
@@ -82,6 +84,10 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--check-dir", type=Path, default=None, help="a new or empty folder for the check runs")
     parser.add_argument("--check-seed", type=seed_value, default=1000, help="training seed of the check runs "
                         "(default 1000: not one of a study's)")
+    parser.add_argument("--check-seeds", type=CHECK_SEEDS.parser(int), default=1,
+                        help="runs of each checked configuration, at seeds --check-seed, --check-seed + 1, ...: a "
+                        "check row each, and a line of their mean beside the prediction (one run's time scatters "
+                        "about the predicted from seed to seed; default 1)")
     parser.add_argument("--workload", default=None,
                         help="the inputs' workload, which --check trains and --measure runs: needed where it is "
                         "your own module "
@@ -111,11 +117,11 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
     from trainspeed.errors import UsageError
     from trainspeed.plan.check import (
         best_check_line,
-        check_commands,
         check_dirs,
         check_line,
         check_recipe,
         check_runnable,
+        check_runs,
         checks_of_runs,
         chosen,
         run_checks,
@@ -138,6 +144,12 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         raise UsageError("plan: --check needs --out (where the checks' rows go) and --check-dir (where their runs go)")
     if args.checked and args.out is None:
         raise UsageError("plan: --checked needs --out (where the checks' rows go)")
+    if args.check_seeds > 1 and not args.check:
+        raise UsageError(f"plan: --check-seeds {args.check_seeds} is the number of runs of each --check configuration; "
+                         "give --check too")
+    if args.check_seed + args.check_seeds - 1 > INT_FLAG_MAX:
+        raise UsageError(f"plan: --check-seed {args.check_seed} with --check-seeds {args.check_seeds} would train at "
+                         f"seeds past {INT_FLAG_MAX:,}; give a smaller --check-seed")
     if args.workload is not None and not (args.check or args.measure):
         raise UsageError("plan: --workload names the workload --check trains and --measure runs; give it with one "
                          "of them")
@@ -165,8 +177,8 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
     dirs = check_dirs(recipe, to_check, args.check_dir) if recipe is not None else {}
     if recipe is not None:
         check_runnable(inputs, recipe, args.workload)
-        commands = check_commands(recipe, to_check, dirs, args.check_seed)
-        check_train_flags(commands)
+        runs = check_runs(recipe, to_check, dirs, range(args.check_seed, args.check_seed + args.check_seeds))
+        check_train_flags({run.row.config: run.command for run in runs})
         check_writable_directory(args.check_dir, f"--check-dir {args.check_dir}")  # the last check: it makes the folder
     print(f"plan: {inputs.identity} to {inputs.until}")
     print(table(rows))
@@ -176,7 +188,7 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
             append_row(args.out, row)
     if to_check:
         try:
-            checks = run_checks(recipe, to_check, dirs, commands, args.check_seed, args.tolerance)  # type: ignore[arg-type]
+            checks = run_checks(runs, args.tolerance)
         except CommandFailed as error:
             raise UsageError(f"plan: {error}") from None
         for check in checks:

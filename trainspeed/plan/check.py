@@ -233,19 +233,46 @@ def check_commands(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str,
     return {row.config: train_command(check_config(recipe, row, seed, dirs[row.config])) for row in rows}
 
 
-def run_checks(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Path],
-               commands: dict[str, list[str]], seed: int, tolerance: float) -> list[PlanCheckRow]:
-    checked = []
+@dataclass(frozen=True)
+class CheckRun:
+    """One run of a checked configuration: its plan row, training seed, run folder and arguments."""
+
+    row: PlanRow
+    seed: int
+    run_dir: Path
+    command: list[str]
+
+
+def check_runs(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Path], seeds: Sequence[int]) -> list[CheckRun]:
+    """Every run the checks make, configuration by configuration, a run per seed: one seed's in the
+    configuration's folder, several seeds' each in its `seed-N` folder there."""
+    runs = []
     for row in rows:
-        args = commands[row.config]
-        print(shown(*args), flush=True)
+        for seed in seeds:
+            run_dir = dirs[row.config] if len(seeds) == 1 else dirs[row.config] / f"seed-{seed}"
+            runs.append(CheckRun(row, seed, run_dir, train_command(check_config(recipe, row, seed, run_dir))))
+    return runs
+
+
+def run_checks(runs: Sequence[CheckRun], tolerance: float) -> list[PlanCheckRow]:
+    """Each run to its goal, a check row of each; after a configuration's last run of several seeds,
+    the line of their mean (the prediction is of a run's expected time, and one run's scatters about
+    it from seed to seed)."""
+    checked: list[PlanCheckRow] = []
+    for index, run in enumerate(runs):
+        print(shown(*run.command), flush=True)
         started = time.perf_counter()
-        run_trainspeed(*args)
+        run_trainspeed(*run.command)
         measured_s = time.perf_counter() - started
-        check = check_row(row, read_run_summary(dirs[row.config]), dirs[row.config], measured_s, seed, tolerance,
-                          shown(*args))
+        check = check_row(run.row, read_run_summary(run.run_dir), run.run_dir, measured_s, run.seed, tolerance,
+                          shown(*run.command))
         print(check_line(check), flush=True)
         checked.append(check)
+        last_of_config = index + 1 == len(runs) or runs[index + 1].row.config != run.row.config
+        if last_of_config:
+            line = mean_check_line([row for row in checked if row.config == run.row.config])
+            if line:
+                print(line, flush=True)
     return checked
 
 
@@ -340,15 +367,42 @@ def check_line(row: PlanCheckRow) -> str:
             f"steps {steps} against {row.predicted_steps:,.1f} predicted")
 
 
-def best_check_line(rows: Sequence[PlanCheckRow]) -> str | None:
-    """Whether the predicted best was the measured best, or within the best's interval."""
+def mean_check_line(rows: Sequence[PlanCheckRow]) -> str | None:
+    """The mean of one configuration's check runs beside its prediction; None for a single run."""
     if len(rows) < 2:
         return None
-    fastest = min(rows, key=lambda row: row.measured_s)
-    best = next((row for row in rows if row.recommended), None)
+    first = rows[0]
+    mean_s = sum(row.measured_s for row in rows) / len(rows)
+    ratio = mean_s / first.predicted_s
+    within = abs(ratio - 1) <= first.tolerance
+    seconds = ", ".join(f"{row.measured_s:,.1f}" for row in rows)
+    return (f"check {first.config}, mean of {len(rows)} seeds ({', '.join(str(row.seed) for row in rows)}): "
+            f"measured {mean_s:,.1f} s ({seconds}), predicted {first.predicted_s:,.1f} s (ratio {ratio:.2f}, "
+            f"{'within' if within else 'outside'} ±{first.tolerance:.0%}); reached the goal in "
+            f"{sum(row.reached for row in rows)} of {len(rows)}")
+
+
+def mean_seconds(rows: Sequence[PlanCheckRow]) -> dict[str, float]:
+    """Each checked configuration's mean measured seconds over its runs, in the order first checked."""
+    by_config: dict[str, list[float]] = {}
+    for row in rows:
+        by_config.setdefault(row.config, []).append(row.measured_s)
+    return {config: sum(seconds) / len(seconds) for config, seconds in by_config.items()}
+
+
+def best_check_line(rows: Sequence[PlanCheckRow]) -> str | None:
+    """Whether the predicted best was the measured best (by the mean of its runs, where a
+    configuration ran at several seeds)."""
+    means = mean_seconds(rows)
+    if len(means) < 2:
+        return None
+    runs = len(rows) // len(means)
+    what = "" if runs == 1 else f", mean of {runs} runs"
+    fastest = min(means, key=means.__getitem__)
+    best = next((row.config for row in rows if row.recommended), None)
     if best is None:
-        return f"the fastest measured was {fastest.config} ({fastest.measured_s:,.1f} s); the recommended was not checked"
-    if best is fastest:
-        return f"the recommended configuration {best.config} was also the fastest measured ({best.measured_s:,.1f} s)"
-    return (f"the fastest measured was {fastest.config} ({fastest.measured_s:,.1f} s); the recommended {best.config} "
-            f"took {best.measured_s:,.1f} s, {best.measured_s / fastest.measured_s:.2f}x")
+        return f"the fastest measured was {fastest} ({means[fastest]:,.1f} s{what}); the recommended was not checked"
+    if best == fastest:
+        return f"the recommended configuration {best} was also the fastest measured ({means[best]:,.1f} s{what})"
+    return (f"the fastest measured was {fastest} ({means[fastest]:,.1f} s{what}); the recommended {best} "
+            f"took {means[best]:,.1f} s, {means[best] / means[fastest]:.2f}x")
