@@ -6,6 +6,8 @@ its goal counts as not reached."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 from pathlib import Path
@@ -35,10 +37,19 @@ def healthy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_a_diverging_run_stops_at_its_first_non_finite_loss_and_its_folder_reads(tmp_path: Path, capsys) -> None:
-    out = tmp_path / "run"
-    assert _train(out, *SYNTHETIC, *DIVERGING, "--log-every", "4") == 0
-    printed = capsys.readouterr().out
+@pytest.fixture(scope="module")
+def diverging(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The synthetic run at DIVERGING's learning rate, logged every 4 steps, and what it printed:
+    the run that the tests of its folder and of its report read."""
+    out = tmp_path_factory.mktemp("diverging") / "run"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert _train(out, *SYNTHETIC, *DIVERGING, "--log-every", "4") == 0
+    return out, printed.getvalue()
+
+
+def test_a_diverging_run_stops_at_its_first_non_finite_loss_and_its_folder_reads(diverging: tuple[Path, str]) -> None:
+    out, printed = diverging
     run = read_run(out)  # every row of it reads: no NaN where a number belongs
     summary = run.summary
     assert summary.diverged and 1 <= summary.diverged_at_step <= summary.last_step == 4 < 12
@@ -70,9 +81,9 @@ def test_a_healthy_run_records_no_divergence(healthy: Path) -> None:
     assert not summary.diverged and summary.diverged_at_step is None and summary.last_step == 12
 
 
-def test_the_report_shows_a_diverged_run_beside_a_healthy_one_marked(tmp_path: Path, healthy: Path) -> None:
-    diverged = tmp_path / "diverged"
-    assert _train(diverged, *SYNTHETIC, *DIVERGING, "--log-every", "4") == 0
+def test_the_report_shows_a_diverged_run_beside_a_healthy_one_marked(
+        tmp_path: Path, healthy: Path, diverging: tuple[Path, str]) -> None:
+    diverged, _ = diverging
     step = read_run(diverged).summary.diverged_at_step
     page = tmp_path / "report.html"
     assert main(["report", str(diverged), str(healthy), "--out", str(page)]) == 0
@@ -80,7 +91,7 @@ def test_the_report_shows_a_diverged_run_beside_a_healthy_one_marked(tmp_path: P
     table = html[html.index('id="table-training"'):]
     assert f"at step {step} (loss not finite)" in table and str(diverged / "summary.json") in table
     assert str(healthy / "summary.json") in table
-    assert main(["plot", str(diverged)]) == 0
+    assert main(["plot", str(diverged)]) == 0  # run.png and run.svg beside the run folder
 
 
 @pytest.mark.e2e
