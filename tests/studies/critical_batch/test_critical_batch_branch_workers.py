@@ -41,16 +41,18 @@ def test_a_point_s_branches_share_processes_and_judge_as_a_process_each_would(ti
     out = tmp_path / "study"
     STARTS = []
     try:
+        # Two factor-1 seeds (their spread is the tolerance) and one at factor 2: 3 branches, each run once more alone.
         assert main(["study", "critical-batch", "--from", str(tiny_run), "--at", "1", "--factors", "1,2", "--seeds", "2",
-                     "--branch-samples", "64", "--parallel-runs", "2", "--no-progress", "--out", str(out)]) == 0
+                     "--factor-seeds", "1", "--branch-samples", "64", "--parallel-runs", "2", "--no-progress",
+                     "--out", str(out)]) == 0
         started, STARTS = STARTS, None
     finally:
         STARTS = None
     (settings,) = rows_of(out / "critical_batch.jsonl", "critical-batch-study-config")
     branches = rows_of(out / "critical_batch.jsonl", "critical-batch-branch")
-    assert settings["branch_runs"] == len(branches) == 4
+    assert settings["branch_runs"] == len(branches) == 3
     workers = [argv for argv in started if WORKER_MODULE in argv]
-    assert len(workers) == settings["branch_processes"] == 2  # --parallel-runs of them, for 4 branches
+    assert len(workers) == settings["branch_processes"] == 2  # --parallel-runs of them, for 3 branches
     assert not [argv for argv in started if "train" in argv]  # no branch is a command of its own
     # Each branch again as its own `trainspeed train`, the command its row records, into a folder of its own.
     def alone(branch: dict) -> float:
