@@ -37,6 +37,15 @@ from trainspeed.workloads.mahjong.encoding import FEATURE_SHAPE
 PLANES = FEATURE_SHAPE[0]
 
 
+@pytest.fixture(scope="module")
+def two_batches_run_locally() -> tuple[list[dict[str, torch.Tensor]], list[float]]:
+    """Two Mahjong batches and their losses in a local run: a server that serves on after a bad
+    request or a vanished peer trains them to the same losses, bit for bit. The local run is the
+    same in every such test (same seed, batches and threads), so it runs once for the module."""
+    host_batches = batches(2)
+    return host_batches, local_losses(host_batches)
+
+
 @pytest.mark.parametrize("switches", ["", "/in-flight=3"])
 def test_remote_losses_equal_local_ones_bit_for_bit(server, switches):
     host_batches = batches(5)
@@ -131,7 +140,7 @@ def a_batch(**changes) -> dict[str, torch.Tensor]:
         ("bad learning rate", grpc.StatusCode.INVALID_ARGUMENT, "not finite"),
     ],
 )
-def test_bad_requests_get_a_clear_status_and_the_server_serves_on(server, case, code, fragment):
+def test_bad_requests_get_a_clear_status_and_the_server_serves_on(server, case, code, fragment, two_batches_run_locally):
     good = batches(1)[0]
     step = pb.ClientMessage(step=pb.Step(seq=2, batch_id=1))
     def raw_chunk(dtype: str, shape: list[int], nbytes: int, data: bytes, last: bool = True) -> pb.TensorChunk:
@@ -171,11 +180,11 @@ def test_bad_requests_get_a_clear_status_and_the_server_serves_on(server, case, 
     error = raw_session(server, messages)
     assert error.code() == code and fragment in error.details(), (error.code(), error.details())
     assert wait_until(lambda: server.host.live_sessions == 0)
-    host_batches = batches(2)
-    assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
+    host_batches, local = two_batches_run_locally
+    assert remote_losses(server.remote_name, host_batches) == local
 
 
-def test_a_failure_in_the_servers_reader_reaches_the_client_as_a_status(server, monkeypatch):
+def test_a_failure_in_the_servers_reader_reaches_the_client_as_a_status(server, monkeypatch, two_batches_run_locally):
     """Whatever breaks while the server reads a message ends the session with a status that says
     what, never with a silent OK."""
     from trainspeed.serve.batches import BatchLayout
@@ -189,8 +198,8 @@ def test_a_failure_in_the_servers_reader_reaches_the_client_as_a_status(server, 
     assert "the server failed reading the client's message: RuntimeError: the layout check broke" in error.details()
     monkeypatch.undo()
     assert wait_until(lambda: server.host.live_sessions == 0 and server.host.memory.held_bytes == 0)
-    host_batches = batches(2)
-    assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
+    host_batches, local = two_batches_run_locally
+    assert remote_losses(server.remote_name, host_batches) == local
 
 
 def test_a_target_mismatch_is_one_line_before_anything_runs(server):
@@ -215,15 +224,15 @@ def test_a_busy_server_refuses_one_session_too_many(serve):
 
 
 # --- vanishing peers --------------------------------------------------------------------------------
-def test_a_client_that_vanishes_mid_stream_frees_its_session(server):
+def test_a_client_that_vanishes_mid_stream_frees_its_session(server, two_batches_run_locally):
     target = get_target(server.remote_name)
     trainable = target.build(WORKLOAD, "tiny", 0)
     target.run_step(trainable, target.move_batch(batches(1)[0]))
     assert server.host.live_sessions == 1
     trainable.session._call.cancel()  # as a killed client's connection would end
     assert wait_until(lambda: server.host.live_sessions == 0)
-    host_batches = batches(2)
-    assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
+    host_batches, local = two_batches_run_locally
+    assert remote_losses(server.remote_name, host_batches) == local
 
 
 def test_a_server_that_stops_fails_the_client_at_once_with_device_lost(serve):
@@ -257,7 +266,7 @@ KILLED_CLIENT = textwrap.dedent("""
 
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_a_killed_client_process_frees_its_session_and_the_next_client_works(server):
+def test_a_killed_client_process_frees_its_session_and_the_next_client_works(server, two_batches_run_locally):
     client = start_child(python_argv("-c", KILLED_CLIENT, server.remote_name + "/in-flight=2"),
                          stdout=subprocess.PIPE, text=True)
     try:
@@ -267,8 +276,8 @@ def test_a_killed_client_process_frees_its_session_and_the_next_client_works(ser
         client.kill()
         client.wait(30)
     assert wait_until(lambda: server.host.live_sessions == 0, timeout_s=30)
-    host_batches = batches(2)
-    assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
+    host_batches, local = two_batches_run_locally
+    assert remote_losses(server.remote_name, host_batches) == local
 
 
 @pytest.mark.e2e
@@ -337,7 +346,8 @@ def failing_step(message: str):
     return run_step
 
 
-def test_out_of_memory_on_the_server_is_an_oom_and_the_server_serves_on(server, monkeypatch, tmp_results):
+def test_out_of_memory_on_the_server_is_an_oom_and_the_server_serves_on(server, monkeypatch, tmp_results,
+                                                                        two_batches_run_locally):
     from trainspeed.bench.config import BenchConfig, TimingPlan
     from trainspeed.bench.sweep import run_sweep
 
@@ -350,8 +360,8 @@ def test_out_of_memory_on_the_server_is_an_oom_and_the_server_serves_on(server, 
     assert "out of memory on the server during step 1" in rows[0].error and rows[0].transport == "grpc"
     monkeypatch.undo()
     assert wait_until(lambda: server.host.live_sessions == 0)
-    host_batches = batches(2)
-    assert remote_losses(server.remote_name, host_batches) == local_losses(host_batches)
+    host_batches, local = two_batches_run_locally
+    assert remote_losses(server.remote_name, host_batches) == local
 
 
 def test_a_failed_step_is_one_error_naming_it(server, monkeypatch):

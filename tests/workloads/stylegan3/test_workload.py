@@ -28,7 +28,9 @@ NARROW = dataclasses.replace(
     g_channel_base=256, g_channel_max=8, d_channel_base=128, d_channel_max=16,
 )  # fmt: skip
 """tiny-t's 32 px images and every kind of its layers (2x, 4x, the last crop) in 3 narrow layers:
-for the tests whose cost grows with the network (dynamo traces every layer)."""
+for the tests whose cost grows with the network (dynamo traces every layer), and for those whose
+subject is not the network's width: the step's phases, R1's interval and the EMA's rate stay
+tiny-t's (`dataclasses.replace` keeps them). tiny-t itself trains in test_training.py."""
 
 
 def cpu_trainable(size: str | StyleGAN3Config = SIZE, seed: int = 0):
@@ -75,7 +77,7 @@ def test_flops_per_image_are_counted_once_and_grow_with_the_model():
 
 
 def test_step_runs_the_phases_and_returns_a_detached_scalar():
-    trainable = cpu_trainable()
+    trainable = cpu_trainable(NARROW)
     assert trainable.trained_network_names() == ["G", "D"]
     assert set(trainable.networks) == {"G", "D", "G_ema"}
     ema_before = [p.clone() for p in trainable.networks["G_ema"].parameters()]
@@ -92,7 +94,7 @@ def test_step_runs_the_phases_and_returns_a_detached_scalar():
 
 
 def test_r1_runs_every_16th_step_and_the_counter_is_resumed():
-    trainable = cpu_trainable()
+    trainable = cpu_trainable(NARROW)
     ran_r1 = []
     for step in (0, 1, 16):
         trainable.step = step
@@ -100,7 +102,7 @@ def test_r1_runs_every_16th_step_and_the_counter_is_resumed():
         trainable.train_step(synthetic())
         ran_r1.append("R1" in trainable.last_losses)
     assert ran_r1 == [True, False, True]
-    restored = cpu_trainable(seed=5)
+    restored = cpu_trainable(NARROW, seed=5)
     restored.load_state_dict(trainable.state_dict())
     assert restored.step == 17
 
