@@ -19,8 +19,21 @@ def test_the_committed_coverage_table_is_the_one_the_committed_rows_give(tmp_pat
 
 
 def test_every_committed_check_is_in_the_table_once():
-    """24 checks in 9 files; those whose plan's inputs were not kept are listed, not predicted."""
+    """34 checks in 10 files, 10 of them two configurations at 5 seeds each; those whose plan's
+    inputs were not kept are listed, not predicted."""
     found = plan_coverage.coverage()
-    assert len(found) == len({(item.plan, item.config) for item in found}) == 24
+    assert len(found) == len({(item.plan, item.config, item.seed) for item in found}) == 34
     assert sum(1 for item in found if not item.predicted_again) == 3
     assert all(item.note for item in found if not item.predicted_again)
+
+
+def test_a_configuration_checked_at_several_seeds_is_one_pair_of_its_mean_and_its_prediction():
+    """The prediction is of a run's expected time: the ±25% pair of a configuration run at 5 seeds
+    is their mean against it; one run's configuration is its own pair."""
+    found = plan_coverage.coverage()
+    means = {(mean.plan, mean.config): mean for mean in plan_coverage.configuration_means(found)}
+    assert len(means) == len({(item.plan, item.config) for item in found if item.predicted_again}) == 23
+    runs = [item for item in found if (item.plan, item.config) == ("plan_check_seeds_charlm", "cpu:eager:fp32/1/8")]
+    mean = means["plan_check_seeds_charlm", "cpu:eager:fp32/1/8"]
+    assert [item.seed for item in runs] == [1000, 1001, 1002, 1003, 1004] and mean.runs == 5
+    assert mean.measured_s == sum(item.measured_s for item in runs) / 5 and mean.predicted_s == runs[0].predicted_s
