@@ -198,7 +198,8 @@ def coverage(results: Path = RESULTS) -> list[Coverage]:
         for check in checks:
             row = today.get(check["config"])
             found.append(Coverage(
-                plan.name, check["config"], check["seed"], check["measured_s"], check["predicted_s"], check.get("predicted_s_ci95"),
+                plan.name, check["config"], check["seed"], check["measured_s"], check["predicted_s"],
+                check.get("predicted_s_ci95"),
                 row.predicted_s if row is not None else None, row.predicted_s_ci95 if row is not None else None,
                 bool(row is not None and row.extrapolated), plan.note))
     return found
@@ -284,10 +285,10 @@ def markdown(found: list[Coverage]) -> str:
                    sum(1 for item in again if item.inside), len(found)),
         share_line("- the intervals the check rows recorded: measured inside",
                    sum(1 for item in recorded if item.recorded_inside), len(recorded)),
-        share_line("- today's predictions within ±25% of the measured, per configuration (the mean of its runs where it "
-                   "ran at several seeds)", sum(1 for mean in means if abs(mean.ratio - 1) <= TOLERANCE), len(means)),
-        share_line("- the same, per run", sum(1 for item in again if abs(item.ratio - 1) <= TOLERANCE),  # type: ignore[operator]
-                   len(again)),
+        share_line("- today's predictions within ±25% of the measured, per configuration (the mean of its runs "
+                   "where it ran at several seeds)", sum(1 for mean in means if abs(mean.ratio - 1) <= TOLERANCE), len(means)),
+        share_line("- the same, per run",
+                   sum(1 for item in again if abs(item.ratio - 1) <= TOLERANCE), len(again)),  # type: ignore[operator]
         share_line("- the recorded predictions within ±25%, per run",
                    sum(1 for item in found if abs(item.recorded_ratio - 1) <= TOLERANCE), len(found))]
     return "\n".join(lines) + "\n"

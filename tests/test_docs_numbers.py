@@ -498,8 +498,8 @@ def _seeds_check() -> str:
 
     return (f"batch 8 took {pair(fixed)}, the mean of {len(fixed)} seeds, and auto {pair(auto)}. The runs' own scatter "
             f"is small beside that (batch 8: {f1(min(row['measured_s'] for row in fixed))} to "
-            f"{f1(max(row['measured_s'] for row in fixed))} s): the error is the model's, not one seed's. The truth lay "
-            f"between the interval's two ends: {min(row['measured_steps'] for row in fixed):.0f} to "
+            f"{f1(max(row['measured_s'] for row in fixed))} s): the error is the model's, not one seed's. The truth "
+            f"lay between the interval's two ends: {min(row['measured_steps'] for row in fixed):.0f} to "
             f"{max(row['measured_steps'] for row in fixed):.0f} steps at batch 8 against "
             f"{fixed[0]['predicted_steps']:.0f} at the bound")
 

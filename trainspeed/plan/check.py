@@ -227,12 +227,6 @@ def _auto(config: TrainConfig, row: PlanRow, lr: LRConfig, samples: int) -> Trai
                                   global_batch_max=row.batch_max or row.global_batch, auto_step_times="off"))
 
 
-def check_commands(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Path],
-                   seed: int) -> dict[str, list[str]]:
-    """Each check's `trainspeed train` arguments, by configuration, from its TrainConfig."""
-    return {row.config: train_command(check_config(recipe, row, seed, dirs[row.config])) for row in rows}
-
-
 @dataclass(frozen=True)
 class CheckRun:
     """One run of a checked configuration: its plan row, training seed, run folder and arguments."""
@@ -243,7 +237,14 @@ class CheckRun:
     command: list[str]
 
 
-def check_runs(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Path], seeds: Sequence[int]) -> list[CheckRun]:
+def check_commands(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Path],
+                   seed: int) -> dict[str, list[str]]:
+    """Each check's `trainspeed train` arguments at one seed, by configuration, from its TrainConfig."""
+    return {run.row.config: run.command for run in check_runs(recipe, rows, dirs, [seed])}
+
+
+def check_runs(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Path],
+               seeds: Sequence[int]) -> list[CheckRun]:
     """Every run the checks make, configuration by configuration, a run per seed: one seed's in the
     configuration's folder, several seeds' each in its `seed-N` folder there."""
     runs = []
