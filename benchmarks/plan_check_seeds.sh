@@ -20,10 +20,7 @@ source "$REPO/benchmarks/study_data.sh"
 work_in "$WORK"
 study_data
 
-[ -f base/summary.json ] || "$T" train --workload "$CHARLM" --size tiny --data data/text --batch-size-per-device 32 \
-    --samples 262144 --until 'val/bits_per_char<=3.6' --stop-at-target --eval-every-samples 2048 --eval-batches 32 \
-    --warmup-steps 64 --min-lr-ratio 1 --noise-scale-micro-batches 2 --log-every 16 --threads 1 --seed 0 \
-    --checkpoint-every 0 --no-progress --lr 0.0226 --lr-scaling sqrt --lr-reference-batch 32 --out base > base.txt
+charlm_base_run base base.txt
 [ -d checks ] || "$T" plan base --measure --budget-s 600 --measure-dir measured --targets cpu:eager:fp32 --devices 1 \
     --global-batches 8,32,512 --schedules fixed,auto --workload "$CHARLM" --out plan.jsonl \
     --check cpu:eager:fp32/1/8,cpu:eager:fp32/1/auto:8..512 --check-dir checks --check-seeds "$SEEDS" > plan.txt

@@ -27,16 +27,6 @@ source "$REPO/benchmarks/study_data.sh"
 work_in "$WORK"
 study_data
 
-workload() {  # NAME WORKLOAD SIZE DATA GOAL BATCH MAX_SAMPLES EVAL_SAMPLES VAL_SAMPLES WARMUP_SAMPLES LR-FLAGS...
-    local name=$1 workload=$2 size=$3 data=$4 goal=$5 batch=$6 samples=$7 every=$8 val=$9 warmup=${10}
-    shift 10
-    [ -f "$name/base/summary.json" ] || "$T" train --workload "$workload" --size "$size" --data "$data" \
-        --batch-size-per-device "$batch" --samples "$samples" --until "$goal" --stop-at-target \
-        --eval-every-samples "$every" --eval-batches $(( val / batch )) --warmup-steps $(( warmup / batch )) \
-        --min-lr-ratio 1 --noise-scale-micro-batches 2 --log-every 16 --threads 1 --seed 0 --checkpoint-every 0 \
-        --no-progress "$@" --out "$name/base" > "$name.base.txt"
-}
-
 plan_check() {  # NAME PART WORKLOAD TARGET BATCHES SCHEDULES CHECKS
     local name=$1 part=$2 workload=$3 target=$4 batches=$5 schedules=$6 checks=$7 cold=()
     [ "$part" != compile ] || cold=(env TORCHINDUCTOR_FORCE_DISABLE_CACHES=1)
@@ -66,7 +56,7 @@ keep() {  # NAME: rows and summaries into docs/results
 mkdir -p mahjong charlm gpt2
 
 # tiny Mahjong: batch 32 at the study's best rate (0.0003 at 32: 0.0012 at 512 by sqrt)
-workload mahjong mahjong tiny data/mahjong 'val/accuracy>=0.85' 32 393216 4096 2048 4096 \
+goal_base_run mahjong/base mahjong.base.txt mahjong tiny data/mahjong 'val/accuracy>=0.85' 32 393216 4096 2048 4096 \
     --lr 0.0012 --lr-scaling sqrt --lr-reference-batch 512
 plan_check mahjong eager mahjong cpu:eager:fp32 32,128,2048 fixed,auto \
     "cpu:eager:fp32/1/128,cpu:eager:fp32/1/auto:32..2048"
@@ -74,14 +64,13 @@ plan_check mahjong compile mahjong cpu:compile:fp32 32 fixed cpu:compile:fp32/1/
 keep mahjong
 
 # the char-LM example: batch 32 at the study's best rate there (0.0226)
-workload charlm "$CHARLM" tiny data/text 'val/bits_per_char<=3.6' 32 262144 2048 1024 2048 \
-    --lr 0.0226 --lr-scaling sqrt --lr-reference-batch 32
+charlm_base_run charlm/base charlm.base.txt
 plan_check charlm eager "$CHARLM" cpu:eager:fp32 8,32,512 fixed,auto "cpu:eager:fp32/1/8,cpu:eager:fp32/1/auto:8..512"
 plan_check charlm compile "$CHARLM" cpu:compile:fp32 32 fixed cpu:compile:fp32/1/32
 keep charlm
 
 # hf:gpt2: batch 8 at the study's best rate there (1e-3 x 4 x sqrt(8/32) = 0.002)
-workload gpt2 hf:gpt2 tiny,seq=65 data/text 'val/loss<=2.9' 8 40960 1024 1024 1024 \
+goal_base_run gpt2/base gpt2.base.txt hf:gpt2 tiny,seq=65 data/text 'val/loss<=2.9' 8 40960 1024 1024 1024 \
     --lr 0.004 --lr-scaling sqrt --lr-reference-batch 32
 plan_check gpt2 eager hf:gpt2 cpu:eager:fp32 8,32,128 fixed,auto "cpu:eager:fp32/1/32,cpu:eager:fp32/1/auto:8..128"
 plan_check gpt2 compile hf:gpt2 cpu:compile:fp32 8 fixed cpu:compile:fp32/1/8

@@ -22,3 +22,22 @@ study_data() {
         "$T" data from-arrays text.npz --out data/text --split-by document --val-fraction 0.1
     fi
 }
+
+# A base run to its goal as the plan checks make it, where OUT holds none yet: its recipe's learning
+# rate (LR-FLAGS), warm-up and validations counted in samples, its noise scale from 2 micro-batches,
+# one thread, seed 0; what it prints goes to LOG.
+goal_base_run() {  # OUT LOG WORKLOAD SIZE DATA GOAL BATCH MAX_SAMPLES EVAL_SAMPLES VAL_SAMPLES WARMUP_SAMPLES LR-FLAGS...
+    local out=$1 log=$2 workload=$3 size=$4 data=$5 goal=$6 batch=$7 samples=$8 every=$9 val=${10} warmup=${11}
+    shift 11
+    [ -f "$out/summary.json" ] || "$T" train --workload "$workload" --size "$size" --data "$data" \
+        --batch-size-per-device "$batch" --samples "$samples" --until "$goal" --stop-at-target \
+        --eval-every-samples "$every" --eval-batches $(( val / batch )) --warmup-steps $(( warmup / batch )) \
+        --min-lr-ratio 1 --noise-scale-micro-batches 2 --log-every 16 --threads 1 --seed 0 --checkpoint-every 0 \
+        --no-progress "$@" --out "$out" > "$log"
+}
+
+# The char-LM example's base run: batch 32 at the committed study's best rate there (0.0226).
+charlm_base_run() {  # OUT LOG
+    goal_base_run "$1" "$2" "$CHARLM" tiny data/text 'val/bits_per_char<=3.6' 32 262144 2048 1024 2048 \
+        --lr 0.0226 --lr-scaling sqrt --lr-reference-batch 32
+}
