@@ -255,11 +255,21 @@ class Overheads:
         return resampled_medians(self.validation_values, generator, DRAWS)
 
     @property
-    def spread(self) -> list[str]:
-        start_up = ("the start-up (one of the runs')" if len(self.overhead_values) > 1 else
-                    f"the start-up (measured once: {BASE_AND_CHECK_START_UPS.source})")
-        return [what for what, varies in ((start_up, self.overhead_s > 0 and bool(self.overhead_values)),
-                                          ("the validation", len(set(self.validation_values)) > 1)) if varies]
+    def start_up_drawn(self) -> bool:
+        return self.overhead_s > 0 and bool(self.overhead_values)
+
+    @property
+    def start_up_said(self) -> str:
+        """The start-up as the interval's line names it: how it was drawn, where it was."""
+        if not self.start_up_drawn:
+            return "the start-up"
+        if len(self.overhead_values) > 1:
+            return "the start-up (one of the runs')"
+        return f"the start-up (measured once: {BASE_AND_CHECK_START_UPS.source})"
+
+    @property
+    def validation_drawn(self) -> bool:
+        return len(set(self.validation_values)) > 1
 
 
 def _same_machine(one: Machine, other: Machine) -> bool:
@@ -490,11 +500,10 @@ def _interval_from(model: StepsModel, costs: Overheads, times: dict[int, StepTim
     step_time_varies = any(float(item.draws.min()) < float(item.draws.max()) for item in found)
     scatter = "; ".join(dict.fromkeys(item.scatter for item in found if item.scatter))
     steps_said = model.spread + (f"; extrapolated: {extrapolated}" if extrapolated else "")
-    start_up = next((text for text in costs.spread if text.startswith("the start-up")), "the start-up")
     parts = [(steps_said, steps_vary),
              (f"the step time (the bench's timed windows, the efficiency run's windows{'; ' + scatter if scatter else ''})"
               if step_time_varies else "the step time (one timed window, or all alike)", step_time_varies),
-             (start_up, start_up in costs.spread), ("the validation", "the validation" in costs.spread)]
+             (costs.start_up_said, costs.start_up_drawn), ("the validation", costs.validation_drawn)]
     drawn = [text for text, varies in parts if varies]
     once = [text for text, varies in parts if not varies]
     said = ("draws " + ", ".join(drawn) if drawn else "draws nothing") + (
