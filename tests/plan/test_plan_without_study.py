@@ -618,18 +618,47 @@ def test_a_base_run_whose_batch_grew_is_refused_in_one_line_not_read_as_steps_of
 
 def test_a_check_says_whether_its_measured_time_lies_inside_its_interval():
     """The interval is what a check is read against: each check row records it (`inside`), and its
-    line says it, and that the interval was an extrapolated one's."""
+    line says it beside the ratio and the tolerance."""
     from trainspeed.plan.check import check_line, inside
     from trainspeed.plan.rows import PlanCheckRow
 
     assert inside([10.0, 20.0], 20.0) is True and inside([10.0, 20.0], 21.0) is False and inside(None, 5.0) is None
     row = PlanCheckRow(
-        plan_id="p", config="cpu:eager:fp32/1/256", target=EAGER, devices=1, global_batch=256, workload="mahjong",
+        plan_id="p", config="cpu:eager:fp32/1/128", target=EAGER, devices=1, global_batch=128, workload="mahjong",
         size="tiny", until=GOAL, recommended=False, samples_per_s_pick=False, predicted_s=10.0,
         predicted_s_ci95=[6.0, 30.0], measured_s=14.0, ratio=1.4, within=False, tolerance=0.25, predicted_steps=62.5,
         measured_steps=80.0, predicted_step_s=0.1, measured_step_s=0.1, reached=True, seed=1000, run_dir="d",
-        command="c", inside=True, extrapolated=True)
-    assert "(ratio 1.40, outside ±25%, inside its 95% interval [6.0, 30.0] (extrapolated))" in check_line(row)
+        command="c", inside=True)
+    assert "(ratio 1.40, outside ±25%, inside its 95% interval [6.0, 30.0])" in check_line(row)
+
+
+def test_an_extrapolated_check_is_judged_by_its_interval_not_by_the_tolerance():
+    """An extrapolated configuration's steps are bounds, not a prediction: its check row holds no
+    verdict on the tolerance (`within` None), its line and the verdict give the interval and call
+    the model's point what it is, and the report's column says which way its interval judged it.
+    The run is a committed check of hf:gpt2, its plan row marked extrapolated."""
+    from trainspeed.plan.check import check_line, check_row, mean_check_line
+    from trainspeed.plan.plan import verdict
+    from trainspeed.plan.report import PART, tolerance_verdict
+    from trainspeed.plan.rows import PlanRow
+    from trainspeed.report.reading import read_inputs
+    from trainspeed.train.runs import read_run_summary
+
+    run_dir = RESULTS / "named_plan_gpt2" / "checks" / "cpu-compile-fp32-1-128"
+    plans = read_inputs([RESULTS / "named_plan_gpt2.jsonl"], (PART,)).of(PlanRow)
+    (planned,) = [found.row for found in plans if found.row.config == "cpu:compile:fp32/1/128"]
+    row = dataclasses.replace(planned, extrapolated=True, predicted_s_ci95=[100.0, 300.0])
+    checked = check_row(row, read_run_summary(run_dir), run_dir, 182.3, 1000, 0.25, "c")
+    assert checked.within is None and checked.inside is True and checked.ratio == pytest.approx(182.3 / 131.4, rel=1e-3)
+    assert ("measured 182.3 s, extrapolated: inside its 95% interval [100.0, 300.0] (the model's point 131.4 s, "
+            "ratio 1.39, is not a prediction: not held to ±25%)") in check_line(checked)
+    assert tolerance_verdict(checked) == "extrapolated: by its interval, inside"
+    slower = dataclasses.replace(checked, seed=1001, measured_s=320.0, inside=False)
+    assert "measured 251.2 s (182.3, 320.0), extrapolated: inside its 95% interval" in mean_check_line([checked, slower])
+    assert tolerance_verdict(slower) == "extrapolated: by its interval, outside"
+    best = dataclasses.replace(row, recommended=True, samples_per_s_pick=True)
+    assert "recommended: cpu:compile:fp32/1/128, extrapolated: 100.0 to 300.0 s (ranked by the model's point 131.4 s" \
+        in verdict([best])
 
 
 def test_rows_of_plans_before_the_extrapolation_was_said_still_read():

@@ -101,7 +101,8 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--measure-dir", type=Path, default=None,
                         help="a new or empty folder for what --measure runs (bench.jsonl, runs/)")
     parser.add_argument("--tolerance", type=Range(0, 10, low_open=True).parser(float), default=0.25,
-                        help="a check within 1 +- this of its prediction is 'within' (default 0.25)")
+                        help="a check within 1 +- this of its prediction is 'within' (default 0.25); an extrapolated "
+                        "configuration's steps are bounds, not a prediction: its check is judged by its interval")
     parser.set_defaults(handler=run_plan)
 
 

@@ -161,8 +161,7 @@ def verdict(rows: Sequence[PlanRow], note: str | None = None) -> str:
     pick = next((row for row in rows if row.samples_per_s_pick), None)
     if best is None or pick is None:
         return f"{source}\nplan: no configuration could be predicted (every one lacks rows)"
-    text = (f"recommended: {best.config}, predicted {best.predicted_s:,.1f} s to {best.until}\n"
-            f"{source}\nstep time from {best.step_s_from}")
+    text = f"recommended: {best.config}, {_predicted(best)} to {best.until}\n{source}\nstep time from {best.step_s_from}"
     if best.interval_from:
         text += f"\ninterval: {best.interval_from}"
     predicted = [row for row in rows if row.status == "predicted"]
@@ -179,4 +178,13 @@ def verdict(rows: Sequence[PlanRow], note: str | None = None) -> str:
     if pick is best:
         return text + "\nsamples/s alone picks the same configuration"
     return (text + f"\nsamples/s alone would pick {pick.config} ({pick.samples_per_s:,.0f} samples/s against "
-            f"{best.samples_per_s:,.0f}): predicted {pick.predicted_s:,.1f} s, {pick.vs_recommended:.2f}x the recommended")
+            f"{best.samples_per_s:,.0f}): {_predicted(pick)}, {pick.vs_recommended:.2f}x the recommended")
+
+
+def _predicted(row: PlanRow) -> str:
+    """A configuration's time as the verdict says it: predicted, or for an extrapolated one the
+    interval its bounds span with the model's point that ranked it (not a prediction)."""
+    if row.extrapolated and row.predicted_s_ci95 is not None:
+        return (f"extrapolated: {row.predicted_s_ci95[0]:,.1f} to {row.predicted_s_ci95[1]:,.1f} s "
+                f"(ranked by the model's point {row.predicted_s:,.1f} s, not a prediction)")
+    return f"predicted {row.predicted_s:,.1f} s"

@@ -21,7 +21,8 @@ from trainspeed.plan.rows import PlanCheckRow, PlanRow
 
 
 def check_figure(checks: Sequence[PlanCheckRow]) -> Figure:
-    """Measured against predicted seconds to the goal, one colour per workload, y = x and its band."""
+    """Measured against predicted seconds to the goal, one colour per workload, y = x and its band;
+    an extrapolated configuration hollow, at the model's point that ranked it."""
     figure, axes = plt.subplots(figsize=(7.5, 5.6), constrained_layout=True)
     workloads = sorted({(row.workload, row.size, row.until) for row in checks})
     for number_, key in enumerate(workloads):
@@ -31,7 +32,8 @@ def check_figure(checks: Sequence[PlanCheckRow]) -> Figure:
             low, high = row.predicted_s_ci95 or (row.predicted_s, row.predicted_s)
             marker = "*" if row.recommended else ("D" if row.samples_per_s_pick else "o")
             axes.errorbar(row.predicted_s, row.measured_s, xerr=[[row.predicted_s - low], [high - row.predicted_s]],
-                          fmt=marker, color=colour, markersize=9 if row.recommended else 6, capsize=2)
+                          fmt=marker, color=colour, markersize=9 if row.recommended else 6, capsize=2,
+                          markerfacecolor="none" if row.extrapolated else colour)
             axes.annotate(row.config, (row.predicted_s, row.measured_s), fontsize=6, xytext=(4, -8),
                           textcoords="offset points")
         axes.plot([], [], "o", color=colour, label=f"{key[0]} {key[1]} to {key[2]}")
@@ -43,13 +45,16 @@ def check_figure(checks: Sequence[PlanCheckRow]) -> Figure:
                       label=f"±{tolerance:.0%}")
     axes.plot([], [], "*", color="black", label="recommended")
     axes.plot([], [], "D", color="black", label="samples/s pick")
+    if any(row.extrapolated for row in checks):
+        axes.plot([], [], "o", color="black", markerfacecolor="none",
+                  label="extrapolated: its steps bounded,\nnot predicted (judged by its interval)")
     axes.set_xscale("log")
     axes.set_yscale("log")
     for axis in (axes.xaxis, axes.yaxis):
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
         axis.set_major_formatter(FuncFormatter(readable_number))
         axis.set_minor_formatter(NullFormatter())
-    axes.set_xlabel("predicted seconds to the goal (log scale)")
+    axes.set_xlabel("predicted seconds to the goal (log scale; extrapolated: the model's point)")
     axes.set_ylabel("measured seconds to the goal (log scale)")
     axes.set_title("The plan's predictions, checked")
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
@@ -63,6 +68,14 @@ def _latest(reads: Sequence[Read[PlanRow]]) -> list[Read[PlanRow]]:
         key = (read.row.workload, read.row.size, read.row.until)
         newest[key] = max(newest.get(key, read.row.plan_id), read.row.plan_id)
     return [read for read in reads if newest[(read.row.workload, read.row.size, read.row.until)] == read.row.plan_id]
+
+
+def tolerance_verdict(check: PlanCheckRow) -> str:
+    """A check's "within" column: the tolerance, or for an extrapolated configuration (its steps
+    bounded, not predicted) its interval, which is what it is judged by."""
+    if check.extrapolated and check.inside is not None:
+        return "extrapolated: by its interval, " + ("inside" if check.inside else "outside")
+    return f"{'yes' if check.within else 'no'} (±{check.tolerance:.0%})"
 
 
 def plan_section(plans: Sequence[Read[PlanRow]], checks: Sequence[Read[PlanCheckRow]]) -> Section:
@@ -89,7 +102,7 @@ def plan_section(plans: Sequence[Read[PlanRow]], checks: Sequence[Read[PlanCheck
                              if on)),
               number(c.predicted_s, "{:,.1f}"), text(interval(c.predicted_s_ci95, "{:,.1f}")),
               number(c.measured_s, "{:,.1f}"), number(c.ratio, "{:.2f}"),
-              text(f"{'yes' if c.within else 'no'} (±{c.tolerance:.0%})"), number(c.predicted_steps, "{:,.1f}"),
+              text(tolerance_verdict(c)), number(c.predicted_steps, "{:,.1f}"),
               number(c.measured_steps, "{:,.1f}"), number(c.predicted_step_s * 1e3, "{:,.1f}"),
               number(c.measured_step_s * 1e3 if c.measured_step_s is not None else None, "{:,.1f}")]
              for c in (read.row for read in checks)], provenance(checks)))

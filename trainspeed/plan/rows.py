@@ -147,8 +147,10 @@ class PlanCheckRow:
     """The whole `trainspeed train` command, to its stop at the goal."""
     ratio: Positive
     """measured_s / predicted_s."""
-    within: bool
-    """The ratio lies within 1 +- tolerance."""
+    within: bool | None
+    """The ratio lies within 1 +- tolerance; None where the plan row was `extrapolated`: its steps
+    were bounded, not predicted, so the check is judged by its interval alone (`inside`). Rows of
+    older plans held those to the tolerance too; they read as judged by their interval all the same."""
     tolerance: Positive
     predicted_steps: Positive
     measured_steps: Positive | None
