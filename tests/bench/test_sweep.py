@@ -54,6 +54,20 @@ def test_a_recompile_inside_a_timed_window_marks_the_row_invalid(name):
     assert row.compiles_in_windows >= 1
 
 
+def test_each_compiling_row_says_how_many_its_process_compiled_before_it(tmp_results):
+    """The first compiled configuration of a bench process also pays the compiler's start-up, which
+    a training run pays at its first graph and later rows do not: each row of a compiling target
+    counts those before it; an eager row has none."""
+    name = "xla:lazy:fp32"
+    if available_targets()[name] is not None:
+        pytest.skip(available_targets()[name])
+    rows = run_sweep(BenchConfig(workload="toy_workload:validated", size="tiny", targets=["cpu:eager:fp32", name],
+                                 batch_sizes=[4, 8], out=tmp_results, plan=QUICK, peak_tflops=1.0))
+    assert [(row.target, row.batch_size, row.compiles_before) for row in rows] == [
+        ("cpu:eager:fp32", 4, None), ("cpu:eager:fp32", 8, None), (name, 4, 0), (name, 8, 1)]
+    assert [row.compiles_before for row in read_rows(tmp_results)] == [None, None, 0, 1]
+
+
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_xla_works_in_a_fresh_process_whose_workload_counts_flops_with_a_backward(tmp_results):

@@ -267,6 +267,33 @@ def test_a_run_that_measured_one_step_in_k_compiles_both_graphs_as_its_first_win
         ("training", 128, pytest.approx(6.0)), ("micro-batch", 64, pytest.approx(5.0))]
 
 
+def test_a_runs_first_graph_pays_the_compilers_start_up_that_a_later_bench_row_did_not():
+    """One bench process compiled 8 (33 s beyond its steady step: its first compilation, with the
+    compiler's start-up), then 32 and 128 (16 s and 17 s). A run of 128 is a process of its own:
+    its training graph costs 17 s plus the 33 - 16.5 = 16.5 s of start-up; its validation graph,
+    compiled after it, does not. Rows that do not say their order (older ones) are taken as they
+    are, and so is a bench process's first row."""
+    from trainspeed.plan.compiles import compilations, compiler_start_up
+
+    def ordered(batch: int, first_step_s: float, before: int) -> Read:
+        read = bench(COMPILED, batch, 0.01, first_step_s=first_step_s + 0.01)
+        return Read(dataclasses.replace(read.row, compiles_before=before), read.source, {})
+
+    benches = [ordered(8, 33.0, 0), ordered(32, 16.0, 1), ordered(128, 17.0, 2)]
+    plan = inputs(benches, [run()])
+    assert compiler_start_up(plan, "r") == pytest.approx(16.5)
+    (training,) = compilations(plan, COMPILED, [128], validates=False)
+    assert training.seconds == pytest.approx(17.0 + 16.5) and "16.5 s of the compiler's start-up" in training.source
+    (first,) = compilations(plan, COMPILED, [8], validates=False)
+    assert first.seconds == pytest.approx(33.0)
+    growing = compilations(plan, COMPILED, [32, 128], validates=False)
+    assert [item.seconds for item in growing] == [pytest.approx(16.0 + 16.5), pytest.approx(17.0)]
+    older = [bench(COMPILED, batch, 0.01, first_step_s=seconds + 0.01) for batch, seconds in ((8, 33.0), (128, 17.0))]
+    assert compiler_start_up(inputs(older, [run()]), "r") is None
+    (as_it_is,) = compilations(inputs(older, [run()]), COMPILED, [128], validates=False)
+    assert as_it_is.seconds == pytest.approx(17.0)
+
+
 def test_a_compilation_nothing_measured_is_not_measured_never_0_and_the_time_says_at_least():
     from trainspeed.plan.plan import table, verdict
 

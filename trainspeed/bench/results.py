@@ -98,6 +98,11 @@ class ResultRow:
     process waited, for the device or for a core other jobs held)."""
     warmup_steps: int | None = None
     compiles_in_windows: int | None = None
+    compiles_before: int | None = None
+    """Configurations of a compiling target (any mode but eager) this bench process measured before
+    this one. 0: this row's first step also held the compiler's start-up in the process (importing
+    it, starting its workers), which every training run pays at its first graph and a later row
+    does not. None on an eager target, and in older rows."""
     peak_memory_bytes: int | None = None
     """Peak memory of the configuration (build and steps), as `peak_memory_source` measured it."""
     peak_memory_source: str | None = None

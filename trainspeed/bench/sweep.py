@@ -144,6 +144,7 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
     identity = identify(workload)
     run_id = config.run_id or uuid.uuid4().hex[:12]
     rows: list[ResultRow] = []
+    compiled = 0  # configurations of compiling targets measured so far in this process
     for target in targets:
         peak_tflops, source = (config.peak_tflops, "given") if config.peak_tflops else (None, None)
         out_of_memory_at: dict[tuple[str, str], int] = {}  # per variant: the batch that ran out; larger ones are skipped
@@ -169,6 +170,9 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                 if variant in out_of_memory_at:
                     row = dataclasses.replace(base, error=f"batch {out_of_memory_at[variant]} already ran out of memory")
                 else:
+                    if target.fixed_shapes:
+                        base = dataclasses.replace(base, compiles_before=compiled)
+                        compiled += 1
                     row = measure_configuration(
                         target, workload, config.size, batch_size, config.plan, config.seed, base, feed, noise_scale,
                         data if feed == "data" else None,

@@ -9,7 +9,10 @@ batch it reaches.
 
 Each is read from what measured it, nearest first:
 - the training graph at b: the bench row of the target at b (its first step beyond its steady
-  step), else a run of the target at b per device (its first window beyond as many steady steps);
+  step), else a run of the target at b per device (its first window beyond as many steady steps).
+  A run's first graph also pays the compiler's start-up in its process (importing it, starting its
+  workers); a bench row measured after another compilation of its process did not (its
+  `compiles_before`), so that row gets its bench run's first compilation beyond its later ones;
 - the micro-batch graph at b/k: the bench row of the target at b/k, else a run of the target at b
   per device that split its steps the same way (its first window);
 - the validation graph at b: a run of the target at b per device that validated twice or more (its
@@ -32,6 +35,7 @@ import math
 import statistics
 from typing import Sequence
 
+from trainspeed.bench.results import ResultRow
 from trainspeed.plan.inputs import PlanInputs, bench_row
 from trainspeed.plan.rows import Compilation
 from trainspeed.plan.run_costs import first_step_excess, first_validation_excess
@@ -81,12 +85,43 @@ def sliced_too(run: TrainRun) -> int:
     return slices if every > 1 else 1
 
 
-def _bench_excess(inputs: PlanInputs, target: str, batch: int) -> tuple[float, str] | None:
-    read = bench_row(inputs, target, batch)
-    if read is None or read.row.first_step_s is None:
+def _excess(row: ResultRow) -> float | None:
+    """A bench row's first step beyond its steady one: its compilation."""
+    if row.first_step_s is None or not row.samples_per_s:
         return None
-    steady = read.row.step_time_s or read.row.batch_size / read.row.samples_per_s  # type: ignore[operator]
-    return max(0.0, read.row.first_step_s - steady), f"bench {read.source}: first step beyond the steady one"
+    return max(0.0, row.first_step_s - (row.step_time_s or row.batch_size / row.samples_per_s))
+
+
+def compiler_start_up(inputs: PlanInputs, run_id: str) -> float | None:
+    """What a bench run's first compilation took beyond its later ones (the median of each):
+    the compiler's start-up in a process, which a training run pays at its first graph. None where
+    the rows do not say which came first (older rows), or hold no first or no later one."""
+    rows = [read.row for read in inputs.bench if read.row.run_id == run_id and read.row.compiles_before is not None]
+    first = [excess for row in rows if row.compiles_before == 0 and (excess := _excess(row)) is not None]
+    later = [excess for row in rows if row.compiles_before and (excess := _excess(row)) is not None]
+    if not first or not later:
+        return None
+    return max(0.0, statistics.median(first) - statistics.median(later))
+
+
+def _bench_excess(inputs: PlanInputs, target: str, batch: int, first_graph: bool = False
+                  ) -> tuple[float, str] | None:
+    """The bench row's compilation at this batch; for a run's first graph (`first_graph`) from a
+    row its bench process measured after another compilation, plus the compiler's start-up that
+    row did not pay."""
+    read = bench_row(inputs, target, batch)
+    excess = _excess(read.row) if read is not None else None
+    if read is None or excess is None:
+        return None
+    source = f"bench {read.source}: first step beyond the steady one"
+    if not first_graph or not read.row.compiles_before:
+        return excess, source
+    start_up = compiler_start_up(inputs, read.row.run_id)
+    if start_up is None:
+        return excess, source + (f"; its process had compiled {read.row.compiles_before} configuration(s) before "
+                                 "it, and the compiler's start-up there is not measured")
+    return excess + start_up, source + (f", + {start_up:,.1f} s of the compiler's start-up (its bench run's first "
+                                        "compilation beyond its later ones), which a run pays at its first graph")
 
 
 def _runs_at(inputs: PlanInputs, target: str, batch: int) -> list[TrainRun]:
@@ -127,14 +162,15 @@ def compilations(inputs: PlanInputs, target: str, batches: Sequence[int], micro_
     if not compiles(target):
         return []
     found = []
-    for batch in dict.fromkeys(batches):
+    for index, batch in enumerate(dict.fromkeys(batches)):
+        first = index == 0
         piece = slice_batch(batch, micro_batches)
         micro = batch // piece
         run = _run_first_step(inputs, target, batch, micro, sliced if micro == 1 else 1)
         if micro == 1 and sliced > 1:
-            found += _both_graphs(inputs, target, batch, sliced, run)
+            found += _both_graphs(inputs, target, batch, sliced, run, first)
         elif micro > 1:
-            small = _bench_excess(inputs, target, piece)
+            small = _bench_excess(inputs, target, piece, first)
             if small is not None:
                 found.append(Compilation("micro-batch", piece, small[0], small[1]))
             elif run is not None:
@@ -144,7 +180,7 @@ def compilations(inputs: PlanInputs, target: str, batches: Sequence[int], micro_
                                          f"no bench row of {target} at {piece}, or run of it at {batch}/device "
                                          f"in {micro} micro-batches"))
         else:
-            bench = _bench_excess(inputs, target, batch)
+            bench = _bench_excess(inputs, target, batch, first)
             if bench is not None:
                 found.append(Compilation("training", batch, bench[0], bench[1]))
             elif run is not None:
@@ -160,7 +196,7 @@ def compilations(inputs: PlanInputs, target: str, batches: Sequence[int], micro_
 
 
 def _both_graphs(inputs: PlanInputs, target: str, batch: int, sliced: int,
-                 run: tuple[float, str] | None) -> list[Compilation]:
+                 run: tuple[float, str] | None, first: bool) -> list[Compilation]:
     """The training graph at `batch` and the step in `sliced` slices: a run's first window that
     compiled both, else each from its bench row."""
     piece = slice_batch(batch, sliced)
@@ -175,7 +211,7 @@ def _both_graphs(inputs: PlanInputs, target: str, batch: int, sliced: int,
             return [Compilation("training", batch, near[0], f"{near[1]} at {other}/device{both}, assumed at {batch}")]
     found = []
     for graph, size in (("training", batch), ("micro-batch", piece)):
-        bench = _bench_excess(inputs, target, size)
+        bench = _bench_excess(inputs, target, size, first and graph == "training")
         found.append(Compilation(graph, size, bench[0], bench[1]) if bench is not None else
                      Compilation(graph, size, None, f"no bench row or run of {target} at {size}/device"))
     return found
