@@ -61,6 +61,24 @@ def test_the_plan_lacks_every_bench_row_its_configurations_run_and_a_run_of_each
     assert 2 * config.eval_every < config.steps and config.log_every <= config.eval_every
 
 
+def test_the_bench_rows_are_measured_at_the_threads_the_runs_train_at(tmp_path):
+    """The bench times the steps and compilations the plan's runs will make: at their threads (the
+    base run's settings, else the study's recipe), not at torch's default."""
+    from trainspeed.plan.measure import bench_threads
+
+    run = base_run(tmp_path)
+    config = json.loads((run / "train_config.json").read_text())
+    (run / "train_config.json").write_text(json.dumps({**config, "threads": 2}))
+    inputs, (wants, runs, _) = wanted(tmp_path, run)
+    model = steps_model(inputs)
+    assert bench_threads(inputs, model) == 2
+    chosen, _ = within_budget(inputs, wants, runs, 1e9, tmp_path / "measured", bench_threads(inputs, model))
+    (bench,) = [item for item in chosen if item.command[0] == "bench"]
+    assert bench.command[bench.command.index("--threads") + 1] == "2"
+    study = read_plan_inputs([RESULTS / "named_time_to_target_gpt2.jsonl"])
+    assert bench_threads(study, steps_model(study)) == study.settings.settings.threads == 1
+
+
 def test_a_short_run_of_a_base_run_that_trained_to_a_number_of_samples_is_as_long_as_its_steps(tmp_path):
     """The base run's length was `--samples`: the short run's steps replace it (train takes one length)."""
     _, (_, runs, _) = wanted(tmp_path, base_run(tmp_path, samples=393216))

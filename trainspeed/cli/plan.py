@@ -212,14 +212,14 @@ def measured(args: argparse.Namespace, inputs: PlanInputs, model: StepsModel, gr
     smallest does not fit, before anything is written), run, and read beside the inputs."""
     from trainspeed.atomic import check_writable_directory
     from trainspeed.plan.inputs import read_plan_inputs
-    from trainspeed.plan.measure import lacking, run_measurements, within_budget
+    from trainspeed.plan.measure import bench_threads, lacking, run_measurements, within_budget
     from trainspeed.plan.model import overheads, steps_model
     from trainspeed.plan.plan import default_grid
 
     micro = overheads(inputs, model.base_run).micro_batches
     wants, runs, no_runs = lacking(inputs, grid, model, micro, args.measure_dir, args.workload)
-    config_threads = next((run.row.threads for run in inputs.runs if run.row.threads), None)
-    chosen, left_out = within_budget(inputs, wants, runs, args.budget_s, args.measure_dir, config_threads)
+    chosen, left_out = within_budget(inputs, wants, runs, args.budget_s, args.measure_dir,
+                                     bench_threads(inputs, model))
     if not chosen:
         print("measure: nothing lacking" if not left_out else "measure: nothing fits the budget")
         return inputs, model, grid

@@ -168,6 +168,17 @@ def base_config(inputs: PlanInputs, model: StepsModel) -> tuple[TrainConfig | No
     return None, "no base run or study settings"
 
 
+def bench_threads(inputs: PlanInputs, model: StepsModel) -> int | None:
+    """The torch threads the bench rows are measured at: those the plan's runs train at (the base
+    run's settings, else the study's recipe; else a run given), so that the bench times the steps
+    and the compilations the runs will make: a run's efficiency against the bench corrects its
+    steps, never its compilations."""
+    config, _ = base_config(inputs, model)
+    if config is not None and config.threads:
+        return config.threads
+    return next((run.row.threads for run in inputs.runs if run.row.threads), None)
+
+
 def measured_workload(inputs: PlanInputs, config: TrainConfig | None, workload: str | None) -> str:
     """The workload the measurements run: the base run's (as its settings name it, a module of the
     user's own included), else the study's, else the rows' name. A module of the user's own that
