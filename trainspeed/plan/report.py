@@ -54,7 +54,8 @@ def check_figure(checks: Sequence[PlanCheckRow]) -> Figure:
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
         axis.set_major_formatter(FuncFormatter(readable_number))
         axis.set_minor_formatter(NullFormatter())
-    axes.set_xlabel("predicted seconds to the goal (log scale; extrapolated: the model's point)")
+    extrapolated = "; extrapolated: the model's point" if any(row.extrapolated for row in checks) else ""
+    axes.set_xlabel(f"predicted seconds to the goal (log scale{extrapolated})")
     axes.set_ylabel("measured seconds to the goal (log scale)")
     axes.set_title("The plan's predictions, checked")
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
