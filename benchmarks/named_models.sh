@@ -25,6 +25,7 @@ RESULTS=$REPO/docs/results
 MODELS="timm:resnet50 timm:vit_small_patch16_224 torchvision:resnet18 hf:gpt2"
 PORT_ONLY="timm:convnext_tiny timm:efficientnet_b0 hf:llama hf:bert hf:mixtral"
 export PJRT_DEVICE=CPU
+source "$REPO/benchmarks/study_data.sh"
 mkdir -p "$WORK"
 cd "$WORK"
 
@@ -72,10 +73,7 @@ fi
     --target xla:lazy:fp32 --nproc 2 --threads 1 --batch-size-per-device 8 --steps 100 --eval-every 25 --eval-batches 64 \
     --lr 1e-3 --lr-scaling none --warmup-steps 6 --no-progress --out runs/gpt2_spmd
 
-[ -f ttt_gpt2/time_to_target.jsonl ] || "$T" study time-to-target --workload hf:gpt2 --size tiny,seq=65 \
-    --data data/text --until 'val/loss<=2.9' --global-batches 8,32,128 --seeds 2 --base-lr 1e-3 --reference-batch 32 \
-    --lr-factors 0.5,1,2 --max-samples 40960 --eval-every-samples 1024 --val-samples 1024 --warmup-samples 1024 \
-    --no-progress --out ttt_gpt2
+gpt2_time_to_target_study ttt_gpt2
 [ -f plan_gpt2/bench.jsonl ] || "$T" bench --workload hf:gpt2 --size tiny,seq=65 \
     --targets cpu:eager:fp32,cpu:compile:fp32 --batch-sizes 8,32,128 --threads 1 --windows 3 --min-window-s 0.5 \
     --no-progress --no-plot --out plan_gpt2/bench.jsonl

@@ -41,3 +41,13 @@ charlm_base_run() {  # OUT LOG
     goal_base_run "$1" "$2" "$CHARLM" tiny data/text 'val/bits_per_char<=3.6' 32 262144 2048 1024 2048 \
         --lr 0.0226 --lr-scaling sqrt --lr-reference-batch 32
 }
+
+# The time-to-target study of hf:gpt2 (tiny, seq=65) on the char-LM example's data (data/text),
+# where OUT holds none yet: global batches 8, 32 and 128, learning-rate factors about 1e-3 at 32,
+# 2 seeds.
+gpt2_time_to_target_study() {  # OUT
+    [ -f "$1/time_to_target.jsonl" ] || "$T" study time-to-target --workload hf:gpt2 --size tiny,seq=65 \
+        --data data/text --until 'val/loss<=2.9' --global-batches 8,32,128 --seeds 2 --base-lr 1e-3 --reference-batch 32 \
+        --lr-factors 0.5,1,2 --max-samples 40960 --eval-every-samples 1024 --val-samples 1024 --warmup-samples 1024 \
+        --no-progress --out "$1"
+}
