@@ -19,10 +19,10 @@ def test_the_committed_coverage_table_is_the_one_the_committed_rows_give(tmp_pat
 
 
 def test_every_committed_check_is_in_the_table_once():
-    """34 checks in 10 files, 10 of them two configurations at 5 seeds each; those whose plan's
-    inputs were not kept are listed, not predicted."""
+    """43 checks in 11 files, 10 of them two configurations at 5 seeds each and 9 three at 3 seeds
+    each; those whose plan's inputs were not kept are listed, not predicted."""
     found = plan_coverage.coverage()
-    assert len(found) == len({(item.plan, item.config, item.seed) for item in found}) == 34
+    assert len(found) == len({(item.plan, item.config, item.seed) for item in found}) == 43
     assert sum(1 for item in found if not item.predicted_again) == 3
     assert all(item.note for item in found if not item.predicted_again)
 
@@ -32,8 +32,23 @@ def test_a_configuration_checked_at_several_seeds_is_one_pair_of_its_mean_and_it
     is their mean against it; one run's configuration is its own pair."""
     found = plan_coverage.coverage()
     means = {(mean.plan, mean.config): mean for mean in plan_coverage.configuration_means(found)}
-    assert len(means) == len({(item.plan, item.config) for item in found if item.predicted_again}) == 23
+    assert len(means) == len({(item.plan, item.config) for item in found if item.predicted_again}) == 26
     runs = [item for item in found if (item.plan, item.config) == ("plan_check_seeds_charlm", "cpu:eager:fp32/1/8")]
     mean = means["plan_check_seeds_charlm", "cpu:eager:fp32/1/8"]
     assert [item.seed for item in runs] == [1000, 1001, 1002, 1003, 1004] and mean.runs == 5
     assert mean.measured_s == sum(item.measured_s for item in runs) / 5 and mean.predicted_s == runs[0].predicted_s
+
+
+def test_an_extrapolated_configuration_is_judged_by_its_interval_and_holds_no_within():
+    """Its steps are bounds, not a prediction: no ±25% verdict for it or its runs (the summary
+    counts the others), while its ratio to the model's point and its interval stay in the table."""
+    found = plan_coverage.coverage()
+    bounded = [item for item in found if item.extrapolated]
+    assert bounded and all(item.within is None and item.ratio is not None and item.inside is not None
+                           for item in bounded)
+    assert all(item.within is not None for item in found if item.predicted_again and not item.extrapolated)
+    means = plan_coverage.configuration_means(found)
+    assert all((mean.within is None) == mean.extrapolated for mean in means)
+    table = plan_coverage.markdown(found)
+    assert "| – (bounds) |" in table and f"extrapolated configurations (bounds, not predictions; judged by their " \
+        f"intervals above): {sum(mean.extrapolated for mean in means)}," in table
