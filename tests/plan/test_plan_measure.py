@@ -63,18 +63,20 @@ def test_the_plan_lacks_every_bench_row_its_configurations_run_and_a_run_of_each
 
 def test_the_bench_rows_are_measured_at_the_threads_the_runs_train_at(tmp_path):
     """The bench times the steps and compilations the plan's runs will make: at their threads (the
-    base run's settings, else the study's recipe), not at torch's default."""
+    base run's settings, else the study's recipe), not at torch's default. More threads than this
+    machine has are the short run's to refuse in one line (the test below)."""
+    from trainspeed.flags import machine_cpus
     from trainspeed.plan.measure import bench_threads
 
     run = base_run(tmp_path)
     config = json.loads((run / "train_config.json").read_text())
-    (run / "train_config.json").write_text(json.dumps({**config, "threads": 2}))
+    (run / "train_config.json").write_text(json.dumps({**config, "threads": machine_cpus()}))
     inputs, (wants, runs, _) = wanted(tmp_path, run)
     model = steps_model(inputs)
-    assert bench_threads(inputs, model) == 2
+    assert bench_threads(inputs, model) == machine_cpus()
     chosen, _ = within_budget(inputs, wants, runs, 1e9, tmp_path / "measured", bench_threads(inputs, model))
     (bench,) = [item for item in chosen if item.command[0] == "bench"]
-    assert bench.command[bench.command.index("--threads") + 1] == "2"
+    assert bench.command[bench.command.index("--threads") + 1] == str(machine_cpus())
     study = read_plan_inputs([RESULTS / "named_time_to_target_gpt2.jsonl"])
     assert bench_threads(study, steps_model(study)) == study.settings.settings.threads == 1
 

@@ -172,11 +172,14 @@ def bench_threads(inputs: PlanInputs, model: StepsModel) -> int | None:
     """The torch threads the bench rows are measured at: those the plan's runs train at (the base
     run's settings, else the study's recipe; else a run given), so that the bench times the steps
     and the compilations the runs will make: a run's efficiency against the bench corrects its
-    steps, never its compilations."""
+    steps, never its compilations. A count beyond this machine's CPUs is left to the short run's
+    own check, whose one line says which settings it came from."""
+    from trainspeed.flags import machine_cpus
+
     config, _ = base_config(inputs, model)
-    if config is not None and config.threads:
-        return config.threads
-    return next((run.row.threads for run in inputs.runs if run.row.threads), None)
+    wanted = config.threads if config is not None and config.threads else next(
+        (run.row.threads for run in inputs.runs if run.row.threads), None)
+    return wanted if wanted is not None and wanted <= machine_cpus() else None
 
 
 def measured_workload(inputs: PlanInputs, config: TrainConfig | None, workload: str | None) -> str:
