@@ -679,6 +679,12 @@ def test_an_extrapolated_check_is_judged_by_its_interval_not_by_the_tolerance():
     assert checked.within is None and checked.inside is True and checked.ratio == pytest.approx(182.3 / 131.4, rel=1e-3)
     assert ("measured 182.3 s, extrapolated: inside its 95% interval [100.0, 300.0] (the model's point 131.4 s, "
             "ratio 1.39, is not a prediction: not held to ±25%)") in check_line(checked)
+    # the steady step, its global batch over the run's steady samples/s, beside the predicted step
+    summary = read_run_summary(run_dir)
+    assert checked.steady_step_s == pytest.approx(128 / summary.steady_samples_per_s)
+    assert (f"; steady step {checked.steady_step_s * 1e3:,.1f} ms against {planned.step_s * 1e3:,.1f} predicted"
+            in check_line(checked))
+    assert checked.measured_step_s > checked.steady_step_s  # the compilations are in the first
     assert tolerance_verdict(checked) == "extrapolated: by its interval, inside"
     slower = dataclasses.replace(checked, seed=1001, measured_s=320.0, inside=False)
     assert "measured 251.2 s (182.3, 320.0), extrapolated: inside its 95% interval" in mean_check_line([checked, slower])

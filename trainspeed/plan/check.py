@@ -285,6 +285,8 @@ def check_row(row: PlanRow, summary: RunSummary, run_dir: Path, measured_s: floa
     steps = record.crossing_step(goal.threshold) if record is not None else None
     ratio = measured_s / row.predicted_s  # type: ignore[operator]
     within = None if row.extrapolated else abs(ratio - 1) <= tolerance
+    steady = summary.steady_samples_per_s
+    steady_step_s = row.global_batch / steady if steady and row.schedule == "fixed" else None
     return PlanCheckRow(
         plan_id=row.plan_id, config=row.config, target=row.target, devices=row.devices,
         global_batch=row.global_batch, workload=row.workload, size=row.size, until=row.until,
@@ -296,7 +298,8 @@ def check_row(row: PlanRow, summary: RunSummary, run_dir: Path, measured_s: floa
         reached=bool(record is not None and record.reached), seed=seed, run_dir=str(run_dir),
         schedule=row.schedule, batch_max=row.batch_max,
         batches=_batches_trained(summary) if row.schedule == "auto" else None,
-        inside=inside(row.predicted_s_ci95, measured_s), extrapolated=row.extrapolated, measured_from=measured_from,
+        inside=inside(row.predicted_s_ci95, measured_s), extrapolated=row.extrapolated, steady_step_s=steady_step_s,
+        measured_from=measured_from,
         **summary.provenance(command).fields_of(PlanCheckRow))
 
 
@@ -358,19 +361,23 @@ def _batches_trained(summary: RunSummary) -> list[int] | None:
 
 
 def check_line(row: PlanCheckRow) -> str:
+    """A check's seconds against its prediction, then the two parts it is made of: steps, and a
+    step's time after the first steps (the steady step, without the compilations)."""
     steps = "not reached" if row.measured_steps is None else f"{row.measured_steps:,.1f}"
     batches = f" (batches {' -> '.join(map(str, row.batches))})" if row.batches else ""
+    step = (f"; steady step {row.steady_step_s * 1e3:,.1f} ms against {row.predicted_step_s * 1e3:,.1f} predicted"
+            if row.steady_step_s is not None else "")
     if row.extrapolated and row.predicted_s_ci95 is not None:
         return (f"check {row.config}{batches}: measured {row.measured_s:,.1f} s, "
                 f"{_against_bounds(row.measured_s, row)}; steps {steps} against {row.predicted_steps:,.1f} at "
-                "the model's point")
+                f"the model's point{step}")
     interval = ""
     if row.predicted_s_ci95 is not None:
         interval = (f", {'inside' if row.inside else 'outside'} its 95% interval [{row.predicted_s_ci95[0]:,.1f}, "
                     f"{row.predicted_s_ci95[1]:,.1f}]")
     return (f"check {row.config}{batches}: measured {row.measured_s:,.1f} s, predicted {row.predicted_s:,.1f} s "
             f"(ratio {row.ratio:.2f}, {'within' if row.within else 'outside'} ±{row.tolerance:.0%}{interval}); "
-            f"steps {steps} against {row.predicted_steps:,.1f} predicted")
+            f"steps {steps} against {row.predicted_steps:,.1f} predicted{step}")
 
 
 def _against_bounds(measured_s: float, row: PlanCheckRow) -> str:

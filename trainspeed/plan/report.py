@@ -97,7 +97,7 @@ def plan_section(plans: Sequence[Read[PlanRow]], checks: Sequence[Read[PlanCheck
             [("plan", False), ("workload", False), ("goal", False), ("configuration", False), ("role", False),
              ("predicted s", True), ("95% interval", False), ("measured s", True), ("measured / predicted", True),
              ("within", False), ("steps predicted", True), ("steps measured", True), ("step ms predicted", True),
-             ("step ms measured", True)],
+             ("step ms measured, steady", True), ("step ms measured, with compilations", True)],
             [[text(c.plan_id), text(f"{c.workload} {c.size}"), text(c.until), text(c.config),
               text(", ".join(name for name, on in (("recommended", c.recommended), ("samples/s pick", c.samples_per_s_pick))
                              if on)),
@@ -105,6 +105,7 @@ def plan_section(plans: Sequence[Read[PlanRow]], checks: Sequence[Read[PlanCheck
               number(c.measured_s, "{:,.1f}"), number(c.ratio, "{:.2f}"),
               text(tolerance_verdict(c)), number(c.predicted_steps, "{:,.1f}"),
               number(c.measured_steps, "{:,.1f}"), number(c.predicted_step_s * 1e3, "{:,.1f}"),
+              number(c.steady_step_s * 1e3 if c.steady_step_s is not None else None, "{:,.1f}"),
               number(c.measured_step_s * 1e3 if c.measured_step_s is not None else None, "{:,.1f}")]
              for c in (read.row for read in checks)], provenance(checks)))
     latest = _latest(plans)

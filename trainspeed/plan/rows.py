@@ -157,7 +157,7 @@ class PlanCheckRow:
     """Interpolated between the validations bracketing the crossing (None: the goal was not met)."""
     predicted_step_s: Positive
     measured_step_s: Positive | None
-    """Training seconds to the crossing over its steps."""
+    """Training seconds to the crossing over its steps (its compilations in them)."""
     reached: bool
     seed: int
     run_dir: str
@@ -172,6 +172,10 @@ class PlanCheckRow:
     """The measured seconds lie inside `predicted_s_ci95` (None: no interval, or a row of an older plan)."""
     extrapolated: bool = False
     """The plan row's `extrapolated`: its steps were bounded, not predicted (False in older rows)."""
+    steady_step_s: Positive | None = None
+    """A step after the run's first steps (its global batch over its steady samples/s): the step
+    time `predicted_step_s` predicts, without the compilations `measured_step_s` holds. None for
+    auto (its batch changes), a run too short to have one, and rows of older plans."""
     measured_from: str = "command"
     """"command": the plan ran the check (`measured_s` is its whole `trainspeed train` command);
     "run": a run made before, set beside the plan (`plan --checked`; `measured_s` is the run's
