@@ -514,17 +514,18 @@ def _study_seeds_check() -> str:
     for row in checks:
         by_config.setdefault(row["config"], []).append(row)
 
-    def pair(config: str, seconds: str) -> str:
+    def pair(config: str) -> tuple[str, str, str]:
         rows = by_config[config]
         mean = statistics.fmean(row["measured_s"] for row in rows)
-        return f"{f1(mean)}{seconds} against {f1(rows[0]['predicted_s'])}" + (
-            " predicted" if seconds else "") + f" ({f2(mean / rows[0]['predicted_s'])})"
+        return f1(mean), f1(rows[0]["predicted_s"]), f2(mean / rows[0]["predicted_s"])
 
+    fixed, larger, compiled = (pair(config) for config in
+                               ("cpu:eager:fp32/1/8", "cpu:eager:fp32/1/32", "cpu:compile:fp32/1/128"))
     inside = sum(bool(row["inside"]) for row in checks)
     share = "all" if inside == len(checks) else f"{inside} of"
-    return (f"Batch 8 took {pair('cpu:eager:fp32/1/8', ' s')}, batch 32 {pair('cpu:eager:fp32/1/32', '')} and "
-            f"compiled 128 {pair('cpu:compile:fp32/1/128', '')}, each the mean of {len(by_config['cpu:eager:fp32/1/8'])} "
-            f"seeds; {share} {len(checks)} runs lie inside their intervals")
+    return (f"Batch 8 took {fixed[0]} s against {fixed[1]} predicted ({fixed[2]}), batch 32 {larger[0]} against "
+            f"{larger[1]} ({larger[2]}) and compiled 128 {compiled[0]} against {compiled[1]} ({compiled[2]}), each the "
+            f"mean of {len(by_config['cpu:eager:fp32/1/8'])} seeds; {share} {len(checks)} runs lie inside their intervals")
 
 
 def _named_compiled_steps() -> str:
@@ -533,7 +534,8 @@ def _named_compiled_steps() -> str:
     steps = [row["step_time_s"] for row in metrics if row["kind"] == "train"][1:]
     bench = next(row for row in records("named_plan_bench_gpt2.jsonl")
                  if row["target"] == "cpu:compile:fp32" and row["batch_size"] == 128)
-    return f"its steps after the first window ran {f2(min(steps))}-{f2(max(steps))} s against its bench's {f2(bench['step_time_s'])} s"
+    return (f"its steps after the first window ran {f2(min(steps))}-{f2(max(steps))} s against its bench's "
+            f"{f2(bench['step_time_s'])} s")
 
 
 def _bench_compilations() -> str:
