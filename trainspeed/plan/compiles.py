@@ -85,8 +85,8 @@ def sliced_too(run: TrainRun) -> int:
     return slices if every > 1 else 1
 
 
-def _excess(row: ResultRow) -> float | None:
-    """A bench row's first step beyond its steady one: its compilation."""
+def bench_compile_s(row: ResultRow) -> float | None:
+    """A bench row's first step beyond its steady one: its compilation (None where it timed none)."""
     if row.first_step_s is None or not row.samples_per_s:
         return None
     return max(0.0, row.first_step_s - (row.step_time_s or row.batch_size / row.samples_per_s))
@@ -97,8 +97,8 @@ def compiler_start_up(inputs: PlanInputs, run_id: str) -> float | None:
     the compiler's start-up in a process, which a training run pays at its first graph. None where
     the rows do not say which came first (older rows), or hold no first or no later one."""
     rows = [read.row for read in inputs.bench if read.row.run_id == run_id and read.row.compiles_before is not None]
-    first = [excess for row in rows if row.compiles_before == 0 and (excess := _excess(row)) is not None]
-    later = [excess for row in rows if row.compiles_before and (excess := _excess(row)) is not None]
+    first = [excess for row in rows if row.compiles_before == 0 and (excess := bench_compile_s(row)) is not None]
+    later = [excess for row in rows if row.compiles_before and (excess := bench_compile_s(row)) is not None]
     if not first or not later:
         return None
     return max(0.0, statistics.median(first) - statistics.median(later))
@@ -110,7 +110,7 @@ def _bench_excess(inputs: PlanInputs, target: str, batch: int, first_graph: bool
     row its bench process measured after another compilation, plus the compiler's start-up that
     row did not pay."""
     read = bench_row(inputs, target, batch)
-    excess = _excess(read.row) if read is not None else None
+    excess = bench_compile_s(read.row) if read is not None else None
     if read is None or excess is None:
         return None
     source = f"bench {read.source}: first step beyond the steady one"

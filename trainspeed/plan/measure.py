@@ -37,7 +37,7 @@ from trainspeed.bench.config import BenchConfig, TimingPlan
 from trainspeed.bench.flags import bench_command
 from trainspeed.bench.results import ResultRow
 from trainspeed.errors import UsageError
-from trainspeed.plan.compiles import AUTO_MICRO_BATCHES, compiles, micro_batches_of, slice_batch
+from trainspeed.plan.compiles import AUTO_MICRO_BATCHES, bench_compile_s, compiles, micro_batches_of, slice_batch
 from trainspeed.plan.inputs import PlanInputs, bench_row
 from trainspeed.plan.model import goal_run
 from trainspeed.plan.plan import PlanGrid
@@ -126,8 +126,8 @@ class Estimates:
         """One graph's compilation: the most any bench row or run of the target measured, else the guess."""
         if not compiles(target):
             return 0.0
-        found = [read.row.first_step_s - (read.row.step_time_s or 0.0) for read in self.inputs.bench
-                 if read.row.target == target and read.row.first_step_s is not None]
+        found = [excess for read in self.inputs.bench
+                 if read.row.target == target and (excess := bench_compile_s(read.row)) is not None]
         found += [excess.seconds for run in self.inputs.runs if run.row.target == target
                   if (excess := first_step_excess(run)) is not None]
         return max(found) if found else COMPILE_GUESS_S
