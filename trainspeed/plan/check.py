@@ -384,9 +384,10 @@ def _against_bounds(measured_s: float, row: PlanCheckRow) -> str:
     """An extrapolated configuration's seconds against its interval: its steps were bounded, not
     predicted, so its ratio to the model's point is said but not held to the tolerance."""
     low, high = row.predicted_s_ci95  # type: ignore[misc]
-    where = "inside" if low <= measured_s <= high else "outside"
-    return (f"extrapolated: {where} its 95% interval [{low:,.1f}, {high:,.1f}] (the model's point {row.predicted_s:,.1f} s, "
-            f"ratio {measured_s / row.predicted_s:.2f}, is not a prediction: not held to ±{row.tolerance:.0%})")
+    where = "inside" if inside(row.predicted_s_ci95, measured_s) else "outside"
+    return (f"extrapolated: {where} its 95% interval [{low:,.1f}, {high:,.1f}] (the model's point "
+            f"{row.predicted_s:,.1f} s, ratio {measured_s / row.predicted_s:.2f}, is not a prediction: not held to "
+            f"±{row.tolerance:.0%})")
 
 
 def mean_check_line(rows: Sequence[PlanCheckRow]) -> str | None:

@@ -24,6 +24,7 @@ def check_figure(checks: Sequence[PlanCheckRow]) -> Figure:
     """Measured against predicted seconds to the goal, one colour per workload, y = x and its band;
     an extrapolated configuration hollow, at the model's point that ranked it."""
     figure, axes = plt.subplots(figsize=(7.5, 5.6), constrained_layout=True)
+    any_extrapolated = any(row.extrapolated for row in checks)
     workloads = sorted({(row.workload, row.size, row.until) for row in checks})
     for number_, key in enumerate(workloads):
         rows = [row for row in checks if (row.workload, row.size, row.until) == key]
@@ -45,7 +46,7 @@ def check_figure(checks: Sequence[PlanCheckRow]) -> Figure:
                       label=f"±{tolerance:.0%}")
     axes.plot([], [], "*", color="black", label="recommended")
     axes.plot([], [], "D", color="black", label="samples/s pick")
-    if any(row.extrapolated for row in checks):
+    if any_extrapolated:
         axes.plot([], [], "o", color="black", markerfacecolor="none",
                   label="extrapolated: its steps bounded,\nnot predicted (judged by its interval)")
     axes.set_xscale("log")
@@ -54,8 +55,8 @@ def check_figure(checks: Sequence[PlanCheckRow]) -> Figure:
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
         axis.set_major_formatter(FuncFormatter(readable_number))
         axis.set_minor_formatter(NullFormatter())
-    extrapolated = "; extrapolated: the model's point" if any(row.extrapolated for row in checks) else ""
-    axes.set_xlabel(f"predicted seconds to the goal (log scale{extrapolated})")
+    said = "; extrapolated: the model's point" if any_extrapolated else ""
+    axes.set_xlabel(f"predicted seconds to the goal (log scale{said})")
     axes.set_ylabel("measured seconds to the goal (log scale)")
     axes.set_title("The plan's predictions, checked")
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
