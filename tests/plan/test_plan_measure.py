@@ -186,7 +186,8 @@ def test_one_command_measures_what_the_plan_lacks_plans_with_it_and_checks_it_at
     # base run's own start-up and step times, which the machine's load stretches.
     assert main(["plan", "base", "--measure", "--budget-s", "86400", "--measure-dir", "measured", "--workload",
                  "toy_workload:validated", "--devices", "1", "--global-batches", "16", "--schedules", "fixed",
-                 "--out", "plan.jsonl", "--check", "best", "--check-dir", "checks", "--check-seeds", "2"]) == 0
+                 "--out", "plan.jsonl", "--check", "best", "--check-dir", "checks", "--check-seeds", "2",
+                 "--check-rebench"]) == 0
     printed = capsys.readouterr().out
     assert "measure: 1 measurement(s)" in printed and "trainspeed bench --workload toy_workload:validated" in printed
     (bench,) = [json.loads(line) for line in (tmp_path / "measured" / "bench.jsonl").read_text().splitlines()]
@@ -200,6 +201,26 @@ def test_one_command_measures_what_the_plan_lacks_plans_with_it_and_checks_it_at
         assert check["run_dir"] == str(Path("checks") / "cpu-eager-fp32-1-16" / f"seed-{seed}")
         assert (tmp_path / check["run_dir"] / "summary.json").is_file() and f"--seed {seed}" in check["command"]
         assert "--until 'val/accuracy>=0.9' --stop-at-target" in check["command"] and "--lr 0.5" in check["command"]
+    # --check-rebench: the row the step time came from, benched again with its own settings before the
+    # first run, and both runs held against the prediction at that speed
+    (again,) = [json.loads(line) for line in (tmp_path / "checks" / "rebench-cpu-eager-fp32-1-16.jsonl")
+                .read_text().splitlines()]
+    assert (again["batch_size"], again["target"], again["warmup_steps"]) == (16, bench["target"], bench["warmup_steps"])
+    assert again["windows"] >= bench["windows"] and again["min_window_s"] >= bench["min_window_s"]
+    assert again["machine"]["torch_threads"] == bench["machine"]["torch_threads"]
+    step_ratio = bench["samples_per_s"] / again["samples_per_s"]
+    now_s = row["overhead_s"] + (row["predicted_s"] - row["overhead_s"]) * step_ratio  # eager: nothing compiles
+    for check in checks:
+        assert (check["bench_samples_per_s"], check["rebench_samples_per_s"]) == (bench["samples_per_s"],
+                                                                                  again["samples_per_s"])
+        assert check["predicted_s_now"] == pytest.approx(now_s) and check["rebench_compile_s"] is None
+        assert check["ratio_now"] == pytest.approx(check["measured_s"] / now_s)
+        assert check["within_now"] == (abs(check["ratio_now"] - 1) <= 0.25)
+        low, high = check["predicted_s_now_ci95"]
+        assert low < now_s < high and check["inside_now"] == (low <= check["measured_s"] <= high)
+        assert check["rebench_source"] == str(Path("checks") / "rebench-cpu-eager-fp32-1-16.jsonl") + ":1"
+    assert f"at the speed now predicted {now_s:,.1f} s" in printed
+    assert printed.count("at the speed now (the bench row again") == 3  # each run's line, and their mean's
     mean_s = (checks[0]["measured_s"] + checks[1]["measured_s"]) / 2
     assert (f"check cpu:eager:fp32/1/16, mean of 2 seeds (1000, 1001): measured {mean_s:,.1f} s "
             f"({checks[0]['measured_s']:,.1f}, {checks[1]['measured_s']:,.1f}), predicted "

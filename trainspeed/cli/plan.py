@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from trainspeed.bench.config import TARGET_LIST
 from trainspeed.cli.bench import add_bench_command
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from trainspeed.plan.measure import Measurement
     from trainspeed.plan.inputs import PlanInputs
     from trainspeed.plan.plan import PlanGrid
+    from trainspeed.plan.rows import PlanRow
     from trainspeed.plan.steps import StepsModel
 
 CHECK_SEEDS = Range(1, 100, why_high=" runs of each configuration")
@@ -88,6 +89,10 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
                         help="runs of each checked configuration, at seeds --check-seed, --check-seed + 1, ...: a "
                         "check row each, and a line of their mean beside the prediction (one run's time scatters "
                         "about the predicted from seed to seed; default 1)")
+    parser.add_argument("--check-rebench", action="store_true",
+                        help="before each checked configuration's first run, bench the row its step time came from "
+                        "again (its settings, a process of its own), and say beside the prediction what it predicts "
+                        "at the machine's speed now: a miss the speed now explains is the machine's, not the model's")
     parser.add_argument("--workload", default=None,
                         help="the inputs' workload, which --check trains and --measure runs: needed where it is "
                         "your own module "
@@ -145,6 +150,8 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         raise UsageError("plan: --check needs --out (where the checks' rows go) and --check-dir (where their runs go)")
     if args.checked and args.out is None:
         raise UsageError("plan: --checked needs --out (where the checks' rows go)")
+    if args.check_rebench and not args.check:
+        raise UsageError("plan: --check-rebench benches again the configurations --check runs; give --check too")
     if args.check_seeds > 1 and not args.check:
         raise UsageError(f"plan: --check-seeds {args.check_seeds} is the number of runs of each --check configuration; "
                          "give --check too")
@@ -180,6 +187,7 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         check_runnable(inputs, recipe, args.workload)
         runs = check_runs(recipe, to_check, dirs, range(args.check_seed, args.check_seed + args.check_seeds))
         check_train_flags({run.row.config: run.command for run in runs})
+        rebench = _rebench(args, inputs, recipe.workload, to_check)
         check_writable_directory(args.check_dir, f"--check-dir {args.check_dir}")  # the last check: it makes the folder
     print(f"plan: {inputs.identity} to {inputs.until}")
     print(table(rows))
@@ -189,7 +197,7 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
             append_row(args.out, row)
     if to_check:
         try:
-            checks = run_checks(runs, args.tolerance)
+            checks = run_checks(runs, args.tolerance, rebench)
         except CommandFailed as error:
             raise UsageError(f"plan: {error}") from None
         for check in checks:
@@ -204,6 +212,18 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
     if args.out is not None:
         print(f"plan: rows in {args.out}")
     return [*rows, *checks]
+
+
+def _rebench(args: argparse.Namespace, inputs: PlanInputs, workload: str,
+             rows: Sequence[PlanRow]) -> Callable[[PlanRow], Any] | None:
+    """`--check-rebench`: a configuration's bench row measured again, into the check folder; each
+    bench's settings refused (one line) before anything is written or run."""
+    if not args.check_rebench:
+        return None
+    from trainspeed.plan.speed_now import check_rebenchable, rebench
+
+    check_rebenchable(inputs, rows, workload, args.check_dir)
+    return lambda row: rebench(inputs, row, workload, args.check_dir)
 
 
 def measured(args: argparse.Namespace, inputs: PlanInputs, model: StepsModel, grid: PlanGrid,

@@ -25,13 +25,14 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from trainspeed.errors import UsageError
 from trainspeed.plan import CHECK_KEYWORDS
 from trainspeed.plan.compiles import AUTO_MICRO_BATCHES
 from trainspeed.plan.inputs import PlanInputs
 from trainspeed.plan.rows import PlanCheckRow, PlanRow
+from trainspeed.plan.speed_now import Rebench
 from trainspeed.plan.steps import StepsModel
 from trainspeed.report.page import slug
 from trainspeed.subcommands import run_trainspeed, shown
@@ -255,18 +256,25 @@ def check_runs(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Pat
     return runs
 
 
-def run_checks(runs: Sequence[CheckRun], tolerance: float) -> list[PlanCheckRow]:
+def run_checks(runs: Sequence[CheckRun], tolerance: float,
+               rebench: Callable[[PlanRow], Rebench | None] | None = None) -> list[PlanCheckRow]:
     """Each run to its goal, a check row of each; after a configuration's last run of several seeds,
     the line of their mean (the prediction is of a run's expected time, and one run's scatters about
-    it from seed to seed)."""
+    it from seed to seed). With `rebench`, a configuration's bench row is measured again before its
+    first run, and each of its checks holds the prediction at that speed (`plan.speed_now`)."""
     checked: list[PlanCheckRow] = []
+    speed: dict[str, Rebench | None] = {}
     for index, run in enumerate(runs):
+        if rebench is not None and run.row.config not in speed:
+            speed[run.row.config] = found = rebench(run.row)
+            if found is not None:
+                print(found.line(run.row), flush=True)
         print(shown(*run.command), flush=True)
         started = time.perf_counter()
         run_trainspeed(*run.command)
         measured_s = time.perf_counter() - started
         check = check_row(run.row, read_run_summary(run.run_dir), run.run_dir, measured_s, run.seed, tolerance,
-                          shown(*run.command))
+                          shown(*run.command), rebenched=speed.get(run.row.config))
         print(check_line(check), flush=True)
         checked.append(check)
         last_of_config = index + 1 == len(runs) or runs[index + 1].row.config != run.row.config
@@ -278,8 +286,9 @@ def run_checks(runs: Sequence[CheckRun], tolerance: float) -> list[PlanCheckRow]
 
 
 def check_row(row: PlanRow, summary: RunSummary, run_dir: Path, measured_s: float, seed: int, tolerance: float,
-              command: str, measured_from: str = "command") -> PlanCheckRow:
-    """The plan's row and the run of its configuration, side by side."""
+              command: str, measured_from: str = "command", rebenched: Rebench | None = None) -> PlanCheckRow:
+    """The plan's row and the run of its configuration, side by side (and the prediction at the
+    machine's speed now, where its bench row was measured again: `rebenched`)."""
     goal = parse_goal(row.until)
     record = summary.time_to_target
     steps = record.crossing_step(goal.threshold) if record is not None else None
@@ -299,8 +308,23 @@ def check_row(row: PlanRow, summary: RunSummary, run_dir: Path, measured_s: floa
         schedule=row.schedule, batch_max=row.batch_max,
         batches=_batches_trained(summary) if row.schedule == "auto" else None,
         inside=inside(row.predicted_s_ci95, measured_s), extrapolated=row.extrapolated, steady_step_s=steady_step_s,
-        measured_from=measured_from,
+        measured_from=measured_from, **_speed_now(row, measured_s, tolerance, rebenched),
         **summary.provenance(command).fields_of(PlanCheckRow))
+
+
+def _speed_now(row: PlanRow, measured_s: float, tolerance: float, rebenched: Rebench | None) -> dict[str, Any]:
+    """A check row's fields of the speed now (none where its bench row was not measured again)."""
+    if rebenched is None:
+        return {}
+    predicted_now = rebenched.predicted_s(row)
+    ratio_now = measured_s / predicted_now
+    interval_now = rebenched.interval(row)
+    return dict(bench_samples_per_s=rebenched.planned.samples_per_s,
+                rebench_samples_per_s=rebenched.now.samples_per_s, rebench_compile_s=rebenched.compile_now_s,
+                predicted_s_now=predicted_now, predicted_s_now_ci95=interval_now, ratio_now=ratio_now,
+                inside_now=inside(interval_now, measured_s),
+                within_now=None if row.extrapolated else abs(ratio_now - 1) <= tolerance,
+                rebench_source=rebenched.source)
 
 
 def checks_of_runs(rows: Sequence[PlanRow], run_dirs: Sequence[Path], tolerance: float,
@@ -370,14 +394,29 @@ def check_line(row: PlanCheckRow) -> str:
     if row.extrapolated and row.predicted_s_ci95 is not None:
         return (f"check {row.config}{batches}: measured {row.measured_s:,.1f} s, "
                 f"{_against_bounds(row.measured_s, row)}; steps {steps} against {row.predicted_steps:,.1f} at "
-                f"the model's point{step}")
+                f"the model's point{step}{_now_part(row, row.measured_s)}")
     interval = ""
     if row.predicted_s_ci95 is not None:
         interval = (f", {'inside' if row.inside else 'outside'} its 95% interval [{row.predicted_s_ci95[0]:,.1f}, "
                     f"{row.predicted_s_ci95[1]:,.1f}]")
     return (f"check {row.config}{batches}: measured {row.measured_s:,.1f} s, predicted {row.predicted_s:,.1f} s "
             f"(ratio {row.ratio:.2f}, {'within' if row.within else 'outside'} ±{row.tolerance:.0%}{interval}); "
-            f"steps {steps} against {row.predicted_steps:,.1f} predicted{step}")
+            f"steps {steps} against {row.predicted_steps:,.1f} predicted{step}{_now_part(row, row.measured_s)}")
+
+
+def _now_part(row: PlanCheckRow, measured_s: float) -> str:
+    """The seconds against the prediction at the machine's speed now, where the check re-benched."""
+    if row.predicted_s_now is None or not row.rebench_samples_per_s or not row.bench_samples_per_s:
+        return ""
+    ratio = measured_s / row.predicted_s_now
+    verdict = ("the model's point, not held to the tolerance" if row.extrapolated else
+               f"{'within' if abs(ratio - 1) <= row.tolerance else 'outside'} ±{row.tolerance:.0%}")
+    interval = row.predicted_s_now_ci95
+    if interval is not None:
+        verdict += (f", {'inside' if inside(interval, measured_s) else 'outside'} its 95% interval "
+                    f"[{interval[0]:,.1f}, {interval[1]:,.1f}]")
+    return (f"; at the speed now (the bench row again {row.rebench_samples_per_s:,.1f} samples/s against "
+            f"{row.bench_samples_per_s:,.1f}) predicted {row.predicted_s_now:,.1f} s (ratio {ratio:.2f}, {verdict})")
 
 
 def _against_bounds(measured_s: float, row: PlanCheckRow) -> str:
@@ -405,7 +444,7 @@ def mean_check_line(rows: Sequence[PlanCheckRow]) -> str | None:
         against = (f"predicted {first.predicted_s:,.1f} s (ratio {ratio:.2f}, "
                    f"{'within' if within else 'outside'} ±{first.tolerance:.0%})")
     return (f"check {first.config}, mean of {len(rows)} seeds ({', '.join(str(row.seed) for row in rows)}): "
-            f"measured {mean_s:,.1f} s ({seconds}), {against}; reached the goal in "
+            f"measured {mean_s:,.1f} s ({seconds}), {against}{_now_part(first, mean_s)}; reached the goal in "
             f"{sum(row.reached for row in rows)} of {len(rows)}")
 
 

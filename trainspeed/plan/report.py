@@ -22,7 +22,8 @@ from trainspeed.plan.rows import PlanCheckRow, PlanRow
 
 def check_figure(checks: Sequence[PlanCheckRow]) -> Figure:
     """Measured against predicted seconds to the goal, one colour per workload, y = x and its band;
-    an extrapolated configuration hollow, at the model's point that ranked it."""
+    an extrapolated configuration hollow, at the model's point that ranked it; a cross at the
+    prediction at the machine's speed when the check ran, where it re-benched."""
     figure, axes = plt.subplots(figsize=(7.5, 5.6), constrained_layout=True)
     any_extrapolated = any(row.extrapolated for row in checks)
     workloads = sorted({(row.workload, row.size, row.until) for row in checks})
@@ -37,8 +38,11 @@ def check_figure(checks: Sequence[PlanCheckRow]) -> Figure:
                           markerfacecolor="none" if row.extrapolated else colour)
             axes.annotate(row.config, (row.predicted_s, row.measured_s), fontsize=6, xytext=(4, -8),
                           textcoords="offset points")
+            if row.predicted_s_now is not None:  # where the prediction moves at the machine's speed now
+                axes.plot(row.predicted_s_now, row.measured_s, "X", color="black", markersize=6, zorder=3)
         axes.plot([], [], "o", color=colour, label=f"{key[0]} {key[1]} to {key[2]}")
-    values = [value for row in checks for value in (row.predicted_s, row.measured_s)]
+    values = [value for row in checks for value in (row.predicted_s, row.measured_s, row.predicted_s_now)
+              if value is not None]
     line = np.geomspace(min(values) / 1.3, max(values) * 1.3, 20)
     tolerance = checks[0].tolerance
     axes.plot(line, line, "-", color="grey", label="y = x")
@@ -49,6 +53,9 @@ def check_figure(checks: Sequence[PlanCheckRow]) -> Figure:
     if any_extrapolated:
         axes.plot([], [], "o", color="black", markerfacecolor="none",
                   label="extrapolated: its steps bounded,\nnot predicted (judged by its interval)")
+    if any(row.predicted_s_now is not None for row in checks):
+        axes.plot([], [], "X", color="black", markersize=6,
+                  label="the prediction at the machine's speed\nwhen it ran (--check-rebench)")
     axes.set_xscale("log")
     axes.set_yscale("log")
     for axis in (axes.xaxis, axes.yaxis):
@@ -86,7 +93,9 @@ def plan_section(plans: Sequence[Read[PlanRow]], checks: Sequence[Read[PlanCheck
         "`trainspeed plan` predicts each configuration's time to the goal: steps to the goal at the global batch "
         "(the study's fit) x step time (bench samples/s at the per-device batch, over the efficiency a run of as many "
         "devices measured), plus start-up, compilation and validation. Goodput is samples/s x statistical efficiency "
-        "(1 / (1 + B / B_crit), as in Pollux). Checks ran configurations to the goal on another seed than the study's.")
+        "(1 / (1 + B / B_crit), as in Pollux). Checks ran configurations to the goal on another seed than the study's; "
+        "a check made with `--check-rebench` also stands against the prediction at the machine's speed when it ran "
+        "(its bench row measured again just before it).")
     if checks:
         section.figures.append(figure_block(
             "fig-plan-check", "Measured against predicted seconds to the goal (whole `trainspeed train` command), "
@@ -98,7 +107,8 @@ def plan_section(plans: Sequence[Read[PlanRow]], checks: Sequence[Read[PlanCheck
             [("plan", False), ("workload", False), ("goal", False), ("configuration", False), ("role", False),
              ("predicted s", True), ("95% interval", False), ("measured s", True), ("measured / predicted", True),
              ("within", False), ("steps predicted", True), ("steps measured", True), ("step ms predicted", True),
-             ("step ms measured, steady", True), ("step ms measured, with compilations", True)],
+             ("step ms measured, steady", True), ("step ms measured, with compilations", True),
+             ("predicted s at the speed now", True), ("measured / predicted now", True)],
             [[text(c.plan_id), text(f"{c.workload} {c.size}"), text(c.until), text(c.config),
               text(", ".join(name for name, on in (("recommended", c.recommended), ("samples/s pick", c.samples_per_s_pick))
                              if on)),
@@ -107,7 +117,8 @@ def plan_section(plans: Sequence[Read[PlanRow]], checks: Sequence[Read[PlanCheck
               text(tolerance_verdict(c)), number(c.predicted_steps, "{:,.1f}"),
               number(c.measured_steps, "{:,.1f}"), number(c.predicted_step_s * 1e3, "{:,.1f}"),
               number(c.steady_step_s * 1e3 if c.steady_step_s is not None else None, "{:,.1f}"),
-              number(c.measured_step_s * 1e3 if c.measured_step_s is not None else None, "{:,.1f}")]
+              number(c.measured_step_s * 1e3 if c.measured_step_s is not None else None, "{:,.1f}"),
+              number(c.predicted_s_now, "{:,.1f}"), number(c.ratio_now, "{:.2f}")]
              for c in (read.row for read in checks)], provenance(checks)))
     latest = _latest(plans)
     if latest:

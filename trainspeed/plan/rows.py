@@ -180,3 +180,22 @@ class PlanCheckRow:
     """"command": the plan ran the check (`measured_s` is its whole `trainspeed train` command);
     "run": a run made before, set beside the plan (`plan --checked`; `measured_s` is the run's
     start-up and its wall seconds to the goal, as it recorded them)."""
+    bench_samples_per_s: Positive | None = None
+    """`--check-rebench`: the plan's bench row the step time came from (None without it)."""
+    rebench_samples_per_s: Positive | None = None
+    """That row measured again just before the configuration's first check run (`plan.speed_now`)."""
+    rebench_compile_s: NonNegative | None = None
+    """The re-bench's first step beyond its steady one (None on an eager target)."""
+    predicted_s_now: Positive | None = None
+    """The prediction at the machine's speed now: its steps and validations at the step time the
+    re-bench measured, its compilations at its compile, its start-up as planned."""
+    predicted_s_now_ci95: PositiveInterval | None = None
+    """`predicted_s_ci95` at the speed now: each end moved as the point is (`plan.speed_now`)."""
+    ratio_now: Positive | None = None
+    """measured_s / predicted_s_now."""
+    inside_now: bool | None = None
+    """The measured seconds lie inside `predicted_s_now_ci95`."""
+    within_now: bool | None = None
+    """ratio_now within 1 +- tolerance; None where not re-benched, or extrapolated (judged by its interval)."""
+    rebench_source: str | None = None
+    """The re-bench's row (file:line)."""
