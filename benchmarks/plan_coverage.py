@@ -2,7 +2,9 @@
 what it measured: is the measured time inside the 95% interval, and within ±25% of the prediction?
 An extrapolated configuration (its learning-rate rule never tried near its batch) has bounds on its
 steps, not a prediction: it is judged by its interval, and its ratio to the model's point is listed
-but not held to ±25%.
+but not held to ±25%. A check that benched its configuration again just before it ran
+(`plan --check-rebench`) is held to today's prediction at the machine's speed then: the same
+prediction with its step and compilations at what that bench measured (`trainspeed.plan.speed_now`).
 
     python benchmarks/plan_coverage.py [--results docs/results] [--csv OUT.csv] [--md OUT.md]
 
@@ -29,6 +31,7 @@ from trainspeed.atomic import atomic_write_text
 from trainspeed.plan.inputs import read_plan_inputs
 from trainspeed.plan.plan import PlanGrid, plan_rows
 from trainspeed.plan.rows import PlanRow
+from trainspeed.plan.speed_now import interval_at, predicted_at
 from trainspeed.plan.steps import steps_model
 from trainspeed.stats import wilson_interval
 
@@ -104,7 +107,7 @@ CHECKED_PLANS = (
                     "ranks1-b128", "ranks1-b32", "ranks1-b512", "ranks1-b8", "ranks2-b16", "ranks2-b256", "ranks2-b4",
                     "ranks2-b64")), "time_to_target_study_charlm.jsonl"),
                 (EAGER, COMPILED), (1, 2), None, ("fixed",)),
-    CheckedPlan("named_plan_gpt2", "named_plan_gpt2.jsonl", "plan-1796310241",
+    CheckedPlan("named_plan_gpt2", "named_plan_gpt2.jsonl", "plan-1796586200",
                 ("named_plan_bench_gpt2.jsonl", *_runs("named_plan_gpt2/runs", ("ranks1-b128", "ranks1-b32", "ranks1-b8")),
                  "named_time_to_target_gpt2.jsonl"),
                 (EAGER, COMPILED), (1,), None, ("fixed",)),
@@ -135,14 +138,22 @@ class Coverage:
     predicted_ci95: list[float] | None
     extrapolated: bool
     note: str
+    now_s: float | None = None
+    """Today's prediction at the machine's speed when the check ran, where it re-benched (`--check-rebench`)."""
+    now_ci95: list[float] | None = None
 
     @property
     def predicted_again(self) -> bool:
         return self.predicted_s is not None
 
     @property
+    def judged_s(self) -> float | None:
+        """What the check is held to: today's prediction, at the speed now where it re-benched."""
+        return self.now_s if self.now_s is not None else self.predicted_s
+
+    @property
     def inside(self) -> bool | None:
-        interval = self.predicted_ci95 if self.predicted_again else None
+        interval = (self.now_ci95 if self.now_s is not None else self.predicted_ci95) if self.predicted_again else None
         return None if interval is None else interval[0] <= self.measured_s <= interval[1]
 
     @property
@@ -155,10 +166,14 @@ class Coverage:
         return self.measured_s / self.predicted_s if self.predicted_s else None
 
     @property
+    def judged_ratio(self) -> float | None:
+        return self.measured_s / self.judged_s if self.judged_s else None
+
+    @property
     def within(self) -> bool | None:
-        """Within ±25% of today's prediction; None where there is none (not predicted again, or
-        extrapolated: bounds, not a prediction)."""
-        ratio = self.ratio
+        """Within ±25% of today's prediction (at the speed now where the check re-benched); None
+        where there is none (not predicted again, or extrapolated: bounds, not a prediction)."""
+        ratio = self.judged_ratio
         return None if ratio is None or self.extrapolated else abs(ratio - 1) <= TOLERANCE
 
     @property
@@ -194,7 +209,7 @@ def configuration_means(found: list[Coverage]) -> list[ConfigurationMean]:
         if item.predicted_again:
             grouped.setdefault((item.plan, item.config), []).append(item)
     return [ConfigurationMean(plan, config, len(items), statistics.fmean(item.measured_s for item in items),
-                              items[0].predicted_s, items[0].extrapolated)  # type: ignore[arg-type]
+                              items[0].judged_s, items[0].extrapolated)  # type: ignore[arg-type]
             for (plan, config), items in grouped.items()]
 
 
@@ -218,29 +233,37 @@ def coverage(results: Path = RESULTS) -> list[Coverage]:
         today = _planned(plan, results) if plan.inputs else {}
         for check in checks:
             row = today.get(check["config"])
+            rebenched = row is not None and bool(check.get("rebench_samples_per_s"))
+            step_ratio = check["bench_samples_per_s"] / check["rebench_samples_per_s"] if rebenched else 1.0
             found.append(Coverage(
                 plan.name, check["config"], check["seed"], check["measured_s"], check["predicted_s"],
                 check.get("predicted_s_ci95"),
                 row.predicted_s if row is not None else None, row.predicted_s_ci95 if row is not None else None,
-                bool(row is not None and row.extrapolated), plan.note))
+                bool(row is not None and row.extrapolated), plan.note,
+                predicted_at(row, step_ratio, check.get("rebench_compile_s")) if rebenched else None,  # type: ignore[arg-type]
+                interval_at(row, step_ratio, check.get("rebench_compile_s")) if rebenched else None))  # type: ignore[arg-type]
     return found
 
 
 FIELDS = ("plan", "config", "seed", "measured_s", "recorded_s", "recorded_lo", "recorded_hi", "recorded_inside",
-          "recorded_ratio", "predicted_s", "predicted_lo", "predicted_hi", "inside", "ratio", "within_25",
+          "recorded_ratio", "predicted_s", "predicted_lo", "predicted_hi", "now_s", "now_lo", "now_hi", "inside",
+          "ratio", "ratio_now", "within_25",
           "extrapolated", "note")
 
 
 def _csv_row(item: Coverage) -> dict:
     recorded = item.recorded_ci95 or [None, None]
     predicted = item.predicted_ci95 or [None, None]
+    now = item.now_ci95 or [None, None]
     ratio = item.ratio
     return {"plan": item.plan, "config": item.config, "seed": item.seed, "measured_s": round(item.measured_s, 3),
             "recorded_s": round(item.recorded_s, 3), "recorded_lo": _rounded(recorded[0]),
             "recorded_hi": _rounded(recorded[1]), "recorded_inside": item.recorded_inside,
             "recorded_ratio": round(item.recorded_ratio, 4), "predicted_s": _rounded(item.predicted_s),
-            "predicted_lo": _rounded(predicted[0]), "predicted_hi": _rounded(predicted[1]), "inside": item.inside,
+            "predicted_lo": _rounded(predicted[0]), "predicted_hi": _rounded(predicted[1]),
+            "now_s": _rounded(item.now_s), "now_lo": _rounded(now[0]), "now_hi": _rounded(now[1]), "inside": item.inside,
             "ratio": None if ratio is None else round(ratio, 4),
+            "ratio_now": None if item.now_s is None else round(item.judged_ratio, 4),  # type: ignore[arg-type]
             "within_25": item.within, "extrapolated": item.extrapolated,
             "note": item.note}
 
@@ -282,22 +305,25 @@ def markdown(found: list[Coverage]) -> str:
     again = [item for item in found if item.predicted_again]
     lines = [
         "| plan | configuration | seed | measured s | recorded: predicted s [95%], inside, ratio | "
-        "today: predicted s [95%] | inside | measured / predicted | within ±25% | extrapolated |",
-        "|---|---|---:|---:|---|---|---|---:|---|---|"]
+        "today: predicted s [95%] | at the speed now: predicted s [95%] | inside | measured / predicted | "
+        "within ±25% | extrapolated |",
+        "|---|---|---:|---:|---|---|---|---|---:|---|---|"]
     for item in found:
         ratio = item.ratio
+        now = "–" if item.now_s is None else f"{_seconds(item.now_s)} {_interval(item.now_ci95)}"
+        ratios = "–" if ratio is None else f"{ratio:.2f}" + (f" (now {item.judged_ratio:.2f})" if item.now_s else "")
         lines.append(
             f"| {item.plan} | `{item.config}` | {item.seed} | {item.measured_s:,.1f} | {_seconds(item.recorded_s)} "
             f"{_interval(item.recorded_ci95)}, {_yes(item.recorded_inside)}, {item.recorded_ratio:.2f} | "
-            f"{_seconds(item.predicted_s)} {_interval(item.predicted_ci95)} | {_yes(item.inside)} | "
-            f"{'–' if ratio is None else f'{ratio:.2f}'} | "
-            f"{_within(item.within, item.extrapolated)} | {'yes' if item.extrapolated else ''} |")
+            f"{_seconds(item.predicted_s)} {_interval(item.predicted_ci95)} | {now} | {_yes(item.inside)} | "
+            f"{ratios} | {_within(item.within, item.extrapolated)} | {'yes' if item.extrapolated else ''} |")
     notes = sorted({(item.plan, item.note) for item in found if item.note})
     lines += ["", *(f"- {plan}: {note}" for plan, note in notes), ""]
     means = configuration_means(found)
     several = [mean for mean in means if mean.runs > 1]
     if several:
-        lines += ["| plan | configuration | runs (seeds) | mean measured s | today: predicted s | mean / predicted | "
+        lines += ["| plan | configuration | runs (seeds) | mean measured s | today: predicted s (at the speed now where "
+                  "re-benched) | mean / predicted | "
                   "within ±25% |", "|---|---|---:|---:|---:|---:|---|"]
         lines += [f"| {mean.plan} | `{mean.config}` | {mean.runs} | {mean.measured_s:,.1f} | {mean.predicted_s:,.1f} | "
                   f"{mean.ratio:.2f} | {_within(mean.within, mean.extrapolated)} |" for mean in several]

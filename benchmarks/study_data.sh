@@ -14,9 +14,14 @@ work_in() {  # WORK
 }
 
 # The committed studies' data, made in the working folder where it is missing: 200 self-play games
-# (seed 0) and the first 200 standard-library sources as characters (the char-LM example).
+# (seed 0) and the text (`text_data`).
 study_data() {
     [ -f data/mahjong/index.json ] || "$T" data mahjong-selfplay --games 200 --workers 2 --out data/mahjong --seed 0 --no-progress
+    text_data
+}
+
+# The first 200 standard-library sources as characters (the char-LM example), in data/text where missing.
+text_data() {
     if [ ! -d data/text ]; then
         "$PYTHON" "$REPO/examples/char_lm_workload.py" text.npz --files 200
         "$T" data from-arrays text.npz --out data/text --split-by document --val-fraction 0.1

@@ -481,7 +481,9 @@ def _configurations(rows: list[dict]) -> list[list[dict]]:
 
 
 def _mean_ratio(rows: list[dict]) -> float:
-    return statistics.fmean(float(row["measured_s"]) for row in rows) / float(rows[0]["predicted_s"])
+    """The mean of a configuration's runs over today's prediction, at the speed now where they re-benched."""
+    judged = rows[0]["now_s"] or rows[0]["predicted_s"]
+    return statistics.fmean(float(row["measured_s"]) for row in rows) / float(judged)
 
 
 def _within() -> str:
@@ -528,14 +530,62 @@ def _study_seeds_check() -> str:
             f"mean of {len(by_config['cpu:eager:fp32/1/8'])} seeds; {share} {len(checks)} runs lie inside their intervals")
 
 
-def _named_compiled_steps() -> str:
-    """The named plan's compiled check at 128: its steps after the first window against its bench's."""
-    metrics = records("named_plan_gpt2/checks/cpu-compile-fp32-1-128/metrics.jsonl")
-    steps = [row["step_time_s"] for row in metrics if row["kind"] == "train"][1:]
-    bench = next(row for row in records("named_plan_bench_gpt2.jsonl")
-                 if row["target"] == "cpu:compile:fp32" and row["batch_size"] == 128)
-    return (f"its steps after the first window ran {f2(min(steps))}-{f2(max(steps))} s against its bench's "
-            f"{f2(bench['step_time_s'])} s")
+def _named_recheck() -> str:
+    """The named hf:gpt2 plan checked on another machine with --check-rebench: each configuration's
+    bench row again against the planned one, and the mean of its runs against the prediction and the
+    prediction at the speed now."""
+    checks = of_kind("named_plan_gpt2.jsonl", "plan-check")
+    eager = [row for row in checks if row["config"] == "cpu:eager:fp32/1/8"]
+    compiled = [row for row in checks if row["config"] == "cpu:compile:fp32/1/128"]
+    (again,) = records("named_plan_gpt2/checks/rebench-cpu-compile-fp32-1-128.jsonl")
+    first = next(row for row in of_kind("named_plan_gpt2.jsonl", "plan")
+                 if row["config"] == "cpu:compile:fp32/1/128")["compilations"][0]["seconds"]
+
+    def pair(rows: list[dict], predicted_said: str) -> str:
+        mean = statistics.fmean(row["measured_s"] for row in rows)
+        predicted, now = rows[0]["predicted_s"], rows[0]["predicted_s_now"]
+        return (f"{f1(mean)} s against {f1(predicted)}{predicted_said} ({f2(mean / predicted)}) and {f1(now)} at the "
+                f"speed now ({f2(mean / now)})")
+
+    return (f"the bench row of eager batch 8 read {f1(eager[0]['rebench_samples_per_s'])} samples/s there against "
+            f"{f1(eager[0]['bench_samples_per_s'])} planned, compiled batch 128 {f1(compiled[0]['rebench_samples_per_s'])} "
+            f"against {f1(compiled[0]['bench_samples_per_s'])}, its first compilation "
+            f"{f1(again['first_step_s'] - again['step_time_s'])} s against {f1(first)}. Batch 8 took "
+            f"{pair(eager, ' predicted')}; compiled 128 {pair(compiled, '')}")
+
+
+def _named_table_row(config: str) -> str:
+    """A row of named_models.md's table of the plan checked again: prediction, bench rows, the speed
+    now, the runs and their ratios, the steady steps."""
+    (plan,) = [row for row in of_kind("named_plan_gpt2.jsonl", "plan") if row["config"] == config]
+    runs = [row for row in of_kind("named_plan_gpt2.jsonl", "plan-check") if row["config"] == config]
+    mean = statistics.fmean(row["measured_s"] for row in runs)
+    low, high = plan["predicted_s_ci95"]
+    now_low, now_high = runs[0]["predicted_s_now_ci95"]
+    steady = sorted(row["steady_step_s"] * 1e3 for row in runs)
+    bound = ">= " if any(item["seconds"] is None for item in plan["compilations"]) else ""
+    return (f"| {bound}{f1(plan['predicted_s'])} [{f1(low)}, {f1(high)}] | {f1(runs[0]['bench_samples_per_s'])} / "
+            f"{f1(runs[0]['rebench_samples_per_s'])} | {f1(runs[0]['predicted_s_now'])} [{f1(now_low)}, {f1(now_high)}] "
+            f"| {', '.join(f1(row['measured_s']) for row in runs)} | {f2(mean / plan['predicted_s'])} | "
+            f"{f2(mean / runs[0]['predicted_s_now'])} | {f1(plan['step_s'] * 1e3)} / {f1(steady[0])}-{f1(steady[-1])} |")
+
+
+def _named_start_up() -> str:
+    (plan,) = [row for row in of_kind("named_plan_gpt2.jsonl", "plan") if row["config"] == "cpu:eager:fp32/1/8"]
+    third = 0.3 < plan["overhead_s"] / plan["predicted_s"] < 0.37
+    return (f"what the speed now leaves as planned is {'a third' if third else 'not a third'} of its prediction: the "
+            f"study's start-up and shutdown, {f1(plan['overhead_s'])} s")
+
+
+def _steps_trained() -> str:
+    (plan,) = [row for row in of_kind("plan_check_study_seeds_gpt2.jsonl", "plan") if row["config"] == "cpu:eager:fp32/1/8"]
+    runs = [row["measured_s"] for row in of_kind("plan_check_study_seeds_gpt2.jsonl", "plan-check")
+            if row["config"] == "cpu:eager:fp32/1/8"]
+    crossing = plan["overhead_s"] + plan["steps"] * plan["step_s"] + plan["validation_s"]
+    return (f"the goal at {plan['steps']:.0f} steps, the plan predicts {plan['steps_trained']:.0f} steps trained and "
+            f"{plan['validations']} validations, {f1(plan['predicted_s'])} s for commands that took "
+            f"{f1(statistics.fmean(runs))} s (the mean of {len(runs)} seeds); the crossing's {plan['steps']:.0f} steps "
+            f"and 1 validation alone would have predicted {f1(crossing)} s")
 
 
 def _bench_compilations() -> str:
@@ -764,7 +814,12 @@ CLAIMS: dict[str, Claim] = {
     "time: extrapolated by their intervals": Claim(TIME_TO_TARGET, _bounded),
     "time: a study's plan at 3 seeds": Claim(TIME_TO_TARGET, _study_seeds_check),
     "time: the bench's compilations": Claim(TIME_TO_TARGET, _bench_compilations),
-    "time: the named compiled check's steps": Claim(TIME_TO_TARGET, _named_compiled_steps),
+    "time: the named plan checked again": Claim(TIME_TO_TARGET, _named_recheck),
+    **{f"named: the plan checked again, {config}": Claim("results/named_models.md",
+                                                         lambda config=config: _named_table_row(config))
+       for config in ("cpu:eager:fp32/1/8", "cpu:compile:fp32/1/128")},
+    "time: the named plan's start-up": Claim(TIME_TO_TARGET, _named_start_up),
+    "time: steps trained": Claim(TIME_TO_TARGET, _steps_trained),
     "time: compiled shift": Claim(TIME_TO_TARGET, _compiled_shift),
     "time: one run's range": Claim(TIME_TO_TARGET, _one_run_range),
     "time: an extrapolated bound": Claim(TIME_TO_TARGET, _mahjong_bound),

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from benchmarks import plan_coverage
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
@@ -19,10 +21,10 @@ def test_the_committed_coverage_table_is_the_one_the_committed_rows_give(tmp_pat
 
 
 def test_every_committed_check_is_in_the_table_once():
-    """43 checks in 11 files, 10 of them two configurations at 5 seeds each and 9 three at 3 seeds
-    each; those whose plan's inputs were not kept are listed, not predicted."""
+    """47 checks in 11 files: 10 of them two configurations at 5 seeds each, 9 three at 3 seeds and 6
+    two at 3 seeds; those whose plan's inputs were not kept are listed, not predicted."""
     found = plan_coverage.coverage()
-    assert len(found) == len({(item.plan, item.config, item.seed) for item in found}) == 43
+    assert len(found) == len({(item.plan, item.config, item.seed) for item in found}) == 47
     assert sum(1 for item in found if not item.predicted_again) == 3
     assert all(item.note for item in found if not item.predicted_again)
 
@@ -52,3 +54,29 @@ def test_an_extrapolated_configuration_is_judged_by_its_interval_and_holds_no_wi
     table = plan_coverage.markdown(found)
     assert "| – (bounds) |" in table and f"extrapolated configurations (bounds, not predictions; judged by their " \
         f"intervals above): {sum(mean.extrapolated for mean in means)}," in table
+
+
+def test_a_check_that_benched_again_is_held_to_the_prediction_at_the_speed_it_measured():
+    """The named hf:gpt2 plan was checked with `--check-rebench`: each of its checks is judged against
+    today's prediction moved to the speed its bench row measured again (its ratio and interval),
+    the same move `plan` made when it ran, while the plain ratio stays in the table beside it."""
+    import json
+
+    from trainspeed.plan.speed_now import interval_at, predicted_at
+
+    found = [item for item in plan_coverage.coverage() if item.plan == "named_plan_gpt2"]
+    records = {(row["config"], row["seed"]): row for row in map(json.loads, (RESULTS / "named_plan_gpt2.jsonl")
+               .read_text().splitlines()) if row["kind"] == "plan-check"}
+    planned = plan_coverage._planned(next(plan for plan in plan_coverage.CHECKED_PLANS
+                                          if plan.name == "named_plan_gpt2"), RESULTS)
+    assert len(found) == 6
+    for item in found:
+        record = records[item.config, item.seed]
+        ratio = record["bench_samples_per_s"] / record["rebench_samples_per_s"]
+        row = planned[item.config]
+        assert item.now_s == pytest.approx(predicted_at(row, ratio, record["rebench_compile_s"]))
+        assert item.now_ci95 == pytest.approx(interval_at(row, ratio, record["rebench_compile_s"]))
+        assert item.now_s == pytest.approx(record["predicted_s_now"])  # today's plan predicts as the check's did
+        assert item.judged_s == item.now_s and item.within == (abs(item.measured_s / item.now_s - 1) <= 0.25)
+        assert item.inside == (item.now_ci95[0] <= item.measured_s <= item.now_ci95[1])
+        assert item.ratio == pytest.approx(item.measured_s / item.predicted_s)  # the plain ratio, kept

@@ -671,14 +671,15 @@ def test_an_extrapolated_check_is_judged_by_its_interval_not_by_the_tolerance():
     from trainspeed.report.reading import read_inputs
     from trainspeed.train.runs import read_run_summary
 
-    run_dir = RESULTS / "named_plan_gpt2" / "checks" / "cpu-compile-fp32-1-128"
+    run_dir = RESULTS / "named_plan_gpt2" / "checks" / "cpu-compile-fp32-1-128" / "seed-1000"
     plans = read_inputs([RESULTS / "named_plan_gpt2.jsonl"], (PART,)).of(PlanRow)
     (planned,) = [found.row for found in plans if found.row.config == "cpu:compile:fp32/1/128"]
     row = dataclasses.replace(planned, extrapolated=True, predicted_s_ci95=[100.0, 300.0])
     checked = check_row(row, read_run_summary(run_dir), run_dir, 182.3, 1000, 0.25, "c")
-    assert checked.within is None and checked.inside is True and checked.ratio == pytest.approx(182.3 / 131.4, rel=1e-3)
-    assert ("measured 182.3 s, extrapolated: inside its 95% interval [100.0, 300.0] (the model's point 131.4 s, "
-            "ratio 1.39, is not a prediction: not held to ±25%)") in check_line(checked)
+    assert checked.within is None and checked.inside is True and checked.ratio == pytest.approx(182.3 / planned.predicted_s)
+    assert (f"measured 182.3 s, extrapolated: inside its 95% interval [100.0, 300.0] (the model's point "
+            f"{planned.predicted_s:,.1f} s, ratio {182.3 / planned.predicted_s:.2f}, is not a prediction: not held to "
+            "±25%)") in check_line(checked)
     # the steady step, its global batch over the run's steady samples/s, beside the predicted step
     summary = read_run_summary(run_dir)
     assert checked.steady_step_s == pytest.approx(128 / summary.steady_samples_per_s)
@@ -690,8 +691,8 @@ def test_an_extrapolated_check_is_judged_by_its_interval_not_by_the_tolerance():
     assert "measured 251.2 s (182.3, 320.0), extrapolated: inside its 95% interval" in mean_check_line([checked, slower])
     assert tolerance_verdict(slower) == "extrapolated: by its interval, outside"
     best = dataclasses.replace(row, recommended=True, samples_per_s_pick=True)
-    assert "recommended: cpu:compile:fp32/1/128, extrapolated: 100.0 to 300.0 s (ranked by the model's point 131.4 s" \
-        in verdict([best])
+    assert ("recommended: cpu:compile:fp32/1/128, extrapolated: 100.0 to 300.0 s (ranked by the model's point "
+            f"{planned.predicted_s:,.1f} s") in verdict([best])
 
 
 def test_rows_of_plans_before_the_extrapolation_was_said_still_read():
