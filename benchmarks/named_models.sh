@@ -46,10 +46,7 @@ for model in $MODELS $PORT_ONLY; do  # a model whose step fails on XLA keeps its
     rm -f "port_check/$name.err"
 done
 
-if [ ! -d data/text ]; then
-    "$PYTHON" "$REPO/examples/char_lm_workload.py" text.npz --files 200
-    "$T" data from-arrays text.npz --out data/text --split-by document --val-fraction 0.1
-fi
+text_data
 [ -f runs/gpt2_2rank/summary.json ] || "$T" train --workload hf:gpt2 --size tiny,seq=65 --data data/text --nproc 2 \
     --threads 1 --batch-size-per-device 16 --steps 300 --eval-every 100 --eval-batches 20 --lr 1e-3 --lr-scaling none \
     --warmup-steps 30 --no-progress --out runs/gpt2_2rank
