@@ -106,10 +106,5 @@ cp plan_gpt2/plan.jsonl "$RESULTS/named_plan_gpt2.jsonl"
 cp plan_gpt2/plan.txt "$RESULTS/named_plan_gpt2.txt"
 "$T" plot "$RESULTS/named_time_to_target_gpt2.jsonl" > /dev/null
 "$T" plot "$RESULTS/named_plan_gpt2.jsonl" > /dev/null
-for run in plan_gpt2/runs/*/ plan_gpt2/checks/*/ plan_gpt2/checks/*/seed-*/; do
-    [ -f "$run/summary.json" ] || continue
-    kept="$RESULTS/named_plan_gpt2/${run#plan_gpt2/}"
-    mkdir -p "$kept"
-    cp "$run/summary.json" "$run/metrics.jsonl" "$kept/"
-done
+keep_runs "$RESULTS/named_plan_gpt2" plan_gpt2/ plan_gpt2/runs/*/ plan_gpt2/checks/*/ plan_gpt2/checks/*/seed-*/
 cp plan_gpt2/checks/rebench-*.jsonl "$RESULTS/named_plan_gpt2/checks/"

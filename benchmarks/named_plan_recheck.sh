@@ -33,11 +33,6 @@ kept=$RESULTS/named_plan_gpt2
 cp plan_gpt2/plan.jsonl "$kept.jsonl"
 cp plan_gpt2/plan.txt "$kept.txt"
 rm -rf "$kept/checks"
-for run in plan_gpt2/checks/*/ plan_gpt2/checks/*/seed-*/; do
-    [ -f "$run/summary.json" ] || continue
-    into="$kept/${run#plan_gpt2/}"
-    mkdir -p "$into"
-    cp "$run/summary.json" "$run/metrics.jsonl" "$into/"
-done
+keep_runs "$kept" plan_gpt2/ plan_gpt2/checks/*/ plan_gpt2/checks/*/seed-*/
 cp plan_gpt2/checks/rebench-*.jsonl "$kept/checks/"
 "$T" plot "$kept.jsonl" > /dev/null

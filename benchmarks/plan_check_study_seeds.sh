@@ -34,10 +34,5 @@ cp plan.jsonl "$kept.jsonl"
 cp plan.txt "$kept.txt"
 cp ttt_gpt2/time_to_target.jsonl "$kept/time_to_target.jsonl"
 cp measured/bench.jsonl "$kept/bench.jsonl"
-for run in measured/runs/*/ checks/*/ checks/*/seed-*/; do
-    [ -f "$run/summary.json" ] || continue
-    into="$kept/${run%/}"
-    mkdir -p "$into"
-    cp "$run/summary.json" "$run/metrics.jsonl" "$into/"
-done
+keep_runs "$kept" "" measured/runs/*/ checks/*/ checks/*/seed-*/
 "$T" plot "$kept.jsonl" > /dev/null

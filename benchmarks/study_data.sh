@@ -13,6 +13,19 @@ work_in() {  # WORK
     cd "$1"
 }
 
+# Each run folder's summary.json and metrics.jsonl copied into KEPT at its path below FROM (a
+# folder without a summary.json, or a pattern that matched none, is passed over): the run folders
+# a result keeps beside its rows.
+keep_runs() {  # KEPT FROM RUN_FOLDER...
+    local kept=$1 from=$2 run
+    shift 2
+    for run in "$@"; do
+        [ -f "$run/summary.json" ] || continue
+        mkdir -p "$kept/${run#"$from"}"
+        cp "$run/summary.json" "$run/metrics.jsonl" "$kept/${run#"$from"}/"
+    done
+}
+
 # The committed studies' data, made in the working folder where it is missing: 200 self-play games
 # (seed 0) and the text (`text_data`).
 study_data() {

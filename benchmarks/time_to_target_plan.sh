@@ -66,13 +66,7 @@ for name in mahjong charlm; do
     cp "tt_$name/time_to_target.jsonl" "$RESULTS/time_to_target_study_$name.jsonl"
     cp "plan_$name/bench.jsonl" "$RESULTS/plan_bench_$name.jsonl"
     cp "plan_$name/plan.jsonl" "$RESULTS/plan_$name.jsonl"
-    for kind in runs checks; do
-        for run in "plan_$name/$kind"/*/; do
-            kept="$RESULTS/plan_$name/$kind/$(basename "$run")"
-            mkdir -p "$kept"
-            cp "$run/summary.json" "$run/metrics.jsonl" "$kept/"
-        done
-    done
+    keep_runs "$RESULTS/plan_$name" "plan_$name/" "plan_$name/runs"/*/ "plan_$name/checks"/*/
 done
 
 cd "$REPO"
