@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainspeed.atomic import atomic_write_text
+from trainspeed.plan.check import within_tolerance
 from trainspeed.plan.inputs import read_plan_inputs
 from trainspeed.plan.plan import PlanGrid, plan_rows
 from trainspeed.plan.rows import PlanRow
@@ -174,7 +175,7 @@ class Coverage:
         """Within ±25% of today's prediction (at the speed now where the check re-benched); None
         where there is none (not predicted again, or extrapolated: bounds, not a prediction)."""
         ratio = self.judged_ratio
-        return None if ratio is None or self.extrapolated else abs(ratio - 1) <= TOLERANCE
+        return None if ratio is None or self.extrapolated else within_tolerance(ratio, TOLERANCE)
 
     @property
     def recorded_ratio(self) -> float:
@@ -199,7 +200,7 @@ class ConfigurationMean:
 
     @property
     def within(self) -> bool | None:
-        return None if self.extrapolated else abs(self.ratio - 1) <= TOLERANCE
+        return None if self.extrapolated else within_tolerance(self.ratio, TOLERANCE)
 
 
 def configuration_means(found: list[Coverage]) -> list[ConfigurationMean]:
@@ -350,7 +351,7 @@ def markdown(found: list[Coverage]) -> str:
         f"- extrapolated configurations (bounds, not predictions; judged by their intervals above): {len(bounded)}, "
         f"measured / the model's point {_ratios(bounded)}",
         share_line("- the recorded predictions within ±25%, per run, extrapolated ones included",
-                   sum(1 for item in found if abs(item.recorded_ratio - 1) <= TOLERANCE), len(found))]
+                   sum(1 for item in found if within_tolerance(item.recorded_ratio, TOLERANCE)), len(found))]
     return "\n".join(lines) + "\n"
 
 

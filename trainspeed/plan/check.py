@@ -293,7 +293,7 @@ def check_row(row: PlanRow, summary: RunSummary, run_dir: Path, measured_s: floa
     record = summary.time_to_target
     steps = record.crossing_step(goal.threshold) if record is not None else None
     ratio = measured_s / row.predicted_s  # type: ignore[operator]
-    within = None if row.extrapolated else abs(ratio - 1) <= tolerance
+    within = None if row.extrapolated else within_tolerance(ratio, tolerance)
     steady = summary.steady_samples_per_s
     steady_step_s = row.global_batch / steady if steady and row.schedule == "fixed" else None
     return PlanCheckRow(
@@ -323,7 +323,7 @@ def _speed_now(row: PlanRow, measured_s: float, tolerance: float, rebenched: Reb
                 rebench_samples_per_s=rebenched.now.samples_per_s, rebench_compile_s=rebenched.compile_now_s,
                 predicted_s_now=predicted_now, predicted_s_now_ci95=interval_now, ratio_now=ratio_now,
                 inside_now=inside(interval_now, measured_s),
-                within_now=None if row.extrapolated else abs(ratio_now - 1) <= tolerance,
+                within_now=None if row.extrapolated else within_tolerance(ratio_now, tolerance),
                 rebench_source=rebenched.source)
 
 
@@ -370,6 +370,11 @@ def _run_seed(run_dir: Path) -> int:
     return TrainConfig.from_json(read_utf8(path, str(path)), str(path)).seed
 
 
+def within_tolerance(ratio: float, tolerance: float) -> bool:
+    """Measured over predicted lies within 1 +- tolerance (ends included)."""
+    return abs(ratio - 1) <= tolerance
+
+
 def inside(interval: Sequence[float] | None, measured_s: float) -> bool | None:
     """Whether a check's measured seconds lie inside its prediction's 95% interval (ends included);
     None where the prediction had none."""
@@ -410,7 +415,7 @@ def _now_part(row: PlanCheckRow, measured_s: float) -> str:
         return ""
     ratio = measured_s / row.predicted_s_now
     verdict = ("the model's point, not held to the tolerance" if row.extrapolated else
-               f"{'within' if abs(ratio - 1) <= row.tolerance else 'outside'} ±{row.tolerance:.0%}")
+               f"{'within' if within_tolerance(ratio, row.tolerance) else 'outside'} ±{row.tolerance:.0%}")
     interval = row.predicted_s_now_ci95
     if interval is not None:
         verdict += (f", {'inside' if inside(interval, measured_s) else 'outside'} its 95% interval "
@@ -440,7 +445,7 @@ def mean_check_line(rows: Sequence[PlanCheckRow]) -> str | None:
         against = _against_bounds(mean_s, first)
     else:
         ratio = mean_s / first.predicted_s
-        within = abs(ratio - 1) <= first.tolerance
+        within = within_tolerance(ratio, first.tolerance)
         against = (f"predicted {first.predicted_s:,.1f} s (ratio {ratio:.2f}, "
                    f"{'within' if within else 'outside'} ±{first.tolerance:.0%})")
     return (f"check {first.config}, mean of {len(rows)} seeds ({', '.join(str(row.seed) for row in rows)}): "
