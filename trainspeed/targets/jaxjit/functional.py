@@ -39,7 +39,7 @@ import torch
 
 from trainspeed.errors import UsageError
 from trainspeed.own_code import machinery
-from trainspeed.targets.jaxjit import qkv_attention
+from trainspeed.targets.jaxjit import lowerings, qkv_attention
 from trainspeed.workloads import differentiation
 from trainspeed.workloads.base import Batch, Trainable, setup_optimizers
 from trainspeed.workloads.phases import PhasedTrainable, StepPhase
@@ -279,6 +279,7 @@ class FunctionalStep:
         _foreach_in_place(self.env)
         _dimensioned_dtype_wins(self.env)
         qkv_attention.register(self.env)
+        lowerings.register(self.env)
         # Module._apply makes a new Parameter per module when the tensor's type changes, which
         # unties shared weights (GPT-2's head and token embedding); swapping keeps one object.
         swapping = torch.__future__.get_swap_module_params_on_conversion()
