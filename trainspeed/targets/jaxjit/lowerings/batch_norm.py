@@ -27,7 +27,20 @@ def _normalized(x: Any, weight: Any, bias: Any, mean: Any, invstd: Any) -> Any:
 
 
 def _elem(tensor: Any) -> Any:
-    return None if tensor is None else tensor._elem
+    """A torchax tensor's array; a host tensor made inside the step (a constant) as an array."""
+    import jax.numpy as jnp
+
+    if tensor is None:
+        return None
+    return tensor._elem if hasattr(tensor, "_elem") else jnp.asarray(tensor.detach().numpy())
+
+
+def _write(buffer: Any, value: Any) -> None:
+    """`value` into a running statistic, as PyTorch's kernel writes it in place."""
+    if not hasattr(buffer, "_elem"):
+        raise TypeError("a running statistic of batch_norm in training is a host tensor, which a traced step cannot "
+                        "write: register it as a buffer of the module")
+    buffer._elem = value.astype(buffer._elem.dtype)
 
 
 def batch_norm(input: Any, weight: Any, bias: Any, running_mean: Any, running_var: Any, training: bool,
@@ -49,12 +62,10 @@ def batch_norm(input: Any, weight: Any, bias: Any, running_mean: Any, running_va
         count = x.size // x.shape[1]
         kept_mean, kept_var = jax.lax.stop_gradient(mean), jax.lax.stop_gradient(var)
         if running_mean is not None:
-            old = running_mean._elem
-            running_mean._elem = ((1 - momentum) * old + momentum * kept_mean).astype(old.dtype)
+            _write(running_mean, (1 - momentum) * _elem(running_mean) + momentum * kept_mean)
         if running_var is not None:
-            old = running_var._elem
             unbiased = kept_var * (count / max(count - 1, 1))
-            running_var._elem = ((1 - momentum) * old + momentum * unbiased).astype(old.dtype)
+            _write(running_var, (1 - momentum) * _elem(running_var) + momentum * unbiased)
     else:
         mean, var = _elem(running_mean).astype(jnp.float32), _elem(running_var).astype(jnp.float32)
     invstd = jax.lax.rsqrt(var + eps)

@@ -61,10 +61,19 @@ def _lowest(dtype: Any) -> float | int:
 
 def max_pool_values(x: Any, spatial: int, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
                     ceil_mode: bool = False) -> Any:
+    """The windows' maxima. JAX differentiates XLA's max window only without dilation; a dilated
+    window's maxima are gathered at their indices instead, which differentiates as a scatter."""
     import jax
+    import jax.numpy as jnp
 
     window, strides, pads, dilations = _window(x, spatial, kernel_size, stride, padding, dilation, ceil_mode)
-    return jax.lax.reduce_window(x, _lowest(x.dtype), jax.lax.max, window, strides, pads, window_dilation=dilations)
+    if all(step == 1 for step in dilations):
+        return jax.lax.reduce_window(x, _lowest(x.dtype), jax.lax.max, window, strides, pads, window_dilation=dilations)
+    indices = max_pool_indices(x, spatial, kernel_size, stride, padding, dilation, ceil_mode)
+    lead = x.shape[:-spatial]
+    flat = x.reshape(lead + (-1,))
+    picked = jnp.take_along_axis(flat, indices.reshape(indices.shape[:-spatial] + (-1,)), axis=-1)
+    return picked.reshape(indices.shape)
 
 
 def max_pool_indices(x: Any, spatial: int, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,

@@ -10,8 +10,8 @@ time step and layer: a program that grows with the sequence, compiles for as lon
 
 The gates, their order and the cuDNN-style double bias are PyTorch's (LSTM: i, f, g, o; GRU: r, z,
 n with the reset gate applied to the hidden projection and its bias). Dropout between layers, as
-`nn.LSTM(dropout=p)` applies it in training, draws from the step's random key. Packed sequences
-(`pack_padded_sequence`) are refused in one line: pad the batch instead.
+`nn.LSTM(dropout=p)` applies it in training, draws from the step's random key. (Packed sequences
+never get here: torchax has no lowering of `pack_padded_sequence`, which the step's refusal names.)
 """
 
 from __future__ import annotations
@@ -19,10 +19,6 @@ from __future__ import annotations
 from typing import Any, Callable
 
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
-
-
-class PackedSequenceRefused(Exception):
-    """A packed sequence reached a recurrent layer (told as the step's refusal)."""
 
 
 def _sigmoid_and_tanh(gates: Any, tanh_quarter: int) -> Any:
@@ -107,11 +103,7 @@ def _recurrent(kind: str, input: Any, hx: Any, params: Any, has_biases: bool, nu
     import jax
     import jax.numpy as jnp
 
-    if not isinstance(hx, (list, tuple)) and kind == "lstm" or not hasattr(input, "ndim"):
-        raise PackedSequenceRefused(f"torch.{kind} on a packed sequence")
     states = list(hx) if isinstance(hx, (list, tuple)) else [hx]
-    if hasattr(params, "ndim"):  # the packed form: (data, batch_sizes, hx, params, ...)
-        raise PackedSequenceRefused(f"torch.{kind} on a packed sequence")
     unbatched = input.ndim == 2
     xs = input[:, None] if unbatched else (jnp.swapaxes(input, 0, 1) if batch_first else input)
     states = [state[:, None] if unbatched else state for state in states]
