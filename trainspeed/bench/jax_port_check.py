@@ -27,7 +27,8 @@ def run_lowering_check(config: PortCheckConfig, workload: "Workload", size: str)
         raise UsageError(f"check: --platform {platform}: choose one of {', '.join(jaxrt.PLATFORMS)}")
     machine = Machine.at_start()
     timestamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    findings = check_lowering(workload, size, target.spec.precision, platform, config.batch_size, config.seed)
+    findings = check_lowering(workload, size, target.spec.precision, platform, config.batch_size, config.seed,
+                              target.spec.options)
     fallbacks = [FallbackOp(op, 1.0, callers) for op, callers in sorted(findings.missing_ops.items())]
     recompiles = findings.programs_per_step - 1
     host_reads = 1.0 if findings.host_read else 0.0

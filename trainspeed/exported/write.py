@@ -260,7 +260,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
     workload = get_workload(workload_name)
     size = resolve_size(workload, size)
     identity = identify(workload)
-    functional = FunctionalStep(workload.build(size, seed=seed), target.spec.precision, seed)
+    functional = FunctionalStep(workload.build(size, seed=seed), target.spec.precision, seed, target.spec.options)
     _check_slices(functional, batch_sizes, noise_scale_micro_batches)
     _check_micro_batch_size(batch_sizes, micro_batch_size, noise_scale_micro_batches)
     state = functional.initial_state()

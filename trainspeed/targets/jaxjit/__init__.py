@@ -39,6 +39,9 @@ class JaxTarget(Target):
     """Batches and losses are host tensors until `move_batch` puts them on the JAX device."""
     modes = ("jit",)
     precisions = ("fp32", "bf16")
+    options = ("scan-layers", "remat")
+    """`scan-layers`: a network's repeated layers traced once, as one scan (`scanned_layers`);
+    `remat`: with it, each scanned layer recomputed in the backward pass but for its matmuls."""
     data_parallel = "single"
     supports_multi_node = False
     gradients_here = False
@@ -88,7 +91,7 @@ class JaxTarget(Target):
         if isinstance(trainable, JaxTrainable):
             return trainable
         try:
-            functional = FunctionalStep(trainable, self.spec.precision, seed)
+            functional = FunctionalStep(trainable, self.spec.precision, seed, self.spec.options)
             state = functional.initial_state()
         except UsageError:
             raise

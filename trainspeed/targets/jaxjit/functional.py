@@ -39,7 +39,7 @@ import torch
 
 from trainspeed.errors import UsageError
 from trainspeed.own_code import machinery
-from trainspeed.targets.jaxjit import lowerings, qkv_attention
+from trainspeed.targets.jaxjit import lowerings, qkv_attention, scanned_layers
 from trainspeed.workloads import differentiation
 from trainspeed.workloads.base import Batch, Trainable, setup_optimizers
 from trainspeed.workloads.phases import PhasedTrainable, StepPhase
@@ -271,10 +271,11 @@ class FunctionalStep:
     """The pure functions of one trainable on torchax (module docstring). Build it from a fresh
     host trainable; it moves the networks onto torchax and creates their optimizers there."""
 
-    def __init__(self, trainable: Trainable, precision: str, seed: int) -> None:
+    def __init__(self, trainable: Trainable, precision: str, seed: int, options: tuple[str, ...] = ()) -> None:
         jax, torchax = _jax()
         self.trainable = trainable
         self.precision = precision
+        self.options = options
         self.env = torchax.default_env()
         _foreach_in_place(self.env)
         _dimensioned_dtype_wins(self.env)
@@ -290,6 +291,7 @@ class FunctionalStep:
                     network.to("jax")
         finally:
             torch.__future__.set_swap_module_params_on_conversion(swapping)
+        self.scanner = self._layer_scanner(options)
         setup_optimizers(trainable, fused=False)
         self._check_optimizers()
         self.parameters = self._named("param", lambda network: network.named_parameters())
@@ -306,6 +308,19 @@ class FunctionalStep:
         self._seed = seed
         self._optimizer_leaves: dict[str, tuple[tuple[int, ...], Any]] | None = None
         trainable.use_activation_checkpoint(self._checkpointed)
+
+    def _layer_scanner(self, options: tuple[str, ...]) -> "scanned_layers.Scanner | None":
+        """The scanner of repeated layers where the target asks for it (`scanned_layers`)."""
+        if "remat" in options and "scan-layers" not in options:
+            raise UsageError("the remat option recomputes inside each scanned layer: give it with scan-layers "
+                             "(jax:jit:bf16:scan-layers+remat)")
+        if "scan-layers" not in options:
+            return None
+        scanned_layers.install(self.trainable.networks)
+        return scanned_layers.Scanner(self.env, remat="remat" in options)
+
+    def _scanning(self) -> contextlib.AbstractContextManager:
+        return scanned_layers.scanning(self.scanner) if self.scanner is not None else contextlib.nullcontext()
 
     @property
     def phased(self) -> bool:
@@ -540,7 +555,8 @@ class FunctionalStep:
     def _forward(self, trained: State, rest: State) -> Iterator[None]:
         """The networks hold `trained` and `rest` (tracers), ops run on torchax in the target's
         precision, and dropout draws from the state's key: how every forward is traced."""
-        with self._bound({**rest, **trained}), self.env, self._autocast(), self.env.override_property(prng=rest[RNG_KEY]):
+        with self._bound({**rest, **trained}), self.env, self._autocast(), self.env.override_property(prng=rest[RNG_KEY]), \
+                self._scanning():
             yield
 
     def _left_by_forward(self) -> tuple[State, Any]:
@@ -626,7 +642,7 @@ class FunctionalStep:
 
     def evaluate(self, state: State, batch: dict[str, Any]) -> dict[str, Any]:
         """The workload's validation sums on one batch, at `state`."""
-        with self._bound(state), self.env, self._autocast():
+        with self._bound(state), self.env, self._autocast(), self._scanning():
             metrics = self.trainable.eval_metrics(self._batch(batch))
         return {name: value._elem for name, value in (metrics or {}).items()}
 

@@ -97,12 +97,12 @@ def _meta_stand_in(func: Any, functional: FunctionalStep) -> Any:
 
 
 def check_lowering(workload: Workload, size: str, precision: str, platform: str, batch_size: int,
-                   seed: int) -> LoweringFindings:
+                   seed: int, options: tuple[str, ...] = ()) -> LoweringFindings:
     """Trace and lower the workload's step (and its validation sums) for `platform` (module docstring)."""
     import jax
 
     findings = LoweringFindings()
-    functional = FunctionalStep(workload.build(size, seed=seed), precision, seed)
+    functional = FunctionalStep(workload.build(size, seed=seed), precision, seed, options)
     state = functional.initial_state()
     batch = host_batch_arrays(workload.synthetic_batch(size, batch_size, torch.Generator().manual_seed(seed)))
     state_specs = {name: jax.ShapeDtypeStruct(value.shape, value.dtype) for name, value in state.items()}

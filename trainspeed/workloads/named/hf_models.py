@@ -19,6 +19,7 @@ file, a Hugging Face dataset, tar shards: `trainspeed.data.in_place`).
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -95,6 +96,10 @@ class LanguageModelTrainable(Trainable):
         super().__init__({"lm": model})
         self.size = size
         self.mask_token = size.vocabulary - 1
+        self.no_cache = {"use_cache": False} if "use_cache" in inspect.signature(model.forward).parameters else {}
+        """Training reads no key/value cache: a decoder whose config turns one on (GPT-2's) would build
+        it on every step, the memory of every layer's keys and values, and write it from inside
+        each layer (which a traced step cannot keep)."""
 
     def setup_optimizers(self, fused: bool = False) -> None:
         self.optimizers = {"lm": torch.optim.AdamW(self.networks["lm"].parameters(), lr=self.size.learning_rate,
@@ -108,7 +113,7 @@ class LanguageModelTrainable(Trainable):
 
     def train_step(self, batch: Batch) -> torch.Tensor:
         inputs, labels = self._inputs_and_labels(batch, training=True)
-        loss = self.wrapped["lm"](input_ids=inputs, labels=labels).loss
+        loss = self.wrapped["lm"](input_ids=inputs, labels=labels, **self.no_cache).loss
         loss.backward()
         self.optimizers["lm"].step()
         self.optimizers["lm"].zero_grad(set_to_none=True)
@@ -118,7 +123,7 @@ class LanguageModelTrainable(Trainable):
     def eval_metrics(self, batch: Batch) -> dict[str, torch.Tensor]:
         """The model's mean loss times the tokens it is a mean over: a sum the trainer can add up."""
         inputs, labels = self._inputs_and_labels(batch, training=False)
-        loss = self.networks["lm"](input_ids=inputs, labels=labels).loss.float()
+        loss = self.networks["lm"](input_ids=inputs, labels=labels, **self.no_cache).loss.float()
         predicted = labels[:, 1:] if self.size.objective == "causal" else labels
         count = (predicted != -100).sum()
         return {"nats": loss * count, "tokens": count}
