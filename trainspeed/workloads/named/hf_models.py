@@ -34,6 +34,7 @@ from trainspeed.data.mapped import MappedLoader
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Trainable
 from trainspeed.workloads.meta import device_of
+from trainspeed.workloads.named import hf_loss
 from trainspeed.workloads.named.counting import CountedFlops
 from trainspeed.workloads.named.library import check_size, first_line, import_library
 from trainspeed.workloads.named.sizing import (SizeValue, closest, parse_size, require_choice, require_positive_int,
@@ -100,6 +101,8 @@ class LanguageModelTrainable(Trainable):
         """Training reads no key/value cache: a decoder whose config turns one on (GPT-2's) would build
         it on every step, the memory of every layer's keys and values, and write it from inside
         each layer (which a traced step cannot keep)."""
+        self.one_loss_function = size.objective == "causal" and hf_loss.install(model, size.vocabulary, self.no_cache)
+        """The causal loss as one function a backend can chunk over tokens (`hf_loss`)."""
 
     def setup_optimizers(self, fused: bool = False) -> None:
         self.optimizers = {"lm": torch.optim.AdamW(self.networks["lm"].parameters(), lr=self.size.learning_rate,
