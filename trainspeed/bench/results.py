@@ -179,6 +179,19 @@ class ResultRow:
     program_temp_bytes: NonNegative | None = None
     """JAX targets and exported steps: the temporary buffers the step's program needs beside its
     arguments and outputs (activations kept for the backward pass, among them)."""
+    program_argument_bytes: NonNegative | None = None
+    """JAX targets and exported steps: XLA's memory analysis of the compiled step, its arguments'
+    buffers (the state, the batch, the learning rates). With the outputs, the temporaries and the
+    aliases it is what the program holds on the device by XLA's count, beside peak_memory_bytes,
+    the runtime's peak."""
+    program_output_bytes: NonNegative | None = None
+    """JAX targets and exported steps: the buffers of the step's outputs (the new state, the loss)."""
+    program_alias_bytes: NonNegative | None = None
+    """JAX targets and exported steps: output bytes that reuse an argument's buffer (the donated
+    state), counted in both program_argument_bytes and program_output_bytes but held once."""
+    program_generated_code_bytes: NonNegative | None = None
+    """JAX targets and exported steps: the compiled program's own code, as XLA reports it (the CPU
+    backend reports 0)."""
     error: str | None = None
     command: str | None = None
     """The command line that wrote the row."""

@@ -145,11 +145,23 @@ def compile_timed(lowered: Any) -> tuple[Any, float]:
     return program, time.perf_counter() - start
 
 
+MEMORY_ANALYSIS_FIELDS = {
+    "temp_size_in_bytes": "program_temp_bytes",
+    "argument_size_in_bytes": "program_argument_bytes",
+    "output_size_in_bytes": "program_output_bytes",
+    "alias_size_in_bytes": "program_alias_bytes",
+    "generated_code_size_in_bytes": "program_generated_code_bytes",
+}
+"""`compiled.memory_analysis()`'s attributes -> the result-row fields that hold them."""
+
+
 def program_costs(compiled: Any) -> dict[str, float]:
     """XLA's own account of a compiled program, as result-row fields: its FLOPs and the bytes it
-    reads and writes per call (`cost_analysis`), and the temporary buffers it needs beside its
-    arguments and outputs (`memory_analysis`): where a step's time goes when it is memory-bound.
-    Fields a backend does not report are left out."""
+    reads and writes per call (`cost_analysis`): where a step's time goes when it is memory-bound;
+    and the device memory it holds (`memory_analysis`): its temporaries, arguments, outputs, the
+    outputs that reuse an argument's buffer and its code: XLA's count of what the step holds,
+    which a row keeps beside the runtime's peak (peak_memory_bytes). Fields a backend does not
+    report are left out."""
     fields: dict[str, float] = {}
     try:
         cost = compiled.cost_analysis()
@@ -162,8 +174,10 @@ def program_costs(compiled: Any) -> dict[str, float]:
         pass
     try:
         memory = compiled.memory_analysis()
-        if memory is not None and getattr(memory, "temp_size_in_bytes", None) is not None:
-            fields["program_temp_bytes"] = float(memory.temp_size_in_bytes)
     except Exception:  # noqa: BLE001
-        pass
+        memory = None
+    for attribute, name in MEMORY_ANALYSIS_FIELDS.items():
+        value = getattr(memory, attribute, None) if memory is not None else None
+        if value is not None:
+            fields[name] = float(value)
     return fields

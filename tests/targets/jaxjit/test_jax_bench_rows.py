@@ -35,6 +35,13 @@ def test_bench_writes_measured_rows_for_eager_and_jax_targets(tmp_path, capsys) 
     for row in (row for row in rows if row["target"] == "jax:jit:fp32"):
         assert row["compile_s"] > 0 and row["jax_versions"].startswith("jax "), row
         assert row["device_name"].startswith("JAX CPU"), row
+        # XLA's memory analysis of the compiled step beside the runtime's peak: the state and batch
+        # in, the new state out (the donated state reusing its buffers), and the temporaries.
+        assert row["program_argument_bytes"] > 0 and row["program_output_bytes"] > 0, row
+        assert row["program_alias_bytes"] > 0 and row["program_temp_bytes"] >= 0, row
+        assert row["program_generated_code_bytes"] >= 0, row
     for row in (row for row in rows if row["target"] == "cpu:eager:fp32"):
         assert row["compile_s"] is None and row["jax_versions"] is None, row
+        assert row["program_argument_bytes"] is None and row["program_output_bytes"] is None, row
     assert "jax:jit:fp32" in printed.out  # the ratio table has its column
+
