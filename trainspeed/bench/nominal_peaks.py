@@ -146,6 +146,13 @@ def nominal_peak(device_name: str | None, precision: str) -> NominalPeak | None:
     return NominalPeak(chip.name, precision, figure) if chip is not None and figure is not None else None
 
 
+def jax_matmul_precision(precision: str, platform: str) -> str:
+    """The precision whose figure a JAX step of `precision` runs its matmuls at: JAX's default
+    precision runs a float32 matmul as TF32 on an NVIDIA GPU (and as bf16 passes on a TPU, which a
+    TPU's fp32 entry already is), so a jax fp32 row on a GPU is taken against the TF32 figure."""
+    return "tf32" if precision == "fp32" and platform in ("gpu", "cuda") else precision
+
+
 def precision_of_target(target: str) -> str | None:
     """The precision a row's target name carries, wherever it sits: `cuda:compile:bf16:cudnn-benchmark`,
     `reference-jax:tpu:jit:bf16`, `remote:HOST:PORT/cuda:eager:tf32` -> bf16, bf16, tf32; None if none."""

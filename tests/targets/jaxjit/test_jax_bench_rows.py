@@ -45,3 +45,23 @@ def test_bench_writes_measured_rows_for_eager_and_jax_targets(tmp_path, capsys) 
         assert row["program_argument_bytes"] is None and row["program_output_bytes"] is None, row
     assert "jax:jit:fp32" in printed.out  # the ratio table has its column
 
+
+@pytest.mark.parametrize("device_name, platform, precision, entry", [
+    ("JAX CPU (cpu)", "cpu", "fp32", None),
+    ("TPU v5 lite", "tpu", "bf16", "TPU v5e bf16"),
+    ("TPU v5 lite", "tpu", "fp32", "TPU v5e fp32"),
+    ("NVIDIA A100-SXM4-80GB", "gpu", "fp32", "NVIDIA A100 tf32"),  # JAX's default runs fp32 matmuls as TF32 there
+    ("NVIDIA A100-SXM4-80GB", "gpu", "bf16", "NVIDIA A100 bf16"),
+])
+def test_the_jax_family_looks_up_its_chip_by_the_jax_devices_kind(monkeypatch, device_name, platform, precision,
+                                                                  entry) -> None:
+    from types import SimpleNamespace
+
+    from trainspeed import jaxrt
+    from trainspeed.targets import get_target
+
+    target = get_target(f"jax:jit:{precision}")
+    monkeypatch.setattr(jaxrt, "device_name", lambda: device_name)
+    monkeypatch.setattr(jaxrt, "device", lambda: SimpleNamespace(platform=platform))
+    found = target.nominal_peak()
+    assert (found.entry if found is not None else None) == entry
