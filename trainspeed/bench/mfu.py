@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Iterable
 
 from trainspeed.bench.nominal_peaks import NominalPeak, nominal_peak, precision_of_target
 from trainspeed.bench.results import ResultRow
@@ -84,6 +85,20 @@ def with_flops(row: ResultRow, flops_per_sample: float, peaks: Peaks) -> ResultR
 
 
 # --- reading a row's MFU against either peak, old rows included ------------------------------------
+
+PEAK_WORDS = {"nominal": "the chip's nominal peak", "measured": "the measured matmul peak",
+              "given": "the peak given (--peak-tflops)"}
+"""A row's peak_tflops_source, as figures and tables say what MFU divides by."""
+
+
+def peaks_said(sources: Iterable[str | None]) -> str:
+    """What the MFU of rows with these peak sources divides by, in words: the one source's, or
+    "each row's peak (measured, nominal)" where they differ."""
+    named = sorted({source for source in sources if source})
+    if len(named) == 1:
+        return PEAK_WORDS.get(named[0], f"a {named[0]} peak")
+    return f"each row's peak ({', '.join(named)})" if named else "each row's peak"
+
 
 def row_nominal_peak(row: ResultRow) -> NominalPeak | None:
     """The nominal peak of the row's device in its target's precision (None where none is known)."""
