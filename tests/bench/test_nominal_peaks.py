@@ -73,3 +73,20 @@ def test_no_device_name_belongs_to_two_chips():
 ])
 def test_the_precision_of_a_target_name(target, precision):
     assert precision_of_target(target) == precision
+
+
+def test_docs_targets_md_prints_the_tables_figures_and_device_names():
+    """The page's table of nominal peaks is the module's: every chip, its device names, its figures."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "targets.md").read_text()
+    rows = {}
+    for line in page.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[1].startswith("`"):
+            rows[tuple(name.strip(" `") for name in cells[1].split(","))] = cells[2:5]
+    assert len(rows) == len(CHIPS)
+    for chip in CHIPS:
+        bf16, fp32, tf32 = rows[chip.device_names]
+        assert (float(bf16), float(fp32.split()[0])) == (chip.bf16.tflops, chip.fp32.tflops), chip.name
+        assert (float(tf32) if tf32 else None) == (chip.tf32.tflops if chip.tf32 else None), chip.name
