@@ -1,9 +1,11 @@
-"""The numbers the pages on batch size print, recomputed from the committed rows they quote.
+"""The numbers the pages on batch size, and the MFU of the TPU and H200 pages, print, recomputed
+from the committed rows they quote.
 
-Each claim below is one passage of docs/batch_schedule.md, docs/critical_batch.md or
-docs/time_to_target.md with its numbers formatted from the rows in docs/results: the test fails
-where the page's number is changed, and where the rows no longer give it. The pages' line breaks
-are read as spaces. Only JSON Lines, CSV and JSON files are read, so it takes well under a second.
+Each claim below is one passage of docs/batch_schedule.md, docs/critical_batch.md,
+docs/time_to_target.md, docs/tpu.md (every MFU of a TPU v5e row, against the measured chain and
+the chip's nominal peak) or a page of docs/results with its numbers formatted from the rows in
+docs/results: the test fails where the page's number is changed, and where the rows no longer give
+it. The pages' line breaks are read as spaces. Only JSON Lines, CSV and JSON files are read, so it takes well under a second.
 """
 
 from __future__ import annotations
@@ -276,6 +278,26 @@ def _tpu_stylegan3() -> str:
     name = "tpu_stylegan3_t256.jsonl"
     b8, b32 = tpu_row(name, "t256", 8, run="T192259"), tpu_row(name, "t256", 32, run="T193534")
     return " | ".join(f"{row['achieved_tflops']:.1f} / {pct(row['mfu'])} / {pct(of_nominal(row))}" for row in (b8, b32))
+
+
+def h200_best() -> tuple[str, str]:
+    """The H200's best bf16 MFU against the measured peak, and against its nominal peak."""
+    from trainspeed.bench.nominal_peaks import nominal_peak
+
+    (row,) = [row for row in of_kind("bench_h200_mahjong_base.jsonl", "bench") if row["target"] == "cuda:cudagraphs:bf16"
+              and row["batch_size"] == 16384 and row["status"] == "ok"]
+    return pct(row["mfu"]), pct(row["achieved_tflops"] / nominal_peak(row["device_name"], "bf16").tflops)
+
+
+def _h200_speed() -> str:
+    measured, nominal = h200_best()
+    return (f"62.9k samples/s, {measured} MFU of the measured bf16 matmul peak (`cuda:cudagraphs:bf16`, batch 16384; "
+            f"{nominal} of the H200's nominal 989.5 TFLOP/s)")
+
+
+def _h200_session() -> str:
+    measured, nominal = h200_best()
+    return f"The best bf16 MFU is {measured} of the measured bf16 peak (62.9k samples/s; {nominal} of the H200's nominal"
 
 
 # --- the claims ----------------------------------------------------------------------------------------
@@ -970,6 +992,8 @@ CLAIMS: dict[str, Claim] = {
     "tpu: fused bf16, cheaper dispatch, 4096": Claim(TPU, _tpu_fused_later_4096),
     "tpu: the best batch": Claim(TPU, _tpu_best),
     "tpu: stylegan3": Claim(TPU, _tpu_stylegan3),
+    "h200: the best bf16 MFU, gpu_speed": Claim("results/gpu_speed.md", _h200_speed),
+    "h200: the best bf16 MFU, session": Claim("results/h200_session.md", _h200_session),
 }
 
 
