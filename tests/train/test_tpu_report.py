@@ -154,3 +154,20 @@ def test_a_row_of_a_chip_without_a_nominal_peak_has_only_its_measured_mfu(tmp_pa
     page = render(read_inputs([_write(tmp_path / "tpu.jsonl", records)]))
     table = _table(_section(page, "tpu") or "", "mahjong@a1cba34fe42c base fp32 on")
     assert table and all(row[5] == "–" and row[6].endswith("%") and row[7] == "–" for row in table)
+
+
+def test_a_row_written_with_the_nominal_peak_shows_the_same_two_mfus(tmp_path: Path) -> None:
+    """A row of today's bench divides by the nominal peak and keeps the measured one beside: the
+    table shows what it showed for the same numbers written the old way."""
+    def as_today(record: dict) -> dict:
+        if not record["target"].startswith("jax:") or record.get("peak_tflops_source") != "measured":
+            return record
+        return {**record, "peak_tflops": 197.0, "peak_tflops_source": "nominal", "mfu": record["achieved_tflops"] / 197,
+                "nominal_peak_chip": "TPU v5e fp32", "nominal_peak_source": "Google Cloud",
+                "measured_peak_tflops": record["peak_tflops"], "mfu_of_measured_peak": record["mfu"]}
+
+    old = _records("tpu_mahjong_base.jsonl")
+    pages = [render(read_inputs([_write(tmp_path / name, records)]))
+             for name, records in (("old.jsonl", old), ("today.jsonl", [as_today(r) for r in old]))]
+    tables = [_table(_section(page, "tpu") or "", "mahjong@a1cba34fe42c base fp32 on") for page in pages]
+    assert tables[0] and [row[5:9] for row in tables[0]] == [row[5:9] for row in tables[1]]

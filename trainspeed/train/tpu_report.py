@@ -230,6 +230,9 @@ def mfu_percent(mfu: float | None, title: str, missing: str = "–") -> Cell:
 def nominal_mfu_text(row: ResultRow) -> Cell:
     """A row's MFU against its chip's nominal peak: the row's own MFU where it divides by it, else
     (rows written before the nominal peaks) its achieved TFLOP/s over the table's figure."""
+    if row.peak_tflops_source == "nominal" and row.peak_tflops:
+        title = f"against {row.peak_tflops:,.4g} TFLOP/s, {row.nominal_peak_chip} ({row.nominal_peak_source})"
+        return mfu_percent(row.mfu, row.peak_refused or title, "peak refused" if row.peak_refused else "–")
     peak = row_nominal_peak(row)
     if peak is None:
         return mfu_percent(None, f"no nominal peak known for {row.device_name!r} ({precision_of(row.target)})")
