@@ -40,6 +40,13 @@ def _k(value: float | None) -> str:
     return f"{value / 1000:.1f}k" if value >= 1000 else f"{value:.1f}"
 
 
+def mfu_text(row: dict) -> str:
+    """The row's MFU in percent, with the peak it divides by where the row names it ("nominal": the
+    chip's published peak; "measured": the matmul chain on the device; "given": --peak-tflops)."""
+    source = row.get("peak_tflops_source")
+    return f"{row['mfu'] * 100:.1f}%" + (f" ({source})" if source else "")
+
+
 def mahjong_table(rows: list[dict], baseline_target: str, baseline_size: str = "base") -> list[str]:
     measured = [r for r in rows if r.get("status") in ("ok", "invalid") and r.get("samples_per_s")]
     if not rows:
@@ -49,7 +56,7 @@ def mahjong_table(rows: list[dict], baseline_target: str, baseline_size: str = "
              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         rate = r.get("samples_per_s") if r in measured else None
-        mfu = f"{r['mfu'] * 100:.1f}%" if r.get("mfu") else ""
+        mfu = mfu_text(r) if r.get("mfu") else ""
         ratio = f"{rate / base[r['batch_size']]:.2f}x" if rate and r["batch_size"] in base else ""
         memory = f"{r['peak_memory_bytes'] / GIB:.1f} GiB" if r.get("peak_memory_bytes") else ""
         first = f"{r['first_step_s']:.1f}" if r.get("first_step_s") else ""
@@ -112,7 +119,7 @@ def goal_lines(mahjong: list[dict], stylegan3: list[dict]) -> list[str]:
     def where(r: dict | None) -> str:
         return "" if r is None else f" ({r['size']}, {r['target']}, batch {r['batch_size']})"
 
-    large_text = f"{large['mfu'] * 100:.1f}%{where(large)}" if large else "not measured"
+    large_text = f"{mfu_text(large)}{where(large)}" if large else "not measured"
     small_text = f"{_k(small['samples_per_s'])}{where(small)}" if small else "not measured"
     sg_text = (f"{best_sg['s_per_kimg']} s/kimg in {best_sg['peak_memory_bytes'] / GIB:.1f} GiB ({best_sg['variant']}, "
                f"{best_sg['target']})" if best_sg else "not measured")  # fmt: skip

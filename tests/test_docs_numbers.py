@@ -1,9 +1,11 @@
-"""The numbers the pages on batch size print, recomputed from the committed rows they quote.
+"""The numbers the pages on batch size, and the MFU of the TPU and H200 pages, print, recomputed
+from the committed rows they quote.
 
-Each claim below is one passage of docs/batch_schedule.md, docs/critical_batch.md or
-docs/time_to_target.md with its numbers formatted from the rows in docs/results: the test fails
-where the page's number is changed, and where the rows no longer give it. The pages' line breaks
-are read as spaces. Only JSON Lines, CSV and JSON files are read, so it takes well under a second.
+Each claim below is one passage of docs/batch_schedule.md, docs/critical_batch.md,
+docs/time_to_target.md, docs/tpu.md (every MFU of a TPU v5e row, against the measured chain and
+the chip's nominal peak) or a page of docs/results with its numbers formatted from the rows in
+docs/results: the test fails where the page's number is changed, and where the rows no longer give
+it. The pages' line breaks are read as spaces. Only JSON Lines, CSV and JSON files are read, so it takes well under a second.
 """
 
 from __future__ import annotations
@@ -150,11 +152,160 @@ def wilson(hits: int, total: int) -> str:
     return f"[{share(low)}, {share(high)}]"
 
 
+# --- TPU rows: MFU against the measured chain and against the chip's nominal peak -------------------------
+
+def tpu_row(name: str, size: str, batch: int, target: str = "jax:jit:bf16", run: str | None = None) -> dict:
+    """The one `ok`, device-fed bench row of a TPU file with this size, batch and target (of the run
+    whose id ends with `run`, where the file holds several)."""
+    (row,) = [row for row in of_kind(name, "bench") if row["size"] == size and row["batch_size"] == batch
+              and row["target"] == target and (row.get("feed") or "device") == "device" and row["status"] == "ok"
+              and (run is None or row["run_id"].endswith(run))]
+    return row
+
+
+def of_nominal(row: dict) -> float:
+    """The row's MFU against its chip's nominal peak: its achieved TFLOP/s over the table's figure
+    (every committed TPU row divides by the measured chain; its precision's figure is the bf16 one)."""
+    from trainspeed.bench.mfu import nominal_peak_mfu
+    from trainspeed.bench.results import ResultRow
+    from trainspeed.rows import parse_row
+
+    assert row["device_name"] == "TPU v5 lite" and row["peak_tflops_source"] == "measured"
+    value = nominal_peak_mfu(parse_row(ResultRow, row, "docs")[0])
+    assert value == row["achieved_tflops"] / 197.0
+    return value
+
+
+def pct(value: float) -> str:
+    return f"{value:.1%}"
+
+
+def bold(text: str) -> str:
+    return f"**{text}**"
+
+
+def _tpu_base() -> str:
+    name = "tpu_mahjong_base.jsonl"
+    fp32 = [tpu_row(name, "base", batch, "jax:jit:fp32") for batch in (64, 1024, 4096)]
+    fast = [tpu_row(name, "base-fast", batch) for batch in (64, 1024, 4096)]
+
+    def both(rows: list[dict], value: Callable[[dict], float]) -> str:
+        return " / ".join(share(value(row)) for row in rows)
+
+    return (f"MFU against that chain is {both(fp32, lambda r: r['mfu'])} (fp32) and {both(fast, lambda r: r['mfu'])} "
+            f"(bf16 `base-fast`) at 64 / 1,024 / 4,096; against the chip's nominal 197 TFLOP/s (Google's bf16 figure, "
+            f"which the fp32 step's bf16 passes run at too) it is {both(fp32, of_nominal)} and {both(fast, of_nominal)}.")
+
+
+def _tpu_named(workload: str, batch: int) -> Callable[[], str]:
+    def text() -> str:
+        (row,) = [row for row in of_kind("tpu_named_models.jsonl", "bench")
+                  if row["workload"] == workload and row["batch_size"] == batch and row["status"] == "ok"]
+        return f"| {row['compile_s']:.1f} s | {pct(row['mfu'])} | {pct(of_nominal(row))} |"
+    return text
+
+
+def _tpu_resnet_range() -> str:
+    rows = [row for row in of_kind("tpu_named_models.jsonl", "bench") if row["workload"] == "timm:resnet50"]
+    measured, nominal = [row["mfu"] for row in rows], [of_nominal(row) for row in rows]
+    return (f"{min(measured) * 100:.0f}-{share(max(measured))} MFU of the measured peak, "
+            f"{min(nominal) * 100:.0f}-{share(max(nominal))} of the nominal")
+
+
+def _tpu_packed(precision: str, batch: int) -> str:
+    name, base, switch = "tpu_mahjong_attention.jsonl", "base-fast", "base-fast+attn-packed-heads"
+    if precision == "fp32":
+        base, switch = "base", "base+attn-packed-heads"
+    own = tpu_row(name, base, batch, f"jax:jit:{precision}")
+    switched = next((row for row in of_kind(name, "bench") if row["size"] == switch and row["batch_size"] == batch
+                     and row["status"] == "ok"), None)
+    if switched is None:
+        return f"| {pct(own['mfu'])} | | {pct(of_nominal(own))} | |"
+    return f"| {pct(own['mfu'])} | {pct(switched['mfu'])} | {pct(of_nominal(own))} | {pct(of_nominal(switched))} |"
+
+
+FUSED = "base-fast+attn-fused-qkv"
+FLAT = "base-fast+attn-fused-qkv+flat-tokens"
+
+
+def _tpu_fused_bf16(batch: int, run: str, bold_fused: str | None = None) -> Callable[[], str]:
+    """A row of the first and third calls' table: MFU of `base-fast` and of the fused step, against
+    each peak (a bold cell as the page prints it, with its own digits)."""
+    def text() -> str:
+        name = "tpu_mahjong_fused_bf16.jsonl"
+        base, fused = tpu_row(name, "base-fast", batch, run=run), tpu_row(name, FUSED, batch, run=run)
+        fused_cell = bold(f"{fused['mfu']:{bold_fused}}") if bold_fused else pct(fused["mfu"])
+        return f"| {pct(base['mfu'])} | {fused_cell} | {pct(of_nominal(base))} | {pct(of_nominal(fused))} |"
+    return text
+
+
+def _tpu_fused_fourth(batch: int, bold_cell: bool) -> Callable[[], str]:
+    def text() -> str:
+        fused = tpu_row("tpu_mahjong_fused_bf16.jsonl", FUSED, batch, run="T195350")
+        return f"| {bold(pct(fused['mfu'])) if bold_cell else pct(fused['mfu'])} | {pct(of_nominal(fused))} |"
+    return text
+
+
+def _tpu_fused_fp32(batch: int) -> Callable[[], str]:
+    def text() -> str:
+        name = "tpu_mahjong_fused_fp32.jsonl"
+        base = tpu_row(name, "base", batch, "jax:jit:fp32", run="162831")
+        fused = tpu_row(name, "base+attn-fused-qkv", batch, "jax:jit:fp32", run="162831")
+        return f"| {pct(base['mfu'])} | {pct(fused['mfu'])} | {pct(of_nominal(base))} | {pct(of_nominal(fused))} |"
+    return text
+
+
+def _tpu_fused_later(batch: int, run: str, bold_cell: bool = False) -> Callable[[], str]:
+    def text() -> str:
+        fused = tpu_row("tpu_mahjong_fused_bf16.jsonl", FUSED, batch, run=run)
+        return f"| {bold(pct(fused['mfu'])) if bold_cell else pct(fused['mfu'])} | {pct(of_nominal(fused))} |"
+    return text
+
+
+def _tpu_fused_later_4096() -> str:
+    name = "tpu_mahjong_fused_bf16.jsonl"
+    fused, flat = tpu_row(name, FUSED, 4096, run="T023033"), tpu_row(name, FLAT, 4096, run="T023033")
+    return (f"| {pct(fused['mfu'])} (flat {pct(flat['mfu'])}) | {pct(of_nominal(fused))} "
+            f"(flat {pct(of_nominal(flat))}) |")
+
+
+def _tpu_best() -> str:
+    fused = tpu_row("tpu_mahjong_fused_bf16.jsonl", FUSED, 256, run="T023033")
+    return f"256: {pct(fused['mfu'])} of the measured peak**, {pct(of_nominal(fused))} of the chip's nominal 197 TFLOP/s"
+
+
+def _tpu_stylegan3() -> str:
+    name = "tpu_stylegan3_t256.jsonl"
+    b8, b32 = tpu_row(name, "t256", 8, run="T192259"), tpu_row(name, "t256", 32, run="T193534")
+    return " | ".join(f"{row['achieved_tflops']:.1f} / {pct(row['mfu'])} / {pct(of_nominal(row))}" for row in (b8, b32))
+
+
+def h200_best() -> tuple[str, str]:
+    """The H200's best bf16 MFU against the measured peak, and against its nominal peak."""
+    from trainspeed.bench.nominal_peaks import nominal_peak
+
+    (row,) = [row for row in of_kind("bench_h200_mahjong_base.jsonl", "bench") if row["target"] == "cuda:cudagraphs:bf16"
+              and row["batch_size"] == 16384 and row["status"] == "ok"]
+    return pct(row["mfu"]), pct(row["achieved_tflops"] / nominal_peak(row["device_name"], "bf16").tflops)
+
+
+def _h200_speed() -> str:
+    measured, nominal = h200_best()
+    return (f"62.9k samples/s, {measured} MFU of the measured bf16 matmul peak (`cuda:cudagraphs:bf16`, batch 16384; "
+            f"{nominal} of the H200's nominal 989.5 TFLOP/s)")
+
+
+def _h200_session() -> str:
+    measured, nominal = h200_best()
+    return f"The best bf16 MFU is {measured} of the measured bf16 peak (62.9k samples/s; {nominal} of the H200's nominal"
+
+
 # --- the claims ----------------------------------------------------------------------------------------
 
 BATCH_SCHEDULE = "batch_schedule.md"
 CRITICAL_BATCH = "critical_batch.md"
 TIME_TO_TARGET = "time_to_target.md"
+TPU = "tpu.md"
 
 
 @dataclass(frozen=True)
@@ -822,6 +973,27 @@ CLAIMS: dict[str, Claim] = {
     "time: compiled shift": Claim(TIME_TO_TARGET, _compiled_shift),
     "time: one run's range": Claim(TIME_TO_TARGET, _one_run_range),
     "time: an extrapolated bound": Claim(TIME_TO_TARGET, _mahjong_bound),
+    # docs/tpu.md: every MFU of a TPU v5e row against the measured chain and the chip's nominal peak
+    "tpu: mahjong base, both peaks": Claim(TPU, _tpu_base),
+    **{f"tpu: named {workload} {batch}": Claim(TPU, _tpu_named(workload, batch)) for workload, batch in (
+        ("hf:gpt2", 8), ("timm:resnet50", 32), ("timm:resnet50", 64), ("timm:resnet50", 128))},
+    "tpu: resnet50's range": Claim(TPU, _tpu_resnet_range),
+    **{f"tpu: packed heads {precision} {batch}": Claim(TPU, lambda precision=precision, batch=batch: _tpu_packed(
+        precision, batch)) for precision, batch in (("bf16", 64), ("bf16", 1024), ("bf16", 4096), ("fp32", 4096))},
+    **{f"tpu: fused bf16 {batch} ({run})": Claim(TPU, _tpu_fused_bf16(batch, run, bold_fused)) for batch, run, bold_fused in (
+        (64, "161957", None), (128, "170455", None), (256, "161957", ".2%"), (512, "170455", None),
+        (1024, "161957", None), (4096, "161957", ".1%"), (4096, "170455", None))},
+    **{f"tpu: fused bf16, fourth call, {batch}": Claim(TPU, _tpu_fused_fourth(batch, bold_cell))
+       for batch, bold_cell in ((64, False), (256, True), (4096, True))},
+    **{f"tpu: fused fp32 {batch}": Claim(TPU, _tpu_fused_fp32(batch)) for batch in (64, 256, 1024, 4096)},
+    **{f"tpu: fused bf16, cheaper dispatch, {batch}": Claim(TPU, _tpu_fused_later(batch, run, batch == 256))
+       for batch, run in ((64, "T023033"), (128, "T024355"), (256, "T023033"), (512, "T024355"), (1024, "T030842"),
+                          (2048, "T030842"))},
+    "tpu: fused bf16, cheaper dispatch, 4096": Claim(TPU, _tpu_fused_later_4096),
+    "tpu: the best batch": Claim(TPU, _tpu_best),
+    "tpu: stylegan3": Claim(TPU, _tpu_stylegan3),
+    "h200: the best bf16 MFU, gpu_speed": Claim("results/gpu_speed.md", _h200_speed),
+    "h200: the best bf16 MFU, session": Claim("results/h200_session.md", _h200_session),
 }
 
 

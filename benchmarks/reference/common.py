@@ -33,7 +33,7 @@ import numpy as np
 # it records, so that peer rows and trainspeed rows share one JSONL file, one ratio table, one plot.
 from trainspeed.bench.config import BATCH_SIZE_LIST
 from trainspeed.bench.results import ResultRow, append_row, check_results_file, measured_row
-from trainspeed.bench.mfu import with_flops
+from trainspeed.bench.mfu import Peaks, row_nominal_peak, with_flops
 from trainspeed.bench.timing import Timing
 from trainspeed.errors import UsageError
 from trainspeed.flags import CommaListAction
@@ -358,7 +358,8 @@ def check_same_work(peer: Peer, config: PeerConfig) -> None:
 def run_sweep(peer: Peer, config: PeerConfig) -> list[ResultRow]:
     """Measure every batch size, appending one row each as it is measured (as trainspeed does:
     an interrupted sweep keeps its rows). An out-of-memory batch size is an `oom` row and the
-    larger ones are `skipped`; any other failure is an `error` row and the sweep goes on."""
+    larger ones are `skipped`; any other failure is an `error` row and the sweep goes on. MFU is
+    against the chip's nominal peak where one is known (a peer measures no matmul chain of its own)."""
     run_id = config.run_id or uuid.uuid4().hex[:12]
     identity = mahjong_identity().row_fields()
     rows = []
@@ -383,7 +384,7 @@ def run_sweep(peer: Peer, config: PeerConfig) -> list[ResultRow]:
                 row = with_flops(measured_row(base, measurement.timing, min_window_s=config.plan.min_window_s,
                                               warmup_steps=config.plan.warmup_steps,
                                               peak_memory_bytes=measurement.peak_memory_bytes),
-                                 peer.flops_per_sample, None, None)
+                                 peer.flops_per_sample, Peaks(nominal=row_nominal_peak(base)))
         row = dataclasses.replace(row, machine=_without_torch(peer, machine.at_end()))
         append_row(config.out, row, {**peer.extra, "threads": peer.threads})
         rows.append(row)

@@ -48,3 +48,11 @@ def test_a_command_that_is_no_bench_or_holds_a_help_is_one_error() -> None:
     for command in (["train", "--steps", "1"], ["bench", "--help"], ["bench", "--no-such-flag"]):
         with pytest.raises(UsageError):
             config_of_command(command)
+
+
+def test_the_peak_flags_help_says_the_default_is_the_chips_nominal_peak_else_the_measured_one(capsys) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert ("--peak-tflops PEAK_TFLOPS peak for MFU (default: the chip's nominal peak in the target's precision "
+            "where known") in shown and "else the matmul peak measured on the device" in shown

@@ -36,3 +36,25 @@ def test_a_batch_size_figure_is_drawn_in_one_pass_with_everything_inside_it(name
         assert drawn.x0 >= 0 and drawn.y0 >= 0 and drawn.x1 <= width and drawn.y1 <= height, (drawn, width, height)
     finally:
         plt.close(figure)
+
+
+def test_the_mfu_axis_says_which_peak_it_divides_by(h200_table) -> None:
+    """The committed H200 rows divide by the matmul chain measured on the GPU; rows of the nominal
+    peak say so, and a figure of both says each row has its own."""
+    import dataclasses
+
+    def mfu_axes_label(table) -> tuple[str, str]:
+        figure = throughput_figure(table, "mahjong base")
+        try:
+            axes = figure.axes[1]
+            return axes.get_ylabel(), axes.get_title()
+        finally:
+            plt.close(figure)
+
+    rows = list(h200_table.newest.values())
+    assert mfu_axes_label(h200_table) == ("MFU (achieved / measured matmul peak)",
+                                          "mahjong base: model FLOPs utilisation (none above 100%)")
+    nominal = [dataclasses.replace(r, peak_tflops_source="nominal") for r in rows]
+    assert mfu_axes_label(ratio_table(nominal, "cuda:eager:fp32"))[0] == "MFU (achieved / chip's nominal peak)"
+    mixed = nominal[:1] + rows[1:]
+    assert mfu_axes_label(ratio_table(mixed, "cuda:eager:fp32"))[0] == "MFU (achieved / each row's peak (measured, nominal))"

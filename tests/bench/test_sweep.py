@@ -9,6 +9,7 @@ from child_commands import TESTS, run_trainspeed
 from toy_workload import shrinking_after_the_warmup
 
 from trainspeed.bench.config import BenchConfig, TimingPlan
+from trainspeed.bench.mfu import Peaks
 from trainspeed.bench.results import ResultRow, read_rows
 from trainspeed.bench.sweep import measure_configuration, run_sweep, with_flops
 from trainspeed.targets import available_targets, get_target
@@ -98,16 +99,18 @@ def test_a_row_records_every_window_and_its_steps(tmp_results):
 def test_a_row_faster_than_its_peak_gets_no_mfu_and_says_why(tmp_results):
     base = ResultRow(run_id="t", timestamp="now", workload="w", size="s", target="cpu:eager:bf16", batch_size=8,
                      status="ok", samples_per_s=1000.0)
-    refused = with_flops(base, flops_per_sample=1e9, peak_tflops=0.5, source="measured")
+    refused = with_flops(base, flops_per_sample=1e9, peaks=Peaks(measured=0.5))
     assert refused.status == "ok" and refused.samples_per_s == 1000.0 and refused.achieved_tflops == pytest.approx(1.0)
     assert refused.mfu is None and refused.peak_refused == "measured peak 0.5 TFLOP/s below achieved 1 TFLOP/s"
-    kept = with_flops(base, flops_per_sample=1e9, peak_tflops=2.0, source="measured")
+    assert refused.measured_peak_tflops == 0.5 and refused.mfu_of_measured_peak is None
+    kept = with_flops(base, flops_per_sample=1e9, peaks=Peaks(measured=2.0))
     assert kept.mfu == pytest.approx(0.5) and kept.peak_refused is None
 
     rows = run_sweep(BenchConfig(workload="mahjong", size="tiny", targets=["cpu:eager:fp32"], batch_sizes=[8],
                                  out=tmp_results, plan=QUICK, peak_tflops=1e-9))
     assert [(r.status, r.mfu) for r in rows] == [("ok", None)]
     assert rows[0].peak_refused.startswith("given peak 1e-09 TFLOP/s below achieved")
+    assert rows[0].measured_peak_tflops is None and rows[0].mfu_of_measured_peak is None  # a given peak measures none
 
 
 @pytest.mark.parametrize(("settings", "message"), [

@@ -69,7 +69,7 @@ def test_bench_writes_rows_csv_ratio_table_and_plot(capsys, tmp_results):
 
 
 def test_both_feeds_run_back_to_back_for_every_configuration(capsys, tmp_results):
-    """Without --peak-tflops: the bench measures the peak its rows' MFU is against."""
+    """Without --peak-tflops, on a CPU (no nominal peak): the bench measures the peak its rows' MFU is against."""
     code, out, err = run_cli(
         capsys, "bench", "--workload", "mahjong", "--size", "tiny", "--targets", "cpu:eager:fp32",
         "--batch-sizes", "8,16", "--feed", "device,host", "--windows", "1", "--min-window-s", "0.01",
@@ -81,6 +81,7 @@ def test_both_feeds_run_back_to_back_for_every_configuration(capsys, tmp_results
     assert [r["bytes_per_step"] > 0 for r in rows] == [False, True, False, True]
     assert "cpu:eager:fp32 host-fed" in out
     assert all(r["peak_tflops_source"] == "measured" and r["peak_tflops"] > 0 for r in rows)
+    assert all(r["measured_peak_tflops"] == r["peak_tflops"] and r["nominal_peak_chip"] is None for r in rows)
 
 
 def test_plot_of_a_corrupt_results_file_names_the_line(capsys, tmp_results):

@@ -122,10 +122,36 @@ def test_bench_exported_runs_in_a_process_that_cannot_import_torch(exported: Pat
         assert row["jax_versions"].startswith("jax ") and row["device_name"].startswith("JAX CPU"), row
         assert row["exported"].startswith(str(exported)) and "manifest sha256" in row["exported"], row
         assert row["peak_tflops"] > 0 and row["peak_tflops_source"] == "measured", row  # JAX's probe, not torch's
+        # JAX's CPU has no nominal peak: MFU is the measured one's, and the measured column says so too.
+        assert row["measured_peak_tflops"] == row["peak_tflops"] and row["mfu_of_measured_peak"] == row["mfu"], row
+        assert row["nominal_peak_chip"] is None, row
+        assert row["program_argument_bytes"] > 0 and row["program_output_bytes"] > 0, row  # XLA's memory analysis
 
 
 def _bench(folder: Path, tmp_path: Path, *extra: str) -> list[str]:
     return ["bench", "--exported", str(folder), "--out", str(tmp_path / "rows.jsonl"), *QUICK, *extra]
+
+
+def test_bench_exported_on_a_chip_with_a_nominal_peak_divides_by_it_unless_a_peak_is_given(
+        exported, tmp_path, monkeypatch) -> None:
+    """In this process, with JAX's CPU named as a TPU v5e: the fp32 step's MFU is against the chip's
+    nominal peak (the bf16 figure, which a TPU's fp32 matmuls run at), the measured chain beside it;
+    --peak-tflops overrides both and measures no chain."""
+    from trainspeed import jaxrt
+
+    monkeypatch.setattr(jaxrt, "device_name", lambda: "TPU v5 lite")
+    assert main(_bench(exported, tmp_path, "--batch-sizes", "8")) == 0
+    assert main(_bench(exported, tmp_path, "--batch-sizes", "8", "--peak-tflops", "500")) == 0
+    nominal, given = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert (nominal["peak_tflops"], nominal["peak_tflops_source"], nominal["nominal_peak_chip"]) == (
+        197.0, "nominal", "TPU v5e fp32")
+    assert "https://cloud.google.com/tpu/docs/v5e" in nominal["nominal_peak_source"]
+    assert "bf16 figure" in nominal["nominal_peak_source"]
+    assert nominal["mfu"] == pytest.approx(nominal["achieved_tflops"] / 197.0)
+    assert nominal["measured_peak_tflops"] > 0
+    assert nominal["mfu_of_measured_peak"] == pytest.approx(nominal["achieved_tflops"] / nominal["measured_peak_tflops"])
+    assert (given["peak_tflops"], given["peak_tflops_source"], given["nominal_peak_chip"]) == (500.0, "given", None)
+    assert given["measured_peak_tflops"] is None and given["mfu_of_measured_peak"] is None
 
 
 @pytest.mark.parametrize("fields, extra, says", [

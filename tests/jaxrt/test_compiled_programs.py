@@ -35,3 +35,22 @@ def test_a_program_is_compiled_once_per_tree_shape_and_dtype() -> None:
     state, _ = programs({**state, "c": jnp.zeros((1,))}, jnp.ones((8,)))  # a new tree
     assert (programs.count, compiled) == (4, 4)
     assert programs.last_compile_s() is not None and programs.last_compile_s() >= 0.0
+
+
+def test_a_programs_costs_hold_xlas_memory_analysis() -> None:
+    """JAX's CPU backend reports the memory analysis: arguments, outputs, the donated argument's
+    bytes an output reuses, temporaries, code; each in the row field that documents it."""
+    import jax.numpy as jnp
+
+    from trainspeed.jaxrt import MEMORY_ANALYSIS_FIELDS, CompiledPrograms
+
+    def step(state: object, batch: object) -> tuple[object, object]:
+        return state + batch.sum(), jnp.tanh(batch @ batch.T).mean()
+
+    programs = CompiledPrograms(step, donate_argnums=(0,))
+    programs(jnp.zeros((64, 64)), jnp.ones((32, 16)))
+    costs = programs.last_costs()
+    assert set(MEMORY_ANALYSIS_FIELDS.values()) <= set(costs), costs
+    assert costs["program_argument_bytes"] == 64 * 64 * 4 + 32 * 16 * 4
+    assert costs["program_output_bytes"] >= 64 * 64 * 4 and costs["program_alias_bytes"] == 64 * 64 * 4
+    assert costs["program_flops"] > 0

@@ -1,6 +1,7 @@
 """The page: a section per kind of row present, statuses instead of numbers, ratios only within a
 run, a machine line under every figure, nothing fetched from anywhere."""
 
+import html
 import re
 
 import pytest
@@ -191,3 +192,17 @@ def test_agreement_strength_curves_null_tests_and_the_batch_size_framings_have_t
         assert f'id="{anchor}' in html, anchor
     assert "inconclusive at a minimum detectable difference of 0.085 ranks" in html
     assert "head to head" in html and "equal wall time" in html
+
+
+def test_the_bench_table_says_which_peak_each_mfu_divides_by_and_gives_the_measured_ones_beside(tmp_path):
+    rows = [bench("jax:jit:bf16", 64, device_name="TPU v5 lite", mfu=0.4, peak_tflops=197.0,
+                  peak_tflops_source="nominal", nominal_peak_chip="TPU v5e bf16", measured_peak_tflops=171.0,
+                  mfu_of_measured_peak=0.4608),
+            bench("cpu:eager:fp32", 64)]  # a row of before the nominal peaks: its peak the measured chain
+    page = render(read_inputs([write_jsonl(tmp_path / "b.jsonl", rows)]))
+    section = _section(page, "throughput")
+    assert ">peak for MFU (TFLOP/s)</th>" in section and ">MFU, measured peak</th>" in section
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", section)
+    assert "197 nominal (TPU v5e bf16)" in cells and "46.1%" in cells and "40.0%" in cells
+    assert "1 measured" in cells and cells.count("25.0%") == 2  # its MFU is its measured-peak MFU too
+    assert "the chip's nominal peak where one is known" in html.unescape(section)  # the section's text says so

@@ -4,6 +4,8 @@ peak, one rank only, and a lost device that stops a sweep with one line."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from toy_target import FarTarget
 
@@ -36,7 +38,24 @@ def test_row_fields_and_the_familys_peak_go_into_rows(far_family, tmp_results):
                          out=tmp_results, plan=QUICK)
     (row,) = run_sweep(config)
     assert row.status == "ok" and row.transport == "pigeon" and row.link == "there"
-    assert row.peak_tflops == 123.0 and row.peak_tflops_source == "measured"
+    assert row.peak_tflops == 123.0 and row.peak_tflops_source == "measured"  # no nominal peak for its device
+    assert row.measured_peak_tflops == 123.0 and row.mfu_of_measured_peak == row.mfu > 0
+    assert row.nominal_peak_chip is None
+
+
+def test_a_device_with_a_nominal_peak_divides_by_it_and_keeps_the_measured_one_beside(far_family, tmp_results,
+                                                                                     monkeypatch):
+    monkeypatch.setattr(FarTarget, "device_name", lambda self: "NVIDIA H100 80GB HBM3")
+    config = BenchConfig(workload="mahjong", size="tiny", targets=["far:there:eager:fp32"], batch_sizes=[8],
+                         out=tmp_results, plan=QUICK)
+    (row,) = run_sweep(config)
+    assert (row.peak_tflops, row.peak_tflops_source, row.nominal_peak_chip) == (67.0, "nominal", "NVIDIA H100 SXM fp32")
+    assert row.mfu == pytest.approx(row.achieved_tflops / 67.0)
+    assert row.measured_peak_tflops == 123.0 and row.mfu_of_measured_peak == pytest.approx(row.achieved_tflops / 123.0)
+
+    (given,) = run_sweep(dataclasses.replace(config, peak_tflops=1000.0))
+    assert (given.peak_tflops, given.peak_tflops_source, given.nominal_peak_chip) == (1000.0, "given", None)
+    assert given.measured_peak_tflops is None and given.mfu_of_measured_peak is None
 
 
 def test_a_lost_device_stops_the_sweep_with_one_line(far_family, tmp_results, capsys):

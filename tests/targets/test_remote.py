@@ -237,3 +237,14 @@ def test_remote_training_with_loader_workers_prints_no_grpc_fork_lines(server, t
                             "--no-progress", "--out", str(run_dir), env=env)
     assert result.returncode == 0, result.stderr
     assert "fork" not in result.stderr and result.stderr == "", result.stderr
+
+
+def test_a_remote_target_looks_up_the_servers_chip_by_the_name_its_device_gives(server, monkeypatch):
+    """The row's device name adds where the server is; the nominal peak is the server's chip's."""
+    from types import SimpleNamespace
+
+    target = get_target(server.remote_name)
+    assert target.nominal_peak() is None  # the server's CPU has none
+    monkeypatch.setattr(target, "info", SimpleNamespace(device_name="NVIDIA H200"))
+    assert target.device_name().startswith("NVIDIA H200 (remote, ")
+    assert target.nominal_peak().entry == "NVIDIA H200 fp32" and target.nominal_peak().tflops == 67.0

@@ -121,3 +121,53 @@ def test_inputs_without_tpu_rows_leave_the_section_off(tmp_path: Path) -> None:
     page = render(read_inputs([_write(tmp_path / "cpu.jsonl", records), RESULTS / "time_to_target_one_rank"]))
     assert _section(page, "ratio") is not None and _section(page, "training") is not None
     assert _section(page, "tpu") is None
+
+
+def test_mfu_is_shown_against_the_chips_nominal_peak_with_the_measured_peaks_beside(committed: str) -> None:
+    """The committed rows divide by the matmul chain measured in their run; the table adds MFU as
+    the field counts it, against the v5e's nominal 197 TFLOP/s (fp32 rows too: JAX runs their
+    matmuls as bf16 passes), for trainspeed's row and the peer's."""
+    assert all(f">{header}</th>" in committed for header in (
+        "MFU, nominal peak", "MFU, measured peak", "peer MFU, nominal peak", "peer MFU, measured peak"))
+    records = _records("tpu_mahjong_base.jsonl")
+    for precision in ("fp32", "bf16"):
+        table = _table(committed, f"mahjong@a1cba34fe42c base {precision} on")
+        for batch in (64, 1024, 4096):
+            (own,) = [r for r in records if r["target"] == f"jax:jit:{precision}" and r["size"] == "base"
+                      and r["batch_size"] == batch and r["feed"] == "device"]
+            (peer,) = [r for r in records if r["target"] == PEER + precision and r["batch_size"] == batch]
+            (row,) = [row for row in table if row[1] == f"{batch:,}"]
+            assert own["peak_tflops_source"] == "measured"
+            assert row[5:9] == [f"{own['achieved_tflops'] / 197 * 100:.1f}%", f"{own['mfu'] * 100:.1f}%",
+                                f"{peer['achieved_tflops'] / 197 * 100:.1f}%",
+                                f"{peer['achieved_tflops'] / own['peak_tflops'] * 100:.1f}%"], (precision, batch)
+
+    named = _table(committed, "Named models")
+    (resnet,) = [r for r in _records("tpu_named_models.jsonl") if r["workload"] == "timm:resnet50"
+                 and r["batch_size"] == 128]
+    (row,) = [row for row in named if row[0].startswith("timm:resnet50") and row[3] == "128"]
+    assert row[7:9] == [f"{resnet['achieved_tflops'] / 197 * 100:.1f}%", f"{resnet['mfu'] * 100:.1f}%"]
+
+
+def test_a_row_of_a_chip_without_a_nominal_peak_has_only_its_measured_mfu(tmp_path: Path) -> None:
+    records = [{**r, "device_name": "TPU v4 lite"} for r in _records("tpu_mahjong_base.jsonl")]
+    page = render(read_inputs([_write(tmp_path / "tpu.jsonl", records)]))
+    table = _table(_section(page, "tpu") or "", "mahjong@a1cba34fe42c base fp32 on")
+    assert table and all(row[5] == "–" and row[6].endswith("%") and row[7] == "–" for row in table)
+
+
+def test_a_row_written_with_the_nominal_peak_shows_the_same_two_mfus(tmp_path: Path) -> None:
+    """A row of today's bench divides by the nominal peak and keeps the measured one beside: the
+    table shows what it showed for the same numbers written the old way."""
+    def as_today(record: dict) -> dict:
+        if not record["target"].startswith("jax:") or record.get("peak_tflops_source") != "measured":
+            return record
+        return {**record, "peak_tflops": 197.0, "peak_tflops_source": "nominal", "mfu": record["achieved_tflops"] / 197,
+                "nominal_peak_chip": "TPU v5e fp32", "nominal_peak_source": "Google Cloud",
+                "measured_peak_tflops": record["peak_tflops"], "mfu_of_measured_peak": record["mfu"]}
+
+    old = _records("tpu_mahjong_base.jsonl")
+    pages = [render(read_inputs([_write(tmp_path / name, records)]))
+             for name, records in (("old.jsonl", old), ("today.jsonl", [as_today(r) for r in old]))]
+    tables = [_table(_section(page, "tpu") or "", "mahjong@a1cba34fe42c base fp32 on") for page in pages]
+    assert tables[0] and [row[5:9] for row in tables[0]] == [row[5:9] for row in tables[1]]

@@ -132,7 +132,8 @@ class BenchConfig:
     (`trainspeed.gradients.noise_scale`, previous-step method); with off,on both run back to back, so
     the meter's cost is a ratio of one run."""
     peak_tflops: float | None = ranged(None, 0, 1e6, low_open=True)
-    """Peak for MFU; None measures it on the device."""
+    """Peak for MFU; None: the chip's nominal peak where known (`nominal_peaks.py`), else the peak
+    measured on the device (which rows keep beside a nominal one; a given peak measures none)."""
     threads: int | None = ranged_as(None, THREADS)
     """torch CPU threads (None leaves torch's default); recorded in every row."""
     seed: int = 0

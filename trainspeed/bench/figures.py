@@ -15,6 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
+from trainspeed.bench.mfu import peaks_said
 from trainspeed.bench.ratios import RatioTable
 from trainspeed.report.figures import COLOURS, label_batch_axis, panels, samples_axis
 
@@ -103,7 +104,7 @@ def plausible_mfu(mfu: float | None) -> float | None:
 
 
 def throughput_figure(table: RatioTable, workload: str) -> Figure:
-    """Absolute samples/s and, where rows have it, MFU."""
+    """Absolute samples/s and, where rows have it, MFU; its axis says which peak it divides by."""
     rows = list(table.newest.values())
     has_mfu = any(plausible_mfu(r.mfu) is not None for r in rows)
     figure, axes_list = panels(2 if has_mfu else 1, (13 if has_mfu else 9, 4.6))
@@ -123,7 +124,9 @@ def throughput_figure(table: RatioTable, workload: str) -> Figure:
                                   markerfacecolor="none" if hollow else colour, label=None if hollow else series)
         mfu_axes.yaxis.set_major_formatter(PercentFormatter(1.0))
         mfu_axes.set_ylim(bottom=0)
-        mfu_axes.set(ylabel="MFU (achieved / peak TFLOP/s)", title=f"{workload}: model FLOPs utilisation (none above 100%)")
+        peak = peaks_said(r.peak_tflops_source for r in rows if plausible_mfu(r.mfu) is not None)
+        mfu_axes.set(ylabel=f"MFU (achieved / {peak.removeprefix('the ')})",
+                     title=f"{workload}: model FLOPs utilisation (none above 100%)")
         _finish_batch_axes(mfu_axes, table.batch_sizes, _has_invalid(table))
     return figure
 

@@ -55,7 +55,9 @@ BENCH_FLAGS = (
     )),
     FlagGroup("output and machine", (
         flag("--out", "out", "JSONL file rows are appended to", always=True),
-        flag("--peak-tflops", "peak_tflops", "peak for MFU (default: measured)"),
+        flag("--peak-tflops", "peak_tflops", "peak for MFU (default: the chip's nominal peak in the target's "
+             "precision where known, e.g. 197 on a TPU v5e in bf16, docs/targets.md; else the matmul peak measured "
+             "on the device)"),
         flag("--threads", "threads", "torch CPU threads (recorded in every row)", type=thread_count),
         flag("--seed", "seed", "seed of the model and the synthetic batch"),
         flag("--run-id", "run_id", "the rows' run id (default: a fresh one); ratios pair only rows of one run, so give "

@@ -1,7 +1,9 @@
-"""The device's peak matmul throughput, measured, so MFU is against this device's own ceiling.
+"""The device's peak matmul throughput, measured: this device's own ceiling, beside its nominal one.
 
-A square matmul in the target's compute dtype is about the best case for any device; its
-TFLOP/s is the denominator of MFU unless the user gives `--peak-tflops` (e.g. a datasheet value).
+A square matmul in the target's compute dtype is about the best case for any device. Every row
+that measured it keeps its TFLOP/s (`measured_peak_tflops`) and the MFU against it
+(`mfu_of_measured_peak`); it is MFU's denominator where the chip has no nominal peak
+(`nominal_peaks.py`: any CPU) and the user gives no `--peak-tflops`.
 
 What the probe runs, and why:
 - a dependent chain `x = linear(x, w)`, not independent products of the same operands: a lazy

@@ -16,6 +16,7 @@ from typing import Sequence
 from matplotlib.figure import Figure
 
 from trainspeed.bench import figures as bench_figures
+from trainspeed.bench.mfu import measured_peak_mfu, measured_peak_of
 from trainspeed.bench.ratios import NO_BASELINE, RatioTable, ratio_table
 from trainspeed.bench.results import STATUSES, ResultRow
 from trainspeed.errors import UsageError
@@ -80,14 +81,35 @@ def check_row(row: ResultRow, source: Source) -> None:
 
 
 def mfu_cell(row: ResultRow) -> Cell:
-    """MFU in percent; a refused peak (the row's, or one above 100% from before the bench refused
-    those) says so instead."""
+    """MFU in percent, its title the peak it divides by; a refused peak (the row's, or one above
+    100% from before the bench refused those) says so instead."""
     mfu = bench_figures.plausible_mfu(row.mfu)
     if mfu is not None:
-        return percent(mfu)
+        cell = percent(mfu)
+        return Cell(cell.text, sort=cell.sort, numeric=True, title=f"against {peak_text(row)}")
     if row.peak_refused or row.mfu is not None:
-        return Cell("peak refused", numeric=True)
+        return Cell("peak refused", numeric=True, title=row.peak_refused)
     return Cell("–", numeric=True)
+
+
+def peak_text(row: ResultRow) -> str:
+    """The peak the row's MFU divides by, and which it is: `197 nominal (TPU v5e bf16)`,
+    `171.2 measured`, `100 given`."""
+    if not row.peak_tflops:
+        return "–"
+    chip = f" ({row.nominal_peak_chip})" if row.nominal_peak_chip else ""
+    return f"{row.peak_tflops:,.4g} {row.peak_tflops_source or 'source not recorded'}{chip}"
+
+
+def measured_mfu_cell(row: ResultRow) -> Cell:
+    """MFU against the matmul chain measured on the device (an older row's MFU where that was its
+    peak); a dash where none was measured or it was below the achieved rate."""
+    mfu = bench_figures.plausible_mfu(measured_peak_mfu(row))
+    if mfu is None:
+        return Cell("–", numeric=True)
+    cell = percent(mfu)
+    peak = measured_peak_of(row)
+    return Cell(cell.text, sort=cell.sort, numeric=True, title=f"against {peak:,.4g} TFLOP/s measured" if peak else None)
 
 
 @dataclass(frozen=True)
@@ -202,8 +224,10 @@ def throughput_section(groups: list[BenchGroup]) -> Section:
     section = Section(
         "throughput", "Absolute samples/s and MFU",
         "Median-window samples/s on a log axis (whiskers: slowest to fastest window), and the model FLOPs "
-        "utilisation against the peak measured on the same device (or given with --peak-tflops). A row whose "
-        "peak was refused has no MFU. The XLA port column flags XLA rows whose timed steps ran an op on the host "
+        "utilisation against the chip's nominal peak where one is known (the vendor's dense figure in the row's "
+        "precision, trainspeed/bench/nominal_peaks.py), else against the matmul peak measured on the same device (or "
+        "the peak given with --peak-tflops); the \"peak for MFU\" column says which, and \"MFU, measured peak\" gives "
+        "the MFU against the measured chain beside it. A row whose peak was refused has no MFU. The XLA port column flags XLA rows whose timed steps ran an op on the host "
         "(aten fallback), compiled, or copied from the device to the host (`trainspeed check` names the lines). "
         "Every row read is in the table, including older reruns.",
     )
@@ -223,7 +247,8 @@ def throughput_section(groups: list[BenchGroup]) -> Section:
                          else Cell("–", numeric=True)),
                 measured(status, number(r.step_time_s * 1e3 if r.step_time_s is not None else None, "{:,.2f}")),
                 measured(status, number(r.first_step_s, "{:,.3f}")),
-                measured(status, mfu_cell(r)),
+                measured(status, mfu_cell(r)), measured(status, text(peak_text(r))),
+                measured(status, measured_mfu_cell(r)),
                 measured(status, number(r.peak_memory_bytes / GIB if r.peak_memory_bytes is not None else None, "{:,.2f}")),
                 measured(status, number(r.cpu_s_per_wall_s, "{:.2f}")),
                 port_cell(r),
@@ -233,8 +258,9 @@ def throughput_section(groups: list[BenchGroup]) -> Section:
         "table-bench", "Every bench row",
         [("workload", False), ("series", False), ("batch", True), ("status", False), ("samples/s", True),
          ("slowest – fastest window", True), ("step (ms)", True), ("first step (s)", True), ("MFU", True),
-         ("peak memory (GiB)", True), ("CPU s per wall s", True), ("XLA port", False), ("feed", False), ("device", False),
-         ("other fields", False), ("row", False)],
+         ("peak for MFU (TFLOP/s)", False), ("MFU, measured peak", True), ("peak memory (GiB)", True),
+         ("CPU s per wall s", True), ("XLA port", False), ("feed", False), ("device", False), ("other fields", False),
+         ("row", False)],
         table_rows, provenance([r for g in groups for r in g.rows])))
     return section
 

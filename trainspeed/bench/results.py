@@ -121,12 +121,31 @@ class ResultRow:
     """Which of the two flops_per_sample is: "declared". None in rows written before the check."""
     achieved_tflops: NonNegative | None = None
     peak_tflops: NonNegative | None = None
+    """The peak MFU divides by, as peak_tflops_source says which."""
     peak_tflops_source: str | None = None
-    """"measured" (matmul on the device) or "given" (--peak-tflops)."""
+    """"nominal": the chip's published dense peak in the row's precision (`bench/nominal_peaks.py`;
+    nominal_peak_chip and nominal_peak_source name it), as the field counts MFU; "measured": the
+    matmul chain measured on the device (measured_peak_tflops), where no nominal peak is known (any
+    CPU), and in every row written before the nominal peaks; "given": --peak-tflops."""
     mfu: NonNegative | None = None
     """achieved_tflops / peak_tflops; None when there is no peak or the peak was refused."""
     peak_refused: str | None = None
     """Why MFU is None although a peak exists: a peak below the achieved TFLOP/s cannot be a peak."""
+    nominal_peak_chip: str | None = None
+    """Where peak_tflops_source is "nominal": the table's entry it is, chip and precision
+    (`TPU v5e bf16`). None for any other source, and in rows written before the nominal peaks."""
+    nominal_peak_source: str | None = None
+    """Where that figure is printed: the vendor's document with its URL (and, for an fp32 row on a
+    TPU, why it is the bf16 figure)."""
+    measured_peak_tflops: NonNegative | None = None
+    """The matmul chain measured on the device (`bench/peak.py`; `jaxrt.peak_matmul_tflops` for JAX
+    and exported steps), on every row that measured it, whichever peak MFU divides by. None where
+    none was measured (--peak-tflops), and in rows written before this field: there peak_tflops is
+    the measured chain where peak_tflops_source says "measured"."""
+    mfu_of_measured_peak: NonNegative | None = None
+    """achieved_tflops / measured_peak_tflops: MFU against the device's own measured ceiling (what
+    `mfu` was before the nominal peaks), beside MFU as the field counts it. None where nothing was
+    measured or the measured peak is below the achieved TFLOP/s."""
     device_name: str | None = None
     machine: Machine | None = None
     """The machine, its cores and its load while this configuration was measured."""
@@ -179,6 +198,19 @@ class ResultRow:
     program_temp_bytes: NonNegative | None = None
     """JAX targets and exported steps: the temporary buffers the step's program needs beside its
     arguments and outputs (activations kept for the backward pass, among them)."""
+    program_argument_bytes: NonNegative | None = None
+    """JAX targets and exported steps: XLA's memory analysis of the compiled step, its arguments'
+    buffers (the state, the batch, the learning rates). With the outputs, the temporaries and the
+    aliases it is what the program holds on the device by XLA's count, beside peak_memory_bytes,
+    the runtime's peak."""
+    program_output_bytes: NonNegative | None = None
+    """JAX targets and exported steps: the buffers of the step's outputs (the new state, the loss)."""
+    program_alias_bytes: NonNegative | None = None
+    """JAX targets and exported steps: output bytes that reuse an argument's buffer (the donated
+    state), counted in both program_argument_bytes and program_output_bytes but held once."""
+    program_generated_code_bytes: NonNegative | None = None
+    """JAX targets and exported steps: the compiled program's own code, as XLA reports it (the CPU
+    backend reports 0)."""
     error: str | None = None
     command: str | None = None
     """The command line that wrote the row."""

@@ -19,7 +19,7 @@ import torch
 from trainspeed.bench.config import BenchConfig, TimingPlan
 from trainspeed.bench.feed import DataFeedSource, Feed, check_data_feed, make_feed
 from trainspeed.bench.flops import check_flops
-from trainspeed.bench.mfu import with_flops
+from trainspeed.bench.mfu import Peaks, with_flops
 from trainspeed.bench.peak import device_peak_tflops
 from trainspeed.bench.results import (
     ResultRow,
@@ -146,7 +146,7 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
     rows: list[ResultRow] = []
     compiled = 0  # configurations of compiling targets measured so far in this process
     for target in targets:
-        peak_tflops, source = (config.peak_tflops, "given") if config.peak_tflops else (None, None)
+        peaks = Peaks(given=config.peak_tflops) if config.peak_tflops else Peaks(nominal=target.nominal_peak())
         out_of_memory_at: dict[tuple[str, str], int] = {}  # per variant: the batch that ran out; larger ones are skipped
         for batch_size in config.batch_sizes:
             for feed, noise_scale in itertools.product(config.feeds, config.noise_scale):
@@ -179,9 +179,9 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                     )
                     if row.status == "oom":
                         out_of_memory_at[variant] = batch_size
-                    if row.is_measured and peak_tflops is None:
-                        peak_tflops, source = device_peak_tflops(target), "measured"
-                    row = with_flops(row, flops_per_sample, peak_tflops, source)
+                    if row.is_measured and peaks.wants_measured:
+                        peaks = dataclasses.replace(peaks, measured=device_peak_tflops(target))
+                    row = with_flops(row, flops_per_sample, peaks)
                 append_row(config.out, row)
                 rows.append(row)
                 if on_progress:

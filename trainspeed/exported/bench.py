@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 from trainspeed import jaxrt
 from trainspeed.bench.config import BenchConfig
-from trainspeed.bench.mfu import with_flops
+from trainspeed.bench.mfu import Peaks, with_flops
+from trainspeed.bench.nominal_peaks import jax_matmul_precision, nominal_peak
 from trainspeed.bench.results import ResultRow, append_row, check_results_file, measured_row
 from trainspeed.bench.timing import time_training
 from trainspeed.errors import UsageError
@@ -108,7 +109,8 @@ def run_exported_bench(config: BenchConfig, batch_sizes_given: bool) -> list[Res
     steps.verify(sizes)
     manifest_sha = hashlib.sha256((config.exported / MANIFEST).read_bytes()).hexdigest()
     run_id = config.run_id or uuid.uuid4().hex[:12]
-    peak_tflops, source = (config.peak_tflops, "given") if config.peak_tflops else (None, None)
+    peaks = Peaks(given=config.peak_tflops) if config.peak_tflops else Peaks(nominal=nominal_peak(
+        jaxrt.device_name(), jax_matmul_precision(manifest.precision, jaxrt.device().platform)))
     rows = []
     out_of_memory_at: dict[str, int] = {}  # per feed: the batch that ran out; larger ones are skipped
     for batch_size in sizes:
@@ -130,10 +132,10 @@ def run_exported_bench(config: BenchConfig, batch_sizes_given: bool) -> list[Res
                 row = _measure(steps, batch_size, feed, config, base)
                 if row.status == "oom":
                     out_of_memory_at[feed] = batch_size
-            if row.is_measured and peak_tflops is None:
+            if row.is_measured and peaks.wants_measured:
                 dtype = "bfloat16" if manifest.precision == "bf16" else "float32"
-                peak_tflops, source = jaxrt.peak_matmul_tflops(dtype, jaxrt.probe_size()), "measured"
-            row = with_flops(row, manifest.flops_per_sample, peak_tflops, source)
+                peaks = dataclasses.replace(peaks, measured=jaxrt.peak_matmul_tflops(dtype, jaxrt.probe_size()))
+            row = with_flops(row, manifest.flops_per_sample, peaks)
             append_row(config.out, row)
             rows.append(row)
     return rows

@@ -65,9 +65,10 @@ def peak_memory_bytes() -> int | None:
 
 def peak_matmul_tflops(dtype: str, size: int, chain: int = 10, repeats: int = 3) -> float:
     """TFLOP/s of a dependent chain of `chain` square matmuls of `size` in `dtype` in one program,
-    the best of `repeats` synced timings: the peak MFU is taken against, measured on this chip
-    rather than read from a table. Each product needs the one before it, so the compiler can
-    neither merge nor skip any (the torch probe of `trainspeed.bench.peak` says why)."""
+    the best of `repeats` synced timings: the chip's ceiling measured on it, which a row keeps
+    beside MFU against the chip's nominal peak (and which MFU divides by where no nominal peak is
+    known, `trainspeed.bench.nominal_peaks`). Each product needs the one before it, so the compiler
+    can neither merge nor skip any (the torch probe of `trainspeed.bench.peak` says why)."""
     import jax
     import jax.numpy as jnp
 
@@ -145,11 +146,23 @@ def compile_timed(lowered: Any) -> tuple[Any, float]:
     return program, time.perf_counter() - start
 
 
+MEMORY_ANALYSIS_FIELDS = {
+    "temp_size_in_bytes": "program_temp_bytes",
+    "argument_size_in_bytes": "program_argument_bytes",
+    "output_size_in_bytes": "program_output_bytes",
+    "alias_size_in_bytes": "program_alias_bytes",
+    "generated_code_size_in_bytes": "program_generated_code_bytes",
+}
+"""`compiled.memory_analysis()`'s attributes -> the result-row fields that hold them."""
+
+
 def program_costs(compiled: Any) -> dict[str, float]:
     """XLA's own account of a compiled program, as result-row fields: its FLOPs and the bytes it
-    reads and writes per call (`cost_analysis`), and the temporary buffers it needs beside its
-    arguments and outputs (`memory_analysis`): where a step's time goes when it is memory-bound.
-    Fields a backend does not report are left out."""
+    reads and writes per call (`cost_analysis`): where a step's time goes when it is memory-bound;
+    and the device memory it holds (`memory_analysis`): its temporaries, arguments, outputs, the
+    outputs that reuse an argument's buffer and its code: XLA's count of what the step holds,
+    which a row keeps beside the runtime's peak (peak_memory_bytes). Fields a backend does not
+    report are left out."""
     fields: dict[str, float] = {}
     try:
         cost = compiled.cost_analysis()
@@ -162,8 +175,10 @@ def program_costs(compiled: Any) -> dict[str, float]:
         pass
     try:
         memory = compiled.memory_analysis()
-        if memory is not None and getattr(memory, "temp_size_in_bytes", None) is not None:
-            fields["program_temp_bytes"] = float(memory.temp_size_in_bytes)
     except Exception:  # noqa: BLE001
-        pass
+        memory = None
+    for attribute, name in MEMORY_ANALYSIS_FIELDS.items():
+        value = getattr(memory, attribute, None) if memory is not None else None
+        if value is not None:
+            fields[name] = float(value)
     return fields

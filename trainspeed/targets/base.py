@@ -24,6 +24,7 @@ from typing import Any, Callable, ContextManager
 
 import torch
 
+from trainspeed.bench.nominal_peaks import NominalPeak, nominal_peak
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Batch, Trainable, Workload, setup_optimizers
 
@@ -276,6 +277,13 @@ class Target(ABC):
         lets the bench's probe measure it on `device` from this process. A family whose device
         lives elsewhere measures there: a probe here would time the wrong processor."""
         return None
+
+    def nominal_peak(self) -> NominalPeak | None:
+        """The chip's published dense peak in this target's precision, which MFU divides by where
+        one is known (`trainspeed/bench/nominal_peaks.py`); None lets the measured peak be MFU's.
+        Looked up by `device_name()`; a family whose device name is not the chip's own (the remote
+        family's adds where the server is) looks its chip up itself."""
+        return nominal_peak(self.device_name(), self.spec.precision)
 
     def row_fields(self) -> dict[str, Any]:
         """Extra measurements of the configuration measured last, merged into its result row (the

@@ -30,6 +30,7 @@ from typing import Any, ContextManager
 
 import torch
 
+from trainspeed.bench.nominal_peaks import NominalPeak, nominal_peak
 from trainspeed.data.order import SAMPLE_ID_KEY
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target, TargetSpec, is_host_oom
@@ -243,6 +244,10 @@ class RemoteTarget(Target):
 
     def measured_peak_tflops(self) -> float:
         return self._connection.measure_peak()
+
+    def nominal_peak(self) -> NominalPeak | None:
+        """The server's chip, by the name its device gives (this family's device_name adds where it is)."""
+        return nominal_peak(self.info.device_name, self.spec.precision)
 
     def link(self) -> str:
         switches = self.spec.switches

@@ -22,7 +22,13 @@ from typing import Sequence
 
 from matplotlib.figure import Figure
 
-from trainspeed.bench.mfu import refused_peak
+from trainspeed.bench.mfu import (
+    measured_peak_mfu,
+    measured_peak_of,
+    nominal_peak_mfu,
+    refused_peak,
+    row_nominal_peak,
+)
 from trainspeed.bench.ratios import newest
 from trainspeed.bench.report import BENCH_ROWS, BenchRow
 from trainspeed.bench.results import ResultRow
@@ -138,16 +144,23 @@ class PeerLine:
         return ok_ratio(self.host_fed, self.device_fed)
 
     @property
-    def peer_mfu(self) -> float | None:
+    def peer_nominal_mfu(self) -> float | None:
+        """The peer's MFU against the chip's nominal peak (its own row's, or its achieved TFLOP/s over
+        the table's figure for its chip and precision); None where the chip has none."""
+        peer = self.peer
+        return nominal_peak_mfu(peer) if peer is not None and peer.status == "ok" else None
+
+    @property
+    def peer_measured_mfu(self) -> float | None:
         """The peer's achieved TFLOP/s over the matmul peak trainspeed's row measured in the same run
         (the peer measures none itself); None where no measured peak holds it."""
         own, peer = self.device_fed, self.peer
-        if (own is None or peer is None or peer.status != "ok" or peer.achieved_tflops is None
-                or not own.peak_tflops or own.peak_tflops_source != "measured"):
+        if own is None or peer is None or peer.status != "ok" or peer.achieved_tflops is None:
             return None
-        if refused_peak(peer.achieved_tflops, own.peak_tflops, own.peak_tflops_source):
+        peak = measured_peak_of(own)
+        if not peak or refused_peak(peer.achieved_tflops, peak, "measured"):
             return None
-        return peer.achieved_tflops / own.peak_tflops
+        return peer.achieved_tflops / peak
 
 
 @dataclass(frozen=True)
@@ -207,15 +220,36 @@ def peer_target(comparison: Comparison) -> str:
     return f"{PEER_PREFIX}tpu:jit:{comparison.precision}"
 
 
-def mfu_text(row: ResultRow) -> Cell:
-    """trainspeed's MFU, against the peak its row names (measured in the same run, or given)."""
-    if row.mfu is None:
-        refused = Cell("peak refused", numeric=True, title=row.peak_refused)
-        return refused if row.peak_refused else Cell("–", numeric=True)
-    cell = percent(row.mfu)
-    peak = f"{row.peak_tflops:,.1f} TFLOP/s" if row.peak_tflops else "a peak"
-    return Cell(cell.text, sort=cell.sort, numeric=True,
-                title=f"against {peak} ({row.peak_tflops_source or 'source not recorded'}, run {row.run_id})")
+def mfu_percent(mfu: float | None, title: str, missing: str = "–") -> Cell:
+    if mfu is None:
+        return Cell(missing, numeric=True, title=title)
+    cell = percent(mfu)
+    return Cell(cell.text, sort=cell.sort, numeric=True, title=title)
+
+
+def nominal_mfu_text(row: ResultRow) -> Cell:
+    """A row's MFU against its chip's nominal peak: the row's own MFU where it divides by it, else
+    (rows written before the nominal peaks) its achieved TFLOP/s over the table's figure."""
+    if row.peak_tflops_source == "nominal" and row.peak_tflops:
+        title = f"against {row.peak_tflops:,.4g} TFLOP/s, {row.nominal_peak_chip} ({row.nominal_peak_source})"
+        return mfu_percent(row.mfu, row.peak_refused or title, "peak refused" if row.peak_refused else "–")
+    peak = row_nominal_peak(row)
+    if peak is None:
+        return mfu_percent(None, f"no nominal peak known for {row.device_name!r} ({precision_of(row.target)})")
+    title = f"against {peak.tflops:,.4g} TFLOP/s, {peak.entry} ({peak.source})"
+    mfu = nominal_peak_mfu(row)
+    if mfu is None and row.achieved_tflops is not None:
+        return mfu_percent(None, refused_peak(row.achieved_tflops, peak.tflops, "nominal") or title, "peak refused")
+    return mfu_percent(mfu, title)
+
+
+def measured_mfu_text(row: ResultRow) -> Cell:
+    """A row's MFU against the matmul chain measured on the chip in the same run."""
+    peak = measured_peak_of(row)
+    if peak is None:
+        return mfu_percent(None, "no matmul peak measured in this row's run")
+    return mfu_percent(measured_peak_mfu(row), f"against {peak:,.1f} TFLOP/s measured (run {row.run_id})",
+                       "peak refused")
 
 
 def comparison_cells(comparison: Comparison, line: PeerLine, show_target: bool) -> list[Cell]:
@@ -235,8 +269,10 @@ def comparison_cells(comparison: Comparison, line: PeerLine, show_target: bool) 
     cells += [text(line.target or NOT_MEASURED)] if show_target else []
     cells += [
         own_cell, peer_cell, ratio_cell(line.ratio, missing),
-        measured(own.status, mfu_text(own)) if own is not None else not_measured(f"no trainspeed row {where}"),
-        percent(line.peer_mfu) if line.peer_mfu is not None else Cell(missing, numeric=True),
+        measured(own.status, nominal_mfu_text(own)) if own is not None else not_measured(f"no trainspeed row {where}"),
+        measured(own.status, measured_mfu_text(own)) if own is not None else not_measured(f"no trainspeed row {where}"),
+        percent(line.peer_nominal_mfu) if line.peer_nominal_mfu is not None else Cell(missing, numeric=True),
+        percent(line.peer_measured_mfu) if line.peer_measured_mfu is not None else Cell(missing, numeric=True),
     ]
     if comparison.has_host_fed:
         host = line.host_fed
@@ -251,7 +287,8 @@ def comparison_table(comparison: Comparison) -> Table:
     show_target = len(targets) != 1
     columns = [("run", False), ("batch", True)] + ([("target", False)] if show_target else []) + [
         ("trainspeed samples/s", True), ("JAX peer samples/s", True), ("trainspeed / peer", True),
-        ("MFU", True), ("peer MFU", True)]
+        ("MFU, nominal peak", True), ("MFU, measured peak", True), ("peer MFU, nominal peak", True),
+        ("peer MFU, measured peak", True)]
     if comparison.has_host_fed:
         columns += [("host-fed samples/s", True), ("host-fed / device-fed", True)]
     step = f" ({targets[0]})" if len(targets) == 1 else ""
@@ -344,11 +381,13 @@ def named_table(reads: Sequence[BenchRow]) -> Table:
             text(workload_label(row.workload, row.workload_sha256, row.size)), text(chip_name(row.device_name or "")),
             text(row.target + ("" if feed_of(row) == "device" else f" {feed_of(row)}-fed")), number(row.batch_size),
             status_cell(status, row.error), measured(status, readable(row.samples_per_s)),
-            number(row.compile_s, "{:,.1f}"), measured(status, mfu_text(row)), text(row.run_id),
+            number(row.compile_s, "{:,.1f}"), measured(status, nominal_mfu_text(row)),
+            measured(status, measured_mfu_text(row)), text(row.run_id),
         ])
     return Table("table-tpu-named", "Named models on the chip (an out-of-memory row says so)",
                  [("model", False), ("chip", False), ("target", False), ("batch", True), ("status", False),
-                  ("samples/s", True), ("compile (s)", True), ("MFU", True), ("run", False)],
+                  ("samples/s", True), ("compile (s)", True), ("MFU, nominal peak", True),
+                  ("MFU, measured peak", True), ("run", False)],
                  rows, provenance(list(chosen)))
 
 
@@ -384,9 +423,11 @@ def runs_table(runs: Sequence[TrainRun]) -> Table:
 INTRO = (
     "Rows measured on a TPU chip (a device name that starts with \"TPU\"). trainspeed's step is the workload's own "
     "PyTorch step as one JAX program; the JAX peer is the same network written in plain JAX with optax "
-    "(benchmarks/reference/jax_optax.py). A ratio divides two rows of one run at one batch size; MFU is against the "
-    "matmul peak measured on the chip in the same run (the peer's against the peak trainspeed's row of its run "
-    "measured); a row that does not exist says \"not measured\". "
+    "(benchmarks/reference/jax_optax.py). A ratio divides two rows of one run at one batch size. MFU is given twice: "
+    "against the chip's nominal peak (the vendor's dense bf16 figure, 197 TFLOP/s on a v5e, which fp32 rows take "
+    "too: JAX's default precision runs fp32 matmuls as bf16 passes; trainspeed/bench/nominal_peaks.py), as the "
+    "field counts MFU, and against the matmul chain measured on the chip in the same run (the peer's against the "
+    "chain trainspeed's row of its run measured); a row that does not exist says \"not measured\". "
     "On a TPU VM with torch, the jax family runs the step in the process (trainspeed bench --targets jax:jit:bf16; "
     "train --target jax:jit:bf16). Where only JAX is, export the step where torch is (trainspeed export --platform "
     f"tpu) and run the artifacts there (python -m trainspeed bench --exported DIR; train --exported DIR): {DOCS}."

@@ -35,6 +35,33 @@ def test_bench_writes_measured_rows_for_eager_and_jax_targets(tmp_path, capsys) 
     for row in (row for row in rows if row["target"] == "jax:jit:fp32"):
         assert row["compile_s"] > 0 and row["jax_versions"].startswith("jax "), row
         assert row["device_name"].startswith("JAX CPU"), row
+        # XLA's memory analysis of the compiled step beside the runtime's peak: the state and batch
+        # in, the new state out (the donated state reusing its buffers), and the temporaries.
+        assert row["program_argument_bytes"] > 0 and row["program_output_bytes"] > 0, row
+        assert row["program_alias_bytes"] > 0 and row["program_temp_bytes"] >= 0, row
+        assert row["program_generated_code_bytes"] >= 0, row
     for row in (row for row in rows if row["target"] == "cpu:eager:fp32"):
         assert row["compile_s"] is None and row["jax_versions"] is None, row
+        assert row["program_argument_bytes"] is None and row["program_output_bytes"] is None, row
     assert "jax:jit:fp32" in printed.out  # the ratio table has its column
+
+
+@pytest.mark.parametrize("device_name, platform, precision, entry", [
+    ("JAX CPU (cpu)", "cpu", "fp32", None),
+    ("TPU v5 lite", "tpu", "bf16", "TPU v5e bf16"),
+    ("TPU v5 lite", "tpu", "fp32", "TPU v5e fp32"),
+    ("NVIDIA A100-SXM4-80GB", "gpu", "fp32", "NVIDIA A100 tf32"),  # JAX's default runs fp32 matmuls as TF32 there
+    ("NVIDIA A100-SXM4-80GB", "gpu", "bf16", "NVIDIA A100 bf16"),
+])
+def test_the_jax_family_looks_up_its_chip_by_the_jax_devices_kind(monkeypatch, device_name, platform, precision,
+                                                                  entry) -> None:
+    from types import SimpleNamespace
+
+    from trainspeed import jaxrt
+    from trainspeed.targets import get_target
+
+    target = get_target(f"jax:jit:{precision}")
+    monkeypatch.setattr(jaxrt, "device_name", lambda: device_name)
+    monkeypatch.setattr(jaxrt, "device", lambda: SimpleNamespace(platform=platform))
+    found = target.nominal_peak()
+    assert (found.entry if found is not None else None) == entry

@@ -26,6 +26,7 @@ from typing import Any, ContextManager
 import torch
 
 from trainspeed import jaxrt
+from trainspeed.bench.nominal_peaks import NominalPeak, jax_matmul_precision, nominal_peak
 from trainspeed.data.order import SAMPLE_ID_KEY
 from trainspeed.errors import UsageError
 from trainspeed.targets import host_memory
@@ -144,6 +145,10 @@ class JaxTarget(Target):
     def measured_peak_tflops(self) -> float:
         """A matmul on the JAX device in this precision (the bench's own probe would time torch on the host)."""
         return jaxrt.peak_matmul_tflops("bfloat16" if self.spec.precision == "bf16" else "float32", jaxrt.probe_size())
+
+    def nominal_peak(self) -> NominalPeak | None:
+        """The JAX device's chip, in the precision JAX's default runs this target's matmuls at."""
+        return nominal_peak(self.device_name(), jax_matmul_precision(self.spec.precision, jaxrt.device().platform))
 
     def row_fields(self) -> dict[str, Any]:
         source = host_memory.SOURCE if self._device_is_host() else "jax memory_stats peak_bytes_in_use"
