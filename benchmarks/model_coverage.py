@@ -24,15 +24,21 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-STEPS, BATCH, SEED = 4, 4, 0
+STEPS, BATCH, SEED = 4, 8, 0
 TOLERANCE = 2e-3
 """Of each step's difference, relative to the first step's eager loss (the scale of the problem:
 near ln(classes) or ln(vocabulary)), so a loss that falls near zero is not held to its own tiny
 size. A step moves these losses by 1% to 50% of the first, so a dropped or doubled update is off by
 tens of tolerances; the two float32 implementations (XLA's and ATen's kernels, summing in other
 orders, through BatchNorm of 4 samples and deep stacks) agree to about 1e-6 to 1e-4."""
+SPREAD_FACTOR = 3.0
+"""The rule beside the plain count: a model whose eager losses under 1 and 2 torch threads already
+differ (a deep network whose BatchNorm sees a few values per channel amplifies the order of float
+sums: torchvision's ResNet-50 parts by 2% at its second step) is also counted where the jax losses
+lie within this many times that spread. Fixed before the run it judges."""
 LIMIT_S = 900
 BENCHMARK = "model-coverage"
 
@@ -46,7 +52,7 @@ MODELS: list[tuple[str, str]] = [
     ("torchvision:efficientnet_b0", "tiny"),
     ("hf:gpt2", "tiny"), ("hf:llama", "tiny"), ("hf:mistral", "tiny"), ("hf:qwen2", "tiny"), ("hf:phi", "tiny"),
     ("hf:gemma", "tiny"), ("hf:opt", "tiny"), ("hf:gpt_neox", "tiny"), ("hf:qwen3", "tiny"), ("hf:falcon", "tiny"),
-    ("hf:bert", "tiny"), ("hf:roberta", "tiny"), ("hf:distilbert", "tiny"), ("hf:albert", "tiny"),
+    ("hf:bert", "tiny"), ("hf:roberta", "tiny,max_position_embeddings=130"), ("hf:distilbert", "tiny"), ("hf:albert", "tiny"),
     ("hf:electra", "tiny"),
     ("user_models:small_cnn", "default"), ("user_models:lstm_lm", "default"), ("user_models:gru_lm", "default"),
 ]
@@ -66,19 +72,32 @@ class CoverageRow:
     host_read: str | None = None
     programs_per_step: int | None = None
     eager_losses: list[float] = field(default_factory=list)
+    """Eager PyTorch on 1 torch thread."""
+    eager_losses_two_threads: list[float] = field(default_factory=list)
+    """The same on 2 threads: another order of float sums, which says how far rounding alone moves the losses."""
     jax_losses: list[float] = field(default_factory=list)
     max_relative_difference: float | None = None
     """The largest |jax - eager| over the steps, over the first step's eager loss."""
     tolerance: float = TOLERANCE
+    eager_spread: float | None = None
+    """The largest |eager on 2 threads - eager on 1| over the steps, over the first step's loss."""
     trains_as_eager: bool = False
+    """Within TOLERANCE at every step (the plain count)."""
+    trains_within_eager_spread: bool = False
+    """Within TOLERANCE, or within SPREAD_FACTOR times eager's own spread (the rule)."""
     refusal: str | None = None
     """The one line the jax family gave, where a step was refused or failed."""
     covered: bool = False
+    """Lowers for the TPU and trains as eager (the plain count)."""
+    covered_by_spread: bool = False
+    """Lowers for the TPU and trains within eager's spread (the rule)."""
     seconds: float = 0.0
     benchmark: str = BENCHMARK
     steps: int = STEPS
     batch_size: int = BATCH
     versions: dict[str, str] = field(default_factory=dict)
+    machine: dict[str, Any] = field(default_factory=dict)
+    """trainspeed's Machine record: CPU, cores, load at the model's start and end."""
 
 
 def family(model: str) -> str:
@@ -87,12 +106,13 @@ def family(model: str) -> str:
 
 
 def without_dropout(network) -> None:
-    """Every dropout of `network` off: nn.Dropout's p, timm's DropPath, and the float rates that
-    library modules keep for their functional dropout (HF attention's `attention_dropout`)."""
+    """Every dropout of `network` off: nn.Dropout's p, stochastic depth (timm's DropPath,
+    torchvision's StochasticDepth), and the float rates that library modules keep for their
+    functional dropout (HF attention's `attention_dropout`)."""
     from torch import nn
 
     for module in network.modules():
-        if isinstance(module, nn.modules.dropout._DropoutNd):
+        if isinstance(module, nn.modules.dropout._DropoutNd) or type(module).__name__ == "StochasticDepth":
             module.p = 0.0
         for name, value in list(vars(module).items()):
             if isinstance(value, float) and any(word in name.lower() for word in ("dropout", "drop_prob", "drop_rate",
@@ -113,6 +133,14 @@ def _scale_learning_rates(trainable, workload) -> None:
             group["lr"] = group["lr"] * BATCH / reference
 
 
+def _fixed_masked_positions(trainable) -> None:
+    """A masked language model trains on validation's fixed pattern of masked positions: drawn, they
+    would come from torch's generator on one target and JAX's on the other."""
+    choose = getattr(trainable, "_inputs_and_labels", None)
+    if choose is not None and getattr(getattr(trainable, "size", None), "objective", None) == "masked":
+        trainable._inputs_and_labels = lambda batch, training: choose(batch, training=False)
+
+
 def losses(target_name: str, workload, size: str) -> list[float]:
     """STEPS steps of a fresh trainable (seed 0, dropout off) on one fixed synthetic batch."""
     import jax
@@ -125,6 +153,7 @@ def losses(target_name: str, workload, size: str) -> list[float]:
         trainable = workload.build(size, seed=SEED)
         for network in trainable.networks.values():
             without_dropout(network)
+        _fixed_masked_positions(trainable)
         trainable = target.prepare(trainable)
         _scale_learning_rates(trainable, workload)
         batch = target.move_batch(workload.synthetic_batch(size, BATCH, torch.Generator().manual_seed(SEED)))
@@ -142,8 +171,11 @@ def measure(model: str, size_text: str) -> CoverageRow:
     from trainspeed.targets.jaxjit.lowering import check_lowering
     from trainspeed.workloads import get_workload, resolve_size
 
+    from trainspeed.machine import Machine
+
     torch.set_num_threads(1)
     started = time.perf_counter()
+    machine = Machine.at_start()
     workload = get_workload(model)
     size = resolve_size(workload, None if size_text == "default" else size_text)
     row = CoverageRow(model=model, size=size, family=family(model), versions=_versions())
@@ -155,16 +187,23 @@ def measure(model: str, size_text: str) -> CoverageRow:
         row.programs_per_step = findings.programs_per_step
         row.lowered_for_tpu = not findings.missing_ops and not findings.host_read and findings.programs_per_step == 1
         row.eager_losses = losses("cpu:eager:fp32", workload, size)
+        torch.set_num_threads(2)
+        row.eager_losses_two_threads = losses("cpu:eager:fp32", workload, size)
+        torch.set_num_threads(1)
         row.jax_losses = losses("jax:jit:fp32", workload, size)
         scale = max(abs(row.eager_losses[0]), 1e-12)
         row.max_relative_difference = max(abs(j - e) / scale for e, j in zip(row.eager_losses, row.jax_losses))
+        row.eager_spread = max(abs(t - e) / scale for e, t in zip(row.eager_losses, row.eager_losses_two_threads))
         row.trains_as_eager = row.max_relative_difference <= TOLERANCE
+        row.trains_within_eager_spread = row.max_relative_difference <= max(TOLERANCE, SPREAD_FACTOR * row.eager_spread)
     except StepNotTraceable as error:
         row.refusal = str(error)
     except Exception as error:  # noqa: BLE001 - any other failure is this model's row
         row.refusal = f"{type(error).__name__}: {str(error).strip().splitlines()[0][:300] if str(error).strip() else ''}"
     row.covered = row.lowered_for_tpu and row.trains_as_eager
+    row.covered_by_spread = row.lowered_for_tpu and row.trains_within_eager_spread
     row.seconds = round(time.perf_counter() - started, 1)
+    row.machine = asdict(machine.at_end())
     return row
 
 
@@ -203,40 +242,65 @@ def run_one_process(model: str, size: str) -> CoverageRow:
     return CoverageRow(**json.loads(lines[-1]))
 
 
+def _percent(count: int, total: int) -> str:
+    return f"{count} of {total} ({100 * count / total:.0f}%)"
+
+
+def _machines(rows: list[CoverageRow]) -> str:
+    """The CPU, its cores and the load averages the rows were measured under."""
+    cpus = sorted({str(row.machine.get("cpu_model")) for row in rows if row.machine})
+    cores = sorted({str(row.machine.get("cores_usable")) for row in rows if row.machine})
+    loads = [value for row in rows if row.machine
+             for value in (row.machine.get("load_average_start"), row.machine.get("load_average_end")) if value is not None]
+    load = f", load average {min(loads):.1f} to {max(loads):.1f}" if loads else ""
+    return f"{', '.join(cpus)}, {', '.join(cores)} usable cores{load}"
+
+
 def markdown(rows: list[CoverageRow], command: str) -> str:
-    covered = sum(row.covered for row in rows)
+    total = len(rows)
+    lowered = sum(row.lowered_for_tpu for row in rows)
+    plain = sum(row.covered for row in rows)
+    by_spread = sum(row.covered_by_spread for row in rows)
+    moved = [row.model for row in rows if row.covered_by_spread and not row.covered]
     lines = [
         "# Models users bring, on the jax family",
         "",
-        f"Written by `{command}` from `docs/results/model_coverage.jsonl`.",
+        f"Written by `{command}` (rows: `docs/results/model_coverage.jsonl`), one process per model, on "
+        f"{_machines(rows)}.",
         "",
-        f"**{covered} of {len(rows)} models ({100 * covered / len(rows):.0f}%) lower for a TPU as one program and "
-        f"train {STEPS} steps on `jax:jit:fp32` to `cpu:eager:fp32`'s losses** (each step within {TOLERANCE:g} of the "
-        "first step's loss).",
+        f"- **Counted plainly: {_percent(plain, total)} models lower for a TPU as one program and train {STEPS} steps "
+        f"on `jax:jit:fp32` to `cpu:eager:fp32`'s losses**, each step within {TOLERANCE:g} of the first step's loss.",
+        f"- {_percent(lowered, total)} lower for a TPU as one program, with no op missing and no value read on the "
+        "host.",
+        f"- The rule, fixed before the run: a model is also counted where its jax losses lie within "
+        f"{SPREAD_FACTOR:g} times the spread of eager PyTorch's own losses on 1 and 2 torch threads (the order of "
+        f"float sums alone). Under it: {_percent(by_spread, total)}. It moves "
+        + (", ".join(f"`{model}`" for model in moved) if moved else "no model") + ".",
         "",
-        "Each model, at a small size on this CPU, was:",
+        "Each model, at a small size, was:",
         "",
         "1. traced and lowered for a TPU in bf16 (`trainspeed check --target jax:jit:bf16 --platform tpu`'s own "
         "check), which names every aten op with no JAX lowering and the model's line that called it, a value read "
         "on the host, and a program that changes from step to step;",
-        f"2. trained {STEPS} steps at batch {BATCH} on one fixed synthetic batch on `jax:jit:fp32` and on "
-        "`cpu:eager:fp32` from the same weights (seed 0), with dropout off (its masks are drawn by torch in one and "
-        "by JAX in the other), at the learning rate `train` scales to that batch from the model's reference batch "
-        "(`--lr-scaling linear`).",
+        f"2. trained {STEPS} steps at batch {BATCH} on one fixed synthetic batch on `jax:jit:fp32`, and on "
+        "`cpu:eager:fp32` under 1 and 2 torch threads, from the same weights (seed 0), with dropout off (its masks "
+        "are drawn by torch in one and by JAX in the other; a masked language model's masked positions are "
+        "validation's fixed pattern for the same reason), at the learning rate `train` scales to that batch from the "
+        "model's reference batch (`--lr-scaling linear`).",
         "",
-        "| model | size | parameters | lowers for TPU | trains as eager (max relative difference) | seconds | "
-        "refusal |",
-        "|---|---|---:|---|---|---:|---|",
+        "| model | size | parameters | lowers for TPU | jax - eager (of the first loss) | eager's own spread | "
+        "counted | seconds | refusal |",
+        "|---|---|---:|---|---:|---:|---|---:|---|",
     ]
     for row in rows:
-        lowered = "yes" if row.lowered_for_tpu else ("missing: " + ", ".join(row.missing_ops) if row.missing_ops else
-                                                      "no" if row.host_read or row.refusal else "no")
-        trained = (f"yes ({row.max_relative_difference:.1e})" if row.trains_as_eager else
-                   f"no ({row.max_relative_difference:.1e})" if row.max_relative_difference is not None else "no")
+        lowers = "yes" if row.lowered_for_tpu else ("missing: " + ", ".join(row.missing_ops) if row.missing_ops else "no")
+        difference = f"{row.max_relative_difference:.1e}" if row.max_relative_difference is not None else ""
+        spread = f"{row.eager_spread:.1e}" if row.eager_spread is not None else ""
+        counted = "yes" if row.covered else "by the rule" if row.covered_by_spread else "no"
         parameters = f"{row.parameters:,}" if row.parameters else ""
         refusal = (row.refusal or row.host_read or "").replace("|", "\\|")
-        lines.append(f"| `{row.model}` | `{row.size}` | {parameters} | {lowered} | {trained} | {row.seconds:.0f} | "
-                     f"{refusal} |")
+        lines.append(f"| `{row.model}` | `{row.size}` | {parameters} | {lowers} | {difference} | {spread} | {counted} | "
+                     f"{row.seconds:.0f} | {refusal} |")
     versions = next((row.versions for row in rows if row.versions), {})
     lines += ["", "Versions: " + ", ".join(f"{name} {version}" for name, version in versions.items()) + "."]
     return "\n".join(lines) + "\n"

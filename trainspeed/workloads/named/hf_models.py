@@ -98,10 +98,11 @@ class LanguageModelTrainable(Trainable):
         self.size = size
         self.mask_token = size.vocabulary - 1
         self.no_cache = {"use_cache": False} if "use_cache" in inspect.signature(model.forward).parameters else {}
-        """Training reads no key/value cache: a decoder whose config turns one on (GPT-2's) would build
-        it on every step, the memory of every layer's keys and values, and write it from inside
-        each layer (which a traced step cannot keep)."""
-        self.one_loss_function = size.objective == "causal" and hf_loss.install(model, size.vocabulary, self.no_cache)
+        """On the jax family the model runs without a key/value cache: a decoder whose config turns one
+        on (GPT-2's) writes it from inside each layer, which a scan over the layers cannot keep.
+        Elsewhere the config's choice stands: without a cache HF checks the positions for packed
+        sequences on the host, a read that stops a lazy XLA graph and waits for a GPU every step."""
+        self.one_loss_function = size.objective == "causal" and hf_loss.install(model, size.vocabulary, {})
         """The causal loss as one function a backend can chunk over tokens (`hf_loss`)."""
 
     def setup_optimizers(self, fused: bool = False) -> None:
@@ -114,9 +115,12 @@ class LanguageModelTrainable(Trainable):
             return tokens, tokens  # the model shifts the labels itself
         return masked_inputs(tokens, self.mask_token, random=training)
 
+    def _cache_choice(self) -> dict[str, bool]:
+        return self.no_cache if next(self.networks["lm"].parameters()).device.type == "jax" else {}
+
     def train_step(self, batch: Batch) -> torch.Tensor:
         inputs, labels = self._inputs_and_labels(batch, training=True)
-        loss = self.wrapped["lm"](input_ids=inputs, labels=labels, **self.no_cache).loss
+        loss = self.wrapped["lm"](input_ids=inputs, labels=labels, **self._cache_choice()).loss
         loss.backward()
         self.optimizers["lm"].step()
         self.optimizers["lm"].zero_grad(set_to_none=True)
@@ -126,7 +130,7 @@ class LanguageModelTrainable(Trainable):
     def eval_metrics(self, batch: Batch) -> dict[str, torch.Tensor]:
         """The model's mean loss times the tokens it is a mean over: a sum the trainer can add up."""
         inputs, labels = self._inputs_and_labels(batch, training=False)
-        loss = self.networks["lm"](input_ids=inputs, labels=labels, **self.no_cache).loss.float()
+        loss = self.networks["lm"](input_ids=inputs, labels=labels, **self._cache_choice()).loss.float()
         predicted = labels[:, 1:] if self.size.objective == "causal" else labels
         count = (predicted != -100).sum()
         return {"nats": loss * count, "tokens": count}
