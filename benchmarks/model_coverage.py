@@ -69,7 +69,8 @@ class CoverageRow:
     lowered_for_tpu: bool = False
     missing_ops: dict[str, list[str]] = field(default_factory=dict)
     """aten op -> the model's lines that called it, from the TPU lowering."""
-    host_read: str | None = None
+    untraceable: str | None = None
+    """Why the TPU lowering's trace stopped, with the model's line."""
     programs_per_step: int | None = None
     eager_losses: list[float] = field(default_factory=list)
     """Eager PyTorch on 1 torch thread."""
@@ -183,9 +184,9 @@ def measure(model: str, size_text: str) -> CoverageRow:
         trainable = workload.build(size, seed=SEED)
         row.parameters = sum(p.numel() for net in trainable.networks.values() for p in net.parameters())
         findings = check_lowering(workload, size, "bf16", "tpu", BATCH, SEED)
-        row.missing_ops, row.host_read = findings.missing_ops, findings.host_read
+        row.missing_ops, row.untraceable = findings.missing_ops, findings.untraceable
         row.programs_per_step = findings.programs_per_step
-        row.lowered_for_tpu = not findings.missing_ops and not findings.host_read and findings.programs_per_step == 1
+        row.lowered_for_tpu = not findings.missing_ops and not findings.untraceable and findings.programs_per_step == 1
         row.eager_losses = losses("cpu:eager:fp32", workload, size)
         torch.set_num_threads(2)
         row.eager_losses_two_threads = losses("cpu:eager:fp32", workload, size)
@@ -298,7 +299,7 @@ def markdown(rows: list[CoverageRow], command: str) -> str:
         spread = f"{row.eager_spread:.1e}" if row.eager_spread is not None else ""
         counted = "yes" if row.covered else "by the rule" if row.covered_by_spread else "no"
         parameters = f"{row.parameters:,}" if row.parameters else ""
-        refusal = (row.refusal or row.host_read or "").replace("|", "\\|")
+        refusal = (row.refusal or row.untraceable or "").replace("|", "\\|")
         lines.append(f"| `{row.model}` | `{row.size}` | {parameters} | {lowers} | {difference} | {spread} | {counted} | "
                      f"{row.seconds:.0f} | {refusal} |")
     versions = next((row.versions for row in rows if row.versions), {})
@@ -337,7 +338,7 @@ def main() -> None:
     for model, size in chosen:
         row = run_one_process(model, size)
         print(f"{model}: {'covered' if row.covered else 'NOT covered'} ({row.seconds:.0f} s) "
-              f"{row.refusal or row.host_read or ''}", flush=True)
+              f"{row.refusal or row.untraceable or ''}", flush=True)
         rows.append(row)
     write_atomically(arguments.out, "".join(json.dumps(asdict(row)) + "\n" for row in rows))
     if arguments.md:

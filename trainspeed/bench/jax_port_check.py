@@ -8,12 +8,28 @@ import datetime
 from typing import TYPE_CHECKING
 
 from trainspeed.bench.port_check_config import PortCheckConfig
-from trainspeed.bench.port_check_rows import FallbackOp, PortCheck, verdict
+from trainspeed.bench.port_check_rows import PORTED, FallbackOp, PortCheck
 from trainspeed.errors import UsageError
 from trainspeed.machine import Machine
 
 if TYPE_CHECKING:
+    from trainspeed.targets.jaxjit.lowering import LoweringFindings
     from trainspeed.workloads.base import Workload
+
+
+def lowering_verdict(findings: "LoweringFindings") -> str:
+    """One line: ported, or each finding. An op with no JAX lowering does not fall back to the host,
+    as an XLA device's does: the jax family has no host to fall back to."""
+    wrong = []
+    if findings.missing_ops:
+        missing = ", ".join(sorted(findings.missing_ops))
+        wrong.append(f"{len(findings.missing_ops)} op{'s' if len(findings.missing_ops) > 1 else ''} with no JAX lowering "
+                     f"({missing})")
+    if findings.programs_per_step > 1:
+        wrong.append("a program compiled again per step (a Python value that changes per step is compiled into it)")
+    if findings.untraceable:
+        wrong.append(findings.untraceable)
+    return PORTED if not wrong else "not ported: " + "; ".join(wrong)
 
 
 def run_lowering_check(config: PortCheckConfig, workload: "Workload", size: str) -> PortCheck:
@@ -31,10 +47,8 @@ def run_lowering_check(config: PortCheckConfig, workload: "Workload", size: str)
                               target.spec.options)
     fallbacks = [FallbackOp(op, 1.0, callers) for op, callers in sorted(findings.missing_ops.items())]
     recompiles = findings.programs_per_step - 1
-    host_reads = 1.0 if findings.host_read else 0.0
-    said = verdict(fallbacks, recompiles, host_reads)
-    if findings.host_read:
-        said = f"not ported: {findings.host_read}"
+    host_reads = 1.0 if findings.untraceable else 0.0
+    said = lowering_verdict(findings)
     return PortCheck(
         timestamp=timestamp, workload=workload.name, size=size, target=str(target), device_name=jaxrt.device_name(),
         batch_size=config.batch_size, warmup_steps=0, steps=2, fallback_ops=fallbacks, compiles_in_steps=recompiles,

@@ -65,7 +65,7 @@ def test_every_op_without_a_lowering_is_named_with_its_line() -> None:
     for callers in findings.missing_ops.values():
         (caller,) = callers
         assert "test_lowering_check.py:" in caller and caller.endswith(BESSEL_LINE), caller
-    assert findings.host_read is None and findings.programs_per_step == 1
+    assert findings.untraceable is None and findings.programs_per_step == 1
 
 
 def test_a_ported_step_is_ported_through_the_command(capsys, tmp_path) -> None:
@@ -104,4 +104,4 @@ def test_an_unknown_platform_is_refused(cli_error) -> None:
 def test_the_toy_workload_is_ported() -> None:
     """The toy's plain step (one Linear, SGD) lowers whole: no finding at all."""
     findings = check_lowering(ToyWorkload("plain"), "tiny", "fp32", "tpu", batch_size=8, seed=0)
-    assert not findings.missing_ops and findings.host_read is None and findings.programs_per_step == 1
+    assert not findings.missing_ops and findings.untraceable is None and findings.programs_per_step == 1

@@ -30,6 +30,27 @@ pytestmark = pytest.mark.skipif(JaxTarget.unavailable_reason() is not None,
 FEATURES, CLASSES, BATCH = 6, 3, 16
 
 
+@torch.library.custom_op("refusals_test::looped", mutates_args=())
+def looped(x: torch.Tensor) -> torch.Tensor:
+    """An op whose JAX lowering (below) is a while loop, which JAX cannot differentiate in reverse."""
+    return x * 1.5**3
+
+
+@looped.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def register_looped() -> None:
+    import jax
+    from torchax.ops import ops_registry
+
+    def lowered(x):
+        return jax.lax.while_loop(lambda carry: carry[0] < 3, lambda carry: (carry[0] + 1, carry[1] * 1.5), (0, x))[1]
+
+    ops_registry.register_torch_dispatch_op(torch.ops.refusals_test.looped.default, lowered, is_jax_function=True)
+
+
 class Classifier(Trainable):
     """One linear layer trained with AdamW (an optimizer with state); `habit` is what its step
     does that a traced program cannot."""
@@ -55,6 +76,8 @@ class Classifier(Trainable):
             grads = torch.autograd.grad(loss, list(self.networks["net"].parameters()))  # refused: grad
             for parameter, grad in zip(self.networks["net"].parameters(), grads):
                 parameter.grad = grad
+        elif self.habit == "no-derivative":
+            (loss * looped(self.wrapped["net"].bias).sum()).backward()  # refused: no-derivative
         elif self.habit != "no-backward":
             loss.backward()
         self.optimizers["net"].step()
@@ -94,6 +117,7 @@ def fixed_batch(target, seed: int = 0):
 
 def refusal(habit: str) -> str:
     """The message of the refusal of the first step of a workload with `habit`."""
+    register_looped()
     target = get_target("jax:jit:fp32")
     with pytest.raises(UsageError) as refused:
         trainable = target.build(ClassifierWorkload(habit), "tiny", 0)
@@ -110,6 +134,7 @@ def refusal(habit: str) -> str:
     ("twice", "backward() more than once"),
     ("grad", "torch.autograd.grad"),
     ("no-backward", "never calls backward()"),
+    ("no-derivative", "refusals_test.looped.default has no derivative in its JAX lowering"),
 ])
 def test_a_step_that_cannot_be_traced_is_refused_in_one_line_saying_why(habit: str, says: str) -> None:
     assert says in refusal(habit)
@@ -120,6 +145,7 @@ def test_a_step_that_cannot_be_traced_is_refused_in_one_line_saying_why(habit: s
     "item",
     "twice",
     "grad",
+    "no-derivative",
 ])
 def test_the_refusal_names_the_workloads_own_line(habit: str) -> None:
     message = refusal(habit)

@@ -185,24 +185,114 @@ def _here() -> str:
     return f" at {line}" if line else ""
 
 
-def _why(error: BaseException) -> str:
-    """What went wrong, in the words a workload's author can act on."""
+NO_DERIVATIVE_MARKERS = ("Linearization failed", "Differentiation rule for", "JVP not implemented", "VJP not implemented",
+                         "Transpose rule", "not implemented for transpose", "Reverse-mode differentiation does not work")
+"""JAX's words for an op it cannot differentiate."""
+
+
+def _op_name(func: Any) -> str:
+    if isinstance(func, torch._ops.OpOverload):
+        return f"aten::{func.overloadpacket.__name__}" if func.namespace == "aten" else str(func)
+    return getattr(func, "__name__", str(func))
+
+
+def _lowering_places() -> dict[tuple[str, str], list[tuple[int, str]]]:
+    """Each registered lowering's (file, function name) -> its first lines and ops' names: JAX
+    rebuilds the frames of a failed derivative's stack with code objects of its own, so a frame is
+    matched to a lowering by its file, name and line."""
+    from torchax.ops import ops_registry
+
+    places: dict[tuple[str, str], list[tuple[int, str]]] = {}
+    for registry in (ops_registry.all_aten_ops, ops_registry.all_torch_functions):
+        for key, operator in registry.items():
+            code = getattr(operator.func, "__code__", None)
+            if code is not None:
+                places.setdefault((code.co_filename, code.co_name), []).append((code.co_firstlineno, _op_name(key)))
+    return places
+
+
+def _op_of_frame(places: dict[tuple[str, str], list[tuple[int, str]]], frame_link: Any) -> str | None:
+    code = frame_link.tb_frame.f_code
+    candidates = [(first, name) for first, name in places.get((code.co_filename, code.co_name), [])
+                  if first <= frame_link.tb_lineno]
+    return max(candidates)[1] if candidates else None
+
+
+def _is_dispatch(frame_link: Any) -> bool:
+    code = frame_link.tb_frame.f_code
+    return code.co_name == "dispatch" and "torchax" in code.co_filename
+
+
+def traced_op(error: BaseException | None) -> str | None:
+    """The innermost torch op torchax was running where `error` arose, through the errors it was
+    raised from: the dispatch frame's `func` where the frame is live, else the lowering that frame
+    called (JAX keeps only a copy of the stack of an op whose derivative failed after the trace)."""
+    places: dict[tuple[str, str], list[tuple[int, str]]] | None = None
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        found = None
+        frame_link = error.__traceback__
+        while frame_link is not None:
+            if _is_dispatch(frame_link):
+                if "func" in frame_link.tb_frame.f_locals:
+                    found = _op_name(frame_link.tb_frame.f_locals["func"])
+                elif frame_link.tb_next is not None:
+                    places = _lowering_places() if places is None else places
+                    found = _op_of_frame(places, frame_link.tb_next) or found
+            frame_link = frame_link.tb_next
+        if found:
+            return found
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _why(error: BaseException) -> tuple[str, str]:
+    """What went wrong, in the words a workload's author can act on, and what to do about it."""
     jax, _ = _jax()
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if isinstance(error, jax.errors.ConcretizationTypeError) or "Abstract tracer value" in str(error) \
             or "concrete value" in str(error):
-        return "it reads a tensor's value on the host (.item(), float(t), bool(t) or a Python if on a tensor)"
+        return ("it reads a tensor's value on the host (.item(), float(t), bool(t) or a Python if on a tensor)",
+                "keep the step free of host reads")
     if "OperatorNotFound" in type(error).__name__ or "can only do math within the torchax" in str(error):
-        return f"torchax has no JAX lowering for an op it calls ({text[:200]})"
-    return f"{type(error).__name__}: {text[:300]}"
+        return f"torchax has no JAX lowering for an op it calls ({text[:200]})", "the op needs a lowering of the jax family"
+    if any(marker in str(error) for marker in NO_DERIVATIVE_MARKERS):
+        return (f"{traced_op(error) or 'an op'} has no derivative in its JAX lowering ({text[:160]})",
+                "the op needs a lowering of the jax family that has one")
+    return f"{type(error).__name__}: {text[:300]}", "keep the step to ops torchax lowers"
+
+
+def _frames_to_dispatch(error: BaseException) -> traceback.StackSummary:
+    """The error's frames up to torchax's first dispatch: below it runs a lowering, never the
+    workload's own code."""
+    frames, frame_link = [], error.__traceback__
+    while frame_link is not None and not _is_dispatch(frame_link):
+        frames.append((frame_link.tb_frame, frame_link.tb_lineno))
+        frame_link = frame_link.tb_next
+    return traceback.StackSummary.extract(frames)
+
+
+def _first_line_of_chain(error: BaseException | None) -> str | None:
+    """The workload's line in the error's traceback, or in those of the errors it came from (JAX
+    raises a failed derivative after the trace, with the op's own stack as its cause)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        line = refusal_line(_frames_to_dispatch(error))
+        if line:
+            return line
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def refuse_untraceable(error: BaseException, what: str) -> StepNotTraceable:
-    """One line: what failed to trace, why, and the workload's line that did it."""
-    line = refusal_line(traceback.extract_tb(error.__traceback__))
+    """One line: what failed to trace, why, the workload's line that did it, and what to do."""
+    line = _first_line_of_chain(error)
     where = f" at {line}" if line else ""
-    return StepNotTraceable(f"{what} does not trace to one JAX program{where}: {_why(error)}; "
-                            "keep the step free of host reads, or see docs/targets.md (the jax family)")
+    why, advice = _why(error)
+    return StepNotTraceable(f"{what} does not trace to one JAX program{where}: {why}; {advice} "
+                            "(docs/targets.md, the jax family)")
 
 
 _ABSENT = object()

@@ -7,8 +7,9 @@ is a trace and a lowering on this CPU:
 - every op torchax has no lowering for is noted with the workload's line that called it, and the
   trace goes on with a stand-in of the op's output shape (computed on torch's meta device), so
   one check names all of them, not only the first;
-- a value read on the host (`.item()`, a Python `if` on a tensor) ends the trace: it is named with
-  its line;
+- a value read on the host (`.item()`, a Python `if` on a tensor), or an op whose lowering has no
+  derivative, ends the trace: it is named with its line, and whether the training step or the
+  validation step stopped;
 - the step is traced twice: where the second program differs from the first, a Python value that
   changes per step is compiled in, and every step would compile again; likewise the validation
   step is lowered beside it.
@@ -20,7 +21,7 @@ import contextlib
 import hashlib
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -34,8 +35,9 @@ class LoweringFindings:
 
     missing_ops: dict[str, list[str]] = field(default_factory=dict)
     """`aten::NAME` -> the workload lines that called it (none: the backward pass or torch itself)."""
-    host_read: str | None = None
-    """Why the trace stopped at a value read on the host, with its line; None when it did not."""
+    untraceable: str | None = None
+    """Why the trace stopped (a value read on the host, an op without a derivative), with the step it
+    stopped in and the workload's line; None when it did not."""
     programs_per_step: int = 1
     """Distinct programs over two traced steps: 2 means every step compiles again."""
 
@@ -96,6 +98,19 @@ def _meta_stand_in(func: Any, functional: FunctionalStep) -> Any:
     return stand_in
 
 
+def _traced(trace: Callable[[], None], what: str) -> str | None:
+    """Run `trace`; where it stops, the refusal's one line naming `what` stopped, else None."""
+    from trainspeed.targets.jaxjit.functional import refuse_untraceable
+
+    try:
+        trace()
+    except StepNotTraceable:
+        raise
+    except Exception as error:  # noqa: BLE001 - a host read (or another trace failure) ends the trace: told in one line
+        return str(refuse_untraceable(error, what))
+    return None
+
+
 def check_lowering(workload: Workload, size: str, precision: str, platform: str, batch_size: int,
                    seed: int, options: tuple[str, ...] = ()) -> LoweringFindings:
     """Trace and lower the workload's step (and its validation sums) for `platform` (module docstring)."""
@@ -109,17 +124,15 @@ def check_lowering(workload: Workload, size: str, precision: str, platform: str,
     batch_specs = {name: jax.ShapeDtypeStruct(value.shape, value.dtype) for name, value in batch.items()}
     lrs = jax.ShapeDtypeStruct((functional.group_count,), "float32")
     digests = set()
-    with _stand_ins_for_missing_ops(functional, findings):
-        try:
-            for _ in range(2):
-                exported = jax.export.export(jax.jit(functional.train), platforms=[platform])(state_specs, batch_specs, lrs)
-                digests.add(hashlib.sha256(exported.mlir_module().encode()).hexdigest())
-            jax.export.export(jax.jit(functional.evaluate), platforms=[platform])(state_specs, batch_specs)
-        except StepNotTraceable:
-            raise
-        except Exception as error:  # noqa: BLE001 - a host read (or another trace failure) ends the trace: told in one line
-            from trainspeed.targets.jaxjit.functional import refuse_untraceable
+    def train_twice() -> None:
+        for _ in range(2):
+            exported = jax.export.export(jax.jit(functional.train), platforms=[platform])(state_specs, batch_specs, lrs)
+            digests.add(hashlib.sha256(exported.mlir_module().encode()).hexdigest())
 
-            findings.host_read = str(refuse_untraceable(error, "the step"))
+    def evaluate() -> None:
+        jax.export.export(jax.jit(functional.evaluate), platforms=[platform])(state_specs, batch_specs)
+
+    with _stand_ins_for_missing_ops(functional, findings):
+        findings.untraceable = _traced(train_twice, "its training step") or _traced(evaluate, "its validation step")
     findings.programs_per_step = max(1, len(digests))
     return findings

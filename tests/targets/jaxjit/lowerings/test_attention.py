@@ -82,7 +82,9 @@ def exported_for_tpu(dropout_p: float, tokens: int, mask: torch.Tensor | None = 
     env = environment()
 
     def attend(q, k, v):
-        with env:
+        # the step's own key, as the jax family binds one per traced step (rotating the environment's
+        # global key inside a trace would leave a tracer there)
+        with env, env.override_property(prng=jax.random.PRNGKey(0)):
             own_mask = None if mask is None else Tensor(jnp.asarray(mask.numpy()), env)
             return F.scaled_dot_product_attention(Tensor(q, env), Tensor(k, env), Tensor(v, env), attn_mask=own_mask,
                                                   dropout_p=dropout_p, is_causal=mask is None)._elem

@@ -55,3 +55,21 @@ def test_max_unpool_of_the_indices_matches_pytorch() -> None:
         return F.max_unpool2d(values, indices, 2)
 
     assert_same(pool_and_unpool, images(2, 3, 8, 8))
+
+
+@pytest.mark.parametrize("output_size", [1, 3, (2, 4), (5, 7)])
+def test_adaptive_max_pool_matches_pytorch(output_size) -> None:
+    assert_same(lambda x: F.adaptive_max_pool2d(x, output_size), images(2, 3, 9, 10))
+
+
+def test_adaptive_max_pool_indices_and_one_dimension_match_pytorch() -> None:
+    import jax.numpy as jnp
+    from torchax.tensor import Tensor
+
+    assert_same(lambda x: F.adaptive_max_pool1d(x, 4), images(2, 3, 11))
+    x = images(2, 3, 9, 10)
+    _, expected = F.adaptive_max_pool2d(x, (4, 3), return_indices=True)
+    env = environment()
+    with env:
+        _, traced = F.adaptive_max_pool2d(Tensor(jnp.asarray(x.numpy()), env), (4, 3), return_indices=True)
+    np.testing.assert_array_equal(np.asarray(traced._elem), expected.numpy())

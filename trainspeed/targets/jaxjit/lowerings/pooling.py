@@ -1,4 +1,4 @@
-"""Max pooling with a derivative.
+"""Max pooling with a derivative, and adaptive max pooling.
 
 torchax lowers `max_pool{2,3}d_with_indices` with one variadic `reduce_window` over (value, index)
 pairs, for which JAX has no derivative: any step through `F.max_pool2d` (every ResNet's stem) fails
@@ -6,6 +6,10 @@ to linearize. Here the values are JAX's `reduce_window` max, whose derivative is
 select-and-scatter (the pooling gradient TPUs and GPUs run), and the indices PyTorch also returns
 are taken from the input with its gradient stopped: integers carry no gradient, and a network that
 uses them (`MaxUnpool`) reads them as PyTorch gives them.
+
+torchax has no `adaptive_max_pool{1,2}d` at all (timm's `avgmax` and `max` heads call it). Its
+windows are PyTorch's: output cell i of n over a length L spans [floor(iL/n), ceil((i+1)L/n)). A
+rectangle's maximum is taken one axis at a time, and each cell's index from its own window.
 """
 
 from __future__ import annotations
@@ -117,6 +121,43 @@ def max_pool(spatial: int) -> Callable[..., Any]:
     return lowered
 
 
+def _adaptive_windows(size: int, cells: int) -> list[tuple[int, int]]:
+    return [((index * size) // cells, -(-((index + 1) * size) // cells)) for index in range(cells)]
+
+
+def adaptive_max_pool(spatial: int) -> Callable[..., tuple[Any, Any]]:
+    """aten's `adaptive_max_pool{1,2}d` over the last `spatial` dimensions: (values, indices)."""
+
+    def lowered(x: Any, output_size: Any) -> tuple[Any, Any]:
+        import itertools
+
+        import jax
+        import jax.numpy as jnp
+
+        cells = _per_dim(output_size, spatial, ())
+        sizes = x.shape[-spatial:]
+        windows = [_adaptive_windows(size, count) for size, count in zip(sizes, cells)]
+        values = x
+        for axis, axis_windows in enumerate(windows):
+            position = x.ndim - spatial + axis
+            values = jnp.stack([jnp.max(jax.lax.slice_in_dim(values, start, stop, axis=position), axis=position)
+                                for start, stop in axis_windows], axis=position)
+        plain = jax.lax.stop_gradient(x)
+        lead = x.shape[:-spatial]
+        indices = []
+        for cell in itertools.product(*windows):
+            region = plain[(...,) + tuple(slice(start, stop) for start, stop in cell)]
+            local = jnp.argmax(region.reshape(lead + (-1,)), axis=-1)
+            coordinates = jnp.unravel_index(local, tuple(stop - start for start, stop in cell))
+            flat = jnp.zeros_like(local)
+            for (start, _), coordinate, size in zip(cell, coordinates, sizes):
+                flat = flat * size + start + coordinate
+            indices.append(flat)
+        return values, jnp.stack(indices, axis=-1).reshape(values.shape).astype(jnp.int32)
+
+    return lowered
+
+
 def lowerings() -> dict[Any, Any]:
     """aten op -> its JAX function."""
     import torch
@@ -124,4 +165,5 @@ def lowerings() -> dict[Any, Any]:
     aten = torch.ops.aten
     return {aten.max_pool2d_with_indices.default: max_pool_with_indices(2),
             aten.max_pool3d_with_indices.default: max_pool_with_indices(3),
-            aten.max_pool1d.default: max_pool(1), aten.max_pool2d.default: max_pool(2), aten.max_pool3d.default: max_pool(3)}
+            aten.max_pool1d.default: max_pool(1), aten.max_pool2d.default: max_pool(2), aten.max_pool3d.default: max_pool(3),
+            aten.adaptive_max_pool2d.default: adaptive_max_pool(2), aten.adaptive_max_pool1d.default: adaptive_max_pool(1)}
