@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The models users bring, on one TPU v5e chip: each exported here for the TPU (bf16, scan-layers, and
+# remat where a model's memory needs it; parameters drawn on the device), then benched there, with the
+# hand-written JAX peers of GPT-2 and ViT-S/16 (benchmarks/reference/jax_transformers.py) in the same run.
+#   bash benchmarks/tpu_models.sh export            here: .tpu/models/NAME for every model below (skips a folder
+#                                                   already made), and the wheels that host lacks in .whl-tpu/
+#   bash benchmarks/tpu_models.sh bench OUT [NAMES] on the TPU host, from the repository root: each folder (or
+#                                                   the comma-separated NAMES) under its own time limit, one run
+#                                                   id, rows into OUT/tpu_models.jsonl, the log stamped by time
+#   bash benchmarks/tpu_models.sh peers OUT         on the TPU host: the JAX peers of gpt2 and vit_s16
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TRAINSPEED=${TRAINSPEED:-.venv/bin/trainspeed}
+# name | workload | size | target | batch sizes | time limit on the chip (s)
+MODELS="
+gpt2|hf:gpt2|base,attn_pdrop=0,embd_pdrop=0,resid_pdrop=0|jax:jit:bf16:scan-layers+remat|8,16,32|200
+vit_s16|timm:vit_small_patch16_224|base,opt=adamw|jax:jit:bf16:scan-layers|64,256|150
+resnet50|timm:resnet50|base|jax:jit:bf16:scan-layers|128,256|180
+mahjong_base|mahjong|base-fast+attn-fused-qkv+flat-tokens|jax:jit:bf16:scan-layers|256,1024|120
+mahjong_base_unscanned|mahjong|base-fast+attn-fused-qkv+flat-tokens|jax:jit:bf16|256,1024|120
+bert|hf:bert|base,attention_probs_dropout_prob=0,hidden_dropout_prob=0|jax:jit:bf16:scan-layers|16,32|120
+llama_300m|hf:llama|base,hidden_size=1024,num_hidden_layers=16,num_attention_heads=16,num_key_value_heads=16,intermediate_size=2816,vocab_size=32000,max_position_embeddings=1024,seq=1024|jax:jit:bf16:scan-layers+remat|8,16|180
+llama_1b|hf:llama|base,hidden_size=2048,num_hidden_layers=22,num_attention_heads=32,num_key_value_heads=4,intermediate_size=5632,vocab_size=32000,max_position_embeddings=1024,seq=1024|jax:jit:bf16:scan-layers+remat+bf16-state|4,8|240
+convnext_tiny|timm:convnext_tiny|base,opt=adamw|jax:jit:bf16:scan-layers|64,128|150
+efficientnet_b0|timm:efficientnet_b0|base|jax:jit:bf16:scan-layers|128,256|150
+deit_small|timm:deit_small_patch16_224|base,opt=adamw|jax:jit:bf16:scan-layers|64,256|120
+mobilenetv3|timm:mobilenetv3_large_100|base|jax:jit:bf16:scan-layers|128,256|120
+swin_tiny|timm:swin_tiny_patch4_window7_224|base,opt=adamw|jax:jit:bf16:scan-layers|64,128|150
+"
+fields() { echo "$MODELS" | grep "^$1|" | cut -d'|' -f"$2"; }
+names() { echo "$MODELS" | grep -v '^$' | cut -d'|' -f1; }
+
+export_all() {
+    mkdir -p .tpu/models
+    for name in $(names); do
+        [ -e ".tpu/models/$name" ] || "$TRAINSPEED" export --platform tpu --initial-state drawn \
+            --workload "$(fields "$name" 2)" --size "$(fields "$name" 3)" --target "$(fields "$name" 4)" \
+            --batch-sizes "$(fields "$name" 5)" --out ".tpu/models/$name"
+    done
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --implementation cp \
+        --platform manylinux2014_x86_64 -d .whl-tpu dacite==1.9.2 flatbuffers==25.12.19 optax==0.2.8 absl-py==2.5.1 \
+        psutil==7.2.2
+}
+
+stamp() { while IFS= read -r line; do printf '%(%H:%M:%S)T %s\n' -1 "$line"; done; }
+
+bench_all() {
+    local out=$1 chosen=${2:-$(names | paste -sd,)}
+    mkdir -p "$out"
+    source benchmarks/tpu_host.sh
+    local run="tpu-models-$(date -u +%Y%m%dT%H%M%S)"
+    for name in ${chosen//,/ }; do
+        timeout --kill-after=5 "$(fields "$name" 6)" python3 -m trainspeed bench --exported ".tpu/models/$name" \
+            --run-id "$run" --no-plot --windows 3 --min-window-s 0.3 --out "$out/tpu_models.jsonl" 2>&1 | stamp \
+            || echo "$name: stopped after at most $(fields "$name" 6) s (exit $?)" | stamp
+    done
+}
+
+peers() {
+    local out=$1
+    mkdir -p "$out"
+    source benchmarks/tpu_host.sh
+    local run="tpu-peers-$(date -u +%Y%m%dT%H%M%S)"
+    for pair in gpt2:gpt2 vit_s16:vit_s16; do
+        local model=${pair%%:*} folder=${pair##*:}
+        timeout --kill-after=5 "$(fields "$folder" 6)" python3 benchmarks/reference/jax_transformers.py --model "$model" \
+            --device tpu --precision bf16 --batch-sizes "$(fields "$folder" 5)" \
+            --flops-from ".tpu/models/$folder/manifest.json" --run-id "$run" --out "$out/tpu_models.jsonl" 2>&1 | stamp \
+            || echo "$model peer: stopped (exit $?)" | stamp
+    done
+}
+
+case ${1:-} in
+    export) export_all ;;
+    bench) bench_all "${2:?OUT}" "${3:-}" ;;
+    peers) peers "${2:?OUT}" ;;
+    *) echo "usage: bash benchmarks/tpu_models.sh export | bench OUT [NAMES] | peers OUT" >&2; exit 2 ;;
+esac
