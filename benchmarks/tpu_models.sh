@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 TRAINSPEED=${TRAINSPEED:-.venv/bin/trainspeed}
 # name | workload | size | target | batch sizes | time limit on the chip (s)
 MODELS="
-gpt2|hf:gpt2|base,attn_pdrop=0,embd_pdrop=0,resid_pdrop=0|jax:jit:bf16:scan-layers+remat|8,16,32|200
+gpt2|hf:gpt2|base,attn_pdrop=0,embd_pdrop=0,resid_pdrop=0|jax:jit:bf16:scan-layers+remat|8,16|200
+gpt2_full|hf:gpt2|base,attn_pdrop=0,embd_pdrop=0,resid_pdrop=0|jax:jit:bf16:scan-layers+remat-full|16,32|200
 vit_s16|timm:vit_small_patch16_224|base,opt=adamw|jax:jit:bf16:scan-layers|64,256|150
 resnet50|timm:resnet50|base|jax:jit:bf16:scan-layers|128,256|180
 mahjong_base|mahjong|base-fast+attn-fused-qkv+flat-tokens|jax:jit:bf16:scan-layers|256,1024|120
@@ -35,7 +36,7 @@ export_all() {
     for name in $(names); do
         [ -e ".tpu/models/$name" ] || "$TRAINSPEED" export --platform tpu --initial-state drawn \
             --workload "$(fields "$name" 2)" --size "$(fields "$name" 3)" --target "$(fields "$name" 4)" \
-            --batch-sizes "$(fields "$name" 5)" --out ".tpu/models/$name"
+            --batch-sizes "$(fields "$name" 5)" --batch-rows 8 --out ".tpu/models/$name"
     done
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --implementation cp \
         --platform manylinux2014_x86_64 -d .whl-tpu dacite==1.9.2 flatbuffers==25.12.19 optax==0.2.8 absl-py==2.5.1 \
@@ -61,7 +62,7 @@ peers() {
     mkdir -p "$out"
     source benchmarks/tpu_host.sh
     local run="tpu-peers-$(date -u +%Y%m%dT%H%M%S)"
-    for pair in gpt2:gpt2 vit_s16:vit_s16; do
+    for pair in gpt2:gpt2_full vit_s16:vit_s16; do
         local model=${pair%%:*} folder=${pair##*:}
         timeout --kill-after=5 "$(fields "$folder" 6)" python3 benchmarks/reference/jax_transformers.py --model "$model" \
             --device tpu --precision bf16 --batch-sizes "$(fields "$folder" 5)" \

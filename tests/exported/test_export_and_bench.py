@@ -196,3 +196,21 @@ def test_export_refuses_what_it_cannot_export(tmp_path, cli_error, flags, says) 
     out = tmp_path / "new"
     assert says in cli_error(*EXPORT, *flags, "--out", str(out))
     assert not out.exists()
+
+
+def test_a_folder_with_fewer_batch_rows_benches_larger_sizes_on_its_rows_repeated(tmp_path) -> None:
+    """`export --batch-rows 3` carries 3 samples (a folder of 224 px images would otherwise carry
+    every sample of its largest size); the bench of batch 16 steps on them repeated in order."""
+    from trainspeed.exported.load import ExportedSteps
+
+    folder = tmp_path / "few-rows"
+    assert main([*EXPORT, "--batch-rows", "3", "--out", str(folder)]) == 0
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["batch_rows"] == 3
+    steps = ExportedSteps.open(folder)
+    columns, stored = steps.host_batch(16), steps.host_batch(3)
+    for column, rows in zip(columns, stored):
+        assert len(column) == 16 and (column[3:6] == rows).all() and (column[15] == rows[0]).all()
+    assert main(_bench(folder, tmp_path, "--batch-sizes", "16")) == 0
+    (row,) = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert row["status"] == "ok" and row["batch_size"] == 16

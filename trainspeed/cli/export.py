@@ -37,6 +37,10 @@ def add_export_command(subparsers: argparse._SubParsersAction) -> None:
                         help="train each batch size above N in micro-batches of N samples, one after another in the "
                         "program, their gradients accumulated before one update: a batch larger than the device's "
                         "memory holds (N must divide every larger batch size; default: each batch whole)")
+    parser.add_argument("--batch-rows", type=POSITIVE.parser(int), default=None, metavar="N",
+                        help="samples of the synthetic batch the folder carries for `bench --exported` (default: the "
+                        "largest batch size); a larger batch size repeats them in order (224 px images take 150 KB a "
+                        "sample, which a size of 256 makes 38 MB)")
     parser.add_argument("--seed", type=seed_value, default=0, help="seed of the model and the exported batch")
     parser.add_argument("--out", type=Path, required=True, help="a new folder to write")
     parser.set_defaults(handler=run_export)
@@ -48,7 +52,7 @@ def run_export(args: argparse.Namespace) -> int:
     manifest = export_steps(args.workload, args.size, args.target, args.platform, list(args.batch_sizes), args.out,
                             seed=args.seed, command=args.command_line,
                             initial_state=args.initial_state, noise_scale_micro_batches=args.noise_scale_micro_batches,
-                            micro_batch_size=args.micro_batch_size)
+                            micro_batch_size=args.micro_batch_size, batch_rows=args.batch_rows)
     sizes = ",".join(str(size) for size in manifest.batch_sizes)
     print(f"exported {manifest.workload}/{manifest.size} {manifest.target} for {','.join(manifest.platforms)}: "
           f"batch sizes {sizes}, {len(manifest.state)} state leaves"

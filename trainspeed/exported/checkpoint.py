@@ -19,6 +19,7 @@ import dacite
 import numpy as np
 
 from trainspeed.atomic import atomic_write_bytes
+from trainspeed.exported.stored_arrays import storable
 from trainspeed.errors import UsageError
 from trainspeed.user_files import FileRefused, read_regular
 from trainspeed.user_json import parse_json
@@ -51,7 +52,7 @@ def checkpoint_path(run_dir: Path, step: int) -> Path:
 
 def save_checkpoint(run_dir: Path, leaves: list[Any], position: Position, keep: int) -> Path:
     """Write the checkpoint of `position.step`, then drop all but the newest `keep` (0: keep all)."""
-    arrays = {f"leaf{index:05d}": np.asarray(leaf) for index, leaf in enumerate(leaves)}
+    arrays = {f"leaf{index:05d}": storable(leaf) for index, leaf in enumerate(leaves)}
     arrays[POSITION_KEY] = np.frombuffer(json.dumps(position.__dict__).encode(), dtype=np.uint8)
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)

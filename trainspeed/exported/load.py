@@ -11,6 +11,7 @@ from typing import Any
 
 from trainspeed import jaxrt
 from trainspeed.errors import UsageError
+from trainspeed.exported.stored_arrays import restored
 from trainspeed.exported.manifest import (
     BATCH_FILE,
     STATE_FILE,
@@ -64,6 +65,7 @@ class ExportedSteps:
         for index, leaf in enumerate(self.manifest.state):
             if leaf.source == "file":
                 array = arrays.get(f"leaf{index:05d}")
+                array = None if array is None else restored(array, leaf.dtype)
                 if array is None or list(array.shape) != leaf.shape or str(array.dtype) != leaf.dtype:
                     raise UsageError(f"--exported {self.folder}/{STATE_FILE}: leaf {leaf.name} is not the manifest's "
                                      f"{leaf.dtype}{leaf.shape}; export the step again")
@@ -81,18 +83,22 @@ class ExportedSteps:
         return leaves
 
     def host_batch(self, batch_size: int) -> list[Any]:
-        """The exported synthetic batch's first `batch_size` samples, as host arrays in column order."""
+        """The exported synthetic batch's first `batch_size` samples, as host arrays in column order;
+        a batch size above the samples it holds (`export --batch-rows`) repeats them in order."""
+        import numpy as np
+
         arrays = self._npz(BATCH_FILE, self.manifest.batch_sha256)
-        if batch_size > self.manifest.batch_rows:
-            raise UsageError(f"--exported {self.folder}: its batch holds {self.manifest.batch_rows} samples, "
-                             f"fewer than batch size {batch_size}")
         columns = []
         for column in self.manifest.columns:
             array = arrays.get(column.name)
             if array is None or list(array.shape[1:]) != column.sample_shape or str(array.dtype) != column.dtype:
                 raise UsageError(f"--exported {self.folder}/{BATCH_FILE}: column {column.name} is not the "
                                  f"manifest's {column.dtype}{column.sample_shape}; export the step again")
-            columns.append(array[:batch_size])
+            if len(array) == 0:
+                raise UsageError(f"--exported {self.folder}/{BATCH_FILE}: column {column.name} holds no sample; "
+                                 "export the step again")
+            repeats = -(-batch_size // len(array))
+            columns.append((np.concatenate([array] * repeats) if repeats > 1 else array)[:batch_size])
         return columns
 
     def _npz(self, name: str, sha256: str) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from typing import Any
 from trainspeed import jaxrt
 from trainspeed.atomic import append_line, atomic_write_bytes, atomic_write_text, check_writable_directory
 from trainspeed.errors import UsageError
+from trainspeed.exported.stored_arrays import restored
 from trainspeed.exported.checkpoint import CHECKPOINT_DIR, Position, checkpoints, load_checkpoint, save_checkpoint
 from trainspeed.exported.data import ShardSet
 from trainspeed.exported.load import ExportedSteps
@@ -258,6 +259,7 @@ class ExportedRun:
             self.state = self.steps.initial_state()
             return
         leaves, position = load_checkpoint(found[-1], len(self.manifest.state))
+        leaves = [restored(array, leaf.dtype) for leaf, array in zip(self.manifest.state, leaves)]
         if position.manifest_sha256 != self.manifest_sha256 or position.batch_size != self.plan.batch_size \
                 or position.seed != self.config.seed:
             raise UsageError(f"train --resume: {found[-1]} was made with another export, batch size or seed "

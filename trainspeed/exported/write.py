@@ -28,6 +28,7 @@ import torch
 from trainspeed import jaxrt
 from trainspeed.atomic import current_umask
 from trainspeed.errors import UsageError
+from trainspeed.exported.stored_arrays import storable
 from trainspeed.exported.manifest import (
     BATCH_FILE,
     FORMAT,
@@ -58,13 +59,20 @@ DRAWN_FROM_ELEMENTS = 4096
 smaller ones (biases, norms' scales) travel in the file as built."""
 
 
+def _is_floating(dtype: Any) -> bool:
+    """numpy's floating types and JAX's bfloat16 (ml_dtypes' bfloat16, which numpy does not call floating)."""
+    import jax.numpy as jnp
+
+    return bool(jnp.issubdtype(dtype, jnp.floating))
+
+
 def _leaf(name: str, value: Any, initial_state: str) -> Leaf:
     """A state leaf's manifest entry: where its initial value comes from (`Leaf`)."""
     array = np.asarray(value)
     entry = Leaf(name, list(array.shape), str(array.dtype))
     if name.startswith("optim/") and not array.any():
         return dataclasses.replace(entry, source="zeros")
-    if initial_state == "file" or array.size < DRAWN_FROM_ELEMENTS or not np.issubdtype(array.dtype, np.floating):
+    if initial_state == "file" or array.size < DRAWN_FROM_ELEMENTS or not _is_floating(array.dtype):
         return entry
     as_float = array.astype(np.float64)
     if (as_float == as_float.flat[0]).all():
@@ -167,7 +175,7 @@ def _flat_eval(functional: FunctionalStep, names: list[str], columns: list[str],
 
 def _npz(arrays: dict[str, np.ndarray]) -> bytes:
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, **arrays)
+    np.savez_compressed(buffer, **{key: storable(array) for key, array in arrays.items()})
     return buffer.getvalue()
 
 
@@ -240,11 +248,13 @@ def _data_split(workload: Any) -> DataSplit | None:
 
 def export_steps(workload_name: str, size: str | None, target_name: str, platform: str, batch_sizes: list[int],
                  out: Path, seed: int = 0, command: str | None = None, initial_state: str = "file",
-                 noise_scale_micro_batches: int = 1, micro_batch_size: int | None = None) -> Manifest:
+                 noise_scale_micro_batches: int = 1, micro_batch_size: int | None = None,
+                 batch_rows: int | None = None) -> Manifest:
     """Write the folder `out` (which must not exist) and return its manifest; with
     `noise_scale_micro_batches` k > 1, each batch size's step in k slices too (`SlicedProgram`),
     for the noise-scale meter of `train --exported`; with `micro_batch_size` n, each batch size
-    above n trains in micro-batches of n samples, its gradient accumulated before one update."""
+    above n trains in micro-batches of n samples, its gradient accumulated before one update; with
+    `batch_rows`, the synthetic batch holds that many samples (a bench of a larger size repeats them)."""
     import jax
 
     if initial_state not in INITIAL_STATES:
@@ -267,7 +277,8 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
     names = sorted(state)
     networks = list(functional.trainable.optimizers)
     largest = max(batch_sizes)
-    host_batch = host_batch_arrays(workload.synthetic_batch(size, largest, torch.Generator().manual_seed(seed)))
+    rows = min(largest, batch_rows or largest)
+    host_batch = host_batch_arrays(workload.synthetic_batch(size, rows, torch.Generator().manual_seed(seed)))
     columns = list(host_batch)
     state_specs = [jax.ShapeDtypeStruct(state[name].shape, state[name].dtype) for name in names]
     lrs_spec = jax.ShapeDtypeStruct((functional.group_count,), "float32")
@@ -327,7 +338,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
         state=leaves,
         programs=programs, optimizer_groups=_optimizer_groups(functional),
         lr_reference_batch=reference_batch(workload), eval_metrics=metric_names,
-        batch_rows=largest, state_sha256=sha256_of(files[STATE_FILE]), batch_sha256=sha256_of(files[BATCH_FILE]),
+        batch_rows=rows, state_sha256=sha256_of(files[STATE_FILE]), batch_sha256=sha256_of(files[BATCH_FILE]),
         jax_version=jax.__version__,
         versions={"jax": jaxrt.versions(), "torchax": torchax.__version__, "torch": torch.__version__,
                   "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")},

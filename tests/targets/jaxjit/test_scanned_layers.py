@@ -70,7 +70,7 @@ def trained(target_name: str, pieces) -> tuple[list[float], dict, object]:
     return losses, trainable.state_dict(), trainable
 
 
-@pytest.mark.parametrize("options", ["scan-layers", "scan-layers+remat"])
+@pytest.mark.parametrize("options", ["scan-layers", "scan-layers+remat", "scan-layers+remat-full"])
 def test_scanned_layers_train_as_the_unrolled_step(options: str) -> None:
     pieces = workload()
     plain_losses, plain_state, _ = trained("jax:jit:fp32", pieces)
@@ -99,3 +99,8 @@ def test_a_loop_that_changes_the_hidden_state_between_layers_is_refused_in_one_l
 def test_remat_without_scan_layers_is_refused_in_one_line() -> None:
     with pytest.raises(UsageError, match="give it with scan-layers"):
         trained("jax:jit:fp32:remat", workload())
+
+
+def test_two_recompute_policies_are_refused_in_one_line() -> None:
+    with pytest.raises(UsageError, match="two recompute policies"):
+        trained("jax:jit:fp32:scan-layers+remat+remat-full", workload())

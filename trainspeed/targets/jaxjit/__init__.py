@@ -40,9 +40,10 @@ class JaxTarget(Target):
     """Batches and losses are host tensors until `move_batch` puts them on the JAX device."""
     modes = ("jit",)
     precisions = ("fp32", "bf16")
-    options = ("scan-layers", "remat", "bf16-state")
+    options = ("scan-layers", "remat", "remat-full", "bf16-state")
     """`scan-layers`: a network's repeated layers traced once, as one scan (`scanned_layers`);
     `remat`: with it, each scanned layer recomputed in the backward pass but for its matmuls;
+    `remat-full`: each scanned layer recomputed whole from its input;
     `bf16-state` (with bf16): parameters and optimizer states held in bfloat16."""
     data_parallel = "single"
     supports_multi_node = False

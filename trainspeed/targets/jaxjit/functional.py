@@ -409,13 +409,16 @@ class FunctionalStep:
 
     def _layer_scanner(self, options: tuple[str, ...]) -> "scanned_layers.Scanner | None":
         """The scanner of repeated layers where the target asks for it (`scanned_layers`)."""
-        if "remat" in options and "scan-layers" not in options:
-            raise UsageError("the remat option recomputes inside each scanned layer: give it with scan-layers "
-                             "(jax:jit:bf16:scan-layers+remat)")
+        policies = [option for option in options if option in scanned_layers.REMAT_POLICIES]
+        if policies and "scan-layers" not in options:
+            raise UsageError(f"the {policies[0]} option recomputes inside each scanned layer: give it with scan-layers "
+                             f"(jax:jit:bf16:scan-layers+{policies[0]})")
+        if len(policies) > 1:
+            raise UsageError(f"the options {' and '.join(policies)} are two recompute policies: give one")
         if "scan-layers" not in options:
             return None
         scanned_layers.install(self.trainable.networks)
-        return scanned_layers.Scanner(self.env, remat="remat" in options)
+        return scanned_layers.Scanner(self.env, remat=policies[0] if policies else None)
 
     def _state_in_bf16(self, options: tuple[str, ...]) -> None:
         """The `bf16-state` option: floating parameters held in bfloat16, and with them the

@@ -1,6 +1,6 @@
 """A network's repeated layers traced once, as one `lax.scan` over their stacked weights (the jax
 family's `scan-layers` option), and recomputed in the backward pass except for their matmuls'
-outputs (`remat`).
+outputs (`remat`) or whole from each layer's input (`remat-full`).
 
 XLA compiles an unrolled stack of N identical blocks N times over: hf:gpt2's step took 79 s to
 compile on a TPU v5e. A scan compiles the block once, as torchprime's and MaxText's scanned models
@@ -48,13 +48,19 @@ class ScanRefused(UsageError):
     """The model's loop over its layers cannot be traced as one scan (the module docstring's rules)."""
 
 
+REMAT_POLICIES = {"remat": "dots_with_no_batch_dims_saveable", "remat-full": "nothing_saveable"}
+"""Option -> the `jax.checkpoint_policies` policy each scanned layer is recomputed under: `remat`
+keeps the outputs of the matmuls with weights (recomputing normalizations, activations and
+attention's products); `remat-full` keeps only each layer's input."""
+
+
 @dataclass
 class Scanner:
-    """What a trace needs to scan a run: torchax's environment, whether to recompute, and the
-    count of runs scanned so far (rows and tests read it)."""
+    """What a trace needs to scan a run: torchax's environment, the recompute policy (None: keep
+    what XLA keeps), and the count of runs scanned so far (rows and tests read it)."""
 
     env: Any
-    remat: bool
+    remat: str | None = None
     runs_scanned: int = 0
     layers_scanned: int = 0
 
@@ -292,7 +298,8 @@ def scan_run(layers: list[nn.Module], arguments: tuple[Any, ...], keywords: dict
         return (next_hidden._elem, env.param.prng), (stacked_outputs, buffers)
 
     if scanner.remat:
-        body = jax.checkpoint(body, prevent_cse=False, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
+        body = jax.checkpoint(body, prevent_cse=False, policy=getattr(jax.checkpoint_policies,
+                                                                      REMAT_POLICIES[scanner.remat]))
     outer_key = env.param.prng
     (last, key), (per_layer, buffers) = jax.lax.scan(body, (hidden._elem, outer_key), stacked)
     env.param.prng = key
