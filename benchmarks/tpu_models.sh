@@ -13,20 +13,20 @@ cd "$(dirname "$0")/.."
 TRAINSPEED=${TRAINSPEED:-.venv/bin/trainspeed}
 # name | workload | size | target | batch sizes | time limit on the chip (s)
 MODELS="
-gpt2|hf:gpt2|base,attn_pdrop=0,embd_pdrop=0,resid_pdrop=0|jax:jit:bf16:scan-layers+remat|8,16|200
-gpt2_full|hf:gpt2|base,attn_pdrop=0,embd_pdrop=0,resid_pdrop=0|jax:jit:bf16:scan-layers+remat-full|16,32|200
-vit_s16|timm:vit_small_patch16_224|base,opt=adamw|jax:jit:bf16:scan-layers|64,256|150
-resnet50|timm:resnet50|base|jax:jit:bf16:scan-layers|128,256|180
-mahjong_base|mahjong|base-fast+attn-fused-qkv+flat-tokens|jax:jit:bf16:scan-layers|256,1024|120
+gpt2|hf:gpt2|base,attn_pdrop=0,embd_pdrop=0,resid_pdrop=0|jax:jit:bf16:scan-layers+remat|8,16|150
+gpt2_full|hf:gpt2|base,attn_pdrop=0,embd_pdrop=0,resid_pdrop=0|jax:jit:bf16:scan-layers+remat-full|16,32|150
+vit_s16|timm:vit_small_patch16_224|base,opt=adamw|jax:jit:bf16:scan-layers+remat|64,256|120
+resnet50|timm:resnet50|base|jax:jit:bf16:scan-layers+remat|128,256|180
+mahjong_base|mahjong|base-fast+attn-fused-qkv+flat-tokens|jax:jit:bf16:scan-layers+remat|256,1024|120
 mahjong_base_unscanned|mahjong|base-fast+attn-fused-qkv+flat-tokens|jax:jit:bf16|256,1024|120
-bert|hf:bert|base,attention_probs_dropout_prob=0,hidden_dropout_prob=0|jax:jit:bf16:scan-layers|16,32|120
+bert|hf:bert|base,attention_probs_dropout_prob=0,hidden_dropout_prob=0|jax:jit:bf16:scan-layers+remat|16,32|120
 llama_300m|hf:llama|base,hidden_size=1024,num_hidden_layers=16,num_attention_heads=16,num_key_value_heads=16,intermediate_size=2816,vocab_size=32000,max_position_embeddings=1024,seq=1024|jax:jit:bf16:scan-layers+remat|8,16|180
 llama_1b|hf:llama|base,hidden_size=2048,num_hidden_layers=22,num_attention_heads=32,num_key_value_heads=4,intermediate_size=5632,vocab_size=32000,max_position_embeddings=1024,seq=1024|jax:jit:bf16:scan-layers+remat+bf16-state|4,8|240
-convnext_tiny|timm:convnext_tiny|base,opt=adamw|jax:jit:bf16:scan-layers|64,128|150
-efficientnet_b0|timm:efficientnet_b0|base|jax:jit:bf16:scan-layers|128,256|150
-deit_small|timm:deit_small_patch16_224|base,opt=adamw|jax:jit:bf16:scan-layers|64,256|120
-mobilenetv3|timm:mobilenetv3_large_100|base|jax:jit:bf16:scan-layers|128,256|120
-swin_tiny|timm:swin_tiny_patch4_window7_224|base,opt=adamw|jax:jit:bf16:scan-layers|64,128|150
+convnext_tiny|timm:convnext_tiny|base,opt=adamw|jax:jit:bf16:scan-layers+remat|64,128|150
+efficientnet_b0|timm:efficientnet_b0|base|jax:jit:bf16:scan-layers+remat|128,256|150
+deit_small|timm:deit_small_patch16_224|base,opt=adamw|jax:jit:bf16:scan-layers+remat|64,256|120
+mobilenetv3|timm:mobilenetv3_large_100|base|jax:jit:bf16:scan-layers+remat|128,256|120
+swin_tiny|timm:swin_tiny_patch4_window7_224|base,opt=adamw|jax:jit:bf16:scan-layers+remat|64,128|150
 "
 fields() { echo "$MODELS" | grep "^$1|" | cut -d'|' -f"$2"; }
 names() { echo "$MODELS" | grep -v '^$' | cut -d'|' -f1; }

@@ -59,3 +59,16 @@ def test_a_small_peer_s_step_trains(name: str) -> None:
         losses.append(float(loss))
     assert all(math.isfinite(value) for value in losses) and losses[-1] < losses[0], losses
     assert peer.measure(small, 2, "fp32", WindowPlan(warmup_steps=1, windows=1, min_window_s=0.01), 0).window_s
+
+
+@pytest.mark.e2e
+def test_the_peer_imports_no_torch(tmp_path) -> None:
+    """It runs on the TPU host, where no torch is: its imports (trainspeed's rows, its lowerings'
+    files) must not reach torch."""
+    import subprocess
+
+    from without_torch import script_without_torch
+
+    done = subprocess.run(script_without_torch("benchmarks/reference/jax_transformers.py", "--help"),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "--flops-from" in done.stdout, done.stderr[-2000:]
