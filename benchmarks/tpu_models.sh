@@ -7,7 +7,9 @@
 #   bash benchmarks/tpu_models.sh bench OUT [NAMES] on the TPU host, from the repository root: each folder (or
 #                                                   the comma-separated NAMES) under its own time limit, one run
 #                                                   id, rows into OUT/tpu_models.jsonl, the log stamped by time
-#   bash benchmarks/tpu_models.sh peers OUT         on the TPU host: the JAX peers of gpt2 and vit_s16
+#   RUN=ID names one run id for both (a ratio pairs rows of one run)
+#   bash benchmarks/tpu_models.sh peers OUT [NAMES] on the TPU host: the JAX peers of gpt2 and vit_s16 (or NAMES),
+#                                                   each at its trainspeed folder's batch sizes and FLOPs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TRAINSPEED=${TRAINSPEED:-.venv/bin/trainspeed}
@@ -16,6 +18,7 @@ MODELS="
 gpt2|hf:gpt2|base,attn_pdrop=0,embd_pdrop=0,resid_pdrop=0|jax:jit:bf16:scan-layers+remat|8,16|150
 gpt2_full|hf:gpt2|base,attn_pdrop=0,embd_pdrop=0,resid_pdrop=0|jax:jit:bf16:scan-layers+remat-full|16,32|150
 vit_s16|timm:vit_small_patch16_224|base,opt=adamw|jax:jit:bf16:scan-layers+remat|64,256|120
+vit_s16_unscanned|timm:vit_small_patch16_224|base,opt=adamw|jax:jit:bf16|64,256|120
 resnet50|timm:resnet50|base|jax:jit:bf16:scan-layers+remat|128,256|180
 mahjong_base|mahjong|base-fast+attn-fused-qkv+flat-tokens|jax:jit:bf16:scan-layers+remat|256,1024|120
 mahjong_base_unscanned|mahjong|base-fast+attn-fused-qkv+flat-tokens|jax:jit:bf16|256,1024|120
@@ -49,7 +52,7 @@ bench_all() {
     local out=$1 chosen=${2:-$(names | paste -sd,)}
     mkdir -p "$out"
     source benchmarks/tpu_host.sh
-    local run="tpu-models-$(date -u +%Y%m%dT%H%M%S)"
+    local run=${RUN:-tpu-models-$(date -u +%Y%m%dT%H%M%S)}
     for name in ${chosen//,/ }; do
         timeout --kill-after=5 "$(fields "$name" 6)" python3 -m trainspeed bench --exported ".tpu/models/$name" \
             --run-id "$run" --no-plot --windows 3 --min-window-s 0.3 --out "$out/tpu_models.jsonl" 2>&1 | stamp \
@@ -58,11 +61,13 @@ bench_all() {
 }
 
 peers() {
-    local out=$1
+    local out=$1 chosen=${2:-gpt2,vit_s16}
     mkdir -p "$out"
     source benchmarks/tpu_host.sh
-    local run="tpu-peers-$(date -u +%Y%m%dT%H%M%S)"
-    for pair in gpt2:gpt2_full vit_s16:vit_s16; do
+    local run=${RUN:-tpu-peers-$(date -u +%Y%m%dT%H%M%S)}
+    declare -A folder_of=([gpt2]=gpt2_full [vit_s16]=vit_s16)
+    for model in ${chosen//,/ }; do
+        local pair=$model:${folder_of[$model]}
         local model=${pair%%:*} folder=${pair##*:}
         timeout --kill-after=5 "$(fields "$folder" 6)" python3 benchmarks/reference/jax_transformers.py --model "$model" \
             --device tpu --precision bf16 --batch-sizes "$(fields "$folder" 5)" \
@@ -74,6 +79,6 @@ peers() {
 case ${1:-} in
     export) export_all ;;
     bench) bench_all "${2:?OUT}" "${3:-}" ;;
-    peers) peers "${2:?OUT}" ;;
+    peers) peers "${2:?OUT}" "${3:-}" ;;
     *) echo "usage: bash benchmarks/tpu_models.sh export | bench OUT [NAMES] | peers OUT" >&2; exit 2 ;;
 esac

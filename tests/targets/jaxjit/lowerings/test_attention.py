@@ -95,15 +95,16 @@ def exported_for_tpu(dropout_p: float, tokens: int, mask: torch.Tensor | None = 
 
 
 def test_on_a_tpu_attention_lowers_to_the_flash_kernel_forward_and_backward() -> None:
-    program = exported_for_tpu(0.0, 256)
+    program = exported_for_tpu(0.0, 1024)
     assert program.count("tpu_custom_call") >= 2, "the flash kernel's forward and backward"
     assert "flash" in program
 
 
 def test_a_length_no_multiple_of_128_and_a_padding_mask_still_reach_the_kernel() -> None:
-    mask = torch.ones(2, 1, 1, 197, dtype=torch.bool)
-    assert exported_for_tpu(0.0, 197, mask).count("tpu_custom_call") >= 2
+    mask = torch.ones(2, 1, 1, 600, dtype=torch.bool)
+    assert exported_for_tpu(0.0, 600, mask).count("tpu_custom_call") >= 2
 
 
-def test_attention_dropout_stays_on_xla_s_attention_on_a_tpu() -> None:
-    assert "tpu_custom_call" not in exported_for_tpu(0.1, 256)
+def test_attention_dropout_and_short_sequences_stay_on_xla_s_attention_on_a_tpu() -> None:
+    assert "tpu_custom_call" not in exported_for_tpu(0.1, 1024)
+    assert "tpu_custom_call" not in exported_for_tpu(0.0, 197)
