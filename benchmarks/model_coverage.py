@@ -8,6 +8,9 @@ every step; otherwise the row holds the refusal, which names the aten op and the
     python benchmarks/model_coverage.py --out docs/results/model_coverage.jsonl --md docs/model_coverage.md
     python benchmarks/model_coverage.py --only hf:gpt2,timm:resnet18 --out /tmp/some.jsonl
 
+The rows are `measurement` rows (benchmark `model-coverage`), one per model, which `trainspeed
+report` reads; the page is written from them.
+
 Each model runs in a process of its own (a crash or a hang is that model's row, not the run's),
 one torch and XLA thread each, under a time limit. Dropout is off in the training comparison (its
 masks are drawn by torch in eager and by JAX on the jax family, so the losses would differ by the
@@ -27,6 +30,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from trainspeed.rows import row_line  # noqa: E402
+
 STEPS, BATCH, SEED = 4, 8, 0
 TOLERANCE = 2e-3
 """Of each step's difference, relative to the first step's eager loss (the scale of the problem:
@@ -41,6 +48,7 @@ sums: torchvision's ResNet-50 parts by 2% at its second step) is also counted wh
 lie within this many times that spread. Fixed before the run it judges."""
 LIMIT_S = 900
 BENCHMARK = "model-coverage"
+COMMAND = "python benchmarks/model_coverage.py --out docs/results/model_coverage.jsonl --md docs/model_coverage.md"
 
 MODELS: list[tuple[str, str]] = [
     ("timm:resnet18", "tiny"), ("timm:resnet50", "tiny"), ("timm:efficientnet_b0", "tiny"),
@@ -307,6 +315,28 @@ def markdown(rows: list[CoverageRow], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def as_measurement(row: CoverageRow) -> Any:
+    """The row as a `measurement` row: its values flat (each missing op as `OP: LINES`, the
+    versions as one string) and its machine in the row's own field."""
+    from trainspeed.bench.measurement import MeasurementRow
+    from trainspeed.machine import Machine
+
+    values = {name: value for name, value in asdict(row).items() if name not in ("machine", "benchmark")}
+    values["missing_ops"] = [f"{op}: {'; '.join(lines) or 'no line of the model'}" for op, lines in row.missing_ops.items()]
+    values["versions"] = ", ".join(f"{name} {version}" for name, version in row.versions.items())
+    machine = Machine(**row.machine) if row.machine else None
+    return MeasurementRow(benchmark=BENCHMARK, values=values, command=COMMAND, timestamp=None, machine=machine)
+
+
+def from_measurement(record: dict[str, Any]) -> CoverageRow:
+    """A row `as_measurement` wrote, back as the script's own (the page is drawn from these)."""
+    values = dict(record["values"])
+    values["missing_ops"] = {op: [line for line in lines.split("; ") if line != "no line of the model"]
+                             for op, _, lines in (entry.partition(": ") for entry in values["missing_ops"])}
+    values["versions"] = dict(part.rsplit(" ", 1) for part in values["versions"].split(", ") if part)
+    return CoverageRow(**values, machine=record.get("machine") or {})
+
+
 def write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
@@ -319,11 +349,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="JSONL rows, one per model (replaced)")
     parser.add_argument("--md", type=Path, help="the markdown page (replaced)")
     parser.add_argument("--only", help="comma-separated models of the list")
+    parser.add_argument("--page-from", type=Path, help="write --md from these rows, measuring nothing")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--size", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.one:
         print(json.dumps(asdict(measure(arguments.one, arguments.size))), flush=True)
+        return
+    if arguments.page_from:
+        if not arguments.md:
+            parser.error("--page-from writes the page: give --md")
+        records = [json.loads(line) for line in arguments.page_from.read_text().splitlines() if line.strip()]
+        write_atomically(arguments.md, markdown([from_measurement(record) for record in records], COMMAND))
         return
     if not arguments.out:
         parser.error("--out is needed")
@@ -340,10 +377,9 @@ def main() -> None:
         print(f"{model}: {'covered' if row.covered else 'NOT covered'} ({row.seconds:.0f} s) "
               f"{row.refusal or row.untraceable or ''}", flush=True)
         rows.append(row)
-    write_atomically(arguments.out, "".join(json.dumps(asdict(row)) + "\n" for row in rows))
+    write_atomically(arguments.out, "".join(row_line(as_measurement(row)) + "\n" for row in rows))
     if arguments.md:
-        command = "python benchmarks/model_coverage.py --out docs/results/model_coverage.jsonl --md docs/model_coverage.md"
-        write_atomically(arguments.md, markdown(rows, command))
+        write_atomically(arguments.md, markdown(rows, COMMAND))
 
 
 if __name__ == "__main__":
