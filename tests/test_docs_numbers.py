@@ -282,7 +282,7 @@ def _tpu_stylegan3() -> str:
 
 def h200_best() -> tuple[str, str]:
     """The H200's best bf16 MFU against the measured peak, and against its nominal peak."""
-    from trainspeed.bench.nominal_peaks import nominal_peak
+    from trainspeed.nominal_peaks import nominal_peak
 
     (row,) = [row for row in of_kind("bench_h200_mahjong_base.jsonl", "bench") if row["target"] == "cuda:cudagraphs:bf16"
               and row["batch_size"] == 16384 and row["status"] == "ok"]

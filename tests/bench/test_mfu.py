@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from trainspeed.bench.mfu import Peaks, measured_peak_mfu, measured_peak_of, nominal_peak_mfu, with_flops
-from trainspeed.bench.nominal_peaks import nominal_peak
+from trainspeed.nominal_peaks import nominal_peak
 from trainspeed.bench.results import ResultRow, read_rows
 
 V5E_BF16 = nominal_peak("TPU v5 lite", "bf16")

@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Iterable
 
-from trainspeed.bench.nominal_peaks import NominalPeak, nominal_peak, precision_of_target
+from trainspeed.nominal_peaks import NominalPeak, nominal_peak, precision_of_target
 from trainspeed.bench.results import ResultRow
 
 

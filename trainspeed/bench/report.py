@@ -225,7 +225,7 @@ def throughput_section(groups: list[BenchGroup]) -> Section:
         "throughput", "Absolute samples/s and MFU",
         "Median-window samples/s on a log axis (whiskers: slowest to fastest window), and the model FLOPs "
         "utilisation against the chip's nominal peak where one is known (the vendor's dense figure in the row's "
-        "precision, trainspeed/bench/nominal_peaks.py), else against the matmul peak measured on the same device (or "
+        "precision, trainspeed/nominal_peaks.py), else against the matmul peak measured on the same device (or "
         "the peak given with --peak-tflops); the \"peak for MFU\" column says which, and \"MFU, measured peak\" gives "
         "the MFU against the measured chain beside it. A row whose peak was refused has no MFU. The XLA port column flags XLA rows whose timed steps ran an op on the host "
         "(aten fallback), compiled, or copied from the device to the host (`trainspeed check` names the lines). "

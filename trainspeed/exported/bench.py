@@ -19,7 +19,7 @@ from typing import Any, Callable
 from trainspeed import jaxrt
 from trainspeed.bench.config import BenchConfig
 from trainspeed.bench.mfu import Peaks, with_flops
-from trainspeed.bench.nominal_peaks import jax_matmul_precision, nominal_peak
+from trainspeed.nominal_peaks import jax_matmul_precision, nominal_peak
 from trainspeed.bench.results import ResultRow, append_row, check_results_file, measured_row
 from trainspeed.bench.timing import time_training
 from trainspeed.errors import UsageError

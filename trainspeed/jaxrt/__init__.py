@@ -67,7 +67,7 @@ def peak_matmul_tflops(dtype: str, size: int, chain: int = 10, repeats: int = 3)
     """TFLOP/s of a dependent chain of `chain` square matmuls of `size` in `dtype` in one program,
     the best of `repeats` synced timings: the chip's ceiling measured on it, which a row keeps
     beside MFU against the chip's nominal peak (and which MFU divides by where no nominal peak is
-    known, `trainspeed.bench.nominal_peaks`). Each product needs the one before it, so the compiler
+    known, `trainspeed.nominal_peaks`). Each product needs the one before it, so the compiler
     can neither merge nor skip any (the torch probe of `trainspeed.bench.peak` says why)."""
     import jax
     import jax.numpy as jnp

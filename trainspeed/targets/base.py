@@ -24,7 +24,7 @@ from typing import Any, Callable, ContextManager
 
 import torch
 
-from trainspeed.bench.nominal_peaks import NominalPeak, nominal_peak
+from trainspeed.nominal_peaks import NominalPeak, nominal_peak
 from trainspeed.errors import UsageError
 from trainspeed.workloads.base import Batch, Trainable, Workload, setup_optimizers
 
@@ -280,7 +280,7 @@ class Target(ABC):
 
     def nominal_peak(self) -> NominalPeak | None:
         """The chip's published dense peak in this target's precision, which MFU divides by where
-        one is known (`trainspeed/bench/nominal_peaks.py`); None lets the measured peak be MFU's.
+        one is known (`trainspeed/nominal_peaks.py`); None lets the measured peak be MFU's.
         Looked up by `device_name()`; a family whose device name is not the chip's own (the remote
         family's adds where the server is) looks its chip up itself."""
         return nominal_peak(self.device_name(), self.spec.precision)

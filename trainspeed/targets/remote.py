@@ -30,7 +30,7 @@ from typing import Any, ContextManager
 
 import torch
 
-from trainspeed.bench.nominal_peaks import NominalPeak, nominal_peak
+from trainspeed.nominal_peaks import NominalPeak, nominal_peak
 from trainspeed.data.order import SAMPLE_ID_KEY
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target, TargetSpec, is_host_oom

@@ -425,7 +425,7 @@ INTRO = (
     "PyTorch step as one JAX program; the JAX peer is the same network written in plain JAX with optax "
     "(benchmarks/reference/jax_optax.py). A ratio divides two rows of one run at one batch size. MFU is given twice: "
     "against the chip's nominal peak (the vendor's dense bf16 figure, 197 TFLOP/s on a v5e, which fp32 rows take "
-    "too: JAX's default precision runs fp32 matmuls as bf16 passes; trainspeed/bench/nominal_peaks.py), as the "
+    "too: JAX's default precision runs fp32 matmuls as bf16 passes; trainspeed/nominal_peaks.py), as the "
     "field counts MFU, and against the matmul chain measured on the chip in the same run (the peer's against the "
     "chain trainspeed's row of its run measured); a row that does not exist says \"not measured\". "
     "On a TPU VM with torch, the jax family runs the step in the process (trainspeed bench --targets jax:jit:bf16; "

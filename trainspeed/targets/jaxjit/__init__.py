@@ -26,7 +26,7 @@ from typing import Any, ContextManager
 import torch
 
 from trainspeed import jaxrt
-from trainspeed.bench.nominal_peaks import NominalPeak, jax_matmul_precision, nominal_peak
+from trainspeed.nominal_peaks import NominalPeak, jax_matmul_precision, nominal_peak
 from trainspeed.data.order import SAMPLE_ID_KEY
 from trainspeed.errors import UsageError
 from trainspeed.targets import host_memory

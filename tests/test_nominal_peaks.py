@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from trainspeed.bench.nominal_peaks import CHIPS, TPU_FP32_NOTE, nominal_peak, precision_of_target
+from trainspeed.nominal_peaks import CHIPS, TPU_FP32_NOTE, nominal_peak, precision_of_target
 
 
 @pytest.mark.parametrize("device_name, precision, chip, tflops", [
