@@ -821,6 +821,21 @@ def _plain_mahjong_seeds() -> str:
             f"and up to {max(run['samples'] for run in at_256):,} samples")
 
 
+def _plain_gpt2_never_left() -> str:
+    """hf:gpt2's auto against plain batch 8: every auto run ended at 8 without a switch, so the
+    ratio is of a run with itself; the seeds' train_s over both configurations."""
+    auto, fixed = runs("auto_vs_plain_gpt2", "auto"), runs("auto_vs_plain_gpt2", "plain-fixed-b8")
+    last = {run["final_global_batch"] for run in auto} | {run["final_global_batch"] for run in fixed}
+    switched = [run for run in auto if run["switches"]]
+    train = [run["train_s"] for run in auto + fixed]
+    return (f"(the last batch of all {len(auto)} auto runs is {'/'.join(map(str, sorted(last)))}, with "
+            f"{'no switch' if not switched else f'{len(switched)} switching'}). It meets its goal at the second "
+            f"validation ({max(run['samples'] for run in auto):,} samples), before auto's first switch, so its "
+            f"{f2(math.exp(statistics.mean(math.log(a['command_s'] / b['command_s']) for a, b in zip(auto, fixed))))}x "
+            f"compares batch 8 with batch 8, a run with itself plus the meter: it is the spread of the seeds' timings "
+            f"of the same work (train_s {min(train):.1f} to {max(train):.1f} s over both)")
+
+
 CLAIMS: dict[str, Claim] = {
     # docs/batch_schedule.md
     "schedule: load and seeds' spread": Claim(BATCH_SCHEDULE, _spread_between_seeds),
@@ -855,6 +870,7 @@ CLAIMS: dict[str, Claim] = {
     "schedule: plain, mahjong 2 ranks": Claim(BATCH_SCHEDULE, lambda: _plain_row("auto_vs_plain_mahjong_2ranks",
                                                                                  "plain-fixed-b128")),
     "schedule: plain, mahjong seed by seed": Claim(BATCH_SCHEDULE, _plain_mahjong_seeds),
+    "schedule: plain, gpt2's auto never left batch 8": Claim(BATCH_SCHEDULE, _plain_gpt2_never_left),
     "schedule: gpt2's study's best": Claim(BATCH_SCHEDULE, _gpt2_best),
     "schedule: gpt2 load": Claim(BATCH_SCHEDULE, lambda: "the load average was {:.1f} to {:.1f}.".format(*loads("gpt2"))),
     "schedule: paired intervals": Claim(BATCH_SCHEDULE, _paired),
