@@ -6,7 +6,8 @@ docs/time_to_target.md, docs/tpu.md (every MFU of a TPU v5e row, against the mea
 the chip's nominal peak; its headline tables, each of whose numbers a claim recomputes, and the
 ratios, ranges and headings said of them) or a page of docs/results with its numbers formatted from
 the rows in docs/results: the test fails where the page's number is changed, and where the rows no
-longer give it. The pages' line breaks are read as spaces. Only JSON Lines, CSV and JSON files are read, so it takes well under a second.
+longer give it. The pages' line breaks are read as spaces. Only JSON Lines, CSV and JSON files are
+read, so it takes well under a second.
 """
 
 from __future__ import annotations
@@ -1310,7 +1311,8 @@ def _tpu_attention_row(precision: str, batch: int, part: int) -> Callable[[], st
 
     def cells() -> tuple[str, str]:
         name = "tpu_mahjong_attention.jsonl"
-        base, switch = ("base-fast", "base-fast+attn-packed-heads") if precision == "bf16" else ("base", "base+attn-packed-heads")
+        base = "base-fast" if precision == "bf16" else "base"
+        switch = f"{base}+attn-packed-heads"
         own = tpu_row(name, base, batch, f"jax:jit:{precision}")
         switched = next((row for row in of_kind(name, "bench") if row["size"] == switch and row["batch_size"] == batch
                          and row["status"] == "ok"), None)
@@ -1383,7 +1385,8 @@ def _tpu_flat_row(batch: int) -> Callable[[], str]:
         ratio = f2(rate_ratio(flat, fused))
         cells = f"| {batch_cell(batch)} | {n0(fused['samples_per_s'])} | {n0(flat['samples_per_s'])} | "
         if batch == 4096:
-            return cells + f"{bold(ratio)} ({pct(flat['mfu'])} MFU of the measured peak, {pct(of_nominal(flat))} of the nominal) | not reached | |"
+            return cells + (f"{bold(ratio)} ({pct(flat['mfu'])} MFU of the measured peak, {pct(of_nominal(flat))} of the "
+                            f"nominal) | not reached | |")
         peer = peer_row(name, batch, run="T230747")
         return cells + (f"{bold(ratio) if batch == 64 else ratio} | {n0(peer['samples_per_s'])} | "
                         f"{f2(rate_ratio(flat, peer))} |")
@@ -1534,7 +1537,8 @@ def _tpu_sg3_ratios() -> str:
 
 def _tpu_sg3_micro() -> str:
     b8, b32 = sg3("T192259"), sg3("T193534")
-    return f"Batch 32 in micro-batches runs at the rate of batch 8 ({b32['samples_per_s'] / b8['samples_per_s']:.3f}x, across the two calls)"
+    return (f"Batch 32 in micro-batches runs at the rate of batch 8 ({b32['samples_per_s'] / b8['samples_per_s']:.3f}x, "
+            f"across the two calls)")
 
 
 def _tpu_sg3_heading() -> str:
@@ -1555,7 +1559,8 @@ TPU_CLAIMS: dict[str, Claim] = {
     "tpu: mahjong base, in words": Claim(TPU, _tpu_base_words),
     "tpu: the earlier fp32 curve": Claim(TPU, _tpu_earlier_curve),
     "tpu: temporaries at 4,096": Claim(TPU, _tpu_temporaries_at_4096),
-    **{f"tpu: named table, {workload} {batch}": Claim(TPU, _tpu_named_row(workload, batch, label)) for workload, batch, label in (
+    **{f"tpu: named table, {workload} {batch}": Claim(TPU, _tpu_named_row(workload, batch, label))
+       for workload, batch, label in (
         ("hf:gpt2", 8, "hf:gpt2 (124M, 1,024 tokens)"), ("timm:resnet50", 32, "timm:resnet50 (224×224)"),
         ("timm:resnet50", 64, "timm:resnet50"), ("timm:resnet50", 128, "timm:resnet50"))},
     **{f"tpu: XLA's counts per sample, {batch}": Claim(TPU, _tpu_why_row(batch)) for batch in (64, 1024, 4096)},
