@@ -1,11 +1,13 @@
-"""The numbers the pages on batch size, and the MFU of the TPU and H200 pages, print, recomputed
-from the committed rows they quote.
+"""The numbers the pages on batch size, the TPU page's headline numbers, and the MFU of the TPU
+and H200 pages, print, recomputed from the committed rows they quote.
 
 Each claim below is one passage of docs/batch_schedule.md, docs/critical_batch.md,
 docs/time_to_target.md, docs/tpu.md (every MFU of a TPU v5e row, against the measured chain and
-the chip's nominal peak) or a page of docs/results with its numbers formatted from the rows in
-docs/results: the test fails where the page's number is changed, and where the rows no longer give
-it. The pages' line breaks are read as spaces. Only JSON Lines, CSV and JSON files are read, so it takes well under a second.
+the chip's nominal peak; its headline tables, each of whose numbers a claim recomputes, and the
+ratios, ranges and headings said of them) or a page of docs/results with its numbers formatted from
+the rows in docs/results: the test fails where the page's number is changed, and where the rows no
+longer give it. The pages' line breaks are read as spaces. Only JSON Lines, CSV and JSON files are
+read, so it takes well under a second.
 """
 
 from __future__ import annotations
@@ -491,16 +493,80 @@ def _cb_samples_others() -> str:
             f"1,024 samples are {gpt2['samples_spent'] / sum(reached):.0%} of what it trained to the goal")
 
 
+BASE_RUNS = {"mahjong tiny": "critical_batch_mahjong_base", "hf:gpt2 tiny,seq=65": "critical_batch_gpt2_base",
+             "char_lm_workload:CharLMWorkload tiny": "critical_batch_charlm_base"}
+"""The committed base run that stands in for each workload's critical-batch studies in section 7."""
+
+
+def _cost_rows(round_: int) -> dict[str, dict]:
+    return {row["label"]: row for row in (record["values"] for record in records("critical_batch_cost.jsonl"))
+            if row["round"] == round_}
+
+
+def _base_cost(workload: str) -> tuple[float, float]:
+    """The stand-in base run's seconds (start-up, steps, pauses) and CPU seconds (its CPU per wall
+    second over the steps and pauses, the start-up at one CPU second a second)."""
+    summary = json.loads((RESULTS / BASE_RUNS[workload] / "summary.json").read_text())
+    stepping = summary["wall_s"] + summary["paused_s"]
+    return summary["startup_s"] + stepping, summary["cpu_s_per_wall_s"] * stepping + summary["startup_s"]
+
+
+def _with_base(round_: int, label: str = "critical-batch") -> tuple[float, float | None]:
+    """A round's critical-batch study with its base run's stand-in, over the round's time-to-target study:
+    (wall, CPU; None where the round did not measure CPU seconds)."""
+    rows = _cost_rows(round_)
+    study, reference = rows[label], rows["time-to-target"]
+    seconds, cpu = _base_cost(study["workload"])
+    return ((study["wall_s"] + seconds) / reference["wall_s"],
+            (study["cpu_s"] + cpu) / reference["cpu_s"] if study.get("cpu_s") and reference.get("cpu_s") else None)
+
+
+def _cb_cost_row(round_: int, label: str) -> Callable[[], str]:
+    """A critical-batch row's ratios in section 7's table: alone and with the base run, wall and CPU."""
+    def text() -> str:
+        rows = _cost_rows(round_)
+        study, reference = rows[label], rows["time-to-target"]
+
+        def ratio(value: float | None) -> str:
+            return "–" if value is None else f2(value)
+        cpu = study["cpu_s"] / reference["cpu_s"] if study.get("cpu_s") and reference.get("cpu_s") else None
+        wall, cpu_with = _with_base(round_, label)
+        return f"| {f2(study['wall_s'] / reference['wall_s'])} | {ratio(cpu)} | {f2(wall)} | {ratio(cpu_with)} |"
+    return text
+
+
+def _cb_base_costs() -> str:
+    shown = [_base_cost(workload) for workload in BASE_RUNS]
+    return (f"{shown[0][0]:.0f} s and {shown[0][1]:.0f} CPU s for Mahjong, {shown[1][0]:.0f} s and {shown[1][1]:.0f} CPU s "
+            f"for hf:gpt2, {shown[2][0]:.0f} s and {shown[2][1]:.0f} CPU s for the char-LM example")
+
+
 def _cb_cost_gpt2() -> str:
-    rows = {row["label"]: row for row in (record["values"] for record in records("critical_batch_cost.jsonl"))
-            if row["round"] == 8}
+    rows = _cost_rows(8)
     study, study_tt = rows["critical-batch"], rows["time-to-target"]
-    return (f"hf:gpt2's study took {study['wall_s'] / study_tt['wall_s']:.2f}x** the time-to-target study's wall time "
+    wall, cpu = study["wall_s"] / study_tt["wall_s"], study["cpu_s"] / study_tt["cpu_s"]
+    with_wall, with_cpu = _with_base(8)
+
+    def goal(value: float) -> bool:
+        return value <= 0.25
+    assert goal(wall) and not goal(cpu) and not goal(with_wall) and not goal(with_cpu)
+    return (f"hf:gpt2's study took {f2(wall)}x** the time-to-target study's wall time "
             f"({study['wall_s']:.0f} s against {study_tt['wall_s']:.0f} s, mean load average {study['load_mean']:.1f} and "
-            f"{study_tt['load_mean']:.1f}) and {study['cpu_s'] / study_tt['cpu_s']:.2f}x its CPU seconds: within the goal "
-            f"of a quarter. It trained {study['trainings']} branches where round 7 trained 39, and its critical batches "
+            f"{study_tt['load_mean']:.1f}) and {f2(cpu)}x its CPU seconds: the wall time within the goal of a quarter, "
+            f"the CPU seconds not. With its base run's stand-in it is {f2(with_wall)}x and {f2(with_cpu)}x, both over "
+            f"the goal. It trained {study['trainings']} branches where round 7 trained 39, and its critical batches "
             f"are those of rounds 4 and 7, {', '.join(study['critical'][:2])} and {study['critical'][2]}, with tolerances of "
             f"{study['tolerance'][0]:.3f}, {study['tolerance'][1]:.3f} and {study['tolerance'][2]:.3f} in loss")
+
+
+def _cb_intro() -> str:
+    alone = [_cost_rows(round_)["critical-batch"]["wall_s"] / _cost_rows(round_)["time-to-target"]["wall_s"]
+             for round_ in (3, 5, 8)]
+    with_base = [_with_base(round_)[0] for round_ in (3, 5, 8)]
+    return (f"on tiny Mahjong {f2(alone[0])}x the time-to-target study's wall time at the same load, on the char-LM "
+            f"example {f2(alone[1])}x, and on hf:gpt2 {f2(alone[2])}x with 2 seeds at each factor above 1; with the base "
+            f"run the study starts from, which the time-to-target study does not need, {f2(with_base[0])}x, "
+            f"{f2(with_base[1])}x and {f2(with_base[2])}x")
 
 
 def _cb_plan_row(name: str, config: str, alone: str, alone_config: str) -> Callable[[], str]:
@@ -821,6 +887,21 @@ def _plain_mahjong_seeds() -> str:
             f"and up to {max(run['samples'] for run in at_256):,} samples")
 
 
+def _plain_gpt2_never_left() -> str:
+    """hf:gpt2's auto against plain batch 8: every auto run ended at 8 without a switch, so the
+    ratio is of a run with itself; the seeds' train_s over both configurations."""
+    auto, fixed = runs("auto_vs_plain_gpt2", "auto"), runs("auto_vs_plain_gpt2", "plain-fixed-b8")
+    last = {run["final_global_batch"] for run in auto} | {run["final_global_batch"] for run in fixed}
+    switched = [run for run in auto if run["switches"]]
+    train = [run["train_s"] for run in auto + fixed]
+    return (f"(the last batch of all {len(auto)} auto runs is {'/'.join(map(str, sorted(last)))}, with "
+            f"{'no switch' if not switched else f'{len(switched)} switching'}). It meets its goal at the second "
+            f"validation ({max(run['samples'] for run in auto):,} samples), before auto's first switch, so its "
+            f"{f2(math.exp(statistics.mean(math.log(a['command_s'] / b['command_s']) for a, b in zip(auto, fixed))))}x "
+            f"compares batch 8 with batch 8, a run with itself plus the meter: it is the spread of the seeds' timings "
+            f"of the same work (train_s {min(train):.1f} to {max(train):.1f} s over both)")
+
+
 CLAIMS: dict[str, Claim] = {
     # docs/batch_schedule.md
     "schedule: load and seeds' spread": Claim(BATCH_SCHEDULE, _spread_between_seeds),
@@ -855,6 +936,7 @@ CLAIMS: dict[str, Claim] = {
     "schedule: plain, mahjong 2 ranks": Claim(BATCH_SCHEDULE, lambda: _plain_row("auto_vs_plain_mahjong_2ranks",
                                                                                  "plain-fixed-b128")),
     "schedule: plain, mahjong seed by seed": Claim(BATCH_SCHEDULE, _plain_mahjong_seeds),
+    "schedule: plain, gpt2's auto never left batch 8": Claim(BATCH_SCHEDULE, _plain_gpt2_never_left),
     "schedule: gpt2's study's best": Claim(BATCH_SCHEDULE, _gpt2_best),
     "schedule: gpt2 load": Claim(BATCH_SCHEDULE, lambda: "the load average was {:.1f} to {:.1f}.".format(*loads("gpt2"))),
     "schedule: paired intervals": Claim(BATCH_SCHEDULE, _paired),
@@ -891,6 +973,24 @@ CLAIMS: dict[str, Claim] = {
     "critical: gpt2 points": Claim(CRITICAL_BATCH, lambda: _point_rows("critical_batch_gpt2.jsonl")),
     "critical: loads, charlm and gpt2": Claim(CRITICAL_BATCH, _cb_load_others),
     "critical: cost of hf:gpt2's study": Claim(CRITICAL_BATCH, _cb_cost_gpt2),
+    "critical: cost with the base run, in the opening": Claim(CRITICAL_BATCH, _cb_intro),
+    "critical: the base runs' stand-in costs": Claim(CRITICAL_BATCH, _cb_base_costs),
+    "critical: mahjong with the base run": Claim(CRITICAL_BATCH, lambda: (
+        "with its base run's stand-in, {}x and {}x: within the goal of a quarter either way. Rounds 1 and 2 read "
+        "{}x and {}x ({}x and {}x with the base run)").format(
+        *map(f2, _with_base(3)), *(f2(_cost_rows(r)["critical-batch"]["wall_s"] / _cost_rows(r)["time-to-target"]["wall_s"])
+                                   for r in (1, 2)), *(f2(_with_base(r)[0]) for r in (1, 2)))),
+    "critical: char-LM with the base run": Claim(CRITICAL_BATCH, lambda: "{}x and {}x with its base run's stand-in".format(
+        *map(f2, _with_base(5)))),
+    "critical: gpt2 round 4 with the base run": Claim(CRITICAL_BATCH, lambda: (
+        f"0.38x at first ({f2(_with_base(4)[0])}x with its base run's stand-in)")),
+    **{f"critical: gpt2 round {round_} with the base run": Claim(CRITICAL_BATCH, lambda round_=round_: (
+        "({}x and {}x with the base run)".format(*map(f2, _with_base(round_))))) for round_ in (6, 7)},
+    **{f"critical: cost, round {round_} {label}": Claim(CRITICAL_BATCH, _cb_cost_row(round_, label))
+       for round_, label in ((1, "critical-batch"), (1, "critical-batch-before"), (2, "critical-batch"),
+                             (2, "critical-batch-before"), (3, "critical-batch-before"), (3, "critical-batch"),
+                             (4, "critical-batch"), (4, "critical-batch-before"), (5, "critical-batch"),
+                             (6, "critical-batch"), (7, "critical-batch"), (8, "critical-batch"))},
     "critical: B_simple against it": Claim(CRITICAL_BATCH, _cb_b_simple_share),
     "critical: against the studies": Claim(CRITICAL_BATCH, _cb_against_studies),
     "critical: gpt2's tolerance": Claim(CRITICAL_BATCH, _cb_gpt2_worse),
@@ -997,6 +1097,511 @@ CLAIMS: dict[str, Claim] = {
 }
 
 
+# --- docs/tpu.md: the headline tables and claims, from their rows ------------------------------------------------
+
+PEER_BF16, PEER_FP32 = "reference-jax:tpu:jit:bf16", "reference-jax:tpu:jit:fp32"
+
+
+def n0(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def batch_cell(batch: int) -> str:
+    return f"{batch:,}"
+
+
+def peer_row(name: str, batch: int, target: str = PEER_BF16, run: str | None = None) -> dict:
+    return tpu_row(name, "base", batch, target, run)
+
+
+def fed_by_host(name: str, size: str, batch: int, target: str) -> dict:
+    (row,) = [row for row in of_kind(name, "bench") if row["size"] == size and row["batch_size"] == batch
+              and row["target"] == target and row.get("feed") == "host" and row["status"] == "ok"]
+    return row
+
+
+def rate_ratio(own: dict, other: dict) -> float:
+    return own["samples_per_s"] / other["samples_per_s"]
+
+
+def _tpu_base_row(batch: int) -> Callable[[], str]:
+    """A row of the Mahjong base table: fp32 and bf16 beside the peer, base-fast, host-fed over device-fed."""
+    def text() -> str:
+        name = "tpu_mahjong_base.jsonl"
+        fp32, fp32_peer = tpu_row(name, "base", batch, "jax:jit:fp32"), peer_row(name, batch, PEER_FP32)
+        bf16, bf16_peer = tpu_row(name, "base", batch), peer_row(name, batch)
+        fast, host = tpu_row(name, "base-fast", batch), fed_by_host(name, "base", batch, "jax:jit:bf16")
+        return " | ".join([f"| {batch_cell(batch)}", n0(fp32["samples_per_s"]), n0(fp32_peer["samples_per_s"]),
+                           f2(rate_ratio(fp32, fp32_peer)), n0(bf16["samples_per_s"]), n0(bf16_peer["samples_per_s"]),
+                           f2(rate_ratio(bf16, bf16_peer)), n0(fast["samples_per_s"]), f2(rate_ratio(fast, bf16_peer)),
+                           f2(rate_ratio(host, bf16))]) + " |"
+    return text
+
+
+def _tpu_base_words() -> str:
+    name = "tpu_mahjong_base.jsonl"
+    bf16 = [rate_ratio(tpu_row(name, "base", batch), peer_row(name, batch)) for batch in (64, 1024, 4096)]
+    fast = [rate_ratio(tpu_row(name, "base-fast", batch), peer_row(name, batch)) for batch in (64, 1024, 4096)]
+    cost = [1 - rate_ratio(fed_by_host(name, "base", batch, "jax:jit:bf16"), tpu_row(name, "base", batch))
+            for batch in (64, 1024, 4096)]
+    return (f"{f2(bf16[0])}x the peer at batch 64 (the peer is autocast-like too, `benchmarks/reference/jax_optax.py`: "
+            f"bf16 matmul inputs, LayerNorm and softmax in fp32; what makes its small-batch step faster was not profiled), "
+            f"and {f2(min(bf16[1:]))}-{f2(max(bf16[1:]))}x at 1,024 and up. `base-fast` (the residual stream in bf16, "
+            f"matmuls padded to 128 lanes) is {f2(fast[0])}x at 64 and {f2(min(fast[1:]))}-{f2(max(fast[1:]))}x above. "
+            f"- A host batch copied to the chip every step costs {share(cost[0])} at batch 64 (a 4 ms step), "
+            f"{cost[1]:.1%} at 1,024 and {cost[2]:.1%} at 4,096.")
+
+
+def _tpu_earlier_curve() -> str:
+    rows = sorted((row for row in of_kind("tpu_exported_mahjong_base.jsonl", "bench")
+                   if row["target"] == "jax:jit:fp32" and row["status"] == "ok"), key=lambda row: row["batch_size"])
+    assert [row["batch_size"] for row in rows] == [64, 128, 256, 512, 1024, 2048, 4096]
+    return "batch 64 to 4,096: " + " / ".join(n0(row["samples_per_s"]) for row in rows) + " samples/s"
+
+
+def gb(value: float, digits: int = 2) -> str:
+    return f"{value / 1e9:.{digits}f}"
+
+
+def _tpu_temporaries_at_4096() -> str:
+    fast = [tpu_row("tpu_mahjong_fused_bf16.jsonl", "base-fast", batch, run="161957") for batch in (1024, 4096)]
+    fused = tpu_row("tpu_mahjong_fused_bf16.jsonl", FUSED, 4096, run="161957")
+    growth = fast[1]["program_temp_bytes"] / fast[0]["program_temp_bytes"]
+    return (f"at 4,096, XLA's temporaries of the bf16 step are already {gb(fast[1]['program_temp_bytes'])} GB "
+            f"(`base-fast`) and {gb(fused['program_temp_bytes'])} GB (`+attn-fused-qkv`) of the chip's 16.9 GB "
+            f"(15.75 GiB), after growing {growth:.1f}x from batch 1,024 ({gb(fast[0]['program_temp_bytes'])} GB, `base-fast`)")
+
+
+def _tpu_named_row(workload: str, batch: int, label: str) -> Callable[[], str]:
+    def text() -> str:
+        (row,) = [row for row in of_kind("tpu_named_models.jsonl", "bench")
+                  if row["workload"] == workload and row["batch_size"] == batch and row["status"] == "ok"]
+        rate = f1(row["samples_per_s"]) if row["samples_per_s"] < 100 else n0(row["samples_per_s"])
+        if workload == "hf:gpt2":
+            rate += f" ({row['samples_per_s'] * 1024 / 1e3:.1f}k tokens/s)"
+        step = row["step_time_s"] * 1e3
+        flops = row["program_flops"] / (row["flops_per_sample"] * batch)
+        return (f"| {label} | {batch} | {rate} | {step:.0f} ms | " if step >= 200 else f"| {label} | {batch} | {rate} | "
+                f"{step:.1f} ms | ") + (f"{row['compile_s']:.1f} s | {pct(row['mfu'])} | {pct(of_nominal(row))} | "
+                                        f"{f2(flops)} | {gb(row['program_temp_bytes'], 1)} GB |")
+    return text
+
+
+def _tpu_named_out_of_memory() -> str:
+    """XLA's refusal of hf:gpt2 at 16, in the GiB its error gives."""
+    (row,) = [row for row in of_kind("tpu_named_models.jsonl", "bench")
+              if row["workload"] == "hf:gpt2" and row["batch_size"] == 16]
+    found = re.search(r"HLO temporaries \(([\d.]+)G\) exceeds available HBM \(([\d.]+)G\)", row["error"])
+    assert row["status"] == "oom" and found
+    return f"| hf:gpt2 | 16 | out of memory | | (44 s to the error) | | | | {found[1]} GiB > {found[2]} GiB |"
+
+
+def _tpu_why_row(batch: int) -> Callable[[], str]:
+    """A row of the table of XLA's counts per sample (fp32 `base`, the first table's run)."""
+    def text() -> str:
+        row = tpu_row("tpu_mahjong_base.jsonl", "base", batch, "jax:jit:fp32")
+        temps = row["program_temp_bytes"] / 1e9
+        return (f"| {batch_cell(batch)} | {row['program_flops'] / batch / 1e9:.2f} G | "
+                f"{row['program_bytes_accessed'] / batch / 1e6:.0f} MB | {temps:.2f} GB |" if temps < 1 else
+                f"| {batch_cell(batch)} | {row['program_flops'] / batch / 1e9:.2f} G | "
+                f"{row['program_bytes_accessed'] / batch / 1e6:.0f} MB | {temps:.1f} GB |")
+    return text
+
+
+def train_run(folder: str) -> tuple[dict, list[dict]]:
+    summary = json.loads((RESULTS / folder / "summary.json").read_text())
+    rows = [json.loads(line) for line in (RESULTS / folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return summary, [row for row in rows if row["kind"] == "train"]
+
+
+def _tpu_train_row(batch: int) -> Callable[[], str]:
+    def text() -> str:
+        summary, windows = train_run(f"tpu_train_mahjong_tiny_b{batch}")
+        goal = summary["time_to_target"]
+        bench = bench_rate("tpu_mahjong_tiny_bench.jsonl", "jax:jit:fp32", batch)
+        return (f"| {batch} | step {goal['step']} | {goal['samples']:,} | {f1(goal['train_s'])} "
+                f"({f1(windows[0]['elapsed_s'])}) | {f1(goal['wall_s'])} s | {n0(summary['steady_samples_per_s'])} | "
+                f"{n0(bench)} |")
+    return text
+
+
+def _tpu_train_after_first_window() -> str:
+    after = []
+    for batch in (64, 256):
+        summary, windows = train_run(f"tpu_train_mahjong_tiny_b{batch}")
+        after.append(summary["time_to_target"]["train_s"] - windows[0]["elapsed_s"])
+    return f"the training after it took {after[0]:.2f} s at batch 64 and {after[1]:.2f} s at 256"
+
+
+def _tpu_same_goal() -> str:
+    rows = [row["values"] for row in records("tpu_vs_cpu_same_goal.jsonl")]
+
+    def of(run: str, batch: int) -> dict:
+        (row,) = [row for row in rows if row["run"] == run and row["batch"] == batch]
+        return row
+    tpu, torch_ = "TPU, exported steps", "CPU, cpu:eager:fp32 (torch)"
+    train = [of(torch_, batch)["train_s"] / of(tpu, batch)["train_s"] for batch in (64, 256)]
+    steady = [of(tpu, batch)["steady_samples_per_s"] / of(torch_, batch)["steady_samples_per_s"] for batch in (64, 256)]
+    return (f"The chip reaches the goal in {train[0]:.1f}x less training time than torch on this CPU at batch 64, and "
+            f"{train[1]:.1f}x at 256**, though 6-8 s of its 9 s are the program's compile and load. In steady samples/s "
+            f"it is {steady[0]:.1f}x and {steady[1]:.1f}x the CPU.")
+
+
+def plan_checks() -> list[dict]:
+    return of_kind("tpu_plan_check.jsonl", "plan-check")
+
+
+def _tpu_plan_heading() -> str:
+    checks_ = plan_checks()
+    worst = {batch: max(row["ratio"] for row in checks_ if row["global_batch"] == batch) for batch in (128, 256)}
+    within = sum(row["within"] for row in checks_)
+    return (f"one run predicts 128 within {math.ceil(round((worst[128] - 1) * 100, 6)):.0f}% and 256 within "
+            f"{math.ceil(round((worst[256] - 1) * 100, 6)):.0f}% ({within} of {len(checks_)} checks within ±25%)")
+
+
+def _tpu_plan_row(batch: int, seed: int) -> Callable[[], str]:
+    """A row of the plan check's table: the check's steps, its seconds as start-up + wall to the goal, its ratio."""
+    def text() -> str:
+        (check,) = [row for row in plan_checks() if row["global_batch"] == batch and row["seed"] == seed]
+        summary = json.loads((ROOT / check["run_dir"] / "summary.json").read_text())
+        startup, wall = summary["startup_s"], summary["time_to_target"]["wall_s"]
+        assert abs(startup + wall - check["measured_s"]) < 1e-6
+        ratio = bold(f2(check["ratio"])) + ("" if check["within"] else " (outside ±25%, just)")
+        cells = f"| {f1(check['measured_steps'])} | {f1(check['measured_s'])} ({f1(startup)} + {f1(wall)}) | {ratio} |"
+        if seed:
+            return f"| | | | {seed} " + cells
+        (plan,) = [row for row in of_kind("tpu_plan_check.jsonl", "plan") if row["global_batch"] == batch]
+        low, high = plan["predicted_s_ci95"]
+        bound = " (a bound: extrapolated)" if plan["extrapolated"] else ""
+        rate = bench_rate("tpu_plan_check_bench.jsonl", "jax:jit:fp32", batch)
+        return (f"| {batch} | {n0(rate)} | {f1(plan['steps'])}{bound}, {f1(plan['predicted_s'])} {interval1(low, high)} | "
+                f"0 " + cells)
+    return text
+
+
+def _tpu_plan_base() -> str:
+    """The base run's row: its own steps and its prediction, its seconds as start-up + wall."""
+    (plan,) = [row for row in of_kind("tpu_plan_check.jsonl", "plan") if row["global_batch"] == 64]
+    summary = json.loads((RESULTS / "tpu_plan_check_b64" / "summary.json").read_text())
+    startup, wall = summary["startup_s"], summary["time_to_target"]["wall_s"]
+    low, high = plan["predicted_s_ci95"]
+    return (f"| 64 (the base run) | {n0(bench_rate('tpu_plan_check_bench.jsonl', 'jax:jit:fp32', 64))} | "
+            f"{f1(plan['steps'])} (its own), {f1(plan['predicted_s'])} {interval1(low, high)} | 0 | "
+            f"{f1(plan['steps'])} | {f1(startup + wall)} "
+            f"({f1(startup)} + {f1(wall)}) | - |")
+
+
+def _tpu_plan_seconds() -> str:
+    folders = ["tpu_plan_check_b64"] + [Path(row["run_dir"]).name for row in plan_checks()]
+    runs_ = [train_run(folder) for folder in folders]
+    seed0 = [windows[0]["elapsed_s"] for _, windows in runs_[:3]]
+    others = [windows[0]["elapsed_s"] for _, windows in runs_[3:]]
+    assert folders[1:3] == ["tpu_plan_check_b128", "tpu_plan_check_b256"]
+    steps_ms = [summary["global_batch"] / summary["steady_samples_per_s"] * 1e3 for summary, _ in runs_]
+    assert len(runs_) == 7
+    return (f"({', '.join(f1(value) for value in seed0)} s at seed 0; {f1(min(others))}-{f1(max(others))} s at the other "
+            f"seeds), and only 1.5-3.5 s of steady steps ({min(steps_ms):.2f}-{max(steps_ms):.2f} ms each over the "
+            f"seven runs,")
+
+
+def _tpu_attention_row(precision: str, batch: int, part: int) -> Callable[[], str]:
+    """A row of the packed-heads table: its rates and ratio (part 0), its compile seconds (part 1)."""
+    def text() -> str:
+        return cells()[part]
+
+    def cells() -> tuple[str, str]:
+        name = "tpu_mahjong_attention.jsonl"
+        base = "base-fast" if precision == "bf16" else "base"
+        switch = f"{base}+attn-packed-heads"
+        own = tpu_row(name, base, batch, f"jax:jit:{precision}")
+        switched = next((row for row in of_kind(name, "bench") if row["size"] == switch and row["batch_size"] == batch
+                         and row["status"] == "ok"), None)
+        if switched is None:
+            return (f"| {precision} | {batch_cell(batch)} | {n0(own['samples_per_s'])} | not measured | |",
+                    f"| {f1(own['compile_s'])} / - |")
+        return (f"| {precision} | {batch_cell(batch)} | {n0(own['samples_per_s'])} | {n0(switched['samples_per_s'])} | "
+                f"{f2(rate_ratio(switched, own))} |", f"| {f1(own['compile_s'])} / {f1(switched['compile_s'])} |")
+    return text
+
+
+def temps(row: dict) -> str:
+    return f"{row['program_temp_bytes'] / 1e9:.2f}"
+
+
+def _tpu_fused_first_row(batch: int, run: str) -> Callable[[], str]:
+    """The first bf16 table's samples/s, ratio, peer and temporaries (its MFUs are checked above)."""
+    def text() -> str:
+        name = "tpu_mahjong_fused_bf16.jsonl"
+        base, fused = tpu_row(name, "base-fast", batch, run=run), tpu_row(name, FUSED, batch, run=run)
+        peer = peer_row(name, batch, run=run)
+        return (f"| {batch_cell(batch)} | {n0(base['samples_per_s'])} | {n0(fused['samples_per_s'])} | "
+                f"{f2(rate_ratio(fused, base))} | {n0(peer['samples_per_s'])} | {f2(rate_ratio(fused, peer))} |")
+    return text
+
+
+def _tpu_fused_first_temps(batch: int, run: str) -> Callable[[], str]:
+    def text() -> str:
+        name = "tpu_mahjong_fused_bf16.jsonl"
+        base, fused = tpu_row(name, "base-fast", batch, run=run), tpu_row(name, FUSED, batch, run=run)
+        return f"| {temps(base)} → {temps(fused)} |"
+    return text
+
+
+def _tpu_fused_first_4096(call: str, run: str) -> Callable[[], str]:
+    def text() -> str:
+        name = "tpu_mahjong_fused_bf16.jsonl"
+        base, fused = tpu_row(name, "base-fast", 4096, run=run), tpu_row(name, FUSED, 4096, run=run)
+        return (f"| 4,096 ({call} call) | {n0(base['samples_per_s'])} | {n0(fused['samples_per_s'])} | "
+                f"{f2(rate_ratio(fused, base))} | not measured |")
+    return text
+
+
+def _tpu_fourth_row(batch: int) -> Callable[[], str]:
+    def text() -> str:
+        name = "tpu_mahjong_fused_bf16.jsonl"
+        fused, peer = tpu_row(name, FUSED, batch, run="T195350"), peer_row(name, batch, run="T195350")
+        ratio = f2(rate_ratio(fused, peer))
+        return (f"| {batch_cell(batch)} | {n0(fused['samples_per_s'])} | {n0(peer['samples_per_s'])} | "
+                f"{bold(ratio) if batch != 256 else ratio} |")
+    return text
+
+
+def _tpu_fp32_first_row(batch: int) -> Callable[[], str]:
+    def text() -> str:
+        name = "tpu_mahjong_fused_fp32.jsonl"
+        base = tpu_row(name, "base", batch, "jax:jit:fp32", run="162831")
+        fused = tpu_row(name, "base+attn-fused-qkv", batch, "jax:jit:fp32", run="162831")
+        peer = peer_row(name, batch, PEER_FP32, run="162831")
+        return (f"| {batch_cell(batch)} | {n0(base['samples_per_s'])} | {n0(fused['samples_per_s'])} | "
+                f"{f2(rate_ratio(fused, base))} | {n0(peer['samples_per_s'])} | {f2(rate_ratio(base, peer))} | "
+                f"{f2(rate_ratio(fused, peer))} |")
+    return text
+
+
+def _tpu_flat_row(batch: int) -> Callable[[], str]:
+    def text() -> str:
+        name = "tpu_mahjong_fused_bf16.jsonl"
+        fused, flat = tpu_row(name, FUSED, batch, run="T230747"), tpu_row(name, FLAT, batch, run="T230747")
+        ratio = f2(rate_ratio(flat, fused))
+        cells = f"| {batch_cell(batch)} | {n0(fused['samples_per_s'])} | {n0(flat['samples_per_s'])} | "
+        if batch == 4096:
+            return cells + (f"{bold(ratio)} ({pct(flat['mfu'])} MFU of the measured peak, {pct(of_nominal(flat))} of the "
+                            f"nominal) | not reached | |")
+        peer = peer_row(name, batch, run="T230747")
+        return cells + (f"{bold(ratio) if batch == 64 else ratio} | {n0(peer['samples_per_s'])} | "
+                        f"{f2(rate_ratio(flat, peer))} |")
+    return text
+
+
+LATER_BF16 = {64: "T023033", 128: "T024355", 256: "T023033", 512: "T024355", 1024: "T030842", 2048: "T030842",
+              4096: "T023033"}
+"""Where each row of the bf16 table after the cheaper dispatch comes from."""
+
+
+def _tpu_later_bf16_row(batch: int) -> Callable[[], str]:
+    """A row of that table up to its MFU cells (checked above): the fused step, `+flat-tokens`, the peer,
+    their ratios, each of one run; no peer cell where the run has no peer row."""
+    def text() -> str:
+        name, run = "tpu_mahjong_fused_bf16.jsonl", LATER_BF16[batch]
+        fused = tpu_row(name, FUSED, batch, run=run)
+        flat = next((row for row in of_kind(name, "bench") if row["size"] == FLAT and row["batch_size"] == batch
+                     and row["run_id"].endswith(run)), None)
+        peer = next((row for row in of_kind(name, "bench") if row["target"] == PEER_BF16 and row["batch_size"] == batch
+                     and row["run_id"].endswith(run)), None)
+        cells = [f"| {batch_cell(batch)}", n0(fused["samples_per_s"]), n0(flat["samples_per_s"]) if flat else ""]
+        if peer is None:
+            cells += ["no row" if batch == 1024 else "not reached", "", ""]
+        else:
+            emphasis = {64: (True, True), 4096: (False, True)}.get(batch, (False, False))
+            fused_ratio, flat_ratio = f2(rate_ratio(fused, peer)), f2(rate_ratio(flat, peer)) if flat else ""
+            cells += [n0(peer["samples_per_s"]), bold(fused_ratio) if emphasis[0] else fused_ratio,
+                      bold(flat_ratio) if emphasis[1] and flat else flat_ratio]
+        return " | ".join(cells) + " |"
+    return text
+
+
+LATER_FP32 = {64: "T023627", 128: "T024758", 256: "T023627", 512: "T024758", 1024: "T024758", 2048: "T031140",
+              4096: "T023627"}
+
+
+def _tpu_later_fp32_row(batch: int) -> Callable[[], str]:
+    def text() -> str:
+        name, run = "tpu_mahjong_fused_fp32.jsonl", LATER_FP32[batch]
+        found = {row["size"]: row for row in of_kind(name, "bench") if row["batch_size"] == batch
+                 and row["run_id"].endswith(run) and row["target"] == "jax:jit:fp32" and row["status"] == "ok"}
+        peer = peer_row(name, batch, PEER_FP32, run=run)
+        sizes = ("base", "base+flat-tokens", "base+attn-fused-qkv+flat-tokens", "base+attn-fused-qkv")
+        cells = [f"| {batch_cell(batch)}", *(n0(found[size]["samples_per_s"]) if size in found else "" for size in sizes),
+                 n0(peer["samples_per_s"])]
+        base = f2(rate_ratio(found["base"], peer)) if "base" in found else ""
+        cells.append(bold(base) if batch == 64 else base)
+        fastest = max((size for size in sizes[1:] if size in found), key=lambda size: found[size]["samples_per_s"])
+        which = {"base+attn-fused-qkv+flat-tokens": "fused + flat", "base+attn-fused-qkv": "fused",
+                 "base+flat-tokens": "flat"}[fastest]
+        cells.append(f"{f2(rate_ratio(found[fastest], peer))} ({which})")
+        return " | ".join(cells) + " |"
+    return text
+
+
+def _tpu_ahead_ranges() -> str:
+    bf16 = [rate_ratio(tpu_row("tpu_mahjong_fused_bf16.jsonl", FUSED, batch, run=run),
+                       peer_row("tpu_mahjong_fused_bf16.jsonl", batch, run=run))
+            for batch, run in LATER_BF16.items() if batch not in (1024, 2048)]
+    base = [rate_ratio(tpu_row("tpu_mahjong_fused_fp32.jsonl", "base", batch, "jax:jit:fp32", run=run),
+                       peer_row("tpu_mahjong_fused_fp32.jsonl", batch, PEER_FP32, run=run))
+            for batch, run in LATER_FP32.items() if batch in (64, 256, 2048, 4096)]
+    fastest = [max(rate_ratio(row, peer_row("tpu_mahjong_fused_fp32.jsonl", batch, PEER_FP32, run=run))
+                   for row in of_kind("tpu_mahjong_fused_fp32.jsonl", "bench") if row["batch_size"] == batch
+                   and row["run_id"].endswith(run) and row["target"] == "jax:jit:fp32" and row["size"] != "base")
+               for batch, run in LATER_FP32.items()]
+    return (f"trainspeed's step is ahead at each: {f2(min(bf16))}-{f2(max(bf16))}x (fused) in bf16, and "
+            f"{f2(min(base))}-{f2(max(base))}x (`base`) and {f2(min(fastest))}-{f2(max(fastest))}x (the fastest switch) "
+            f"in fp32")
+
+
+def _tpu_first_call_1024() -> str:
+    name = "tpu_mahjong_fused_bf16.jsonl"
+    ratio = rate_ratio(tpu_row(name, FUSED, 1024, run="161957"), peer_row(name, 1024, run="161957"))
+    return f"before the cheaper dispatch it was {f2(ratio)}x (the first call, one run)"
+
+
+def _tpu_like_for_like() -> str:
+    fp32 = "tpu_mahjong_fused_fp32.jsonl"
+
+    def base_over_peer(batch: int, run: str) -> str:
+        return f2(rate_ratio(tpu_row(fp32, "base", batch, "jax:jit:fp32", run=run),
+                             peer_row(fp32, batch, PEER_FP32, run=run)))
+    after = " / ".join(base_over_peer(batch, "T023627") for batch in (64, 256, 4096))
+    before = " / ".join(base_over_peer(batch, "T162831") for batch in (64, 256, 1024, 4096))
+    bf16 = " / ".join(f2(rate_ratio(tpu_row("tpu_mahjong_base.jsonl", "base", batch),
+                                    peer_row("tpu_mahjong_base.jsonl", batch))) for batch in (64, 1024, 4096))
+    return (f"fp32, `base` against the fp32 peer: {after} at 64 / 256 / 4,096 (`tpu-fused-fp32-20261206T023627`) and "
+            f"{base_over_peer(2048, 'T031140')} at 2,048 (`...T031140`), with the cheaper dispatch; {before} at 64 / 256 / "
+            f"1,024 / 4,096 before it (`...T162831`, the fp32 table above). - bf16, `base` (torchax's autocast: an fp32 "
+            f"residual stream, XLA's attention) against the bf16 peer: {bf16} at 64 / 1,024 / 4,096")
+
+
+def _tpu_fused_compiles() -> str:
+    seconds = [row["compile_s"] for name in ("tpu_mahjong_fused_bf16.jsonl", "tpu_mahjong_fused_fp32.jsonl")
+               for row in of_kind(name, "bench") if row["target"].startswith("jax:jit") and row["status"] == "ok"]
+    name = "tpu_mahjong_fused_bf16.jsonl"
+    falls = [1 - tpu_row(name, FUSED, batch, run=run)["program_temp_bytes"]
+             / tpu_row(name, "base-fast", batch, run=run)["program_temp_bytes"]
+             for batch, run in ((64, "161957"), (128, "170455"), (256, "161957"), (512, "170455"), (1024, "161957"),
+                                (4096, "161957"))]
+    return (f"The compiles stay {f1(min(seconds))}-{f1(max(seconds))} s per program; XLA's temporaries fall by "
+            f"{min(falls) * 100:.0f}-{share(max(falls))} in bf16")
+
+
+def sg3(run: str) -> dict:
+    (row,) = [row for row in of_kind("tpu_stylegan3_t256.jsonl", "bench") if row["run_id"].endswith(run)
+              and row["status"] == "ok"]
+    return row
+
+
+def kimg(row: dict) -> float:
+    return 1000 / row["samples_per_s"]
+
+
+def _tpu_sg3_before() -> str:
+    row = sg3("tpu-stylegan3-b8")
+    return (f"| samples/s (2 windows of 16 steps, one R1 each) | {f2(row['samples_per_s'])} "
+            f"({row['samples_per_s_min']:.3f}-{row['samples_per_s_max']:.3f}) | | s/kimg | {f1(kimg(row))} | | step | "
+            f"{row['step_time_s']:.3f} s | | compile, both programs (G+D+R1 and G+D) | {f1(row['compile_s'])} s | | first "
+            f"step (its program's compile included) | {f1(row['first_step_s'])} s | | XLA's temporaries of the G+D+R1 "
+            f"program | {temps(row)} GB | | TFLOP/s (the workload's FLOPs) / MFU against the chip's measured "
+            f"{f1(row['peak_tflops'])} / against its nominal 197 | {f1(row['achieved_tflops'])} / {pct(row['mfu'])} / "
+            f"{pct(of_nominal(row))} |")
+
+
+def _tpu_sg3_after() -> str:
+    b8, b32 = sg3("T192259"), sg3("T193534")
+    assert b32["micro_batches"] == 4 and b32["batch_size"] == 32 and b8["batch_size"] == 8
+
+    def both(value: Callable[[dict], str]) -> str:
+        return f"{value(b8)} | {value(b32)}"
+    return (f"| samples/s (2 windows, min-max) | "
+            + both(lambda r: f"{f2(r['samples_per_s'])} ({r['samples_per_s_min']:.3f}-{r['samples_per_s_max']:.3f})")
+            + f" | | **s/kimg** | {f1(kimg(b8))} | **{f1(kimg(b32))}** | | step | "
+            + both(lambda r: f"{r['step_time_s']:.3f} s") + " | | compile, both programs | "
+            + both(lambda r: f"{f1(r['compile_s'])} s") + " | | XLA's temporaries, G+D+R1 program | "
+            + both(lambda r: f"{temps(r)} GB") + f" | | TFLOP/s (the workload's FLOPs) / MFU against the chip's measured "
+            f"{f1(b32['peak_tflops'])} / against its nominal 197 |")
+
+
+def _tpu_sg3_ratios() -> str:
+    before, b8, b32 = sg3("tpu-stylegan3-b8"), sg3("T192259"), sg3("T193534")
+    return (f"**Keeping PyTorch's dtypes made the batch-8 step {before['step_time_s'] / b8['step_time_s']:.2f}x faster**: "
+            f"{before['step_time_s']:.3f} s before (the row above, an earlier call) against {b8['step_time_s']:.3f} s")
+
+
+def _tpu_sg3_micro() -> str:
+    b8, b32 = sg3("T192259"), sg3("T193534")
+    return (f"Batch 32 in micro-batches runs at the rate of batch 8 ({b32['samples_per_s'] / b8['samples_per_s']:.3f}x, "
+            f"across the two calls)")
+
+
+def _tpu_sg3_heading() -> str:
+    return f"## StyleGAN3-T 256 on the chip: {f1(kimg(sg3('T193534')))} s/kimg at batch 32, in 4 micro-batches of 8"
+
+
+def _tpu_fused_heading() -> str:
+    best = tpu_row("tpu_mahjong_fused_bf16.jsonl", FUSED, 256, run="T023033")
+    at_4096 = [tpu_row("tpu_mahjong_fused_bf16.jsonl", size, 4096, run="T023033") for size in (FUSED, FLAT)]
+    return (f"`attn-fused-qkv`, {pct(best['mfu'])} MFU at batch 256, "
+            f"{min(r['mfu'] for r in at_4096) * 100:.0f}-{max(r['mfu'] for r in at_4096) * 100:.0f}% at 4,096 (of the "
+            f"measured peak; {pct(of_nominal(best))} and {min(of_nominal(r) for r in at_4096) * 100:.0f}-"
+            f"{max(of_nominal(r) for r in at_4096) * 100:.0f}% of the nominal)")
+
+
+TPU_CLAIMS: dict[str, Claim] = {
+    **{f"tpu: mahjong base table, {batch}": Claim(TPU, _tpu_base_row(batch)) for batch in (64, 1024, 4096)},
+    "tpu: mahjong base, in words": Claim(TPU, _tpu_base_words),
+    "tpu: the earlier fp32 curve": Claim(TPU, _tpu_earlier_curve),
+    "tpu: temporaries at 4,096": Claim(TPU, _tpu_temporaries_at_4096),
+    **{f"tpu: named table, {workload} {batch}": Claim(TPU, _tpu_named_row(workload, batch, label))
+       for workload, batch, label in (
+        ("hf:gpt2", 8, "hf:gpt2 (124M, 1,024 tokens)"), ("timm:resnet50", 32, "timm:resnet50 (224×224)"),
+        ("timm:resnet50", 64, "timm:resnet50"), ("timm:resnet50", 128, "timm:resnet50"))},
+    **{f"tpu: XLA's counts per sample, {batch}": Claim(TPU, _tpu_why_row(batch)) for batch in (64, 1024, 4096)},
+    **{f"tpu: training to the goal, {batch}": Claim(TPU, _tpu_train_row(batch)) for batch in (64, 256)},
+    "tpu: training after the first window": Claim(TPU, _tpu_train_after_first_window),
+    "tpu: the same goal on the CPU": Claim(TPU, _tpu_same_goal),
+    "tpu: the plan check's heading": Claim(TPU, _tpu_plan_heading),
+    **{f"tpu: plan check {batch}, seed {seed}": Claim(TPU, _tpu_plan_row(batch, seed))
+       for batch in (128, 256) for seed in (0, 1000, 2000)},
+    "tpu: the plan check's seconds": Claim(TPU, _tpu_plan_seconds),
+    **{f"tpu: packed heads {precision} {batch}, {('rates', 'compiles')[part]}": Claim(
+        TPU, _tpu_attention_row(precision, batch, part))
+       for precision, batch in (("bf16", 64), ("bf16", 1024), ("bf16", 4096), ("fp32", 4096)) for part in (0, 1)},
+    "tpu: named table, hf:gpt2 16": Claim(TPU, _tpu_named_out_of_memory),
+    "tpu: plan check, the base run": Claim(TPU, _tpu_plan_base),
+    **{f"tpu: fused bf16 table {batch} ({run}), rates": Claim(TPU, _tpu_fused_first_row(batch, run))
+       for batch, run in ((64, "161957"), (128, "170455"), (256, "161957"), (512, "170455"), (1024, "161957"))},
+    **{f"tpu: fused bf16 table {batch} ({run}), temporaries": Claim(TPU, _tpu_fused_first_temps(batch, run))
+       for batch, run in ((64, "161957"), (128, "170455"), (256, "161957"), (512, "170455"), (1024, "161957"),
+                          (4096, "161957"))},
+    **{f"tpu: fused bf16 table 4096 ({call} call)": Claim(TPU, _tpu_fused_first_4096(call, run))
+       for call, run in (("1st", "161957"), ("3rd", "170455"))},
+    **{f"tpu: the fourth call, {batch}": Claim(TPU, _tpu_fourth_row(batch)) for batch in (64, 256, 4096)},
+    **{f"tpu: fused fp32 table {batch}, rates": Claim(TPU, _tpu_fp32_first_row(batch)) for batch in (64, 256, 1024, 4096)},
+    **{f"tpu: flat tokens, {batch}": Claim(TPU, _tpu_flat_row(batch)) for batch in (64, 256, 4096)},
+    **{f"tpu: cheaper dispatch bf16, {batch}": Claim(TPU, _tpu_later_bf16_row(batch)) for batch in LATER_BF16},
+    **{f"tpu: cheaper dispatch fp32, {batch}": Claim(TPU, _tpu_later_fp32_row(batch)) for batch in LATER_FP32},
+    "tpu: ahead at each batch": Claim(TPU, _tpu_ahead_ranges),
+    "tpu: the fused step at 1,024 against the peer": Claim(TPU, _tpu_first_call_1024),
+    "tpu: like for like": Claim(TPU, _tpu_like_for_like),
+    "tpu: the fused step's compiles and temporaries": Claim(TPU, _tpu_fused_compiles),
+    "tpu: the fused section's heading": Claim(TPU, _tpu_fused_heading),
+    "tpu: stylegan3 before the dtype fix": Claim(TPU, _tpu_sg3_before),
+    "tpu: stylegan3 batch 8 and 32": Claim(TPU, _tpu_sg3_after),
+    "tpu: stylegan3, the dtypes' gain": Claim(TPU, _tpu_sg3_ratios),
+    "tpu: stylegan3, micro-batches": Claim(TPU, _tpu_sg3_micro),
+    "tpu: stylegan3's heading": Claim(TPU, _tpu_sg3_heading),
+}
+CLAIMS.update(TPU_CLAIMS)
+
+
 @cache
 def page(name: str) -> str:
     return re.sub(r"\s+", " ", (ROOT / "docs" / name).read_text())
@@ -1015,3 +1620,35 @@ def test_a_number_changed_on_a_page_is_found() -> None:
     text = re.sub(r"\s+", " ", claim.text())
     changed = text.replace("0.70", "0.71")
     assert text in page(claim.page) and changed != text and changed not in page(claim.page)
+
+
+TPU_TABLES = (
+    "| batch | fp32 trainspeed | fp32 peer |", "| model | batch | samples/s | step | compile |",
+    "| batch | FLOPs per sample (fp32) |", "| batch | reached at | samples |",
+    "| batch | bench samples/s | predicted: steps, seconds [95%] |", "| | batch | `base-fast` (bf16) / `base` (fp32) |",
+    "| batch | `base-fast` | `+attn-fused-qkv` | ratio | JAX peer |", "| batch | `+attn-fused-qkv` | JAX peer |",
+    "| batch | `base` | `+attn-fused-qkv` | ratio | JAX peer |", "| batch | `base-fast+attn-fused-qkv` | `+flat-tokens` |",
+    "| batch | bf16 fused | `+flat-tokens` | bf16 peer |", "| batch | fp32 `base` | `+flat-tokens` |",
+    "| `t256`, bf16, batch 8, device-fed | |", "| `t256`, bf16, device-fed | batch 8 | batch 32 (4 x 8) |",
+)
+"""docs/tpu.md's headline tables: every number in their rows comes from a claim above."""
+
+
+def tpu_table_rows() -> list[str]:
+    lines, rows = (ROOT / "docs" / TPU).read_text().splitlines(), []
+    for header in TPU_TABLES:
+        (start,) = [index for index, line in enumerate(lines) if line.strip().startswith(header)]
+        for line in lines[start + 2:]:
+            if not line.strip().startswith("|"):
+                break
+            rows.append(line.strip())
+    return rows
+
+
+def test_every_number_of_the_tpu_pages_headline_tables_is_recomputed_from_its_rows() -> None:
+    """A table row's numbers are each in a passage a claim recomputes (batch sizes and the like aside,
+    which every table repeats): a number changed on the page, or a row added, fails here or above."""
+    said = " ".join(re.sub(r"\s+", " ", claim.text()) for claim in CLAIMS.values() if claim.page == TPU)
+    missing = {row: [number for number in re.findall(r"\d[\d,.]*%?", row) if number.rstrip(".,") not in said]
+               for row in tpu_table_rows()}
+    assert tpu_table_rows() and not {row: numbers for row, numbers in missing.items() if numbers}

@@ -54,3 +54,32 @@ def test_a_programs_costs_hold_xlas_memory_analysis() -> None:
     assert costs["program_argument_bytes"] == 64 * 64 * 4 + 32 * 16 * 4
     assert costs["program_output_bytes"] >= 64 * 64 * 4 and costs["program_alias_bytes"] == 64 * 64 * 4
     assert costs["program_flops"] > 0
+
+
+def test_a_program_whose_loop_runs_more_than_once_keeps_its_trip_counts_and_no_flop_count() -> None:
+    """XLA's cost analysis counts a loop's body once: a scan over 4 slices reads as a quarter of its
+    matmuls. Such a program's FLOPs and bytes accessed are left out, and its loops' trip counts
+    kept; a program without a loop keeps XLA's counts, which are then the whole program's."""
+    import jax
+    import jax.numpy as jnp
+
+    from trainspeed.jaxrt import CompiledPrograms
+
+    def scanned(x: object, w: object) -> object:
+        return jax.lax.scan(lambda total, piece: (total + (piece @ w).sum(), None), 0.0, x)[0]
+
+    def whole(x: object, w: object) -> object:
+        return (x.reshape(-1, x.shape[-1]) @ w).sum()
+
+    x, w = jnp.ones((4, 64, 128)), jnp.ones((128, 128))
+    looped = CompiledPrograms(scanned)
+    looped(x, w)
+    costs = looped.last_costs()
+    assert costs["program_loop_trips"] == [4], costs
+    assert "program_flops" not in costs and "program_bytes_accessed" not in costs
+    assert costs["program_temp_bytes"] >= 0
+    plain = CompiledPrograms(whole)
+    plain(x, w)
+    costs = plain.last_costs()
+    assert "program_loop_trips" not in costs
+    assert costs["program_flops"] >= 2 * 4 * 64 * 128 * 128

@@ -189,15 +189,23 @@ class ResultRow:
     """Exported steps: how many equal slices of the batch each step accumulated its gradient over
     before its update (`export --micro-batch-size`); None: the batch in one pass."""
     program_flops: NonNegative | None = None
-    """JAX targets and exported steps: the FLOPs of one step as XLA counts its compiled program. XLA
-    counts a loop's body once: a step over micro-batches (`micro_batches`) counts one micro-batch's
-    forward and backward beside its update, not all of them."""
+    """JAX targets and exported steps: the FLOPs of one step as XLA counts its compiled program; for
+    an exported step of several programs (a phased workload's, one per list of phases), their mean
+    over one cycle of steps. XLA counts a loop's body once, so a program whose loops run more than
+    once (`program_loop_trips`: a step over micro-batches, scanned layers) has none: rows written
+    before that rule hold one pass of each loop (a step over micro-batches, `micro_batches`, counted
+    one micro-batch's forward and backward beside its update)."""
     program_bytes_accessed: NonNegative | None = None
     """JAX targets and exported steps: the bytes one step's program reads and writes, as XLA
-    counts them (memory traffic; with program_flops, whether the step is compute- or memory-bound)."""
+    counts them (memory traffic; with program_flops, whether the step is compute- or memory-bound);
+    averaged and left out as program_flops is."""
+    program_loop_trips: list[int] | None = None
+    """JAX targets and exported steps: the trip count of each loop (`while`) in the step's compiled
+    program(s), 0 where XLA does not know it; None: no loop, or written before rows said."""
     program_temp_bytes: NonNegative | None = None
     """JAX targets and exported steps: the temporary buffers the step's program needs beside its
-    arguments and outputs (activations kept for the backward pass, among them)."""
+    arguments and outputs (activations kept for the backward pass, among them); for an exported step
+    of several programs, the largest (what must fit), as for the other memory fields below."""
     program_argument_bytes: NonNegative | None = None
     """JAX targets and exported steps: XLA's memory analysis of the compiled step, its arguments'
     buffers (the state, the batch, the learning rates). With the outputs, the temporaries and the

@@ -159,6 +159,36 @@ def _measure(steps: ExportedSteps, batch_size: int, feed: str, config: BenchConf
         measured_row(base, timing, min_window_s=config.plan.min_window_s, warmup_steps=config.plan.warmup_steps,
                      bytes_per_step=bytes_per_step, peak_memory_bytes=peak,
                      peak_memory_source="jax memory_stats peak_bytes_in_use" if peak else None),
-        compile_s=device.compile_s(), machine=machine.at_end(),
-        **device.steps.train_program(batch_size).last_costs(),
+        compile_s=device.compile_s(), machine=machine.at_end(), **step_costs(device.steps, batch_size),
     )
+
+
+MEMORY_FIELDS = tuple(jaxrt.MEMORY_ANALYSIS_FIELDS.values())
+PER_STEP_FIELDS = ("program_flops", "program_bytes_accessed")
+
+
+def step_costs(steps: ExportedSteps, batch_size: int) -> dict[str, Any]:
+    """XLA's account of the step a row timed, from the programs compiled for it. One program: its
+    costs. A phased workload runs one program per list of phases (StyleGAN3: G+D+R1 one step in 16,
+    G+D the others), so a step's FLOPs and bytes accessed are their mean over one cycle of steps,
+    each program counted as often as the cycle runs it (none where a program of the cycle was not
+    compiled, or its count was left out: `jaxrt.program_costs`), and its memory fields the largest
+    of the programs' (what must fit). Loop trip counts are those of every program the cycle runs."""
+    manifest = steps.manifest
+    cycle = [manifest.phases_of_step(step) for step in range(max(len(manifest.step_phases), 1))]
+    loaded = {phases: programs for (kind, size, phases), programs in steps.programs.items()
+              if kind == "train" and size == batch_size}
+    costs = [loaded[phases].last_costs() if phases in loaded else {} for phases in cycle]
+    fields: dict[str, Any] = {}
+    for name in PER_STEP_FIELDS:
+        if all(name in cost for cost in costs):
+            fields[name] = sum(cost[name] for cost in costs) / len(costs)
+    for name in MEMORY_FIELDS:
+        values = [cost[name] for cost in costs if name in cost]
+        if values:
+            fields[name] = max(values)
+    trips = [trip for phases in dict.fromkeys(cycle) for trip in
+             (loaded[phases].last_costs().get("program_loop_trips") or [] if phases in loaded else [])]
+    if trips:
+        fields["program_loop_trips"] = trips
+    return fields

@@ -8,6 +8,7 @@ run where only JAX is), so both write the same row fields.
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
@@ -101,7 +102,7 @@ class CompiledPrograms:
     """Called after each compilation (a target counts its compilations over every program it made)."""
     programs: dict[Any, Any] = field(default_factory=dict)
     compile_s: dict[Any, float] = field(default_factory=dict)
-    costs: dict[Any, dict[str, float]] = field(default_factory=dict)
+    costs: dict[Any, dict[str, Any]] = field(default_factory=dict)
     """What XLA says of each compiled program (`program_costs`)."""
 
     def __call__(self, *args: Any) -> Any:
@@ -125,7 +126,7 @@ class CompiledPrograms:
     def last_compile_s(self) -> float | None:
         return list(self.compile_s.values())[-1] if self.compile_s else None
 
-    def last_costs(self) -> dict[str, float]:
+    def last_costs(self) -> dict[str, Any]:
         return list(self.costs.values())[-1] if self.costs else {}
 
 
@@ -156,20 +157,45 @@ MEMORY_ANALYSIS_FIELDS = {
 """`compiled.memory_analysis()`'s attributes -> the result-row fields that hold them."""
 
 
-def program_costs(compiled: Any) -> dict[str, float]:
+_KNOWN_TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
+
+
+def loop_trip_counts(compiled: Any) -> list[int] | None:
+    """The trip count of each loop (`while`) in a compiled program's optimized HLO, in the order the
+    text holds them, 0 where XLA does not know it; None where the backend gives no text."""
+    try:
+        text = compiled.as_text()
+    except Exception:  # noqa: BLE001 - a backend without the text says nothing of loops
+        return None
+    if not text:
+        return None
+    return [int(found.group(1)) if (found := _KNOWN_TRIP_COUNT.search(line)) else 0
+            for line in text.splitlines() if " while(" in line]
+
+
+def program_costs(compiled: Any) -> dict[str, Any]:
     """XLA's own account of a compiled program, as result-row fields: its FLOPs and the bytes it
     reads and writes per call (`cost_analysis`): where a step's time goes when it is memory-bound;
     and the device memory it holds (`memory_analysis`): its temporaries, arguments, outputs, the
     outputs that reuse an argument's buffer and its code: XLA's count of what the step holds,
     which a row keeps beside the runtime's peak (peak_memory_bytes). Fields a backend does not
-    report are left out."""
-    fields: dict[str, float] = {}
+    report are left out.
+
+    XLA's cost analysis counts a loop's body once, whatever its trip count: a program whose loops
+    run more than once (a step over micro-batches, a network's layers scanned) would read as a
+    fraction of its work. Its loops' trip counts are kept (`program_loop_trips`), and where any is
+    not 1 its FLOPs and bytes accessed are left out rather than given as that fraction."""
+    fields: dict[str, Any] = {}
+    loops = loop_trip_counts(compiled)
+    if loops:
+        fields["program_loop_trips"] = loops
+    counted_once = any(trips != 1 for trips in loops or [])
     try:
         cost = compiled.cost_analysis()
         cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-        if cost and cost.get("flops"):
+        if cost and cost.get("flops") and not counted_once:
             fields["program_flops"] = float(cost["flops"])
-        if cost and cost.get("bytes accessed"):
+        if cost and cost.get("bytes accessed") and not counted_once:
             fields["program_bytes_accessed"] = float(cost["bytes accessed"])
     except Exception:  # noqa: BLE001 - an analysis the backend lacks is no measurement, not an error
         pass
