@@ -374,6 +374,28 @@ def _models_gpt2_compiles() -> str:
     return f"**compiles in {min(compiles):.1f}-{max(compiles):.1f} s** per program"
 
 
+
+# --- the jax family's lowerings and options on this CPU (targets.md) -----------------------------------
+
+def _recurrent_ratios(workload: str) -> str:
+    rows = {(row["target"], row["batch_size"]): row for row in of_kind("jax_recurrent_cpu.jsonl", "bench")
+            if row["workload"] == workload}
+    return " / ".join(f"{rows['jax:jit:fp32', batch]['samples_per_s'] / rows['cpu:eager:fp32', batch]['samples_per_s']:.2f}x"
+                      for batch in (16, 64, 256))
+
+
+def _targets_recurrent() -> str:
+    return (f"train on `jax:jit:fp32` at {_recurrent_ratios('user_lstm_lm')} eager PyTorch's rate (LSTM) and "
+            f"{_recurrent_ratios('user_gru_lm')} (GRU) at batch 16 / 64 / 256")
+
+
+def _targets_scan_compile() -> str:
+    rows = {row["target"]: row for row in of_kind("jax_scan_compile_cpu.jsonl", "bench")}
+    plain, scanned = rows["jax:jit:fp32"], rows["jax:jit:fp32:scan-layers+remat"]
+    return (f"compiled in {scanned['compile_s']:.1f} s instead of {plain['compile_s']:.1f} s on this CPU and stepped at "
+            f"{scanned['samples_per_s'] / plain['samples_per_s']:.2f}x the unrolled rate")
+
+
 def h200_best() -> tuple[str, str]:
     """The H200's best bf16 MFU against the measured peak, and against its nominal peak."""
     from trainspeed.nominal_peaks import nominal_peak
@@ -1695,6 +1717,8 @@ CLAIMS.update(TPU_CLAIMS)
 CLAIMS.update({f"tpu models: {workload} {target} {batch}": Claim(TPU, _models_table_row(label, options, workload, target,
                                                                                      batch, run))
                for label, options, workload, target, batch, run in MODELS_TABLE})
+CLAIMS.update({"targets: recurrent layers on this CPU": Claim("targets.md", _targets_recurrent),
+               "targets: a scanned ViT's compile on this CPU": Claim("targets.md", _targets_scan_compile)})
 CLAIMS.update({"tpu models: gpt2 against its peer": Claim(TPU, _models_gpt2_peer),
                "tpu models: vit": Claim(TPU, _models_vit),
                "tpu models: gpt2 compiles": Claim(TPU, _models_gpt2_compiles)})
