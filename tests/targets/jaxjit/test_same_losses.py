@@ -121,3 +121,49 @@ def test_bf16_computes_a_linear_layer_in_bfloat16() -> None:
     jax_gap = abs(first_loss("jax:jit:bf16") - first_loss("jax:jit:fp32"))
     assert cpu_gap > 1e-5
     assert jax_gap > cpu_gap / 10, (jax_gap, cpu_gap)
+
+
+class PoolingCNN(torch.nn.Module):
+    """A small CNN as a user writes one: conv, BatchNorm, ReLU and F.max_pool2d twice, then a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.norm1 = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8)
+        self.conv2, self.norm2 = torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.BatchNorm2d(16)
+        self.head = torch.nn.Linear(16 * 4 * 4, 5)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = torch.nn.functional.max_pool2d(torch.relu(self.norm1(self.conv1(images))), 2)
+        x = torch.nn.functional.max_pool2d(torch.relu(self.norm2(self.conv2(x))), 2)
+        return self.head(x.flatten(1))
+
+
+def test_a_user_cnn_with_max_pooling_and_batch_norm_trains_as_eager_pytorch() -> None:
+    """F.max_pool2d has a derivative on the jax family, and BatchNorm's running statistics come out of
+    the step as PyTorch writes them: the losses and the statistics after the steps are eager's."""
+    import functools
+
+    import trainspeed
+
+    workload = trainspeed.workload_from(
+        model=PoolingCNN, loss=lambda outputs, batch: torch.nn.functional.cross_entropy(outputs, batch[1]),
+        optimizer=functools.partial(torch.optim.SGD, lr=0.05, momentum=0.9),
+        batch=(torch.rand(BATCH, 3, 16, 16), torch.randint(0, 5, (BATCH,))), name="pooling_cnn")
+    assert_same_losses(workload)
+    statistics = {}
+    for target_name in ("cpu:eager:fp32", "jax:jit:fp32"):
+        target = get_target(target_name)
+        trainable = target.build(workload, workload.default_size, 0)
+        batch = target.move_batch(workload.synthetic_batch(workload.default_size, BATCH, torch.Generator().manual_seed(0)))
+        for _ in range(3):
+            target.run_step(trainable, batch)
+        target.sync()
+        state = trainable.state_dict()
+        networks = state["networks"] if "networks" in state else {name: net.state_dict()
+                                                                   for name, net in trainable.networks.items()}
+        statistics[target_name] = {key: value for net in networks.values() for key, value in net.items() if "running" in key}
+    eager, traced = statistics["cpu:eager:fp32"], statistics["jax:jit:fp32"]
+    assert eager.keys() == traced.keys() and len(eager) == 4
+    for key in eager:
+        assert torch.allclose(traced[key].float(), eager[key].float(), rtol=1e-4, atol=1e-6), key
+        assert not torch.allclose(eager[key], torch.zeros_like(eager[key])) or "mean" not in key
