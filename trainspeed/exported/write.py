@@ -28,11 +28,12 @@ import torch
 from trainspeed import jaxrt
 from trainspeed.atomic import current_umask
 from trainspeed.errors import UsageError
-from trainspeed.exported.stored_arrays import storable
+from trainspeed.exported.stored_arrays import leaf_key, storable
 from trainspeed.exported.manifest import (
     BATCH_FILE,
     FORMAT,
     FORMAT_VERSION,
+    INITIAL_STATES,
     MANIFEST,
     STATE_FILE,
     Column,
@@ -53,7 +54,6 @@ from trainspeed.workloads import get_workload, reference_batch, resolve_size
 from trainspeed.workloads.identity import identify
 from trainspeed.workloads.phases import phase_cycle, variant_name
 
-INITIAL_STATES = ("file", "drawn")
 DRAWN_FROM_ELEMENTS = 4096
 """With `--initial-state drawn`, parameters of at least this many elements are drawn on the device;
 smaller ones (biases, norms' scales) travel in the file as built."""
@@ -324,7 +324,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
             program = dataclasses.replace(program, eval_file=eval_file, eval_sha256=sha256_of(files[eval_file]))
         programs.append(program)
     leaves = [_leaf(name, state[name], initial_state) for name in names]
-    files[STATE_FILE] = _npz({f"leaf{index:05d}": np.asarray(state[name]) for index, name in enumerate(names)
+    files[STATE_FILE] = _npz({leaf_key(index): np.asarray(state[name]) for index, name in enumerate(names)
                               if leaves[index].source == "file"})
     files[BATCH_FILE] = _npz(host_batch)
     import torchax
@@ -339,6 +339,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
         programs=programs, optimizer_groups=_optimizer_groups(functional),
         lr_reference_batch=reference_batch(workload), eval_metrics=metric_names,
         batch_rows=rows, state_sha256=sha256_of(files[STATE_FILE]), batch_sha256=sha256_of(files[BATCH_FILE]),
+        file_bytes={name: len(data) for name, data in files.items()},
         jax_version=jax.__version__,
         versions={"jax": jaxrt.versions(), "torchax": torchax.__version__, "torch": torch.__version__,
                   "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")},
