@@ -152,8 +152,8 @@ def test_a_resumed_run_measures_on_from_its_checkpoint_as_one_never_stopped(
     for name in ("train_config.json", "metrics.jsonl"):
         (resumed / name).write_bytes((whole / name).read_bytes())
     (resumed / "checkpoints").mkdir()
-    kept = whole / "checkpoints" / "step-000000003.npz"
-    (resumed / "checkpoints" / kept.name).write_bytes(kept.read_bytes())
+    for name in ("step-000000003.npz", "step-000000003.npz.sha256"):
+        (resumed / "checkpoints" / name).write_bytes((whole / "checkpoints" / name).read_bytes())
     assert main(["train", *flags, "--resume", "--out", str(resumed)]) == 0
     after, before = rows(resumed, "noise-scale"), rows(whole, "noise-scale")
     assert [row["step"] for row in after] == [row["step"] for row in before] == [3, 6]
