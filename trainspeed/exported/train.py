@@ -57,21 +57,45 @@ from trainspeed.train.time_to_target import RunTotals, TargetTracker, check_goal
 from trainspeed.user_files import read_regular
 
 DEFAULTS = TrainConfig()
+NOT_RUN_HERE = "auto batch schedules are not run on exported steps"
 
 
 def refuse_unsupported(config: TrainConfig) -> None:
-    """One line for each setting an exported step cannot honour (its own flag named)."""
+    """One line for each setting an exported step cannot honour (its own flag named): none is
+    taken and silently ignored."""
+    batch = config.batch
     asks = [
         ("--nproc/--nnodes", config.world_size != 1, "one device; several ranks need the jax target where torch is"),
         ("--target", config.target != DEFAULTS.target, "the target is the one exported (its precision is in the step)"),
         ("--synthetic-data", config.synthetic_data, "give --data; `bench --exported` times the synthetic batch"),
-        ("--batch-schedule", config.batch.schedule is not None, "the batch is one exported batch size"),
+        ("--batch-schedule", batch.schedule is not None, "the batch is one exported batch size"),
+        ("--max-batch-per-device", batch.max_batch_per_device is not None,
+         "the batch is one exported batch size; `export --micro-batch-size N` steps it in micro-batches"),
+        ("--global-batch-min/--global-batch-max", (batch.global_batch_min, batch.global_batch_max) != (None, None),
+         NOT_RUN_HERE),
+        ("--critical-batch", batch.critical_batch is not None, NOT_RUN_HERE),
+        ("--auto-step-times", batch.auto_step_times != DEFAULTS.batch.auto_step_times, NOT_RUN_HERE),
         ("--init-from", config.init_from is not None, "start from the exported state, or --resume a run of it"),
         ("--bench-jsonl", config.bench_jsonl is not None, "not read by a run of exported steps"),
+        ("--bad-samples", config.bad_samples != DEFAULTS.bad_samples,
+         "a shard set is read whole or refused; a damaged shard stops the run in one line"),
+        ("--threads", config.threads != DEFAULTS.threads, "torch's threads, and no torch runs here"),
+        ("--num-workers", config.num_workers != DEFAULTS.num_workers,
+         "the batches are read in this process while the device steps"),
     ]
     for flag, given, why in asks:
         if given:
             raise UsageError(f"train --exported: {flag} is not for exported steps ({why})")
+
+
+def refuse_drawn_state(manifest: Manifest, folder: Path) -> None:
+    """An export whose large parameters are drawn on the device (`export --initial-state drawn`)
+    is for benches: its model is not the workload's own initialisation, so a run of it would be
+    compared with runs it does not match."""
+    drawn = manifest.initial_state == "drawn" or any(leaf.source in ("constant", "normal") for leaf in manifest.state)
+    if drawn:
+        raise UsageError(f"train --exported: {folder} was exported with --initial-state drawn (its large parameters "
+                         "drawn on the device, for benches); export it again with --initial-state file to train it")
 
 
 @dataclass(frozen=True)
@@ -476,6 +500,7 @@ def train_exported(folder: Path, config: TrainConfig) -> int:
     config.validate()
     steps = ExportedSteps.open(folder, None if config.workload == DEFAULTS.workload else config.workload)
     manifest = steps.manifest
+    refuse_drawn_state(manifest, folder)
     if config.size is not None and config.size != manifest.size:
         raise UsageError(f"train --exported: the folder holds size {manifest.size} of {manifest.workload}, not "
                          f"--size {config.size}; drop --size or export that size")
