@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainspeed.errors import UsageError  # noqa: E402
-from trainspeed.exported.manifest import read_checked, read_manifest  # noqa: E402
+from trainspeed.exported.folder import read_checked, read_manifest  # noqa: E402
 
 
 def tpu_device(topology: str):
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:  # the folder as `bench --exported` reads it: a missing or damaged one is one line
         manifest = read_manifest(args.exported)
-        artifacts = [(name, read_checked(args.exported, name, sha256))
+        artifacts = [(name, read_checked(args.exported, name, sha256, manifest.file_bytes[name]))
                      for name, sha256 in manifest.program(args.batch).train_files()]
     except UsageError as error:
         print(f"tpu_aot_compile: error: {error}", file=sys.stderr)

@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.tpu_aot_compile import compile_program, main, markdown
 from trainspeed.cli import main as trainspeed_main
-from trainspeed.exported.manifest import read_checked, read_manifest
+from trainspeed.exported.folder import read_checked, read_manifest
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_program_compiles_and_reports_its_seconds_temporaries_arguments_and_flops(exported: Path) -> None:
     manifest = read_manifest(exported)
     ((name, sha256),) = manifest.program(8).train_files()
-    row = compile_program(name, read_checked(exported, name, sha256), jax.devices("cpu")[0])
+    artifact = read_checked(exported, name, sha256, manifest.file_bytes[name])
+    row = compile_program(name, artifact, jax.devices("cpu")[0])
     assert row["program"] == "train_b8.jaxexport"
     assert row["compile_s"] >= 0 and row["argument_gb"] > 0 and row["tflops"] > 0
     page = markdown([{**row, "size": "tiny", "batch": 8, "precision": "fp32", "topology": "v5e:1x1",

@@ -261,3 +261,14 @@ def test_bf16_leaves_travel_in_the_file_as_bf16(tmp_path) -> None:
                  *MAHJONG, "--out", str(folder)]) == 0
     check_made_leaves(folder, "mahjong")
     assert any(leaf["dtype"] == "bfloat16" for leaf in manifest_of(folder)["state"])
+
+
+def test_a_drawn_export_is_for_benches_and_train_refuses_it_in_one_line(drawn: Path, tmp_path: Path,
+                                                                        cli_error) -> None:
+    """Its large parameters are not the workload's own initialisation, so a run of it would not
+    be the run it is compared with (docs/targets.md: "for benches ..., never for training")."""
+    out = tmp_path / "run"
+    error = cli_error("train", "--exported", str(drawn), "--data", str(tmp_path), "--batch-size-per-device", str(BATCH),
+                      "--steps", "2", "--no-progress", "--out", str(out))
+    assert "was exported with --initial-state drawn" in error and "--initial-state file to train it" in error
+    assert not out.exists()

@@ -23,6 +23,7 @@ from child_commands import run_child, start_child
 from without_torch import trainspeed_without_torch
 
 from trainspeed.cli import main
+from trainspeed.flags import machine_cpus
 from trainspeed.targets.jaxjit import JaxTarget
 
 pytestmark = [
@@ -152,8 +153,8 @@ def test_a_resumed_run_measures_on_from_its_checkpoint_as_one_never_stopped(
     for name in ("train_config.json", "metrics.jsonl"):
         (resumed / name).write_bytes((whole / name).read_bytes())
     (resumed / "checkpoints").mkdir()
-    kept = whole / "checkpoints" / "step-000000003.npz"
-    (resumed / "checkpoints" / kept.name).write_bytes(kept.read_bytes())
+    for name in ("step-000000003.npz", "step-000000003.npz.sha256"):
+        (resumed / "checkpoints" / name).write_bytes((whole / "checkpoints" / name).read_bytes())
     assert main(["train", *flags, "--resume", "--out", str(resumed)]) == 0
     after, before = rows(resumed, "noise-scale"), rows(whole, "noise-scale")
     assert [row["step"] for row in after] == [row["step"] for row in before] == [3, 6]
@@ -213,10 +214,19 @@ def test_a_diverging_run_stops_at_its_first_non_finite_loss_with_no_checkpoint_o
     (["--batch-schedule", "auto"], "--batch-schedule is not for exported steps"),
     (["--size", "base"], "holds size tiny of mahjong, not --size base"),
     (["--noise-scale-micro-batches", "4"], "has a step in 2 slices at batch size 32"),
+    (["--max-batch-per-device", "16"], "--max-batch-per-device is not for exported steps"),
+    (["--global-batch-min", "32"], "--global-batch-min/--global-batch-max is not for exported steps"),
+    (["--global-batch-max", "64"], "--global-batch-min/--global-batch-max is not for exported steps"),
+    (["--critical-batch", "no-such-file.jsonl"], "--critical-batch is not for exported steps"),
+    (["--bad-samples", "skip"], "--bad-samples is not for exported steps"),
+    (["--threads", "2"], "--threads is not for exported steps"),
+    (["--num-workers", "0"], "--num-workers is not for exported steps"),
 ])
 def test_what_an_exported_step_cannot_do_is_one_line(exported: Path, selfplay_data: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str], flags: list[str],
                                                      says: str) -> None:
+    if "--threads" in flags and machine_cpus() < 2:
+        pytest.skip("--threads takes at most this machine's one CPU, the default")
     command = ["train", "--exported", str(exported), "--data", str(selfplay_data), "--batch-size-per-device",
                str(BATCH), "--steps", "4", "--no-progress", "--out", str(tmp_path / "run"), *flags]
     assert main(command) != 0

@@ -187,3 +187,19 @@ def test_a_batch_switch_row_is_of_the_step_it_was_written_after_not_of_its_switc
         b'{"kind": "batch-switch", "step": 11, "last_step": null, "to_global_batch": 64}\n')
     assert [line.step for line in metrics_lines(run)] == [7, 9, 11]
 
+
+
+def test_a_run_that_logged_its_steps_twice_is_one_line_naming_both_rows(tmp_path: Path, cli_error) -> None:
+    """As a run started over on its own rows leaves them: every reader (the report, the plan, the
+    studies) would count those windows' seconds and samples twice."""
+    run = _copy(tmp_path)
+    rows = _metrics(run)
+    train = [row for row in rows if row["kind"] == "train"]
+    _write_metrics(run, train[:2] + rows)
+    message = _error(read_run, run)
+    first, second = train[0]["step"], train[1]["step"]
+    assert f"metrics.jsonl:3: a training window of step {first} after one of step {second} (" in message
+    assert "the run logged its steps twice" in message
+    error = cli_error("report", str(run), "--out", str(tmp_path / "report.html"))
+    assert "the run logged its steps twice" in error
+    assert not (tmp_path / "report.html").exists()

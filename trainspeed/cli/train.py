@@ -32,21 +32,18 @@ def add_train_command(subparsers: argparse._SubParsersAction) -> argparse.Argume
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_flags(parser, TrainConfig, TRAIN_FLAGS)
-    parser.add_argument("--exported", metavar="DIR", default=None,
-                        help="train the steps `trainspeed export` wrote into DIR, where only JAX is (no torch is "
-                        "imported): one device, the exported batch sizes")
     parser.set_defaults(handler=run_train_command)
     return parser
 
 
 def run_train_command(args: argparse.Namespace) -> int:
     config = config_from_flags(TrainConfig, args)
-    if args.exported is not None:
+    if config.exported is not None:
         from pathlib import Path
 
         from trainspeed.exported.train import train_exported
 
-        return train_exported(Path(args.exported), config)
+        return train_exported(Path(config.exported), config)
     from trainspeed.train.launch import launch
 
     return launch(config)

@@ -48,6 +48,19 @@ def _split_of(folder: Path, index: dict, manifest: Manifest) -> tuple[str | None
     return manifest.data_split.column, manifest.data_split.val_per_mille
 
 
+def _check_split_column(folder: Path, schema: ShardSchema, column: str | None, manifest: Manifest) -> None:
+    """The column the split hashes is one integer per sample of the data (None: each sample's
+    position, always there)."""
+    if column is None:
+        return
+    stored = schema.columns.get(column)
+    if stored is None or stored[0].kind not in "iu" or tuple(stored[1]) != ():
+        held = "no such column" if stored is None else f"{stored[0]}{list(stored[1])} per sample"
+        raise UsageError(f"--data {folder}: the exported workload {manifest.workload} splits its data by the integer "
+                         f"column {column!r:.60}, and the data has {held}; give the data of workload "
+                         f"{manifest.workload}, or export the step again")
+
+
 @dataclass
 class ShardSet:
     """The train and val splits of one shard folder, as the programs' batch columns."""
@@ -79,6 +92,7 @@ class ShardSet:
                                  f"exported step takes {column.dtype}{column.sample_shape}; give the data of workload "
                                  f"{manifest.workload}")
         split_column, val_per_mille = _split_of(folder, index, manifest)
+        _check_split_column(folder, schema, split_column, manifest)
         layouts = [split_layout(folder, index, split, schema, split_column, val_per_mille) for split in ("train", "val")]
         return cls(folder, schema, manifest.columns, layouts[0], layouts[1], seed)
 

@@ -1,9 +1,10 @@
 """The manifest of an exported step folder: what was exported, for which platform, with what.
 
 A folder is data, never code: the manifest is JSON read into typed fields, the arrays are npz read
-with `allow_pickle=False`, and the programs are `jax.export` artifacts (serialized StableHLO, which
-JAX deserializes without running Python from the file). Every file the manifest names carries its
-sha256, checked before it is used, so a cut or altered file is one line, not a crash on the device.
+without pickle, and the programs are `jax.export` artifacts (serialized StableHLO, which JAX
+deserializes without running Python from the file). Every file the manifest names carries its size
+and sha256, checked before it is used (`trainspeed.exported.folder`), so a cut or altered file is
+one line, not a crash on the device.
 """
 
 from __future__ import annotations
@@ -11,17 +12,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import dacite
-
 from trainspeed.errors import UsageError
-from trainspeed.user_files import FileRefused, read_regular
-from trainspeed.user_json import parse_json
 
 FORMAT = "trainspeed-exported-step"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: the manifest declares every file's size (`Manifest.file_bytes`), checked before it is read."""
 MANIFEST = "manifest.json"
 STATE_FILE = "state.npz"
 BATCH_FILE = "batch.npz"
@@ -38,6 +35,8 @@ class Column:
 
 
 LEAF_SOURCES = ("file", "zeros", "constant", "normal")
+INITIAL_STATES = ("file", "drawn")
+"""`export --initial-state`: every parameter in state.npz, or the large ones drawn on the device."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +186,10 @@ class Manifest:
     """Samples in the exported synthetic batch (batch.npz); each batch size reads its first rows."""
     state_sha256: str
     batch_sha256: str
+    file_bytes: dict[str, int]
+    """The size of every file the manifest names, checked before the file is read (a file of
+    another size is cut, grown or not the one exported, and a sparse file of 64 GiB is never read
+    to be hashed)."""
     jax_version: str
     """The exact JAX that serialized the programs; another refuses them (`check_runtime`)."""
     versions: dict[str, str]
@@ -222,87 +225,18 @@ class Manifest:
     def batch_sizes(self) -> list[int]:
         return [program.batch_size for program in self.programs]
 
+    def named_files(self) -> dict[str, str]:
+        """Every file the manifest names, with its sha256: the state, the batch, each program."""
+        files = {STATE_FILE: self.state_sha256, BATCH_FILE: self.batch_sha256}
+        for program in self.programs:
+            files.update(program.train_files())
+            if program.eval_file is not None and program.eval_sha256 is not None:
+                files[program.eval_file] = program.eval_sha256
+        return files
+
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
 def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def read_manifest(folder: Path) -> Manifest:
-    """The folder's manifest, typed; one UsageError line for anything that is not one."""
-    what = f"--exported {folder}"
-    if not folder.is_dir():
-        raise UsageError(f"{what}: not a folder; give the --out folder of `trainspeed export`")
-    try:
-        text = read_regular(folder / MANIFEST, f"{what}/{MANIFEST}", MAX_MANIFEST_BYTES)
-    except FileRefused as error:
-        raise UsageError(f"{error}; give the --out folder of `trainspeed export`") from None
-    if len(text) > MAX_MANIFEST_BYTES:
-        raise UsageError(f"{what}/{MANIFEST}: over {MAX_MANIFEST_BYTES >> 20} MiB, no manifest is that long")
-    try:
-        raw = parse_json(text.decode("utf-8"), f"{what}/{MANIFEST}")
-    except UnicodeDecodeError:
-        raise UsageError(f"{what}/{MANIFEST}: not UTF-8 text") from None
-    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-        raise UsageError(f"{what}: {MANIFEST} is not a trainspeed exported-step manifest")
-    if raw.get("format_version") != FORMAT_VERSION:
-        raise UsageError(f"{what}: manifest format version {raw.get('format_version')!r}, this trainspeed reads "
-                         f"{FORMAT_VERSION}; export the step again with this trainspeed")
-    try:
-        manifest = dacite.from_dict(Manifest, raw, config=dacite.Config(strict=True))
-    except (dacite.DaciteError, TypeError, ValueError) as error:
-        raise UsageError(f"{what}/{MANIFEST}: {str(error).splitlines()[0]}; export the step again") from None
-    for leaf in manifest.state:
-        if leaf.source not in LEAF_SOURCES or (leaf.source in ("constant", "normal") and leaf.mean is None) \
-                or (leaf.source == "normal" and leaf.std is None):
-            raise UsageError(f"{what}/{MANIFEST}: state leaf {leaf.name} has no initial value it can be made from "
-                             f"(source {leaf.source!r}); export the step again")
-    for program in manifest.programs:
-        named = {phase.phases for phase in program.phase_programs}
-        if manifest.step_phases and not set(manifest.step_phases) <= named:
-            raise UsageError(f"{what}/{MANIFEST}: batch size {program.batch_size} has no program for some of the "
-                             f"step phases {sorted(set(manifest.step_phases) - named)}; export the step again")
-        if program.micro_batches < 1 or program.batch_size % program.micro_batches:
-            raise UsageError(f"{what}/{MANIFEST}: batch size {program.batch_size} is not cut into "
-                             f"{program.micro_batches} equal micro-batches; export the step again")
-        sliced = program.sliced
-        if sliced is not None and (sliced.parts < 2 or program.batch_size % sliced.parts or not sliced.networks
-                                   or len(set(sliced.networks)) != len(sliced.networks)):
-            raise UsageError(f"{what}/{MANIFEST}: batch size {program.batch_size}'s step in slices ({sliced.parts} "
-                             f"slices of networks {sliced.networks}) does not cut the batch into 2 or more equal "
-                             "slices of named networks; export the step again")
-    for formula in manifest.eval_summary:
-        sums = [formula.of] + ([formula.per] if formula.formula != "value" else [])
-        if formula.formula not in EVAL_FORMULAS or any(name not in manifest.eval_metrics for name in sums):
-            raise UsageError(f"{what}/{MANIFEST}: validation metric {formula.metric} is not made from the eval "
-                             "program's sums; export the step again")
-    return manifest
-
-
-def read_checked(folder: Path, name: str, sha256: str) -> bytes:
-    """A file the manifest names, after its sha256 matched the manifest's."""
-    if "/" in name or name.startswith(".") or not name:
-        raise UsageError(f"--exported {folder}: the manifest names {name!r}, not a file of the folder")
-    try:
-        data = read_regular(folder / name, f"--exported {folder}/{name}")
-    except FileRefused as error:
-        raise UsageError(str(error)) from None
-    if sha256_of(data) != sha256:
-        raise UsageError(f"--exported {folder}/{name}: its sha256 is not the manifest's (cut or changed since it was "
-                         "exported); export the step again")
-    return data
-
-
-def check_runtime(manifest: Manifest, folder: Path, jax_version: str, platform: str, workload: str | None) -> None:
-    """Refuse, before anything runs, an artifact of another JAX, platform or workload."""
-    what = f"--exported {folder}"
-    if manifest.jax_version != jax_version:
-        raise UsageError(f"{what}: exported with jax {manifest.jax_version}, and this machine has jax {jax_version}; "
-                         f"export it again with jax {jax_version} (jax.export artifacts are read by the JAX that wrote them)")
-    if platform not in manifest.platforms:
-        raise UsageError(f"{what}: exported for {','.join(manifest.platforms)}, and this machine's JAX runs on {platform}; "
-                         f"export it again with --platform {platform}")
-    if workload is not None and workload != manifest.workload:
-        raise UsageError(f"{what}: holds the steps of workload {manifest.workload!r}, not {workload!r}")

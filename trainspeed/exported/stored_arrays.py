@@ -16,6 +16,11 @@ import numpy as np
 BFLOAT16 = "bfloat16"
 
 
+def leaf_key(index: int) -> str:
+    """The name of state leaf number `index` in state.npz and in a checkpoint."""
+    return f"leaf{index:05d}"
+
+
 def storable(array: Any) -> np.ndarray:
     """`array` as npz stores it: a bfloat16 one as uint16 bits, any other as it is."""
     array = np.asarray(array)
@@ -30,3 +35,8 @@ def restored(array: np.ndarray, dtype: str) -> np.ndarray:
 
         return array.view(ml_dtypes.bfloat16)
     return array
+
+
+def stored_dtype(dtype: str) -> np.dtype:
+    """The dtype an npz holds a leaf or column of type `dtype` as (bfloat16: its uint16 bits)."""
+    return np.dtype(np.uint16) if dtype == BFLOAT16 else np.dtype(dtype)

@@ -30,51 +30,72 @@ from pathlib import Path
 from typing import Any
 
 from trainspeed import jaxrt
-from trainspeed.atomic import append_line, atomic_write_bytes, atomic_write_text, check_writable_directory
+from trainspeed.atomic import append_line, atomic_write_text, check_writable_directory
 from trainspeed.errors import UsageError
-from trainspeed.exported.stored_arrays import restored
-from trainspeed.exported.checkpoint import CHECKPOINT_DIR, Position, checkpoints, load_checkpoint, save_checkpoint
+from trainspeed.exported.checkpoint import Position, save_checkpoint
 from trainspeed.exported.data import ShardSet
 from trainspeed.exported.load import ExportedSteps
-from trainspeed.exported.manifest import MANIFEST, Manifest, SlicedProgram, sha256_of
+from trainspeed.exported.manifest import MANIFEST, MAX_MANIFEST_BYTES, Manifest, SlicedProgram, sha256_of
+from trainspeed.exported.resume import Continuation, ResumePoint, continue_run, plan_resume
+from trainspeed.exported.run_folder import check_run_folder
 from trainspeed.gradients.noise_averages import NoiseAverages, partition_seed
 from trainspeed.gradients.rows import summary_fields
 from trainspeed.machine import Machine
-from trainspeed.rows import KIND, row_record
+from trainspeed.rows import row_record
 from trainspeed.train.config import TrainConfig, resolve_lr
 from trainspeed.train.lr_rule import LearningRates, lr_multiplier
 from trainspeed.train.rows import (
     CONFIG_FILE,
     METRICS_FILE,
-    SUMMARY_FILE,
     EvalRecord,
     RunSummary,
     WindowRecord,
 )
-from trainspeed.train.run_lock import LOCK_FILE, hold_run_lock
-from trainspeed.train.runs import metrics_lines
+from trainspeed.train.run_lock import hold_run_lock
 from trainspeed.train.startup import seconds_since_start
 from trainspeed.train.time_to_target import RunTotals, TargetTracker, check_goal_metric, parse_goal
+from trainspeed.user_files import read_regular
 
 DEFAULTS = TrainConfig()
-RUN_FILES = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, CHECKPOINT_DIR, LOCK_FILE)
-LOGGED_KINDS = ("train", "val", "noise-scale")
-"""The rows logged along the steps, kept up to the checkpoint a resume continues from."""
+NOT_RUN_HERE = "auto batch schedules are not run on exported steps"
 
 
 def refuse_unsupported(config: TrainConfig) -> None:
-    """One line for each setting an exported step cannot honour (its own flag named)."""
+    """One line for each setting an exported step cannot honour (its own flag named): none is
+    taken and silently ignored."""
+    batch = config.batch
     asks = [
         ("--nproc/--nnodes", config.world_size != 1, "one device; several ranks need the jax target where torch is"),
         ("--target", config.target != DEFAULTS.target, "the target is the one exported (its precision is in the step)"),
         ("--synthetic-data", config.synthetic_data, "give --data; `bench --exported` times the synthetic batch"),
-        ("--batch-schedule", config.batch.schedule is not None, "the batch is one exported batch size"),
+        ("--batch-schedule", batch.schedule is not None, "the batch is one exported batch size"),
+        ("--max-batch-per-device", batch.max_batch_per_device is not None,
+         "the batch is one exported batch size; `export --micro-batch-size N` steps it in micro-batches"),
+        ("--global-batch-min/--global-batch-max", (batch.global_batch_min, batch.global_batch_max) != (None, None),
+         NOT_RUN_HERE),
+        ("--critical-batch", batch.critical_batch is not None, NOT_RUN_HERE),
+        ("--auto-step-times", batch.auto_step_times != DEFAULTS.batch.auto_step_times, NOT_RUN_HERE),
         ("--init-from", config.init_from is not None, "start from the exported state, or --resume a run of it"),
         ("--bench-jsonl", config.bench_jsonl is not None, "not read by a run of exported steps"),
+        ("--bad-samples", config.bad_samples != DEFAULTS.bad_samples,
+         "a shard set is read whole or refused; a damaged shard stops the run in one line"),
+        ("--threads", config.threads != DEFAULTS.threads, "torch's threads, and no torch runs here"),
+        ("--num-workers", config.num_workers != DEFAULTS.num_workers,
+         "the batches are read in this process while the device steps"),
     ]
     for flag, given, why in asks:
         if given:
             raise UsageError(f"train --exported: {flag} is not for exported steps ({why})")
+
+
+def refuse_drawn_state(manifest: Manifest, folder: Path) -> None:
+    """An export whose large parameters are drawn on the device (`export --initial-state drawn`)
+    is for benches: its model is not the workload's own initialisation, so a run of it would be
+    compared with runs it does not match."""
+    drawn = manifest.initial_state == "drawn" or any(leaf.source in ("constant", "normal") for leaf in manifest.state)
+    if drawn:
+        raise UsageError(f"train --exported: {folder} was exported with --initial-state drawn (its large parameters "
+                         "drawn on the device, for benches); export it again with --initial-state file to train it")
 
 
 @dataclass(frozen=True)
@@ -137,32 +158,6 @@ def _plan(config: TrainConfig, manifest: Manifest, data: ShardSet, folder: Path)
                    _sliced(config, manifest, batch, folder))
 
 
-def _check_out(run_dir: Path, resume: bool) -> None:
-    holds = run_dir.is_dir() and any((run_dir / name).exists() for name in (CONFIG_FILE, METRICS_FILE, CHECKPOINT_DIR))
-    if run_dir.is_dir():
-        foreign = sorted(entry.name for entry in run_dir.iterdir() if entry.name not in RUN_FILES)
-        if foreign:
-            raise UsageError(f"train: --out {run_dir} holds files of something else ({', '.join(foreign[:3])}), not a "
-                             "run; give a new or empty folder (nothing there is changed)")
-    if holds and not resume:
-        raise UsageError(f"train: {run_dir} already holds a run; continue it with --resume or choose another --out")
-    if resume and not holds:
-        raise UsageError(f"train: --resume: {run_dir} holds no run to continue; drop --resume to start one")
-    check_writable_directory(run_dir, f"--out {run_dir}")
-
-
-def _keep_rows_until(run_dir: Path, step: int) -> None:
-    """metrics.jsonl without the rows logged after the checkpoint a resume continues from (they are
-    logged again), nor the end-of-run rows of the invocation before, nor a line a kill cut short
-    (read as every reader of a run reads it: `trainspeed.train.runs.metrics_lines`)."""
-    lines = metrics_lines(run_dir)
-    if not lines:
-        return
-    kept = [line.text for line in lines if line.row is not None and line.row.get(KIND) in LOGGED_KINDS
-            and isinstance(line.row.get("step"), int) and line.row["step"] <= step]
-    atomic_write_bytes(run_dir / METRICS_FILE, b"".join(text + b"\n" for text in kept))
-
-
 @dataclass
 class Window:
     """The logged window open now: its steps, host seconds, and each step's loss as the device
@@ -221,11 +216,12 @@ class LoopClock:
 class ExportedRun:
     """One invocation: the state on the device, the clock, the rows."""
 
-    def __init__(self, config: TrainConfig, steps: ExportedSteps, data: ShardSet, plan: RunPlan, command: str) -> None:
+    def __init__(self, config: TrainConfig, steps: ExportedSteps, data: ShardSet, plan: RunPlan, command: str,
+                 manifest_sha256: str) -> None:
         self.config, self.steps, self.data, self.plan, self.command = config, steps, data, plan, command
         self.manifest = steps.manifest
         self.run_dir = Path(config.out_dir)
-        self.manifest_sha256 = sha256_of((steps.folder / MANIFEST).read_bytes())
+        self.manifest_sha256 = manifest_sha256
         self.program = steps.train_program(plan.batch_size)
         self.eval_program = steps.eval_program(plan.batch_size)
         self.tracker = TargetTracker(plan.goal, config.until) if plan.goal is not None else None
@@ -251,38 +247,34 @@ class ExportedRun:
         """The noise-scale meter over the exported step in slices (None: not measured)."""
 
     # --- state ---------------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, point: ResumePoint | None) -> None:
+        """The state on the device: the export's initial state, or the checkpoint `point` with the
+        loop's position, clock, goal and noise-scale averages it carries (loaded before anything
+        is written: one that does not load is one line)."""
         import jax
 
-        found = checkpoints(self.run_dir) if self.config.resume else []
-        if not found:
+        if point is None:
             self.state = self.steps.initial_state()
             return
-        leaves, position = load_checkpoint(found[-1], len(self.manifest.state))
-        leaves = [restored(array, leaf.dtype) for leaf, array in zip(self.manifest.state, leaves)]
-        if position.manifest_sha256 != self.manifest_sha256 or position.batch_size != self.plan.batch_size \
-                or position.seed != self.config.seed:
-            raise UsageError(f"train --resume: {found[-1]} was made with another export, batch size or seed "
-                             f"(batch {position.batch_size}, seed {position.seed}); resume with the same --exported, "
-                             "--batch-size-per-device and --seed")
-        for leaf, array in zip(self.manifest.state, leaves):
-            if list(array.shape) != leaf.shape or str(array.dtype) != leaf.dtype:
-                raise UsageError(f"{found[-1]}: leaf {leaf.name} is not the export's {leaf.dtype}{leaf.shape}")
-        self.state = [jax.device_put(array, jaxrt.device()) for array in leaves]
+        position = point.position
+        try:
+            if self.tracker is not None:
+                self.tracker.load_state(position.goal)
+            if self.meter is not None:
+                self.meter.load_state(position.noise_scale)
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise UsageError(f"train: cannot resume: {point.path} holds a goal's watch or noise-scale averages that do "
+                             f"not load ({type(error).__name__}: {str(error)[:160]}); remove it (and its .sha256) to "
+                             "resume from an older one") from None
+        self.state = [jax.device_put(array, jaxrt.device()) for array in point.leaves]
         self.step = self.first_step = position.step
         self.samples = position.samples
-        self.totals = RunTotals.from_state(position.clock)
+        self.totals = dataclasses.replace(position.clock)
         self.totals.resumes += 1
-        if self.tracker is not None and position.goal is not None:
-            self.tracker.load_state(position.goal)
-        if self.meter is not None:
-            self.meter.load_state(position.noise_scale)
-        _keep_rows_until(self.run_dir, position.step)
-        print(f"train: resumed from {found[-1]} (step {position.step}, {position.samples:,} samples)", flush=True)
 
     def checkpoint(self) -> None:
         position = Position(self.step, self.samples, self.manifest_sha256, self.plan.batch_size, self.config.seed,
-                            self.totals.as_state(), self.tracker.as_state() if self.tracker is not None else None,
+                            dataclasses.replace(self.totals), self.tracker.state() if self.tracker is not None else None,
                             self.meter.state() if self.meter is not None else None)
         save_checkpoint(self.run_dir, self.state, position, self.config.keep_checkpoints)
 
@@ -488,33 +480,52 @@ class ExportedRun:
         )
 
 
+def recorded_settings(config: TrainConfig, manifest: Manifest, plan: RunPlan, folder: Path) -> TrainConfig:
+    """The run's settings as its folder records them and a resume compares them: what the export
+    fixes (workload, size, target, the noise-scale meter's slices), the LR rule resolved as the
+    torch trainer resolves it, and the exported folder, which says the trainer."""
+    return dataclasses.replace(config, workload=manifest.workload, size=manifest.size, target=manifest.target,
+                               exported=str(folder), lr=resolve_lr(config.lr, manifest.lr_reference_batch),
+                               noise_scale="on" if plan.sliced is not None else "off",
+                               noise_scale_micro_batches=plan.sliced.parts if plan.sliced is not None else 1)
+
+
 def train_exported(folder: Path, config: TrainConfig) -> int:
-    """Check everything, then train; the rows and summary go to `config.out_dir`."""
+    """Check every input (the flags, the folder's manifest, programs and state, the data, the run
+    folder and what a resume continues), then write the run folder and train; the rows and
+    summary go to `config.out_dir`. A refusal leaves no run folder, and a run's folder as it was."""
     refuse_unsupported(config)
     if config.data is None:
         raise UsageError("train --exported: give --data SHARDS (the shard folder of the exported workload)")
     config.validate()
     steps = ExportedSteps.open(folder, None if config.workload == DEFAULTS.workload else config.workload)
     manifest = steps.manifest
+    refuse_drawn_state(manifest, folder)
     if config.size is not None and config.size != manifest.size:
         raise UsageError(f"train --exported: the folder holds size {manifest.size} of {manifest.workload}, not "
                          f"--size {config.size}; drop --size or export that size")
     data = ShardSet.open(Path(config.data), manifest, config.seed)
     plan = _plan(config, manifest, data, folder)
-    steps.verify([plan.batch_size])
+    steps.verify([plan.batch_size], state_and_batch=False)
+    steps.initial_arrays()
+    manifest_sha256 = sha256_of(read_regular(folder / MANIFEST, f"--exported {folder}/{MANIFEST}", MAX_MANIFEST_BYTES))
+    settings = recorded_settings(config, manifest, plan, folder)
     run_dir = Path(config.out_dir)
-    _check_out(run_dir, config.resume)
-    command = " ".join(sys.argv)
+    check_run_folder(run_dir, settings)
+    check_writable_directory(run_dir, f"--out {run_dir}")
     with hold_run_lock(run_dir):
-        written = dataclasses.replace(config, workload=manifest.workload, size=manifest.size, target=manifest.target,
-                                      noise_scale="on" if plan.sliced is not None else "off",
-                                      noise_scale_micro_batches=plan.sliced.parts if plan.sliced is not None else 1)
-        if not config.resume:
-            atomic_write_text(run_dir / CONFIG_FILE, written.to_json() + "\n")
-        run = ExportedRun(config, steps, data, plan, command)
+        continuation: Continuation | None = Continuation(None)
+        if config.resume:
+            continuation = plan_resume(run_dir, settings, manifest, manifest_sha256, plan.total_steps)
+            if continuation is None:
+                return 0  # the run had finished
+        run = ExportedRun(config, steps, data, plan, " ".join(sys.argv), manifest_sha256)
+        run.start(continuation.point)
+        if config.resume:
+            continue_run(run_dir, continuation)
+        atomic_write_text(run_dir / CONFIG_FILE, settings.to_json() + "\n")
         print(f"train: {manifest.workload}/{manifest.size} exported {manifest.target} on {jaxrt.device().device_kind}, "
               f"batch {plan.batch_size}, {plan.total_steps} steps; {plan.rates.line()}", flush=True)
-        run.start()
         summary = run.run()
         summary.write(run_dir)
         append_line(run_dir / METRICS_FILE, json.dumps(row_record(summary), sort_keys=True))

@@ -16,9 +16,6 @@ import functools
 import io
 import json
 import math
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,13 +23,12 @@ import numpy as np
 import torch
 
 from trainspeed import jaxrt
-from trainspeed.atomic import current_umask
 from trainspeed.errors import UsageError
-from trainspeed.exported.stored_arrays import storable
 from trainspeed.exported.manifest import (
     BATCH_FILE,
     FORMAT,
     FORMAT_VERSION,
+    INITIAL_STATES,
     MANIFEST,
     STATE_FILE,
     Column,
@@ -46,6 +42,8 @@ from trainspeed.exported.manifest import (
     SlicedProgram,
     sha256_of,
 )
+from trainspeed.exported.out_folder import check_out, write_folder
+from trainspeed.exported.stored_arrays import leaf_key, storable
 from trainspeed.targets import get_target
 from trainspeed.targets.jaxjit import JaxTarget
 from trainspeed.targets.jaxjit.functional import FunctionalStep, host_batch_arrays, refuse_untraceable
@@ -53,7 +51,8 @@ from trainspeed.workloads import get_workload, reference_batch, resolve_size
 from trainspeed.workloads.identity import identify
 from trainspeed.workloads.phases import phase_cycle, variant_name
 
-INITIAL_STATES = ("file", "drawn")
+MAX_DIMENSION = 2**31 - 1
+"""A batch dimension JAX (without x64) indexes in int32: a larger batch fails inside a trace."""
 DRAWN_FROM_ELEMENTS = 4096
 """With `--initial-state drawn`, parameters of at least this many elements are drawn on the device;
 smaller ones (biases, norms' scales) travel in the file as built."""
@@ -246,6 +245,20 @@ def _data_split(workload: Any) -> DataSplit | None:
     return None if spec is None else DataSplit(spec.split_column, int(spec.val_per_mille))
 
 
+def _check_batch_memory(workload: Any, size: str, rows: int, seed: int) -> None:
+    """One line, before anything is traced, where the synthetic batch the folder carries (`rows`
+    samples: the largest batch size, or --batch-rows) would not fit in this machine's memory."""
+    import psutil
+
+    sample = host_batch_arrays(workload.synthetic_batch(size, 1, torch.Generator().manual_seed(seed)))
+    needed = rows * sum(array.nbytes for array in sample.values())
+    available = psutil.virtual_memory().available
+    if needed > available:
+        raise UsageError(f"export: the synthetic batch of {rows:,} samples (the largest --batch-sizes) takes "
+                         f"{needed / 2**30:,.1f} GiB, more than this machine's {available / 2**30:,.1f} GiB free; "
+                         "give --batch-rows N (a bench of a larger size repeats its N samples)")
+
+
 def export_steps(workload_name: str, size: str | None, target_name: str, platform: str, batch_sizes: list[int],
                  out: Path, seed: int = 0, command: str | None = None, initial_state: str = "file",
                  noise_scale_micro_batches: int = 1, micro_batch_size: int | None = None,
@@ -261,14 +274,19 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
         raise UsageError(f"--initial-state {initial_state}: choose file or drawn")
     if platform not in jaxrt.PLATFORMS:
         raise UsageError(f"--platform {platform}: choose one of {', '.join(jaxrt.PLATFORMS)}")
-    if os.path.lexists(out):
-        raise UsageError(f"--out {out}: exists; give a new folder (an export never writes over files)")
+    check_out(out)
+    too_large = [size for size in batch_sizes if size > MAX_DIMENSION]
+    if too_large:
+        raise UsageError(f"--batch-sizes: {too_large[0]:,} is more than {MAX_DIMENSION:,}, the longest dimension JAX "
+                         "indexes without 64-bit integers; give smaller batch sizes")
     target = get_target(target_name)
     if not isinstance(target, JaxTarget):
         raise UsageError(f"--target {target_name}: export traces the step through the jax family; give "
                          "jax:jit:fp32 or jax:jit:bf16")
     workload = get_workload(workload_name)
     size = resolve_size(workload, size)
+    rows = min(max(batch_sizes), batch_rows or max(batch_sizes))
+    _check_batch_memory(workload, size, rows, seed)
     identity = identify(workload)
     functional = FunctionalStep(workload.build(size, seed=seed), target.spec.precision, seed, target.spec.options)
     _check_slices(functional, batch_sizes, noise_scale_micro_batches)
@@ -276,8 +294,6 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
     state = functional.initial_state()
     names = sorted(state)
     networks = list(functional.trainable.optimizers)
-    largest = max(batch_sizes)
-    rows = min(largest, batch_rows or largest)
     host_batch = host_batch_arrays(workload.synthetic_batch(size, rows, torch.Generator().manual_seed(seed)))
     columns = list(host_batch)
     state_specs = [jax.ShapeDtypeStruct(state[name].shape, state[name].dtype) for name in names]
@@ -324,7 +340,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
             program = dataclasses.replace(program, eval_file=eval_file, eval_sha256=sha256_of(files[eval_file]))
         programs.append(program)
     leaves = [_leaf(name, state[name], initial_state) for name in names]
-    files[STATE_FILE] = _npz({f"leaf{index:05d}": np.asarray(state[name]) for index, name in enumerate(names)
+    files[STATE_FILE] = _npz({leaf_key(index): np.asarray(state[name]) for index, name in enumerate(names)
                               if leaves[index].source == "file"})
     files[BATCH_FILE] = _npz(host_batch)
     import torchax
@@ -339,6 +355,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
         programs=programs, optimizer_groups=_optimizer_groups(functional),
         lr_reference_batch=reference_batch(workload), eval_metrics=metric_names,
         batch_rows=rows, state_sha256=sha256_of(files[STATE_FILE]), batch_sha256=sha256_of(files[BATCH_FILE]),
+        file_bytes={name: len(data) for name, data in files.items()},
         jax_version=jax.__version__,
         versions={"jax": jaxrt.versions(), "torchax": torchax.__version__, "torch": torch.__version__,
                   "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")},
@@ -347,22 +364,5 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
         data_split=_data_split(workload), step_phases=step_phases,
     )
     files[MANIFEST] = (json.dumps(manifest.to_json(), indent=1) + "\n").encode()
-    _write_folder(out, files)
+    write_folder(out, files)
     return manifest
-
-
-def _write_folder(out: Path, files: dict[str, bytes]) -> None:
-    """Every file into a temporary folder beside `out`, then the folder renamed to `out` at once:
-    an interrupted export leaves no half folder, and a folder that appeared meanwhile is kept."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp's folder is private; the export is not
-        for name, data in files.items():
-            (staging / name).write_bytes(data)
-        if os.path.lexists(out):
-            raise UsageError(f"--out {out}: appeared while exporting; it is left as it is (give a new folder)")
-        os.rename(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise

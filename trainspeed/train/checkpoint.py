@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from trainspeed.atomic import atomic_path, atomic_write_text
+from trainspeed.checksum_file import ChecksumProblem, checksum_path, recorded_checksum, write_checksum
 from trainspeed.errors import UsageError
 from trainspeed.targets.base import Target
 from trainspeed.user_files import FileRefused, open_regular, read_regular
@@ -40,7 +41,6 @@ from trainspeed.user_files import FileRefused, open_regular, read_regular
 CHECKPOINT_DIR = "checkpoints"
 LATEST_POINTER = "latest"
 KEEP_CHECKPOINTS = 2
-CHECKSUM_SUFFIX = ".sha256"
 SUPERSEDED_DIR = "superseded"
 CHECKPOINT_NAME = re.compile(r"step-(\d{9})\.pt")
 POINTER_MAX_BYTES = 256
@@ -117,10 +117,6 @@ def checkpoint_name(step: int) -> str:
     return f"step-{step:09d}.pt"
 
 
-def checksum_path(path: Path) -> Path:
-    return path.with_name(path.name + CHECKSUM_SUFFIX)
-
-
 def sha256_of(path: Path) -> str:
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()
@@ -149,7 +145,7 @@ def save_checkpoint(run_dir: Path, step: int, payload: dict[str, Any], keep: int
     with atomic_path(path) as tmp:
         torch.save(host_payload, tmp)
         digest = sha256_of(tmp)
-    atomic_write_text(checksum_path(path), f"{digest}  {path.name}\n")
+    write_checksum(path, digest)
     atomic_write_text(directory / LATEST_POINTER, path.name + "\n")
     if keep:
         _prune_before(run_dir, step, keep)
@@ -236,18 +232,10 @@ def _unpickle_data(path: Path, handle: BinaryIO) -> Any:
 
 
 def _recorded_checksum(path: Path) -> str:
-    sidecar = checksum_path(path)
-    if not sidecar.exists() and not sidecar.is_symlink():
-        raise CheckpointRefused(path, f"has no checksum file ({sidecar.name} is missing)")
     try:
-        fields = read_regular(sidecar, sidecar.name, POINTER_MAX_BYTES)[:POINTER_MAX_BYTES].decode("ascii").split()
-    except FileRefused as error:
-        raise CheckpointRefused(path, f"has an unreadable checksum file ({sidecar.name} {error.reason})") from None
-    except UnicodeDecodeError:
-        raise CheckpointRefused(path, f"has a checksum file {sidecar.name} that is not a sha256 line for it") from None
-    if len(fields) != 2 or fields[1] != path.name or not re.fullmatch(r"[0-9a-f]{64}", fields[0]):
-        raise CheckpointRefused(path, f"has a checksum file {sidecar.name} that is not a sha256 line for it")
-    return fields[0]
+        return recorded_checksum(path)
+    except ChecksumProblem as problem:
+        raise CheckpointRefused(path, problem.reason) from None
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,10 @@ class TrainConfig:
     """None: the workload's default size (`trainspeed.workloads.resolve_size`); the launcher
     writes the size it resolved into the run's train_config.json."""
     target: str = "cpu:eager:fp32"
+    exported: str | None = None
+    """The folder of steps `trainspeed export` wrote, trained where only JAX is
+    (`trainspeed.exported.train`); None: the workload trained on --target. A run folder's settings
+    say by it which trainer wrote the run (`trainspeed.train.run_trainer`)."""
     data: str | None = None
     synthetic_data: bool = False
     bad_samples: str = "refuse"

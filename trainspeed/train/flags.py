@@ -23,6 +23,8 @@ TRAIN_FLAGS = (
              "(the run stops) or skip it (counted in the summary, warned about)", choices=("refuse", "skip")),
         flag("--synthetic-data", "synthetic_data", "no data IO: cycle synthetic batches"),
         flag("--target", "target", "device:mode:precision", always=True),
+        flag("--exported", "exported", "train the steps `trainspeed export` wrote into this folder, where only JAX is "
+             "(no torch is imported): one device, the exported batch sizes"),
     )),
     FlagGroup("how long", (
         flag("--steps", "steps", "optimizer steps"),

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import datetime
 import json
 import random
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 import torch
 
-from trainspeed.atomic import append_line, atomic_write_bytes, atomic_write_text
+from trainspeed.atomic import atomic_write_bytes, atomic_write_text
 from trainspeed.errors import UsageError
 from trainspeed.train.checkpoint import (
     CHECKPOINT_NAME,
@@ -52,7 +51,9 @@ from trainspeed.train.checkpoint import (
 )
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.rows import METRICS_FILE
-from trainspeed.train.run_dir import RESUME_PLAN_FILE, RESUMES_FILE, RunDirectory
+from trainspeed.train.resume_rule import changed_settings, finished_line, record_resume
+from trainspeed.train.run_dir import RESUME_PLAN_FILE, RunDirectory
+from trainspeed.train.run_trainer import refuse_another_trainers_run
 from trainspeed.train.runs import logged_seconds, metrics_lines
 from trainspeed.train.time_to_target import RunTotals, TargetTracker
 from trainspeed.user_files import FileRefused, read_regular
@@ -318,27 +319,6 @@ class ResumePlan:
         return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True)
 
 
-MUST_MATCH_ON_RESUME = (
-    "workload", "size", "seed", "data", "synthetic_data", "batch_size_per_device", "world_size",
-    "lr.base_lr", "lr.scaling", "lr.reference_batch", "lr.warmup_steps", "lr.min_lr_ratio", "init_from", "init_step",
-    "batch.schedule", "batch.global_batch_min", "batch.global_batch_max", "batch.critical_batch",
-    "batch.max_batch_per_device",
-)
-"""Settings a checkpoint cannot continue under: they change the model, the sample order, the
-LR schedule that the saved optimizer and scheduler states belong to, or the batch schedule."""
-CHANGES_NOT_RECORDED = ("resume", "out_dir", "progress")
-
-
-def flat_settings(config: TrainConfig) -> dict[str, Any]:
-    flat: dict[str, Any] = {"world_size": config.world_size}
-    for key, value in dataclasses.asdict(config).items():
-        if isinstance(value, dict):
-            flat.update({f"{key}.{inner}": item for inner, item in value.items()})
-        else:
-            flat[key] = value
-    return flat
-
-
 def plan_resume(run_dir: Path, config: TrainConfig, processes: int) -> ResumePlan:
     """The plan of `--resume` in `run_dir` under `config` (run by `processes` rank processes):
     the checkpoint to continue from, checked; changes nothing. UsageError when the run has
@@ -368,13 +348,7 @@ def _check_for_resume(path: Path, payload: dict[str, Any], workload: str) -> Tra
 
 
 def _plan_for(found: FoundCheckpoint, config: TrainConfig, processes: int) -> ResumePlan:
-    before = flat_settings(TrainConfig.from_json(found.payload["config"]))
-    now = flat_settings(config)
-    mismatched = [key for key in MUST_MATCH_ON_RESUME if before.get(key) != now.get(key)]
-    if mismatched:
-        details = ", ".join(f"{key} {before.get(key)!r} -> {now.get(key)!r}" for key in mismatched)
-        raise UsageError(f"train: cannot resume {found.path} with other settings ({details}); "
-                         "resume with the run's settings or start a new run in another --out")
+    changed = changed_settings(found.path, TrainConfig.from_json(found.payload["config"]), config)
     if found.payload["world_size"] != processes:
         raise UsageError(f"train: cannot resume {found.path}: it was written by {found.payload['world_size']} rank "
                          f"processes, this run has {processes}; resume with the same --nproc/--nnodes and target")
@@ -382,8 +356,6 @@ def _plan_for(found: FoundCheckpoint, config: TrainConfig, processes: int) -> Re
         raise UsageError(f"train: cannot resume {found.path}: it records global batch {found.payload['global_batch']}, "
                          f"but the run's settings make {config.global_batch}; restore it, or start a new run in "
                          "another --out")
-    changed = {key: (before[key], value) for key, value in now.items()
-               if key in before and before[key] != value and key not in CHANGES_NOT_RECORDED}
     return ResumePlan(step=found.payload["step"], checkpoint=found.path.name, changed=changed, skipped=found.skipped,
                       samples=trained_samples(found.payload))
 
@@ -453,15 +425,12 @@ def prepare(run_dir: RunDirectory, config: TrainConfig, processes: int, total_st
     known in advance, `budget_samples`; said so; nothing changed). UsageError, before anything
     changes, when the run has checkpoints but none that fits."""
     run_dir.check_holds_nothing_else()  # again, now that the lock is held
+    refuse_another_trainers_run(run_dir.path, config)
     plan = plan_resume(run_dir.path, config, processes)
-    if plan.checkpoint is not None and total_steps is not None and plan.step >= total_steps:
-        print(f"train: the run in {run_dir.path} already finished step {plan.step} of {total_steps}; "
-              "nothing to do (give a larger --steps to train on)")
-        return None
-    if (plan.checkpoint is not None and total_steps is None and budget_samples is not None
-            and (plan.samples or 0) >= budget_samples):
-        print(f"train: the run in {run_dir.path} already trained {plan.samples:,} of {budget_samples:,} samples; "
-              "nothing to do (give a larger --samples to train on)")
+    finished = None if plan.checkpoint is None else finished_line(run_dir.path, plan.step, plan.samples, total_steps,
+                                                                  budget_samples)
+    if finished is not None:
+        print(finished)
         return None
     return _continue_from(run_dir.path, plan)
 
@@ -484,7 +453,7 @@ def _continue_from(run_dir: Path, plan: ResumePlan) -> ResumePlan:
             print(f"train: moved the checkpoints after step {plan.step} ({names}) to {kept}, where the "
                   "resumed run cannot overwrite them", flush=True)
             plan = dataclasses.replace(plan, set_aside=str(kept.relative_to(run_dir)))
-        record_resume(run_dir, plan)
+        record_resume(run_dir, plan.checkpoint, plan.step, plan.changed)
         logged = logged_seconds(run_dir)
         plan = dataclasses.replace(plan, logged_train_s=logged.train_s, logged_wall_s=logged.wall_s)
     forget_steps_after(run_dir, plan.step)
@@ -509,13 +478,6 @@ def set_aside_after(run_dir: Path, step: int) -> Path | None:
             if moved.exists():
                 moved.replace(folder / moved.name)
     return folder
-
-
-def record_resume(run_dir: Path, plan: ResumePlan) -> None:
-    """Append the resume and the settings it changed to `resumes.jsonl`."""
-    row = {"time": datetime.datetime.now().isoformat(timespec="seconds"), "checkpoint": plan.checkpoint,
-           "step": plan.step, "changed": {key: list(values) for key, values in plan.changed.items()}}
-    append_line(run_dir / RESUMES_FILE, json.dumps(row, sort_keys=True))
 
 
 def forget_steps_after(run_dir: Path, step: int) -> None:

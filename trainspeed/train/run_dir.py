@@ -24,13 +24,12 @@ from trainspeed.data.shards import INDEX_NAME
 from trainspeed.errors import UsageError
 from trainspeed.train.checkpoint import CHECKPOINT_DIR, CHECKPOINT_NAME, LATEST_POINTER
 from trainspeed.train.config import TrainConfig
+from trainspeed.train.resume_rule import RESUMES_FILE
 from trainspeed.train.metrics import TENSORBOARD_DIR
 from trainspeed.train.rows import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
 from trainspeed.train.run_lock import LOCK_FILE, hold_run_lock
 
 LOG_DIR = "logs"
-RESUMES_FILE = "resumes.jsonl"
-"""Each resume and the settings it changed, one row each (`trainspeed.train.resume`)."""
 RESUME_PLAN_FILE = "resume_plan.json"
 """The checkpoint the ranks of a resume load, chosen and checked once by the launcher."""
 INTERRUPTED_WRITES = (

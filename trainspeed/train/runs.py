@@ -177,8 +177,24 @@ def read_run(directory: Path) -> TrainRun:
     metrics_path = directory / METRICS_FILE
     if not metrics_path.is_file():
         return TrainRun(summary, Source(str(summary_path)), files=(summary_path,))
-    rows = tuple(parse_metrics_row(record, source) for record, source in read_records(metrics_path))
+    records = read_records(metrics_path)
+    rows = tuple(parse_metrics_row(record, source) for record, source in records)
+    _check_steps_logged_once(rows, [source for _, source in records])
     return TrainRun(summary, Source(str(summary_path)), metrics=rows, files=(summary_path, metrics_path))
+
+
+def _check_steps_logged_once(rows: tuple[Any, ...], sources: list[Source]) -> None:
+    """Each training window's row comes after the one before it: a step logged twice (a run
+    started over on its own rows) would count its windows' seconds and samples twice."""
+    last: tuple[int, Source] | None = None
+    for row, source in zip(rows, sources):
+        if not isinstance(row, WindowRecord):
+            continue
+        if last is not None and row.step <= last[0]:
+            raise UsageError(f"{source}: a training window of step {row.step} after one of step {last[0]} ({last[1]}): "
+                             "the run logged its steps twice (started over on its own rows); remove the rows of "
+                             "the invocation it started over from, or train the run again")
+        last = (row.step, source)
 
 
 def _check_started(directory: Path) -> None:

@@ -112,6 +112,32 @@ class Validation:
     wall_s: float
 
 
+@dataclass(frozen=True)
+class TrackerState:
+    """What a checkpoint keeps of a `TargetTracker`: the goal it watched and the validations it
+    holds (a checkpoint written before one of them was kept has none)."""
+
+    until: str
+    reached: Validation | None = None
+    previous: Validation | None = None
+    last: Validation | None = None
+    best: Validation | None = None
+    reached_clock: RunTotals | None = None
+
+    @classmethod
+    def parse(cls, raw: Any) -> "TrackerState":
+        """A state as a checkpoint's JSON or payload holds it, every field of its type and no other
+        (`trainspeed.typed_json`); ValueError naming the first that is not."""
+        import dacite
+
+        from trainspeed.typed_json import first_line, typed
+
+        try:
+            return typed(cls, raw)
+        except (dacite.DaciteError, TypeError) as error:
+            raise ValueError(f"the goal's watch is not one ({first_line(error)})") from None
+
+
 class TargetTracker:
     """Watches each validation for the goal; holds the first crossing, the last and the best value."""
 
@@ -161,24 +187,24 @@ class TargetTracker:
         )
 
     # --- checkpoint --------------------------------------------------------------------------------
+    def state(self) -> TrackerState:
+        clock = dataclasses.replace(self.reached_clock) if self.reached_clock is not None else None
+        return TrackerState(self.until, self.reached, self.previous, self.last, self.best, clock)
+
     def as_state(self) -> dict[str, Any]:
-        def plain(seen: Validation | None) -> dict[str, Any] | None:
-            return dataclasses.asdict(seen) if seen is not None else None
+        return dataclasses.asdict(self.state())
 
-        return {"until": self.until, "reached": plain(self.reached), "previous": plain(self.previous),
-                "last": plain(self.last), "best": plain(self.best),
-                "reached_clock": self.reached_clock.as_state() if self.reached_clock is not None else None}
-
-    def load_state(self, state: Any) -> None:
+    def load_state(self, state: TrackerState | dict[str, Any] | None) -> None:
         """Continue from a checkpoint's state when it watched the same goal (a resume may change
-        --until: the new goal then starts watching from the resume on)."""
-        if not isinstance(state, dict) or state.get("until") != self.until:
+        --until: the new goal then starts watching from the resume on); ValueError for a state
+        that is not one (`TrackerState.parse`)."""
+        if state is None:
             return
-        for name in ("reached", "previous", "last", "best"):
-            seen = state.get(name)
-            setattr(self, name, Validation(**seen) if isinstance(seen, dict) else None)
-        clock = state.get("reached_clock")
-        self.reached_clock = RunTotals.from_state(clock) if isinstance(clock, dict) else None
+        kept = state if isinstance(state, TrackerState) else TrackerState.parse(state)
+        if kept.until != self.until:
+            return
+        self.reached, self.previous, self.last, self.best = kept.reached, kept.previous, kept.last, kept.best
+        self.reached_clock = dataclasses.replace(kept.reached_clock) if kept.reached_clock is not None else None
 
 
 def _finite(value: float) -> float | None:
