@@ -113,6 +113,10 @@ POSITIVE = Range(1, INT_FLAG_MAX, why_high=DEFAULT_INT_RANGE.why_high)
 THREADS = Range(1, machine_cpus, why_high=" threads, more than this machine's CPUs")
 PROCESSES = Range(1, machine_cpus, why_high=" processes, more than this machine's CPUs")
 WORKERS = Range(0, machine_cpus, why_high=PROCESSES.why_high)
+MAX_LOCAL_DEVICES = 4096
+DEVICES_OR_PROCESSES = Range(1, MAX_LOCAL_DEVICES, why_high=" devices per node (a host with more has never been built)")
+"""`train --nproc`: processes per node (at most the CPUs, checked once the target is known) or, for
+a target that drives every local device from one process (xla:*, jax:*), devices."""
 """Loader workers: 0 (load in the training process) up to this machine's CPUs."""
 WINDOW_S = Range(0, 3600, low_open=True, why_high=" s")
 """A timed window's least length in seconds (the bench's `--min-window-s`, and the studies' flag for their bench)."""

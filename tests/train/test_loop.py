@@ -137,7 +137,9 @@ def test_settings_the_parser_never_passes_are_refused_when_a_config_is_built_in_
         (["--threads", "100000"], f"argument --threads: '100000' is more than {os.cpu_count()} threads, more than "
                                   "this machine's CPUs"),
         (["--num-workers", "100000"], "loader processes per rank, more than this machine's CPUs"),
-        (["--nproc", "100000"], "processes, more than this machine's CPUs"),
+        (["--nproc", "100000"], "devices per node (a host with more has never been built)"),
+        (["--nproc", str(os.cpu_count() + 1)], "processes, more than this machine's CPUs (cpu:eager:fp32 runs one "
+                                               "process per device)"),
         (["--steps", "1000000000"], "more than 999999999 steps (a checkpoint's name holds its step in 9 digits)"),
         (["--collective-timeout-s", "1e300"], "argument --collective-timeout-s: '1e300' is more than 2147483 s"),
         (["--seed", "-1"], "argument --seed: '-1' must be at least 0"),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainspeed.errors import UsageError
-from trainspeed.flags import MAX_BATCH_SIZE, PROCESSES, THREADS, TIMEOUT, machine_cpus, ranged, ranged_as
+from trainspeed.flags import DEVICES_OR_PROCESSES, MAX_BATCH_SIZE, THREADS, TIMEOUT, machine_cpus, ranged, ranged_as
 from trainspeed.gradients.modes import DEFAULT_MEASURE_EVERY, MAX_MEASURE_EVERY
 from trainspeed.train.rows import CONFIG_FILE
 
@@ -69,7 +69,9 @@ class BatchScheduleConfig:
 class LaunchConfig:
     """Where the ranks run: processes per node and torchrun's rendezvous for several nodes."""
 
-    nproc: int = ranged_as(1, PROCESSES)
+    nproc: int = ranged_as(1, DEVICES_OR_PROCESSES)
+    """Processes per node, one per device; a target that drives every local device from one process
+    (data_parallel "spmd": xla:*, jax:*) takes it as the devices that process drives."""
     nnodes: int = 1
     node_rank: int = 0
     rdzv_backend: str = "c10d"

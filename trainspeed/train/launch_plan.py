@@ -18,6 +18,7 @@ import psutil
 
 from trainspeed.data.base import LoaderConfig
 from trainspeed.errors import UsageError
+from trainspeed.flags import machine_cpus
 from trainspeed.targets import check_target_builds, target_family
 from trainspeed.targets.base import Target
 from trainspeed.train.batch_schedule import (
@@ -82,6 +83,9 @@ def resolve_launch(config: TrainConfig) -> LaunchPlan:
             f"train: {config.target} trains on one rank only (one connection drives its device); "
             f"use --nproc 1 --nnodes 1, not {config.launch.nproc} x {config.launch.nnodes}"
         )
+    if family.data_parallel != "spmd" and config.launch.nproc > machine_cpus():
+        raise UsageError(f"train: --nproc {config.launch.nproc} is more than {machine_cpus()} processes, more than this "
+                         f"machine's CPUs ({config.target} runs one process per device)")
     if config.launch.nnodes > 1 and not family.supports_multi_node:
         raise UsageError(f"train: {config.target} drives one host's devices from one process; it has no multi-node mode")
     workload = get_workload(config.workload)

@@ -7,7 +7,9 @@ the matmuls and convolutions in bfloat16 under torchax's autocast, with fp32 par
 optimizer states. The state stays on the device between steps; a batch is copied there with
 `jax.device_put`.
 
-One device, one process (`data_parallel = "single"`). The gradients exist only inside the compiled
+One process: `bench` steps on JAX's default device; `train --nproc N` (`data_parallel = "spmd"`)
+steps on a data-parallel mesh of N local devices, the batch split over them and the state
+replicated (`placement`). The gradients exist only inside the compiled
 program (`gradients_here = False`), so the optimizers' step hooks the trainer measures and
 accumulates through never run; a step over micro-batches is a program of its own instead, which
 returns the slices' squared norms to the noise-scale meter (`slices_in_step`): the meter over
@@ -32,6 +34,7 @@ from trainspeed.errors import UsageError
 from trainspeed.targets import host_memory
 from trainspeed.targets.base import Target, is_host_oom
 from trainspeed.targets.host_memory import HostMemoryPeak
+from trainspeed.targets.jaxjit import placement
 from trainspeed.workloads.base import Batch, Trainable, Workload
 
 
@@ -45,7 +48,8 @@ class JaxTarget(Target):
     `remat`: with it, each scanned layer recomputed in the backward pass but for its matmuls;
     `remat-full`: each scanned layer recomputed whole from its input;
     `bf16-state` (with bf16): parameters and optimizer states held in bfloat16."""
-    data_parallel = "single"
+    data_parallel = "spmd"
+    """`train --nproc N`: one process, one program over a mesh of N local devices (`placement`)."""
     supports_multi_node = False
     gradients_here = False
     gradients_where = "inside its compiled JAX step"
@@ -60,6 +64,8 @@ class JaxTarget(Target):
         self._compile_s: float | None = None
         """The last configuration's compile seconds, kept past its trainable (the bench frees it first)."""
         self._costs: dict[str, float] = {}
+        self._placement = placement.one_device()
+        """Where states and batches go: JAX's default device, or the mesh `spmd_placer` made."""
         """XLA's account of the last configuration's step program (`jaxrt.program_costs`)."""
 
     @classmethod
@@ -100,7 +106,8 @@ class JaxTarget(Target):
             raise
         except Exception as error:  # noqa: BLE001 - the optimizer's update traced on zero gradients, told in one line
             raise refuse_untraceable(error, "its optimizer's step") from None
-        built = JaxTrainable(functional, jax.device_put(state, jaxrt.device()), on_compile=self._count_compile)
+        built = JaxTrainable(functional, self._placement.put_state(state), on_compile=self._count_compile,
+                             placement=self._placement)
         self._current, self._compile_s, self._costs = weakref.ref(built), None, {}
         return built
 
@@ -111,7 +118,17 @@ class JaxTarget(Target):
         from trainspeed.targets.jaxjit.functional import host_batch_arrays
 
         arrays = host_batch_arrays({key: tensor for key, tensor in batch.items() if key != SAMPLE_ID_KEY})
-        return {key: jax.device_put(array, jaxrt.device()) for key, array in arrays.items()}
+        return self._placement.put_batch(arrays)
+
+    @classmethod
+    def start_spmd(cls, requested_devices: int) -> int:
+        return placement.start_devices(requested_devices)
+
+    def spmd_placer(self, devices: int):
+        """Batches split over a data-parallel mesh of `devices` local devices, the state replicated
+        on it (every trainable built after this)."""
+        self._placement = placement.data_parallel(devices)
+        return self.move_batch
 
     def autocast(self) -> ContextManager:
         return contextlib.nullcontext()  # the traced step applies the precision

@@ -25,6 +25,7 @@ import torch
 from trainspeed.errors import UsageError
 from trainspeed.jaxrt import CompiledPrograms
 from trainspeed.targets.jaxjit.functional import FunctionalStep, State, refuse_untraceable
+from trainspeed.targets.jaxjit.placement import Placement, one_device
 from trainspeed.workloads.base import Batch, Trainable
 from trainspeed.workloads.phases import PhasedTrainable, StepPhase
 
@@ -62,8 +63,11 @@ class PendingLoss(torch.Tensor):
 class JaxTrainable(Trainable):
     buffers_in_networks = False  # they are leaves of `state`, which `state_dict` converts
 
-    def __init__(self, functional: FunctionalStep, state: State, on_compile: Callable[[], None] | None = None) -> None:
+    def __init__(self, functional: FunctionalStep, state: State, on_compile: Callable[[], None] | None = None,
+                 placement: Placement | None = None) -> None:
         super().__init__(functional.trainable.networks)
+        self.placement = placement or one_device()
+        """Where the state lives: one device, or replicated on a data-parallel mesh."""
         self.functional = functional
         self.optimizers = functional.trainable.optimizers
         self.state = state
@@ -189,10 +193,8 @@ class JaxTrainable(Trainable):
         return self.functional.torch_state_dict(self.state)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        import jax
-
         self.sync()
-        self.state = jax.device_put(self.functional.state_from_torch(dict(state), self.state))
+        self.state = self.placement.put_state(self.functional.state_from_torch(dict(state), self.state))
 
 
 def _traced_error(error: BaseException, what: str) -> BaseException:

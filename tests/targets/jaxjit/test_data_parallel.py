@@ -1,0 +1,82 @@
+"""`train --nproc N` on the jax family: one process, one program over a mesh of N local devices
+(here JAX's host devices), the global batch split over them. At one global batch the runs at
+N = 1, 2, 4, 8 end with the same parameters: the same program, partitioned, whose gradient
+all-reduce sums in another order.
+
+Tolerance: the runs' parameters, as one vector, lie within 1e-3 of the distance training moved them
+from where they started (observed: 7e-5 for Mahjong tiny at 4 devices). Float32 sums in another
+order move single values by ~1e-7, and AdamW turns a gradient that is zero but for rounding
+(attention's key bias, to which softmax is blind) into steps of the learning rate either way; a run
+that trained on another batch, or took one device's gradient for the whole one, is a distance of
+the order of the movement itself away.
+"""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import pytest
+import torch
+from child_commands import EXAMPLES, run_ok
+
+from trainspeed.targets.jaxjit import JaxTarget
+
+pytestmark = [pytest.mark.skipif(JaxTarget.unavailable_reason() is not None, reason=str(JaxTarget.unavailable_reason())),
+              pytest.mark.e2e, pytest.mark.slow]
+
+GLOBAL_BATCH, STEPS, TOLERANCE = 32, 6, 1e-3
+
+
+def trained(workload: str, size: str, devices: int, out: Path) -> dict[str, torch.Tensor]:
+    """The parameters a run over `devices` devices ends with (its last checkpoint's)."""
+    run_ok("train", "--workload", workload, "--size", size, "--target", "jax:jit:fp32", "--synthetic-data",
+           "--nproc", str(devices), "--batch-size-per-device", str(GLOBAL_BATCH // devices), "--steps", str(STEPS),
+           "--seed", "0", "--out", str(out), path=(EXAMPLES,), timeout=600)
+    (last,) = sorted(glob.glob(str(out / "checkpoints" / "step-*.pt")))[-1:]
+    networks = torch.load(last, weights_only=True)["trainable"]["networks"]
+    return {f"{network}/{name}": tensor for network, tensors in networks.items() for name, tensor in tensors.items()
+            if tensor.is_floating_point()}
+
+
+def built(workload: str, size: str) -> dict[str, torch.Tensor]:
+    """The parameters a run starts from (seed 0), to see that the runs moved them."""
+    from trainspeed.workloads import get_workload, resolve_size
+
+    chosen = get_workload(workload)
+    trainable = chosen.build(resolve_size(chosen, size), seed=0)
+    return {f"{network}/{name}": tensor for network, module in trainable.networks.items()
+            for name, tensor in module.state_dict().items() if tensor.is_floating_point()}
+
+
+def flat(parameters: dict[str, torch.Tensor]) -> torch.Tensor:
+    return torch.cat([parameters[name].float().reshape(-1) for name in sorted(parameters)])
+
+
+@pytest.mark.parametrize("workload, size, counts", [
+    ("mahjong", "tiny", (2, 8)),
+    ("char_lm_workload:CharLMWorkload", "tiny", (4,)),
+])
+def test_runs_over_more_devices_end_with_the_parameters_of_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                workload: str, size: str, counts: tuple[int, ...]) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    one = trained(workload, size, 1, tmp_path / "one")
+    start = built(workload, size)
+    assert start.keys() == one.keys()
+    movement = float((flat(one) - flat(start)).norm())
+    assert movement > 0
+    for devices in counts:
+        many = trained(workload, size, devices, tmp_path / f"x{devices}")
+        assert float((flat(many) - flat(one)).norm()) <= TOLERANCE * movement, devices
+
+
+def test_more_devices_than_jax_has_is_one_line(tmp_path: Path) -> None:
+    from child_commands import run_trainspeed, trainspeed_env
+
+    result = run_trainspeed("train", "--workload", "mahjong", "--size", "tiny", "--target", "jax:jit:fp32",
+                            "--synthetic-data", "--nproc", "4", "--batch-size-per-device", "4", "--steps", "1",
+                            "--out", str(tmp_path / "run"),
+                            env=trainspeed_env(XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu"))
+    assert result.returncode != 0
+    assert "train: --nproc 4, but JAX sees 2 local devices here; use --nproc 2 or fewer" in result.stderr, result.stderr
+    assert not (tmp_path / "run" / "checkpoints").exists()

@@ -1,0 +1,120 @@
+"""Where a jax-family step's state and batches live: JAX's default device, or a data-parallel mesh
+over N local devices (`train --nproc N` on a `jax:*` target).
+
+On the mesh the batch is split on its first dimension over a `data` axis and the state (parameters,
+buffers, optimizer states, the dropout key) is replicated, so the one jitted step is JAX's data
+parallelism: each device computes its slice's forward and backward, XLA inserts the all-reduce of
+the gradient the mean over the global batch needs, and every device applies the same update. No
+Python loop over devices runs, and the program is the single-device program's, partitioned: N = 1,
+2, 4, 8 devices train the same parameters up to the order of the reduction's sums. A batch
+statistic (BatchNorm's) is the global batch's, as one device would take it.
+
+On a CPU, JAX makes N host devices where `--xla_force_host_platform_device_count` is set before its
+backend starts; `start_devices` sets it (a process whose JAX has started already is told so).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from trainspeed import jaxrt
+from trainspeed.errors import UsageError
+
+DATA_AXIS = "data"
+HOST_DEVICES_FLAG = "--xla_force_host_platform_device_count"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One device (`mesh` None) or a mesh of `devices` local devices with a data axis."""
+
+    mesh: Any = None
+
+    @property
+    def devices(self) -> int:
+        return 1 if self.mesh is None else int(self.mesh.devices.size)
+
+    def _replicated(self) -> Any:
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        return jaxrt.device() if self.mesh is None else NamedSharding(self.mesh, PartitionSpec())
+
+    def put_state(self, state: Any) -> Any:
+        """The state on the device, or a copy on every device of the mesh."""
+        import jax
+
+        return jax.device_put(state, self._replicated())
+
+    def put_batch(self, arrays: dict[str, Any]) -> dict[str, Any]:
+        """Host arrays on the device, or split over the mesh's devices on their first dimension: each
+        device gets its slice, copied from the host straight to it."""
+        import jax
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        if self.mesh is None:
+            return {key: jax.device_put(array, jaxrt.device()) for key, array in arrays.items()}
+        placed = {}
+        for key, array in arrays.items():
+            if array.shape[0] % self.devices:
+                raise UsageError(f"a batch of {array.shape[0]} samples does not split over {self.devices} devices: give "
+                                 f"a global batch that {self.devices} divides")
+            spec = PartitionSpec(DATA_AXIS, *(None,) * (array.ndim - 1))
+            placed[key] = jax.device_put(array, NamedSharding(self.mesh, spec))
+        return placed
+
+
+def one_device() -> Placement:
+    return Placement()
+
+
+def data_parallel(devices: int) -> Placement:
+    """A mesh over the first `devices` local devices, with one `data` axis."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    local = jax.local_devices()
+    if devices > len(local):
+        raise UsageError(f"train: --nproc {devices}, but JAX sees {len(local)} local devices here; use --nproc "
+                         f"{len(local)} or fewer")
+    return Placement(Mesh(np.array(local[:devices]), (DATA_AXIS,)))
+
+
+def start_devices(requested: int) -> int:
+    """Make sure JAX has `requested` local devices; on a CPU, ask its client for that many host
+    devices before it starts. Returns the count; UsageError with the fix where it cannot."""
+    import jax
+
+    if _backend_started():
+        found = len(jax.local_devices())
+        if found < requested:
+            raise UsageError(f"train: --nproc {requested}, but JAX started with {found} local devices in this process; "
+                             f"start it with XLA_FLAGS={HOST_DEVICES_FLAG}={requested} (on a CPU), or use --nproc {found}")
+        return requested
+    flags = os.environ.get("XLA_FLAGS", "")
+    if HOST_DEVICES_FLAG not in flags and requested > 1 and _platform_is_cpu():
+        os.environ["XLA_FLAGS"] = f"{flags} {HOST_DEVICES_FLAG}={requested}".strip()
+    found = len(jax.local_devices())
+    if found < requested:
+        raise UsageError(f"train: --nproc {requested}, but JAX sees {found} local devices here; use --nproc {found} or "
+                         "fewer")
+    return requested
+
+
+def _platform_is_cpu() -> bool:
+    """Whether JAX will run on the CPU (no accelerator plugin asked for or installed)."""
+    import importlib.util
+
+    platforms = os.environ.get("JAX_PLATFORMS", "")
+    if platforms:
+        return platforms.split(",")[0].strip() == "cpu"
+    return importlib.util.find_spec("libtpu") is None and importlib.util.find_spec("jax_cuda12_plugin") is None
+
+
+def _backend_started() -> bool:
+    """Whether JAX's backends started in this process (after which its device count is fixed)."""
+    from jax._src import xla_bridge
+
+    return bool(getattr(xla_bridge, "_backends", None))
