@@ -13,7 +13,6 @@ from trainspeed.flags import (
     WINDOW_S,
     WORKERS,
     flag_field,
-    machine_cpus,
 )
 
 
@@ -52,9 +51,7 @@ class ScalingConfig:
         if not WINDOW_S.holds(self.bench_min_window_s):
             raise UsageError(f"scaling study: --bench-min-window-s must be a positive number of seconds up to "
                              f"{WINDOW_S.top:g}, got {self.bench_min_window_s}")
-        if max(self.ranks) > machine_cpus():
-            raise UsageError(f"scaling study: --ranks {max(self.ranks)} is more processes than this machine's "
-                             f"{machine_cpus()} CPUs")
+
 
 
 PRESETS = {

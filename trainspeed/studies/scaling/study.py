@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from trainspeed.bench.results import ResultRow
+from trainspeed.errors import UsageError
 from trainspeed.rows import append_row
 from trainspeed.studies.checks import (
     check_mahjong_settings,
@@ -81,8 +82,20 @@ def run_config(config: ScalingConfig, batch: int, ranks: int, data: str, run_dir
         log_every=max(1, config.steps // 3), bench_jsonl=str(bench), out_dir=str(run_dir), progress=False)
 
 
+def check_processes(config: ScalingConfig) -> None:
+    """A rank count is a count of processes, at most the CPUs, for a target of one process per device;
+    for a target that drives every device from one process (xla:*, jax:*) it counts devices."""
+    from trainspeed.flags import machine_cpus
+    from trainspeed.targets import target_family
+
+    if max(config.ranks) > machine_cpus() and target_family(config.target).data_parallel != "spmd":
+        raise UsageError(f"scaling study: --ranks {max(config.ranks)} is more processes than this machine's "
+                         f"{machine_cpus()} CPUs")
+
+
 def run(config: ScalingConfig, command: str, progress: Progress = no_progress) -> list[Path]:
     config.check()
+    check_processes(config)
     out = Path(config.out)
     rows_path, bench_path, runs = out / ROWS_FILE, out / BENCH_FILE, out / "scaling_runs"
     study_id = f"scaling-{int(time.time())}"
@@ -133,5 +146,6 @@ def rows_files(config: ScalingConfig) -> dict[Path, tuple[str, ...]]:
 def check(config: ScalingConfig) -> None:
     """Every setting, and the size, target and data its commands get, before anything is written."""
     config.check()
+    check_processes(config)
     check_mahjong_settings("scaling", config.size, (config.target,))
     check_study_data("scaling", config.data, config.make_data_games, DATA_SEED)

@@ -49,18 +49,18 @@ class Placement:
 
     def put_batch(self, arrays: dict[str, Any]) -> dict[str, Any]:
         """Host arrays on the device, or split over the mesh's devices on their first dimension: each
-        device gets its slice, copied from the host straight to it."""
+        device gets its slice, copied from the host straight to it. A batch the devices do not divide
+        (validation's last, shorter batch: training batches are per-device batches times N) goes
+        whole to every device, which each compute all of it."""
         import jax
         from jax.sharding import NamedSharding, PartitionSpec
 
         if self.mesh is None:
             return {key: jax.device_put(array, jaxrt.device()) for key, array in arrays.items()}
+        split = all(array.shape[0] % self.devices == 0 for array in arrays.values())
         placed = {}
         for key, array in arrays.items():
-            if array.shape[0] % self.devices:
-                raise UsageError(f"a batch of {array.shape[0]} samples does not split over {self.devices} devices: give "
-                                 f"a global batch that {self.devices} divides")
-            spec = PartitionSpec(DATA_AXIS, *(None,) * (array.ndim - 1))
+            spec = PartitionSpec(DATA_AXIS, *(None,) * (array.ndim - 1)) if split else PartitionSpec()
             placed[key] = jax.device_put(array, NamedSharding(self.mesh, spec))
         return placed
 
