@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from trainspeed.atomic import atomic_write_text, check_writable_directory
+from trainspeed.atomic import atomic_write_shown_text, check_writable_directory
 from trainspeed.errors import UsageError
 from trainspeed.machine import Machine
 from trainspeed.rows import append_row as append_record
@@ -344,4 +344,4 @@ def write_csv(path: Path, rows: list[ResultRow]) -> None:
     writer.writeheader()
     for row in rows:
         writer.writerow(_flat(row))
-    atomic_write_text(path, buffer.getvalue())
+    atomic_write_shown_text(path, buffer.getvalue())
