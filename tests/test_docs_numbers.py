@@ -1009,14 +1009,10 @@ def page(name: str) -> str:
 
 @pytest.mark.parametrize("name", sorted(CLAIMS))
 def test_the_page_prints_what_its_rows_give(name: str) -> None:
+    """The passage, as its rows give it, is on its page once: a number changed in it is found (a
+    second copy would still be there), and it quotes a number (an empty passage is on any page)."""
     claim = CLAIMS[name]
     expected = re.sub(r"\s+", " ", claim.text())
-    assert expected in page(claim.page), f"docs/{claim.page} does not print, as its rows give: {expected!r}"
-
-
-def test_a_number_changed_on_a_page_is_found() -> None:
-    """The check reads the page as it is: a passage whose number differs is not there."""
-    claim = CLAIMS["schedule: gpt2"]
-    text = re.sub(r"\s+", " ", claim.text())
-    changed = text.replace("0.70", "0.71")
-    assert text in page(claim.page) and changed != text and changed not in page(claim.page)
+    assert re.search(r"\d", expected), f"the passage quotes no number: {expected!r}"
+    found = page(claim.page).count(expected)
+    assert found == 1, f"docs/{claim.page} prints {found} times, not once, as its rows give: {expected!r}"
