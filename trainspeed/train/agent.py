@@ -1,4 +1,4 @@
-"""The elastic agent of a multi-rank run: `python -m trainspeed.train.agent RUN_DIR/train_config.json`.
+"""The elastic agent of a multi-rank run: `python -m trainspeed.train.agent RUN_DIR/train_config.json LAUNCHER_PID`.
 
 The launcher starts this as a subprocess; it runs torchrun's own machinery (the elastic agent of
 `torch.distributed.launcher`) for this node's ranks, with two changes in what the user sees:
