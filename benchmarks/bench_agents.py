@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import shlex
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from trainspeed.atomic import atomic_write_text
+from trainspeed.child_start import child_context, starting
 from trainspeed.bench.measurement import MeasurementRow
 from trainspeed.machine import Machine
 from trainspeed.rows import row_line
@@ -146,7 +146,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rows = []
     machine = Machine.at_start()
-    with multiprocessing.get_context("fork").Pool(args.workers) as pool:
+    context = child_context()  # forked, unless JAX has started in this process (a caller's)
+    with starting(context):
+        pool = context.Pool(args.workers)
+    with pool:
         for match in ("rule_vs_random", "rule_vs_no_defence", "rule_vs_rule"):
             games = pool.map(_play, [(match, game) for game in range(args.games)], chunksize=4)
             rows.append(summarize(match, games, args.workers))

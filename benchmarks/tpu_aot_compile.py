@@ -35,7 +35,9 @@ def tpu_device(topology: str):
 
 
 def compile_program(name: str, artifact: bytes, device) -> dict:
-    """One artifact's `call`, lowered for `device` at the artifact's own input shapes, compiled."""
+    """One artifact's `call`, lowered for `device` at the artifact's own input shapes, compiled:
+    XLA's count of its temporaries and arguments in bytes and of its FLOPs, and the same in the
+    page's units (GB, TFLOPs; rounded, so a small program's read 0)."""
     import jax
     from jax.sharding import SingleDeviceSharding
 
@@ -47,10 +49,11 @@ def compile_program(name: str, artifact: bytes, device) -> dict:
     args, kwargs = jax.tree_util.tree_unflatten(exported.in_tree, leaves)
     compiled, compile_s = compile_timed(jax.jit(exported.call, donate_argnums=(0,)).lower(*args, **kwargs))
     costs = program_costs(compiled)
-    return {"program": name, "compile_s": round(compile_s, 1),
-            "temp_gb": round(costs.get("program_temp_bytes", 0.0) / 1e9, 3),
-            "argument_gb": round(compiled.memory_analysis().argument_size_in_bytes / 1e9, 3),
-            "tflops": round(costs.get("program_flops", 0.0) / 1e12, 4)}
+    temp, arguments = int(costs.get("program_temp_bytes", 0)), int(costs.get("program_argument_bytes", 0))
+    flops = costs.get("program_flops", 0.0)
+    return {"program": name, "compile_s": round(compile_s, 1), "temp_bytes": temp, "argument_bytes": arguments,
+            "flops": flops, "temp_gb": round(temp / 1e9, 3), "argument_gb": round(arguments / 1e9, 3),
+            "tflops": round(flops / 1e12, 4)}
 
 
 def heartbeat(name: str, started: float, done: threading.Event) -> None:

@@ -6,6 +6,7 @@ import importlib.util
 import io
 import os
 import tempfile
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Generator, Iterator
 
@@ -168,11 +169,47 @@ def _child_pids(parent: int | None = None) -> set[int]:
     return children
 
 
+def _workers(parent: int | None = None) -> set[int]:
+    """The processes working for the test process (or the given process): its children, and the
+    children a fork server forked for it (`trainspeed.child_start`: once JAX has started in it);
+    not the fork server itself, nor multiprocessing's resource tracker."""
+    if parent is not None and parent != os.getpid():
+        return _child_pids(parent)
+    import multiprocessing.forkserver
+    import multiprocessing.resource_tracker
+
+    server = multiprocessing.forkserver._forkserver._forkserver_pid
+    tracker = multiprocessing.resource_tracker._resource_tracker._pid
+    served = _child_pids(server) if server is not None else set()
+    return (_child_pids() | served) - {server, tracker}
+
+
+_FORKS: list[str] = []
+"""The stack of each fork of the test process (a child not yet exec'd runs a copy of it)."""
+os.register_at_fork(before=lambda: _FORKS.append("".join(traceback.format_stack(limit=12))))
+
+
+@pytest.fixture
+def start_jax() -> Callable[[], Callable[[], list[str]]]:
+    """A function that starts JAX's runtime in the test process (as a caller's program may have,
+    or a run's model does) and returns a function listing the forks of this process since, each as
+    the stack that made it. None may happen (`trainspeed.child_start`): a fork of a process whose
+    JAX threads run can deadlock the child."""
+    jax = pytest.importorskip("jax")
+
+    def start() -> Callable[[], list[str]]:
+        jax.numpy.zeros(1).block_until_ready()
+        since = len(_FORKS)
+        return lambda: _FORKS[since:]
+
+    return start
+
+
 @pytest.fixture
 def child_pids():
-    """A function listing the processes whose parent is the test process (e.g. loader workers),
-    or the given process."""
-    return _child_pids
+    """A function listing the processes working for the test process (e.g. loader workers: its
+    children, or a fork server's children started for it), or the given process's children."""
+    return _workers
 
 
 @pytest.fixture

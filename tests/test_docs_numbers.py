@@ -7,12 +7,12 @@ the chip's nominal peak; its headline tables, each of whose numbers a claim reco
 ratios, ranges and headings said of them) or a page of docs/results with its numbers formatted from
 the rows in docs/results: the test fails where the page's number is changed, and where the rows no
 longer give it. The pages' line breaks are read as spaces. Only JSON Lines, CSV and JSON files are
-read, so it takes well under a second.
+read, and the plan's coverage table is made again from its rows (`benchmarks/plan_coverage.py`, about
+a second).
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import re
@@ -102,8 +102,13 @@ def checks(name: str) -> dict[str, dict]:
 
 @cache
 def coverage() -> tuple[dict, ...]:
-    with (RESULTS / "plan_coverage.csv").open(newline="") as handle:
-        return tuple(csv.DictReader(handle))
+    """The plan's coverage table as `benchmarks/plan_coverage.py` makes it from the committed rows
+    now, each cell as its CSV holds it (docs/results/plan_coverage.csv, which its own test compares):
+    how the script judges and rounds is under test here, not a file it once wrote."""
+    from benchmarks import plan_coverage
+
+    return tuple({name: "" if value is None else str(value) for name, value in plan_coverage._csv_row(item).items()}
+                 for item in plan_coverage.coverage())
 
 
 def covered(plan: str, config: str) -> dict:
@@ -1731,17 +1736,13 @@ def page(name: str) -> str:
 
 @pytest.mark.parametrize("name", sorted(CLAIMS))
 def test_the_page_prints_what_its_rows_give(name: str) -> None:
+    """The passage, as its rows give it, is on its page once: a number changed in it is found (a
+    second copy would still be there), and it quotes a number (an empty passage is on any page)."""
     claim = CLAIMS[name]
     expected = re.sub(r"\s+", " ", claim.text())
-    assert expected in page(claim.page), f"docs/{claim.page} does not print, as its rows give: {expected!r}"
-
-
-def test_a_number_changed_on_a_page_is_found() -> None:
-    """The check reads the page as it is: a passage whose number differs is not there."""
-    claim = CLAIMS["schedule: gpt2"]
-    text = re.sub(r"\s+", " ", claim.text())
-    changed = text.replace("0.70", "0.71")
-    assert text in page(claim.page) and changed != text and changed not in page(claim.page)
+    assert re.search(r"\d", expected), f"the passage quotes no number: {expected!r}"
+    found = page(claim.page).count(expected)
+    assert found == 1, f"docs/{claim.page} prints {found} times, not once, as its rows give: {expected!r}"
 
 
 TPU_TABLES = (

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -144,6 +145,28 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def shown_names(text: str) -> str:
+    """`text` with the bytes of a file name that are not UTF-8 shown as `\\xNN`, for a file written
+    for people (a page, a CSV table). Python holds such bytes of a name (a data folder, a results
+    file) as lone surrogates, which no UTF-8 file can hold; a JSON row keeps them exactly (as a
+    `\\udcff` escape, which reads back to the same name), a file for people shows them. Any other
+    lone surrogate (a JSON row may hold one) is shown as `\\uNNNN`."""
+    return _SURROGATE.sub(_shown_surrogate, text)
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _shown_surrogate(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def atomic_write_shown_text(path: str | os.PathLike, text: str) -> None:
+    """`atomic_write_text` of a file for people: names that are not UTF-8 shown (`shown_names`)."""
+    atomic_write_text(path, shown_names(text))
 
 
 def append_line(path: str | os.PathLike, line: str) -> None:

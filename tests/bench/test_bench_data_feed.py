@@ -4,7 +4,10 @@ workload cannot read refused in one line before anything is measured. In the tes
 
 from __future__ import annotations
 
+import csv
+import html
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -19,9 +22,13 @@ QUICK = ["--warmup-steps", "0", "--windows", "1", "--min-window-s", "0.01", "--m
          "--threads", "1", "--peak-tflops", "1", "--no-plot", "--no-progress"]
 
 
+NOT_UTF8 = os.fsdecode(b"ph\xffotos")
+"""A folder name whose bytes are not UTF-8, as Python's os functions hold it (a lone surrogate)."""
+
+
 @pytest.fixture(scope="module")
 def photos(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_image_folder(tmp_path_factory.mktemp("bench_data_feed") / "photos", per_class=3)
+    return write_image_folder(tmp_path_factory.mktemp("bench_data_feed") / NOT_UTF8, per_class=3)
 
 
 def test_the_data_feed_times_steps_on_the_data_beside_the_device_feed_and_records_what_it_read(
@@ -42,6 +49,15 @@ def test_the_data_feed_times_steps_on_the_data_beside_the_device_feed_and_record
     assert data["bytes_per_step"] == 4 * 3 * 16 * 16 + 4 * 8  # uint8 images and int64 labels, no sample ids
     assert "cpu:eager:fp32 data-fed" in capsys.readouterr().out
     assert snapshot(photos) == before
+    # the folder's name is not UTF-8: the row keeps its bytes, the CSV table and the page show them
+    assert os.fsencode(data["data"]) == os.fsencode(photos)
+    with out.with_suffix(".csv").open(encoding="utf-8") as table:
+        assert [row["data"] for row in csv.DictReader(table)] == ["", str(photos).replace(NOT_UTF8, r"ph\xffotos")]
+    page, again = tmp_path / "report.html", tmp_path / os.fsdecode(b"b\xffench.jsonl")
+    again.write_bytes(out.read_bytes())  # two files of rows: the figures' titles name them
+    assert main(["report", str(out), str(again), "--out", str(page)]) == 0
+    shown = html.unescape(page.read_text(encoding="utf-8"))
+    assert r"--data '" + str(photos).replace(NOT_UTF8, r"ph\xffotos") in shown and r"(b\xffench.jsonl)" in shown
 
 
 @pytest.mark.parametrize("case", ["feed-data-without-data", "data-without-feed-data", "tokens-for-a-vision-model",

@@ -84,14 +84,24 @@ def test_data_bench_without_bench_rows_times_the_step_itself(photos: Path, tmp_p
     assert "samples/s (quick bench" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("case", ["bench-rows-without-the-batch", "bad-data", "out-of-another-kind", "workers"])
+@pytest.mark.parametrize("case", ["bench-rows-without-the-batch", "bench-rows-a-device", "bad-data",
+                                  "fewer-samples-than-a-batch", "out-of-another-kind", "workers"])
 def test_bad_input_to_data_bench_is_one_line_before_anything_is_timed(photos: Path, tmp_path: Path, case: str,
                                                                       cli_error) -> None:
     out, data, extra = tmp_path / "rows.jsonl", str(photos), []
-    said = {"bench-rows-without-the-batch": "no measured row of timm:test_resnet", "bad-data": "an empty class folder",
+    said = {"bench-rows-without-the-batch": "no measured row of timm:test_resnet",
+            "bench-rows-a-device": "--bench-rows: results file /dev/zero is a character device, not a regular file; "
+                                   "give the JSONL file of rows `trainspeed bench --out` wrote",
+            "bad-data": "an empty class folder",
+            "fewer-samples-than-a-batch": f"{photos}: its training split holds 12 samples, fewer than one batch of 64 "
+                                          "(--batch-size); give --batch-size 12 or less",
             "out-of-another-kind": "rows.jsonl", "workers": "--workers"}[case]
     if case == "bench-rows-without-the-batch":
         extra = ["--bench-rows", str(write_jsonl(tmp_path / "b.jsonl", [bench(64)]))]
+    elif case == "bench-rows-a-device":
+        extra = ["--bench-rows", "/dev/zero"]
+    elif case == "fewer-samples-than-a-batch":  # the 12 images of the training split, told apart from the batch
+        extra = ["--batch-size", "64"]
     elif case == "bad-data":
         data = str(write_image_folder(tmp_path / "bad", per_class=1))
         (tmp_path / "bad" / "empty").mkdir()

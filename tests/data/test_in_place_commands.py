@@ -117,11 +117,9 @@ def test_an_image_stored_as_a_path_to_a_device_or_a_fifo_is_a_problem_named_not_
         tmp_path: Path) -> None:
     """A dataset row may name its image by path: /dev/zero filled memory until the read failed, a FIFO
     waited for a writer. The child's address space is capped, so a read without end fails it fast."""
-    import resource
-
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from child_commands import run_trainspeed, trainspeed_env
+    from child_commands import run_child, trainspeed_argv, trainspeed_env
     from in_place_data import image_bytes
 
     pytest.importorskip("datasets")
@@ -135,11 +133,13 @@ def test_an_image_stored_as_a_path_to_a_device_or_a_fifo_is_a_problem_named_not_
     data = tmp_path / "rows.parquet"
     pq.write_table(table, data)
 
-    def capped() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-
-    result = run_trainspeed("data", "verify", str(data), timeout=HANG_GUARD_S, preexec_fn=capped,
-                            env=trainspeed_env(HF_DATASETS_CACHE=str(tmp_path / "hf-cache")))
+    # the cap is set by a Python that then execs the command: a `preexec_fn` would run Python in a
+    # fork of this process, which may have started JAX
+    capped = ("import os, resource, sys; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
+              "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+    python, *command = trainspeed_argv("data", "verify", str(data))
+    result = run_child([python, "-P", "-c", capped, *command], timeout=HANG_GUARD_S,
+                       env=trainspeed_env(HF_DATASETS_CACHE=str(tmp_path / "hf-cache")))
     assert result.returncode == 1, result.stderr
     assert result.stdout.splitlines()[:2] == [
         f"FAIL {data} (train) row 1 ({tmp_path / 'zero.png'}): is a character device, not a regular file",

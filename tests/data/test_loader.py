@@ -93,6 +93,19 @@ def test_in_process_and_worker_loading_give_the_same_batches(point_shards):
             assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
 
 
+def test_workers_that_start_once_jax_runs_in_the_process_are_no_forks_of_it_and_give_the_same_batches(
+        point_shards, start_jax, child_pids):
+    """A run makes its loader, then builds its model (which may start JAX), then reads: its workers
+    start after JAX did, from a fork server."""
+    in_process = list(open_points(point_shards, batch_size=128, num_workers=0))
+    workers = open_points(point_shards, batch_size=128, num_workers=2)
+    before, forks = child_pids(), start_jax()
+    pairs = list(zip(in_process, workers, strict=True))
+    assert forks() == [] and len(child_pids() - before) == 2
+    for a, b in pairs:
+        assert all(torch.equal(a[key], b[key]) for key in a)
+
+
 @pytest.mark.parametrize("num_workers", [0, 1])
 def test_resume_mid_epoch_has_no_repeats_and_no_gaps(point_shards, num_workers):
     config = dict(batch_size=100, seed=5, num_workers=num_workers, world_size=2, rank=1)

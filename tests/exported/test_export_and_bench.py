@@ -21,6 +21,7 @@ from without_torch import trainspeed_without_torch
 
 from trainspeed.cli import main
 from trainspeed.targets.jaxjit import JaxTarget
+from trainspeed.train.lr_rule import lr_multiplier
 
 pytestmark = [
     pytest.mark.skipif(JaxTarget.unavailable_reason() is not None, reason=str(JaxTarget.unavailable_reason())),
@@ -29,8 +30,10 @@ pytestmark = [
 ]
 
 SIZES = (8, 16)
+MICRO_BATCH = 8
+"""Batch 16's step accumulates its gradient over two micro-batches of 8 (`export --micro-batch-size`)."""
 EXPORT = ["export", "--workload", "mahjong", "--size", "tiny", "--target", "jax:jit:fp32", "--platform", "cpu",
-          "--batch-sizes", ",".join(map(str, SIZES))]
+          "--batch-sizes", ",".join(map(str, SIZES)), "--micro-batch-size", str(MICRO_BATCH)]
 QUICK = ["--windows", "1", "--min-window-s", "0.05", "--warmup-steps", "1", "--no-plot", "--no-progress"]
 
 
@@ -81,27 +84,41 @@ def test_export_writes_artifacts_state_batch_and_a_manifest_naming_each_with_its
     assert (manifest["state_sha256"], manifest["batch_sha256"]) == (sha256("state.npz"), sha256("batch.npz"))
 
 
-def test_the_exported_step_trains_as_eager_pytorch_on_the_exported_batch(exported: Path) -> None:
+SCHEDULE = tuple(lr_multiplier(step, 4, 2, 0.05) for step in range(4))
+"""Each step's learning rate over the exported one: a warm-up of 2 steps, then the cosine down to
+0.05 (0.5, 1, 1, 0.05), as `train --exported` hands its steps their rates."""
+
+
+@pytest.mark.parametrize("batch", SIZES, ids=["whole", "in-micro-batches"])
+def test_the_exported_step_trains_as_eager_pytorch_on_the_exported_batch(exported: Path, batch: int) -> None:
     """The artifact is the workload's own step: from the exported state, on the exported batch's
-    first 8 samples, its losses are cpu:eager:fp32's on the same samples (relative 1e-5; the losses
-    fall by ~5% a step)."""
+    first samples, each step at a schedule's rate (an input of the program), its losses are
+    cpu:eager:fp32's whole steps at the same rates on the same samples (relative 1e-5; the losses
+    fall by ~5% a step), batch 16's too, whose program runs it in two micro-batches."""
     from trainspeed.exported.load import ExportedSteps
     from trainspeed.targets import get_target
     from trainspeed.workloads import get_workload
 
     steps = ExportedSteps.open(exported, "mahjong")
-    program, state = steps.train_program(8), steps.initial_state()
-    batch, rates = steps.host_batch(8), steps.learning_rates()
+    assert steps.manifest.program(batch).micro_batches == max(1, batch // MICRO_BATCH)
+    program, state = steps.train_program(batch), steps.initial_state()
+    host_batch, rates = steps.host_batch(batch), steps.learning_rates()
     exported_losses = []
-    for _ in range(4):
-        state, loss = program(state, batch, rates)
+    for factor in SCHEDULE:
+        state, loss = program(state, host_batch, rates * factor)
         exported_losses.append(float(loss))
 
     workload, target = get_workload("mahjong"), get_target("cpu:eager:fp32")
     trainable = target.build(workload, "tiny", 0)
-    eager_batch = {key: value[:8] for key, value in
+    groups = [group for optimizer in trainable.optimizers.values() for group in optimizer.param_groups]
+    peaks = [group["lr"] for group in groups]
+    eager_batch = {key: value[:batch] for key, value in
                    workload.synthetic_batch("tiny", max(SIZES), torch.Generator().manual_seed(0)).items()}
-    eager_losses = [float(target.run_step(trainable, eager_batch)) for _ in range(4)]
+    eager_losses = []
+    for factor in SCHEDULE:
+        for group, peak in zip(groups, peaks):
+            group["lr"] = peak * factor
+        eager_losses.append(float(target.run_step(trainable, eager_batch)))
     assert eager_losses[-1] < eager_losses[0]
     assert exported_losses == pytest.approx(eager_losses, rel=1e-5)
 

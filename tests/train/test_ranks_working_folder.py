@@ -16,14 +16,17 @@ pytestmark = pytest.mark.e2e
 
 
 def test_the_agent_and_ranks_of_a_two_rank_run_import_nothing_from_the_working_folder(
-        untrusted_folder: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture) -> None:
+        untrusted_folder: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture, start_jax) -> None:
     """The command in this process, run from the folder (its agent and ranks are its children,
-    started there): what is tested is what they import."""
+    started there): what is tested is what they import. JAX runs in this process (a caller's program
+    may have started it): the agent is started with no fork of it."""
+    forks = start_jax()
     monkeypatch.chdir(untrusted_folder)
     code = main(["train", *TINY_RUN, "--synthetic-data", "--nproc", "2", "--batch-size-per-device", "8", "--steps", "2",
                  "--out", "run"])
     printed = capfd.readouterr()
     assert untrusted_modules_imported(untrusted_folder) == []
+    assert forks() == []
     assert code == 0, printed.out[-3000:] + printed.err[-3000:]
     # the ranks still run in the working folder: a relative --out means what the user meant
     summary = json.loads((untrusted_folder / "run" / "summary.json").read_text())

@@ -76,7 +76,10 @@ def _now() -> str:
 
 def step_from_rows(path: Path, workload: Workload, size: str, batch_size: int) -> float:
     """The fastest measured samples/s of the workload at this size and batch in a bench rows file."""
-    rows = read_rows(path)
+    try:
+        rows = read_rows(path)
+    except UsageError as error:
+        raise UsageError(f"--bench-rows: {error}") from None
     matching = [row.samples_per_s for row in rows if row.workload == workload.name and row.size == size
                 and row.batch_size == batch_size and row.is_measured and row.samples_per_s is not None]
     if not matching:
@@ -111,10 +114,21 @@ class LoaderTiming:
     skipped: int
 
 
+def check_one_batch(loader, config: DataBenchConfig) -> None:
+    """UsageError where the data's training split (what the loader reads, as `train` does) holds
+    no whole batch: the loader would yield nothing to time. The line gives the split's samples
+    and the batch apart, and the batch that fits."""
+    if len(loader) > 0:
+        return
+    samples = loader.num_samples
+    fix = f"give --batch-size {samples} or less" if samples else "give data with training samples"
+    raise UsageError(f"{config.data}: its training split holds {samples:,} sample{'s' if samples != 1 else ''}, "
+                     f"fewer than one batch of {config.batch_size:,} (--batch-size); {fix}")
+
+
 def time_loader(loader, batches: int) -> LoaderTiming:
-    """Samples/s of `loader` over `batches` batches after its first, across epochs if it must."""
-    if len(loader) == 0:
-        raise UsageError(f"the data holds fewer samples than one batch ({loader.num_samples}); lower --batch-size")
+    """Samples/s of `loader` over `batches` batches after its first, across epochs if it must
+    (`check_one_batch` has made sure it yields one)."""
     epoch, samples, timed, started = 0, 0, 0, None
     while timed < batches:
         loader.set_epoch(epoch)
@@ -148,6 +162,7 @@ def run_data_bench(config: DataBenchConfig, report=print) -> list[DataBenchRow]:
     size = resolve_size(workload, config.size)
     check_out(config.out)
     loader = open_loader(config, workload, size, 0)  # refuses bad data before anything is timed
+    check_one_batch(loader, config)
     del loader
     torch.set_num_threads(config.threads)
     if config.bench_rows is not None:

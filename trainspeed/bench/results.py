@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from trainspeed.atomic import atomic_write_text, check_writable_directory
+from trainspeed.atomic import atomic_write_shown_text, check_writable_directory
 from trainspeed.errors import UsageError
 from trainspeed.machine import Machine
 from trainspeed.rows import append_row as append_record
 from trainspeed.rows import Batch, Loss, NonNegative, Positive, parse_row, read_records, record_kind
+from trainspeed.user_files import regular_file_problem
 from trainspeed.user_json import check_rows_file
 
 if TYPE_CHECKING:  # the rows are read where no torch is imported (the report); timing needs torch
@@ -321,8 +322,11 @@ def append_row(path: Path, row: ResultRow, extra: dict[str, Any] | None = None) 
 
 def read_rows(path: Path) -> list[ResultRow]:
     """The bench rows of a results file; a line that is no bench row is an error naming the line."""
-    if not path.is_file():
+    problem = regular_file_problem(path)
+    if problem == "no such file":
         raise UsageError(f"results file {path} does not exist; run `trainspeed bench ... --out {path}` first")
+    if problem is not None:
+        raise UsageError(f"results file {path} {problem}; give the JSONL file of rows `trainspeed bench --out` wrote")
     rows = []
     for record, source in read_records(path):
         kind, _ = record_kind(record, source)
@@ -352,4 +356,4 @@ def write_csv(path: Path, rows: list[ResultRow]) -> None:
     writer.writeheader()
     for row in rows:
         writer.writerow(_flat(row))
-    atomic_write_text(path, buffer.getvalue())
+    atomic_write_shown_text(path, buffer.getvalue())

@@ -26,6 +26,7 @@ from trainspeed.cli.report import add_report_command
 from trainspeed.cli.serve import add_serve_command
 from trainspeed.cli.study import add_study_command
 from trainspeed.cli.train import add_train_command
+from trainspeed.atomic import shown_names
 from trainspeed.errors import DeviceLost, ServerRefused, UsageError
 from trainspeed.flags import OneLineParser
 from trainspeed.process_end import end_process
@@ -56,14 +57,20 @@ def main(argv: list[str] | None = None) -> int:
         args.command_line = shlex.join(["trainspeed", *(sys.argv[1:] if argv is None else argv)])
         return args.handler(args)
     except UsageError as error:
-        print(f"trainspeed: error: {error}", file=sys.stderr)
+        _error_line(error)
         return 2
     except (DeviceLost, ServerRefused) as error:
-        print(f"trainspeed: error: {error}", file=sys.stderr)
+        _error_line(error)
         return 1
     except KeyboardInterrupt:
         print("trainspeed: interrupted", file=sys.stderr)
         return 130
+
+
+def _error_line(error: Exception) -> None:
+    """The one line of a refusal, on any stream: a name it quotes whose bytes are not UTF-8 (a data
+    folder's) shown as `\\xNN` (`shown_names`), as the pages show it."""
+    print(f"trainspeed: error: {shown_names(str(error))}", file=sys.stderr)
 
 
 def program() -> NoReturn:

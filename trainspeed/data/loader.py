@@ -21,8 +21,9 @@ by the tests to prove exactly-once reading). A workload's step ignores keys it d
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import multiprocessing
+import os
 import signal
 import weakref
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from trainspeed.child_start import child_context, starting
 from trainspeed.data.base import Batch, BatchLoader, LoaderConfig
 from trainspeed.data.order import (
     SAMPLE_ID_KEY,
@@ -45,6 +47,7 @@ from trainspeed.data.shards import ShardColumns, ShardSchema, open_shard, read_i
 from trainspeed.data.split import SplitLayout, split_layout
 from trainspeed.data.verify import index_problems, shard_file_problem
 from trainspeed.errors import UsageError
+from trainspeed.parent_death import die_with_owner
 
 
 @dataclass(frozen=True)
@@ -271,13 +274,35 @@ class PositionSampler(Sampler):
         return len(loader) - loader.position
 
 
-def worker_context() -> multiprocessing.context.BaseContext:
-    """Fork where the platform has it, whatever the process's default: workers start in
-    milliseconds, and they inherit the shared slots and the open memory maps. (A process that was
-    itself spawned defaults to spawn, measured at ~8 s per worker start, once per epoch.)"""
-    if "fork" in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("fork")
-    return multiprocessing.get_context()
+WORKER_PRELOAD = ("torch", "trainspeed.data.loader", "trainspeed.data.samples")
+"""What a fork server imports once for the loaders' workers it forks (`trainspeed.child_start`)."""
+
+
+def worker_batches(dataloader: DataLoader) -> Iterator:
+    """`iter(dataloader)`; the first time, its persistent workers start by the method safe then
+    (`child_start.child_context`). A fork where it is safe, whatever the process's default:
+    workers start in milliseconds (a process that was itself spawned defaults to spawn, measured at
+    ~8 s per worker start). Once JAX has started in this process a fork could deadlock a worker,
+    and they come from a fork server. Chosen when the workers start, not when the loader is made:
+    a run builds its model, which may start JAX, in between."""
+    if dataloader.num_workers == 0 or getattr(dataloader, "_iterator", None) is not None:  # none, or they run
+        return iter(dataloader)
+    context = child_context(WORKER_PRELOAD)
+    dataloader.multiprocessing_context = context
+    init = dataloader.worker_init_fn
+    if context.get_start_method() != "fork" and not (isinstance(init, functools.partial) and init.func is _owned_worker):
+        # the workers' parent is then the fork server, whose end they would not see (torch's own
+        # watch looks at their parent): they watch this process
+        dataloader.worker_init_fn = functools.partial(_owned_worker, os.getpid(), init)
+    with starting(context):
+        return iter(dataloader)
+
+
+def _owned_worker(owner_pid: int, init: Callable[[int], None] | None, worker_id: int) -> None:
+    """A worker's set-up where a fork server started it: it ends when the loader's process does."""
+    die_with_owner(owner_pid)
+    if init is not None:
+        init(worker_id)
 
 
 def worker_seed_generator(config: LoaderConfig) -> torch.Generator:
@@ -352,8 +377,7 @@ class ShardLoader(ResumablePosition, BatchLoader):
         self._dataloader = DataLoader(
             self.dataset, batch_size=None, sampler=PositionSampler(self), num_workers=workers,
             prefetch_factor=prefetch if workers > 0 else None, persistent_workers=workers > 0,
-            worker_init_fn=single_thread_worker if workers > 0 else None, generator=worker_seed_generator(config),
-            multiprocessing_context=worker_context() if workers > 0 else None)
+            worker_init_fn=single_thread_worker if workers > 0 else None, generator=worker_seed_generator(config))
 
     @property
     def num_samples(self) -> int:
@@ -373,7 +397,7 @@ class ShardLoader(ResumablePosition, BatchLoader):
             return
         # With persistent workers a new iteration first drains what the last one left in flight
         # (a consumer that stopped early), so no slot is written while it is read.
-        batches = iter(self._dataloader)
+        batches = worker_batches(self._dataloader)
         while True:
             try:
                 slot, size = next(batches)

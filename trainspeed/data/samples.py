@@ -36,7 +36,7 @@ from trainspeed.data.loader import (
     ResumablePosition,
     one_line_worker_error,
     single_thread_worker,
-    worker_context,
+    worker_batches,
     worker_seed_generator,
 )
 from trainspeed.data.order import SAMPLE_ID_KEY, SPLITS, batches_per_epoch, check_rank_config, rank_slice, shuffled_order
@@ -153,7 +153,7 @@ class SampleLoader(ResumablePosition):
             self.dataset, batch_size=None, sampler=PositionSampler(self), num_workers=workers,
             prefetch_factor=max(1, config.prefetch_batches) if workers > 0 else None, persistent_workers=workers > 0,
             worker_init_fn=single_thread_worker if workers > 0 else None, generator=worker_seed_generator(config),
-            multiprocessing_context=worker_context() if workers > 0 else None, pin_memory=config.pin_memory)
+            pin_memory=config.pin_memory)
 
     @property
     def num_samples(self) -> int:
@@ -166,7 +166,7 @@ class SampleLoader(ResumablePosition):
         if self.position >= len(self):
             return
         # With persistent workers a new iteration first drains what the last one left in flight.
-        batches = iter(self._dataloader)
+        batches = worker_batches(self._dataloader)
         while True:
             try:
                 batch, skipped = next(batches)

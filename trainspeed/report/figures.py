@@ -23,9 +23,10 @@ matplotlib.rcParams["text.parse_math"] = False
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from trainspeed.atomic import atomic_path  # noqa: E402
+from trainspeed.atomic import atomic_path, shown_names  # noqa: E402
 from trainspeed.report.page import FigureBlock  # noqa: E402
 from trainspeed.report.provenance import machine_lines, provenance  # noqa: E402
 
@@ -34,9 +35,21 @@ EVEN_RANK = 2.5
 """The mean rank of an even match of four players."""
 
 
+def show_names(figure: Figure) -> Figure:
+    """Every text of the figure drawable: a file name's bytes that are not UTF-8 (a results file or
+    a data folder in a title or a legend) shown as `\\xNN`, as the page shows them; the font
+    renderer refuses the lone surrogates Python holds them as."""
+    for artist in figure.findobj(Text):
+        shown = shown_names(artist.get_text())
+        if shown != artist.get_text():
+            artist.set_text(shown)
+    return figure
+
+
 def svg_text(figure: Figure, salt: str) -> str:
     """The figure as an inline `<svg>` element (no XML prolog, no fixed size: the page scales it
     by its viewBox); `salt` keeps its element ids apart from the other figures' on one page."""
+    show_names(figure)
     buffer = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
         figure.savefig(buffer, format="svg", metadata={"Date": None})
@@ -151,6 +164,7 @@ def caption_machines(figure: Figure, rows: list) -> None:
 
 def save_figure(figure: Figure, out_stem: Path, dpi: int = 120) -> list[Path]:
     """Write OUT_STEM.png and OUT_STEM.svg, each atomically, and close the figure; returns the paths."""
+    show_names(figure)
     written = []
     for suffix in (".png", ".svg"):
         path = out_stem.with_suffix(suffix)

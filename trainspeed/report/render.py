@@ -13,7 +13,7 @@ from typing import Sequence
 
 import jinja2
 
-from trainspeed.atomic import atomic_write_text
+from trainspeed.atomic import atomic_write_shown_text
 from trainspeed.report.inputs import ReportInputs
 from trainspeed.report.page import NOT_RECORDED, Section
 from trainspeed.report.part import ReportPart
@@ -44,5 +44,5 @@ def render(inputs: ReportInputs, parts: Sequence[ReportPart], title: str = "trai
 
 def write_report(inputs: ReportInputs, parts: Sequence[ReportPart], out: Path, title: str = "trainspeed report",
                  baselines: Sequence[str] = ()) -> Path:
-    atomic_write_text(out, render(inputs, parts, title, baselines))
+    atomic_write_shown_text(out, render(inputs, parts, title, baselines))
     return out

@@ -1,4 +1,4 @@
-"""The elastic agent of a multi-rank run: `python -m trainspeed.train.agent RUN_DIR/train_config.json`.
+"""The elastic agent of a multi-rank run: `python -m trainspeed.train.agent RUN_DIR/train_config.json LAUNCHER_PID`.
 
 The launcher starts this as a subprocess; it runs torchrun's own machinery (the elastic agent of
 `torch.distributed.launcher`) for this node's ranks, with two changes in what the user sees:
@@ -18,6 +18,7 @@ the middle of that wait, would cut it short and kill ranks that are still checkp
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import uuid
@@ -29,8 +30,9 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+from trainspeed.parent_death import die_with_parent
 from trainspeed.train.config import TrainConfig
-from trainspeed.train.lifecycle import STOPPED_EXIT_CODES, die_with_parent
+from trainspeed.train.lifecycle import STOPPED_EXIT_CODES
 from trainspeed.train.run_dir import LOG_DIR
 EXIT_ERROR, EXIT_USAGE = 1, 2
 CONSEQUENTIAL_ERRORS = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "gloo", "NCCL",
@@ -118,14 +120,17 @@ def _log_agent_to(path: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    die_with_parent()  # a killed launcher takes its run with it: nothing writes after its lock is gone
+    """`CONFIG_PATH [LAUNCHER_PID]`: the launcher's pid, that a killed launcher takes its run with it
+    (nothing writes after its lock is gone), also where it died before this process could arm that."""
+    die_with_parent(int(argv[1]) if len(argv) > 1 else os.getppid())
     config_path = Path(argv[0])
     config = TrainConfig.from_json(config_path.read_text())
     log_dir = config.run_dir / LOG_DIR
     log_dir.mkdir(parents=True, exist_ok=True)
     _log_agent_to(log_dir / "agent.log")
     try:
-        elastic_launch(launch_config(config), sys.executable)("-u", "-m", "trainspeed.train.worker", str(config_path))
+        elastic_launch(launch_config(config), sys.executable)("-u", "-m", "trainspeed.train.worker", str(config_path),
+                                                              str(os.getpid()))
     except ChildFailedError as failed:
         cause = first_cause(failed.failures)
         if cause is None:

@@ -33,12 +33,7 @@ from trainspeed.targets.threads import threads_kept
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.launch_plan import resolve_launch
-from trainspeed.train.lifecycle import (
-    STOP_SIGNALS,
-    StopRequest,
-    die_with_parent,
-    finish,
-)
+from trainspeed.train.lifecycle import STOP_SIGNALS, StopRequest, finish
 from trainspeed.train.loop import Layout, RankTrainer
 from trainspeed.train.resume import prepare
 from trainspeed.train.run_dir import RunDirectory
@@ -81,13 +76,6 @@ def run_spmd(config: TrainConfig, family: type[Target]) -> int:
     return _run(config, Layout(RankContext(), devices_per_process=devices), target, target.spmd_placer(devices))
 
 
-def _agent_process_setup() -> None:
-    """In the agent before exec: a process group of its own (a Ctrl-C in the terminal reaches only
-    the launcher, which passes it on once) and death with the launcher."""
-    os.setpgid(0, 0)
-    die_with_parent()
-
-
 def run_agent(config_path: Path, config: TrainConfig) -> int:
     """Run this node's elastic agent (`trainspeed.train.agent`, torchrun's machinery) as a
     subprocess, passing SIGTERM/SIGINT on to it (it forwards them to every rank). The agent, and
@@ -97,8 +85,12 @@ def run_agent(config_path: Path, config: TrainConfig) -> int:
     if config.threads is not None:
         env["OMP_NUM_THREADS"] = str(config.threads)
     hand_down(env)
-    command = [sys.executable, "-m", "trainspeed.train.agent", str(config_path)]
-    process = subprocess.Popen(command, env=env, preexec_fn=_agent_process_setup)
+    # The agent runs in a process group of its own (a Ctrl-C in the terminal reaches only the
+    # launcher, which passes it on once), and dies with the launcher, whose pid it is given: it
+    # arms that itself, for no Python runs between the fork and the exec (this process may have
+    # started JAX, whose threads a forked copy of this process could deadlock on).
+    command = [sys.executable, "-m", "trainspeed.train.agent", str(config_path), str(os.getpid())]
+    process = subprocess.Popen(command, env=env, process_group=0)
 
     def forward(signum: int, frame: FrameType | None) -> None:
         process.send_signal(signum)

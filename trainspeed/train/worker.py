@@ -17,6 +17,7 @@ import subprocess
 import sys
 from types import FrameType
 
+from trainspeed.parent_death import die_with_parent as die_with_agent
 from trainspeed.train.lifecycle import die_with_parent
 
 
@@ -27,8 +28,10 @@ def _own_group_tied_to_parent() -> None:
 
 
 def main(argv: list[str]) -> int:
-    die_with_parent()
-    rank = subprocess.Popen([sys.executable, "-m", "trainspeed.train.rank", *argv], preexec_fn=_own_group_tied_to_parent)
+    """`CONFIG_PATH AGENT_PID`: the agent's pid, that this process dies with the agent also where
+    the agent died before this process could arm that (it imports first)."""
+    die_with_agent(int(argv[1]))
+    rank = subprocess.Popen([sys.executable, "-m", "trainspeed.train.rank", argv[0]], preexec_fn=_own_group_tied_to_parent)
 
     def forward(signum: int, frame: FrameType | None) -> None:
         rank.send_signal(signum)

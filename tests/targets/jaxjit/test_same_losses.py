@@ -23,6 +23,8 @@ from toy_workload import ToyClassifier, ToyWorkload
 from trainspeed.targets import get_target
 from trainspeed.errors import UsageError
 from trainspeed.targets.jaxjit import JaxTarget
+from trainspeed.train.config import LRConfig
+from trainspeed.train.lr_schedule import build_schedulers
 from trainspeed.workloads import get_workload
 from trainspeed.workloads.base import Workload
 
@@ -40,18 +42,26 @@ def examples_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(EXAMPLES))
 
 
-def losses(target_name: str, workload: str | Workload, steps: int = STEPS, size: str = "tiny") -> list[float]:
+def losses(target_name: str, workload: str | Workload, steps: int = STEPS, size: str = "tiny",
+           schedule: LRConfig | None = None) -> list[float]:
     """`steps` steps of a fresh trainable (seed 0) on one fixed synthetic batch (seed 0), through
-    the Target API as the bench drives it. The losses are read once, after the last step, by a
-    torch op on all of them: the jax family's losses are pending until read."""
+    the Target API as the bench drives it; with `schedule`, each step at the learning rates the
+    trainer's schedulers give its optimizers' groups (warm-up, then cosine). The losses are read
+    once, after the last step, by a torch op on all of them: the jax family's losses are pending
+    until read."""
     import jax
 
     workload = get_workload(workload) if isinstance(workload, str) else workload
     target = get_target(target_name)
     with jax.default_matmul_precision("float32"):
         trainable = target.build(workload, size, 0)
+        schedulers = build_schedulers(trainable.optimizers, schedule, BATCH, steps) if schedule else {}
         batch = target.move_batch(workload.synthetic_batch(size, BATCH, torch.Generator().manual_seed(0)))
-        returned = [target.run_step(trainable, batch) for _ in range(steps)]
+        returned = []
+        for _ in range(steps):
+            returned.append(target.run_step(trainable, batch))
+            for scheduler in schedulers.values():
+                scheduler.step()
         values = torch.stack(returned).tolist()
     target.sync()
     return values
@@ -72,6 +82,18 @@ def assert_same_losses(workload: str | Workload) -> None:
 ])
 def test_jax_steps_give_the_losses_of_eager_pytorch(examples_on_path, workload_name: str) -> None:
     assert_same_losses(workload_name)
+
+
+def test_a_schedule_s_learning_rates_reach_the_jax_step() -> None:
+    """The rates are an input of the compiled step, read from the optimizers' groups at each step:
+    under a warm-up and a cosine the jax steps give eager's losses, which the schedule moves far
+    from the constant rate's (a step that kept the rate it was traced at would train at those)."""
+    schedule = LRConfig(scaling="none", warmup_steps=2, min_lr_ratio=0.05)
+    eager = losses("cpu:eager:fp32", "mahjong", schedule=schedule)
+    traced = losses("jax:jit:fp32", "mahjong", schedule=schedule)
+    constant = losses("cpu:eager:fp32", "mahjong")
+    assert abs(eager[-1] - constant[-1]) > 100 * RELATIVE * constant[-1], (eager, constant)
+    assert traced == pytest.approx(eager, rel=RELATIVE), (traced, eager)
 
 
 def _toy_trained_with(make: Callable[..., torch.optim.Optimizer]) -> ToyWorkload:

@@ -83,10 +83,12 @@ def losses(target_name: str) -> list[float]:
     return values
 
 
-def test_the_toy_has_one_shared_parameter_in_eager_pytorch() -> None:
-    """The premise: eager PyTorch steps the tied weight once (3 parameters, not 4)."""
-    trainable = get_target("cpu:eager:fp32").build(TiedWorkload(), "tiny", 0)
-    assert len(list(trainable.networks["net"].parameters())) == 3
+@pytest.mark.parametrize("target_name", ["cpu:eager:fp32", "jax:jit:fp32", "jax:jit:bf16:bf16-state"])
+def test_the_tied_weight_is_one_parameter_once_built_on_the_target(target_name: str) -> None:
+    """Eager PyTorch holds the tied weight once (3 parameters, not 4), and so does the network the
+    jax family moved to its tensors, also where it then cast the state to bfloat16."""
+    network = get_target(target_name).build(TiedWorkload(), "tiny", 0).networks["net"]
+    assert len(list(network.parameters())) == 3 and network.first.weight is network.second.weight
 
 
 def test_a_tied_weight_trains_as_one_parameter_on_jax() -> None:

@@ -54,7 +54,8 @@ def test_samples_made_in_selfplay_equal_those_replayed_from_its_mjai_logs(selfpl
         assert np.array_equal(played[name], replayed[name]), name
 
 
-def test_rerun_after_interruption_plays_only_missing_games(selfplay_run, selfplay_config, tmp_path):
+def test_rerun_after_interruption_plays_only_missing_games(selfplay_run, selfplay_config, tmp_path, start_jax):
+    """Rerun where JAX has started (a caller's program may have): its worker is no fork of this process."""
     out, _ = selfplay_run
     folder = tmp_path / "resumed"
     shutil.copytree(out, folder)
@@ -64,9 +65,11 @@ def test_rerun_after_interruption_plays_only_missing_games(selfplay_run, selfpla
         (folder / f"shard-000001{suffix}").unlink()
     (folder / "index.json").unlink()
     log_path(folder, selfplay_config.games - 1).unlink()
+    forks = start_jax()
     result = run_selfplay(dataclasses.replace(selfplay_config, out=folder, workers=1))
     assert (result.games_played, result.games_replayed) == (1, 1)
     assert _checksums(folder) == original
+    assert forks() == []
 
 
 def test_rerun_with_another_seed_is_refused(selfplay_run, selfplay_config, tmp_path):

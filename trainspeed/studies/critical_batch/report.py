@@ -30,11 +30,14 @@ def _studies(rows: Sequence[object]) -> list[tuple[str, CriticalBatchSettingsRow
 
 
 def _spent(header: CriticalBatchSettingsRow) -> str:
+    """What the branches' samples were as a fraction of, from what the row holds: its optional
+    fields are each read on their own (a row written or edited elsewhere may hold one without another)."""
     base = f"{header.fraction_of_base_run:.1%} of the base run's {header.base_samples:,}"
     if header.fraction_of_time_to_target is None:
         return f"{base}; no time-to-target study given (--compare-study)"
-    return (f"{header.fraction_of_time_to_target:.1%} of the time-to-target study's {header.time_to_target_samples:,} "
-            f"({header.time_to_target_rows}); {base}")
+    samples = "samples" if header.time_to_target_samples is None else f"{header.time_to_target_samples:,}"
+    rows = "" if header.time_to_target_rows is None else f" ({header.time_to_target_rows})"
+    return f"{header.fraction_of_time_to_target:.1%} of the time-to-target study's {samples}{rows}; {base}"
 
 
 def study_section(reads: Sequence[Read]) -> Section:

@@ -29,7 +29,12 @@ import torch
 from PIL import Image, UnidentifiedImageError
 
 from trainspeed.data.base import Batch, LoaderConfig
-from trainspeed.data.loader import leave_interrupts_to_the_trainer, one_line_worker_error, worker_seed_generator
+from trainspeed.data.loader import (
+    leave_interrupts_to_the_trainer,
+    one_line_worker_error,
+    worker_batches,
+    worker_seed_generator,
+)
 from trainspeed.data.order import batches_per_epoch, rank_batches, shuffled_order
 from trainspeed.errors import UsageError
 
@@ -243,7 +248,7 @@ class ImageLoader:
 
     def __iter__(self) -> Iterator[Batch]:
         try:
-            for batch in self._dataloader:
+            for batch in worker_batches(self._dataloader):
                 self.batches_consumed += 1
                 yield batch
         except UsageError as error:

@@ -14,7 +14,6 @@ that a rerun completes and that `verify` refuses until then.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from trainspeed.child_start import child_context, starting
 from trainspeed.data.shards import INDEX_NAME, SHARD_PREFIX, ShardInfo
 from trainspeed.data.writer import check_folder, claim_folder
 from trainspeed.errors import UsageError
@@ -181,11 +181,13 @@ def run_selfplay(config: SelfPlayConfig) -> SelfPlayResult:
     played = replayed = 0
     bar = tqdm(total=config.games, initial=config.games - sum(len(chunk_games(config, c)) for c in todo),
                unit="game", disable=not config.progress)
-    context = multiprocessing.get_context("fork")
+    # forked where that is safe (no JAX started in this process), else from a fork server
+    context = child_context(preload=(__name__,))
     # the workers die with this process, so a kill -9 of the command leaves none playing on
     with ProcessPoolExecutor(max_workers=config.workers, mp_context=context,
                              initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
-        futures = {pool.submit(run_chunk, config, chunk): chunk for chunk in todo}
+        with starting(context):  # the pool starts its workers as the first tasks arrive
+            futures = {pool.submit(run_chunk, config, chunk): chunk for chunk in todo}
         for future in as_completed(futures):
             result = future.result()
             played, replayed = played + result.played, replayed + result.replayed
