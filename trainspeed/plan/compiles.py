@@ -16,7 +16,7 @@ Each is read from what measured it, nearest first:
 - the micro-batch graph at b/k: the bench row of the target at b/k, else a run of the target at b
   per device that split its steps the same way (its first window);
 - the validation graph at b: a run of the target at b per device that validated twice or more (its
-  first validation beyond the later ones).
+  first validation beyond the later ones), else such a run at the nearest other batch, assumed at b.
 
 A run that measured its noise scale on one step in K > 1 over k slices (`--noise-scale-every`)
 steps whole in the others, so it compiles both the training graph at b and the step in slices: a
@@ -152,6 +152,22 @@ def _run_first_validation(inputs: PlanInputs, target: str, batch: int) -> tuple[
     return value, f"first validation beyond the later ones, run {measured[0][0].source}"
 
 
+def _validation_compile(inputs: PlanInputs, target: str, batch: int) -> Compilation:
+    """The validation graph at `batch`: a run of the target there that validated twice, else such a
+    run at the nearest other batch, assumed at `batch` (as the training graph's is: a graph's
+    compile varies little with its batch, and a compile left out is a sure miss)."""
+    found = _run_first_validation(inputs, target, batch)
+    if found is not None:
+        return Compilation("validation", batch, found[0], found[1])
+    others = sorted({run.row.batch_size_per_device for run in inputs.runs if run.row.target == target} - {batch},
+                    key=lambda other: abs(math.log(other / batch)))
+    for other in others:
+        near = _run_first_validation(inputs, target, other)
+        if near is not None:
+            return Compilation("validation", batch, near[0], f"{near[1]} at {other}/device, assumed at {batch}")
+    return Compilation("validation", batch, None, f"no run of {target} validated twice")
+
+
 def compilations(inputs: PlanInputs, target: str, batches: Sequence[int], micro_batches: int = 1,
                  validates: bool = True, sliced: int = 1) -> list[Compilation]:
     """Every graph a run of `target` compiles at these per-device batches (none for an eager
@@ -188,10 +204,7 @@ def compilations(inputs: PlanInputs, target: str, batches: Sequence[int], micro_
             else:
                 found.append(Compilation("training", batch, None, f"no bench row or run of {target} at {batch}/device"))
         if validates:
-            validation = _run_first_validation(inputs, target, batch)
-            found.append(Compilation("validation", batch, validation[0] if validation else None,
-                                     validation[1] if validation else
-                                     f"no run of {target} at {batch}/device validated twice"))
+            found.append(_validation_compile(inputs, target, batch))
     return found
 
 

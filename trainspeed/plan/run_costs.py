@@ -11,6 +11,7 @@ Nothing here imports torch.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -175,19 +176,32 @@ def _network_rows(run: TrainRun) -> list[NoiseScaleRecord]:
 
 def noise_near(run: TrainRun, step: int) -> NoiseReading | None:
     """The noise scale of the last window at or before `step` (the goal's crossing): B_simple near
-    the goal. Where the rows hold no noise-scale windows, the summary's (its last quarter's)."""
+    the goal. Where that window is unresolved (one window's |G|^2 is often within its noise of 0)
+    and the summary's reading over the last quarter of the run resolved, the quarter's: it pools
+    more steps near the goal, where a lower bound of one window would predict at the bound. Where
+    the rows hold no noise-scale windows, the summary's."""
     rows = [row for row in _network_rows(run) if row.step <= step]
+    quarter = _last_quarter(run)
     if rows:
-        return reading_of(rows[-1], f"the noise-scale row of step {rows[-1].step} of {run.source}")
+        window = reading_of(rows[-1], f"the noise-scale row of step {rows[-1].step} of {run.source}")
+        if window.resolved or quarter is None or not quarter.resolved:
+            return window
+        return dataclasses.replace(quarter, source=f"{quarter.source}; the window before the goal, step "
+                                                   f"{rows[-1].step}, was unresolved")
+    return quarter
+
+
+def _last_quarter(run: TrainRun) -> NoiseReading | None:
+    """The summary's noise scale over the last quarter of the run's steps, as a reading."""
     readings = run.row.last_quarter_noise_scale()
-    if readings:
-        reading = readings[min(readings)]
-        summary = f"the summary of {run.source} (last quarter of its steps)"
-        if reading.resolved is False or reading.value is None or not reading.value > 0:
-            lower = reading.lower_bound if reading.lower_bound is not None and reading.lower_bound > 0 else None
-            return NoiseReading(None, lower, run.row.last_step, summary)
-        return NoiseReading(reading.value, None, run.row.last_step, summary)
-    return None
+    if not readings:
+        return None
+    reading = readings[min(readings)]
+    summary = f"the summary of {run.source} (last quarter of its steps)"
+    if reading.resolved is False or reading.value is None or not reading.value > 0:
+        lower = reading.lower_bound if reading.lower_bound is not None and reading.lower_bound > 0 else None
+        return NoiseReading(None, lower, run.row.last_step, summary)
+    return NoiseReading(reading.value, None, run.row.last_step, summary)
 
 
 def noise_rows_near(run: TrainRun, step: float, share: float) -> list[NoiseScaleRecord]:
