@@ -330,6 +330,28 @@ def test_study_settings_that_train_refuses_here_are_refused_before_anything_is_w
     assert "argument --threads: '4096' is more than" in error and _nothing_written(tmp_path)
 
 
+def test_the_best_and_the_batches_beside_it_are_named_before_any_check_runs(tmp_path: Path):
+    """`best-smaller` and `best-larger` are the best's target and devices at the nearest fixed batches
+    predicted below and above its own; where there is none, one line says to add a batch."""
+    from trainspeed.plan.check import chosen
+    from trainspeed.plan.inputs import read_plan_inputs
+    from trainspeed.plan.model import steps_model
+    from trainspeed.plan.plan import PlanGrid, plan_rows
+
+    inputs = read_plan_inputs([Path(_committed(tmp_path, BENCH)), Path(_committed(tmp_path, STUDY))])
+    grid = PlanGrid(("cpu:eager:fp32",), (1,), (4, 8, 16, 32, 64, 128), ("fixed",))
+    rows = plan_rows(inputs, grid, "trainspeed plan", steps_model(inputs))
+    best, smaller, larger = chosen(rows, ["best", "best-smaller", "best-larger"])
+    batches = sorted(row.global_batch for row in rows if row.status == "predicted")
+    at = batches.index(best.global_batch)
+    assert best.recommended and 0 < at < len(batches) - 1, "the committed study's best is inside the grid"
+    assert (smaller.global_batch, larger.global_batch) == (batches[at - 1], batches[at + 1])
+    assert {smaller.target, larger.target, smaller.devices, larger.devices} == {best.target, best.devices}
+    edge = PlanGrid(("cpu:eager:fp32",), (1,), (best.global_batch,), ("fixed",))
+    with pytest.raises(UsageError, match="no fixed batch larger than the best configuration's was predicted"):
+        chosen(plan_rows(inputs, edge, "trainspeed plan", steps_model(inputs)), ["best-larger"])
+
+
 def test_a_check_trains_the_study_s_recipe_at_its_batch_on_the_configuration_s_target_and_devices(tmp_path: Path):
     """The check's command is the study's run at the batch's best learning-rate factor (its settings row's
     recipe), with the configuration's target and devices, the check's seed and folder."""

@@ -50,7 +50,8 @@ for it where that is more than the base run's own budget (a larger batch needs m
 
 def chosen(rows: Sequence[PlanRow], names: Sequence[str]) -> list[PlanRow]:
     """The rows `--check` names: configurations (`target/devices/batch`, `target/devices/auto:MIN..MAX`),
-    `best` or `samples-per-s`."""
+    `best`, `samples-per-s`, or `best-smaller` and `best-larger`: the batches either side of the
+    best, so that a check of the best and its neighbours is named before any of them runs."""
     predicted = {row.config: row for row in rows if row.status == "predicted"}
     picked: list[PlanRow] = []
     for name in names:
@@ -58,8 +59,14 @@ def chosen(rows: Sequence[PlanRow], names: Sequence[str]) -> list[PlanRow]:
             row = next((row for row in rows if row.recommended), None)
         elif name == "samples-per-s":
             row = next((row for row in rows if row.samples_per_s_pick), None)
+        elif name in ("best-smaller", "best-larger"):
+            row = _beside_best(rows, smaller=name == "best-smaller")
         else:
             row = predicted.get(name)
+        if row is None and name in ("best-smaller", "best-larger"):
+            side = "smaller" if name == "best-smaller" else "larger"
+            raise UsageError(f"plan: --check {name}: no fixed batch {side} than the best configuration's was predicted "
+                             f"on its target and devices; add one to --global-batches (and --schedules fixed)")
         if row is None:
             choices = ", ".join([*CHECK_KEYWORDS, *predicted][:12])
             raise UsageError(f"plan: --check {name!r} is not a predicted configuration of this plan; choose among "
@@ -67,6 +74,21 @@ def chosen(rows: Sequence[PlanRow], names: Sequence[str]) -> list[PlanRow]:
         if row not in picked:
             picked.append(row)
     return picked
+
+
+def _beside_best(rows: Sequence[PlanRow], smaller: bool) -> PlanRow | None:
+    """The predicted fixed batch of the best's target and devices nearest below its batch (for an
+    `auto` best, below the batch it starts at), or nearest above (above the batch it ends at)."""
+    best = next((row for row in rows if row.recommended), None)
+    if best is None:
+        return None
+    low = best.global_batch
+    high = (best.batch_max or low) if best.schedule == "auto" else low
+    same = [row for row in rows if row.status == "predicted" and row.schedule == "fixed"
+            and (row.target, row.devices) == (best.target, best.devices)]
+    if smaller:
+        return max((row for row in same if row.global_batch < low), key=lambda row: row.global_batch, default=None)
+    return min((row for row in same if row.global_batch > high), key=lambda row: row.global_batch, default=None)
 
 
 @dataclass(frozen=True)
@@ -429,9 +451,11 @@ def _against_bounds(measured_s: float, row: PlanCheckRow) -> str:
     predicted, so its ratio to the model's point is said but not held to the tolerance."""
     low, high = row.predicted_s_ci95  # type: ignore[misc]
     where = "inside" if inside(row.predicted_s_ci95, measured_s) else "outside"
-    return (f"extrapolated: {where} its 95% interval [{low:,.1f}, {high:,.1f}] (the model's point "
-            f"{row.predicted_s:,.1f} s, ratio {measured_s / row.predicted_s:.2f}, is not a prediction: not held to "
-            f"±{row.tolerance:.0%})")
+    ratio = measured_s / row.predicted_s
+    plainly = "within" if within_tolerance(ratio, row.tolerance) else "outside"
+    return (f"predicted {row.predicted_s:,.1f} s (ratio {ratio:.2f}, {plainly} ±{row.tolerance:.0%}, {where} its 95% "
+            f"interval [{low:,.1f}, {high:,.1f}]); extrapolated: its steps were bounded, not predicted, so the plan "
+            f"judges it by its interval: {where}")
 
 
 def mean_check_line(rows: Sequence[PlanCheckRow]) -> str | None:
