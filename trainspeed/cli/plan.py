@@ -133,6 +133,7 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         run_checks,
     )
     from trainspeed.plan.inputs import read_plan_inputs
+    from trainspeed.plan.plain_count import plain_summary
     from trainspeed.plan.model import steps_model
     from trainspeed.plan.plan import default_grid, plan_rows, table, verdict
     from trainspeed.plan.rows import PlanCheckRow, PlanRow
@@ -209,6 +210,8 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         append_row(args.out, check)
         print(check_line(check))
         checks.append(check)
+    if checks:
+        print(plain_summary(checks))
     if args.out is not None:
         print(f"plan: rows in {args.out}")
     return [*rows, *checks]

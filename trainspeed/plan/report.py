@@ -17,6 +17,7 @@ from trainspeed.report.inputs import Read, ReportInputs
 from trainspeed.report.page import Section, Table, interval, number, readable, text
 from trainspeed.report.part import PlotRequest, ReportPart, RowKind
 from trainspeed.report.provenance import provenance
+from trainspeed.plan.plain_count import count_lines, inside, within
 from trainspeed.plan.rows import PlanCheckRow, PlanRow
 
 
@@ -80,11 +81,15 @@ def _latest(reads: Sequence[Read[PlanRow]]) -> list[Read[PlanRow]]:
 
 
 def tolerance_verdict(check: PlanCheckRow) -> str:
-    """A check's "within" column: the tolerance, or for an extrapolated configuration (its steps
-    bounded, not predicted) its interval, which is what it is judged by."""
+    """A check's verdict under the plan's rule: the tolerance, or for an extrapolated configuration
+    (its steps bounded, not predicted) its interval. The table gives the plain verdict before it."""
     if check.extrapolated and check.inside is not None:
         return "extrapolated: by its interval, " + ("inside" if check.inside else "outside")
     return f"{'yes' if check.within else 'no'} (±{check.tolerance:.0%})"
+
+
+def _plainly(check: PlanCheckRow) -> str:
+    return f"{'yes' if within(check) else 'no'}, {'inside' if inside(check) else 'outside'}"
 
 
 def plan_section(plans: Sequence[Read[PlanRow]], checks: Sequence[Read[PlanCheckRow]]) -> Section:
@@ -97,6 +102,8 @@ def plan_section(plans: Sequence[Read[PlanRow]], checks: Sequence[Read[PlanCheck
         "a check made with `--check-rebench` also stands against the prediction at the machine's speed when it ran "
         "(its bench row measured again just before it).")
     if checks:
+        counted = [line for line in count_lines([read.row for read in checks]) if not line.startswith("  ")]
+        section.intro += " Counted plainly, then under each rule: " + "; ".join(counted) + "."
         section.figures.append(figure_block(
             "fig-plan-check", "Measured against predicted seconds to the goal (whole `trainspeed train` command), "
             "with the predictions' 95% intervals (rows of plans before they drew one run's steps hold the model's mean "
@@ -106,7 +113,8 @@ def plan_section(plans: Sequence[Read[PlanRow]], checks: Sequence[Read[PlanCheck
             "table-plan-check", "Every check: the configuration run to the goal, measured against predicted",
             [("plan", False), ("workload", False), ("goal", False), ("configuration", False), ("role", False),
              ("predicted s", True), ("95% interval", False), ("measured s", True), ("measured / predicted", True),
-             ("within", False), ("steps predicted", True), ("steps measured", True), ("step ms predicted", True),
+             ("plainly: within ±25%, 95% interval", False), ("under the plan's rule", False),
+             ("steps predicted", True), ("steps measured", True), ("step ms predicted", True),
              ("step ms measured, steady", True), ("step ms measured, with compilations", True),
              ("predicted s at the speed now", True), ("measured / predicted now", True)],
             [[text(c.plan_id), text(f"{c.workload} {c.size}"), text(c.until), text(c.config),
@@ -114,7 +122,7 @@ def plan_section(plans: Sequence[Read[PlanRow]], checks: Sequence[Read[PlanCheck
                              if on)),
               number(c.predicted_s, "{:,.1f}"), text(interval(c.predicted_s_ci95, "{:,.1f}")),
               number(c.measured_s, "{:,.1f}"), number(c.ratio, "{:.2f}"),
-              text(tolerance_verdict(c)), number(c.predicted_steps, "{:,.1f}"),
+              text(_plainly(c)), text(tolerance_verdict(c)), number(c.predicted_steps, "{:,.1f}"),
               number(c.measured_steps, "{:,.1f}"), number(c.predicted_step_s * 1e3, "{:,.1f}"),
               number(c.steady_step_s * 1e3 if c.steady_step_s is not None else None, "{:,.1f}"),
               number(c.measured_step_s * 1e3 if c.measured_step_s is not None else None, "{:,.1f}"),
