@@ -27,6 +27,7 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 	$(RESULTS)/plan_checks_mahjong.jsonl $(RESULTS)/plan_checks_charlm.jsonl $(RESULTS)/plan_checks_gpt2.jsonl \
 	$(RESULTS)/plan_checks_mahjong $(RESULTS)/plan_checks_charlm $(RESULTS)/plan_checks_gpt2 $(RESULTS)/plan_checks_warm_cache.jsonl \
 	$(RESULTS)/plan_check_seeds_charlm.jsonl $(RESULTS)/plan_check_seeds_charlm \
+	$(RESULTS)/plan_checks_plain_charlm.jsonl $(RESULTS)/plan_checks_plain_charlm $(RESULTS)/plan_checks_plain_gpt2.jsonl $(RESULTS)/plan_checks_plain_gpt2 \
 	$(RESULTS)/plan_check_study_seeds_gpt2.jsonl $(RESULTS)/plan_check_study_seeds_gpt2 \
 	$(RESULTS)/noise_scale_bench_cpu.jsonl $(RESULTS)/noise_scale_bench_cpu_b64.jsonl $(RESULTS)/noise_scale_check.jsonl $(RESULTS)/noise_scale_overhead.jsonl $(RESULTS)/reference_cpu_mahjong_tiny.jsonl \
 	$(RESULTS)/remote_cpu_mahjong_tiny.jsonl $(RESULTS)/remote_pipelined_cpu_mahjong_tiny.jsonl \

@@ -27,14 +27,18 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainspeed.atomic import atomic_write_text
-from trainspeed.plan.check import within_tolerance
-from trainspeed.plan.inputs import read_plan_inputs
-from trainspeed.plan.plan import PlanGrid, plan_rows
-from trainspeed.plan.rows import PlanRow
-from trainspeed.plan.speed_now import interval_at, predicted_at
-from trainspeed.plan.steps import steps_model
-from trainspeed.stats import wilson_interval
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from trainspeed.atomic import atomic_write_text  # noqa: E402
+from trainspeed.plan.check import within_tolerance  # noqa: E402
+from trainspeed.plan.inputs import read_plan_inputs  # noqa: E402
+from trainspeed.plan.plan import PlanGrid, plan_rows  # noqa: E402
+from trainspeed.plan.plain_count import count_lines, inside, within  # noqa: E402
+from trainspeed.plan.rows import PlanCheckRow, PlanRow  # noqa: E402
+from trainspeed.plan.speed_now import interval_at, predicted_at  # noqa: E402
+from trainspeed.plan.steps import steps_model  # noqa: E402
+from trainspeed.rows import parse_row  # noqa: E402
+from trainspeed.stats import wilson_interval  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 TOLERANCE = 0.25
@@ -55,6 +59,9 @@ class CheckedPlan:
     batches: tuple[int, ...] | None
     schedules: tuple[str, ...]
     note: str = ""
+    machine: str = "CPU"
+    """Where its checks ran: "CPU" (the 2-core shared machine the rows name) or "TPU" (one v5e chip,
+    its host running one job at a time)."""
 
 
 def _runs(folder: str, names: tuple[str, ...]) -> tuple[str, ...]:
@@ -74,6 +81,10 @@ def _base_run(name: str, target: str, devices: tuple[int, ...], batches: tuple[i
                        SUMMARY_ONLY if runs else "")
 
 
+PLAIN_SETS: tuple[tuple[str, str, tuple[int, ...]], ...] = (
+    ("charlm", "plan-1796616397", (4, 8, 16, 32, 64, 128, 256)),
+    ("gpt2", "plan-1796616612", (2, 4, 8, 16, 32, 64, 128)))
+"""The checks `benchmarks/plan_checks_plain.sh` names before they run: (workload, plan id, grid)."""
 UNKEPT = "the inputs of this pass (its base run, bench rows and short runs) were replaced by the later pass's"
 CHECKED_PLANS = (
     _base_run("mahjong", EAGER, (1,), (32, 128, 2048), ("fixed", "auto"), "plan-1796383452"),
@@ -118,6 +129,13 @@ CHECKED_PLANS = (
                      "ranks1-cpu-compile-fp32-b128", "ranks1-cpu-compile-fp32-b32", "ranks1-cpu-compile-fp32-b8",
                      "ranks1-cpu-eager-fp32-b8"))),
                 (EAGER, COMPILED), (1,), (8, 32, 128), ("fixed",)),
+    CheckedPlan("tpu_plan_check", "tpu_plan_check.jsonl", "plan-1796480007",
+                ("tpu_plan_check_bench.jsonl", "tpu_plan_check_b64"), ("jax:jit:fp32",), (1,), (64, 128, 256),
+                ("fixed",), machine="TPU"),
+    *(CheckedPlan(f"plan_checks_plain_{name}", f"plan_checks_plain_{name}.jsonl", plan_id,
+                  (f"plan_checks_plain_{name}", f"plan_checks_plain_{name}/bench.jsonl"), (EAGER,), (1,), batches,
+                  ("fixed",))
+      for name, plan_id, batches in PLAIN_SETS),
     *(CheckedPlan(f"plan_checks_warm_cache ({name})", "plan_checks_warm_cache.jsonl", plan_id, (), (COMPILED,), (1,),
                   None, ("fixed",), f"not predicted again: {UNKEPT}; its check ran with torch.compile's on-disk cache "
                                     "filled, which the plan does not model")
@@ -302,9 +320,69 @@ def _median_width(group: list[Coverage]) -> float:
     return statistics.median(item.predicted_ci95[1] / item.predicted_ci95[0] for item in group)  # type: ignore[index]
 
 
+@dataclass(frozen=True)
+class Printed:
+    """A check row of a committed plan, read as its plan printed it."""
+
+    plan: CheckedPlan
+    check: PlanCheckRow
+
+
+def printed(results: Path = RESULTS) -> list[Printed]:
+    """Every committed check beside the prediction its plan printed, in the order of `CHECKED_PLANS`."""
+    found = []
+    for plan in CHECKED_PLANS:
+        path = results / plan.rows
+        for number, record in enumerate(_records(path), 1):
+            if record.get("kind") == "plan-check" and record.get("plan_id") == plan.plan_id:
+                found.append(Printed(plan, parse_row(PlanCheckRow, record, f"{path}:{number}")[0]))
+    return found
+
+
+MACHINES = {"CPU": "on the 2-core CPU (shared; each row records its load)",
+            "TPU": "on the TPU v5e (one chip; its host runs one job at a time)"}
+
+
+def _counts(title: str, items: list[Printed], one_plan: bool = False) -> list[str]:
+    names = {item.check.plan_id: item.plan.name for item in items}
+    lines = count_lines([item.check for item in items], one_plan,
+                        lambda check: f"{names[check.plan_id]} `{check.config}`")
+    return [f"**{title}**", "", *(f"  - {line.strip()}" if line.startswith("  ") else f"- {line}" for line in lines), ""]
+
+
+def _printed_table(items: list[Printed]) -> list[str]:
+    lines = ["| machine | plan | configuration | seed | printed: predicted s [95%] | extrapolated when printed | "
+             "measured s | measured / printed | within ±25% | inside |", "|---|---|---|---:|---|---|---:|---:|---|---|"]
+    for item in items:
+        check = item.check
+        lines.append(f"| {item.plan.machine} | {item.plan.name} | `{check.config}`{' (best)' if check.recommended else ''} "
+                     f"| {check.seed} | {check.predicted_s:,.1f} {_interval(check.predicted_s_ci95)} | "
+                     f"{'yes' if check.extrapolated else ''} | {check.measured_s:,.1f} | "
+                     f"{check.measured_s / check.predicted_s:.2f} | {_yes(within(check))} | {_yes(inside(check))} |")
+    return [*lines, ""]
+
+
+def plain_markdown(items: list[Printed]) -> str:
+    """The plain count first: every check, then each machine's, then each set named before it ran."""
+    lines = ["## Counted plainly", "",
+             "Each check's measured seconds (its whole `trainspeed train` command, or for `plan --checked` the "
+             "run's start-up and seconds to the goal) over the prediction its plan printed, and whether they lie "
+             "inside the 95% interval it printed. Then each rule, with the count under it and the checks it moves.",
+             "", *_counts("Every check", items)]
+    for machine, where in MACHINES.items():
+        lines += _counts(f"The checks {where}", [item for item in items if item.plan.machine == machine])
+    for name, _, _ in PLAIN_SETS:
+        named = [item for item in items if item.plan.name == f"plan_checks_plain_{name}"]
+        lines += _counts(f"{name}: the best, the batch below and the batch above, named before any ran, "
+                         f"{len({item.check.seed for item in named})} seeds each", named, one_plan=True)
+    return "\n".join([*lines, *_printed_table(items)]) + "\n"
+
+
 def markdown(found: list[Coverage]) -> str:
     again = [item for item in found if item.predicted_again]
-    lines = [
+    lines = ["## Predicted again by today's plan", "",
+             "A rule of its own: each check held to what today's model predicts from the committed inputs, "
+             "not to what its plan printed.", "",
         "| plan | configuration | seed | measured s | recorded: predicted s [95%], inside, ratio | "
         "today: predicted s [95%] | at the speed now: predicted s [95%] | inside | measured / predicted | "
         "within ±25% | extrapolated |",
@@ -362,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--md", type=Path, help="write the table as Markdown here (else to stdout)")
     args = parser.parse_args(argv)
     found = coverage(args.results)
-    table = markdown(found)
+    page = plain_markdown(printed(args.results)) + "\n" + markdown(found)
     if args.csv is not None:
         text = io.StringIO()
         writer = csv.DictWriter(text, fieldnames=FIELDS, lineterminator="\n")
@@ -370,9 +448,9 @@ def main(argv: list[str] | None = None) -> int:
         writer.writerows(_csv_row(item) for item in found)
         atomic_write_text(args.csv, text.getvalue())
     if args.md is not None:
-        atomic_write_text(args.md, table)
+        atomic_write_text(args.md, page)
     else:
-        sys.stdout.write(table)
+        sys.stdout.write(page)
     return 0
 
 
