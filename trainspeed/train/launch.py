@@ -31,6 +31,7 @@ from trainspeed.targets import get_target
 from trainspeed.targets.base import Target
 from trainspeed.targets.threads import threads_kept
 from trainspeed.train.config import TrainConfig
+from trainspeed.train.data_read import check_same_data, record_data
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.launch_plan import resolve_launch
 from trainspeed.train.lifecycle import STOP_SIGNALS, StopRequest, finish
@@ -46,11 +47,14 @@ def launch(config: TrainConfig) -> int:
     plan = resolve_launch(config)
     config = plan.config  # as resolved: what the run directory records and every rank reads
     run_dir = RunDirectory(config.run_dir)
+    data_read = plan.split.data_record if plan.split is not None else None
     with run_dir.taken(fresh=not config.resume):
-        if config.resume and prepare(run_dir, config, plan.processes, plan.length.total_steps,
-                                     plan.length.budget_samples) is None:
-            return 0  # the run had finished
+        if config.resume:
+            check_same_data(run_dir.path, data_read, config.data)
+            if prepare(run_dir, config, plan.processes, plan.length.total_steps, plan.length.budget_samples) is None:
+                return 0  # the run had finished
         config_path = run_dir.write_config(config)
+        record_data(run_dir.path, data_read)
         if plan.family.data_parallel == "spmd":
             return run_spmd(config, plan.family)
         if config.world_size == 1:

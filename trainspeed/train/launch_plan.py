@@ -33,6 +33,7 @@ from trainspeed.train.batch_schedule import (
     start_batch,
 )
 from trainspeed.train.config import MAX_STEPS, TrainConfig, resolve_lr
+from trainspeed.train.data_read import loader_record
 from trainspeed.train.evaluation import metric_names
 from trainspeed.train.init_from import check_init
 from trainspeed.train.summary import bench_samples_per_s
@@ -51,6 +52,8 @@ class TrainingSplit:
     samples: int
     batches_per_epoch: int
     """Loader batches (global batches at a fixed batch; schedule units otherwise) in one epoch."""
+    data_record: dict | None = None
+    """Which data it is (`trainspeed.train.data_read.loader_record`); None where the loader records nothing."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,7 @@ def checked_split(config: TrainConfig, workload: Workload) -> TrainingSplit:
         unit, largest = config.batch_size_per_device, config.global_batch
     probe = LoaderConfig(batch_size=unit, world_size=config.world_size, num_workers=0, bad_samples=config.bad_samples)
     loader = workload.open_dataset(config.data, config.size, probe)
-    split = TrainingSplit(samples=loader.num_samples, batches_per_epoch=len(loader))
+    split = TrainingSplit(samples=loader.num_samples, batches_per_epoch=len(loader), data_record=loader_record(loader))
     if config.batch.schedule is not None and largest // config.world_size // unit > split.batches_per_epoch:
         flag = "--global-batch-max" if config.batch.schedule == AUTO else "--batch-schedule"
         raise UsageError(f"train: the training split of --data {config.data} has {split.samples} samples, fewer than "

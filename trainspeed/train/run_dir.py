@@ -24,6 +24,7 @@ from trainspeed.data.shards import INDEX_NAME
 from trainspeed.errors import UsageError
 from trainspeed.train.checkpoint import CHECKPOINT_DIR, CHECKPOINT_NAME, LATEST_POINTER
 from trainspeed.train.config import TrainConfig
+from trainspeed.train.data_read import DATA_FILE
 from trainspeed.train.resume_rule import RESUMES_FILE
 from trainspeed.train.metrics import TENSORBOARD_DIR
 from trainspeed.train.rows import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
@@ -33,11 +34,11 @@ LOG_DIR = "logs"
 RESUME_PLAN_FILE = "resume_plan.json"
 """The checkpoint the ranks of a resume load, chosen and checked once by the launcher."""
 INTERRUPTED_WRITES = (
-    (".", [re.escape(name) for name in (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESUME_PLAN_FILE)]),
+    (".", [re.escape(name) for name in (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, RESUME_PLAN_FILE, DATA_FILE)]),
     (CHECKPOINT_DIR, [CHECKPOINT_NAME.pattern, CHECKPOINT_NAME.pattern + r"\.sha256", re.escape(LATEST_POINTER)]),
 )
 """(folder, file-name patterns) of the files written through a temporary file (`atomic_path`)."""
-RUN_FILES = (CONFIG_FILE, CHECKPOINT_DIR, METRICS_FILE, SUMMARY_FILE, RESUMES_FILE, RESUME_PLAN_FILE, LOCK_FILE,
+RUN_FILES = (CONFIG_FILE, DATA_FILE, CHECKPOINT_DIR, METRICS_FILE, SUMMARY_FILE, RESUMES_FILE, RESUME_PLAN_FILE, LOCK_FILE,
              LOG_DIR, TENSORBOARD_DIR)
 """What a run directory may hold: a fresh run goes into a new or empty folder, a resume continues
 only a folder that holds a run and nothing of another writer."""
