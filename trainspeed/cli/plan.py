@@ -133,8 +133,8 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         run_checks,
     )
     from trainspeed.plan.inputs import read_plan_inputs
-    from trainspeed.plan.plain_count import plain_summary
     from trainspeed.plan.model import steps_model
+    from trainspeed.plan.plain_count import plain_summary
     from trainspeed.plan.plan import default_grid, plan_rows, table, verdict
     from trainspeed.plan.rows import PlanCheckRow, PlanRow
     from trainspeed.rows import append_row

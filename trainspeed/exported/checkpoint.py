@@ -4,8 +4,9 @@ its sha256 beside it.
 An npz of plain arrays: the loop's position (step, samples, clock, the goal's watch, the noise
 scale's averages) is JSON text stored as a byte array beside the leaves, read into typed fields
 (`trainspeed.typed_json`: every key known, a bool no number), never a pickled object. Each is
-written to a temporary file and renamed, then its sha256 beside it (`step-N.npz.sha256`, as the
-torch trainer's checkpoints, `trainspeed.checksum_file`), so a kill leaves the last whole one.
+written to a temporary file, its sha256 beside it (`step-N.npz.sha256`, as the torch trainer's
+checkpoints, `trainspeed.checksum_file`), and only then renamed to its name, so a kill leaves the
+last whole one and never a checkpoint without its checksum.
 
 Reading one checks, in order: its checksum file; its size against the most a checkpoint of the
 export's state takes (a sparse file of any size is refused before it is read); its sha256; each
@@ -105,7 +106,7 @@ def save_checkpoint(run_dir: Path, leaves: list[Any], position: Position, keep: 
             np.savez(handle, **arrays)
         with open(tmp, "rb") as handle:
             digest = hashlib.file_digest(handle, "sha256").hexdigest()
-    write_checksum(path, digest)
+        write_checksum(path, digest)  # before the checkpoint takes its name: a kill leaves none without one
     if keep > 0:
         for old in checkpoints(run_dir)[:-keep]:
             old.unlink(missing_ok=True)

@@ -4,9 +4,9 @@ A checkpoint is one file holding everything to continue bit-for-bit: networks, o
 schedulers, the step, and per rank the loader position, the RNG states (python, numpy, torch,
 and the target's device generator) and the networks' buffers (statistics a rank keeps of its own
 batches). Rank 0 gathers the per-rank parts and writes the file through
-`atomic_path`, then its sha256 beside it (`step-*.pt.sha256`, the format `sha256sum -c` reads),
-then points `checkpoints/latest` at it (each atomically), so a kill -9 at any moment leaves either
-the previous checkpoint or the new one. The newest two up to the one just written are kept (or as
+`atomic_path`, its sha256 beside it (`step-*.pt.sha256`, the format `sha256sum -c` reads) before
+the file takes its name, then points `checkpoints/latest` at it (each atomically), so a kill -9 at
+any moment leaves either the previous checkpoint or the new one, never one without its checksum. The newest two up to the one just written are kept (or as
 many as `--keep-checkpoints` says; 0 keeps all, to evaluate a policy as it learnt); a
 checkpoint of a later step is never deleted: a run resumed from an earlier step first moves the
 later ones into `checkpoints/superseded/N/` (`trainspeed.train.resume`).
@@ -144,8 +144,7 @@ def save_checkpoint(run_dir: Path, step: int, payload: dict[str, Any], keep: int
     path = directory / checkpoint_name(step)
     with atomic_path(path) as tmp:
         torch.save(host_payload, tmp)
-        digest = sha256_of(tmp)
-    write_checksum(path, digest)
+        write_checksum(path, sha256_of(tmp))  # before the checkpoint takes its name: a kill leaves none without one
     atomic_write_text(directory / LATEST_POINTER, path.name + "\n")
     if keep:
         _prune_before(run_dir, step, keep)
