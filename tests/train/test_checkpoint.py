@@ -40,6 +40,24 @@ def test_latest_points_at_the_newest_and_only_two_are_kept_each_with_its_checksu
     ]
 
 
+def test_a_checkpoint_takes_its_name_only_once_its_checksum_is_beside_it(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kill between the two writes then leaves no checkpoint without its checksum (a resume refuses
+    one, and the run's first checkpoint would have had none to fall back on)."""
+    import os
+
+    rename, renamed = os.replace, []
+
+    def watched(source, destination) -> None:
+        if str(destination).endswith(".pt"):
+            renamed.append(Path(f"{destination}.sha256").is_file())
+        rename(source, destination)
+
+    monkeypatch.setattr(os, "replace", watched)
+    save_checkpoint(tmp_path, 5, {"step": 5, "weight": torch.zeros(2)})
+    assert renamed == [True]
+
+
 @pytest.mark.e2e
 def test_the_checksum_files_are_in_the_format_of_coreutils_sha256sum(tmp_path: Path) -> None:
     """So anyone can check a run by hand."""
