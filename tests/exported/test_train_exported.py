@@ -253,3 +253,27 @@ def test_slices_that_do_not_cut_every_batch_size_evenly_are_refused_in_one_line(
     error = capsys.readouterr().err
     assert "must divide every batch size; 30 do not" in error and len(error.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_a_resume_on_data_written_again_in_the_same_folder_is_refused_as_the_torch_trainer_refuses_it(
+        exported: Path, selfplay_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The run records the fingerprint its torch counterpart records (the same `data_read.json`), and
+    a resume whose --data now holds other shards is one line, the run folder as it was."""
+    import shutil
+
+    from child_commands import run_ok
+
+    data, run = tmp_path / "data", tmp_path / "run"
+    shutil.copytree(selfplay_data, data)
+    flags = ["--exported", str(exported), "--data", str(data), "--batch-size-per-device", str(BATCH),
+             "--checkpoint-every", "5", "--eval-every", "0", "--no-progress", "--out", str(run)]
+    assert main(["train", *flags, "--steps", "5"]) == 0
+    shutil.rmtree(data)
+    run_ok("data", "mahjong-selfplay", "--games", "3", "--workers", "1", "--out", str(data), "--seed", "1",
+           "--no-progress", timeout=120)
+    before = {str(path.relative_to(run)): path.read_bytes() for path in sorted(run.rglob("*")) if path.is_file()}
+    capsys.readouterr()
+    assert main(["train", *flags, "--steps", "10", "--resume"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"train: cannot resume {run}: --data {data} is not the data it trained on" in line
+    assert {str(path.relative_to(run)): path.read_bytes() for path in sorted(run.rglob("*")) if path.is_file()} == before

@@ -22,7 +22,6 @@ by the tests to prove exactly-once reading). A workload's step ignores keys it d
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import signal
 import weakref
@@ -421,7 +420,4 @@ class ShardLoader(ResumablePosition, BatchLoader):
     def data_record(self) -> dict:
         """What this loader reads, for the run's summary: the shard set's format, its shard files,
         and a fingerprint over the checksums its index records for them (the content, cheaply)."""
-        digest = hashlib.sha256("\n".join(info["sha256"] for info in self.layout.shard_infos).encode())
-        return {"format": f"shards ({self.data_format})", "path": str(self.folder),
-                "files": len(self.layout.shard_infos), "samples": self.num_samples, "fingerprint": digest.hexdigest(),
-                "fingerprint_covers": "the sha256 of every shard file, as the index records them", "skipped": 0}
+        return self.layout.data_record(self.folder, self.data_format)

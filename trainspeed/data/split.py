@@ -4,6 +4,7 @@ is) read the same samples in the same order from it (`trainspeed.data.order`).""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,15 @@ class SplitLayout:
     @property
     def num_samples(self) -> int:
         return int(self.shard_starts[-1])
+
+    def data_record(self, folder: Path, data_format: str) -> dict:
+        """What a run reading this split reads, for its summary and its resume: the shard set's
+        format, its shard files, and a fingerprint over the checksums its index records for them
+        (the content, cheaply)."""
+        digest = hashlib.sha256("\n".join(info["sha256"] for info in self.shard_infos).encode())
+        return {"format": f"shards ({data_format})", "path": str(folder), "files": len(self.shard_infos),
+                "samples": self.num_samples, "fingerprint": digest.hexdigest(),
+                "fingerprint_covers": "the sha256 of every shard file, as the index records them", "skipped": 0}
 
     def epoch_order(self, config: LoaderConfig, epoch: int) -> np.ndarray:
         """The global sample order of one epoch: identical on every rank, fixed by (seed, epoch)."""

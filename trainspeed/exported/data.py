@@ -71,6 +71,7 @@ class ShardSet:
     train: SplitLayout
     val: SplitLayout
     seed: int
+    data_format: str = ""
     shards: list[ShardColumns] | None = None
     checked: set[int] = field(default_factory=set)
 
@@ -94,7 +95,11 @@ class ShardSet:
         split_column, val_per_mille = _split_of(folder, index, manifest)
         _check_split_column(folder, schema, split_column, manifest)
         layouts = [split_layout(folder, index, split, schema, split_column, val_per_mille) for split in ("train", "val")]
-        return cls(folder, schema, manifest.columns, layouts[0], layouts[1], seed)
+        return cls(folder, schema, manifest.columns, layouts[0], layouts[1], seed, str(index.get("format", "")))
+
+    def data_record(self) -> dict:
+        """What a run reads of it: the training split's record, as the torch trainer's loader gives it."""
+        return self.train.data_record(self.folder, self.data_format)
 
     def loader_config(self, batch_size: int) -> LoaderConfig:
         return LoaderConfig(batch_size=batch_size, seed=self.seed)

@@ -15,11 +15,12 @@ from trainspeed.errors import UsageError
 from trainspeed.exported.checkpoint import CHECKPOINT_DIR
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.resume_rule import RESUMES_FILE
+from trainspeed.train.data_read import DATA_FILE
 from trainspeed.train.rows import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
 from trainspeed.train.run_lock import LOCK_FILE
 from trainspeed.train.run_trainer import refuse_another_trainers_run
 
-RUN_FILES = (CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, CHECKPOINT_DIR, LOCK_FILE, RESUMES_FILE)
+RUN_FILES = (CONFIG_FILE, DATA_FILE, METRICS_FILE, SUMMARY_FILE, CHECKPOINT_DIR, LOCK_FILE, RESUMES_FILE)
 """What the folder of a run of exported steps holds."""
 
 

@@ -43,6 +43,7 @@ from trainspeed.gradients.rows import summary_fields
 from trainspeed.machine import Machine
 from trainspeed.rows import row_record
 from trainspeed.train.config import TrainConfig, resolve_lr
+from trainspeed.train.data_read import check_same_data, loader_record, record_data
 from trainspeed.train.lr_rule import LearningRates, lr_multiplier
 from trainspeed.train.rows import (
     CONFIG_FILE,
@@ -513,9 +514,11 @@ def train_exported(folder: Path, config: TrainConfig) -> int:
     run_dir = Path(config.out_dir)
     check_run_folder(run_dir, settings)
     check_writable_directory(run_dir, f"--out {run_dir}")
+    data_read = loader_record(data)
     with hold_run_lock(run_dir):
         continuation: Continuation | None = Continuation(None)
         if config.resume:
+            check_same_data(run_dir, data_read, config.data)
             continuation = plan_resume(run_dir, settings, manifest, manifest_sha256, plan.total_steps)
             if continuation is None:
                 return 0  # the run had finished
@@ -524,6 +527,7 @@ def train_exported(folder: Path, config: TrainConfig) -> int:
         if config.resume:
             continue_run(run_dir, continuation)
         atomic_write_text(run_dir / CONFIG_FILE, settings.to_json() + "\n")
+        record_data(run_dir, data_read)
         print(f"train: {manifest.workload}/{manifest.size} exported {manifest.target} on {jaxrt.device().device_kind}, "
               f"batch {plan.batch_size}, {plan.total_steps} steps; {plan.rates.line()}", flush=True)
         summary = run.run()
