@@ -30,15 +30,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from trainspeed.atomic import atomic_write_text  # noqa: E402
-from trainspeed.plan.check import within_tolerance  # noqa: E402
 from trainspeed.plan.inputs import read_plan_inputs  # noqa: E402
 from trainspeed.plan.plan import PlanGrid, plan_rows  # noqa: E402
-from trainspeed.plan.plain_count import count_lines, inside, within  # noqa: E402
+from trainspeed.plan.plain_count import count_lines, inside, share, within, within_tolerance  # noqa: E402
 from trainspeed.plan.rows import PlanCheckRow, PlanRow  # noqa: E402
 from trainspeed.plan.speed_now import interval_at, predicted_at  # noqa: E402
 from trainspeed.plan.steps import steps_model  # noqa: E402
 from trainspeed.rows import parse_row  # noqa: E402
-from trainspeed.stats import wilson_interval  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 TOLERANCE = 0.25
@@ -311,11 +309,6 @@ def _ratios(means: list[ConfigurationMean]) -> str:
     return "–" if not means else f"{min(mean.ratio for mean in means):.2f}-{max(mean.ratio for mean in means):.2f}"
 
 
-def share_line(what: str, hits: int, total: int) -> str:
-    low, high = wilson_interval(hits, total) if total else (0.0, 0.0)
-    return f"{what}: {hits} of {total} ({hits / total:.0%}; Wilson 95% [{low:.0%}, {high:.0%}])" if total else f"{what}: none"
-
-
 def _median_width(group: list[Coverage]) -> float:
     return statistics.median(item.predicted_ci95[1] / item.predicted_ci95[0] for item in group)  # type: ignore[index]
 
@@ -411,24 +404,24 @@ def markdown(found: list[Coverage]) -> str:
     predicted = [mean for mean in means if not mean.extrapolated]
     bounded = [mean for mean in means if mean.extrapolated]
     lines += [
-        share_line("- today's 95% intervals, checks predicted again: measured inside",
+        share("- today's 95% intervals, checks predicted again: measured inside",
                    sum(1 for item in again if item.inside), len(again)),
-        *(share_line(f"  - {what}: measured inside", sum(1 for item in group if item.inside), len(group))
+        *(share(f"  - {what}: measured inside", sum(1 for item in group if item.inside), len(group))
           + f"; median width, high / low: {_median_width(group):.2f}"
           for what, group in (("not extrapolated", [item for item in again if not item.extrapolated]),
                               ("extrapolated", [item for item in again if item.extrapolated])) if group),
-        share_line("- the same, counting the checks not predicted again as outside",
+        share("- the same, counting the checks not predicted again as outside",
                    sum(1 for item in again if item.inside), len(found)),
-        share_line("- the intervals the check rows recorded: measured inside",
+        share("- the intervals the check rows recorded: measured inside",
                    sum(1 for item in recorded if item.recorded_inside), len(recorded)),
-        share_line("- today's predictions (configurations not extrapolated) within ±25% of the measured, per "
+        share("- today's predictions (configurations not extrapolated) within ±25% of the measured, per "
                    "configuration (the mean of its runs where it ran at several seeds)",
                    sum(1 for mean in predicted if mean.within), len(predicted)),
-        share_line("- the same, per run", sum(1 for item in again if item.within),
+        share("- the same, per run", sum(1 for item in again if item.within),
                    sum(1 for item in again if not item.extrapolated)),
         f"- extrapolated configurations (bounds, not predictions; judged by their intervals above): {len(bounded)}, "
         f"measured / the model's point {_ratios(bounded)}",
-        share_line("- the recorded predictions within ±25%, per run, extrapolated ones included",
+        share("- the recorded predictions within ±25%, per run, extrapolated ones included",
                    sum(1 for item in found if within_tolerance(item.recorded_ratio, TOLERANCE)), len(found))]
     return "\n".join(lines) + "\n"
 

@@ -31,6 +31,7 @@ from trainspeed.errors import UsageError
 from trainspeed.plan import CHECK_KEYWORDS
 from trainspeed.plan.compiles import AUTO_MICRO_BATCHES
 from trainspeed.plan.inputs import PlanInputs
+from trainspeed.plan.plain_count import within_tolerance
 from trainspeed.plan.rows import PlanCheckRow, PlanRow
 from trainspeed.plan.speed_now import Rebench
 from trainspeed.plan.steps import StepsModel
@@ -390,11 +391,6 @@ def _run_seed(run_dir: Path) -> int:
     if not path.is_file():
         raise UsageError(f"plan: --checked {run_dir}: holds no {CONFIG_FILE}; give the run's own folder")
     return TrainConfig.from_json(read_utf8(path, str(path)), str(path)).seed
-
-
-def within_tolerance(ratio: float, tolerance: float) -> bool:
-    """Measured over predicted lies within 1 +- tolerance (ends included)."""
-    return abs(ratio - 1) <= tolerance
 
 
 def inside(interval: Sequence[float] | None, measured_s: float) -> bool | None:

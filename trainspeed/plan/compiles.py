@@ -152,6 +152,13 @@ def _run_first_validation(inputs: PlanInputs, target: str, batch: int) -> tuple[
     return value, f"first validation beyond the later ones, run {measured[0][0].source}"
 
 
+def _other_batches(inputs: PlanInputs, target: str, batch: int) -> list[int]:
+    """The per-device batches the target's runs trained at, other than `batch`, nearest first (in
+    the logarithm: a compile measured at 2b stands in for b before one at b/4)."""
+    return sorted({run.row.batch_size_per_device for run in inputs.runs if run.row.target == target} - {batch},
+                  key=lambda other: abs(math.log(other / batch)))
+
+
 def _validation_compile(inputs: PlanInputs, target: str, batch: int) -> Compilation:
     """The validation graph at `batch`: a run of the target there that validated twice, else such a
     run at the nearest other batch, assumed at `batch` (as the training graph's is: a graph's
@@ -159,9 +166,7 @@ def _validation_compile(inputs: PlanInputs, target: str, batch: int) -> Compilat
     found = _run_first_validation(inputs, target, batch)
     if found is not None:
         return Compilation("validation", batch, found[0], found[1])
-    others = sorted({run.row.batch_size_per_device for run in inputs.runs if run.row.target == target} - {batch},
-                    key=lambda other: abs(math.log(other / batch)))
-    for other in others:
+    for other in _other_batches(inputs, target, batch):
         near = _run_first_validation(inputs, target, other)
         if near is not None:
             return Compilation("validation", batch, near[0], f"{near[1]} at {other}/device, assumed at {batch}")
@@ -216,9 +221,7 @@ def _both_graphs(inputs: PlanInputs, target: str, batch: int, sliced: int,
     both = f" (with its step in {sliced} micro-batches)"
     if run is not None:
         return [Compilation("training", batch, run[0], run[1] + both)]
-    others = sorted({run.row.batch_size_per_device for run in inputs.runs if run.row.target == target}
-                    - {batch}, key=lambda other: abs(math.log(other / batch)))
-    for other in others:
+    for other in _other_batches(inputs, target, batch):
         near = _run_first_step(inputs, target, other, 1, sliced)
         if near is not None:
             return [Compilation("training", batch, near[0], f"{near[1]} at {other}/device{both}, assumed at {batch}")]

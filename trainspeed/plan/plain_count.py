@@ -28,9 +28,14 @@ FASTEST_WITHIN = 0.10
 """A plan's best holds where its mean time is the fastest measured of its checks, or within this share."""
 
 
+def within_tolerance(ratio: float, tolerance: float) -> bool:
+    """Measured over predicted lies within 1 +- tolerance (ends included)."""
+    return abs(ratio - 1) <= tolerance
+
+
 def within(check: PlanCheckRow) -> bool:
     """The measured seconds within ±25% of the printed prediction."""
-    return abs(check.measured_s / check.predicted_s - 1) <= TOLERANCE
+    return within_tolerance(check.measured_s / check.predicted_s, TOLERANCE)
 
 
 def inside(check: PlanCheckRow) -> bool:
@@ -54,7 +59,7 @@ def _extrapolated_by_interval(check: PlanCheckRow) -> bool:
 def _at_speed_now(check: PlanCheckRow) -> bool:
     if check.predicted_s_now is None:
         return within(check)
-    return abs(check.measured_s / check.predicted_s_now - 1) <= TOLERANCE
+    return within_tolerance(check.measured_s / check.predicted_s_now, TOLERANCE)
 
 
 RULES = (
@@ -77,13 +82,16 @@ def _plan_and_config(check: PlanCheckRow) -> str:
 
 
 def rule_line(rule: Rule, checks: Sequence[PlanCheckRow],
-              name_of: Callable[[PlanCheckRow], str] = _plan_and_config) -> list[str]:
-    """The count under the rule, then each check it turns from a miss to a hit or from a hit to a miss."""
+              name_of: Callable[[PlanCheckRow], str] | None = _plan_and_config) -> list[str]:
+    """The count under the rule, then each check it turns from a miss to a hit or from a hit to a
+    miss, named by `name_of` (None: the count alone)."""
     to_hit = [check for check in checks if rule.judge(check) and not within(check)]
     to_miss = [check for check in checks if within(check) and not rule.judge(check)]
     moved = ", ".join(f"{len(group)} {what}" for group, what in ((to_hit, "misses to hits"), (to_miss, "hits to misses"))
                       if group) or "nothing"
     head = share(f"rule \"{rule.name}\" ({rule.says}): hits", sum(map(rule.judge, checks)), len(checks))
+    if name_of is None:
+        return [f"{head}; it moves {moved}"]
     return [f"{head}; it moves {moved}",
             *(f"  {'to a hit' if check in to_hit else 'to a miss'}: {name_of(check)} seed {check.seed} "
               f"({check.measured_s / check.predicted_s:.2f})" for check in (*to_hit, *to_miss))]
@@ -102,7 +110,7 @@ class ConfigurationRuns:
 
     @property
     def within(self) -> bool:
-        return abs(self.mean_s / self.check.predicted_s - 1) <= TOLERANCE
+        return within_tolerance(self.mean_s / self.check.predicted_s, TOLERANCE)
 
 
 def configurations(checks: Sequence[PlanCheckRow]) -> list[ConfigurationRuns]:
@@ -115,7 +123,7 @@ def configurations(checks: Sequence[PlanCheckRow]) -> list[ConfigurationRuns]:
 
 def mean_of_seeds_line(checks: Sequence[PlanCheckRow]) -> str:
     several = [runs for runs in configurations(checks) if len(runs.measured) > 1]
-    every_run = sum(all(abs(seconds / runs.check.predicted_s - 1) <= TOLERANCE for seconds in runs.measured)
+    every_run = sum(all(within_tolerance(seconds / runs.check.predicted_s, TOLERANCE) for seconds in runs.measured)
                     for runs in several)
     return (share("rule \"mean of seeds\" (a configuration checked at several seeds is judged by the mean of its "
                   "runs): configurations within ±25%", sum(runs.within for runs in several), len(several))
@@ -145,8 +153,9 @@ def plain_summary(checks: Sequence[PlanCheckRow]) -> str:
 
 
 def count_lines(checks: Sequence[PlanCheckRow], one_plan: bool = False,
-                name_of: Callable[[PlanCheckRow], str] = _plan_and_config) -> list[str]:
-    """The plain count first, then each rule with what it moves; for one plan's checks, its best."""
+                name_of: Callable[[PlanCheckRow], str] | None = _plan_and_config) -> list[str]:
+    """The plain count first, then each rule with what it moves (each check it moves named by
+    `name_of`, indented; None: the counts alone); for one plan's checks, its best."""
     lines = [share("plainly, within ±25% of the printed prediction", sum(map(within, checks)), len(checks)),
              share("plainly, inside the printed 95% interval", sum(map(inside, checks)), len(checks))
              + (f" ({sum(check.predicted_s_ci95 is None for check in checks)} printed none)"

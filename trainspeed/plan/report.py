@@ -102,7 +102,7 @@ def plan_section(plans: Sequence[Read[PlanRow]], checks: Sequence[Read[PlanCheck
         "a check made with `--check-rebench` also stands against the prediction at the machine's speed when it ran "
         "(its bench row measured again just before it).")
     if checks:
-        counted = [line for line in count_lines([read.row for read in checks]) if not line.startswith("  ")]
+        counted = count_lines([read.row for read in checks], name_of=None)
         section.intro += " Counted plainly, then under each rule: " + "; ".join(counted) + "."
         section.figures.append(figure_block(
             "fig-plan-check", "Measured against predicted seconds to the goal (whole `trainspeed train` command), "
