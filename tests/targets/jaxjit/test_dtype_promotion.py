@@ -71,3 +71,34 @@ def test_stylegan3_s_modulated_convolution_runs_in_the_autocast_dtype_as_on_the_
     assert convolved(lambda tensor: tensor, "cpu") == torch.bfloat16
     with traced_env:
         assert convolved(lambda tensor: tensor.to("jax"), "jax") == torch.bfloat16
+
+
+
+CONVOLUTIONS = {  # name: (the op on (input, weight, bias), the weight's shape, the input's dtype)
+    "F.conv1d": (lambda x, weight, bias: torch.nn.functional.conv1d(x[..., 0], weight), (5, 4, 3), torch.float32),
+    "F.conv2d": (lambda x, weight, bias: torch.nn.functional.conv2d(x, weight, padding=1), (5, 4, 3, 3), torch.float32),
+    "F.conv_transpose2d": (lambda x, weight, bias: torch.nn.functional.conv_transpose2d(x, weight, stride=2),
+                           (4, 5, 3, 3), torch.float32),
+    "F.conv2d, a bf16 input beside a float32 weight and bias": (
+        lambda x, weight, bias: torch.nn.functional.conv2d(x, weight, bias), (5, 4, 1, 1), torch.bfloat16),
+}
+
+
+@pytest.mark.parametrize("name", list(CONVOLUTIONS))
+def test_a_convolution_under_bf16_autocast_runs_in_bf16_as_torch_s_autocast_runs_it(traced_env, name: str) -> None:
+    """torchax dispatches each of these as `aten.convolution`, which its autocast table lacked: a
+    CNN's every convolution stayed fp32 under `jax:jit:bf16`; and PyTorch's own function refused
+    a bf16 input beside a float32 bias (a squeeze-and-excitation block's) before torchax cast them."""
+    op, weight_shape, input_dtype = CONVOLUTIONS[name]
+
+    def convolved(convert) -> torch.dtype:
+        generator = torch.Generator().manual_seed(0)
+        x = torch.randn(2, 4, 6, 6, generator=generator).to(input_dtype)
+        weight, bias = torch.randn(*weight_shape, generator=generator), torch.randn(5, generator=generator)
+        return op(convert(x), convert(weight), convert(bias)).dtype
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = convolved(lambda tensor: tensor)
+    with traced_env, traced_env.override_property(autocast_dtype=torch.bfloat16):
+        actual = convolved(lambda tensor: tensor.to("jax"))
+    assert expected == torch.bfloat16 and actual == expected, f"{name}: {actual} under torchax, {expected} in PyTorch"

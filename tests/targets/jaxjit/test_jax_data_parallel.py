@@ -28,9 +28,9 @@ pytestmark = [pytest.mark.skipif(JaxTarget.unavailable_reason() is not None, rea
 GLOBAL_BATCH, STEPS, TOLERANCE = 32, 6, 1e-3
 
 
-def trained(workload: str, size: str, devices: int, out: Path) -> dict[str, torch.Tensor]:
+def trained(workload: str, size: str, devices: int, out: Path, target: str = "jax:jit:fp32") -> dict[str, torch.Tensor]:
     """The parameters a run over `devices` devices ends with (its last checkpoint's)."""
-    run_ok("train", "--workload", workload, "--size", size, "--target", "jax:jit:fp32", "--synthetic-data",
+    run_ok("train", "--workload", workload, "--size", size, "--target", target, "--synthetic-data",
            "--nproc", str(devices), "--batch-size-per-device", str(GLOBAL_BATCH // devices), "--steps", str(STEPS),
            "--seed", "0", "--out", str(out), path=(EXAMPLES,), timeout=600)
     (last,) = sorted(glob.glob(str(out / "checkpoints" / "step-*.pt")))[-1:]
@@ -53,21 +53,69 @@ def flat(parameters: dict[str, torch.Tensor]) -> torch.Tensor:
     return torch.cat([parameters[name].float().reshape(-1) for name in sorted(parameters)])
 
 
-@pytest.mark.parametrize("workload, size, counts", [
-    ("mahjong", "tiny", (2, 8)),
-    ("char_lm_workload:CharLMWorkload", "tiny", (4,)),
+@pytest.mark.parametrize("workload, size, runs", [
+    ("mahjong", "tiny", ((2, "jax:jit:fp32"), (8, "jax:jit:fp32"), (4, "jax:jit:fp32:shard-state"))),
+    ("char_lm_workload:CharLMWorkload", "tiny", ((4, "jax:jit:fp32"),)),
 ])
 def test_runs_over_more_devices_end_with_the_parameters_of_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                workload: str, size: str, counts: tuple[int, ...]) -> None:
+                                                                workload: str, size: str,
+                                                                runs: tuple[tuple[int, str], ...]) -> None:
+    """Replicated or, with `shard-state`, split over the devices: the state a run ends with is one device's."""
     monkeypatch.syspath_prepend(str(EXAMPLES))
     one = trained(workload, size, 1, tmp_path / "one")
     start = built(workload, size)
     assert start.keys() == one.keys()
     movement = float((flat(one) - flat(start)).norm())
     assert movement > 0
-    for devices in counts:
-        many = trained(workload, size, devices, tmp_path / f"x{devices}")
-        assert float((flat(many) - flat(one)).norm()) <= TOLERANCE * movement, devices
+    for devices, target in runs:
+        many = trained(workload, size, devices, tmp_path / f"x{devices}", target)
+        assert float((flat(many) - flat(one)).norm()) <= TOLERANCE * movement, (devices, target)
+
+
+SHARDED_STATE = """
+import json, sys
+import torch
+from trainspeed.targets import get_target
+from trainspeed.workloads import get_workload, resolve_size
+
+target = get_target("jax:jit:fp32:shard-state")
+target.start_spmd(4)
+put_batch = target.spmd_placer(4)
+workload = get_workload("mahjong")
+size = resolve_size(workload, "tiny")
+trainable = target.build(workload, size, 0)
+batch = put_batch(workload.synthetic_batch(size, 16, torch.Generator().manual_seed(0)))
+for _ in range(2):
+    target.run_step(trainable, batch)
+target.sync()
+print(json.dumps({"programs": trainable.train_programs.count, "leaves": {
+    name: [list(array.shape), list(array.addressable_shards[0].data.shape), str(array.dtype)]
+    for name, array in trainable.state.items()}}))
+"""
+
+
+def test_shard_state_splits_every_floating_array_the_devices_divide_and_keeps_it_split(tmp_path: Path) -> None:
+    """Each device holds a quarter of each parameter and moment after two steps of the one program;
+    the dropout key, and an array no dimension of which 4 divides, stay whole."""
+    from child_commands import python_argv, run_child, trainspeed_env
+
+    result = run_child(python_argv("-c", SHARDED_STATE), env=trainspeed_env(
+        XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu"), timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    import json
+
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["programs"] == 1
+    split = whole = 0
+    for name, (shape, shard, dtype) in found["leaves"].items():
+        divisible = "float" in dtype and any(extent % 4 == 0 for extent in shape)
+        expected = shape.copy()
+        if divisible:
+            axis = next(index for index, extent in enumerate(shape) if extent % 4 == 0)
+            expected[axis] //= 4
+        assert shard == expected, (name, shape, shard)
+        split, whole = split + divisible, whole + (not divisible)
+    assert split > 0 and whole > 0  # parameters and moments split; the key and step counts whole
 
 
 def test_more_devices_than_jax_has_is_one_line(tmp_path: Path) -> None:

@@ -43,11 +43,13 @@ class JaxTarget(Target):
     """Batches and losses are host tensors until `move_batch` puts them on the JAX device."""
     modes = ("jit",)
     precisions = ("fp32", "bf16")
-    options = ("scan-layers", "remat", "remat-full", "bf16-state")
+    options = ("scan-layers", "remat", "remat-full", "bf16-state", "bf16-compute", "shard-state")
     """`scan-layers`: a network's repeated layers traced once, as one scan (`scanned_layers`);
     `remat`: with it, each scanned layer recomputed in the backward pass but for its matmuls;
     `remat-full`: each scanned layer recomputed whole from its input;
-    `bf16-state` (with bf16): parameters and optimizer states held in bfloat16."""
+    `bf16-state` (with bf16): parameters and optimizer states held in bfloat16;
+    `bf16-compute` (with bf16): the step computes with bfloat16 copies of float32 parameters;
+    `shard-state` (with `train --nproc N`): the state split over the devices, not copied (`placement`)."""
     data_parallel = "spmd"
     """`train --nproc N`: one process, one program over a mesh of N local devices (`placement`)."""
     supports_multi_node = False
@@ -127,7 +129,7 @@ class JaxTarget(Target):
     def spmd_placer(self, devices: int):
         """Batches split over a data-parallel mesh of `devices` local devices, the state replicated
         on it (every trainable built after this)."""
-        self._placement = placement.data_parallel(devices)
+        self._placement = placement.data_parallel(devices, shard_state="shard-state" in self.spec.options)
         return self.move_batch
 
     def autocast(self) -> ContextManager:

@@ -78,6 +78,11 @@ def _torch_autocast_policies() -> None:
     - it looks a policy up by the function it dispatches, and runs `F.linear`, `torch.einsum` and
       `F.scaled_dot_product_attention` as functions of its own, never reaching their aten ops'
       policies: an nn.Linear would stay in fp32 under bf16. They get torch's lower-precision policy;
+    - it dispatches `F.conv2d` and its kin as `aten.convolution`, which its table lacks (it lists
+      `conv2d`, `conv_transpose2d`, ...): every convolution, and with it a CNN's activations, would
+      stay in fp32 under bf16. It gets the lower-precision policy too, as its named forms have, and
+      so do the functions themselves (`lowerings.convolution`), whose arguments PyTorch checks for
+      one dtype before the aten op is reached;
     - its `promote` policy (cat, stack, index_copy) reads `.dtype` of each positional argument and
       fails on cat's list of tensors; JAX's own ops promote mixed dtypes the same way, so those
       entries are dropped."""
@@ -87,6 +92,10 @@ def _torch_autocast_policies() -> None:
     for function in ops_registry.all_torch_functions:
         if getattr(function, "__name__", "") in ("linear", "einsum", "scaled_dot_product_attention"):
             amp.autocast_policy.setdefault(function, amp.CastPolicy.LOWER_PRECISION_FP)
+    from trainspeed.targets.jaxjit.lowerings import convolution
+
+    for function in (torch.ops.aten.convolution.default, *convolution.FUNCTIONS):
+        amp.autocast_policy.setdefault(function, amp.CastPolicy.LOWER_PRECISION_FP)
     for op, policy in list(amp.autocast_policy.items()):
         if policy is amp.CastPolicy.PROMOTE:
             del amp.autocast_policy[op]
@@ -390,6 +399,7 @@ class FunctionalStep:
             torch.__future__.set_swap_module_params_on_conversion(swapping)
         self.scanner = self._layer_scanner(options)
         self._state_in_bf16(options)
+        self.compute_in_bf16 = self._bf16_compute(options)
         setup_optimizers(trainable, fused=False)
         self._check_optimizers()
         self.parameters = self._named("param", lambda network: network.named_parameters())
@@ -445,6 +455,33 @@ class FunctionalStep:
                     network._apply(cast)
         finally:
             torch.__future__.set_swap_module_params_on_conversion(swapping)
+
+    def _bf16_compute(self, options: tuple[str, ...]) -> bool:
+        """The `bf16-compute` option: the forward and backward run on bfloat16 copies of the
+        float32 trained parameters, made inside the program each step; the parameters, their
+        gradients and the optimizers' states stay float32. As PyTorch FSDP's
+        `MixedPrecision(param_dtype=torch.bfloat16)`: an embedding's output, the residual stream and
+        every bias add are bfloat16 (halving what the step's elementwise ops move), where autocast
+        alone keeps them float32 beside float32 weights; ops on autocast's float32 list (LayerNorm,
+        softmax, the loss) still compute in float32. A gradient sums in bfloat16 inside an op (an
+        embedding's rows), and only its result is float32."""
+        if "bf16-compute" not in options:
+            return False
+        if self.precision != "bf16":
+            raise UsageError("the bf16-compute option runs the step on bfloat16 copies of the parameters: give it "
+                             "with the bf16 precision (jax:jit:bf16:bf16-compute)")
+        if "bf16-state" in options:
+            raise UsageError("bf16-state already holds the parameters in bfloat16, so bf16-compute adds nothing: "
+                             "give one of the two")
+        return True
+
+    def _compute_copies(self, trained: State) -> State:
+        """The trained parameters the forward computes with: bfloat16 copies of the float32 ones
+        under `bf16-compute` (their gradient flows back through the cast as float32), else themselves."""
+        if not self.compute_in_bf16:
+            return trained
+        return {name: value.astype("bfloat16") if value.dtype == "float32" else value
+                for name, value in trained.items()}
 
     def _scanning(self) -> contextlib.AbstractContextManager:
         return scanned_layers.scanning(self.scanner) if self.scanner is not None else contextlib.nullcontext()
@@ -683,7 +720,8 @@ class FunctionalStep:
     def _forward(self, trained: State, rest: State) -> Iterator[None]:
         """The networks hold `trained` and `rest` (tracers), ops run on torchax in the target's
         precision, and dropout draws from the state's key: how every forward is traced."""
-        with self._bound({**rest, **trained}), self.env, self._autocast(), self.env.override_property(prng=rest[RNG_KEY]), \
+        computed = self._compute_copies(trained)
+        with self._bound({**rest, **computed}), self.env, self._autocast(), self.env.override_property(prng=rest[RNG_KEY]), \
                 self._scanning():
             yield
 
@@ -769,8 +807,10 @@ class FunctionalStep:
                 for name, keys in self._steps_of().items()}
 
     def evaluate(self, state: State, batch: dict[str, Any]) -> dict[str, Any]:
-        """The workload's validation sums on one batch, at `state`."""
-        with self._bound(state), self.env, self._autocast(), self._scanning():
+        """The workload's validation sums on one batch, at `state` (through the same bfloat16
+        copies of the parameters as training's forward, under `bf16-compute`)."""
+        trained = self._compute_copies({name: state[name] for name in self.trained})
+        with self._bound({**state, **trained}), self.env, self._autocast(), self._scanning():
             metrics = self.trainable.eval_metrics(self._batch(batch))
         return {name: value._elem for name, value in (metrics or {}).items()}
 

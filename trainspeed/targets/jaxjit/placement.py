@@ -9,6 +9,13 @@ Python loop over devices runs, and the program is the single-device program's, p
 2, 4, 8 devices train the same parameters up to the order of the reduction's sums. A batch
 statistic (BatchNorm's) is the global batch's, as one device would take it.
 
+With `shard_state` (the family's `shard-state` option) each state array is instead split over the
+same axis on its first dimension the devices divide, as FSDP and ZeRO-3 shard a model's state: a
+device holds 1/N of the parameters and optimizer states, and XLA gathers a parameter where the step
+needs it whole and reduce-scatters its gradient. The step's output state is constrained to the same
+split, so every step runs the one program. An array no dimension of which the devices divide
+(a bias of odd width, a scalar step count) stays replicated.
+
 On a CPU, JAX makes N host devices where `--xla_force_host_platform_device_count` is set before its
 backend starts; `start_devices` sets it (a process whose JAX has started already is told so).
 """
@@ -31,6 +38,8 @@ class Placement:
     """One device (`mesh` None) or a mesh of `devices` local devices with a data axis."""
 
     mesh: Any = None
+    shard_state: bool = False
+    """Split each state array over the data axis (`state_spec`) instead of copying it to every device."""
 
     @property
     def devices(self) -> int:
@@ -41,11 +50,42 @@ class Placement:
 
         return jaxrt.device() if self.mesh is None else NamedSharding(self.mesh, PartitionSpec())
 
+    def state_spec(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        """How a state array lies on the mesh: a floating one (a parameter, a buffer, an optimizer's
+        moment) split on its first dimension the devices divide where the state is sharded; else
+        (a dropout key, a step count) whole on every device."""
+        import numpy as np
+        from jax.sharding import PartitionSpec
+
+        if self.shard_state and np.issubdtype(dtype, np.floating):
+            for axis, extent in enumerate(shape):
+                if extent % self.devices == 0:
+                    return PartitionSpec(*(None,) * axis, DATA_AXIS)
+        return PartitionSpec()
+
+    def _state_sharding(self, array: Any) -> Any:
+        from jax.sharding import NamedSharding
+
+        return self._replicated() if self.mesh is None else NamedSharding(self.mesh, self.state_spec(array.shape,
+                                                                                                        array.dtype))
+
     def put_state(self, state: Any) -> Any:
-        """The state on the device, or a copy on every device of the mesh."""
+        """The state on the device, or on the mesh: a copy on every device, or split (`state_spec`)."""
         import jax
 
-        return jax.device_put(state, self._replicated())
+        if not self.shard_state:
+            return jax.device_put(state, self._replicated())
+        return jax.tree_util.tree_map(lambda array: jax.device_put(array, self._state_sharding(array)), state)
+
+    def keep_state_split(self, state: Any) -> Any:
+        """Inside a step: its output state split as its input was, so the next step takes the same
+        program (XLA would otherwise choose each output's layout itself)."""
+        import jax
+
+        if self.mesh is None or not self.shard_state:
+            return state
+        return jax.tree_util.tree_map(
+            lambda array: jax.lax.with_sharding_constraint(array, self._state_sharding(array)), state)
 
     def put_batch(self, arrays: dict[str, Any]) -> dict[str, Any]:
         """Host arrays on the device, or split over the mesh's devices on their first dimension: each
@@ -69,8 +109,9 @@ def one_device() -> Placement:
     return Placement()
 
 
-def data_parallel(devices: int) -> Placement:
-    """A mesh over the first `devices` local devices, with one `data` axis."""
+def data_parallel(devices: int, shard_state: bool = False) -> Placement:
+    """A mesh over the first `devices` local devices, with one `data` axis; the state replicated on
+    it, or split over it with `shard_state`."""
     import jax
     import numpy as np
     from jax.sharding import Mesh
@@ -79,7 +120,7 @@ def data_parallel(devices: int) -> Placement:
     if devices > len(local):
         raise UsageError(f"train: --nproc {devices}, but JAX sees {len(local)} local devices here; use --nproc "
                          f"{len(local)} or fewer")
-    return Placement(Mesh(np.array(local[:devices]), (DATA_AXIS,)))
+    return Placement(Mesh(np.array(local[:devices]), (DATA_AXIS,)), shard_state=shard_state)
 
 
 def start_devices(requested: int) -> int:

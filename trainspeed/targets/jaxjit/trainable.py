@@ -71,7 +71,8 @@ class JaxTrainable(Trainable):
         self.functional = functional
         self.optimizers = functional.trainable.optimizers
         self.state = state
-        self.train_programs = CompiledPrograms(functional.train, donate_argnums=(0,), on_compile=on_compile)
+        self.train_programs = CompiledPrograms(self._state_kept(functional.train), donate_argnums=(0,),
+                                               on_compile=on_compile)
         self.eval_programs = CompiledPrograms(functional.evaluate, on_compile=on_compile)
         self.sliced_programs: dict[int, CompiledPrograms] = {}
         """Per count of slices, the programs of a step over that many (`train_step_in_slices`)."""
@@ -82,6 +83,13 @@ class JaxTrainable(Trainable):
         self._on_compile = on_compile
         self.pending: list[PendingLoss] = []
         """Losses of steps not yet synced."""
+
+    def _state_kept(self, step: Callable[..., tuple[Any, ...]]) -> Callable[..., tuple[Any, ...]]:
+        """`step`, its output state (first) laid on the devices as its input state is (`Placement.keep_state_split`)."""
+        def kept(*args: Any) -> tuple[Any, ...]:
+            state, *rest = step(*args)
+            return (self.placement.keep_state_split(state), *rest)
+        return kept
 
     def to(self, device: torch.device) -> "JaxTrainable":
         return self
@@ -124,7 +132,7 @@ class JaxTrainable(Trainable):
         phases = trainable.phases(trainable.step)
         if phases not in self.phase_programs:
             self.phase_programs[phases] = CompiledPrograms(
-                functools.partial(self.functional.train_phases, phases=phases), donate_argnums=(0,),
+                self._state_kept(functools.partial(self.functional.train_phases, phases=phases)), donate_argnums=(0,),
                 on_compile=self._on_compile)
         return self.phase_programs[phases]
 
@@ -144,7 +152,7 @@ class JaxTrainable(Trainable):
         programs = self.sliced_programs.get(parts)
         if programs is None:
             programs = self.sliced_programs[parts] = CompiledPrograms(
-                functools.partial(self.functional.train_in_slices, parts=parts), donate_argnums=(0,),
+                self._state_kept(functools.partial(self.functional.train_in_slices, parts=parts)), donate_argnums=(0,),
                 on_compile=self._on_compile)
         try:
             self.state, loss, small_sq, big_sq = programs(self.state, batch, self._learning_rates(), order)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainspeed.targets.jaxjit.lowerings import attention, batch_norm, cross_entropy, pooling, recurrent
+from trainspeed.targets.jaxjit.lowerings import attention, batch_norm, convolution, cross_entropy, pooling, recurrent
 
-GROUPS = (pooling, batch_norm, recurrent, attention, cross_entropy)
+GROUPS = (pooling, batch_norm, recurrent, attention, cross_entropy, convolution)
 """Modules whose `lowerings()` map aten ops to functions: of JAX arrays, or of torchax tensors where
 the module sets `TORCH_LEVEL` (an op that writes one of its inputs in place)."""
 
