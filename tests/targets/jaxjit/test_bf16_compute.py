@@ -51,3 +51,22 @@ def test_the_stream_is_bf16_the_state_float32_and_it_trains_as_autocast_does() -
 def test_a_combination_it_cannot_mean_is_refused_in_one_line(name: str, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         trained(name)
+
+
+def test_a_cnn_whose_convolutions_take_bf16_inputs_trains_with_and_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its second convolution's input is the first's bf16 output: beside float32 weights (autocast)
+    or rebound bfloat16 copies (bf16-compute), PyTorch's own conv2d refused it before the family
+    cast its arguments and wrapped them anew (`lowerings.convolution`)."""
+    from child_commands import EXAMPLES
+
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    workload = get_workload("small_cnn_workload:SmallCNNWorkload")
+    runs = {}
+    for name in ("jax:jit:bf16", "jax:jit:bf16:bf16-compute"):
+        target = get_target(name)
+        trainable = target.build(workload, "tiny", 0)
+        batch = target.move_batch(workload.synthetic_batch("tiny", 8, torch.Generator().manual_seed(0)))
+        runs[name] = torch.stack([target.run_step(trainable, batch) for _ in range(3)]).tolist()
+        target.sync()
+    autocast, computed = runs.values()
+    assert computed == pytest.approx(autocast, rel=2e-2) and computed[-1] < computed[0]

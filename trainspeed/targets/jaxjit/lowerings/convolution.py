@@ -24,9 +24,17 @@ FUNCTIONS = (F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2
 
 
 def _as_pytorch_runs_it(function: Callable[..., Any]) -> Callable[..., Any]:
-    def run(*args: Any, **kwargs: Any) -> Any:
+    """PyTorch's `function` on its arguments, each torchax tensor wrapped anew around its array:
+    PyTorch checks the dtypes its wrapper recorded, and a parameter rebound to another array while
+    tracing (`bf16-compute`'s bfloat16 copies) keeps the dtype it was made with."""
+    from torch.utils import _pytree as pytree
+    from torchax.tensor import Tensor
+
+    def run(*args: Any, env: Any, **kwargs: Any) -> Any:
+        args, kwargs = pytree.tree_map_only(Tensor, lambda tensor: Tensor(tensor._elem, env), (args, kwargs))
         with torch._C.DisableTorchFunctionSubclass():  # else it would come back here
             return function(*args, **kwargs)
+    run.needs_env = True  # type: ignore[attr-defined]
     return run
 
 
