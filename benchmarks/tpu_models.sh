@@ -17,9 +17,14 @@ TRAINSPEED=${TRAINSPEED:-.venv/bin/trainspeed}
 MODELS="
 gpt2|hf:gpt2|base,attn_pdrop=0,embd_pdrop=0,resid_pdrop=0|jax:jit:bf16:scan-layers+remat|8,16|150
 gpt2_full|hf:gpt2|base,attn_pdrop=0,embd_pdrop=0,resid_pdrop=0|jax:jit:bf16:scan-layers+remat-full|16,32|150
+gpt2_bf16c|hf:gpt2|base,attn_pdrop=0,embd_pdrop=0,resid_pdrop=0|jax:jit:bf16:scan-layers+remat+bf16-compute|16,32|150
+gpt2_full_bf16c|hf:gpt2|base,attn_pdrop=0,embd_pdrop=0,resid_pdrop=0|jax:jit:bf16:scan-layers+remat-full+bf16-compute|32,64|150
 vit_s16|timm:vit_small_patch16_224|base,opt=adamw|jax:jit:bf16:scan-layers+remat|64,256|120
-vit_s16_unscanned|timm:vit_small_patch16_224|base,opt=adamw|jax:jit:bf16|64,256|120
+vit_s16_unscanned|timm:vit_small_patch16_224|base,opt=adamw|jax:jit:bf16|64,256|160
+vit_s16_bf16c|timm:vit_small_patch16_224|base,opt=adamw|jax:jit:bf16:bf16-compute|64,256|160
 resnet50|timm:resnet50|base|jax:jit:bf16:scan-layers+remat|128,256|180
+resnet50_unscanned|timm:resnet50|base|jax:jit:bf16|128,256|150
+resnet50_bf16c|timm:resnet50|base|jax:jit:bf16:bf16-compute|128,256|150
 mahjong_base|mahjong|base-fast+attn-fused-qkv+flat-tokens|jax:jit:bf16:scan-layers+remat|256,1024|120
 mahjong_base_unscanned|mahjong|base-fast+attn-fused-qkv+flat-tokens|jax:jit:bf16|256,1024|120
 bert|hf:bert|base,attention_probs_dropout_prob=0,hidden_dropout_prob=0|jax:jit:bf16:scan-layers+remat|16,32|120

@@ -373,8 +373,67 @@ def _models_vit() -> str:
             f"{plain[1]['program_temp_bytes'] / 1e9:.2f} GB)")
 
 
+# the section "Convolutions in bf16, and `bf16-compute`": one run per model (ViT-S's 256 another)
+_GPT2_RUN, _VISION_RUN, _VIT256_RUN = "T063121", "T063753", "T064814"
+_BF16C = "jax:jit:bf16:bf16-compute"
+BF16_TABLE = [
+    ("hf:gpt2 (124M, 1,024 tokens, dropout off)", "`scan-layers+remat-full`", *_GPT2_FULL[:2], 16, _GPT2_RUN),
+    ("", "", *_GPT2_FULL[:2], 32, _GPT2_RUN),
+    ("", "`scan-layers+remat+bf16-compute`", "hf:gpt2", "jax:jit:bf16:scan-layers+remat+bf16-compute", 16, _GPT2_RUN),
+    ("", "", "hf:gpt2", "jax:jit:bf16:scan-layers+remat+bf16-compute", 32, _GPT2_RUN),
+    ("", "`scan-layers+remat-full+bf16-compute`", "hf:gpt2", "jax:jit:bf16:scan-layers+remat-full+bf16-compute", 32,
+     _GPT2_RUN),
+    ("", "", "hf:gpt2", "jax:jit:bf16:scan-layers+remat-full+bf16-compute", 64, _GPT2_RUN),
+    ("", "JAX peer, same run", "hf:gpt2", "jax-peer:tpu:bf16", 16, _GPT2_RUN),
+    ("", "JAX peer, same run", "hf:gpt2", "jax-peer:tpu:bf16", 32, _GPT2_RUN),
+    ("timm:resnet50 (convolutions in bf16)", "none", "timm:resnet50", "jax:jit:bf16", 128, _VISION_RUN),
+    ("", "", "timm:resnet50", "jax:jit:bf16", 256, _VISION_RUN),
+    ("", "`bf16-compute`", "timm:resnet50", _BF16C, 128, _VISION_RUN),
+    ("timm:vit_small_patch16_224 (`base,opt=adamw`)", "none", _VIT, "jax:jit:bf16", 64, _VISION_RUN),
+    ("", "", _VIT, "jax:jit:bf16", 256, _VIT256_RUN),
+    ("", "`bf16-compute`", _VIT, _BF16C, 64, _VISION_RUN),
+    ("", "", _VIT, _BF16C, 256, _VIT256_RUN),
+    ("", "JAX peer, same run", _VIT, "jax-peer:tpu:bf16", 64, _VISION_RUN),
+    ("", "JAX peer, same run", _VIT, "jax-peer:tpu:bf16", 256, _VIT256_RUN),
+]
+
+
+def _bf16_gpt2() -> str:
+    full, full_c = (models_row("hf:gpt2", f"jax:jit:bf16:scan-layers+remat-full{extra}", 32, _GPT2_RUN)
+                    for extra in ("", "+bf16-compute"))
+    best = models_row("hf:gpt2", "jax:jit:bf16:scan-layers+remat+bf16-compute", 16, _GPT2_RUN)
+    peer = models_row("hf:gpt2", "jax-peer:tpu:bf16", 16, _GPT2_RUN)
+    at_64 = models_row("hf:gpt2", "jax:jit:bf16:scan-layers+remat-full+bf16-compute", 64, _GPT2_RUN)
+    return (f"**`bf16-compute` runs hf:gpt2's `remat-full` step at {_models_ratio(full_c, full)} the step without it at "
+            f"32** ({full_c['samples_per_s']:.1f} against {full['samples_per_s']:.1f} samples/s), and trains at 64 in "
+            f"{at_64['program_temp_bytes'] / 1e9:.2f} GB of temporaries. Its best, `remat` at 16, is "
+            f"{best['samples_per_s']:.1f} samples/s, {pct(best['mfu'])} of the nominal peak and "
+            f"**{_models_ratio(best, peer)} the JAX peer** ({peer['samples_per_s']:.1f})")
+
+
+def _bf16_resnet50() -> str:
+    plain = [models_row("timm:resnet50", "jax:jit:bf16", batch, _VISION_RUN) for batch in (128, 256)]
+    computed = models_row("timm:resnet50", _BF16C, 128, _VISION_RUN)
+    return (f"**timm:resnet50 with its convolutions in bf16 runs at {plain[0]['samples_per_s']:,.1f} images/s at 128 "
+            f"and {plain[1]['samples_per_s']:,.1f} at 256, {pct(plain[0]['mfu'])} and {pct(plain[1]['mfu'])} of the "
+            f"nominal peak**; `bf16-compute` runs it at {_models_ratio(computed, plain[0])} of that at 128")
+
+
+def _bf16_vit() -> str:
+    plain = [models_row(_VIT, "jax:jit:bf16", 64, _VISION_RUN), models_row(_VIT, "jax:jit:bf16", 256, _VIT256_RUN)]
+    computed = [models_row(_VIT, _BF16C, 64, _VISION_RUN), models_row(_VIT, _BF16C, 256, _VIT256_RUN)]
+    peer = [models_row(_VIT, "jax-peer:tpu:bf16", 64, _VISION_RUN),
+            models_row(_VIT, "jax-peer:tpu:bf16", 256, _VIT256_RUN)]
+    return (f"**`bf16-compute` runs ViT-S/16 at {_models_ratio(computed[0], plain[0])} the autocast step at 64 and "
+            f"{_models_ratio(computed[1], plain[1])} at 256, {_models_ratio(computed[0], peer[0])} and "
+            f"{_models_ratio(computed[1], peer[1])} its peer**, at {pct(computed[0]['mfu'])} of the nominal peak at 64; "
+            f"its rate still falls with the batch ({computed[0]['samples_per_s']:,.1f} at 64, {computed[1]['samples_per_s']:,.1f} "
+            f"at 256, in two calls)")
+
+
 def _models_gpt2_compiles() -> str:
-    rows = [row for row in of_kind(MODELS_FILE, "bench") if row["workload"] == "hf:gpt2" and row.get("compile_s")]
+    rows = [row for row in of_kind(MODELS_FILE, "bench") if row["workload"] == "hf:gpt2" and row.get("compile_s")
+            and row["run_id"].endswith((_B, _GPT2_FULL[2]))]
     compiles = [row["compile_s"] for row in rows]
     return f"**compiles in {min(compiles):.1f}-{max(compiles):.1f} s** per program"
 
@@ -1787,6 +1846,12 @@ CLAIMS.update({f"tpu models: {workload} {target} {batch}": Claim(TPU, _models_ta
                for label, options, workload, target, batch, run in MODELS_TABLE})
 CLAIMS.update({"targets: recurrent layers on this CPU": Claim("targets.md", _targets_recurrent),
                "targets: a scanned ViT's compile on this CPU": Claim("targets.md", _targets_scan_compile)})
+CLAIMS.update({f"tpu models in bf16: {workload} {target} {batch}": Claim(TPU, _models_table_row(label, options, workload,
+                                                                                             target, batch, run))
+               for label, options, workload, target, batch, run in BF16_TABLE})
+CLAIMS.update({"tpu models in bf16: gpt2": Claim(TPU, _bf16_gpt2),
+               "tpu models in bf16: resnet50": Claim(TPU, _bf16_resnet50),
+               "tpu models in bf16: vit": Claim(TPU, _bf16_vit)})
 CLAIMS.update({"tpu models: gpt2 against its peer": Claim(TPU, _models_gpt2_peer),
                "tpu models: vit": Claim(TPU, _models_vit),
                "tpu models: gpt2 compiles": Claim(TPU, _models_gpt2_compiles)})
@@ -1817,6 +1882,7 @@ TPU_TABLES = (
     "| batch | bf16 fused | `+flat-tokens` | bf16 peer |", "| batch | fp32 `base` | `+flat-tokens` |",
     "| `t256`, bf16, batch 8, device-fed | |", "| `t256`, bf16, device-fed | batch 8 | batch 32 (4 x 8) |",
     "| model | options | batch | samples/s | compile (s) |",
+    "| model | target's options | batch | samples/s | compile (s) |",
 )
 """docs/tpu.md's headline tables: every number in their rows comes from a claim above."""
 
