@@ -54,8 +54,11 @@ def flat(parameters: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("workload, size, runs", [
-    ("mahjong", "tiny", ((2, "jax:jit:fp32"), (8, "jax:jit:fp32"), (4, "jax:jit:fp32:shard-state"))),
+    # the fused attention op: its kernel runs per device on a mesh (XLA cannot partition a Pallas call)
+    ("mahjong", "tiny+attn-fused-qkv", ((2, "jax:jit:fp32"), (8, "jax:jit:fp32"), (4, "jax:jit:fp32:shard-state"))),
     ("char_lm_workload:CharLMWorkload", "tiny", ((4, "jax:jit:fp32"),)),
+    # the language-model loss over chunks of tokens: each device takes its own samples' chunks
+    ("hf:gpt2", "tiny,resid_pdrop=0,embd_pdrop=0,attn_pdrop=0", ((4, "jax:jit:fp32"),)),
 ])
 def test_runs_over_more_devices_end_with_the_parameters_of_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 workload: str, size: str,

@@ -16,15 +16,20 @@ needs it whole and reduce-scatters its gradient. The step's output state is cons
 split, so every step runs the one program. An array no dimension of which the devices divide
 (a bias of odd width, a scalar step count) stays replicated.
 
+XLA cannot partition a Pallas kernel (a Mosaic call) over a mesh, so the family's kernels (fused
+attention) run per device: while a step is traced for a mesh (`tracing`), `per_device_batch` runs
+them under `shard_map` on each device's slice of the batch.
+
 On a CPU, JAX makes N host devices where `--xla_force_host_platform_device_count` is set before its
 backend starts; `start_devices` sets it (a process whose JAX has started already is told so).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from trainspeed import jaxrt
 from trainspeed.errors import UsageError
@@ -103,6 +108,49 @@ class Placement:
             spec = PartitionSpec(DATA_AXIS, *(None,) * (array.ndim - 1)) if split else PartitionSpec()
             placed[key] = jax.device_put(array, NamedSharding(self.mesh, spec))
         return placed
+
+
+_traced_for: list[Placement] = []
+"""The placement a step is being traced for, while it is (`tracing`)."""
+
+
+@contextlib.contextmanager
+def tracing(placement: Placement) -> Iterator[None]:
+    """Within: a step traced for `placement`, whose kernels `per_device_batch` runs per device."""
+    _traced_for.append(placement)
+    try:
+        yield
+    finally:
+        _traced_for.pop()
+
+
+def per_device_batch(function: Callable[..., Any], batched: tuple[Any, ...], whole: tuple[Any, ...] = ()) -> Any:
+    """`function(*batched, *whole)`: `batched` arrays share a first dimension, the batch (one
+    whose first dimension is another, a broadcast mask, goes whole instead); `whole` ones (a
+    weight) go whole to each device; it returns one array whose first dimension is the batch's, or
+    one row per device. Traced for a mesh (`tracing`), it runs under `shard_map` on each device's
+    slice: a Pallas kernel, which XLA cannot partition, then sees one device's batch, and a loop over
+    the batch's chunks runs on each device's own (XLA would gather every device's slice to each). A
+    batch the devices do not divide (validation's last) goes whole to each device, as `put_batch`
+    puts it."""
+    mesh = _traced_for[-1].mesh if _traced_for else None
+    if mesh is None:
+        return function(*batched, *whole)
+    import jax
+    from jax.sharding import PartitionSpec
+
+    devices = int(mesh.devices.size)
+    batch = batched[0].shape[0]
+    split = batch % devices == 0
+
+    def spec(array: Any) -> Any:
+        on_batch = split and array.ndim > 0 and array.shape[0] == batch
+        return PartitionSpec(DATA_AXIS, *(None,) * (array.ndim - 1)) if on_batch else PartitionSpec()
+
+    return jax.shard_map(function, mesh=mesh,
+                         in_specs=(*(spec(array) for array in batched), *(PartitionSpec() for _ in whole)),
+                         out_specs=PartitionSpec(DATA_AXIS) if split else PartitionSpec(), check_vma=False
+                         )(*batched, *whole)
 
 
 def one_device() -> Placement:

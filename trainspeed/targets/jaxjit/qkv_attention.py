@@ -145,8 +145,12 @@ def qkv_attention(qkv: Any, heads: int) -> Any:
     """The op's lowering: the kernels where the program is lowered for a TPU, jax.numpy elsewhere."""
     import jax
 
-    return jax.lax.platform_dependent(qkv, tpu=functools.partial(attention_kernels, heads=heads),
-                                      default=functools.partial(attention_reference, heads=heads))
+    from trainspeed.targets.jaxjit.placement import per_device_batch
+
+    def either(qkv: Any) -> Any:
+        return jax.lax.platform_dependent(qkv, tpu=functools.partial(attention_kernels, heads=heads),
+                                          default=functools.partial(attention_reference, heads=heads))
+    return per_device_batch(either, (qkv,))  # a kernel runs on one device's samples
 
 
 def register(env: Any) -> None:

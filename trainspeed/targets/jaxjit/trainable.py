@@ -26,6 +26,7 @@ from trainspeed.errors import UsageError
 from trainspeed.jaxrt import CompiledPrograms
 from trainspeed.targets.jaxjit.functional import FunctionalStep, State, refuse_untraceable
 from trainspeed.targets.jaxjit.placement import Placement, one_device
+from trainspeed.targets.jaxjit.placement import tracing as placement_tracing
 from trainspeed.workloads.base import Batch, Trainable
 from trainspeed.workloads.phases import PhasedTrainable, StepPhase
 
@@ -73,7 +74,7 @@ class JaxTrainable(Trainable):
         self.state = state
         self.train_programs = CompiledPrograms(self._state_kept(functional.train), donate_argnums=(0,),
                                                on_compile=on_compile)
-        self.eval_programs = CompiledPrograms(functional.evaluate, on_compile=on_compile)
+        self.eval_programs = CompiledPrograms(self._placed(functional.evaluate), on_compile=on_compile)
         self.sliced_programs: dict[int, CompiledPrograms] = {}
         """Per count of slices, the programs of a step over that many (`train_step_in_slices`)."""
         self.phase_programs: dict[tuple[StepPhase, ...], CompiledPrograms] = {}
@@ -85,11 +86,20 @@ class JaxTrainable(Trainable):
         """Losses of steps not yet synced."""
 
     def _state_kept(self, step: Callable[..., tuple[Any, ...]]) -> Callable[..., tuple[Any, ...]]:
-        """`step`, its output state (first) laid on the devices as its input state is (`Placement.keep_state_split`)."""
+        """`step` traced for the placement, its output state (first) laid on the devices as its
+        input state is (`Placement.keep_state_split`)."""
         def kept(*args: Any) -> tuple[Any, ...]:
-            state, *rest = step(*args)
+            with placement_tracing(self.placement):
+                state, *rest = step(*args)
             return (self.placement.keep_state_split(state), *rest)
         return kept
+
+    def _placed(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """`function` traced for the placement (its kernels run per device on a mesh: `placement.tracing`)."""
+        def traced(*args: Any) -> Any:
+            with placement_tracing(self.placement):
+                return function(*args)
+        return traced
 
     def to(self, device: torch.device) -> "JaxTrainable":
         return self

@@ -174,12 +174,25 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     reference = functools.partial(attention_reference, mask=mask, causal=causal, scale=scale, dropout_p=dropout_p,
                                   dropout_key=dropout_key)
     if kernel_takes(query, key, dropout_p):
-        kernel = functools.partial(attention_kernel, mask=mask, causal=causal, scale=scale)
-        output = jax.lax.platform_dependent(query, key, value, tpu=lambda q, k, v: kernel(q, k, v),
-                                            default=lambda q, k, v: reference(q, k, v))
+        output = _kernel_or_reference(query, key, value, mask, causal=causal, scale=scale)
     else:
         output = reference(query, key, value)
     return output[0] if len(lead) == 1 else output.reshape(lead + output.shape[-2:])
+
+
+def _kernel_or_reference(query: Any, key: Any, value: Any, mask: Any, *, causal: bool, scale: float) -> Any:
+    """The kernel where the program is lowered for a TPU, XLA's attention elsewhere; per device on
+    a data-parallel mesh (`placement.per_device_batch`), the mask beside the batch where it has one."""
+    import jax
+
+    from trainspeed.targets.jaxjit.placement import per_device_batch
+
+    def either(q: Any, k: Any, v: Any, *masks: Any) -> Any:
+        given = masks[0] if masks else None
+        return jax.lax.platform_dependent(
+            q, k, v, tpu=lambda q, k, v: attention_kernel(q, k, v, mask=given, causal=causal, scale=scale),
+            default=lambda q, k, v: attention_reference(q, k, v, mask=given, causal=causal, scale=scale))
+    return per_device_batch(either, (query, key, value, *(() if mask is None else (mask,))))
 
 
 def _lowered(*args: Any, env: Any = None, **kwargs: Any) -> Any:

@@ -25,6 +25,19 @@ def chunk_tokens(tokens: int, vocabulary: int) -> int:
 
 
 def linear_cross_entropy(hidden: Any, weight: Any, bias: Any, labels: Any, ignore_index: int = -100) -> Any:
+    """The mean loss over the labels kept. On a data-parallel mesh each device takes its own
+    samples' chunks (`placement.per_device_batch`); the sums and counts are added after."""
+    import functools
+
+    from trainspeed.targets.jaxjit.placement import per_device_batch
+
+    summed = functools.partial(_summed, ignore_index=ignore_index, has_bias=bias is not None)
+    sums = per_device_batch(summed, (hidden, labels), (weight,) + (() if bias is None else (bias,)))
+    return sums[:, 0].sum() / sums[:, 1].sum()
+
+
+def _summed(hidden: Any, labels: Any, weight: Any, *bias: Any, ignore_index: int, has_bias: bool) -> Any:
+    """[[the summed loss, the labels kept]] of these tokens, one chunk at a time."""
     import jax
     import jax.numpy as jnp
 
@@ -40,8 +53,8 @@ def linear_cross_entropy(hidden: Any, weight: Any, bias: Any, labels: Any, ignor
     @jax.checkpoint
     def chunk_loss(hidden_chunk: Any, label_chunk: Any) -> Any:
         logits = jnp.matmul(hidden_chunk, weight.T, preferred_element_type=jnp.float32)
-        if bias is not None:
-            logits = logits + bias.astype(jnp.float32)
+        if has_bias:
+            logits = logits + bias[0].astype(jnp.float32)
         kept = label_chunk != ignore_index
         picked = jnp.take_along_axis(logits, jnp.where(kept, label_chunk, 0)[:, None], axis=-1)[:, 0]
         return jnp.sum(jnp.where(kept, jax.nn.logsumexp(logits, axis=-1) - picked, 0.0))
@@ -50,8 +63,8 @@ def linear_cross_entropy(hidden: Any, weight: Any, bias: Any, labels: Any, ignor
         return total + chunk_loss(*chunk), None
 
     total, _ = jax.lax.scan(step, jnp.zeros((), jnp.float32), (hidden, labels))
-    counted = jnp.sum(labels != ignore_index)
-    return total / counted
+    counted = jnp.sum(labels != ignore_index).astype(jnp.float32)
+    return jnp.stack([total, counted])[None]
 
 
 def lowerings() -> dict[Any, Any]:
