@@ -431,6 +431,31 @@ def _bf16_vit() -> str:
             f"at 256, in two calls)")
 
 
+# --- the data-parallel steps compiled for a v5e 2x4 (aot_v5e_2x4.jsonl) ----------------------------------
+
+AOT_FILE = "aot_v5e_2x4.jsonl"
+
+
+def _aot_rows() -> list[dict]:
+    return list(records(AOT_FILE))
+
+
+def _aot_table() -> str:
+    """Each row: the step, per-device and global batch, what a device holds, the collectives' bytes
+    per step, the one-chip step, the ring's seconds, the estimated rate and scaling."""
+    lines = []
+    for row in _aot_rows():
+        others = sum(row["collectives"][kind]["bytes"] for kind in ("reduce-scatter", "all-gather", "all-to-all"))
+        low, high = row["estimate_samples_per_s"]
+        scale_low, scale_high = row["estimate_scaling"]
+        lines.append(f"| {row['workload']} `{row['size']}` `{row['target']}` | {row['batch_size_per_device']:,} | "
+                     f"{row['global_batch']:,} | {row['held_bytes_per_device'] / 1e9:.2f} "
+                     f"({'fits' if row['fits'] else 'does not fit'}) | {row['collectives']['all-reduce']['bytes'] / 1e6:.1f} | "
+                     f"{others / 1e6:.1f} | {row['one_chip_step_s'] * 1e3:.1f} | {row['all_reduce_s'] * 1e3:.2f} | "
+                     f"{low:,.0f}-{high:,.0f} | {scale_low:.2f}-{scale_high:.2f}x |")
+    return "\n".join(lines)
+
+
 def _models_gpt2_compiles() -> str:
     rows = [row for row in of_kind(MODELS_FILE, "bench") if row["workload"] == "hf:gpt2" and row.get("compile_s")
             and row["run_id"].endswith((_B, _GPT2_FULL[2]))]
@@ -1852,6 +1877,7 @@ CLAIMS.update({f"tpu models in bf16: {workload} {target} {batch}": Claim(TPU, _m
 CLAIMS.update({"tpu models in bf16: gpt2": Claim(TPU, _bf16_gpt2),
                "tpu models in bf16: resnet50": Claim(TPU, _bf16_resnet50),
                "tpu models in bf16: vit": Claim(TPU, _bf16_vit)})
+CLAIMS.update({"tpu: a v5e 2x4 compiled ahead of time": Claim(TPU, _aot_table)})
 CLAIMS.update({"tpu models: gpt2 against its peer": Claim(TPU, _models_gpt2_peer),
                "tpu models: vit": Claim(TPU, _models_vit),
                "tpu models: gpt2 compiles": Claim(TPU, _models_gpt2_compiles)})
@@ -1883,6 +1909,7 @@ TPU_TABLES = (
     "| `t256`, bf16, batch 8, device-fed | |", "| `t256`, bf16, device-fed | batch 8 | batch 32 (4 x 8) |",
     "| model | options | batch | samples/s | compile (s) |",
     "| model | target's options | batch | samples/s | compile (s) |",
+    "| step | batch per chip | global batch |",
 )
 """docs/tpu.md's headline tables: every number in their rows comes from a claim above."""
 

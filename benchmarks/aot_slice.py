@@ -1,0 +1,229 @@
+"""A workload's data-parallel jax-family step compiled ahead of time for a TPU slice this machine
+does not have: per-device memory (fits or not), XLA's collective bytes per step, and a step-time
+estimate from a one-chip measurement plus the gradient's all-reduce at the slice's published
+interconnect bandwidth. Nothing runs on a TPU: the compiler is libtpu's, given the slice's topology
+(`jax.experimental.topologies`), as MaxText compiles its steps ahead of time on a CPU host.
+
+    pip download --no-deps -d WHEELS libtpu==0.0.42.1 && unzip -q -o WHEELS/libtpu-*.whl -d LIBTPU
+    PYTHONPATH=LIBTPU .venv/bin/python benchmarks/aot_slice.py --topology v5e:2x4 \\
+        --workload mahjong --size base-fast+attn-fused-qkv+flat-tokens --target jax:jit:bf16 \\
+        --batch-size-per-device 256 --one-chip-rows docs/results/tpu_mahjong_fused_bf16.jsonl \\
+        --one-chip-run T023033 --out docs/results/aot_v5e_2x4.jsonl
+
+(libtpu goes on PYTHONPATH for this script alone: in the project's environment JAX would take it
+for a TPU.) The step is the one `train --nproc N` runs: the global batch split over the mesh's
+`data` axis, the state replicated (or split, `shard-state`), one program (`placement`).
+
+The estimate is arithmetic, not a measurement. The one-chip row gives the step's time at the
+per-device batch (its compute, on one chip); the all-reduce of the program's collectives runs as a
+ring over the slice's N chips, each sending and receiving 2(N-1)/N of the reduced bytes on two of
+its ICI ports (v5e: 400 GB/s bidirectional per chip over 4 ports, so 2 x 50 GB/s each way). The row
+gives the step with the all-reduce after the compute (no overlap) and beside it (full overlap):
+the slice's rate lies between them where the ring model holds. Measuring it takes the slice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+HBM_BYTES = {"v5e": 15.75 * 2**30}
+"""What one chip's JAX reports usable (docs/tpu.md: 15.75 GiB on a v5e)."""
+ICI_BYTES_PER_S_EACH_WAY_PER_PORT = {"v5e": 400e9 / 4 / 2}
+"""Google's v5e table: 400 GB/s bidirectional inter-chip bandwidth per chip, 4 ICI ports."""
+
+COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "collective-permute", "all-to-all")
+_SHAPE = re.compile(r"\b(pred|s8|u8|s16|u16|s32|u32|s64|u64|f16|bf16|f32|f64)\[([\d,]*)\]")
+_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
+          "s64": 8, "u64": 8, "f64": 8}
+
+
+_COLLECTIVE_OP = re.compile(r"=\s*(?P<result>.*?)\s(?P<kind>" + "|".join(COLLECTIVES) + r")(?P<start>-start)?\(")
+
+
+_COMPUTATION = re.compile(r"^(ENTRY\s+)?%([\w.\-]+)\s*\(.*\{\s*$")
+_WHILE = re.compile(r"\swhile\(.*condition=%([\w.\-]+), body=%([\w.\-]+)")
+_TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
+_BOUND = re.compile(r"s32\[\]\S* constant\((\d+)\)")
+
+
+def _trips(line: str, condition: list[str]) -> int | None:
+    """A loop's trip count: XLA's annotation where it gives one, else the bound its condition
+    compares a counter from 0 with (`lax.scan`'s loops), else None."""
+    known = _TRIPS.search(line)
+    if known:
+        return int(known.group(1))
+    bounds = [int(found.group(1)) for text in condition if (found := _BOUND.search(text))]
+    return bounds[0] if len(bounds) == 1 else None
+
+
+def _computations(hlo_text: str) -> tuple[str, dict[str, list[str]]]:
+    """(the entry computation's name, each computation's lines) of an HLO module's text."""
+    entry, lines_of, current = "", {}, None
+    for line in hlo_text.splitlines():
+        header = _COMPUTATION.match(line)
+        if header:
+            current = header.group(2)
+            lines_of[current] = []
+            entry = current if header.group(1) else entry
+        elif current is not None:
+            lines_of[current].append(line)
+    return entry, lines_of
+
+
+def collective_bytes(hlo_text: str) -> dict[str, Any]:
+    """Per collective kind, the ops run in one step and the bytes of their outputs: each op in the
+    entry computation once, in a loop's body as many times as the loop runs (a scanned network's
+    layers), an async pair once, at its start (whose result holds its operands, then its outputs)."""
+    found: dict[str, Any] = {kind: {"ops": 0, "bytes": 0} for kind in COLLECTIVES}
+    unknown: list[str] = []
+    entry, lines_of = _computations(hlo_text)
+    pending, seen = [(entry, 1)], set()
+    while pending:
+        name, runs = pending.pop()
+        if name in seen or name not in lines_of:
+            continue
+        seen.add(name)
+        for line in lines_of[name]:
+            loop = _WHILE.search(line)
+            if loop:
+                trips = _trips(line, lines_of.get(loop.group(1), []))
+                if trips is None:
+                    unknown.append(loop.group(2))
+                pending.append((loop.group(2), runs * (trips or 1)))
+                continue
+            op = _COLLECTIVE_OP.search(line)
+            if op is None:
+                continue
+            shapes = _SHAPE.findall(op.group("result"))
+            if op.group("start") and op.group("kind") != "all-reduce" and len(shapes) > 1:
+                shapes = shapes[len(shapes) // 2:]  # (operands..., outputs...)
+            found[op.group("kind")]["ops"] += runs
+            found[op.group("kind")]["bytes"] += runs * sum(_BYTES[dtype] * _elements(dims) for dtype, dims in shapes)
+    found["loops_of_unknown_trips"] = unknown  # counted as one trip each
+    return found
+
+
+def _elements(dims: str) -> int:
+    count = 1
+    for extent in filter(None, dims.split(",")):
+        count *= int(extent)
+    return count
+
+
+def one_chip_step_s(rows: Path, run: str, workload: str, size: str, target: str, batch: int) -> float:
+    """The step seconds of the one-chip row of this workload, size, target and batch in the run
+    whose id ends with `run`."""
+    matches = [row for row in map(json.loads, rows.read_text().splitlines())
+               if row.get("kind") == "bench" and row.get("status") == "ok" and row["workload"] == workload
+               and row["size"] == size and row["target"] == target and row["batch_size"] == batch
+               and row["run_id"].endswith(run)]
+    if len(matches) != 1:
+        raise SystemExit(f"aot_slice: {len(matches)} rows of {workload} {size} {target} at {batch} in run *{run} of "
+                         f"{rows}; give the one-chip run that measured it (--one-chip-run)")
+    return batch / matches[0]["samples_per_s"]
+
+
+def compile_for_slice(args: argparse.Namespace) -> dict[str, Any]:
+    import jax
+    import numpy as np
+    from jax.experimental import topologies
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from trainspeed.jaxrt import loop_trip_counts
+    from trainspeed.targets import get_target
+    from trainspeed.targets.jaxjit.functional import host_batch_arrays
+    from trainspeed.targets.jaxjit.placement import DATA_AXIS, Placement, tracing
+    from trainspeed.workloads import get_workload, resolve_size
+
+    topology = topologies.get_topology_desc(topology_name=args.topology, platform="tpu")
+    devices = list(topology.devices)
+    target = get_target(args.target)
+    workload = get_workload(args.workload)
+    size = resolve_size(workload, args.size)
+    functional = target.build(workload, size, 0).functional
+    placement = Placement(Mesh(np.array(devices), (DATA_AXIS,)), shard_state="shard-state" in target.spec.options)
+    state = {name: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=NamedSharding(
+        placement.mesh, placement.state_spec(leaf.shape, leaf.dtype))) for name, leaf in
+        jax.eval_shape(functional.initial_state).items()}
+    global_batch = args.batch_size_per_device * len(devices)
+    arrays = host_batch_arrays(workload.synthetic_batch(size, global_batch, torch.Generator().manual_seed(0)))
+    batch = {key: jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=NamedSharding(
+        placement.mesh, PartitionSpec(DATA_AXIS, *(None,) * (value.ndim - 1)))) for key, value in arrays.items()
+        if key != "sample_id"}
+    rates = jax.ShapeDtypeStruct((functional.group_count,), "float32",
+                                 sharding=NamedSharding(placement.mesh, PartitionSpec()))
+
+    def step(state: Any, batch: Any, rates: Any) -> Any:
+        with tracing(placement):  # the family's kernels per device, as `train --nproc N` traces them
+            after, loss = functional.train(state, batch, rates)
+        return placement.keep_state_split(after), loss
+
+    started = time.perf_counter()
+    compiled = jax.jit(step, donate_argnums=(0,)).lower(state, batch, rates).compile()
+    compile_s = time.perf_counter() - started
+    memory = compiled.memory_analysis()
+    held = (memory.argument_size_in_bytes + memory.output_size_in_bytes - memory.alias_size_in_bytes
+            + memory.temp_size_in_bytes)
+    chip = args.topology.split(":")[0]
+    return {"topology": args.topology, "devices": len(devices), "workload": args.workload, "size": args.size,
+            "target": args.target, "batch_size_per_device": args.batch_size_per_device, "global_batch": global_batch,
+            "compile_s": compile_s, "argument_bytes": memory.argument_size_in_bytes,
+            "output_bytes": memory.output_size_in_bytes, "alias_bytes": memory.alias_size_in_bytes,
+            "temp_bytes": memory.temp_size_in_bytes, "held_bytes_per_device": held,
+            "hbm_bytes_per_device": HBM_BYTES[chip], "fits": held <= HBM_BYTES[chip],
+            "loop_trips": loop_trip_counts(compiled), "collectives": collective_bytes(compiled.as_text()),
+            "jax_version": jax.__version__}
+
+
+def with_estimate(row: dict[str, Any], step_s: float, one_chip: str) -> dict[str, Any]:
+    """The row with its collectives' seconds on a ring (`all_reduce_s`: each chip sends what a ring's
+    all-reduce, reduce-scatter and all-gather send) and the slice's step and rate, without and with overlap."""
+    chip, devices = row["topology"].split(":")[0], row["devices"]
+    ring_bytes_per_s = 2 * ICI_BYTES_PER_S_EACH_WAY_PER_PORT[chip]
+    share = (devices - 1) / devices
+    collectives = row["collectives"]
+    sent = (2 * share * collectives["all-reduce"]["bytes"]  # a ring's reduce-scatter, then its all-gather
+            + share * devices * collectives["reduce-scatter"]["bytes"] + share * collectives["all-gather"]["bytes"])
+    all_reduce_s = sent / ring_bytes_per_s
+    serial_s, overlapped_s = step_s + all_reduce_s, max(step_s, all_reduce_s)
+    return {**row, "one_chip_row": one_chip, "one_chip_step_s": step_s, "ring_bytes_per_s": ring_bytes_per_s,
+            "all_reduce_s": all_reduce_s, "estimate_step_s_no_overlap": serial_s,
+            "estimate_step_s_full_overlap": overlapped_s,
+            "estimate_samples_per_s": [row["global_batch"] / serial_s, row["global_batch"] / overlapped_s],
+            "estimate_scaling": [row["global_batch"] / serial_s / (row["batch_size_per_device"] / step_s),
+                                 row["global_batch"] / overlapped_s / (row["batch_size_per_device"] / step_s)]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topology", default="v5e:2x4")
+    parser.add_argument("--workload", required=True)
+    parser.add_argument("--size", required=True)
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--batch-size-per-device", type=int, required=True)
+    parser.add_argument("--one-chip-rows", type=Path, required=True)
+    parser.add_argument("--one-chip-run", required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    step_s = one_chip_step_s(args.one_chip_rows, args.one_chip_run, args.workload, args.size, args.target,
+                             args.batch_size_per_device)
+    row = with_estimate(compile_for_slice(args), step_s, f"{args.one_chip_rows.name} *{args.one_chip_run}")
+    row["command"] = " ".join(["python", "benchmarks/aot_slice.py", *(argv if argv is not None else sys.argv[1:])])
+    with args.out.open("a") as out:
+        out.write(json.dumps(row) + "\n")
+    print(json.dumps({key: row[key] for key in ("workload", "batch_size_per_device", "held_bytes_per_device", "fits",
+                                                 "collectives", "all_reduce_s", "estimate_samples_per_s",
+                                                 "estimate_scaling", "compile_s")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
