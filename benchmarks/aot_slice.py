@@ -8,7 +8,7 @@ interconnect bandwidth. Nothing runs on a TPU: the compiler is libtpu's, given t
     PYTHONPATH=LIBTPU .venv/bin/python benchmarks/aot_slice.py --topology v5e:2x4 \\
         --workload mahjong --size base-fast+attn-fused-qkv+flat-tokens --target jax:jit:bf16 \\
         --batch-size-per-device 256 --one-chip-rows docs/results/tpu_mahjong_fused_bf16.jsonl \\
-        --one-chip-run T023033 --out docs/results/aot_v5e_2x4.jsonl
+        --one-chip-run T023033 --out docs/results/aot_v5e_2x4.csv
 
 (libtpu goes on PYTHONPATH for this script alone: in the project's environment JAX would take it
 for a TPU.) The step is the one `train --nproc N` runs: the global batch split over the mesh's
@@ -25,6 +25,8 @@ the slice's rate lies between them where the ring model holds. Measuring it take
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import re
 import sys
@@ -202,6 +204,35 @@ def with_estimate(row: dict[str, Any], step_s: float, one_chip: str) -> dict[str
                                  row["global_batch"] / overlapped_s / (row["batch_size_per_device"] / step_s)]}
 
 
+def flat(row: dict[str, Any]) -> dict[str, Any]:
+    """The row as one CSV line: each collective's ops and bytes, and each estimate's two ends, a column."""
+    flat_row = {key: value for key, value in row.items()
+                if key not in ("collectives", "loop_trips", "estimate_samples_per_s", "estimate_scaling")}
+    for kind in COLLECTIVES:
+        flat_row[f"{kind}_ops"] = row["collectives"][kind]["ops"]
+        flat_row[f"{kind}_bytes"] = row["collectives"][kind]["bytes"]
+    flat_row["loops_of_unknown_trips"] = ";".join(row["collectives"]["loops_of_unknown_trips"])
+    for key in ("estimate_samples_per_s", "estimate_scaling"):
+        flat_row[f"{key}_no_overlap"], flat_row[f"{key}_full_overlap"] = row[key]
+    return flat_row
+
+
+def append_csv(path: Path, row: dict[str, Any]) -> None:
+    """`row` appended to the CSV at `path` (its header written with the first), through a temporary
+    file renamed over it, so an interrupted write leaves the rows before it."""
+    from trainspeed.atomic import atomic_write_text
+
+    text = path.read_text() if path.exists() else ""
+    lines = io.StringIO()
+    writer = csv.DictWriter(lines, fieldnames=list(row), lineterminator="\n")
+    if not text:
+        writer.writeheader()
+    elif text.splitlines()[0].split(",") != list(row):
+        raise SystemExit(f"aot_slice: {path} has other columns; give another --out")
+    writer.writerow(row)
+    atomic_write_text(path, text + lines.getvalue())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--topology", default="v5e:2x4")
@@ -217,8 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                              args.batch_size_per_device)
     row = with_estimate(compile_for_slice(args), step_s, f"{args.one_chip_rows.name} *{args.one_chip_run}")
     row["command"] = " ".join(["python", "benchmarks/aot_slice.py", *(argv if argv is not None else sys.argv[1:])])
-    with args.out.open("a") as out:
-        out.write(json.dumps(row) + "\n")
+    append_csv(args.out, flat(row))
     print(json.dumps({key: row[key] for key in ("workload", "batch_size_per_device", "held_bytes_per_device", "fits",
                                                  "collectives", "all_reduce_s", "estimate_samples_per_s",
                                                  "estimate_scaling", "compile_s")}))

@@ -51,3 +51,15 @@ def test_the_estimate_adds_a_ring_all_reduce_at_the_chips_interconnect_bandwidth
     assert row["all_reduce_s"] == pytest.approx(ring_s)
     assert row["estimate_samples_per_s"] == pytest.approx([2048 / (0.010 + ring_s), 2048 / 0.010])
     assert row["estimate_scaling"][1] == pytest.approx(8.0) and row["estimate_scaling"][0] < 8.0
+
+
+def test_rows_append_to_one_csv_under_one_header_and_a_file_of_other_columns_is_refused(tmp_path) -> None:
+    from benchmarks.aot_slice import append_csv
+
+    out = tmp_path / "aot.csv"
+    append_csv(out, {"workload": "mahjong", "fits": True})
+    append_csv(out, {"workload": "hf:gpt2", "fits": False})
+    assert out.read_text() == "workload,fits\nmahjong,True\nhf:gpt2,False\n"
+    with pytest.raises(SystemExit, match="other columns"):
+        append_csv(out, {"workload": "x"})
+    assert out.read_text().count("\n") == 3  # nothing written
