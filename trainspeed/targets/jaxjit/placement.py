@@ -16,9 +16,10 @@ needs it whole and reduce-scatters its gradient. The step's output state is cons
 split, so every step runs the one program. An array no dimension of which the devices divide
 (a bias of odd width, a scalar step count) stays replicated.
 
-XLA cannot partition a Pallas kernel (a Mosaic call) over a mesh, so the family's kernels (fused
-attention) run per device: while a step is traced for a mesh (`tracing`), `per_device_batch` runs
-them under `shard_map` on each device's slice of the batch.
+XLA cannot partition a Pallas kernel (a Mosaic call) over a mesh, and runs a loop over a
+batch's chunks (the language-model loss's) on every device after gathering every device's slice to
+each; so while a step is traced for a mesh (`tracing`), `per_device_batch` runs the family's kernels
+and that loss under `shard_map` on each device's slice of the batch.
 
 On a CPU, JAX makes N host devices where `--xla_force_host_platform_device_count` is set before its
 backend starts; `start_devices` sets it (a process whose JAX has started already is told so).
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -110,18 +112,25 @@ class Placement:
         return placed
 
 
-_traced_for: list[Placement] = []
-"""The placement a step is being traced for, while it is (`tracing`)."""
+_tracing = threading.local()
+"""`.placements`: the placements this thread traces steps for, innermost last (`tracing`); per
+thread, as steps of the Python API's benches may be traced in several threads at once."""
+
+
+def _traced_for() -> list[Placement]:
+    if not hasattr(_tracing, "placements"):
+        _tracing.placements = []
+    return _tracing.placements
 
 
 @contextlib.contextmanager
 def tracing(placement: Placement) -> Iterator[None]:
     """Within: a step traced for `placement`, whose kernels `per_device_batch` runs per device."""
-    _traced_for.append(placement)
+    _traced_for().append(placement)
     try:
         yield
     finally:
-        _traced_for.pop()
+        _traced_for().pop()
 
 
 def per_device_batch(function: Callable[..., Any], batched: tuple[Any, ...], whole: tuple[Any, ...] = ()) -> Any:
@@ -133,7 +142,8 @@ def per_device_batch(function: Callable[..., Any], batched: tuple[Any, ...], who
     the batch's chunks runs on each device's own (XLA would gather every device's slice to each). A
     batch the devices do not divide (validation's last) goes whole to each device, as `put_batch`
     puts it."""
-    mesh = _traced_for[-1].mesh if _traced_for else None
+    placements = _traced_for()
+    mesh = placements[-1].mesh if placements else None
     if mesh is None:
         return function(*batched, *whole)
     import jax
