@@ -14,6 +14,7 @@ the order of the movement itself away.
 from __future__ import annotations
 
 import glob
+import json
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,7 @@ def test_runs_over_more_devices_end_with_the_parameters_of_one(tmp_path: Path, m
 
 
 SHARDED_STATE = """
-import json, sys
+import json
 import torch
 from trainspeed.targets import get_target
 from trainspeed.workloads import get_workload, resolve_size
@@ -105,8 +106,6 @@ def test_shard_state_splits_every_floating_array_the_devices_divide_and_keeps_it
     result = run_child(python_argv("-c", SHARDED_STATE), env=trainspeed_env(
         XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu"), timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
-    import json
-
     found = json.loads(result.stdout.strip().splitlines()[-1])
     assert found["programs"] == 1
     split = whole = 0
