@@ -24,17 +24,24 @@ the slice's rate lies between them where the ring model holds. Measuring it take
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 import argparse
 import csv
 import io
 import json
 import re
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
+
+from benchmarks.hlo_ops import Instruction, parse_program
+from trainspeed.jaxrt import KNOWN_TRIP_COUNT
 
 HBM_BYTES = {"v5e": 15.75 * 2**30}
 """What one chip's JAX reports usable (docs/tpu.md: 15.75 GiB on a v5e)."""
@@ -42,82 +49,51 @@ ICI_BYTES_PER_S_EACH_WAY_PER_PORT = {"v5e": 400e9 / 4 / 2}
 """Google's v5e table: 400 GB/s bidirectional inter-chip bandwidth per chip, 4 ICI ports."""
 
 COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "collective-permute", "all-to-all")
-_SHAPE = re.compile(r"\b(pred|s8|u8|s16|u16|s32|u32|s64|u64|f16|bf16|f32|f64)\[([\d,]*)\]")
-_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4,
-          "s64": 8, "u64": 8, "f64": 8}
+_LOOP = re.compile(r"condition=%([\w.\-]+), body=%([\w.\-]+)")
 
 
-_COLLECTIVE_OP = re.compile(r"=\s*(?P<result>.*?)\s(?P<kind>" + "|".join(COLLECTIVES) + r")(?P<start>-start)?\(")
-
-
-_COMPUTATION = re.compile(r"^(ENTRY\s+)?%([\w.\-]+)\s*\(.*\{\s*$")
-_WHILE = re.compile(r"\swhile\(.*condition=%([\w.\-]+), body=%([\w.\-]+)")
-_TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
-_BOUND = re.compile(r"s32\[\]\S* constant\((\d+)\)")
-
-
-def _trips(line: str, condition: list[str]) -> int | None:
+def _trips(loop: Instruction, condition: list[Instruction]) -> int | None:
     """A loop's trip count: XLA's annotation where it gives one, else the bound its condition
-    compares a counter from 0 with (`lax.scan`'s loops), else None."""
-    known = _TRIPS.search(line)
+    compares a counter from 0 with (`lax.scan`'s loops: a TPU program carries no annotation), else None."""
+    known = KNOWN_TRIP_COUNT.search(loop.attributes)
     if known:
         return int(known.group(1))
-    bounds = [int(found.group(1)) for text in condition if (found := _BOUND.search(text))]
+    bounds = [int(op.operand_text.strip("()")) for op in condition
+              if op.opcode == "constant" and [buffer.dtype for buffer in op.result] == ["s32"] and not op.result[0].dims]
     return bounds[0] if len(bounds) == 1 else None
-
-
-def _computations(hlo_text: str) -> tuple[str, dict[str, list[str]]]:
-    """(the entry computation's name, each computation's lines) of an HLO module's text."""
-    entry, lines_of, current = "", {}, None
-    for line in hlo_text.splitlines():
-        header = _COMPUTATION.match(line)
-        if header:
-            current = header.group(2)
-            lines_of[current] = []
-            entry = current if header.group(1) else entry
-        elif current is not None:
-            lines_of[current].append(line)
-    return entry, lines_of
 
 
 def collective_bytes(hlo_text: str) -> dict[str, Any]:
     """Per collective kind, the ops run in one step and the bytes of their outputs: each op in the
     entry computation once, in a loop's body as many times as the loop runs (a scanned network's
     layers), an async pair once, at its start (whose result holds its operands, then its outputs)."""
+    program = parse_program(hlo_text)
     found: dict[str, Any] = {kind: {"ops": 0, "bytes": 0} for kind in COLLECTIVES}
     unknown: list[str] = []
-    entry, lines_of = _computations(hlo_text)
-    pending, seen = [(entry, 1)], set()
+    pending, seen = [(program.entry, 1)], set()
     while pending:
         name, runs = pending.pop()
-        if name in seen or name not in lines_of:
+        if name in seen or name not in program.members:
             continue
         seen.add(name)
-        for line in lines_of[name]:
-            loop = _WHILE.search(line)
-            if loop:
-                trips = _trips(line, lines_of.get(loop.group(1), []))
+        for op in (program.instructions[member] for member in program.members[name]):
+            if op.opcode == "while" and (loop := _LOOP.search(op.attributes)):
+                condition, body = loop.groups()
+                trips = _trips(op, [program.instructions[member] for member in program.members.get(condition, [])])
                 if trips is None:
-                    unknown.append(loop.group(2))
-                pending.append((loop.group(2), runs * (trips or 1)))
+                    unknown.append(body)
+                pending.append((body, runs * (trips or 1)))
                 continue
-            op = _COLLECTIVE_OP.search(line)
-            if op is None:
+            kind = op.opcode.removesuffix("-start")
+            if kind not in COLLECTIVES or op.opcode.endswith("-done"):
                 continue
-            shapes = _SHAPE.findall(op.group("result"))
-            if op.group("start") and op.group("kind") != "all-reduce" and len(shapes) > 1:
-                shapes = shapes[len(shapes) // 2:]  # (operands..., outputs...)
-            found[op.group("kind")]["ops"] += runs
-            found[op.group("kind")]["bytes"] += runs * sum(_BYTES[dtype] * _elements(dims) for dtype, dims in shapes)
+            outputs = op.result
+            if op.opcode.endswith("-start") and kind != "all-reduce" and len(outputs) > 1:
+                outputs = outputs[len(outputs) // 2:]  # (operands..., outputs...)
+            found[kind]["ops"] += runs
+            found[kind]["bytes"] += runs * sum(buffer.logical_bytes for buffer in outputs)
     found["loops_of_unknown_trips"] = unknown  # counted as one trip each
     return found
-
-
-def _elements(dims: str) -> int:
-    count = 1
-    for extent in filter(None, dims.split(",")):
-        count *= int(extent)
-    return count
 
 
 def one_chip_step_s(rows: Path, run: str, workload: str, size: str, target: str, batch: int) -> float:
@@ -142,7 +118,7 @@ def compile_for_slice(args: argparse.Namespace) -> dict[str, Any]:
     from trainspeed.jaxrt import loop_trip_counts
     from trainspeed.targets import get_target
     from trainspeed.targets.jaxjit.functional import host_batch_arrays
-    from trainspeed.targets.jaxjit.placement import DATA_AXIS, Placement, tracing
+    from trainspeed.targets.jaxjit.placement import DATA_AXIS, Placement
     from trainspeed.workloads import get_workload, resolve_size
 
     topology = topologies.get_topology_desc(topology_name=args.topology, platform="tpu")
@@ -150,11 +126,11 @@ def compile_for_slice(args: argparse.Namespace) -> dict[str, Any]:
     target = get_target(args.target)
     workload = get_workload(args.workload)
     size = resolve_size(workload, args.size)
-    functional = target.build(workload, size, 0).functional
+    built = target.build(workload, size, 0)
+    functional = built.functional
     placement = Placement(Mesh(np.array(devices), (DATA_AXIS,)), shard_state="shard-state" in target.spec.options)
     state = {name: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=NamedSharding(
-        placement.mesh, placement.state_spec(leaf.shape, leaf.dtype))) for name, leaf in
-        jax.eval_shape(functional.initial_state).items()}
+        placement.mesh, placement.state_spec(leaf.shape, leaf.dtype))) for name, leaf in built.state.items()}
     global_batch = args.batch_size_per_device * len(devices)
     arrays = host_batch_arrays(workload.synthetic_batch(size, global_batch, torch.Generator().manual_seed(0)))
     batch = {key: jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=NamedSharding(
@@ -163,12 +139,8 @@ def compile_for_slice(args: argparse.Namespace) -> dict[str, Any]:
     rates = jax.ShapeDtypeStruct((functional.group_count,), "float32",
                                  sharding=NamedSharding(placement.mesh, PartitionSpec()))
 
-    def step(state: Any, batch: Any, rates: Any) -> Any:
-        with tracing(placement):  # the family's kernels per device, as `train --nproc N` traces them
-            after, loss = functional.train(state, batch, rates)
-        return placement.keep_state_split(after), loss
-
     started = time.perf_counter()
+    step = placement.traced_step(functional.train)  # as `train --nproc N` traces it
     compiled = jax.jit(step, donate_argnums=(0,)).lower(state, batch, rates).compile()
     compile_s = time.perf_counter() - started
     memory = compiled.memory_analysis()

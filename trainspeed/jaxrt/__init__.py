@@ -157,7 +157,7 @@ MEMORY_ANALYSIS_FIELDS = {
 """`compiled.memory_analysis()`'s attributes -> the result-row fields that hold them."""
 
 
-_KNOWN_TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
+KNOWN_TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
 
 
 def loop_trip_counts(compiled: Any) -> list[int] | None:
@@ -169,7 +169,7 @@ def loop_trip_counts(compiled: Any) -> list[int] | None:
         return None
     if not text:
         return None
-    return [int(found.group(1)) if (found := _KNOWN_TRIP_COUNT.search(line)) else 0
+    return [int(found.group(1)) if (found := KNOWN_TRIP_COUNT.search(line)) else 0
             for line in text.splitlines() if " while(" in line]
 
 
