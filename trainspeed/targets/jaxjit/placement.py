@@ -84,6 +84,23 @@ class Placement:
             return jax.device_put(state, self._replicated())
         return jax.tree_util.tree_map(lambda array: jax.device_put(array, self._state_sharding(array)), state)
 
+    def traced(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """`function`, traced for this placement (its kernels run per device on a mesh: `tracing`)."""
+        def on_placement(*args: Any) -> Any:
+            with tracing(self):
+                return function(*args)
+        return on_placement
+
+    def traced_step(self, step: Callable[..., tuple[Any, ...]]) -> Callable[..., tuple[Any, ...]]:
+        """A step returning (its state, ...), traced for this placement, its output state laid on
+        the devices as its input state is (`keep_state_split`)."""
+        traced = self.traced(step)
+
+        def kept(*args: Any) -> tuple[Any, ...]:
+            state, *rest = traced(*args)
+            return (self.keep_state_split(state), *rest)
+        return kept
+
     def keep_state_split(self, state: Any) -> Any:
         """Inside a step: its output state split as its input was, so the next step takes the same
         program (XLA would otherwise choose each output's layout itself)."""

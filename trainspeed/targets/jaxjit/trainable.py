@@ -26,7 +26,6 @@ from trainspeed.errors import UsageError
 from trainspeed.jaxrt import CompiledPrograms
 from trainspeed.targets.jaxjit.functional import FunctionalStep, State, refuse_untraceable
 from trainspeed.targets.jaxjit.placement import Placement, one_device
-from trainspeed.targets.jaxjit.placement import tracing as placement_tracing
 from trainspeed.workloads.base import Batch, Trainable
 from trainspeed.workloads.phases import PhasedTrainable, StepPhase
 
@@ -68,13 +67,13 @@ class JaxTrainable(Trainable):
                  placement: Placement | None = None) -> None:
         super().__init__(functional.trainable.networks)
         self.placement = placement or one_device()
-        """Where the state lives: one device, or replicated on a data-parallel mesh."""
+        """Where the state lives: one device, or a data-parallel mesh (copied to each device or split)."""
         self.functional = functional
         self.optimizers = functional.trainable.optimizers
         self.state = state
-        self.train_programs = CompiledPrograms(self._state_kept(functional.train), donate_argnums=(0,),
+        self.train_programs = CompiledPrograms(self.placement.traced_step(functional.train), donate_argnums=(0,),
                                                on_compile=on_compile)
-        self.eval_programs = CompiledPrograms(self._placed(functional.evaluate), on_compile=on_compile)
+        self.eval_programs = CompiledPrograms(self.placement.traced(functional.evaluate), on_compile=on_compile)
         self.sliced_programs: dict[int, CompiledPrograms] = {}
         """Per count of slices, the programs of a step over that many (`train_step_in_slices`)."""
         self.phase_programs: dict[tuple[StepPhase, ...], CompiledPrograms] = {}
@@ -84,22 +83,6 @@ class JaxTrainable(Trainable):
         self._on_compile = on_compile
         self.pending: list[PendingLoss] = []
         """Losses of steps not yet synced."""
-
-    def _state_kept(self, step: Callable[..., tuple[Any, ...]]) -> Callable[..., tuple[Any, ...]]:
-        """`step` traced for the placement, its output state (first) laid on the devices as its
-        input state is (`Placement.keep_state_split`)."""
-        def kept(*args: Any) -> tuple[Any, ...]:
-            with placement_tracing(self.placement):
-                state, *rest = step(*args)
-            return (self.placement.keep_state_split(state), *rest)
-        return kept
-
-    def _placed(self, function: Callable[..., Any]) -> Callable[..., Any]:
-        """`function` traced for the placement (its kernels run per device on a mesh: `placement.tracing`)."""
-        def traced(*args: Any) -> Any:
-            with placement_tracing(self.placement):
-                return function(*args)
-        return traced
 
     def to(self, device: torch.device) -> "JaxTrainable":
         return self
@@ -142,7 +125,7 @@ class JaxTrainable(Trainable):
         phases = trainable.phases(trainable.step)
         if phases not in self.phase_programs:
             self.phase_programs[phases] = CompiledPrograms(
-                self._state_kept(functools.partial(self.functional.train_phases, phases=phases)), donate_argnums=(0,),
+                self.placement.traced_step(functools.partial(self.functional.train_phases, phases=phases)), donate_argnums=(0,),
                 on_compile=self._on_compile)
         return self.phase_programs[phases]
 
@@ -162,7 +145,7 @@ class JaxTrainable(Trainable):
         programs = self.sliced_programs.get(parts)
         if programs is None:
             programs = self.sliced_programs[parts] = CompiledPrograms(
-                self._state_kept(functools.partial(self.functional.train_in_slices, parts=parts)), donate_argnums=(0,),
+                self.placement.traced_step(functools.partial(self.functional.train_in_slices, parts=parts)), donate_argnums=(0,),
                 on_compile=self._on_compile)
         try:
             self.state, loss, small_sq, big_sq = programs(self.state, batch, self._learning_rates(), order)
