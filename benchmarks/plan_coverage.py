@@ -405,24 +405,24 @@ def markdown(found: list[Coverage]) -> str:
     bounded = [mean for mean in means if mean.extrapolated]
     lines += [
         share("- today's 95% intervals, checks predicted again: measured inside",
-                   sum(1 for item in again if item.inside), len(again)),
+              sum(1 for item in again if item.inside), len(again)),
         *(share(f"  - {what}: measured inside", sum(1 for item in group if item.inside), len(group))
           + f"; median width, high / low: {_median_width(group):.2f}"
           for what, group in (("not extrapolated", [item for item in again if not item.extrapolated]),
                               ("extrapolated", [item for item in again if item.extrapolated])) if group),
         share("- the same, counting the checks not predicted again as outside",
-                   sum(1 for item in again if item.inside), len(found)),
+              sum(1 for item in again if item.inside), len(found)),
         share("- the intervals the check rows recorded: measured inside",
-                   sum(1 for item in recorded if item.recorded_inside), len(recorded)),
+              sum(1 for item in recorded if item.recorded_inside), len(recorded)),
         share("- today's predictions (configurations not extrapolated) within ±25% of the measured, per "
-                   "configuration (the mean of its runs where it ran at several seeds)",
-                   sum(1 for mean in predicted if mean.within), len(predicted)),
+              "configuration (the mean of its runs where it ran at several seeds)",
+              sum(1 for mean in predicted if mean.within), len(predicted)),
         share("- the same, per run", sum(1 for item in again if item.within),
-                   sum(1 for item in again if not item.extrapolated)),
+              sum(1 for item in again if not item.extrapolated)),
         f"- extrapolated configurations (bounds, not predictions; judged by their intervals above): {len(bounded)}, "
         f"measured / the model's point {_ratios(bounded)}",
         share("- the recorded predictions within ±25%, per run, extrapolated ones included",
-                   sum(1 for item in found if within_tolerance(item.recorded_ratio, TOLERANCE)), len(found))]
+              sum(1 for item in found if within_tolerance(item.recorded_ratio, TOLERANCE)), len(found))]
     return "\n".join(lines) + "\n"
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from trainspeed.errors import UsageError
 from trainspeed.exported.checkpoint import CHECKPOINT_DIR
 from trainspeed.train.config import TrainConfig
-from trainspeed.train.resume_rule import RESUMES_FILE
 from trainspeed.train.data_read import DATA_FILE
+from trainspeed.train.resume_rule import RESUMES_FILE
 from trainspeed.train.rows import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE
 from trainspeed.train.run_lock import LOCK_FILE
 from trainspeed.train.run_trainer import refuse_another_trainers_run

@@ -6,10 +6,10 @@ and the target's device generator) and the networks' buffers (statistics a rank 
 batches). Rank 0 gathers the per-rank parts and writes the file through
 `atomic_path`, its sha256 beside it (`step-*.pt.sha256`, the format `sha256sum -c` reads) before
 the file takes its name, then points `checkpoints/latest` at it (each atomically), so a kill -9 at
-any moment leaves either the previous checkpoint or the new one, never one without its checksum. The newest two up to the one just written are kept (or as
-many as `--keep-checkpoints` says; 0 keeps all, to evaluate a policy as it learnt); a
-checkpoint of a later step is never deleted: a run resumed from an earlier step first moves the
-later ones into `checkpoints/superseded/N/` (`trainspeed.train.resume`).
+any moment leaves either the previous checkpoint or the new one, never one without its checksum.
+The newest two up to the one just written are kept (or as many as `--keep-checkpoints` says; 0
+keeps all, to evaluate a policy as it learnt); a checkpoint of a later step is never deleted: a run
+resumed from an earlier step first moves the later ones into `checkpoints/superseded/N/` (`trainspeed.train.resume`).
 
 A run directory may come from someone else, so loading is for data only: the checksum must match,
 and the file is read with torch's `weights_only` unpickler, which builds tensors, numbers, strings,
