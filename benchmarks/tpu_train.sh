@@ -21,6 +21,12 @@
 #        then, here: trainspeed plan BENCH BASE --schedules fixed --checked RUN128,RUN256 --out PLAN
 #   bash benchmarks/tpu_train.sh plan-check-seeds OUT   the same checks at 128 and 256 on seeds 1000 and 2000
 #        (OUT/plan_seed_runs.tgz)
+#   bash benchmarks/tpu_train.sh plan-set OUT   a set of checks named before they run, all on the chip: the bench
+#        at every exported batch, a base run to the goal at batch 64 (seed 0) that measures its noise scale,
+#        then `plan` from those two, printing its predictions and then checking its best, the next smaller
+#        and the next larger batch at seeds 1000..1002 (`--check-exported`: the checks train the exported
+#        steps with the base run's recipe); STEPS names the metered export (as for plan-check, with
+#        --batch-sizes 32,64,128,256,512,1024,2048), OUT/plan_set.tgz holds the rows and runs
 set -euo pipefail
 part=$1 out=$2
 mkdir -p "$out"
@@ -31,7 +37,7 @@ runs=$(mktemp -d)
 mkdir -p "$runs"
 tar xzf .tpu-train/selfplay200.tgz -C "$runs"
 train() { "$python" -m trainspeed train --exported "$steps" --data "$runs/selfplay200" --no-progress "$@"; }
-GOAL=(--steps 1500 --eval-every-samples 8192 --eval-batches 8 --until 'val/accuracy>=0.85' --stop-at-target --log-every 16)
+GOAL=(--steps 1500 --eval-every-samples 8192 --eval-batches 8 --until "${UNTIL:-val/accuracy>=0.85}" --stop-at-target --log-every 16)
 METERED=(--noise-scale-micro-batches 2 --noise-scale-every 4)
 SAME=(--batch-size-per-device 64 --steps 240 --checkpoint-every 96 --keep-checkpoints 1 --eval-every 120 --log-every 16)
 case $part in
@@ -63,5 +69,12 @@ plan-check-seeds)  # the checks again on seeds no other run used (their data ord
         done
     done
     tar czf "$out/plan_seed_runs.tgz" -C "$runs" --exclude selfplay200 --exclude checkpoints . ;;
-*) echo "usage: bash benchmarks/tpu_train.sh goal|resume|plan-check|plan-check-seeds OUT_DIR" >&2; exit 2 ;;
+plan-set)
+    "$python" -m trainspeed bench --exported "$steps" --no-plot --windows 3 --min-window-s 0.3 --out "$runs/bench.jsonl"
+    train "${GOAL[@]}" "${METERED[@]}" --batch-size-per-device 64 --out "$runs/base"
+    "$python" -m trainspeed plan "$runs/bench.jsonl" "$runs/base" --schedules fixed --out "$runs/plan.jsonl" \
+        --check best,best-smaller,best-larger --check-seeds 3 --check-exported "$steps" --check-dir "$runs/checks" \
+        || echo "plan-set: plan exited $?"
+    tar czf "$out/plan_set.tgz" -C "$runs" --exclude selfplay200 --exclude checkpoints . ;;
+*) echo "usage: bash benchmarks/tpu_train.sh goal|resume|plan-check|plan-check-seeds|plan-set OUT_DIR" >&2; exit 2 ;;
 esac

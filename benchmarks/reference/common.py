@@ -152,19 +152,22 @@ class _OneLineParser(argparse.ArgumentParser):
     """argparse prints usage plus an error and exits; the peers want one error line instead."""
 
     devices: tuple[str, ...] = DEVICES
+    precisions: tuple[str, ...] = PRECISIONS
 
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(message)
 
 
-def build_parser(prog: str, description: str, compile_help: str, devices: tuple[str, ...] = DEVICES) -> argparse.ArgumentParser:
+def build_parser(prog: str, description: str, compile_help: str, devices: tuple[str, ...] = DEVICES,
+                 precisions: tuple[str, ...] = PRECISIONS) -> argparse.ArgumentParser:
     parser = _OneLineParser(prog=prog, description=description)
     parser.devices = devices
+    parser.precisions = precisions
     parser.add_argument("--size", default="tiny", help=f"one of {', '.join(SIZES)}")
     parser.add_argument("--batch-sizes", action=CommaListAction, items=BATCH_SIZE_LIST, default=BATCH_SIZE_LIST("2^6..2^10"),
                         help="range 2^6..2^10 or list 64,256,1024")
     parser.add_argument("--device", default="cpu", help=" or ".join(devices))
-    parser.add_argument("--precision", default="fp32", help="fp32 or bf16")
+    parser.add_argument("--precision", default="fp32", help=" or ".join(precisions))
     parser.add_argument("--compile", action="store_true", help=compile_help)
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (recorded in every row)")
     parser.add_argument("--windows", type=int, default=5, help="timed windows; the median is reported")
@@ -185,8 +188,9 @@ def parse_config(parser: argparse.ArgumentParser, argv: Sequence[str] | None) ->
     devices = getattr(parser, "devices", DEVICES)
     if args.device not in devices:
         raise UsageError(f"unknown --device {args.device!r}; choose one of {', '.join(devices)}")
-    if args.precision not in PRECISIONS:
-        raise UsageError(f"unknown --precision {args.precision!r}; choose one of {', '.join(PRECISIONS)}")
+    precisions = getattr(parser, "precisions", PRECISIONS)
+    if args.precision not in precisions:
+        raise UsageError(f"unknown --precision {args.precision!r}; choose one of {', '.join(precisions)}")
     if args.threads is not None and args.threads <= 0:
         raise UsageError(f"--threads must be positive, got {args.threads}")
     if args.windows < 1 or args.warmup_steps < 0:

@@ -76,7 +76,11 @@ JAX_DEVICES = (*DEVICES, "tpu")
 Params = dict[str, Any]
 """Nested dicts of arrays; a linear layer is {"weight": (out, in), "bias": (out,)} as in torch."""
 
-COMPUTE_DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16}
+COMPUTE_DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "bf16-stream": jnp.bfloat16}
+STREAM_DTYPES = {"bf16-stream": jnp.bfloat16}
+"""The residual stream's dtype where it is not fp32: `bf16-stream` is trainspeed's switch of that
+name (`base+bf16-stream`) given to the peer, so a bf16 step with it is set against a peer with it."""
+JAX_PRECISIONS = tuple(COMPUTE_DTYPES)
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
@@ -149,12 +153,13 @@ def _linear(layer: Params, x: jax.Array, dtype: jnp.dtype) -> jax.Array:
     return (y + layer["bias"]).astype(dtype)
 
 
-def _layer_norm(norm: Params, x: jax.Array) -> jax.Array:
-    """In fp32 whatever the compute dtype, as autocast runs layer_norm."""
+def _layer_norm(norm: Params, x: jax.Array, stream: jnp.dtype = jnp.float32) -> jax.Array:
+    """Computed in fp32 whatever the compute dtype, as autocast runs layer_norm; handed on in the
+    stream's dtype."""
     x = x.astype(jnp.float32)
     mean = x.mean(axis=-1, keepdims=True)
     variance = jnp.square(x - mean).mean(axis=-1, keepdims=True)
-    return (x - mean) * jax.lax.rsqrt(variance + LAYER_NORM_EPS) * norm["weight"] + norm["bias"]
+    return ((x - mean) * jax.lax.rsqrt(variance + LAYER_NORM_EPS) * norm["weight"] + norm["bias"]).astype(stream)
 
 
 def _attention(block: Params, x: jax.Array, heads: int, dtype: jnp.dtype) -> jax.Array:
@@ -169,18 +174,20 @@ def _attention(block: Params, x: jax.Array, heads: int, dtype: jnp.dtype) -> jax
     return _linear(block["attn_out"], y.reshape(batch, tokens, width), dtype)
 
 
-def forward(params: Params, features: jax.Array, mask: jax.Array, size: NetSize, dtype: jnp.dtype = jnp.float32) -> jax.Array:
+def forward(params: Params, features: jax.Array, mask: jax.Array, size: NetSize, dtype: jnp.dtype = jnp.float32,
+            stream: jnp.dtype = jnp.float32) -> jax.Array:
     """features (B, 86, 34), legal mask (B, 82) -> float32 logits with illegal actions at -1e9.
 
-    The residual stream stays fp32 (a bf16 branch added to it is promoted), as under autocast.
+    The residual stream stays fp32 (a bf16 branch added to it is promoted), as under autocast,
+    unless `stream` says otherwise.
     """
     tokens = jnp.swapaxes(features, 1, 2)  # (B, 34 tile types, 86 features)
-    x = _linear(params["embed"], tokens, dtype) + params["position"]
+    x = (_linear(params["embed"], tokens, dtype) + params["position"].astype(stream)).astype(stream)
     for block in params["blocks"]:
-        x = x + _attention(block, _layer_norm(block["attn_norm"], x), size.heads, dtype)
-        hidden = jax.nn.gelu(_linear(block["mlp_in"], _layer_norm(block["mlp_norm"], x), dtype), approximate=True)
-        x = x + _linear(block["mlp_out"], hidden, dtype)
-    x = _layer_norm(params["final_norm"], x)
+        x = (x + _attention(block, _layer_norm(block["attn_norm"], x, stream), size.heads, dtype)).astype(stream)
+        hidden = jax.nn.gelu(_linear(block["mlp_in"], _layer_norm(block["mlp_norm"], x, stream), dtype), approximate=True)
+        x = (x + _linear(block["mlp_out"], hidden, dtype)).astype(stream)
+    x = _layer_norm(params["final_norm"], x, stream)
     logits = _linear(params["head"], x.mean(axis=1), dtype).astype(jnp.float32)
     per_tile = _linear(params["tile_head"], x, dtype).astype(jnp.float32)  # (B, 34, 2)
     for column, start in enumerate(TILE_ACTION_STARTS):
@@ -194,9 +201,10 @@ def cross_entropy(logits: jax.Array, action: jax.Array) -> jax.Array:
 
 
 def loss_fn(
-    params: Params, features: jax.Array, mask: jax.Array, action: jax.Array, size: NetSize, dtype: jnp.dtype = jnp.float32
+    params: Params, features: jax.Array, mask: jax.Array, action: jax.Array, size: NetSize, dtype: jnp.dtype = jnp.float32,
+    stream: jnp.dtype = jnp.float32,
 ) -> jax.Array:
-    return cross_entropy(forward(params, features, mask, size, dtype), action)
+    return cross_entropy(forward(params, features, mask, size, dtype, stream), action)
 
 
 def make_optimizer() -> optax.GradientTransformation:
@@ -210,7 +218,8 @@ TrainStep = Callable[[Params, Any, jax.Array, jax.Array, jax.Array], tuple[Param
 def make_train_step(size: NetSize, precision: str, optimizer: optax.GradientTransformation) -> TrainStep:
     """One jitted step: loss and gradients, AdamW update. Parameters and optimizer state are
     donated, so XLA updates them in place as a hand-written JAX training loop would."""
-    loss_and_grad = jax.value_and_grad(partial(loss_fn, size=size, dtype=COMPUTE_DTYPES[precision]))
+    loss_and_grad = jax.value_and_grad(partial(loss_fn, size=size, dtype=COMPUTE_DTYPES[precision],
+                                               stream=STREAM_DTYPES.get(precision, jnp.float32)))
 
     def train_step(params: Params, opt_state: Any, features: jax.Array, mask: jax.Array, action: jax.Array):
         loss, grads = loss_and_grad(params, features, mask, action)
@@ -321,7 +330,8 @@ class JaxPeer:
         self.config = config
         self.device, self.threads, thread_method = start_backend(config.device, config.threads)
         self.compiles = CompileCounter()
-        self.target = f"reference-jax:{config.device}:jit:{config.precision}"
+        precision = "bf16:bf16-stream" if config.precision == "bf16-stream" else config.precision  # as trainspeed's options follow
+        self.target = f"reference-jax:{config.device}:jit:{precision}"
         self.device_name = (
             f"{cpu_model_name()} ({self.threads} threads)" if self.device.platform == "cpu" else self.device.device_kind
         )
@@ -340,6 +350,9 @@ class JaxPeer:
                 "fp32 parameters and AdamW state; bf16 matmul inputs with fp32 accumulation, "
                 "LayerNorm, softmax, residual stream and loss in fp32 (autocast-like)"
                 if config.precision == "bf16"
+                else "as bf16, with the residual stream, its adds and the LayerNorms' outputs in bf16 "
+                "(trainspeed's bf16-stream switch)"
+                if config.precision == "bf16-stream"
                 else "fp32"
             ),
             "optimizer": f"optax.adamw(learning_rate={LEARNING_RATE}, b1={BETAS[0]}, b2={BETAS[1]}, "
@@ -376,6 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "JAX + optax reference peer: time the plain-JAX Mahjong policy net's jitted training step.",
         compile_help="accepted for the same command line as plain_torch.py; the JAX step is always jit-compiled",
         devices=JAX_DEVICES,
+        precisions=JAX_PRECISIONS,
     )
     return run_main(PROG, argv, parser, JaxPeer)
 

@@ -101,3 +101,39 @@ def test_jax_net_with_trainspeeds_weights_gives_the_same_logits_loss_and_gradien
         jax.tree_util.tree_leaves_with_path(our_grads), jax.tree_util.tree_leaves(their_grads)
     ):
         np.testing.assert_allclose(np.asarray(ours_grad), np.asarray(their_grad), rtol=0, atol=1e-4, err_msg=str(path))
+
+
+def _stream_adds(jax_optax, stream) -> list[str]:
+    """Dtypes of the (batch, 34 tokens, width) adds in the peer's traced forward: the residual stream's."""
+    import jax
+    import jax.numpy as jnp
+
+    size = common.SIZES["tiny"]
+    data = batch()
+    params = jax_optax.init_params(size, seed=0)
+    jaxpr = jax.make_jaxpr(lambda p, f, m: jax_optax.forward(p, f, m, size, jnp.bfloat16, stream))(
+        params, data["features"].numpy(), data["mask"].numpy())
+    width = size.width
+    return [str(eqn.outvars[0].aval.dtype) for eqn in jaxpr.eqns
+            if eqn.primitive.name == "add" and eqn.outvars[0].aval.shape[1:] == (common.NUM_TILE_TYPES, width)]
+
+
+def test_the_peers_bf16_stream_carries_the_residual_adds_in_bf16_and_its_default_in_fp32(jax_optax):
+    import jax.numpy as jnp
+
+    residual_adds = 1 + 2 * common.SIZES["tiny"].blocks  # the position embedding's, then two per block
+    assert _stream_adds(jax_optax, jnp.float32).count("bfloat16") == 0
+    assert _stream_adds(jax_optax, jnp.bfloat16).count("bfloat16") == residual_adds
+
+
+def test_the_peers_bf16_stream_gives_the_fp32_peers_loss_within_bf16_rounding(jax_optax):
+    import jax.numpy as jnp
+
+    size = common.SIZES["tiny"]
+    data = batch()
+    params = jax_optax.init_params(size, seed=0)
+    arrays = (params, data["features"].numpy(), data["mask"].numpy(), data["action"].numpy().astype(np.int32))
+    exact = float(jax_optax.loss_fn(*arrays, size))
+    streamed = float(jax_optax.loss_fn(*arrays, size, jnp.bfloat16, jnp.bfloat16))
+    assert streamed == pytest.approx(exact, rel=2e-2)
+    assert streamed != exact

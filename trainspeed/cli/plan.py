@@ -83,6 +83,9 @@ def add_plan_command(subparsers: argparse._SubParsersAction) -> None:
                         "only) to set beside the plan's rows of their configurations: measured is each run's "
                         "start-up and wall seconds to the goal, as it recorded them (needs --out)")
     parser.add_argument("--check-dir", type=Path, default=None, help="a new or empty folder for the check runs")
+    parser.add_argument("--check-exported", type=Path, default=None, metavar="FOLDER",
+                        help="the checks train the steps `trainspeed export` wrote to FOLDER (`train --exported`, "
+                        "on a host with JAX only), with the recipe they would train with --target")
     parser.add_argument("--check-seed", type=seed_value, default=1000, help="training seed of the check runs "
                         "(default 1000: not one of a study's)")
     parser.add_argument("--check-seeds", type=CHECK_SEEDS.parser(int), default=1,
@@ -124,6 +127,7 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
     from trainspeed.plan.check import (
         best_check_line,
         check_dirs,
+        check_exported,
         check_line,
         check_recipe,
         check_runnable,
@@ -151,6 +155,10 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
         raise UsageError("plan: --check needs --out (where the checks' rows go) and --check-dir (where their runs go)")
     if args.checked and args.out is None:
         raise UsageError("plan: --checked needs --out (where the checks' rows go)")
+    if args.check_exported is not None and not args.check:
+        raise UsageError("plan: --check-exported is the folder --check trains; give --check too")
+    if args.check_exported is not None and args.check_rebench:
+        raise UsageError("plan: --check-rebench benches with torch; leave it out with --check-exported")
     if args.check_rebench and not args.check:
         raise UsageError("plan: --check-rebench benches again the configurations --check runs; give --check too")
     if args.check_seeds > 1 and not args.check:
@@ -186,8 +194,11 @@ def planned_rows(args: argparse.Namespace) -> list[Any]:
     dirs = check_dirs(recipe, to_check, args.check_dir) if recipe is not None else {}
     if recipe is not None:
         check_runnable(inputs, recipe, args.workload)
-        runs = check_runs(recipe, to_check, dirs, range(args.check_seed, args.check_seed + args.check_seeds))
-        check_train_flags({run.row.config: run.command for run in runs})
+        if args.check_exported is not None:
+            check_exported(args.check_exported, to_check)
+        runs = check_runs(recipe, to_check, dirs, range(args.check_seed, args.check_seed + args.check_seeds),
+                          args.check_exported)
+        check_train_flags({run.row.config: run.command for run in runs}, exported=args.check_exported is not None)
         rebench = _rebench(args, inputs, recipe.workload, to_check)
         check_writable_directory(args.check_dir, f"--check-dir {args.check_dir}")  # the last check: it makes the folder
     print(f"plan: {inputs.identity} to {inputs.until}")
@@ -275,16 +286,21 @@ def _parser_of_runs() -> argparse.ArgumentParser:
     return parser
 
 
-def check_train_flags(commands: dict[str, list[str]]) -> None:
+def check_train_flags(commands: dict[str, list[str]], exported: bool = False) -> None:
     """Each check's `trainspeed train` flags read by train's own parser before anything is written:
     a value the study's rows hand down that train refuses (more threads than this machine's CPUs, a
-    learning rate past a float) is one line now, not a failed run after the plan's rows were appended."""
+    learning rate past a float) is one line now, not a failed run after the plan's rows were appended.
+    A check of exported steps is also held to what `train --exported` takes."""
     from trainspeed.errors import UsageError
+    from trainspeed.exported.train import refuse_unsupported
+    from trainspeed.train.flags import config_of_command
 
     parser = _parser_of_runs()
     for config, command in commands.items():
         try:
             parser.parse_args(command)
+            if exported:
+                refuse_unsupported(config_of_command(command))
         except UsageError as error:
             raise UsageError(f"plan: --check {config}: its `trainspeed train` would refuse the recipe's settings: "
                              f"{error}") from None

@@ -44,6 +44,7 @@ from trainspeed.train.rows import RunSummary
 from trainspeed.train.runs import TrainRun, read_run_summary
 from trainspeed.train.time_to_target import parse_goal
 
+NOT_EXPORTED = "a growing batch is not run on exported steps"
 BUDGET_MARGIN = 2.0
 """A base run's recipe at another batch trains up to this many times the samples the plan predicts
 for it where that is more than the base run's own budget (a larger batch needs more samples)."""
@@ -268,15 +269,51 @@ def check_commands(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str,
 
 
 def check_runs(recipe: CheckRecipe, rows: Sequence[PlanRow], dirs: dict[str, Path],
-               seeds: Sequence[int]) -> list[CheckRun]:
+               seeds: Sequence[int], exported: Path | None = None) -> list[CheckRun]:
     """Every run the checks make, configuration by configuration, a run per seed: one seed's in the
-    configuration's folder, several seeds' each in its `seed-N` folder there."""
+    configuration's folder, several seeds' each in its `seed-N` folder there. With `exported`, each
+    run trains that folder's steps (`train --exported`), as on a host with JAX only."""
     runs = []
     for row in rows:
         for seed in seeds:
             run_dir = dirs[row.config] if len(seeds) == 1 else dirs[row.config] / f"seed-{seed}"
-            runs.append(CheckRun(row, seed, run_dir, train_command(check_config(recipe, row, seed, run_dir))))
+            config = check_config(recipe, row, seed, run_dir)
+            command = train_command(config) if exported is None else exported_command(config, exported)
+            runs.append(CheckRun(row, seed, run_dir, command))
     return runs
+
+
+def exported_command(config: TrainConfig, folder: Path) -> list[str]:
+    """A check's run as `train --exported FOLDER` takes it: the folder fixes the target (so the
+    command names none), and the settings a torch run has and an exported one refuses (threads,
+    loader workers) are left at their defaults, which an exported run records as it ran them."""
+    defaults = TrainConfig()
+    command = train_command(dataclasses.replace(config, exported=str(folder), target=defaults.target,
+                                                threads=defaults.threads, num_workers=defaults.num_workers))
+    at = command.index("--target")
+    return command[:at] + command[at + 2:]
+
+
+def check_exported(folder: Path, rows: Sequence[PlanRow]) -> None:
+    """Before anything runs: the exported folder trains each checked configuration (its target, one
+    device, a batch it was exported at); one line where it does not."""
+    from trainspeed.exported.folder import read_manifest
+
+    manifest = read_manifest(folder)
+    for row in rows:
+        if row.target != manifest.target:
+            raise UsageError(f"plan: --check-exported {folder} holds {manifest.target}'s step, and --check "
+                             f"{row.config} trains {row.target}; check configurations of {manifest.target}")
+        if row.devices != 1:
+            raise UsageError(f"plan: --check-exported trains on one device, and --check {row.config} is of "
+                             f"{row.devices}; check one-device configurations")
+        if row.schedule != "fixed":
+            raise UsageError(f"plan: --check-exported runs fixed batches ({NOT_EXPORTED}); --check {row.config} "
+                             "grows its batch")
+        if row.global_batch not in manifest.batch_sizes:
+            sizes = ",".join(str(size) for size in manifest.batch_sizes)
+            raise UsageError(f"plan: --check {row.config}: batch {row.global_batch} was not exported to {folder} "
+                             f"(it holds {sizes}); export it with --batch-sizes")
 
 
 def run_checks(runs: Sequence[CheckRun], tolerance: float,
