@@ -83,6 +83,10 @@ PLAIN_SETS: tuple[tuple[str, str, tuple[int, ...]], ...] = (
     ("charlm", "plan-1796616397", (4, 8, 16, 32, 64, 128, 256)),
     ("gpt2", "plan-1796616612", (2, 4, 8, 16, 32, 64, 128)))
 """The checks `benchmarks/plan_checks_plain.sh` names before they run: (workload, plan id, grid)."""
+TPU_SETS: tuple[tuple[str, str, str, tuple[int, ...]], ...] = (
+    ("tpu_plan_set_tiny", "plan-1796636719", "Mahjong tiny on the TPU", (32, 64, 128, 256, 512, 1024, 2048)),)
+"""The checks `benchmarks/tpu_train.sh plan-set` names before they run, all on the chip: (folder, plan id,
+what it trained, grid)."""
 UNKEPT = "the inputs of this pass (its base run, bench rows and short runs) were replaced by the later pass's"
 CHECKED_PLANS = (
     _base_run("mahjong", EAGER, (1,), (32, 128, 2048), ("fixed", "auto"), "plan-1796383452"),
@@ -134,6 +138,9 @@ CHECKED_PLANS = (
                   (f"plan_checks_plain_{name}", f"plan_checks_plain_{name}/bench.jsonl"), (EAGER,), (1,), batches,
                   ("fixed",))
       for name, plan_id, batches in PLAIN_SETS),
+    *(CheckedPlan(name, f"{name}.jsonl", plan_id, (f"{name}/bench.jsonl", f"{name}/base"), ("jax:jit:fp32",), (1,),
+                  batches, ("fixed",), machine="TPU")
+      for name, plan_id, _, batches in TPU_SETS),
     *(CheckedPlan(f"plan_checks_warm_cache ({name})", "plan_checks_warm_cache.jsonl", plan_id, (), (COMPILED,), (1,),
                   None, ("fixed",), f"not predicted again: {UNKEPT}; its check ran with torch.compile's on-disk cache "
                                     "filled, which the plan does not model")
@@ -367,6 +374,10 @@ def plain_markdown(items: list[Printed]) -> str:
     for name, _, _ in PLAIN_SETS:
         named = [item for item in items if item.plan.name == f"plan_checks_plain_{name}"]
         lines += _counts(f"{name}: the best, the batch below and the batch above, named before any ran, "
+                         f"{len({item.check.seed for item in named})} seeds each", named, one_plan=True)
+    for name, _, trained, _ in TPU_SETS:
+        named = [item for item in items if item.plan.name == name]
+        lines += _counts(f"{trained}: the best, the batch below and the batch above, named before any ran, "
                          f"{len({item.check.seed for item in named})} seeds each", named, one_plan=True)
     return "\n".join([*lines, *_printed_table(items)]) + "\n"
 

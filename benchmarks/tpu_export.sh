@@ -47,6 +47,10 @@ export_once sg3_t256_b8 --workload stylegan3 --size t256 --target jax:jit:bf16 -
 export_once sg3_t256_fir_b8 --workload stylegan3 --size t256+fir-matmul --target jax:jit:bf16 --batch-sizes 8
 # Batch 32 in 4 micro-batches of 8 (tpu_session.sh stylegan3-b32): one pass of 32 needs ~38 GB of HBM
 export_once sg3_t256_b32_mb8 --workload stylegan3 --size t256 --target jax:jit:bf16 --batch-sizes 32 --micro-batch-size 8
+# bf16 as the JAX peer writes it, and with the bf16 stream it can be given (tpu_session.sh like-for-like)
+mkdir -p .tpu/like
+export_once like/base_bf16 --workload mahjong --size base --target jax:jit:bf16 --batch-sizes 64,256,4096
+export_once like/base_fast_bf16 --workload mahjong --size base-fast --target jax:jit:bf16 --batch-sizes 64,256,4096
 export_once hf_gpt2_bf16 --workload hf:gpt2 --size base --target jax:jit:bf16 --batch-sizes 8,16,32
 export_once timm_resnet50_bf16 --workload timm:resnet50 --size base --target jax:jit:bf16 --batch-sizes 32,64,128
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --implementation cp \

@@ -28,6 +28,10 @@
 #   bash benchmarks/tpu_session.sh stylegan3-b32 OUT_DIR StyleGAN3-T 256 bf16 at batch 32 in 4 micro-batches of 8
 #        (`export --micro-batch-size 8`: each phase's gradient accumulated over them, one update), which
 #        a batch of 32 in one pass would need ~38 GB of HBM for
+#   bash benchmarks/tpu_session.sh like-for-like OUT_DIR  Mahjong base in bf16 as the peer writes it (plain `base`:
+#        an fp32 residual stream, XLA's attention) beside the bf16 peer, and `base-fast` (a bf16 stream) beside the
+#        peer given that switch (`--precision bf16-stream`), at 64, 256 and 4096 (LIKE_SIZES), one run id; the
+#        folders are .tpu/like/base_bf16 and base_fast_bf16 (tpu_export.sh)
 #   bash benchmarks/tpu_session.sh all OUT_DIR       mahjong, then named (one call of a borrowed chip)
 # Every output line is stamped with the time of day, so a log says how long each compile took.
 set -euo pipefail
@@ -79,6 +83,17 @@ fused() {  # precision, then the folders' size names (each with its own limit, F
     limited "${PEER_LIMIT_S:-220}" peer python3 benchmarks/reference/jax_optax.py --size base --device tpu \
         --precision "$precision" --batch-sizes $sizes $windows --run-id "$run" --out "$rows"
 }
+like_for_like() {
+    local rows=$out/tpu_mahjong_like_for_like.jsonl sizes=${LIKE_SIZES:-64,256,4096} folder precision
+    local command="python3 -m trainspeed bench --run-id $run --no-plot $windows --out $rows --exported"
+    for folder in base_bf16 base_fast_bf16; do
+        limited "${LIKE_LIMIT_S:-110}" "$folder" $command ".tpu/like/$folder" --batch-sizes $sizes
+    done
+    for precision in bf16 bf16-stream; do
+        limited "${PEER_LIMIT_S:-110}" "peer $precision" python3 benchmarks/reference/jax_optax.py --size base \
+            --device tpu --precision $precision --batch-sizes $sizes $windows --run-id "$run" --out "$rows"
+    done
+}
 stylegan3() {
     local rows=$out/tpu_stylegan3_t256.jsonl
     local command="python3 -m trainspeed bench --run-id $run --no-plot --out $rows --windows 3 --min-window-s 0.001
@@ -115,9 +130,10 @@ profile) profile ;;
 attention) attention ;;
 fused-bf16) fused bf16 ${FUSED_FOLDERS:-base_fast_bf16 base_fast_fused_bf16} ;;
 fused-fp32) fused fp32 ${FUSED_FOLDERS:-base_fp32 base_fused_fp32} ;;
+like-for-like) like_for_like ;;
 stylegan3) stylegan3 ;;
 stylegan3-b8) stylegan3_b8 ;;
 stylegan3-b32) stylegan3_b32 ;;
 all) mahjong; named ;;
-*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|attention|fused-bf16|fused-fp32|stylegan3|stylegan3-b8|stylegan3-b32|all OUT_DIR" >&2; exit 2 ;;
+*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|attention|fused-bf16|fused-fp32|like-for-like|stylegan3|stylegan3-b8|stylegan3-b32|all OUT_DIR" >&2; exit 2 ;;
 esac

@@ -70,6 +70,11 @@ plan-check-seeds)  # the checks again on seeds no other run used (their data ord
     done
     tar czf "$out/plan_seed_runs.tgz" -C "$runs" --exclude selfplay200 --exclude checkpoints . ;;
 plan-set)
+    if ! "$python" -c 'import matplotlib' 2>/dev/null; then  # the plan's modules import it; the host's own index has it
+        PIP_CONFIG_FILE=/dev/null "$python" -m pip install --isolated -q --only-binary=:all: \
+            --index-url file:///opt/pypi/simple --target /tmp/site-plot matplotlib
+        export PYTHONPATH=$PYTHONPATH:/tmp/site-plot
+    fi
     "$python" -m trainspeed bench --exported "$steps" --no-plot --windows 3 --min-window-s 0.3 --out "$runs/bench.jsonl"
     train "${GOAL[@]}" "${METERED[@]}" --batch-size-per-device 64 --out "$runs/base"
     "$python" -m trainspeed plan "$runs/bench.jsonl" "$runs/base" --schedules fixed --out "$runs/plan.jsonl" \

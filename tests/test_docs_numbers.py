@@ -289,6 +289,40 @@ def _tpu_stylegan3() -> str:
 
 
 
+# --- TPU rows: plain `base` and `base-fast` against the peer without and with the bf16 stream ------------------
+
+LIKE_FILE = "tpu_mahjong_like_for_like.jsonl"
+LIKE_RUNS = {64: "T095127", 256: "T095127", 4096: "T095851"}
+PEER_BF16, PEER_STREAM = "reference-jax:tpu:jit:bf16", "reference-jax:tpu:jit:bf16:bf16-stream"
+
+
+def _like_rates(batch: int) -> tuple[float, float, float, float]:
+    """`base`, the peer, `base-fast` and the peer with the bf16 stream at `batch`: one run's rows."""
+    run = LIKE_RUNS[batch]
+    return (tpu_row(LIKE_FILE, "base", batch, run=run)["samples_per_s"],
+            tpu_row(LIKE_FILE, "base", batch, PEER_BF16, run)["samples_per_s"],
+            tpu_row(LIKE_FILE, "base-fast", batch, run=run)["samples_per_s"],
+            tpu_row(LIKE_FILE, "base", batch, PEER_STREAM, run)["samples_per_s"])
+
+
+def _like_for_like_table() -> str:
+    lines = []
+    for batch, run in LIKE_RUNS.items():
+        base, peer, fast, stream = _like_rates(batch)
+        (run_id,) = {row["run_id"] for row in of_kind(LIKE_FILE, "bench") if row["run_id"].endswith(run)}
+        lines.append(f"| {batch:,} | {base:,.0f} | {peer:,.0f} | **{f2(base / peer)}** | {fast:,.0f} | {stream:,.0f} | "
+                     f"**{f2(fast / stream)}** | `{run_id}` |")
+    return "\n      ".join(lines)
+
+
+def _like_for_like_gains() -> str:
+    rates = [_like_rates(batch) for batch in LIKE_RUNS]
+    peer = [stream / peer for _, peer, _, stream in rates]
+    ours = [fast / base for base, _, fast, _ in rates]
+    return (f"the peer gains as much as trainspeed's step\n      does ({f2(min(peer))}-{f2(max(peer))}x at 64 to 4,096 "
+            f"against {f2(min(ours))}-{f2(max(ours))}x)")
+
+
 # --- TPU rows: the models users bring (tpu_models.jsonl) ---------------------------------------------------
 
 MODELS_FILE = "tpu_models.jsonl"
@@ -1896,6 +1930,8 @@ CLAIMS.update({"tpu models in bf16: gpt2": Claim(TPU, _bf16_gpt2),
                "tpu models in bf16: vit": Claim(TPU, _bf16_vit),
                "tpu models in bf16: vit exported again": Claim(TPU, _bf16_vit_again)})
 CLAIMS.update({"tpu: a v5e 2x4 compiled ahead of time": Claim(TPU, _aot_table)})
+CLAIMS.update({"tpu: like for like, the table": Claim(TPU, _like_for_like_table),
+               "tpu: like for like, the stream's gain": Claim(TPU, _like_for_like_gains)})
 CLAIMS.update({"tpu models: gpt2 against its peer": Claim(TPU, _models_gpt2_peer),
                "tpu models: vit": Claim(TPU, _models_vit),
                "tpu models: gpt2 compiles": Claim(TPU, _models_gpt2_compiles)})
