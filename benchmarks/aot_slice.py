@@ -117,7 +117,7 @@ def compile_for_slice(args: argparse.Namespace) -> dict[str, Any]:
 
     from trainspeed.jaxrt import loop_trip_counts
     from trainspeed.targets import get_target
-    from trainspeed.targets.jaxjit.functional import host_batch_arrays
+    from trainspeed.targets.jaxjit.functional import FunctionalStep, host_batch_arrays
     from trainspeed.targets.jaxjit.placement import DATA_AXIS, Placement
     from trainspeed.workloads import get_workload, resolve_size
 
@@ -126,11 +126,11 @@ def compile_for_slice(args: argparse.Namespace) -> dict[str, Any]:
     target = get_target(args.target)
     workload = get_workload(args.workload)
     size = resolve_size(workload, args.size)
-    built = target.build(workload, size, 0)
-    functional = built.functional
+    functional = FunctionalStep(workload.build(size, seed=0), target.spec.precision, 0, target.spec.options)
+    initial = functional.initial_state()  # the step's state, traced for its shapes alone (on no device yet)
     placement = Placement(Mesh(np.array(devices), (DATA_AXIS,)), shard_state="shard-state" in target.spec.options)
     state = {name: jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=NamedSharding(
-        placement.mesh, placement.state_spec(leaf.shape, leaf.dtype))) for name, leaf in built.state.items()}
+        placement.mesh, placement.state_spec(leaf.shape, leaf.dtype))) for name, leaf in initial.items()}
     global_batch = args.batch_size_per_device * len(devices)
     arrays = host_batch_arrays(workload.synthetic_batch(size, global_batch, torch.Generator().manual_seed(0)))
     batch = {key: jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=NamedSharding(

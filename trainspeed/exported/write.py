@@ -44,7 +44,7 @@ from trainspeed.exported.manifest import (
 )
 from trainspeed.exported.out_folder import check_out, write_folder
 from trainspeed.exported.stored_arrays import leaf_key, storable
-from trainspeed.targets import get_target
+from trainspeed.targets import check_target_builds, get_target
 from trainspeed.targets.jaxjit import JaxTarget
 from trainspeed.targets.jaxjit.functional import FunctionalStep, host_batch_arrays, refuse_untraceable
 from trainspeed.workloads import get_workload, reference_batch, resolve_size
@@ -284,6 +284,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
         raise UsageError(f"--target {target_name}: export traces the step through the jax family; give "
                          "jax:jit:fp32 or jax:jit:bf16")
     workload = get_workload(workload_name)
+    check_target_builds(target_name, workload)  # an exported step runs on one device
     size = resolve_size(workload, size)
     rows = min(max(batch_sizes), batch_rows or max(batch_sizes))
     _check_batch_memory(workload, size, rows, seed)

@@ -83,10 +83,12 @@ def check_target_name(text: str) -> None:
     family.check_spec(spec)
 
 
-def check_target_builds(text: str, workload: Workload) -> None:
+def check_target_builds(text: str, workload: Workload, devices: int = 1) -> None:
     """UsageError, before anything runs, when the target cannot build the workload (a remote
-    server that does not build it, or builds another definition under its name)."""
+    server that does not build it, or builds another definition under its name), or cannot run
+    over `devices` devices."""
     family, spec = _family_and_spec(text)
+    family.check_devices(spec, devices)
     family.check_workload(spec, workload)
 
 

@@ -137,6 +137,11 @@ class Target(ABC):
         there (a server builds only the workloads its operator named) and say so in one line."""
 
     @classmethod
+    def check_devices(cls, spec: TargetSpec, devices: int) -> None:
+        """Raise UsageError when the spec cannot run over `devices` devices (default: any count):
+        called before anything runs by every command that builds a step, with its device count."""
+
+    @classmethod
     def check_spec(cls, spec: TargetSpec) -> None:
         """Raise UsageError when the family has no such mode, precision or option (no device is touched)."""
         if spec.mode not in cls.modes:

@@ -94,7 +94,7 @@ def resolve_launch(config: TrainConfig) -> LaunchPlan:
     workload = get_workload(config.workload)
     config = resolve_workload_settings(config, workload)
     check_init(config)
-    check_target_builds(config.target, workload)
+    check_target_builds(config.target, workload, config.world_size)
     check_quality_settings(config, workload, family)
     if config.batch.schedule is not None:
         config = resolve_batch_schedule(config, workload, family)

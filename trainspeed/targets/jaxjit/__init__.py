@@ -32,7 +32,7 @@ from trainspeed.nominal_peaks import NominalPeak, jax_matmul_precision, nominal_
 from trainspeed.data.order import SAMPLE_ID_KEY
 from trainspeed.errors import UsageError
 from trainspeed.targets import host_memory
-from trainspeed.targets.base import Target, is_host_oom
+from trainspeed.targets.base import Target, TargetSpec, is_host_oom
 from trainspeed.targets.host_memory import HostMemoryPeak
 from trainspeed.targets.jaxjit import placement
 from trainspeed.workloads.base import Batch, Trainable, Workload
@@ -69,6 +69,12 @@ class JaxTarget(Target):
         self._placement = placement.one_device()
         """Where states and batches go: JAX's default device, or the mesh `spmd_placer` made."""
         """XLA's account of the last configuration's step program (`jaxrt.program_costs`)."""
+
+    @classmethod
+    def check_devices(cls, spec: TargetSpec, devices: int) -> None:
+        if "shard-state" in spec.options and devices < 2:
+            raise UsageError(f"target {spec}: shard-state splits the state over the devices of `train --nproc N`, "
+                             "and this step runs on one device; drop the option, or train with --nproc 2 or more")
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
