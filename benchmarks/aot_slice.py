@@ -40,8 +40,8 @@ from typing import Any
 
 import torch
 
-from benchmarks.hlo_ops import Instruction, parse_program
-from trainspeed.jaxrt import KNOWN_TRIP_COUNT
+from benchmarks.hlo_ops import parse_program
+from trainspeed.jaxrt.hlo_loops import loop_trips
 
 HBM_BYTES = {"v5e": 15.75 * 2**30}
 """What one chip's JAX reports usable (docs/tpu.md: 15.75 GiB on a v5e)."""
@@ -52,22 +52,12 @@ COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "collective-permute
 _LOOP = re.compile(r"condition=%([\w.\-]+), body=%([\w.\-]+)")
 
 
-def _trips(loop: Instruction, condition: list[Instruction]) -> int | None:
-    """A loop's trip count: XLA's annotation where it gives one, else the bound its condition
-    compares a counter from 0 with (`lax.scan`'s loops: a TPU program carries no annotation), else None."""
-    known = KNOWN_TRIP_COUNT.search(loop.attributes)
-    if known:
-        return int(known.group(1))
-    bounds = [int(op.operand_text.strip("()")) for op in condition
-              if op.opcode == "constant" and [buffer.dtype for buffer in op.result] == ["s32"] and not op.result[0].dims]
-    return bounds[0] if len(bounds) == 1 else None
-
-
 def collective_bytes(hlo_text: str) -> dict[str, Any]:
     """Per collective kind, the ops run in one step and the bytes of their outputs: each op in the
     entry computation once, in a loop's body as many times as the loop runs (a scanned network's
     layers), an async pair once, at its start (whose result holds its operands, then its outputs)."""
     program = parse_program(hlo_text)
+    trips_of = loop_trips(hlo_text)
     found: dict[str, Any] = {kind: {"ops": 0, "bytes": 0} for kind in COLLECTIVES}
     unknown: list[str] = []
     pending, seen = [(program.entry, 1)], set()
@@ -78,8 +68,8 @@ def collective_bytes(hlo_text: str) -> dict[str, Any]:
         seen.add(name)
         for op in (program.instructions[member] for member in program.members[name]):
             if op.opcode == "while" and (loop := _LOOP.search(op.attributes)):
-                condition, body = loop.groups()
-                trips = _trips(op, [program.instructions[member] for member in program.members.get(condition, [])])
+                _, body = loop.groups()
+                trips = trips_of.get(body)
                 if trips is None:
                     unknown.append(body)
                 pending.append((body, runs * (trips or 1)))

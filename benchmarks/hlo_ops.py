@@ -90,8 +90,6 @@ class Instruction:
     op_name: str = ""
     operand_names: list[str] = field(default_factory=list)
     attributes: str = ""
-    operand_text: str = ""
-    """Its operands as printed, parentheses included: a constant's literal, `constant(12)`."""
 
 
 def parse_instruction(line: str) -> Instruction | None:
@@ -114,7 +112,7 @@ def parse_instruction(line: str) -> Instruction | None:
     op_name = re.search(r'op_name="([^"]*)"', attributes)
     return Instruction(name, opcode, _buffers(result_text), _buffers(operands_text), kind.group(1) if kind else "",
                        calls.group(1) if calls else "", op_name.group(1) if op_name else "",
-                       re.findall(r"%([\w.\-]+)", operands_text), attributes, operands_text)
+                       re.findall(r"%([\w.\-]+)", operands_text), attributes)
 
 
 @dataclass

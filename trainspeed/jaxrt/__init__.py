@@ -157,20 +157,19 @@ MEMORY_ANALYSIS_FIELDS = {
 """`compiled.memory_analysis()`'s attributes -> the result-row fields that hold them."""
 
 
-KNOWN_TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
-
-
 def loop_trip_counts(compiled: Any) -> list[int] | None:
     """The trip count of each loop (`while`) in a compiled program's optimized HLO, in the order the
-    text holds them, 0 where XLA does not know it; None where the backend gives no text."""
+    text holds them (`hlo_loops.loop_trips`), 0 where it is not known; None where the backend gives
+    no text."""
+    from trainspeed.jaxrt.hlo_loops import loop_trips
+
     try:
         text = compiled.as_text()
     except Exception:  # noqa: BLE001 - a backend without the text says nothing of loops
         return None
     if not text:
         return None
-    return [int(found.group(1)) if (found := KNOWN_TRIP_COUNT.search(line)) else 0
-            for line in text.splitlines() if " while(" in line]
+    return [trips or 0 for trips in loop_trips(text).values()]
 
 
 def program_costs(compiled: Any) -> dict[str, Any]:
