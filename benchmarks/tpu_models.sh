@@ -7,7 +7,7 @@
 #   bash benchmarks/tpu_models.sh bench OUT [NAMES] on the TPU host, from the repository root: each folder (or
 #                                                   the comma-separated NAMES) under its own time limit, one run
 #                                                   id, rows into OUT/tpu_models.jsonl, the log stamped by time
-#   RUN=ID names one run id for both (a ratio pairs rows of one run)
+#   RUN=ID names one run id for both (a ratio pairs rows of one run); LIMIT_S=N holds every folder to N seconds
 #   bash benchmarks/tpu_models.sh peers OUT [NAMES] on the TPU host: the JAX peers of gpt2 and vit_s16 (or NAMES),
 #                                                   each at its trainspeed folder's batch sizes and FLOPs
 set -euo pipefail
@@ -30,7 +30,7 @@ mahjong_base_unscanned|mahjong|base-fast+attn-fused-qkv+flat-tokens|jax:jit:bf16
 bert|hf:bert|base,attention_probs_dropout_prob=0,hidden_dropout_prob=0|jax:jit:bf16:scan-layers+remat|16,32|120
 llama_300m|hf:llama|base,hidden_size=1024,num_hidden_layers=16,num_attention_heads=16,num_key_value_heads=16,intermediate_size=2816,vocab_size=32000,max_position_embeddings=1024,seq=1024|jax:jit:bf16:scan-layers+remat|8,16|180
 llama_1b|hf:llama|base,hidden_size=2048,num_hidden_layers=22,num_attention_heads=32,num_key_value_heads=4,intermediate_size=5632,vocab_size=32000,max_position_embeddings=1024,seq=1024|jax:jit:bf16:scan-layers+remat+bf16-state|4,8|240
-convnext_tiny|timm:convnext_tiny|base,opt=adamw|jax:jit:bf16:scan-layers+remat|64,128|150
+convnext_tiny|timm:convnext_tiny|base,opt=adamw|jax:jit:bf16|64,128|150
 efficientnet_b0|timm:efficientnet_b0|base|jax:jit:bf16:scan-layers+remat|128,256|150
 deit_small|timm:deit_small_patch16_224|base,opt=adamw|jax:jit:bf16:scan-layers+remat|64,256|120
 mobilenetv3|timm:mobilenetv3_large_100|base|jax:jit:bf16:scan-layers+remat|128,256|120
@@ -59,9 +59,10 @@ bench_all() {
     source benchmarks/tpu_host.sh
     local run=${RUN:-tpu-models-$(date -u +%Y%m%dT%H%M%S)}
     for name in ${chosen//,/ }; do
-        timeout --kill-after=5 "$(fields "$name" 6)" python3 -m trainspeed bench --exported ".tpu/models/$name" \
+        local limit=${LIMIT_S:-$(fields "$name" 6)}
+        timeout --kill-after=5 "$limit" python3 -m trainspeed bench --exported ".tpu/models/$name" \
             --run-id "$run" --no-plot --windows 3 --min-window-s 0.3 --out "$out/tpu_models.jsonl" 2>&1 | stamp \
-            || echo "$name: stopped after at most $(fields "$name" 6) s (exit $?)" | stamp
+            || echo "$name: stopped after at most $limit s (exit $?)" | stamp
     done
 }
 

@@ -315,6 +315,13 @@ def _like_for_like_table() -> str:
     return "\n      ".join(lines)
 
 
+def _deit_small() -> str:
+    row = models_row("timm:deit_small_patch16_224", "jax:jit:bf16:scan-layers+remat", 64, "T105139")
+    assert row["peak_tflops_source"] == "nominal"
+    return (f"deit_small's batch 64 came back: {row['samples_per_s']:,.1f} images/s, {pct(row['mfu'])} of the nominal "
+            f"peak, a {f1(row['compile_s'])} s\n  compile")
+
+
 def _like_for_like_gains() -> str:
     rates = [_like_rates(batch) for batch in LIKE_RUNS]
     peer = [stream / peer for _, peer, _, stream in rates]
@@ -1930,6 +1937,7 @@ CLAIMS.update({"tpu models in bf16: gpt2": Claim(TPU, _bf16_gpt2),
                "tpu models in bf16: vit": Claim(TPU, _bf16_vit),
                "tpu models in bf16: vit exported again": Claim(TPU, _bf16_vit_again)})
 CLAIMS.update({"tpu: a v5e 2x4 compiled ahead of time": Claim(TPU, _aot_table)})
+CLAIMS.update({"tpu: deit_small's one row": Claim(TPU, _deit_small)})
 CLAIMS.update({"tpu: like for like, the table": Claim(TPU, _like_for_like_table),
                "tpu: like for like, the stream's gain": Claim(TPU, _like_for_like_gains)})
 CLAIMS.update({"tpu models: gpt2 against its peer": Claim(TPU, _models_gpt2_peer),
