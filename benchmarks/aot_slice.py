@@ -34,14 +34,13 @@ import argparse
 import csv
 import io
 import json
-import re
 import time
 from typing import Any
 
 import torch
 
 from benchmarks.hlo_ops import parse_program
-from trainspeed.jaxrt.hlo_loops import loop_trips
+from trainspeed.jaxrt.hlo_loops import LOOP_PARTS, loop_trips
 
 HBM_BYTES = {"v5e": 15.75 * 2**30}
 """What one chip's JAX reports usable (docs/tpu.md: 15.75 GiB on a v5e)."""
@@ -49,7 +48,6 @@ ICI_BYTES_PER_S_EACH_WAY_PER_PORT = {"v5e": 400e9 / 4 / 2}
 """Google's v5e table: 400 GB/s bidirectional inter-chip bandwidth per chip, 4 ICI ports."""
 
 COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "collective-permute", "all-to-all")
-_LOOP = re.compile(r"condition=%([\w.\-]+), body=%([\w.\-]+)")
 
 
 def collective_bytes(hlo_text: str) -> dict[str, Any]:
@@ -67,7 +65,7 @@ def collective_bytes(hlo_text: str) -> dict[str, Any]:
             continue
         seen.add(name)
         for op in (program.instructions[member] for member in program.members[name]):
-            if op.opcode == "while" and (loop := _LOOP.search(op.attributes)):
+            if op.opcode == "while" and (loop := LOOP_PARTS.search(op.attributes)):
                 _, body = loop.groups()
                 trips = trips_of.get(body)
                 if trips is None:

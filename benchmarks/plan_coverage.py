@@ -371,13 +371,11 @@ def plain_markdown(items: list[Printed]) -> str:
              "", *_counts("Every check", items)]
     for machine, where in MACHINES.items():
         lines += _counts(f"The checks {where}", [item for item in items if item.plan.machine == machine])
-    for name, _, _ in PLAIN_SETS:
-        named = [item for item in items if item.plan.name == f"plan_checks_plain_{name}"]
-        lines += _counts(f"{name}: the best, the batch below and the batch above, named before any ran, "
-                         f"{len({item.check.seed for item in named})} seeds each", named, one_plan=True)
-    for name, _, trained, _ in TPU_SETS:
-        named = [item for item in items if item.plan.name == name]
-        lines += _counts(f"{trained}: the best, the batch below and the batch above, named before any ran, "
+    named_sets = [*((f"plan_checks_plain_{name}", name) for name, _, _ in PLAIN_SETS),
+                  *((name, trained) for name, _, trained, _ in TPU_SETS)]
+    for plan_name, label in named_sets:
+        named = [item for item in items if item.plan.name == plan_name]
+        lines += _counts(f"{label}: the best, the batch below and the batch above, named before any ran, "
                          f"{len({item.check.seed for item in named})} seeds each", named, one_plan=True)
     return "\n".join([*lines, *_printed_table(items)]) + "\n"
 

@@ -8,10 +8,11 @@ run where only JAX is), so both write the same row fields.
 from __future__ import annotations
 
 import importlib.metadata
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
+
+from trainspeed.jaxrt.hlo_loops import loop_trips
 
 PLATFORMS = ("tpu", "cpu", "cuda", "rocm")
 """What `jax.export` lowers a step for, on any machine (`trainspeed export`, `check --platform`)."""
@@ -161,8 +162,6 @@ def loop_trip_counts(compiled: Any) -> list[int] | None:
     """The trip count of each loop (`while`) in a compiled program's optimized HLO, in the order the
     text holds them (`hlo_loops.loop_trips`), 0 where it is not known; None where the backend gives
     no text."""
-    from trainspeed.jaxrt.hlo_loops import loop_trips
-
     try:
         text = compiled.as_text()
     except Exception:  # noqa: BLE001 - a backend without the text says nothing of loops

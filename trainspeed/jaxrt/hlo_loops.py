@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 
 KNOWN_TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
-WHILE = re.compile(r"\bwhile\(.*\bcondition=%?([\w.\-]+), body=%?([\w.\-]+)")
+LOOP_PARTS = re.compile(r"\bcondition=%?([\w.\-]+), body=%?([\w.\-]+)")
+"""A `while` instruction's condition and body computations, as its attributes name them."""
 COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
 SCALAR_INT_CONSTANT = re.compile(r"= s32\[\](?:\{[^}]*\})? constant\((\d+)\)")
 LESS_THAN = re.compile(r"= pred\[\] compare\(.*direction=LT")
@@ -45,7 +46,7 @@ def loop_trips(text: str) -> dict[str, int | None]:
     computations = _computations(text)
     trips: dict[str, int | None] = {}
     for line in text.splitlines():
-        loop = WHILE.search(line)
+        loop = LOOP_PARTS.search(line) if " while(" in line else None
         if loop is None:
             continue
         condition, body = loop.groups()

@@ -125,8 +125,8 @@ class JaxTrainable(Trainable):
         phases = trainable.phases(trainable.step)
         if phases not in self.phase_programs:
             self.phase_programs[phases] = CompiledPrograms(
-                self.placement.traced_step(functools.partial(self.functional.train_phases, phases=phases)), donate_argnums=(0,),
-                on_compile=self._on_compile)
+                self.placement.traced_step(functools.partial(self.functional.train_phases, phases=phases)),
+                donate_argnums=(0,), on_compile=self._on_compile)
         return self.phase_programs[phases]
 
     def train_step_in_slices(self, batch: Batch, parts: int, permutation: torch.Tensor | None
@@ -145,8 +145,8 @@ class JaxTrainable(Trainable):
         programs = self.sliced_programs.get(parts)
         if programs is None:
             programs = self.sliced_programs[parts] = CompiledPrograms(
-                self.placement.traced_step(functools.partial(self.functional.train_in_slices, parts=parts)), donate_argnums=(0,),
-                on_compile=self._on_compile)
+                self.placement.traced_step(functools.partial(self.functional.train_in_slices, parts=parts)),
+                donate_argnums=(0,), on_compile=self._on_compile)
         try:
             self.state, loss, small_sq, big_sq = programs(self.state, batch, self._learning_rates(), order)
         except Exception as error:  # noqa: BLE001

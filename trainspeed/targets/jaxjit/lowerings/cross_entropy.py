@@ -31,13 +31,14 @@ def linear_cross_entropy(hidden: Any, weight: Any, bias: Any, labels: Any, ignor
 
     from trainspeed.targets.jaxjit.placement import per_device_batch
 
-    summed = functools.partial(_summed, ignore_index=ignore_index, has_bias=bias is not None)
+    summed = functools.partial(_summed, ignore_index=ignore_index)
     sums = per_device_batch(summed, (hidden, labels), (weight,) + (() if bias is None else (bias,)))
     return sums[:, 0].sum() / sums[:, 1].sum()
 
 
-def _summed(hidden: Any, labels: Any, weight: Any, *bias: Any, ignore_index: int, has_bias: bool) -> Any:
-    """[[the summed loss, the labels kept]] of these tokens, one chunk at a time."""
+def _summed(hidden: Any, labels: Any, weight: Any, *bias: Any, ignore_index: int) -> Any:
+    """[[the summed loss, the labels kept]] of these tokens, one chunk at a time; `bias`, where
+    given, is the one array after the weight."""
     import jax
     import jax.numpy as jnp
 
@@ -53,7 +54,7 @@ def _summed(hidden: Any, labels: Any, weight: Any, *bias: Any, ignore_index: int
     @jax.checkpoint
     def chunk_loss(hidden_chunk: Any, label_chunk: Any) -> Any:
         logits = jnp.matmul(hidden_chunk, weight.T, preferred_element_type=jnp.float32)
-        if has_bias:
+        if bias:
             logits = logits + bias[0].astype(jnp.float32)
         kept = label_chunk != ignore_index
         picked = jnp.take_along_axis(logits, jnp.where(kept, label_chunk, 0)[:, None], axis=-1)[:, 0]
