@@ -289,6 +289,25 @@ def test_a_run_that_measured_one_step_in_k_compiles_both_graphs_as_its_first_win
         ("training", 128, pytest.approx(6.0)), ("micro-batch", 64, pytest.approx(5.0))]
 
 
+def test_a_run_s_first_window_at_another_batch_is_shifted_by_what_the_bench_says_the_graphs_add():
+    """The bench compiles the step in 5 s at 64, 6 s at 128 and 4 s at 32 (the slice of 64): a run
+    at 128 that also measures in slices of 64 compiles 6 + 5 = 11 s where the base run at 64
+    compiled 5 + 4 = 9, so the base run's 12 s window stands for 14 s there. (On the TPU the window
+    once stood unshifted for batch 1,024, whose graphs compile in 17 s against 9 at 64, and the
+    checks there ran 1.36x the prediction.) A shift that would take it below 0 stops at 0."""
+    benches = [bench(COMPILED, 64, 0.005, first_step_s=5.005), bench(COMPILED, 128, 0.008, first_step_s=6.008),
+               bench(COMPILED, 32, 0.004, first_step_s=4.004)]
+    base = run(target=COMPILED, step_s=0.005, first_window_extra_s=12.0, micro_batches=2, measure_every=4)
+    larger = predicted(benches, [base], targets=(COMPILED,), batches=(64, 128))["cpu:compile:fp32/1/128"]
+    (training,) = [item for item in larger.compilations if item.graph == "training"]
+    assert training.seconds == pytest.approx(14.0)
+    assert "+2.0 s for 128/device: its bench rows' compiles at 128 and 64 less those at 64 and 32" in training.source
+    cheap = [bench(COMPILED, 64, 0.005, first_step_s=5.005), bench(COMPILED, 32, 0.004, first_step_s=20.004),
+             bench(COMPILED, 128, 0.008, first_step_s=1.008)]
+    shrunk = predicted(cheap, [base], targets=(COMPILED,), batches=(64, 128))["cpu:compile:fp32/1/128"]
+    assert [item.seconds for item in shrunk.compilations if item.graph == "training"] == [0.0]
+
+
 def test_a_runs_first_graph_pays_the_compilers_start_up_that_a_later_bench_row_did_not():
     """One bench process compiled 8 (33 s beyond its steady step: its first compilation, with the
     compiler's start-up), then 32 and 128 (16 s and 17 s). A run of 128 is a process of its own:
