@@ -28,7 +28,7 @@
 #        steps with the base run's recipe); STEPS names the metered export (as for plan-check, with
 #        --batch-sizes 32,64,128,256,512,1024,2048), OUT/plan_set.tgz holds the rows and runs
 #   bash benchmarks/tpu_train.sh process-end OUT   a JAX program's seconds from its last line to its exit
-#        (3 rounds each of `sys.exit` and trainspeed's `end_process`), in OUT/process_end.txt
+#        (2 rounds each of `sys.exit`, trainspeed's `end_process` and `os._exit`), in OUT/process_end.txt
 set -euo pipefail
 part=$1 out=$2
 mkdir -p "$out"
@@ -83,16 +83,16 @@ plan-set)
         --check best,best-smaller,best-larger --check-seeds 3 --check-exported "$steps" --check-dir "$runs/checks" \
         || echo "plan-set: plan exited $?"
     tar czf "$out/plan_set.tgz" -C "$runs" --exclude selfplay200 --exclude checkpoints . ;;
-process-end)  # a JAX program's seconds from its last line to its exit, as `sys.exit` ends it and as trainspeed does
-    for round in 1 2 3; do
-        for ending in sys.exit end_process; do
+process-end)  # a JAX program's seconds from its last line to its exit: `sys.exit`, trainspeed's end, and the bare `os._exit`
+    for round in 1 2; do
+        for ending in sys.exit end_process os._exit; do
             "$python" -c "
 import sys, time
 import jax, jax.numpy as jnp
 from trainspeed.process_end import end_process
 square = jax.jit(lambda a: a @ a)(jnp.ones((4096, 4096), jnp.float32)).block_until_ready()
 print(f'{time.time():.6f}', flush=True)
-sys.exit(0) if '$ending' == 'sys.exit' else end_process(0)" > "$runs/last_line"
+{'sys.exit': sys.exit, 'end_process': end_process, 'os._exit': __import__('os')._exit}['$ending'](0)" > "$runs/last_line"
             echo "process-end round $round $ending: $(python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.3f}')" "$(cat "$runs/last_line")") s"
         done
     done | tee "$out/process_end.txt" ;;

@@ -38,19 +38,3 @@ def test_a_thread_still_working_is_waited_for_as_python_s_own_exit_waits(tmp_pat
             f"threading.Thread(target=lambda: (time.sleep(0.5), pathlib.Path({str(done)!r}).write_text('x'))).start()")
     assert run_ending(body, "0").returncode == 0 and done.read_text() == "x"
 
-
-
-def test_jax_s_backend_is_left_to_the_process_s_end_not_torn_down_first(tmp_path: Path) -> None:
-    """An exit function registered before JAX's runs after it (they run last in, first out): it
-    finds JAX's backend still up, which `sys.exit` would have torn down, and the program's own
-    output and exit code are as they were."""
-    seen = tmp_path / "backend"
-    body = ("import atexit, pathlib, sys\n"
-            "def backend_left():\n"
-            f"    pathlib.Path({str(seen)!r}).write_text(str(sys.modules['jax._src.xla_bridge']._default_backend is not None))\n"
-            "atexit.register(backend_left)\n"
-            "import jax, jax.numpy as jnp\nprint(float(jax.jit(lambda x: x * 2)(jnp.ones(3)).sum()))")
-    result = run_ending(body, "0")
-    assert result.returncode == 0 and result.stdout == "6.0\n" and seen.read_text() == "True"
-    plain = run_child([sys.executable, "-c", body + "\nimport sys; sys.exit(0)"], timeout=60)
-    assert plain.returncode == 0 and seen.read_text() == "False"

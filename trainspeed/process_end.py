@@ -11,11 +11,6 @@ more than Python's exit would (a thread still working makes it a normal exit), r
 functions (temporary folders removed, `multiprocessing` children stopped, logging flushed), flushes
 stdout and stderr, and ends the process with `os._exit`. Only program entry points call it, never
 a function that Python code may call (`trainspeed.cli.main` returns its code to its caller).
-
-JAX's own exit function is one of the skipped: it tears down its backend's client, which on a TPU
-takes seconds (a plan's checks there spent 2-5 s after their summaries were written), and frees
-nothing the process's end does not free. It still runs where JAX's distributed runtime is up,
-whose shutdown tells the other processes this one is leaving.
 """
 
 from __future__ import annotations
@@ -33,22 +28,10 @@ def _threads_working() -> bool:
     return any(thread.is_alive() and not thread.daemon for thread in threading.enumerate() if thread is not main)
 
 
-def _skip_jax_teardown() -> None:
-    api = sys.modules.get("jax._src.api")
-    clean_up = getattr(api, "clean_up", None)
-    if clean_up is None:
-        return
-    distributed = getattr(sys.modules.get("jax"), "distributed", None)
-    is_initialized = getattr(distributed, "is_initialized", None)
-    if is_initialized is None or not is_initialized():
-        atexit.unregister(clean_up)
-
-
 def end_process(code: int | None) -> NoReturn:
     """Exit with `code` (None is 0) as `sys.exit` would, without the interpreter's finalization."""
     if _threads_working() or not isinstance(code, (int, type(None))):
         sys.exit(code)
-    _skip_jax_teardown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
