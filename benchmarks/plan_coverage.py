@@ -84,7 +84,9 @@ PLAIN_SETS: tuple[tuple[str, str, tuple[int, ...]], ...] = (
     ("gpt2", "plan-1796616612", (2, 4, 8, 16, 32, 64, 128)))
 """The checks `benchmarks/plan_checks_plain.sh` names before they run: (workload, plan id, grid)."""
 TPU_SETS: tuple[tuple[str, str, str, tuple[int, ...]], ...] = (
-    ("tpu_plan_set_tiny", "plan-1796636719", "Mahjong tiny on the TPU", (32, 64, 128, 256, 512, 1024, 2048)),)
+    ("tpu_plan_set_tiny", "plan-1796636719", "Mahjong tiny on the TPU", (32, 64, 128, 256, 512, 1024, 2048)),
+    ("tpu_plan_set_tiny_second", "plan-1796646238", "Mahjong tiny on the TPU, a second set (the plan's compiles "
+     "at batches the base run did not train at shifted by the bench's)", (32, 64, 128, 256, 512, 1024, 2048)),)
 """The checks `benchmarks/tpu_train.sh plan-set` names before they run, all on the chip: (folder, plan id,
 what it trained, grid)."""
 UNKEPT = "the inputs of this pass (its base run, bench rows and short runs) were replaced by the later pass's"

@@ -21,7 +21,7 @@ def test_the_committed_coverage_table_is_the_one_the_committed_rows_give(tmp_pat
 
 
 def test_every_committed_check_is_in_the_table_once():
-    """Every plan-check row committed in docs/results, in both tables once: 80 checks in 15 files;
+    """Every plan-check row committed in docs/results, in both tables once: 89 checks in 16 files;
     those whose plan's inputs were not kept are counted plainly and listed, not predicted again."""
     import json
 
@@ -30,7 +30,7 @@ def test_every_committed_check_is_in_the_table_once():
                  if record.get("kind") == "plan-check"]
     found = plan_coverage.coverage()
     printed = plan_coverage.printed()
-    assert len(found) == len({(item.plan, item.config, item.seed) for item in found}) == len(committed) == 80
+    assert len(found) == len({(item.plan, item.config, item.seed) for item in found}) == len(committed) == 89
     assert sorted((item.plan.rows, item.check.plan_id, item.check.config, item.check.seed) for item in printed) == \
         sorted(committed)
     assert sum(1 for item in found if not item.predicted_again) == 3
@@ -42,7 +42,7 @@ def test_a_configuration_checked_at_several_seeds_is_one_pair_of_its_mean_and_it
     is their mean against it; one run's configuration is its own pair."""
     found = plan_coverage.coverage()
     means = {(mean.plan, mean.config): mean for mean in plan_coverage.configuration_means(found)}
-    assert len(means) == len({(item.plan, item.config) for item in found if item.predicted_again}) == 37
+    assert len(means) == len({(item.plan, item.config) for item in found if item.predicted_again}) == 40
     runs = [item for item in found if (item.plan, item.config) == ("plan_check_seeds_charlm", "cpu:eager:fp32/1/8")]
     mean = means["plan_check_seeds_charlm", "cpu:eager:fp32/1/8"]
     assert [item.seed for item in runs] == [1000, 1001, 1002, 1003, 1004] and mean.runs == 5
