@@ -387,6 +387,16 @@ MODELS_TABLE = [
 ]
 
 
+DEPTHWISE_TABLE = [
+    ("timm:efficientnet_b0", "`scan-layers+remat`", "timm:efficientnet_b0", "jax:jit:bf16:scan-layers+remat", 128,
+     "late-20261207T124209"),
+    ("", "", "timm:efficientnet_b0", "jax:jit:bf16:scan-layers+remat", 256, "late-20261207T124209"),
+    ("timm:convnext_tiny (`base,opt=adamw`)", "none", "timm:convnext_tiny", "jax:jit:bf16", 64, "late-20261207T124209"),
+    ("", "", "timm:convnext_tiny", "jax:jit:bf16", 128, "convnext-20261207T124850"),
+]
+"""The depthwise networks, counted with a grouped convolution's backward at its own work."""
+
+
 def _models_ratio(numerator: dict, denominator: dict) -> str:
     return f"{numerator['samples_per_s'] / denominator['samples_per_s']:.2f}x"
 
@@ -1927,6 +1937,9 @@ CLAIMS.update(TPU_CLAIMS)
 CLAIMS.update({f"tpu models: {workload} {target} {batch}": Claim(TPU, _models_table_row(label, options, workload, target,
                                                                                      batch, run))
                for label, options, workload, target, batch, run in MODELS_TABLE})
+CLAIMS.update({f"tpu models, depthwise: {workload} {target} {batch}": Claim(TPU, _models_table_row(label, options, workload, target,
+                                                                                     batch, run))
+               for label, options, workload, target, batch, run in DEPTHWISE_TABLE})
 CLAIMS.update({"targets: recurrent layers on this CPU": Claim("targets.md", _targets_recurrent),
                "targets: a scanned ViT's compile on this CPU": Claim("targets.md", _targets_scan_compile)})
 CLAIMS.update({f"tpu models in bf16: {workload} {target} {batch}": Claim(TPU, _models_table_row(label, options, workload,
@@ -1979,11 +1992,13 @@ TPU_TABLES = (
 def tpu_table_rows() -> list[str]:
     lines, rows = (ROOT / "docs" / TPU).read_text().splitlines(), []
     for header in TPU_TABLES:
-        (start,) = [index for index, line in enumerate(lines) if line.strip().startswith(header)]
-        for line in lines[start + 2:]:
-            if not line.strip().startswith("|"):
-                break
-            rows.append(line.strip())
+        starts = [index for index, line in enumerate(lines) if line.strip().startswith(header)]
+        assert starts, f"docs/{TPU} has no table headed {header!r}"
+        for start in starts:
+            for line in lines[start + 2:]:
+                if not line.strip().startswith("|"):
+                    break
+                rows.append(line.strip())
     return rows
 
 
