@@ -87,6 +87,9 @@ def test_io_efficiency_is_per_device_throughput_over_the_bench_row(tmp_path: Pat
         (["--synthetic-data", "--steps", "1", "--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:29400",
           "--node-rank", "2"],
          "train: --node-rank 2 must be in [0, --nnodes)"),
+        (["--synthetic-data", "--steps", "1", "--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:29400",
+          "--target", "jax:jit:fp32"],
+         "train: jax:jit:fp32 runs one process per host, each knowing its place: add --rdzv-backend static"),
     ],
 )
 def test_bad_flags_fail_with_one_line_naming_the_flag(

@@ -19,6 +19,8 @@ examples:
   trainspeed train --exported exported/ --data shards/ --batch-size-per-device 256 --steps 500   # JAX only
 multi-node (run on every node): --nnodes 2 --rdzv-endpoint node0:29500 [--rdzv-id job42]
   or with fixed node ranks:       --nnodes 2 --rdzv-backend static --node-rank R --rdzv-endpoint node0:29500
+  jax targets: one process per host, one program over all their devices: fixed node ranks, and
+  --nproc every device of the host (the host group meets one port above the endpoint's)
 """
 
 

@@ -314,6 +314,14 @@ class Target(ABC):
         the class, before constructing the target); returns the number of devices."""
         raise UsageError(f"{cls.device_type} targets run one process per device; they have no SPMD mode")
 
+    @classmethod
+    def join_spmd_processes(cls, endpoint: str, processes: int, process_id: int, local_devices: int,
+                            timeout_s: float) -> None:
+        """Join the other processes of one SPMD program over several hosts (`--nnodes N`), before
+        the family's device is touched."""
+        raise UsageError(f"{cls.device_type} targets drive one host's devices from one process; they have no "
+                         "multi-node mode")
+
     def spmd_placer(self, devices: int) -> BatchPlacer:
         """Copies each host tensor to the devices, split along the batch dimension."""
         raise UsageError(f"target {self} runs one process per device; it has no SPMD mode")

@@ -84,8 +84,10 @@ class Collectives:
         return items
 
     def barrier(self) -> None:
-        if self.context.is_distributed:
-            dist.barrier(group=self._group)
+        """Every rank waits for every other: an all-reduce of nothing, which is what gloo's barrier
+        is (`dist.barrier` first asks torch for the process's accelerator, which fails where
+        torchax has named one without registering it: the jax family's processes)."""
+        self._all_reduce([0.0], dist.ReduceOp.SUM)
 
 
 def init_process_group(context: RankContext, target: Target, timeout_s: float) -> Collectives:
@@ -98,6 +100,15 @@ def init_process_group(context: RankContext, target: Target, timeout_s: float) -
     dist.init_process_group(backend, timeout=timeout, device_id=target.process_group_device())
     control = None if backend == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
     return Collectives(context, control)
+
+
+def init_host_group(context: RankContext, endpoint: str, timeout_s: float) -> None:
+    """The host-side group (gloo) of the processes of one SPMD program over several hosts: their
+    metrics, stop flag and checkpoint parts, as torchrun's ranks share theirs. It meets one port
+    above `endpoint`, where JAX's coordinator takes the port itself."""
+    host, port = endpoint.rsplit(":", 1)
+    dist.init_process_group("gloo", init_method=f"tcp://{host}:{int(port) + 1}", rank=context.rank,
+                            world_size=context.world_size, timeout=timedelta(seconds=timeout_s))
 
 
 def destroy_process_group() -> None:

@@ -9,7 +9,9 @@ Several ranks are started by torchrun's elastic agent, run in a subprocess of it
 exits non-zero it stops the others; nothing waits forever), keeps every rank's output in the run
 directory, and reports the first cause of a failure in one line.
 A target whose family drives all local devices from one process (`data_parallel = "spmd"`, XLA)
-runs in this process over `--nproc` devices instead.
+runs in this process over `--nproc` devices instead; one whose program can span hosts (the jax
+family) runs, with `--nnodes N --rdzv-backend static --node-rank R --rdzv-endpoint HOST:PORT`, as
+process R of N, its devices one program with every other process's.
 
 Multi-node: start the same command on every node with `--nnodes N --rdzv-endpoint HOST:PORT`
 (c10d rendezvous: ranks are assigned as nodes join; the endpoint is any one node), or with
@@ -32,7 +34,7 @@ from trainspeed.targets.base import Target
 from trainspeed.targets.threads import threads_kept
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.data_read import check_same_data, record_data
-from trainspeed.train.distributed import Collectives, RankContext
+from trainspeed.train.distributed import Collectives, RankContext, destroy_process_group, init_host_group
 from trainspeed.train.launch_plan import resolve_launch
 from trainspeed.train.lifecycle import STOP_SIGNALS, StopRequest, finish
 from trainspeed.train.loop import Layout, RankTrainer
@@ -74,10 +76,24 @@ def run_in_process(config: TrainConfig) -> int:
 
 
 def run_spmd(config: TrainConfig, family: type[Target]) -> int:
-    """One process drives all `--nproc` local devices; the batch is split over them."""
-    devices = family.start_spmd(config.launch.nproc)
-    target = get_target(config.target)
-    return _run(config, Layout(RankContext(), devices_per_process=devices), target, target.spmd_placer(devices))
+    """One process drives all `--nproc` local devices; the batch is split over them. With
+    `--nnodes N` it is process `--node-rank` of N, which run one program over all their devices."""
+    launch = config.launch
+    if launch.nnodes == 1:
+        devices = family.start_spmd(launch.nproc)
+        target = get_target(config.target)
+        return _run(config, Layout(RankContext(), devices_per_process=devices), target, target.spmd_placer(devices))
+    context = RankContext(rank=launch.node_rank, world_size=launch.nnodes)
+    endpoint = launch.rdzv_endpoint or ""
+    family.join_spmd_processes(endpoint, launch.nnodes, launch.node_rank, launch.nproc, launch.collective_timeout_s)
+    init_host_group(context, endpoint, launch.collective_timeout_s)
+    try:
+        devices = family.start_spmd(launch.nproc)
+        target = get_target(config.target)
+        layout = Layout(context, devices_per_process=devices, program_spans_processes=True)
+        return _run(config, layout, target, target.spmd_placer(devices))
+    finally:
+        destroy_process_group()
 
 
 def run_agent(config_path: Path, config: TrainConfig) -> int:

@@ -71,8 +71,8 @@ class LaunchPlan:
 
     @property
     def processes(self) -> int:
-        """Processes that train: one drives every device of an SPMD target, else one per rank."""
-        return 1 if self.family.data_parallel == "spmd" else self.config.world_size
+        """Processes that train: one drives every device of an SPMD target on each host, else one per rank."""
+        return self.config.launch.nnodes if self.family.data_parallel == "spmd" else self.config.world_size
 
 
 def resolve_launch(config: TrainConfig) -> LaunchPlan:
@@ -91,6 +91,9 @@ def resolve_launch(config: TrainConfig) -> LaunchPlan:
                          f"machine's CPUs ({config.target} runs one process per device)")
     if config.launch.nnodes > 1 and not family.supports_multi_node:
         raise UsageError(f"train: {config.target} drives one host's devices from one process; it has no multi-node mode")
+    if config.launch.nnodes > 1 and family.data_parallel == "spmd" and config.launch.rdzv_backend != "static":
+        raise UsageError(f"train: {config.target} runs one process per host, each knowing its place: add "
+                         "--rdzv-backend static --node-rank R (0 on the host of --rdzv-endpoint)")
     workload = get_workload(config.workload)
     config = resolve_workload_settings(config, workload)
     check_init(config)

@@ -105,6 +105,10 @@ class Layout:
     context: RankContext
     devices_per_process: int = 1
     """1 with torchrun (one process per device); all local devices in an XLA SPMD process."""
+    program_spans_processes: bool = False
+    """One compiled program over the devices of every process (the jax family's `--nnodes`): each
+    process validates its own part of the validation split on a host copy of the networks, as a
+    rank does, since a step over all processes would need every process's batch at once."""
 
     @property
     def devices(self) -> int:
@@ -451,7 +455,7 @@ class RankTrainer:
     def _evaluated_trainable(self) -> Trainable | None:
         """What validation runs on: the trained networks; or, where they live on a remote server,
         a host copy of the workload that each validation loads the server's weights into."""
-        if can_evaluate(self.trainable):
+        if can_evaluate(self.trainable) and not self.layout.program_spans_processes:
             return self.trainable
         if self.target.gradients_here:
             return None

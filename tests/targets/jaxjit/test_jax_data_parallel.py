@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import glob
 import json
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 import torch
-from child_commands import EXAMPLES, run_ok
+from child_commands import EXAMPLES, run_ok, start_child, trainspeed_argv
 
 from trainspeed.targets.jaxjit import JaxTarget
 
@@ -34,6 +36,10 @@ def trained(workload: str, size: str, devices: int, out: Path, target: str = "ja
     run_ok("train", "--workload", workload, "--size", size, "--target", target, "--synthetic-data",
            "--nproc", str(devices), "--batch-size-per-device", str(GLOBAL_BATCH // devices), "--steps", str(STEPS),
            "--seed", "0", "--out", str(out), path=(EXAMPLES,), timeout=600)
+    return last_checkpoint(out)
+
+
+def last_checkpoint(out: Path) -> dict[str, torch.Tensor]:
     (last,) = sorted(glob.glob(str(out / "checkpoints" / "step-*.pt")))[-1:]
     networks = torch.load(last, weights_only=True)["trainable"]["networks"]
     return {f"{network}/{name}": tensor for network, tensors in networks.items() for name, tensor in tensors.items()
@@ -130,3 +136,51 @@ def test_more_devices_than_jax_has_is_one_line(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "train: --nproc 4, but JAX sees 2 local devices here; use --nproc 2 or fewer" in result.stderr, result.stderr
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def trained_on_processes(workload: str, size: str, processes: int, devices_each: int, out: Path
+                         ) -> dict[str, torch.Tensor]:
+    """The parameters `processes` commands of `devices_each` host devices each end with, one
+    program over all their devices (JAX's distributed runtime on 127.0.0.1); process 0's checkpoint."""
+    endpoint = f"127.0.0.1:{_free_port()}"
+
+    def command(rank: int) -> list[str]:
+        return ["train", "--workload", workload, "--size", size, "--target", "jax:jit:fp32", "--synthetic-data",
+                "--nproc", str(devices_each), "--nnodes", str(processes), "--rdzv-backend", "static",
+                "--node-rank", str(rank), "--rdzv-endpoint", endpoint, "--collective-timeout-s", "60",
+                "--batch-size-per-device", str(GLOBAL_BATCH // (processes * devices_each)), "--steps", str(STEPS),
+                "--seed", "0", "--out", str(out / f"process{rank}")]
+
+    others = [start_child(trainspeed_argv(*command(rank)), path=(EXAMPLES,), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True) for rank in range(1, processes)]
+    try:
+        run_ok(*command(0), path=(EXAMPLES,), timeout=600)
+        outputs = [other.communicate(timeout=120)[0] for other in others]
+    finally:
+        for other in others:
+            if other.poll() is None:
+                other.kill()
+                other.wait(30)
+    assert [other.returncode for other in others] == [0] * len(others), outputs
+    summary = json.loads((out / "process0" / "summary.json").read_text())
+    assert summary["world_size"] == processes * devices_each and summary["global_batch"] == GLOBAL_BATCH
+    return last_checkpoint(out / "process0")
+
+
+@pytest.mark.parametrize("workload, size", [("mahjong", "tiny"), ("char_lm_workload:CharLMWorkload", "tiny")])
+def test_two_processes_of_four_devices_end_with_the_parameters_of_one_device(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workload: str, size: str) -> None:
+    """Each process reads its own part of every global batch onto its own devices; the one
+    program over all eight devices ends where one device does at the same global batch (and so
+    where one process over eight does: above)."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    one = trained(workload, size, 1, tmp_path / "one")
+    movement = float((flat(one) - flat(built(workload, size))).norm())
+    two = trained_on_processes(workload, size, 2, 4, tmp_path / "two")
+    assert movement > 0 and float((flat(two) - flat(one)).norm()) <= TOLERANCE * movement

@@ -51,8 +51,10 @@ class JaxTarget(Target):
     `bf16-compute` (with bf16): the step computes with bfloat16 copies of float32 parameters;
     `shard-state` (with `train --nproc N`): the state split over the devices, not copied (`placement`)."""
     data_parallel = "spmd"
-    """`train --nproc N`: one process, one program over a mesh of N local devices (`placement`)."""
-    supports_multi_node = False
+    """`train --nproc N`: one process, one program over a mesh of N local devices (`placement`);
+    with `--nnodes M`, M such processes, one per host, run one program over all their devices
+    (JAX's distributed runtime: `join_spmd_processes`)."""
+    supports_multi_node = True
     gradients_here = False
     gradients_where = "inside its compiled JAX step"
     slices_in_step = True
@@ -131,6 +133,11 @@ class JaxTarget(Target):
     @classmethod
     def start_spmd(cls, requested_devices: int) -> int:
         return placement.start_devices(requested_devices)
+
+    @classmethod
+    def join_spmd_processes(cls, endpoint: str, processes: int, process_id: int, local_devices: int,
+                            timeout_s: float) -> None:
+        placement.join_processes(endpoint, processes, process_id, local_devices, timeout_s)
 
     def spmd_placer(self, devices: int):
         """Batches split over a data-parallel mesh of `devices` local devices, the state replicated

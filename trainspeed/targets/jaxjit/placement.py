@@ -23,6 +23,15 @@ and that loss under `shard_map` on each device's slice of the batch.
 
 On a CPU, JAX makes N host devices where `--xla_force_host_platform_device_count` is set before its
 backend starts; `start_devices` sets it (a process whose JAX has started already is told so).
+
+Several processes (`train --nnodes M`, one per host) run one program over the devices of all of
+them: each joins JAX's distributed runtime (`join_processes`) before its backend starts, the mesh
+spans every process's devices (`jax.devices()`, each process's own contiguous on the data axis),
+and each process puts only its own part of the global batch, read by its own loader, on its own
+devices (`jax.make_array_from_process_local_data`): no process holds the global batch. The state
+is replicated on every device of every process, so each process reads its own copy on the host.
+On a CPU the processes' collectives go over gloo. A process that stops sending heartbeats for the
+run's collective timeout stops the others (JAX's runtime ends them, naming the process).
 """
 
 from __future__ import annotations
@@ -51,6 +60,20 @@ class Placement:
     @property
     def devices(self) -> int:
         return 1 if self.mesh is None else int(self.mesh.devices.size)
+
+    @property
+    def spans_processes(self) -> bool:
+        """Whether the mesh holds other processes' devices too (`join_processes`)."""
+        import jax
+
+        return self.mesh is not None and jax.process_count() > 1
+
+    @property
+    def local_devices(self) -> int:
+        """This process's devices on the mesh."""
+        import jax
+
+        return self.devices // jax.process_count() if self.spans_processes else self.devices
 
     def _replicated(self) -> Any:
         from jax.sharding import NamedSharding, PartitionSpec
@@ -121,6 +144,10 @@ class Placement:
 
         if self.mesh is None:
             return {key: jax.device_put(array, jaxrt.device()) for key, array in arrays.items()}
+        if self.spans_processes:
+            return {key: jax.make_array_from_process_local_data(
+                NamedSharding(self.mesh, PartitionSpec(DATA_AXIS, *(None,) * (array.ndim - 1))), array)
+                for key, array in arrays.items()}
         split = all(array.shape[0] % self.devices == 0 for array in arrays.values())
         placed = {}
         for key, array in arrays.items():
@@ -195,7 +222,35 @@ def data_parallel(devices: int, shard_state: bool = False) -> Placement:
     if devices > len(local):
         raise UsageError(f"train: --nproc {devices}, but JAX sees {len(local)} local devices here; use --nproc "
                          f"{len(local)} or fewer")
+    if jax.process_count() > 1:
+        if shard_state:
+            raise UsageError("train: shard-state over several processes (--nnodes) is not supported; drop the option, "
+                             "or train on one host")
+        if devices != len(local):
+            raise UsageError(f"train: with --nnodes, --nproc is every device of each host, and JAX sees {len(local)} "
+                             f"here; use --nproc {len(local)}")
+        ordered = sorted(jax.devices(), key=lambda device: (device.process_index, device.id))
+        return Placement(Mesh(np.array(ordered), (DATA_AXIS,)))
     return Placement(Mesh(np.array(local[:devices]), (DATA_AXIS,)), shard_state=shard_state)
+
+
+def join_processes(endpoint: str, processes: int, process_id: int, local_devices: int, timeout_s: float) -> None:
+    """Join JAX's distributed runtime as process `process_id` of `processes`, its coordinator at
+    `endpoint` (process 0's host); on a CPU with `local_devices` host devices and gloo collectives.
+    A process silent for `timeout_s` (its heartbeats) is taken for dead, and the others end."""
+    import jax
+
+    if _backend_started():
+        raise UsageError("train: --nnodes needs JAX's distributed runtime started before JAX itself, and JAX has "
+                         "started in this process already; run the command in a process of its own")
+    if _platform_is_cpu():
+        flags = os.environ.get("XLA_FLAGS", "")
+        if HOST_DEVICES_FLAG not in flags:
+            os.environ["XLA_FLAGS"] = f"{flags} {HOST_DEVICES_FLAG}={local_devices}".strip()
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=endpoint, num_processes=processes, process_id=process_id,
+                               initialization_timeout=max(1, int(timeout_s)),
+                               heartbeat_timeout_seconds=max(1, int(timeout_s)))
 
 
 def start_devices(requested: int) -> int:
