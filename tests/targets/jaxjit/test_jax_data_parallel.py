@@ -1,7 +1,9 @@
 """`train --nproc N` on the jax family: one process, one program over a mesh of N local devices
-(here JAX's host devices), the global batch split over them. At one global batch the runs at
-N = 1, 2, 4, 8 end with the same parameters: the same program, partitioned, whose gradient
-all-reduce sums in another order.
+(here JAX's host devices), the global batch split over them; with `--nnodes 2`, two processes of
+4 devices each, one program over all 8 (JAX's distributed runtime on 127.0.0.1), each reading
+its own part of every global batch. At one global batch the runs at N = 1, 2, 4, 8 and 2 x 4 end
+with the same parameters: the same program, partitioned, whose gradient all-reduce sums in
+another order.
 
 Tolerance: the runs' parameters, as one vector, lie within 1e-3 of the distance training moved them
 from where they started (observed: 7e-5 for Mahjong tiny at 4 devices). Float32 sums in another
@@ -46,6 +48,41 @@ def last_checkpoint(out: Path) -> dict[str, torch.Tensor]:
             if tensor.is_floating_point()}
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def trained_on_processes(workload: str, size: str, processes: int, devices_each: int, out: Path,
+                         target: str = "jax:jit:fp32") -> dict[str, torch.Tensor]:
+    """The parameters `processes` commands of `devices_each` host devices each end with, one
+    program over all their devices (JAX's distributed runtime on 127.0.0.1); process 0's checkpoint."""
+    endpoint = f"127.0.0.1:{_free_port()}"
+
+    def command(rank: int) -> list[str]:
+        return ["train", "--workload", workload, "--size", size, "--target", target, "--synthetic-data",
+                "--nproc", str(devices_each), "--nnodes", str(processes), "--rdzv-backend", "static",
+                "--node-rank", str(rank), "--rdzv-endpoint", endpoint, "--collective-timeout-s", "60",
+                "--batch-size-per-device", str(GLOBAL_BATCH // (processes * devices_each)), "--steps", str(STEPS),
+                "--seed", "0", "--out", str(out / f"process{rank}")]
+
+    others = [start_child(trainspeed_argv(*command(rank)), path=(EXAMPLES,), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True) for rank in range(1, processes)]
+    try:
+        run_ok(*command(0), path=(EXAMPLES,), timeout=600)
+        outputs = [other.communicate(timeout=120)[0] for other in others]
+    finally:
+        for other in others:
+            if other.poll() is None:
+                other.kill()
+                other.wait(30)
+    assert [other.returncode for other in others] == [0] * len(others), outputs
+    summary = json.loads((out / "process0" / "summary.json").read_text())
+    assert summary["world_size"] == processes * devices_each and summary["global_batch"] == GLOBAL_BATCH
+    return last_checkpoint(out / "process0")
+
+
 def built(workload: str, size: str) -> dict[str, torch.Tensor]:
     """The parameters a run starts from (seed 0), to see that the runs moved them."""
     from trainspeed.workloads import get_workload, resolve_size
@@ -62,15 +99,19 @@ def flat(parameters: dict[str, torch.Tensor]) -> torch.Tensor:
 
 @pytest.mark.parametrize("workload, size, runs", [
     # the fused attention op: its kernel runs per device on a mesh (XLA cannot partition a Pallas call)
-    ("mahjong", "tiny+attn-fused-qkv", ((2, "jax:jit:fp32"), (8, "jax:jit:fp32"), (4, "jax:jit:fp32:shard-state"))),
-    ("char_lm_workload:CharLMWorkload", "tiny", ((4, "jax:jit:fp32"),)),
+    # "2x4": two processes of four devices each, one program (JAX's distributed runtime)
+    ("mahjong", "tiny+attn-fused-qkv", ((2, "jax:jit:fp32"), (8, "jax:jit:fp32"), (4, "jax:jit:fp32:shard-state"),
+                                        ("2x4", "jax:jit:fp32"))),
+    ("char_lm_workload:CharLMWorkload", "tiny", ((4, "jax:jit:fp32"), ("2x4", "jax:jit:fp32"))),
     # the language-model loss over chunks of tokens: each device takes its own samples' chunks
     ("hf:gpt2", "tiny,resid_pdrop=0,embd_pdrop=0,attn_pdrop=0", ((4, "jax:jit:fp32"),)),
 ])
 def test_runs_over_more_devices_end_with_the_parameters_of_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 workload: str, size: str,
-                                                                runs: tuple[tuple[int, str], ...]) -> None:
-    """Replicated or, with `shard-state`, split over the devices: the state a run ends with is one device's."""
+                                                                runs: tuple[tuple[int | str, str], ...]) -> None:
+    """Replicated or, with `shard-state`, split over the devices, in one process or over two (each
+    reading its own part of every global batch onto its own devices): the state a run ends with
+    is one device's."""
     monkeypatch.syspath_prepend(str(EXAMPLES))
     one = trained(workload, size, 1, tmp_path / "one")
     start = built(workload, size)
@@ -78,7 +119,11 @@ def test_runs_over_more_devices_end_with_the_parameters_of_one(tmp_path: Path, m
     movement = float((flat(one) - flat(start)).norm())
     assert movement > 0
     for devices, target in runs:
-        many = trained(workload, size, devices, tmp_path / f"x{devices}", target)
+        if isinstance(devices, str):
+            processes, devices_each = map(int, devices.split("x"))
+            many = trained_on_processes(workload, size, processes, devices_each, tmp_path / f"x{devices}", target)
+        else:
+            many = trained(workload, size, devices, tmp_path / f"x{devices}", target)
         assert float((flat(many) - flat(one)).norm()) <= TOLERANCE * movement, (devices, target)
 
 
@@ -137,50 +182,3 @@ def test_more_devices_than_jax_has_is_one_line(tmp_path: Path) -> None:
     assert "train: --nproc 4, but JAX sees 2 local devices here; use --nproc 2 or fewer" in result.stderr, result.stderr
     assert not (tmp_path / "run" / "checkpoints").exists()
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def trained_on_processes(workload: str, size: str, processes: int, devices_each: int, out: Path
-                         ) -> dict[str, torch.Tensor]:
-    """The parameters `processes` commands of `devices_each` host devices each end with, one
-    program over all their devices (JAX's distributed runtime on 127.0.0.1); process 0's checkpoint."""
-    endpoint = f"127.0.0.1:{_free_port()}"
-
-    def command(rank: int) -> list[str]:
-        return ["train", "--workload", workload, "--size", size, "--target", "jax:jit:fp32", "--synthetic-data",
-                "--nproc", str(devices_each), "--nnodes", str(processes), "--rdzv-backend", "static",
-                "--node-rank", str(rank), "--rdzv-endpoint", endpoint, "--collective-timeout-s", "60",
-                "--batch-size-per-device", str(GLOBAL_BATCH // (processes * devices_each)), "--steps", str(STEPS),
-                "--seed", "0", "--out", str(out / f"process{rank}")]
-
-    others = [start_child(trainspeed_argv(*command(rank)), path=(EXAMPLES,), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True) for rank in range(1, processes)]
-    try:
-        run_ok(*command(0), path=(EXAMPLES,), timeout=600)
-        outputs = [other.communicate(timeout=120)[0] for other in others]
-    finally:
-        for other in others:
-            if other.poll() is None:
-                other.kill()
-                other.wait(30)
-    assert [other.returncode for other in others] == [0] * len(others), outputs
-    summary = json.loads((out / "process0" / "summary.json").read_text())
-    assert summary["world_size"] == processes * devices_each and summary["global_batch"] == GLOBAL_BATCH
-    return last_checkpoint(out / "process0")
-
-
-@pytest.mark.parametrize("workload, size", [("mahjong", "tiny"), ("char_lm_workload:CharLMWorkload", "tiny")])
-def test_two_processes_of_four_devices_end_with_the_parameters_of_one_device(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workload: str, size: str) -> None:
-    """Each process reads its own part of every global batch onto its own devices; the one
-    program over all eight devices ends where one device does at the same global batch (and so
-    where one process over eight does: above)."""
-    monkeypatch.syspath_prepend(str(EXAMPLES))
-    one = trained(workload, size, 1, tmp_path / "one")
-    movement = float((flat(one) - flat(built(workload, size))).norm())
-    two = trained_on_processes(workload, size, 2, 4, tmp_path / "two")
-    assert movement > 0 and float((flat(two) - flat(one)).norm()) <= TOLERANCE * movement
