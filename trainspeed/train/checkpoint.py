@@ -132,9 +132,10 @@ def step_files(run_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
-def save_checkpoint(run_dir: Path, step: int, payload: dict[str, Any], keep: int = KEEP_CHECKPOINTS) -> Path:
-    """Write `payload` as the checkpoint of `step`, its checksum, and make it the latest; prune the
-    ones before it down to `keep` in all (0: keep every one)."""
+def save_checkpoint(run_dir: Path, step: int, payload: dict[str, Any], keep: int = KEEP_CHECKPOINTS,
+                    make_latest: bool = True) -> Path:
+    """Write `payload` as the checkpoint of `step`, its checksum, and (`make_latest`) make it the
+    latest and prune the ones before it down to `keep` in all (0: keep every one)."""
     host_payload = to_host(payload)
     problem = plain_data_problem(host_payload)
     if problem is not None:
@@ -145,10 +146,19 @@ def save_checkpoint(run_dir: Path, step: int, payload: dict[str, Any], keep: int
     with atomic_path(path) as tmp:
         torch.save(host_payload, tmp)
         write_checksum(path, sha256_of(tmp))  # before the checkpoint takes its name: a kill leaves none without one
-    atomic_write_text(directory / LATEST_POINTER, path.name + "\n")
+    if make_latest:
+        make_checkpoint_latest(run_dir, step, keep)
+    return path
+
+
+def make_checkpoint_latest(run_dir: Path, step: int, keep: int = KEEP_CHECKPOINTS) -> None:
+    """Point `checkpoints/latest` at the checkpoint of `step` and prune the ones before it. The
+    processes of one program over several hosts each write their own copy first and point at it
+    only once every copy is written, so a kill between leaves every process's `latest` at the
+    checkpoint before."""
+    atomic_write_text(checkpoint_dir(run_dir) / LATEST_POINTER, checkpoint_name(step) + "\n")
     if keep:
         _prune_before(run_dir, step, keep)
-    return path
 
 
 def _prune_before(run_dir: Path, step: int, keep: int) -> None:

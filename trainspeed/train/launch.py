@@ -25,6 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 from trainspeed.own_code import IMPORT_ROOT
 from trainspeed.safe_path import isolated_environment
@@ -92,8 +93,25 @@ def run_spmd(config: TrainConfig, family: type[Target]) -> int:
         target = get_target(config.target)
         layout = Layout(context, devices_per_process=devices, program_spans_processes=True)
         return _run(config, layout, target, target.spmd_placer(devices))
+    except RuntimeError as error:
+        if "gloo" not in str(error).lower():
+            raise
+        _lost_a_process(context, error)
     finally:
         destroy_process_group()
+
+
+def _lost_a_process(context: RankContext, error: RuntimeError) -> NoReturn:
+    """One line for a run whose processes lost one of theirs (its connection closed, or it stopped
+    answering), then this process's end at once: JAX's own exit would wait out the lost process's
+    heartbeats and abort with a stack trace."""
+    others = context.world_size - 1
+    lost = f"process {1 - context.rank}" if others == 1 else f"one of the other {others} processes"
+    cause = str(error).strip().splitlines()[0][:160] if str(error).strip() else type(error).__name__
+    print(f"train: process {context.rank} of {context.world_size} stopped: {lost} of this run is gone ({cause}); "
+          "start every process again with --resume", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(1)
 
 
 def run_agent(config_path: Path, config: TrainConfig) -> int:

@@ -57,7 +57,7 @@ from trainspeed.train.batch_schedule import (
     run_length,
     window_step_time,
 )
-from trainspeed.train.checkpoint import capture_rng_states, save_checkpoint
+from trainspeed.train.checkpoint import capture_rng_states, make_checkpoint_latest, save_checkpoint
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.distributed import Collectives, RankContext
 from trainspeed.train.evaluation import can_evaluate, evaluate
@@ -75,7 +75,7 @@ from trainspeed.train.lr_schedule import (
 from trainspeed.train.metrics import MetricsLog, StepWindow, reduce_window
 from trainspeed.train.parallel import make_data_parallel
 from trainspeed.train.progress import ProgressBar
-from trainspeed.train.resume import RankParts, restore
+from trainspeed.train.resume import RankParts, read_plan, restore
 from trainspeed.train.rows import (
     BatchSwitchRecord,
     EvalRecord,
@@ -364,6 +364,8 @@ class RankTrainer:
                 warmup_samples=warmup_samples(config.lr, total, start))
         if self.context.is_main:
             print(self.learning_rates.line(), flush=True)
+        if self.layout.program_spans_processes and config.resume:
+            self._check_same_start(read_plan(config.run_dir).step)
         restored = restore(config.run_dir, self._resumed_parts()) if config.resume else None
         # A run started from another run's checkpoint loads it unless it continues from its own.
         self.started_from = (start_from(config, self.trainable if restored is None else None)
@@ -380,6 +382,18 @@ class RankTrainer:
         # TensorBoard hides what a killed run logged after the checkpoint this run resumes from.
         purge_step = None if restored is None else restored.step + 1
         self.metrics = MetricsLog(config.run_dir, enabled=self.context.is_main, purge_step=purge_step)
+
+    def _check_same_start(self, step: int) -> None:
+        """The processes of one program over several hosts continue from one step, each from its own
+        copy of the checkpoint (step 0: none); UsageError where their resume plans differ (a process
+        killed between writing its copy and pointing `latest` at it), before any of them loads one
+        (loading puts the state on every process's devices, which all of them take part in)."""
+        lowest, highest = -self.collectives.max([-float(step)])[0], self.collectives.max([float(step)])[0]
+        if lowest != highest:
+            said = " to ".join("no checkpoint" if value == 0 else f"step {value:.0f}" for value in (lowest, highest))
+            raise UsageError(f"train: the run's processes would continue from different checkpoints ({said}); give "
+                             "every process's run folder the same latest checkpoint (process 0's checkpoints folder "
+                             "holds every step it wrote), then --resume again")
 
     @property
     def global_batch(self) -> int:
@@ -475,11 +489,15 @@ class RankTrainer:
         if self.meter is not None:
             rank_part["noise_scale"] = self.meter.state()
         parts = self.collectives.gather_objects(rank_part)
-        if self.context.is_main:
+        each_process = self.layout.program_spans_processes  # each holds the whole state: each keeps a copy
+        if self.context.is_main or each_process:
             payload = checkpoint_payload(self.config, self.state, self.trainable, self.schedulers, parts,
                                          clock.totals(time.perf_counter()), self.tracker, self.plan)
-            save_checkpoint(self.config.run_dir, self.state.step, payload, keep=self.config.keep_checkpoints)
+            save_checkpoint(self.config.run_dir, self.state.step, payload, keep=self.config.keep_checkpoints,
+                            make_latest=not each_process)
         self.collectives.barrier()
+        if each_process:
+            make_checkpoint_latest(self.config.run_dir, self.state.step, keep=self.config.keep_checkpoints)
 
     def validate(self, clock: RunClock) -> EvalRecord | None:
         """Validate, and watch the record for the --until goal (`reached_now` turns True at the

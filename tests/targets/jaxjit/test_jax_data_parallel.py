@@ -35,8 +35,13 @@ GLOBAL_BATCH, STEPS, TOLERANCE = 32, 6, 1e-3
 
 def trained(workload: str, size: str, devices: int, out: Path, target: str = "jax:jit:fp32") -> dict[str, torch.Tensor]:
     """The parameters a run over `devices` devices ends with (its last checkpoint's)."""
+    return trained_steps(workload, size, devices, out, STEPS, target)
+
+
+def trained_steps(workload: str, size: str, devices: int, out: Path, steps: int, target: str = "jax:jit:fp32"
+                  ) -> dict[str, torch.Tensor]:
     run_ok("train", "--workload", workload, "--size", size, "--target", target, "--synthetic-data",
-           "--nproc", str(devices), "--batch-size-per-device", str(GLOBAL_BATCH // devices), "--steps", str(STEPS),
+           "--nproc", str(devices), "--batch-size-per-device", str(GLOBAL_BATCH // devices), "--steps", str(steps),
            "--seed", "0", "--out", str(out), path=(EXAMPLES,), timeout=600)
     return last_checkpoint(out)
 
@@ -182,3 +187,95 @@ def test_more_devices_than_jax_has_is_one_line(tmp_path: Path) -> None:
     assert "train: --nproc 4, but JAX sees 2 local devices here; use --nproc 2 or fewer" in result.stderr, result.stderr
     assert not (tmp_path / "run" / "checkpoints").exists()
 
+
+
+def test_a_process_killed_stops_the_other_and_resume_ends_where_one_device_ends(tmp_path: Path) -> None:
+    """kill -9 of process 1 of 2 after their first checkpoint: process 0 stops within its collective
+    timeout and says which process it lost; both commands again with --resume end with the
+    parameters one device ends with at the same global batch, each from its own run folder."""
+    import os
+    import signal
+    import time
+
+    steps, timeout_s = 40, 10
+    one = trained_steps("mahjong", "tiny", 1, tmp_path / "one", steps)
+    endpoint = f"127.0.0.1:{_free_port()}"
+
+    def command(rank: int, *extra: str) -> list[str]:
+        return trainspeed_argv(
+            "train", "--workload", "mahjong", "--size", "tiny", "--target", "jax:jit:fp32", "--synthetic-data",
+            "--nproc", "4", "--nnodes", "2", "--rdzv-backend", "static", "--node-rank", str(rank),
+            "--rdzv-endpoint", endpoint, "--collective-timeout-s", str(timeout_s), "--checkpoint-every", "2",
+            "--batch-size-per-device", str(GLOBAL_BATCH // 8), "--steps", str(steps), "--seed", "0",
+            "--no-progress", "--out", str(tmp_path / f"process{rank}"), *extra)
+
+    processes = [start_child(command(rank), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True) for rank in (0, 1)]
+    try:
+        latest = tmp_path / "process1" / "checkpoints" / "latest"
+        deadline = time.monotonic() + 300
+        while not latest.exists() and time.monotonic() < deadline and processes[1].poll() is None:
+            time.sleep(0.01)
+        os.killpg(processes[1].pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        output0 = processes[0].communicate(timeout=timeout_s + 120)[0]
+        stopped_after = time.monotonic() - killed_at
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(30)
+    assert processes[0].returncode == 1 and not (tmp_path / "process0" / "summary.json").exists()
+    assert stopped_after < timeout_s + 90, stopped_after
+    said = [line for line in output0.splitlines() if line.startswith("train: process 0 of 2 stopped: ")]
+    assert len(said) == 1 and "process 1 of this run is gone" in said[0] and said[0].endswith(
+        "start every process again with --resume"), output0[-2000:]
+
+    resumed = [start_child(command(rank, "--resume"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for rank in (0, 1)]
+    outputs = [process.communicate(timeout=600)[0] for process in resumed]
+    assert [process.returncode for process in resumed] == [0, 0], outputs
+    summary = json.loads((tmp_path / "process0" / "summary.json").read_text())
+    assert 0 < summary["first_step"] < summary["last_step"] == steps
+    movement = float((flat(one) - flat(built("mahjong", "tiny"))).norm())
+    finished = last_checkpoint(tmp_path / "process0")
+    assert float((flat(finished) - flat(one)).norm()) <= TOLERANCE * movement
+
+
+def test_processes_whose_checkpoints_differ_refuse_to_resume_in_one_line(tmp_path: Path) -> None:
+    """Process 1's run folder lost its checkpoints (copied from elsewhere, or a kill between
+    writing its copy and pointing at it): both processes refuse the resume before any step,
+    rather than continue from different steps."""
+    import shutil
+
+    endpoint = f"127.0.0.1:{_free_port()}"
+
+    def run_both(*extra: str) -> list[subprocess.CompletedProcess]:
+        def command(rank: int) -> list[str]:
+            return trainspeed_argv(
+                "train", "--workload", "mahjong", "--size", "tiny", "--target", "jax:jit:fp32", "--synthetic-data",
+                "--nproc", "4", "--nnodes", "2", "--rdzv-backend", "static", "--node-rank", str(rank),
+                "--rdzv-endpoint", endpoint, "--collective-timeout-s", "60", "--checkpoint-every", "2",
+                "--batch-size-per-device", "2", "--no-progress", "--seed", "0",
+                "--out", str(tmp_path / f"process{rank}"), *extra)
+        started = [start_child(command(rank), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   for rank in (0, 1)]
+        try:
+            outputs = [process.communicate(timeout=300) for process in started]
+        finally:
+            for process in started:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait(30)
+        return [subprocess.CompletedProcess(process.args, process.returncode, out, err)
+                for process, (out, err) in zip(started, outputs)]
+
+    first = run_both("--steps", "2")
+    assert [result.returncode for result in first] == [0, 0], [result.stderr[-2000:] for result in first]
+    shutil.rmtree(tmp_path / "process1" / "checkpoints")
+    resumed = run_both("--steps", "4", "--resume")
+    refusal = ("train: the run's processes would continue from different checkpoints (no checkpoint to step 2); "
+               "give every process's run folder the same latest checkpoint")
+    for result in resumed:
+        assert result.returncode != 0 and refusal in result.stderr.strip().splitlines()[-1], result.stderr[-2000:]
+    assert (tmp_path / "process0" / "checkpoints" / "step-000000002.pt").exists()
