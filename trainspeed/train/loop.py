@@ -392,8 +392,8 @@ class RankTrainer:
         if lowest != highest:
             said = " to ".join("no checkpoint" if value == 0 else f"step {value:.0f}" for value in (lowest, highest))
             raise UsageError(f"train: the run's processes would continue from different checkpoints ({said}); give "
-                             "every process's run folder the same latest checkpoint (process 0's checkpoints folder "
-                             "holds every step it wrote), then --resume again")
+                             "every process's run folder the same latest checkpoint (copy one process's checkpoints folder "
+                             "to the others), then --resume again")
 
     @property
     def global_batch(self) -> int:
@@ -467,8 +467,9 @@ class RankTrainer:
         return open_loader(self.workload, self.config, self.layout, self.target, "val", per_device)
 
     def _evaluated_trainable(self) -> Trainable | None:
-        """What validation runs on: the trained networks; or, where they live on a remote server,
-        a host copy of the workload that each validation loads the server's weights into."""
+        """What validation runs on: the trained networks; or, where they live on a remote server or
+        their program spans processes (`Layout.program_spans_processes`), a host copy of the
+        workload that each validation loads the trained weights into."""
         if can_evaluate(self.trainable) and not self.layout.program_spans_processes:
             return self.trainable
         if self.target.gradients_here:

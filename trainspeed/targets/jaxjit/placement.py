@@ -30,8 +30,9 @@ spans every process's devices (`jax.devices()`, each process's own contiguous on
 and each process puts only its own part of the global batch, read by its own loader, on its own
 devices (`jax.make_array_from_process_local_data`): no process holds the global batch. The state
 is replicated on every device of every process, so each process reads its own copy on the host.
-On a CPU the processes' collectives go over gloo. A process that stops sending heartbeats for the
-run's collective timeout stops the others (JAX's runtime ends them, naming the process).
+On a CPU the processes' collectives go over gloo. A process whose peer is gone stops with one line
+(`trainspeed.train.launch`); one that stops sending heartbeats for the run's collective timeout is
+taken for dead by JAX's runtime, which ends the others.
 """
 
 from __future__ import annotations
@@ -67,13 +68,6 @@ class Placement:
         import jax
 
         return self.mesh is not None and jax.process_count() > 1
-
-    @property
-    def local_devices(self) -> int:
-        """This process's devices on the mesh."""
-        import jax
-
-        return self.devices // jax.process_count() if self.spans_processes else self.devices
 
     def _replicated(self) -> Any:
         from jax.sharding import NamedSharding, PartitionSpec
