@@ -1934,12 +1934,10 @@ TPU_CLAIMS: dict[str, Claim] = {
     "tpu: stylegan3's heading": Claim(TPU, _tpu_sg3_heading),
 }
 CLAIMS.update(TPU_CLAIMS)
-CLAIMS.update({f"tpu models: {workload} {target} {batch}": Claim(TPU, _models_table_row(label, options, workload, target,
-                                                                                     batch, run))
-               for label, options, workload, target, batch, run in MODELS_TABLE})
-CLAIMS.update({f"tpu models, depthwise: {workload} {target} {batch}": Claim(TPU, _models_table_row(label, options, workload, target,
-                                                                                     batch, run))
-               for label, options, workload, target, batch, run in DEPTHWISE_TABLE})
+CLAIMS.update({f"{name}: {workload} {target} {batch}": Claim(TPU, _models_table_row(label, options, workload, target,
+                                                                                  batch, run))
+               for name, table in (("tpu models", MODELS_TABLE), ("tpu models, depthwise", DEPTHWISE_TABLE))
+               for label, options, workload, target, batch, run in table})
 CLAIMS.update({"targets: recurrent layers on this CPU": Claim("targets.md", _targets_recurrent),
                "targets: a scanned ViT's compile on this CPU": Claim("targets.md", _targets_scan_compile)})
 CLAIMS.update({f"tpu models in bf16: {workload} {target} {batch}": Claim(TPU, _models_table_row(label, options, workload,

@@ -59,6 +59,17 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def process_command(workload: str, size: str, target: str, processes: int, devices_each: int, rank: int,
+                    endpoint: str, out: Path, *extra: str) -> list[str]:
+    """`train` arguments of process `rank` of `processes`, `devices_each` host devices each, at the
+    global batch GLOBAL_BATCH, into `out/process{rank}`."""
+    return ["train", "--workload", workload, "--size", size, "--target", target, "--synthetic-data",
+            "--nproc", str(devices_each), "--nnodes", str(processes), "--rdzv-backend", "static",
+            "--node-rank", str(rank), "--rdzv-endpoint", endpoint,
+            "--batch-size-per-device", str(GLOBAL_BATCH // (processes * devices_each)), "--seed", "0",
+            "--out", str(out / f"process{rank}"), *extra]
+
+
 def trained_on_processes(workload: str, size: str, processes: int, devices_each: int, out: Path,
                          target: str = "jax:jit:fp32") -> dict[str, torch.Tensor]:
     """The parameters `processes` commands of `devices_each` host devices each end with, one
@@ -66,11 +77,8 @@ def trained_on_processes(workload: str, size: str, processes: int, devices_each:
     endpoint = f"127.0.0.1:{_free_port()}"
 
     def command(rank: int) -> list[str]:
-        return ["train", "--workload", workload, "--size", size, "--target", target, "--synthetic-data",
-                "--nproc", str(devices_each), "--nnodes", str(processes), "--rdzv-backend", "static",
-                "--node-rank", str(rank), "--rdzv-endpoint", endpoint, "--collective-timeout-s", "60",
-                "--batch-size-per-device", str(GLOBAL_BATCH // (processes * devices_each)), "--steps", str(STEPS),
-                "--seed", "0", "--out", str(out / f"process{rank}")]
+        return process_command(workload, size, target, processes, devices_each, rank, endpoint, out,
+                               "--collective-timeout-s", "60", "--steps", str(STEPS))
 
     others = [start_child(trainspeed_argv(*command(rank)), path=(EXAMPLES,), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True) for rank in range(1, processes)]
@@ -188,7 +196,6 @@ def test_more_devices_than_jax_has_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
-
 def test_a_process_killed_stops_the_other_and_resume_ends_where_one_device_ends(tmp_path: Path) -> None:
     """kill -9 of process 1 of 2 after their first checkpoint: process 0 stops within its collective
     timeout and says which process it lost; both commands again with --resume end with the
@@ -204,12 +211,9 @@ def test_a_process_killed_stops_the_other_and_resume_ends_where_one_device_ends(
     endpoint = f"127.0.0.1:{_free_port()}"
 
     def command(rank: int, *extra: str) -> list[str]:
-        return trainspeed_argv(
-            "train", "--workload", "mahjong", "--size", "tiny", "--target", "jax:jit:fp32", "--synthetic-data",
-            "--nproc", "4", "--nnodes", "2", "--rdzv-backend", "static", "--node-rank", str(rank),
-            "--rdzv-endpoint", endpoint, "--collective-timeout-s", str(timeout_s), "--checkpoint-every", "2",
-            "--batch-size-per-device", str(GLOBAL_BATCH // 8), "--steps", str(steps), "--seed", "0",
-            "--no-progress", "--out", str(tmp_path / f"process{rank}"), *extra)
+        return trainspeed_argv(*process_command(
+            "mahjong", "tiny", "jax:jit:fp32", 2, 4, rank, endpoint, tmp_path, "--collective-timeout-s",
+            str(timeout_s), "--checkpoint-every", "2", "--steps", str(steps), "--no-progress", *extra))
 
     processes = [start_child(command(rank), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True) for rank in (0, 1)]
@@ -255,4 +259,3 @@ def test_a_process_killed_stops_the_other_and_resume_ends_where_one_device_ends(
     for process, error in zip(refused, errors):
         assert process.returncode != 0 and refusal in error.strip().splitlines()[-1], error[-2000:]
     assert json.loads((tmp_path / "process0" / "summary.json").read_text())["last_step"] == steps
-

@@ -57,17 +57,14 @@ class Placement:
     mesh: Any = None
     shard_state: bool = False
     """Split each state array over the data axis (`state_spec`) instead of copying it to every device."""
+    spans_processes: bool = False
+    """The mesh holds other processes' devices too (`join_processes`): each process puts its own part
+    of a batch (`put_batch`). Fixed when the mesh is made, not asked of JAX at every step."""
 
     @property
     def devices(self) -> int:
         return 1 if self.mesh is None else int(self.mesh.devices.size)
 
-    @property
-    def spans_processes(self) -> bool:
-        """Whether the mesh holds other processes' devices too (`join_processes`)."""
-        import jax
-
-        return self.mesh is not None and jax.process_count() > 1
 
     def _replicated(self) -> Any:
         from jax.sharding import NamedSharding, PartitionSpec
@@ -224,7 +221,7 @@ def data_parallel(devices: int, shard_state: bool = False) -> Placement:
             raise UsageError(f"train: with --nnodes, --nproc is every device of each host, and JAX sees {len(local)} "
                              f"here; use --nproc {len(local)}")
         ordered = sorted(jax.devices(), key=lambda device: (device.process_index, device.id))
-        return Placement(Mesh(np.array(ordered), (DATA_AXIS,)))
+        return Placement(Mesh(np.array(ordered), (DATA_AXIS,)), spans_processes=True)
     return Placement(Mesh(np.array(local[:devices]), (DATA_AXIS,)), shard_state=shard_state)
 
 
