@@ -106,7 +106,7 @@ def compile_for_slice(args: argparse.Namespace) -> dict[str, Any]:
     from trainspeed.jaxrt import loop_trip_counts
     from trainspeed.targets import get_target
     from trainspeed.targets.jaxjit.functional import FunctionalStep, host_batch_arrays
-    from trainspeed.targets.jaxjit.placement import DATA_AXIS, Placement
+    from trainspeed.jaxrt.placement import DATA_AXIS, Placement
     from trainspeed.workloads import get_workload, resolve_size
 
     topology = topologies.get_topology_desc(topology_name=args.topology, platform="tpu")

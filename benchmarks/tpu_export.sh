@@ -53,5 +53,10 @@ export_once like/base_bf16 --workload mahjong --size base --target jax:jit:bf16 
 export_once like/base_fast_bf16 --workload mahjong --size base-fast --target jax:jit:bf16 --batch-sizes 64,256,4096
 export_once hf_gpt2_bf16 --workload hf:gpt2 --size base --target jax:jit:bf16 --batch-sizes 8,16,32
 export_once timm_resnet50_bf16 --workload timm:resnet50 --size base --target jax:jit:bf16 --batch-sizes 32,64,128
+# the step exported for a mesh of one device beside the same step with no mesh (tpu_session.sh mesh)
+mkdir -p .tpu/mesh
+export_once mesh/base_bf16 --workload mahjong --size base --target jax:jit:bf16 --batch-sizes 64,1024,4096 --batch-rows 1024
+export_once mesh/base_bf16_x1 --workload mahjong --size base --target jax:jit:bf16 --batch-sizes 64,1024,4096 \
+    --batch-rows 1024 --devices 1
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 --implementation cp \
     --platform manylinux2014_x86_64 -d .whl-tpu dacite==1.9.2 flatbuffers==25.12.19 optax==0.2.8 absl-py==2.5.1 psutil==7.2.2

@@ -32,6 +32,10 @@
 #        an fp32 residual stream, XLA's attention) beside the bf16 peer, and `base-fast` (a bf16 stream) beside the
 #        peer given that switch (`--precision bf16-stream`), at 64, 256 and 4096 (LIKE_SIZES), one run id; the
 #        folders are .tpu/like/base_bf16 and base_fast_bf16 (tpu_export.sh)
+#   bash benchmarks/tpu_session.sh mesh OUT_DIR      Mahjong base bf16 exported for a mesh of one device
+#        (`export --devices 1`: the data-parallel program, its batch and state laid on the mesh) beside the
+#        same step with no mesh, at 64, 1024 and 4096, in the order plain, mesh, mesh, plain (one run id:
+#        the ratio pairs rows of one call); folders .tpu/mesh/base_bf16 and base_bf16_x1 (tpu_export.sh)
 #   bash benchmarks/tpu_session.sh all OUT_DIR       mahjong, then named (one call of a borrowed chip)
 # Every output line is stamped with the time of day, so a log says how long each compile took.
 set -euo pipefail
@@ -70,6 +74,12 @@ attention() {
     done
     for folder in base_fp32 base_packed_fp32; do
         limited "${ATTN_FP32_LIMIT_S:-65}" "$folder" $command .tpu/attention/$folder --batch-sizes 4096
+    done
+}
+mesh() {
+    local rows=$out/tpu_mesh_one_device.jsonl folder
+    for folder in base_bf16 base_bf16_x1 base_bf16_x1 base_bf16; do
+        bench --exported .tpu/mesh/$folder --out "$rows" 2>&1 | stamp
     done
 }
 fused() {  # precision, then the folders' size names (each with its own limit, FUSED_LIMIT_S)
@@ -131,9 +141,10 @@ attention) attention ;;
 fused-bf16) fused bf16 ${FUSED_FOLDERS:-base_fast_bf16 base_fast_fused_bf16} ;;
 fused-fp32) fused fp32 ${FUSED_FOLDERS:-base_fp32 base_fused_fp32} ;;
 like-for-like) like_for_like ;;
+mesh) mesh ;;
 stylegan3) stylegan3 ;;
 stylegan3-b8) stylegan3_b8 ;;
 stylegan3-b32) stylegan3_b32 ;;
 all) mahjong; named ;;
-*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|attention|fused-bf16|fused-fp32|like-for-like|stylegan3|stylegan3-b8|stylegan3-b32|all OUT_DIR" >&2; exit 2 ;;
+*) echo "usage: bash benchmarks/tpu_session.sh mahjong|named|profile|attention|fused-bf16|fused-fp32|like-for-like|mesh|stylegan3|stylegan3-b8|stylegan3-b32|all OUT_DIR" >&2; exit 2 ;;
 esac

@@ -60,13 +60,14 @@ def _share(achieved: float, peak: float | None, source: str | None) -> tuple[flo
     return (None, refused) if refused else (achieved / peak, None)
 
 
-def with_flops(row: ResultRow, flops_per_sample: float, peaks: Peaks) -> ResultRow:
-    """Achieved TFLOP/s, MFU against the chosen peak, and the measured peak with the MFU against it
-    beside. A peak below the achieved rate is refused: the row keeps its samples/s and says why it
-    has no MFU, rather than claiming more than 100%."""
+def with_flops(row: ResultRow, flops_per_sample: float, peaks: Peaks, devices: int = 1) -> ResultRow:
+    """Achieved TFLOP/s per device (the row's rate over its `devices`), MFU against the chosen
+    peak (one device's), and the measured peak with the MFU against it beside. A peak below the
+    achieved rate is refused: the row keeps its samples/s and says why it has no MFU, rather than
+    claiming more than 100%."""
     if row.samples_per_s is None:
         return row
-    achieved = row.samples_per_s * flops_per_sample / 1e12
+    achieved = row.samples_per_s * flops_per_sample / 1e12 / devices
     peak, source = peaks.chosen()
     mfu, refused = _share(achieved, peak, source)
     nominal = peaks.nominal if source == "nominal" else None

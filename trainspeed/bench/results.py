@@ -121,6 +121,7 @@ class ResultRow:
     mfu_flops_source: str | None = None
     """Which of the two flops_per_sample is: "declared". None in rows written before the check."""
     achieved_tflops: NonNegative | None = None
+    """TFLOP/s per device: samples/s x flops_per_sample, over `devices` where a step ran on several."""
     peak_tflops: NonNegative | None = None
     """The peak MFU divides by, as peak_tflops_source says which."""
     peak_tflops_source: str | None = None
@@ -189,6 +190,10 @@ class ResultRow:
     micro_batches: int | None = None
     """Exported steps: how many equal slices of the batch each step accumulated its gradient over
     before its update (`export --micro-batch-size`); None: the batch in one pass."""
+    devices: Batch | None = None
+    """Exported steps of `export --devices N`: the devices of the mesh each step ran over, data
+    parallel (batch_size is the global batch, batch_size / N each device's; MFU is per device, and
+    program_flops, bytes and memory are one device's program). None: one device, no mesh."""
     program_flops: NonNegative | None = None
     """JAX targets and exported steps: the FLOPs of one step as XLA counts its compiled program; for
     an exported step of several programs (a phased workload's, one per list of phases), their mean
@@ -234,9 +239,11 @@ class ResultRow:
 
     @property
     def series(self) -> str:
-        """The name of this row's line in tables and plots: the target, plus the feed when the
-        steps were host-fed and the noise-scale meter when they measured it."""
-        name = self.target if self.feed in (None, "device") else f"{self.target} {self.feed}-fed"
+        """The name of this row's line in tables and plots: the target, plus its mesh's devices
+        where it ran on one (`export --devices N`), the feed when the steps were host-fed and the
+        noise-scale meter when they measured it."""
+        target = self.target if self.devices is None else f"{self.target} mesh x{self.devices}"
+        name = target if self.feed in (None, "device") else f"{target} {self.feed}-fed"
         return name if self.noise_scale is None else f"{name} +noise-scale"
 
     @property

@@ -41,6 +41,11 @@ def add_export_command(subparsers: argparse._SubParsersAction) -> None:
                         help="samples of the synthetic batch the folder carries for `bench --exported` (default: the "
                         "largest batch size); a larger batch size repeats them in order (224 px images take 150 KB a "
                         "sample, which a size of 256 makes 38 MB)")
+    parser.add_argument("--devices", type=POSITIVE.parser(int), default=None, metavar="N",
+                        help="trace every program for a mesh of N devices, data parallel: each batch split over them, "
+                        "the state copied to each, the gradient's all-reduce in the program; the host that runs it "
+                        "needs N devices (a TPU v5e-8 host: 8; N must divide every batch size; default: one device, "
+                        "no mesh). On a CPU the export makes N host devices itself")
     parser.add_argument("--seed", type=seed_value, default=0, help="seed of the model and the exported batch")
     parser.add_argument("--out", type=Path, required=True, help="a new folder to write")
     parser.set_defaults(handler=run_export)
@@ -52,11 +57,13 @@ def run_export(args: argparse.Namespace) -> int:
     manifest = export_steps(args.workload, args.size, args.target, args.platform, list(args.batch_sizes), args.out,
                             seed=args.seed, command=args.command_line,
                             initial_state=args.initial_state, noise_scale_micro_batches=args.noise_scale_micro_batches,
-                            micro_batch_size=args.micro_batch_size, batch_rows=args.batch_rows)
+                            micro_batch_size=args.micro_batch_size, batch_rows=args.batch_rows,
+                            devices=args.devices)
     sizes = ",".join(str(size) for size in manifest.batch_sizes)
     print(f"exported {manifest.workload}/{manifest.size} {manifest.target} for {','.join(manifest.platforms)}: "
           f"batch sizes {sizes}, {len(manifest.state)} state leaves"
           f"{f', each also in {args.noise_scale_micro_batches} slices' if args.noise_scale_micro_batches > 1 else ''}"
           f"{f', in micro-batches of {args.micro_batch_size}' if args.micro_batch_size else ''}"
+          f"{f', each over {args.devices} device' + ('s' if args.devices > 1 else '') if args.devices else ''}"
           f" -> {args.out}")
     return 0

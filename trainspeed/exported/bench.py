@@ -72,13 +72,11 @@ class ExportedDevice:
 def _batch_source(steps: ExportedSteps, batch_size: int, feed: str) -> tuple[Callable[[], list[Any]], int]:
     """Each step's batch and the host-to-device bytes it copies: the device feed puts one batch on
     the device once; the host feed copies the host batch inside every timed step."""
-    import jax
-
     host = steps.host_batch(batch_size)
     if feed == "device":
-        placed = [jax.device_put(column, jaxrt.device()) for column in host]
+        placed = steps.on_devices(host)
         return (lambda: placed), 0
-    return (lambda: [jax.device_put(column, jaxrt.device()) for column in host]), sum(c.nbytes for c in host)
+    return (lambda: steps.on_devices(host)), sum(c.nbytes for c in host)
 
 
 def batch_sizes_of(config: BenchConfig, steps: ExportedSteps, given: bool) -> list[int]:
@@ -125,6 +123,7 @@ def run_exported_bench(config: BenchConfig, batch_sizes_given: bool) -> list[Res
                 mfu_flops_source="declared", device_name=jaxrt.device_name(), jax_versions=jaxrt.versions(),
                 exported=f"{config.exported} (manifest sha256 {manifest_sha[:16]})", command=config.command,
                 machine=Machine.at_start(), micro_batches=_micro_batches(manifest, batch_size),
+                devices=manifest.devices,
             )
             if feed in out_of_memory_at:
                 row = dataclasses.replace(base, error=f"batch {out_of_memory_at[feed]} already ran out of memory")
@@ -135,7 +134,7 @@ def run_exported_bench(config: BenchConfig, batch_sizes_given: bool) -> list[Res
             if row.is_measured and peaks.wants_measured:
                 dtype = "bfloat16" if manifest.precision == "bf16" else "float32"
                 peaks = dataclasses.replace(peaks, measured=jaxrt.peak_matmul_tflops(dtype, jaxrt.probe_size()))
-            row = with_flops(row, manifest.flops_per_sample, peaks)
+            row = with_flops(row, manifest.flops_per_sample, peaks, manifest.program_devices)
             append_row(config.out, row)
             rows.append(row)
     return rows

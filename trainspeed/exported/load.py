@@ -16,8 +16,25 @@ from trainspeed.exported.manifest import BATCH_FILE, STATE_FILE, Manifest, Slice
 from trainspeed.exported.npz_arrays import Expected, read_npz
 from trainspeed.exported.signatures import EVAL, SLICED, TRAIN, check_signature
 from trainspeed.exported.stored_arrays import leaf_key, restored, stored_dtype
+from trainspeed.jaxrt.placement import Placement, data_parallel, one_device, start_devices
 
 EXPORT_AGAIN = "export the step again"
+
+
+def _placement(manifest: Manifest, folder: Path) -> Placement:
+    """One device, or a mesh of the manifest's devices: on a CPU, JAX is asked for that many host
+    devices before it starts; a host with fewer is one line."""
+    if manifest.devices is None:
+        return one_device()
+    try:
+        start_devices(manifest.devices)
+        return data_parallel(manifest.devices)
+    except UsageError:
+        import jax
+
+        raise UsageError(f"--exported {folder}: its programs run over {manifest.devices} devices (export --devices "
+                         f"{manifest.devices}), and JAX sees {len(jax.local_devices())} here; run it on a host with "
+                         f"{manifest.devices}, or export it again with --devices {len(jax.local_devices())}") from None
 
 
 @dataclass
@@ -31,14 +48,22 @@ class ExportedSteps:
     """The npz files read so far (every configuration starts from the same state and batch)."""
     deserialized: dict[str, Any] = field(default_factory=dict)
     """The artifacts read and checked so far, by file name."""
+    placement: Placement = field(default_factory=one_device)
+    """This machine's device, or a mesh of the folder's devices (`export --devices N`)."""
 
     @classmethod
     def open(cls, folder: Path, workload: str | None = None) -> "ExportedSteps":
         import jax
 
         manifest = read_manifest(folder)
+        placement = _placement(manifest, folder)
         check_runtime(manifest, folder, jax.__version__, jaxrt.device().platform, workload)
-        return cls(folder, manifest)
+        return cls(folder, manifest, placement=placement)
+
+    def on_devices(self, columns: list[Any]) -> list[Any]:
+        """A batch's host columns on the device, or split over the mesh's devices (each its slice)."""
+        placed = self.placement.put_batch(dict(enumerate(columns)))
+        return [placed[index] for index in range(len(columns))]
 
     def file(self, name: str, sha256: str) -> bytes:
         """A file the manifest names, its size and sha256 checked (`read_checked`)."""
@@ -72,7 +97,7 @@ class ExportedSteps:
         leaves = []
         for index, leaf in enumerate(self.manifest.state):
             if leaf.source == "file":
-                leaves.append(jax.device_put(arrays[index], jaxrt.device()))
+                leaves.append(arrays[index])
                 continue
             with jax.default_device(jaxrt.device()):
                 if leaf.source == "zeros":
@@ -83,7 +108,7 @@ class ExportedSteps:
                     draw = jax.random.normal(jax.random.fold_in(key, index), leaf.shape, jnp.float32)
                     value = (draw * leaf.std + leaf.mean).astype(leaf.dtype)
             leaves.append(value)
-        return leaves
+        return self.placement.put_state(leaves)
 
     def stored_batch(self) -> list[Any]:
         """The columns batch.npz holds (`batch_rows` samples), on the host, in column order: each

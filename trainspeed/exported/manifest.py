@@ -208,6 +208,16 @@ class Manifest:
     """A phased workload's steps (`trainspeed.workloads.phases`): the phases of steps 0, 1, 2, ...,
     repeating with this list's length, each the name of a program in `Program.phase_programs`
     (StyleGAN3: "G+D+R1" then fifteen "G+D"). Empty: every step runs `train_file`."""
+    devices: int | None = None
+    """`export --devices N`: every program was traced for a mesh of N devices, each batch split over
+    its `data` axis and the state copied to every device (data parallel, XLA's all-reduce in the
+    program); the host that runs it needs N devices. None: a program of one device, with no mesh
+    (exported before: all)."""
+
+    @property
+    def program_devices(self) -> int:
+        """The devices every program takes (1 where it was exported with no mesh)."""
+        return self.devices or 1
 
     def phases_of_step(self, step: int) -> str | None:
         """The phases step number `step` runs (None: a step of one backward())."""

@@ -40,6 +40,8 @@ MAX_PROGRAM_BYTES = (1 << 31) - 1
 """A jax.export artifact is one flatbuffer, which cannot exceed 2 GiB."""
 ZIP_RECORDS_MAX = 1024
 """The zip records of one npz member (local and central headers, zip64 extras, its name)."""
+MAX_DEVICES = 1 << 16
+"""More devices than any TPU slice has: a mesh's size is checked before a runtime is asked for it."""
 SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -163,6 +165,11 @@ def _programs(manifest: Manifest) -> Iterator[str]:
             yield problem
     if sizes and not 1 <= manifest.batch_rows <= max(sizes):
         yield f"batch_rows {manifest.batch_rows} is not one of 1..{max(sizes)} (the largest batch size)"
+    if manifest.devices is not None:
+        if not 1 <= manifest.devices <= MAX_DEVICES:
+            yield f"devices {manifest.devices} is not one of 1..{MAX_DEVICES} (or null: one device, no mesh)"
+        elif any(size % manifest.devices for size in sizes):
+            yield f"devices {manifest.devices} does not divide every batch size ({','.join(map(str, sizes))})"
 
 
 def _training(manifest: Manifest) -> Iterator[str]:

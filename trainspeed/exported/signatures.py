@@ -89,8 +89,9 @@ def check_signature(exported: Any, manifest: Manifest, kind: str, batch_size: in
     if tuple(exported.platforms) != tuple(manifest.platforms):
         raise UsageError(f"{what}: lowered for {','.join(exported.platforms)}, and the manifest says "
                          f"{','.join(manifest.platforms)}; export the step again")
-    if exported.nr_devices != 1:
-        raise UsageError(f"{what}: a program of {exported.nr_devices} devices; export the step again (one device)")
+    if exported.nr_devices != manifest.program_devices:
+        raise UsageError(f"{what}: a program of {exported.nr_devices} devices, and the manifest says "
+                         f"{manifest.program_devices}; export the step again")
     problem = _mismatch(exported.in_avals, expected_inputs(manifest, kind, batch_size), "input") or \
         _mismatch(exported.out_avals, expected_outputs(manifest, kind, networks), "output")
     if problem is not None:

@@ -13,7 +13,9 @@ the batch sizes. The noise-scale meter runs where the folder holds a step in sli
 `--noise-scale-every` runs that program over a random partition of its batch (NumPy's, drawn from
 the seed and the measurements so far), and the same moving averages as the torch trainer's
 (`trainspeed.gradients.noise_averages`) give the same rows and summary fields, which `plan` reads.
-Gradient accumulation, a growing batch, several devices or another target are refused in one line.
+A folder exported for N devices (`export --devices N`) trains over a mesh of N devices, each
+step's batch (N x `--batch-size-per-device`) split over them; it must find N devices here.
+Gradient accumulation, a growing batch, more ranks or another target are refused in one line.
 Dispatch is asynchronous: the host reads the next batch while the device steps, and the loss is
 read (a sync) once per logged window.
 """
@@ -66,7 +68,8 @@ def refuse_unsupported(config: TrainConfig) -> None:
     taken and silently ignored."""
     batch = config.batch
     asks = [
-        ("--nproc/--nnodes", config.world_size != 1, "one device; several ranks need the jax target where torch is"),
+        ("--nproc/--nnodes", config.world_size != 1, "the devices are the export's (export --devices N); several "
+         "processes need the jax target where torch is"),
         ("--target", config.target != DEFAULTS.target, "the target is the one exported (its precision is in the step)"),
         ("--synthetic-data", config.synthetic_data, "give --data; `bench --exported` times the synthetic batch"),
         ("--batch-schedule", batch.schedule is not None, "the batch is one exported batch size"),
@@ -135,7 +138,7 @@ def _sliced(config: TrainConfig, manifest: Manifest, batch: int, folder: Path) -
 
 
 def _plan(config: TrainConfig, manifest: Manifest, data: ShardSet, folder: Path) -> RunPlan:
-    batch = config.batch_size_per_device
+    batch = config.batch_size_per_device * manifest.program_devices  # the program's batch: every device's
     manifest.program(batch)
     if data.train.num_samples < batch:
         raise UsageError(f"--data {data.folder}: its train split holds {data.train.num_samples} samples, fewer than "
@@ -252,8 +255,6 @@ class ExportedRun:
         """The state on the device: the export's initial state, or the checkpoint `point` with the
         loop's position, clock, goal and noise-scale averages it carries (loaded before anything
         is written: one that does not load is one line)."""
-        import jax
-
         if point is None:
             self.state = self.steps.initial_state()
             return
@@ -267,7 +268,7 @@ class ExportedRun:
             raise UsageError(f"train: cannot resume: {point.path} holds a goal's watch or noise-scale averages that do "
                              f"not load ({type(error).__name__}: {str(error)[:160]}); remove it (and its .sha256) to "
                              "resume from an older one") from None
-        self.state = [jax.device_put(array, jaxrt.device()) for array in point.leaves]
+        self.state = self.steps.placement.put_state(list(point.leaves))
         self.step = self.first_step = position.step
         self.samples = position.samples
         self.totals = dataclasses.replace(position.clock)
@@ -295,7 +296,7 @@ class ExportedRun:
 
         sums: dict[str, Any] = {}
         for batch in self.data.val_batches(self.plan.batch_size, self.config.eval_batches):
-            outputs = self.eval_program(self.state, batch) if self.eval_program is not None else []
+            outputs = self.eval_program(self.state, self.steps.on_devices(batch)) if self.eval_program is not None else []
             for name, value in zip(self.manifest.eval_metrics, outputs):
                 array = np.asarray(value, dtype=np.float64)
                 sums[name] = sums[name] + array if name in sums else array
@@ -347,8 +348,6 @@ class ExportedRun:
     def step_once(self, window: "Window", orders: dict[int, Any]) -> int:
         """One step: read the batch (the host's part), hand it over, dispatch the program (the
         device runs it while the host reads the next); the samples trained before it."""
-        import jax
-
         batch = self.plan.batch_size
         epoch, number = divmod(self.step, self.data.batches_per_epoch(batch))
         if epoch not in orders:
@@ -357,7 +356,7 @@ class ExportedRun:
         read_at = time.perf_counter()
         host_batch = self.data.train_batch(epoch, number, batch, orders[epoch])
         placed_at = time.perf_counter()
-        device_batch = jax.device_put(host_batch, jaxrt.device())
+        device_batch = self.steps.on_devices(host_batch)
         stepped_at = time.perf_counter()
         if self.meter is not None and self.meter.measures(self.step):
             loss = self.measured_step(device_batch)
@@ -454,18 +453,20 @@ class ExportedRun:
         end_to_end = trained / max(wall - paused, 1e-9)
         wait_fraction = self.wait_s / max(wall - paused, 1e-9)
         target = self.manifest.target
+        devices = self.manifest.program_devices
         time_to_target = None
         if self.tracker is not None:
             time_to_target = self.tracker.record(self.totals, step=self.step, samples=self.samples,
-                                                 global_batch=self.plan.batch_size, world_size=1, target=target)
+                                                 global_batch=self.plan.batch_size, world_size=devices, target=target)
             self.write_row(time_to_target)
         rates = dataclasses.asdict(self.plan.rates)
         return RunSummary(
-            workload=self.manifest.workload, size=self.manifest.size, target=target, world_size=1,
-            batch_size_per_device=self.plan.batch_size, global_batch=self.plan.batch_size, synthetic_data=False,
+            workload=self.manifest.workload, size=self.manifest.size, target=target, world_size=devices,
+            batch_size_per_device=self.plan.batch_size // devices, global_batch=self.plan.batch_size,
+            synthetic_data=False,
             num_workers=0, threads=None, first_step=self.first_step, last_step=self.step, samples=self.samples,
             wall_s=max(wall, 1e-9), paused_s=paused, end_to_end_samples_per_s=end_to_end, steady_samples_per_s=steady,
-            samples_per_s_per_device=steady if steady is not None else end_to_end,
+            samples_per_s_per_device=(steady if steady is not None else end_to_end) / devices,
             step_time_s=max(wall - paused, 1e-9) / steps_run, data_wait_fraction=wait_fraction,
             data_wait_fraction_worst_rank=wait_fraction, steady_data_wait_fraction=None,
             h2d_s_per_step=self.h2d_s / steps_run, final_loss=self.last_loss,
@@ -528,7 +529,8 @@ def train_exported(folder: Path, config: TrainConfig) -> int:
             continue_run(run_dir, continuation)
         atomic_write_text(run_dir / CONFIG_FILE, settings.to_json() + "\n")
         record_data(run_dir, data_read)
-        print(f"train: {manifest.workload}/{manifest.size} exported {manifest.target} on {jaxrt.device().device_kind}, "
+        on = jaxrt.device().device_kind + (f" x {manifest.devices}" if manifest.devices else "")
+        print(f"train: {manifest.workload}/{manifest.size} exported {manifest.target} on {on}, "
               f"batch {plan.batch_size}, {plan.total_steps} steps; {plan.rates.line()}", flush=True)
         summary = run.run()
         summary.write(run_dir)

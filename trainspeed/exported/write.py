@@ -44,6 +44,7 @@ from trainspeed.exported.manifest import (
 )
 from trainspeed.exported.out_folder import check_out, write_folder
 from trainspeed.exported.stored_arrays import leaf_key, storable
+from trainspeed.jaxrt.placement import DATA_AXIS, Placement, data_parallel, start_devices
 from trainspeed.targets import check_target_builds, get_target
 from trainspeed.targets.jaxjit import JaxTarget
 from trainspeed.targets.jaxjit.functional import FunctionalStep, host_batch_arrays, refuse_untraceable
@@ -98,17 +99,75 @@ def _flat_sliced(functional: FunctionalStep, names: list[str], columns: list[str
     return train
 
 
-def _exported_step(step: Callable[..., Any], platform: str, specs: tuple, what: str) -> Any:
-    """`step` jitted with its state donated and exported for `platform` at `specs`; a failure to
-    trace or lower is the workload's, in one line."""
+def _exported_step(step: Callable[..., Any], platform: str, specs: tuple, what: str,
+                   placement: Placement | None = None) -> Any:
+    """`step` jitted with its state donated and exported for `platform` at `specs`; on a mesh
+    (`placement`), traced for it, its state (the first argument and output) copied to every device
+    and every other array (the batch, the learning rates, the slices' order) split on its first
+    dimension the batch's size gives, else copied. A failure to trace or lower is the workload's,
+    in one line."""
     import jax
 
     try:
-        return jax.export.export(jax.jit(step, donate_argnums=(0,)), platforms=[platform])(*specs)
+        if placement is None or placement.mesh is None:
+            return jax.export.export(jax.jit(step, donate_argnums=(0,)), platforms=[platform])(*specs)
+        state_specs, batch_specs, *rest = specs
+        shardings = (_replicated(placement, state_specs), _split(placement, batch_specs),
+                     *(_replicated(placement, spec) for spec in rest))
+        whole = _replicated(placement, 0)
+        program = jax.jit(placement.traced_step(step), donate_argnums=(0,), in_shardings=shardings,
+                          out_shardings=(shardings[0], whole))
+        return jax.export.export(program, platforms=[platform])(*specs)
     except Exception as error:  # noqa: BLE001
         if isinstance(error, UsageError):
             raise
         raise refuse_untraceable(error, what) from None
+
+
+def _exported_eval(evaluate: Callable[..., Any], platform: str, specs: tuple, placement: Placement | None) -> Any:
+    """The validation sums exported for `platform`, on a mesh as `_exported_step` lays its step."""
+    import jax
+
+    if placement is None or placement.mesh is None:
+        return jax.export.export(jax.jit(evaluate), platforms=[platform])(*specs)
+    state_specs, batch_specs = specs
+    program = jax.jit(placement.traced(evaluate), in_shardings=(_replicated(placement, state_specs),
+                                                                 _split(placement, batch_specs)),
+                      out_shardings=_replicated(placement, 0))
+    return jax.export.export(program, platforms=[platform])(*specs)
+
+
+def _replicated(placement: Placement, specs: Any) -> Any:
+    """Every array of `specs` whole on each device of the placement's mesh."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    return jax.tree_util.tree_map(lambda _: NamedSharding(placement.mesh, PartitionSpec()), specs)
+
+
+def _split(placement: Placement, specs: list[Any]) -> list[Any]:
+    """Each batch column split on its first dimension (the batch) over the mesh's data axis."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    return [NamedSharding(placement.mesh, PartitionSpec(DATA_AXIS, *(None,) * (len(spec.shape) - 1)))
+            for spec in specs]
+
+
+def _mesh(devices: int | None, batch_sizes: list[int], noise_scale_micro_batches: int) -> Placement | None:
+    """`export --devices N`: a mesh of N of this machine's devices to trace the programs for (on a
+    CPU, N host devices; the programs keep the mesh's shape, not its devices, so they run on any
+    host's N devices); None without the flag."""
+    if devices is None:
+        return None
+    uneven = [size for size in batch_sizes if size % devices]
+    if uneven:
+        raise UsageError(f"export: --devices {devices} must divide every batch size (each device takes an equal slice); "
+                         f"{','.join(map(str, uneven))} do not")
+    if noise_scale_micro_batches > 1:
+        raise UsageError("export: --devices and --noise-scale-micro-batches: the step in slices is exported for one "
+                         "device only; drop one of them")
+    start_devices(devices, asked_by="export: --devices")
+    return data_parallel(devices, asked_by="export: --devices")
 
 
 def _check_slices(functional: FunctionalStep, batch_sizes: list[int], parts: int) -> None:
@@ -262,12 +321,13 @@ def _check_batch_memory(workload: Any, size: str, rows: int, seed: int) -> None:
 def export_steps(workload_name: str, size: str | None, target_name: str, platform: str, batch_sizes: list[int],
                  out: Path, seed: int = 0, command: str | None = None, initial_state: str = "file",
                  noise_scale_micro_batches: int = 1, micro_batch_size: int | None = None,
-                 batch_rows: int | None = None) -> Manifest:
+                 batch_rows: int | None = None, devices: int | None = None) -> Manifest:
     """Write the folder `out` (which must not exist) and return its manifest; with
     `noise_scale_micro_batches` k > 1, each batch size's step in k slices too (`SlicedProgram`),
     for the noise-scale meter of `train --exported`; with `micro_batch_size` n, each batch size
     above n trains in micro-batches of n samples, its gradient accumulated before one update; with
-    `batch_rows`, the synthetic batch holds that many samples (a bench of a larger size repeats them)."""
+    `batch_rows`, the synthetic batch holds that many samples (a bench of a larger size repeats them);
+    with `devices` N, every program is traced for a mesh of N devices (`_mesh`)."""
     import jax
 
     if initial_state not in INITIAL_STATES:
@@ -279,12 +339,13 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
     if too_large:
         raise UsageError(f"--batch-sizes: {too_large[0]:,} is more than {MAX_DIMENSION:,}, the longest dimension JAX "
                          "indexes without 64-bit integers; give smaller batch sizes")
+    placement = _mesh(devices, batch_sizes, noise_scale_micro_batches)  # before JAX starts: it fixes its devices
     target = get_target(target_name)
     if not isinstance(target, JaxTarget):
         raise UsageError(f"--target {target_name}: export traces the step through the jax family; give "
                          "jax:jit:fp32 or jax:jit:bf16")
     workload = get_workload(workload_name)
-    check_target_builds(target_name, workload)  # an exported step runs on one device
+    check_target_builds(target_name, workload, devices or 1)
     size = resolve_size(workload, size)
     rows = min(max(batch_sizes), batch_rows or max(batch_sizes))
     _check_batch_memory(workload, size, rows, seed)
@@ -308,7 +369,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
         phase_programs = []
         for phases, step_function in step_functions.items():
             train = _exported_step(_flat_train(step_function, names, columns), platform,
-                                   (state_specs, batch_specs, lrs_spec), f"{workload.name}'s training step")
+                                   (state_specs, batch_specs, lrs_spec), f"{workload.name}'s training step", placement)
             train_file = f"train_b{batch_size}.jaxexport" if phases is None else f"train_b{batch_size}_{phases}.jaxexport"
             files[train_file] = bytes(train.serialize())
             if phases is not None:
@@ -334,8 +395,8 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
         metric_names = sorted(shapes)
         metric_shapes = shapes
         if metric_names:
-            evaluate = jax.export.export(jax.jit(_flat_eval(functional, names, columns, metric_names)),
-                                         platforms=[platform])(state_specs, batch_specs)
+            evaluate = _exported_eval(_flat_eval(functional, names, columns, metric_names), platform,
+                                      (state_specs, batch_specs), placement)
             eval_file = f"eval_b{batch_size}.jaxexport"
             files[eval_file] = bytes(evaluate.serialize())
             program = dataclasses.replace(program, eval_file=eval_file, eval_sha256=sha256_of(files[eval_file]))
@@ -362,7 +423,7 @@ def export_steps(workload_name: str, size: str | None, target_name: str, platfor
                   "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")},
         seed=seed, initial_state=initial_state, command=command,
         eval_summary=eval_summary(functional.trainable, metric_shapes, seed) if metric_names else [],
-        data_split=_data_split(workload), step_phases=step_phases,
+        data_split=_data_split(workload), step_phases=step_phases, devices=devices,
     )
     files[MANIFEST] = (json.dumps(manifest.to_json(), indent=1) + "\n").encode()
     write_folder(out, files)

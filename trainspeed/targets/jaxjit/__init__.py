@@ -34,7 +34,7 @@ from trainspeed.errors import UsageError
 from trainspeed.targets import host_memory
 from trainspeed.targets.base import Target, TargetSpec, is_host_oom
 from trainspeed.targets.host_memory import HostMemoryPeak
-from trainspeed.targets.jaxjit import placement
+from trainspeed.jaxrt import placement
 from trainspeed.workloads.base import Batch, Trainable, Workload
 
 

@@ -145,7 +145,7 @@ def qkv_attention(qkv: Any, heads: int) -> Any:
     """The op's lowering: the kernels where the program is lowered for a TPU, jax.numpy elsewhere."""
     import jax
 
-    from trainspeed.targets.jaxjit.placement import per_device_batch
+    from trainspeed.jaxrt.placement import per_device_batch
 
     def either(qkv: Any) -> Any:
         return jax.lax.platform_dependent(qkv, tpu=functools.partial(attention_kernels, heads=heads),

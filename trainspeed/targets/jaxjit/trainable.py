@@ -25,7 +25,7 @@ import torch
 from trainspeed.errors import UsageError
 from trainspeed.jaxrt import CompiledPrograms
 from trainspeed.targets.jaxjit.functional import FunctionalStep, State, refuse_untraceable
-from trainspeed.targets.jaxjit.placement import Placement, one_device
+from trainspeed.jaxrt.placement import Placement, one_device
 from trainspeed.workloads.base import Batch, Trainable
 from trainspeed.workloads.phases import PhasedTrainable, StepPhase
 

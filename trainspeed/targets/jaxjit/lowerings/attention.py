@@ -185,7 +185,7 @@ def _kernel_or_reference(query: Any, key: Any, value: Any, mask: Any, *, causal:
     a data-parallel mesh (`placement.per_device_batch`), the mask beside the batch where it has one."""
     import jax
 
-    from trainspeed.targets.jaxjit.placement import per_device_batch
+    from trainspeed.jaxrt.placement import per_device_batch
 
     def either(q: Any, k: Any, v: Any, *masks: Any) -> Any:
         given = masks[0] if masks else None

@@ -29,7 +29,7 @@ def linear_cross_entropy(hidden: Any, weight: Any, bias: Any, labels: Any, ignor
     samples' chunks (`placement.per_device_batch`); the sums and counts are added after."""
     import functools
 
-    from trainspeed.targets.jaxjit.placement import per_device_batch
+    from trainspeed.jaxrt.placement import per_device_batch
 
     summed = functools.partial(_summed, ignore_index=ignore_index)
     sums = per_device_batch(summed, (hidden, labels), (weight,) + (() if bias is None else (bias,)))

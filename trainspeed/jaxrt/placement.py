@@ -1,5 +1,6 @@
 """Where a jax-family step's state and batches live: JAX's default device, or a data-parallel mesh
-over N local devices (`train --nproc N` on a `jax:*` target).
+over N local devices (`train --nproc N` on a `jax:*` target; a step exported with `--devices N`
+runs on one too, where only JAX is, which is why this has no torch).
 
 On the mesh the batch is split on its first dimension over a `data` axis and the state (parameters,
 buffers, optimizer states, the dropout key) is replicated, so the one jitted step is JAX's data
@@ -202,17 +203,17 @@ def one_device() -> Placement:
     return Placement()
 
 
-def data_parallel(devices: int, shard_state: bool = False) -> Placement:
+def data_parallel(devices: int, shard_state: bool = False, asked_by: str = "train: --nproc") -> Placement:
     """A mesh over the first `devices` local devices, with one `data` axis; the state replicated on
-    it, or split over it with `shard_state`."""
+    it, or split over it with `shard_state`. `asked_by` is the command and flag a refusal names."""
     import jax
     import numpy as np
     from jax.sharding import Mesh
 
     local = jax.local_devices()
     if devices > len(local):
-        raise UsageError(f"train: --nproc {devices}, but JAX sees {len(local)} local devices here; use --nproc "
-                         f"{len(local)} or fewer")
+        raise UsageError(f"{asked_by} {devices}, but JAX sees {len(local)} local devices here; use "
+                         f"{asked_by.split(': ')[-1]} {len(local)} or fewer")
     if jax.process_count() > 1:
         if shard_state:
             raise UsageError("train: shard-state over several processes (--nnodes) is not supported; drop the option, "
@@ -244,24 +245,26 @@ def join_processes(endpoint: str, processes: int, process_id: int, local_devices
                                heartbeat_timeout_seconds=max(1, int(timeout_s)))
 
 
-def start_devices(requested: int) -> int:
+def start_devices(requested: int, asked_by: str = "train: --nproc") -> int:
     """Make sure JAX has `requested` local devices; on a CPU, ask its client for that many host
-    devices before it starts. Returns the count; UsageError with the fix where it cannot."""
+    devices before it starts. Returns the count; UsageError with the fix where it cannot (naming
+    `asked_by`, the command and flag that asked)."""
     import jax
 
     if _backend_started():
         found = len(jax.local_devices())
         if found < requested:
-            raise UsageError(f"train: --nproc {requested}, but JAX started with {found} local devices in this process; "
-                             f"start it with XLA_FLAGS={HOST_DEVICES_FLAG}={requested} (on a CPU), or use --nproc {found}")
+            raise UsageError(f"{asked_by} {requested}, but JAX started with {found} local devices in this process; "
+                             f"start it with XLA_FLAGS={HOST_DEVICES_FLAG}={requested} (on a CPU), or use "
+                             f"{asked_by.split(': ')[-1]} {found}")
         return requested
     flags = os.environ.get("XLA_FLAGS", "")
     if HOST_DEVICES_FLAG not in flags and requested > 1 and _platform_is_cpu():
         os.environ["XLA_FLAGS"] = f"{flags} {HOST_DEVICES_FLAG}={requested}".strip()
     found = len(jax.local_devices())
     if found < requested:
-        raise UsageError(f"train: --nproc {requested}, but JAX sees {found} local devices here; use --nproc {found} or "
-                         "fewer")
+        raise UsageError(f"{asked_by} {requested}, but JAX sees {found} local devices here; use "
+                         f"{asked_by.split(': ')[-1]} {found} or fewer")
     return requested
 
 
