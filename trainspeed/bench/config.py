@@ -140,6 +140,9 @@ class BenchConfig:
     run_id: str | None = None
     """The rows' run id (None: a fresh one). Ratios pair only rows of one run, so commands measured
     as one comparison (trainspeed bench beside a reference peer) share one."""
+    devices: int | None = ranged(None, 1, 1 << 16)
+    """jax targets: each step over a data-parallel mesh of this many local devices (the batch split
+    over them, the state copied to each: `train --nproc N`'s program); None: one device."""
     exported: Path | None = None
     """A folder of `trainspeed export`: time its programs on this machine's JAX device, with no
     torch (`trainspeed.exported.bench`); the target and workload are the folder's."""
@@ -171,6 +174,11 @@ class BenchConfig:
         if self.data is not None and DATA_FEED not in self.feeds:
             raise UsageError(f"--data {self.data} is read only by --feed data: add it (e.g. --feed device,data, the "
                              "step with and without its data) or drop --data")
+        if self.devices is not None:
+            uneven = [size for size in self.batch_sizes if size % self.devices]
+            if uneven:
+                raise UsageError(f"--devices {self.devices} must divide every batch size (each device takes an equal "
+                                 f"slice); {','.join(map(str, uneven))} do not")
         if self.bad_samples not in ("refuse", "skip"):
             raise UsageError(f"--bad-samples {self.bad_samples}: choose refuse or skip")
         if self.plan.max_steps_per_window < 1:

@@ -38,6 +38,9 @@ BENCH_FLAGS = (
         flag("--num-workers", "num_workers", "loader worker processes of --feed data (0: the bench's process reads)"),
         flag("--bad-samples", "bad_samples", "a sample of --data that cannot be read: refuse it, or skip it "
              "(counted in the rows)", choices=("refuse", "skip")),
+        flag("--devices", "devices", "jax targets: each step over a data-parallel mesh of N local devices, the batch "
+             "split over them (`train --nproc N`'s program; on a CPU, N of JAX's host devices); rows give TFLOP/s "
+             "and MFU per device"),
         flag("--exported", "exported", "a folder of `trainspeed export`: time its steps on this machine's JAX device "
              "(TPU, or JAX's CPU), with JAX and numpy alone (no torch); its target, workload and batch sizes"),
         flag("--noise-scale", "noise_scale", "on: each step also measures the gradient noise scale as one rank of "

@@ -28,9 +28,9 @@ from trainspeed.bench.results import (
     measured_row,
 )
 from trainspeed.bench.timing import time_training
-from trainspeed.errors import DeviceLost
+from trainspeed.errors import DeviceLost, UsageError
 from trainspeed.machine import Machine
-from trainspeed.targets import Target, check_target_builds, get_target
+from trainspeed.targets import Target, check_target_builds, get_target, target_family
 from trainspeed.targets.threads import threads_kept
 from trainspeed.workloads import get_workload, resolve_size
 from trainspeed.workloads.base import Trainable, Workload
@@ -119,6 +119,25 @@ def attach_meter(trainable: Trainable, target: Target, batch_size: int) -> str |
 
 
 @threads_kept()  # --threads is this sweep's: a bench run from Python leaves its caller's count as it was
+def _targets_on_devices(names: list[str], devices: int | None) -> list[Target]:
+    """The targets, built; with `devices` N, each stepping over a data-parallel mesh of N local
+    devices, which JAX is asked for before it starts (only the jax family runs one program over a
+    mesh in a bench)."""
+    if devices is None:
+        return [get_target(name) for name in names]
+    from trainspeed.targets.jaxjit import JaxTarget
+
+    meshless = [name for name in names if not issubclass(target_family(name), JaxTarget)]
+    if meshless:
+        raise UsageError(f"--devices {devices}: {meshless[0]} does not step over a mesh of devices in a bench; give "
+                         "jax targets only (jax:jit:fp32, jax:jit:bf16), or drop --devices")
+    JaxTarget.start_spmd(devices, asked_by="bench: --devices")
+    targets = [get_target(name) for name in names]
+    for target in targets:
+        target.spmd_placer(devices, asked_by="bench: --devices")  # type: ignore[call-arg]
+    return targets
+
+
 def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> list[ResultRow]:
     check_results_file(config.out)
     if config.threads:
@@ -133,9 +152,9 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
     # XLA registers its device before the first backward in this process (autograd sizes its
     # device queues then; a workload may count its FLOPs with a backward pass, and so does the
     # FLOPs check).
-    targets = [get_target(name) for name in config.targets]
+    targets = _targets_on_devices(config.targets, config.devices)
     for name in config.targets:
-        check_target_builds(name, workload)
+        check_target_builds(name, workload, config.devices or 1)
     flops = check_flops(workload, config.size, config.seed)
     warning = flops.warning()
     if warning:
@@ -165,6 +184,7 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                     flops_per_sample=flops_per_sample,
                     **flops.row_fields(),
                     device_name=target.device_name(),
+                    devices=config.devices,
                     **identity.provenance(config.command, Machine.at_start()).fields_of(ResultRow),
                 )
                 if variant in out_of_memory_at:
@@ -181,7 +201,7 @@ def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> l
                         out_of_memory_at[variant] = batch_size
                     if row.is_measured and peaks.wants_measured:
                         peaks = dataclasses.replace(peaks, measured=device_peak_tflops(target))
-                    row = with_flops(row, flops_per_sample, peaks)
+                    row = with_flops(row, flops_per_sample, peaks, config.devices or 1)
                 append_row(config.out, row)
                 rows.append(row)
                 if on_progress:

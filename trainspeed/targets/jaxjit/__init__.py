@@ -131,18 +131,19 @@ class JaxTarget(Target):
         return self._placement.put_batch(arrays)
 
     @classmethod
-    def start_spmd(cls, requested_devices: int) -> int:
-        return placement.start_devices(requested_devices)
+    def start_spmd(cls, requested_devices: int, asked_by: str = "train: --nproc") -> int:
+        return placement.start_devices(requested_devices, asked_by)
 
     @classmethod
     def join_spmd_processes(cls, endpoint: str, processes: int, process_id: int, local_devices: int,
                             timeout_s: float) -> None:
         placement.join_processes(endpoint, processes, process_id, local_devices, timeout_s)
 
-    def spmd_placer(self, devices: int):
+    def spmd_placer(self, devices: int, asked_by: str = "train: --nproc"):
         """Batches split over a data-parallel mesh of `devices` local devices, the state replicated
         on it (every trainable built after this)."""
-        self._placement = placement.data_parallel(devices, shard_state="shard-state" in self.spec.options)
+        self._placement = placement.data_parallel(devices, shard_state="shard-state" in self.spec.options,
+                                                  asked_by=asked_by)
         return self.move_batch
 
     def autocast(self) -> ContextManager:
