@@ -58,7 +58,8 @@ REPORT_INPUTS := $(RESULTS)/agents_bench.jsonl $(RESULTS)/agents_bench_h200host.
 	$(RESULTS)/tpu_models.jsonl $(RESULTS)/model_coverage.jsonl $(RESULTS)/jax_recurrent_cpu.jsonl \
 	$(RESULTS)/jax_scan_compile_cpu.jsonl $(RESULTS)/jax_scaling_cpu.jsonl $(RESULTS)/jax_scaling_cpu_bench.jsonl \
 	$(RESULTS)/tpu_plan_set_tiny.jsonl $(RESULTS)/tpu_plan_set_tiny $(RESULTS)/tpu_plan_set_tiny_second.jsonl \
-	$(RESULTS)/tpu_plan_set_tiny_second $(RESULTS)/tpu_mahjong_like_for_like.jsonl
+	$(RESULTS)/tpu_plan_set_tiny_second $(RESULTS)/tpu_mahjong_like_for_like.jsonl \
+	$(RESULTS)/tpu_mesh_one_device.jsonl
 
 $(BIN)/trainspeed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -330,6 +330,32 @@ def _like_for_like_gains() -> str:
             f"against {f2(min(ours))}-{f2(max(ours))}x)")
 
 
+# --- TPU rows: the data-parallel program on one chip against the step with no mesh ------------------------
+
+MESH_FILE = "tpu_mesh_one_device.jsonl"
+
+
+def _mesh_rates(batch: int, devices: int | None) -> list[float]:
+    """The call's benches of the folder with no mesh (None) or of one device's mesh (1), in order."""
+    return [row["samples_per_s"] for row in of_kind(MESH_FILE, "bench")
+            if row["batch_size"] == batch and row.get("devices") == devices and row["status"] == "ok"]
+
+
+def _mesh_table() -> str:
+    lines = []
+    for batch in (64, 1024, 4096):
+        plain, mesh = _mesh_rates(batch, None), _mesh_rates(batch, 1)
+        assert len(plain) == len(mesh) == 2
+        lines.append(f"| {batch:,} | {plain[0]:,.0f} / {plain[1]:,.0f} | {mesh[0]:,.0f} / {mesh[1]:,.0f} | "
+                     f"{sum(mesh) / sum(plain):.3f} |")
+    return "\n".join(lines)
+
+
+def _mesh_worst() -> str:
+    worst = min((min(_mesh_rates(batch, 1)) / max(_mesh_rates(batch, None)), batch) for batch in (64, 1024, 4096))
+    return f"faster plain one) is {worst[0]:.3f}, at {worst[1]:,}."
+
+
 # --- TPU rows: the models users bring (tpu_models.jsonl) ---------------------------------------------------
 
 MODELS_FILE = "tpu_models.jsonl"
@@ -1949,6 +1975,8 @@ CLAIMS.update({"tpu models in bf16: gpt2": Claim(TPU, _bf16_gpt2),
                "tpu models in bf16: vit exported again": Claim(TPU, _bf16_vit_again)})
 CLAIMS.update({"tpu: a v5e 2x4 compiled ahead of time": Claim(TPU, _aot_table)})
 CLAIMS.update({"tpu: deit_small's one row": Claim(TPU, _deit_small)})
+CLAIMS.update({"tpu: the mesh of one device, the table": Claim(TPU, _mesh_table),
+               "tpu: the mesh of one device, its worst pairing": Claim(TPU, _mesh_worst)})
 CLAIMS.update({"tpu: like for like, the table": Claim(TPU, _like_for_like_table),
                "tpu: like for like, the stream's gain": Claim(TPU, _like_for_like_gains)})
 CLAIMS.update({"tpu models: gpt2 against its peer": Claim(TPU, _models_gpt2_peer),
@@ -1982,7 +2010,7 @@ TPU_TABLES = (
     "| `t256`, bf16, batch 8, device-fed | |", "| `t256`, bf16, device-fed | batch 8 | batch 32 (4 x 8) |",
     "| model | options | batch | samples/s | compile (s) |",
     "| model | target's options | batch | samples/s | compile (s) |",
-    "| step | batch per chip | global batch |",
+    "| step | batch per chip | global batch |", "| batch | no mesh (samples/s, two benches) |",
 )
 """docs/tpu.md's headline tables: every number in their rows comes from a claim above."""
 
