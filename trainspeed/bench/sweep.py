@@ -118,7 +118,6 @@ def attach_meter(trainable: Trainable, target: Target, batch_size: int) -> str |
     return meter.method
 
 
-@threads_kept()  # --threads is this sweep's: a bench run from Python leaves its caller's count as it was
 def _targets_on_devices(names: list[str], devices: int | None) -> list[Target]:
     """The targets, built; with `devices` N, each stepping over a data-parallel mesh of N local
     devices, which JAX is asked for before it starts (only the jax family runs one program over a
@@ -138,6 +137,7 @@ def _targets_on_devices(names: list[str], devices: int | None) -> list[Target]:
     return targets
 
 
+@threads_kept()  # --threads is this sweep's: a bench run from Python leaves its caller's count as it was
 def run_sweep(config: BenchConfig, on_progress: ProgressHook | None = None) -> list[ResultRow]:
     check_results_file(config.out)
     if config.threads:
