@@ -344,11 +344,17 @@ class ResumablePosition:
                 "world_size": self.config.world_size, "batch_size": self.config.batch_size}
 
     def load_state_dict(self, state: dict) -> None:
-        for key in ("seed", "world_size", "batch_size"):
-            if key in state and state[key] != getattr(self.config, key):
-                raise UsageError(f"loader state was saved with {key}={state[key]}, this run uses "
-                                 f"{getattr(self.config, key)}: resume with the same setting")
+        check_same_order(state, self.config)
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+
+def check_same_order(state: dict, config: LoaderConfig) -> None:
+    """UsageError where a loader position `state` was saved under another seed, world size or batch
+    than `config`'s: it would read other samples."""
+    for key in ("seed", "world_size", "batch_size"):
+        if key in state and state[key] != getattr(config, key):
+            raise UsageError(f"loader state was saved with {key}={state[key]}, this run uses "
+                             f"{getattr(config, key)}: resume with the same setting")
 
 
 class ShardLoader(ResumablePosition, BatchLoader):

@@ -57,7 +57,8 @@ TRAIN_FLAGS = (
         flag("--rdzv-id", "launch.rdzv_id", "job id shared by the nodes of one run"),
         flag("--collective-timeout-s", "launch.collective_timeout_s",
              "a collective waiting longer than this fails instead of hanging"),
-        flag("--num-workers", "num_workers", "loader worker processes per rank"),
+        flag("--num-workers", "num_workers", "loader worker processes per rank (per device where one process drives "
+             "several: jax:* and xla:* with --nproc N)"),
         flag("--threads", "threads", "torch threads per rank"),
     )),
     FlagGroup("learning rate (peak = lr x scale(global batch / reference batch), printed at the start)", (

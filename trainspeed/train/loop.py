@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from trainspeed.data.base import BatchLoader, LoaderConfig
+from trainspeed.data.per_device import PerDeviceLoader
 from trainspeed.errors import UsageError
 from trainspeed.gradients.accumulation import GradientAccumulation, batch_size
 from trainspeed.gradients.noise_scale import NoiseScaleMeter
@@ -248,7 +249,10 @@ def open_loader(
     workload: Workload, config: TrainConfig, layout: Layout, target: Target, split: str,
     batch_size_per_device: int | None = None,
 ) -> BatchLoader:
-    """This rank's loader of `split` at `batch_size_per_device` (the run's by default)."""
+    """This rank's loader of `split` at `batch_size_per_device` (the run's by default). A process
+    that drives several devices with one program trains on one loader per device, each reading its
+    device's slice of every batch with its own workers (`PerDeviceLoader`); its validation, which
+    runs on a host copy of the networks, reads through one."""
     per_device = batch_size_per_device or config.batch_size_per_device
     loader_config = LoaderConfig(
         batch_size=per_device * layout.devices_per_process,
@@ -264,6 +268,9 @@ def open_loader(
     )
     if config.synthetic_data:
         return SyntheticLoader(workload, config.size, loader_config)
+    if split == "train" and layout.devices_per_process > 1:
+        return PerDeviceLoader.open(loader_config, layout.devices_per_process,
+                                    lambda device_config: workload.open_dataset(config.data, config.size, device_config))
     return workload.open_dataset(config.data, config.size, loader_config)
 
 

@@ -3,7 +3,9 @@
 4 devices each, one program over all 8 (JAX's distributed runtime on 127.0.0.1), each reading
 its own part of every global batch. At one global batch the runs at N = 1, 2, 4, 8 and 2 x 4 end
 with the same parameters: the same program, partitioned, whose gradient all-reduce sums in
-another order.
+another order. Mahjong's runs read self-play shards, one loader per device (`PerDeviceLoader`):
+a device's slice of a global batch holds other samples than one loader's cut would give it, and
+the global batch the same ones.
 
 Tolerance: the runs' parameters, as one vector, lie within 1e-3 of the distance training moved them
 from where they started (observed: 7e-5 for Mahjong tiny at 4 devices). Float32 sums in another
@@ -33,14 +35,21 @@ pytestmark = [pytest.mark.skipif(JaxTarget.unavailable_reason() is not None, rea
 GLOBAL_BATCH, STEPS, TOLERANCE = 32, 6, 1e-3
 
 
-def trained(workload: str, size: str, devices: int, out: Path, target: str = "jax:jit:fp32") -> dict[str, torch.Tensor]:
+def trained(workload: str, size: str, devices: int, out: Path, target: str = "jax:jit:fp32",
+            data: Path | None = None) -> dict[str, torch.Tensor]:
     """The parameters a run over `devices` devices ends with (its last checkpoint's)."""
-    return trained_steps(workload, size, devices, out, STEPS, target)
+    return trained_steps(workload, size, devices, out, STEPS, target, data)
 
 
-def trained_steps(workload: str, size: str, devices: int, out: Path, steps: int, target: str = "jax:jit:fp32"
-                  ) -> dict[str, torch.Tensor]:
-    run_ok("train", "--workload", workload, "--size", size, "--target", target, "--synthetic-data",
+def source(data: Path | None) -> list[str]:
+    """The run's data: `data` (read by one loader per device where a process drives several), or
+    synthetic batches."""
+    return ["--data", str(data)] if data is not None else ["--synthetic-data"]
+
+
+def trained_steps(workload: str, size: str, devices: int, out: Path, steps: int, target: str = "jax:jit:fp32",
+                  data: Path | None = None) -> dict[str, torch.Tensor]:
+    run_ok("train", "--workload", workload, "--size", size, "--target", target, *source(data),
            "--nproc", str(devices), "--batch-size-per-device", str(GLOBAL_BATCH // devices), "--steps", str(steps),
            "--seed", "0", "--out", str(out), path=(EXAMPLES,), timeout=600)
     return last_checkpoint(out)
@@ -60,10 +69,10 @@ def _free_port() -> int:
 
 
 def process_command(workload: str, size: str, target: str, processes: int, devices_each: int, rank: int,
-                    endpoint: str, out: Path, *extra: str) -> list[str]:
+                    endpoint: str, out: Path, *extra: str, data: Path | None = None) -> list[str]:
     """`train` arguments of process `rank` of `processes`, `devices_each` host devices each, at the
     global batch GLOBAL_BATCH, into `out/process{rank}`."""
-    return ["train", "--workload", workload, "--size", size, "--target", target, "--synthetic-data",
+    return ["train", "--workload", workload, "--size", size, "--target", target, *source(data),
             "--nproc", str(devices_each), "--nnodes", str(processes), "--rdzv-backend", "static",
             "--node-rank", str(rank), "--rdzv-endpoint", endpoint,
             "--batch-size-per-device", str(GLOBAL_BATCH // (processes * devices_each)), "--seed", "0",
@@ -71,14 +80,14 @@ def process_command(workload: str, size: str, target: str, processes: int, devic
 
 
 def trained_on_processes(workload: str, size: str, processes: int, devices_each: int, out: Path,
-                         target: str = "jax:jit:fp32") -> dict[str, torch.Tensor]:
+                         target: str = "jax:jit:fp32", data: Path | None = None) -> dict[str, torch.Tensor]:
     """The parameters `processes` commands of `devices_each` host devices each end with, one
     program over all their devices (JAX's distributed runtime on 127.0.0.1); process 0's checkpoint."""
     endpoint = f"127.0.0.1:{_free_port()}"
 
     def command(rank: int) -> list[str]:
         return process_command(workload, size, target, processes, devices_each, rank, endpoint, out,
-                               "--collective-timeout-s", "60", "--steps", str(STEPS))
+                               "--collective-timeout-s", "60", "--steps", str(STEPS), data=data)
 
     others = [start_child(trainspeed_argv(*command(rank)), path=(EXAMPLES,), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True) for rank in range(1, processes)]
@@ -120,13 +129,14 @@ def flat(parameters: dict[str, torch.Tensor]) -> torch.Tensor:
     ("hf:gpt2", "tiny,resid_pdrop=0,embd_pdrop=0,attn_pdrop=0", ((4, "jax:jit:fp32"),)),
 ])
 def test_runs_over_more_devices_end_with_the_parameters_of_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                workload: str, size: str,
+                                                                selfplay_data: Path, workload: str, size: str,
                                                                 runs: tuple[tuple[int | str, str], ...]) -> None:
     """Replicated or, with `shard-state`, split over the devices, in one process or over two (each
-    reading its own part of every global batch onto its own devices): the state a run ends with
-    is one device's."""
+    reading its own part of every global batch onto its own devices, Mahjong's with one loader per
+    device from its self-play shards): the state a run ends with is one device's."""
     monkeypatch.syspath_prepend(str(EXAMPLES))
-    one = trained(workload, size, 1, tmp_path / "one")
+    data = selfplay_data if workload == "mahjong" else None
+    one = trained(workload, size, 1, tmp_path / "one", data=data)
     start = built(workload, size)
     assert start.keys() == one.keys()
     movement = float((flat(one) - flat(start)).norm())
@@ -134,9 +144,10 @@ def test_runs_over_more_devices_end_with_the_parameters_of_one(tmp_path: Path, m
     for devices, target in runs:
         if isinstance(devices, str):
             processes, devices_each = map(int, devices.split("x"))
-            many = trained_on_processes(workload, size, processes, devices_each, tmp_path / f"x{devices}", target)
+            many = trained_on_processes(workload, size, processes, devices_each, tmp_path / f"x{devices}", target,
+                                        data)
         else:
-            many = trained(workload, size, devices, tmp_path / f"x{devices}", target)
+            many = trained(workload, size, devices, tmp_path / f"x{devices}", target, data)
         assert float((flat(many) - flat(one)).norm()) <= TOLERANCE * movement, (devices, target)
 
 
@@ -196,7 +207,8 @@ def test_more_devices_than_jax_has_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
-def test_a_process_killed_stops_the_other_and_resume_ends_where_one_device_ends(tmp_path: Path) -> None:
+def test_a_process_killed_stops_the_other_and_resume_ends_where_one_device_ends(tmp_path: Path,
+                                                                                   selfplay_data: Path) -> None:
     """kill -9 of process 1 of 2 after their first checkpoint: process 0 stops within its collective
     timeout and says which process it lost; both commands again with --resume end with the
     parameters one device ends with at the same global batch, each from its own run folder. Then
@@ -207,13 +219,14 @@ def test_a_process_killed_stops_the_other_and_resume_ends_where_one_device_ends(
     import time
 
     steps, timeout_s = 16, 10
-    one = trained_steps("mahjong", "tiny", 1, tmp_path / "one", steps)
+    one = trained_steps("mahjong", "tiny", 1, tmp_path / "one", steps, data=selfplay_data)
     endpoint = f"127.0.0.1:{_free_port()}"
 
     def command(rank: int, *extra: str) -> list[str]:
         return trainspeed_argv(*process_command(
             "mahjong", "tiny", "jax:jit:fp32", 2, 4, rank, endpoint, tmp_path, "--collective-timeout-s",
-            str(timeout_s), "--checkpoint-every", "2", "--steps", str(steps), "--no-progress", *extra))
+            str(timeout_s), "--checkpoint-every", "2", "--steps", str(steps), "--no-progress", *extra,
+            data=selfplay_data))
 
     processes = [start_child(command(rank), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              start_new_session=True) for rank in (0, 1)]
