@@ -322,6 +322,13 @@ def _deit_small() -> str:
             f"peak, a {f1(row['compile_s'])} s\n  compile")
 
 
+def _mobilenetv3() -> str:
+    row = models_row("timm:mobilenetv3_large_100", "jax:jit:bf16:scan-layers+remat", 128, "T194020")
+    assert row["peak_tflops_source"] == "nominal"
+    return (f"mobilenetv3_large_100's batch 128 came back: {row['samples_per_s']:,.1f} images/s, {pct(row['mfu'])} of "
+            f"the nominal peak, a {f1(row['compile_s'])} s compile")
+
+
 def _like_for_like_gains() -> str:
     rates = [_like_rates(batch) for batch in LIKE_RUNS]
     peer = [stream / peer for _, peer, _, stream in rates]
@@ -1975,6 +1982,7 @@ CLAIMS.update({"tpu models in bf16: gpt2": Claim(TPU, _bf16_gpt2),
                "tpu models in bf16: vit exported again": Claim(TPU, _bf16_vit_again)})
 CLAIMS.update({"tpu: a v5e 2x4 compiled ahead of time": Claim(TPU, _aot_table)})
 CLAIMS.update({"tpu: deit_small's one row": Claim(TPU, _deit_small)})
+CLAIMS.update({"tpu: mobilenetv3's one row": Claim(TPU, _mobilenetv3)})
 CLAIMS.update({"tpu: the mesh of one device, the table": Claim(TPU, _mesh_table),
                "tpu: the mesh of one device, its worst pairing": Claim(TPU, _mesh_worst)})
 CLAIMS.update({"tpu: like for like, the table": Claim(TPU, _like_for_like_table),
