@@ -60,10 +60,10 @@ def run_export(args: argparse.Namespace) -> int:
                             micro_batch_size=args.micro_batch_size, batch_rows=args.batch_rows,
                             devices=args.devices)
     sizes = ",".join(str(size) for size in manifest.batch_sizes)
+    over = "" if args.devices is None else f", each over {args.devices} device{'s' if args.devices > 1 else ''}"
     print(f"exported {manifest.workload}/{manifest.size} {manifest.target} for {','.join(manifest.platforms)}: "
           f"batch sizes {sizes}, {len(manifest.state)} state leaves"
           f"{f', each also in {args.noise_scale_micro_batches} slices' if args.noise_scale_micro_batches > 1 else ''}"
-          f"{f', in micro-batches of {args.micro_batch_size}' if args.micro_batch_size else ''}"
-          f"{f', each over {args.devices} device' + ('s' if args.devices > 1 else '') if args.devices else ''}"
+          f"{f', in micro-batches of {args.micro_batch_size}' if args.micro_batch_size else ''}{over}"
           f" -> {args.out}")
     return 0

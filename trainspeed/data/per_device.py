@@ -74,7 +74,8 @@ class PerDeviceLoader:
         batch is refused, as the process's one loader refuses it)."""
         check_same_order(state, self.config)
         for loader, device_config in zip(self.loaders, device_configs(self.config, len(self.loaders))):
-            loader.load_state_dict({**state, **{key: getattr(device_config, key) for key in PROCESS_KEYS if key in state}})
+            own = {key: getattr(device_config, key) for key in PROCESS_KEYS if key in state}
+            loader.load_state_dict({**state, **own})
 
     @property
     def num_samples(self) -> int:
