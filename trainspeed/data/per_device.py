@@ -9,7 +9,10 @@ times the batch, and the devices of all processes the samples one device reads a
 Each device's slice is sorted on its own (a forward sweep of its loader), so which samples share
 a device differs from one loader's cut; the global batch, and the mean gradient over it, does not.
 The batch handed on is the parts side by side, device 0's first: the mesh splits it on its first
-dimension, so each device receives the part its own loader read.
+dimension, so each device receives the part its own loader read. (A batch schedule's larger batch
+joins several of these batches, and then a device's slice spans several loaders' parts: the same
+samples, cut otherwise.) The parts are joined on the host before the mesh splits them again: one
+copy of the batch, which putting each part on its device directly would save.
 """
 
 from __future__ import annotations
