@@ -42,9 +42,10 @@ def trained(workload: str, size: str, devices: int, out: Path, target: str = "ja
 
 
 def source(data: Path | None) -> list[str]:
-    """The run's data: `data` (read by one loader per device where a process drives several), or
-    synthetic batches."""
-    return ["--data", str(data)] if data is not None else ["--synthetic-data"]
+    """The run's data: `data` (read by one loader per device where a process drives several, each
+    in the training process: worker processes per device loader are tests/data/test_per_device.py's,
+    and 8 devices' workers would be 8 more processes here), or synthetic batches."""
+    return ["--data", str(data), "--num-workers", "0"] if data is not None else ["--synthetic-data"]
 
 
 def trained_steps(workload: str, size: str, devices: int, out: Path, steps: int, target: str = "jax:jit:fp32",
