@@ -101,7 +101,7 @@ def compile_for_slice(args: argparse.Namespace) -> dict[str, Any]:
     import jax
     import numpy as np
     from jax.experimental import topologies
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    from jax.sharding import Mesh, NamedSharding
 
     from trainspeed.jaxrt import loop_trip_counts
     from trainspeed.targets import get_target
@@ -121,11 +121,9 @@ def compile_for_slice(args: argparse.Namespace) -> dict[str, Any]:
         placement.mesh, placement.state_spec(leaf.shape, leaf.dtype))) for name, leaf in initial.items()}
     global_batch = args.batch_size_per_device * len(devices)
     arrays = host_batch_arrays(workload.synthetic_batch(size, global_batch, torch.Generator().manual_seed(0)))
-    batch = {key: jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=NamedSharding(
-        placement.mesh, PartitionSpec(DATA_AXIS, *(None,) * (value.ndim - 1)))) for key, value in arrays.items()
-        if key != "sample_id"}
-    rates = jax.ShapeDtypeStruct((functional.group_count,), "float32",
-                                 sharding=NamedSharding(placement.mesh, PartitionSpec()))
+    batch = {key: jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=placement.batch_sharding(value.ndim))
+             for key, value in arrays.items() if key != "sample_id"}
+    rates = jax.ShapeDtypeStruct((functional.group_count,), "float32", sharding=placement.replicated())
 
     started = time.perf_counter()
     step = placement.traced_step(functional.train)  # as `train --nproc N` traces it

@@ -32,9 +32,10 @@ def _placement(manifest: Manifest, folder: Path) -> Placement:
     except UsageError:
         import jax
 
+        found = len(jax.local_devices())
         raise UsageError(f"--exported {folder}: its programs run over {manifest.devices} devices (export --devices "
-                         f"{manifest.devices}), and JAX sees {len(jax.local_devices())} here; run it on a host with "
-                         f"{manifest.devices}, or export it again with --devices {len(jax.local_devices())}") from None
+                         f"{manifest.devices}), and JAX sees {found} here; run it on a host with "
+                         f"{manifest.devices}, or export it again with --devices {found}") from None
 
 
 @dataclass

@@ -44,7 +44,7 @@ from trainspeed.exported.manifest import (
 )
 from trainspeed.exported.out_folder import check_out, write_folder
 from trainspeed.exported.stored_arrays import leaf_key, storable
-from trainspeed.jaxrt.placement import DATA_AXIS, Placement, data_parallel, start_devices
+from trainspeed.jaxrt.placement import Placement, data_parallel, start_devices
 from trainspeed.targets import check_target_builds, get_target
 from trainspeed.targets.jaxjit import JaxTarget
 from trainspeed.targets.jaxjit.functional import FunctionalStep, host_batch_arrays, refuse_untraceable
@@ -102,21 +102,19 @@ def _flat_sliced(functional: FunctionalStep, names: list[str], columns: list[str
 def _exported_step(step: Callable[..., Any], platform: str, specs: tuple, what: str,
                    placement: Placement | None = None) -> Any:
     """`step` jitted with its state donated and exported for `platform` at `specs`; on a mesh
-    (`placement`), traced for it, its state (the first argument and output) copied to every device
-    and every other array (the batch, the learning rates, the slices' order) split on its first
-    dimension the batch's size gives, else copied. A failure to trace or lower is the workload's,
-    in one line."""
+    (`placement`), traced for it, the batch (the second argument) split on its first dimension over
+    the devices and everything else (the state, the learning rates, the outputs) whole on each. A
+    failure to trace or lower is the workload's, in one line."""
     import jax
 
     try:
-        if placement is None or placement.mesh is None:
+        if placement is None:
             return jax.export.export(jax.jit(step, donate_argnums=(0,)), platforms=[platform])(*specs)
-        state_specs, batch_specs, *rest = specs
-        shardings = (_replicated(placement, state_specs), _split(placement, batch_specs),
-                     *(_replicated(placement, spec) for spec in rest))
-        whole = _replicated(placement, 0)
+        _, batch_specs, *rest = specs
+        whole = placement.replicated()
+        shardings = (whole, [placement.batch_sharding(len(spec.shape)) for spec in batch_specs], *(whole for _ in rest))
         program = jax.jit(placement.traced_step(step), donate_argnums=(0,), in_shardings=shardings,
-                          out_shardings=(shardings[0], whole))
+                          out_shardings=whole)
         return jax.export.export(program, platforms=[platform])(*specs)
     except Exception as error:  # noqa: BLE001
         if isinstance(error, UsageError):
@@ -128,29 +126,13 @@ def _exported_eval(evaluate: Callable[..., Any], platform: str, specs: tuple, pl
     """The validation sums exported for `platform`, on a mesh as `_exported_step` lays its step."""
     import jax
 
-    if placement is None or placement.mesh is None:
+    if placement is None:
         return jax.export.export(jax.jit(evaluate), platforms=[platform])(*specs)
-    state_specs, batch_specs = specs
-    program = jax.jit(placement.traced(evaluate), in_shardings=(_replicated(placement, state_specs),
-                                                                 _split(placement, batch_specs)),
-                      out_shardings=_replicated(placement, 0))
+    _, batch_specs = specs
+    whole = placement.replicated()
+    program = jax.jit(placement.traced(evaluate), out_shardings=whole,
+                      in_shardings=(whole, [placement.batch_sharding(len(spec.shape)) for spec in batch_specs]))
     return jax.export.export(program, platforms=[platform])(*specs)
-
-
-def _replicated(placement: Placement, specs: Any) -> Any:
-    """Every array of `specs` whole on each device of the placement's mesh."""
-    import jax
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    return jax.tree_util.tree_map(lambda _: NamedSharding(placement.mesh, PartitionSpec()), specs)
-
-
-def _split(placement: Placement, specs: list[Any]) -> list[Any]:
-    """Each batch column split on its first dimension (the batch) over the mesh's data axis."""
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    return [NamedSharding(placement.mesh, PartitionSpec(DATA_AXIS, *(None,) * (len(spec.shape) - 1)))
-            for spec in specs]
 
 
 def _mesh(devices: int | None, batch_sizes: list[int], noise_scale_micro_batches: int) -> Placement | None:

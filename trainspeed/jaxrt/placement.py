@@ -67,10 +67,17 @@ class Placement:
         return 1 if self.mesh is None else int(self.mesh.devices.size)
 
 
-    def _replicated(self) -> Any:
+    def replicated(self) -> Any:
+        """Where an array lies whole: the device, or every device of the mesh."""
         from jax.sharding import NamedSharding, PartitionSpec
 
         return jaxrt.device() if self.mesh is None else NamedSharding(self.mesh, PartitionSpec())
+
+    def batch_sharding(self, ndim: int) -> Any:
+        """On the mesh: an array of `ndim` dimensions split on its first (the batch) over the data axis."""
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        return NamedSharding(self.mesh, PartitionSpec(DATA_AXIS, *(None,) * (ndim - 1)))
 
     def state_spec(self, shape: tuple[int, ...], dtype: Any) -> Any:
         """How a state array lies on the mesh: a floating one (a parameter, a buffer, an optimizer's
@@ -88,7 +95,7 @@ class Placement:
     def _state_sharding(self, array: Any) -> Any:
         from jax.sharding import NamedSharding
 
-        return self._replicated() if self.mesh is None else NamedSharding(self.mesh, self.state_spec(array.shape,
+        return self.replicated() if self.mesh is None else NamedSharding(self.mesh, self.state_spec(array.shape,
                                                                                                         array.dtype))
 
     def put_state(self, state: Any) -> Any:
@@ -96,7 +103,7 @@ class Placement:
         import jax
 
         if not self.shard_state:
-            return jax.device_put(state, self._replicated())
+            return jax.device_put(state, self.replicated())
         return jax.tree_util.tree_map(lambda array: jax.device_put(array, self._state_sharding(array)), state)
 
     def traced(self, function: Callable[..., Any]) -> Callable[..., Any]:
@@ -137,15 +144,11 @@ class Placement:
         if self.mesh is None:
             return {key: jax.device_put(array, jaxrt.device()) for key, array in arrays.items()}
         if self.spans_processes:
-            return {key: jax.make_array_from_process_local_data(
-                NamedSharding(self.mesh, PartitionSpec(DATA_AXIS, *(None,) * (array.ndim - 1))), array)
-                for key, array in arrays.items()}
+            return {key: jax.make_array_from_process_local_data(self.batch_sharding(array.ndim), array)
+                    for key, array in arrays.items()}
         split = all(array.shape[0] % self.devices == 0 for array in arrays.values())
-        placed = {}
-        for key, array in arrays.items():
-            spec = PartitionSpec(DATA_AXIS, *(None,) * (array.ndim - 1)) if split else PartitionSpec()
-            placed[key] = jax.device_put(array, NamedSharding(self.mesh, spec))
-        return placed
+        return {key: jax.device_put(array, self.batch_sharding(array.ndim) if split else self.replicated())
+                for key, array in arrays.items()}
 
 
 _tracing = threading.local()
@@ -213,7 +216,7 @@ def data_parallel(devices: int, shard_state: bool = False, asked_by: str = "trai
     local = jax.local_devices()
     if devices > len(local):
         raise UsageError(f"{asked_by} {devices}, but JAX sees {len(local)} local devices here; use "
-                         f"{asked_by.split(': ')[-1]} {len(local)} or fewer")
+                         f"{_flag(asked_by)} {len(local)} or fewer")
     if jax.process_count() > 1:
         if shard_state:
             raise UsageError("train: shard-state over several processes (--nnodes) is not supported; drop the option, "
@@ -256,7 +259,7 @@ def start_devices(requested: int, asked_by: str = "train: --nproc") -> int:
         if found < requested:
             raise UsageError(f"{asked_by} {requested}, but JAX started with {found} local devices in this process; "
                              f"start it with XLA_FLAGS={HOST_DEVICES_FLAG}={requested} (on a CPU), or use "
-                             f"{asked_by.split(': ')[-1]} {found}")
+                             f"{_flag(asked_by)} {found}")
         return requested
     flags = os.environ.get("XLA_FLAGS", "")
     if HOST_DEVICES_FLAG not in flags and requested > 1 and _platform_is_cpu():
@@ -264,8 +267,13 @@ def start_devices(requested: int, asked_by: str = "train: --nproc") -> int:
     found = len(jax.local_devices())
     if found < requested:
         raise UsageError(f"{asked_by} {requested}, but JAX sees {found} local devices here; use "
-                         f"{asked_by.split(': ')[-1]} {found} or fewer")
+                         f"{_flag(asked_by)} {found} or fewer")
     return requested
+
+
+def _flag(asked_by: str) -> str:
+    """The flag of `asked_by` ("train: --nproc" -> "--nproc"), which a refusal's fix names."""
+    return asked_by.rpartition(": ")[2]
 
 
 def _platform_is_cpu() -> bool:
