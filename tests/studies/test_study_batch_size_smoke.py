@@ -4,6 +4,7 @@ several seeds are tested from rows in `test_batch_size.py`."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,22 +18,46 @@ from trainspeed.studies.batch_size.rows import (
     BatchSizeRunRow,
     BatchSizeSettingsRow,
 )
+from trainspeed.studies.warm_runs.worker import WORKER_MODULE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
+STARTS: list[list[str]] | None = None
+"""The argument lists of the processes this test process starts while the study runs (None: not now)."""
+
+
+def _watch_starts(event: str, args: tuple) -> None:
+    if event == "subprocess.Popen" and STARTS is not None:
+        STARTS.append([str(arg) for arg in args[1]])
+
+
+sys.addaudithook(_watch_starts)  # an audit hook stays for the process; it records only while STARTS is a list
+
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory, selfplay_data: Path) -> Path:
-    """The study runs in this process (its own process is not what is tested); its bench, trainings and
-    evaluations are the child processes it starts."""
+def study(tmp_path_factory, selfplay_data: Path) -> tuple[Path, list[list[str]]]:
+    """The study runs in this process (its own process is not what is tested); its bench, its warm
+    training process and its evaluations are the child processes it starts, returned beside its folder."""
+    global STARTS
     out = tmp_path_factory.mktemp("study_batch_size")
-    assert main(["study", "batch-size", "--preset", "smoke", "--seeds", "0", "--data", str(selfplay_data),
-                 "--out", str(out)]) == 0
-    return out
+    STARTS = []
+    try:
+        assert main(["study", "batch-size", "--preset", "smoke", "--seeds", "0", "--data", str(selfplay_data),
+                     "--out", str(out)]) == 0
+        return out, STARTS
+    finally:
+        STARTS = None
+
+
+def test_the_runs_train_one_after_another_in_one_warm_process(study):
+    _, started = study
+    assert len([argv for argv in started if WORKER_MODULE in argv]) == 1  # --parallel-runs 1 (the smoke preset's)
+    assert not [argv for argv in started if "train" in argv]  # no run is a command of its own
+    assert [argv for argv in started if "eval" in argv]  # the evaluations are
 
 
 def test_batch_size_rows_hold_settings_runs_evaluations_and_a_verdict(study):
-    inputs = read_inputs([study / "batch_size.jsonl"])
+    inputs = read_inputs([study[0] / "batch_size.jsonl"])
     kinds = [type(read.row) for read in inputs.of(*BATCH_SIZE_ROWS)]
     assert kinds[0] is BatchSizeSettingsRow and kinds.count(BatchSizeRunRow) == 2  # 2 batches x 1 seed
     comparisons = [read.row for read in inputs.of(*BATCH_SIZE_ROWS) if isinstance(read.row, BatchSizeComparisonRow)]
@@ -46,5 +71,5 @@ def test_batch_size_rows_hold_settings_runs_evaluations_and_a_verdict(study):
 
 def test_the_report_shows_the_batch_size_section(study, tmp_path):
     page = tmp_path / "report.html"
-    assert main(["report", str(study), "--out", str(page)]) == 0
+    assert main(["report", str(study[0]), "--out", str(page)]) == 0
     assert '<section id="batch-size-study">' in page.read_text()

@@ -20,8 +20,9 @@ per batch and the budget is fixed, so this study:
 6. gives each comparison an interval over seeds and deals (a crossed bootstrap) and a verdict:
    "supported", "contradicted", or "inconclusive at a minimum detectable difference of x ranks".
 
-Every training is `trainspeed train`, every evaluation `trainspeed eval mahjong` (a rerun skips
-what is done). Rows go to OUT/batch_size.jsonl under one study id.
+Every training is a `trainspeed train` run in one of up to --parallel-runs warm processes
+(`trainspeed.studies.warm_runs`), every evaluation a `trainspeed eval mahjong` (a rerun skips what
+is done). Rows go to OUT/batch_size.jsonl under one study id.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ import argparse
 import dataclasses
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +69,7 @@ from trainspeed.studies.common import (
     shown,
 )
 from trainspeed.studies.face import preset_settings
+from trainspeed.studies.warm_runs.runner import WARM_RUN_START_S, TrainJob, WarmRunner
 from trainspeed.train.config import LaunchConfig, LRConfig, TrainConfig
 from trainspeed.train.flags import train_command
 from trainspeed.train.runs import has_summary, read_run, read_run_summary
@@ -106,13 +107,9 @@ def is_trained(config: BatchSizeConfig, spec: RunSpec) -> bool:
     return has_summary(directory) and read_run_summary(directory).last_step == config.steps(spec.batch)
 
 
-def train(config: BatchSizeConfig, spec: RunSpec) -> None:
-    """Run one training unless it finished before (an interrupted one continues)."""
-    if is_trained(config, spec):
-        return
-    args = train_command(dataclasses.replace(run_config(config, spec), resume=run_dir(config, spec).exists()))
-    print(shown(*args), flush=True)
-    run_trainspeed(*args)
+def train_job(config: BatchSizeConfig, spec: RunSpec) -> TrainJob:
+    """One training (an interrupted one continues)."""
+    return TrainJob(spec.name, dataclasses.replace(run_config(config, spec), resume=run_dir(config, spec).exists()))
 
 
 def run_row(study_id: str, config: BatchSizeConfig, spec: RunSpec) -> BatchSizeRunRow:
@@ -272,10 +269,12 @@ def units(config: BatchSizeConfig) -> int:
 
 
 def estimate_s(config: BatchSizeConfig) -> float:
-    """Seconds on a 2-core CPU at the tiny size: a command's start per run and evaluation, about
-    1,500 samples/s per training, 4 games/s per evaluation worker, 1 game/s of self-play data."""
+    """Seconds on a 2-core CPU at the tiny size: a command's start per evaluation and per warm
+    process, a warm start per run, about 1,500 samples/s per training, 4 games/s per evaluation
+    worker, 1 game/s of self-play data."""
     runs = len(tuning_specs(config)) + len(config.batches) * (len(config.seeds) - 1)
-    training = runs * (COMMAND_START_S + config.samples / 1500) / config.parallel_runs
+    workers = min(config.parallel_runs, runs)
+    training = workers * COMMAND_START_S + runs * (WARM_RUN_START_S + config.samples / 1500) / config.parallel_runs
     policies = len(config.batches) * len(config.seeds)
     games = 3 * policies * config.eval_games + len(config.seeds) * config.head_to_head_games * 3
     evaluation = (3 * policies + len(config.seeds)) * COMMAND_START_S + games / (4 * config.eval_workers)
@@ -283,13 +282,18 @@ def estimate_s(config: BatchSizeConfig) -> float:
     return data + 60 + training + evaluation
 
 
-def _in_parallel(config: BatchSizeConfig, specs: list[RunSpec], progress: Progress) -> None:
-    def one(spec: RunSpec) -> None:
-        train(config, spec)
+def train_all(config: BatchSizeConfig, specs: list[RunSpec], progress: Progress) -> None:
+    """Every run of `specs` an earlier study did not finish, on up to --parallel-runs warm processes
+    (`trainspeed.studies.warm_runs`)."""
+    done = [spec for spec in specs if is_trained(config, spec)]
+    for spec in done:
         progress(1, f"batch-size: trained {spec.name}")
 
-    with ThreadPoolExecutor(max_workers=config.parallel_runs) as pool:
-        list(pool.map(one, specs))
+    def trained(job: TrainJob) -> list[TrainJob]:
+        progress(1, f"batch-size: trained {job.name}")
+        return []
+
+    WarmRunner(config.parallel_runs).run([train_job(config, spec) for spec in specs if spec not in done], trained)
 
 
 def run(config: BatchSizeConfig, command: str, progress: Progress = no_progress) -> list[Path]:
@@ -306,11 +310,11 @@ def run(config: BatchSizeConfig, command: str, progress: Progress = no_progress)
     progress(1, "batch-size: throughput")
     throughput_run, samples_per_s = measure_throughput(config)
     progress(1, "batch-size: training")
-    _in_parallel(config, tuning_specs(config), progress)
+    train_all(config, tuning_specs(config), progress)
     tuned = [run_row(study_id, config, spec) for spec in tuning_specs(config)]
     best = {batch: min((row for row in tuned if row.global_batch == batch), key=lambda row: row.val_loss).lr_factor
             for batch in config.batches}
-    _in_parallel(config, seed_specs(config, best), progress)
+    train_all(config, seed_specs(config, best), progress)
     runs = tuned + [run_row(study_id, config, spec) for spec in seed_specs(config, best)]
     trained_s = time.perf_counter() - started
 

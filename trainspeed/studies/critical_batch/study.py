@@ -9,8 +9,8 @@ run's. This study does that for any run of `trainspeed train` that kept its chec
 1. at each point of --at (a fraction of the base run's samples, or a step), the checkpoint at or
    just before it;
 2. from it, for each factor f (1 always) and seed, a branch (`trainspeed train --init-from`,
-   trained in one of up to --parallel-runs warm processes, `branch_workers.py`): its networks and
-   Adam moments, then `--branch-samples` samples at global batch B x f, at a constant
+   trained in one of up to --parallel-runs warm processes, `trainspeed.studies.warm_runs`): its
+   networks and Adam moments, then `--branch-samples` samples at global batch B x f, at a constant
    learning rate, the base run's at that step times the base run's LR scaling rule's factor for f
    (sqrt(f) for sqrt, f for linear, 1 for none), without a new warm-up (the optimizer's moments
    carry on); every factor trains the same samples;
@@ -40,7 +40,7 @@ from typing import Any, Callable
 from trainspeed.errors import UsageError
 from trainspeed.rows import Provenance, append_row
 from trainspeed.studies.common import COMMAND_START_S, Progress, StudyFailed, no_progress, shown
-from trainspeed.studies.critical_batch.branch_workers import BranchJob, BranchRunner
+from trainspeed.studies.warm_runs.runner import WARM_RUN_START_S, TrainJob, WarmRunner
 from trainspeed.studies.critical_batch.config import (
     DEFAULT_BRANCH_STEPS,
     PRESETS,
@@ -72,8 +72,6 @@ from trainspeed.user_files import FileRefused, read_regular
 STUDY_NAME = "critical-batch study"
 ESTIMATED_SAMPLES_PER_S = 1500.0
 """The estimate's training speed (tiny Mahjong on one core)."""
-BRANCH_START_S = 1.0
-"""Seconds a branch takes to start in a warm process (its checks, model, loaders, checkpoint)."""
 ROW_KINDS = tuple(row.KIND for row in (CriticalBatchSettingsRow, CriticalBatchBranchRow, CriticalBatchRow))
 KEEP_CHECKPOINTS = "--checkpoint-every K --keep-checkpoints 0"
 
@@ -407,8 +405,8 @@ class FactorLadder:
             self.values[branch] = self.value_of(branch)
             return self._release(branch.point)
 
-    def finished_job(self, job: BranchJob) -> list[BranchJob]:
-        return [BranchJob(branch.name, self.plan.train_config(branch))
+    def finished_job(self, job: TrainJob) -> list[TrainJob]:
+        return [TrainJob(branch.name, self.plan.train_config(branch))
                 for branch in self.finished(self._by_name[job.name])]
 
     def _value(self, branch: Branch) -> float:
@@ -443,18 +441,18 @@ class FactorLadder:
 
 def train_branches(plan: StudyPlan, progress: Progress) -> tuple[list[Branch], int]:
     """The branches the study needs (`FactorLadder`), each an earlier study did not finish continued
-    (`--resume`) where it left it, on up to --parallel-runs warm processes (`branch_workers.py`);
-    returns the branches trained or found done, in the plan's order, and the processes started."""
+    (`--resume`) where it left it, on up to --parallel-runs warm processes
+    (`trainspeed.studies.warm_runs`); returns the branches trained or found done, in the plan's order, and the processes started."""
     ladder = FactorLadder(plan)
     to_train = ladder.start()
     progress(len(ladder.values), "critical batch: branches finished earlier")
 
-    def released(job: BranchJob) -> list[BranchJob]:
+    def released(job: TrainJob) -> list[TrainJob]:
         progress(1, f"critical batch: {job.name}")
         return ladder.finished_job(job)
 
-    runner = BranchRunner(plan.config.parallel_runs)
-    runner.run([BranchJob(branch.name, plan.train_config(branch)) for branch in to_train], released)
+    runner = WarmRunner(plan.config.parallel_runs)
+    runner.run([TrainJob(branch.name, plan.train_config(branch)) for branch in to_train], released)
     trained = [branch for branch in plan.branches if branch in ladder.values]
     progress(len(plan.branches) - len(trained), "critical batch: factors past one that did not match, not trained")
     return trained, runner.processes
@@ -614,7 +612,7 @@ def estimate_s(config: CriticalBatchConfig) -> float:
     """Seconds on a 2-core CPU: a command's start per warm process, then per branch its start in
     that process and its samples at ESTIMATED_SAMPLES_PER_S."""
     processes = min(config.parallel_runs, units(config))
-    per_branch = BRANCH_START_S + (config.branch_samples or 0) / ESTIMATED_SAMPLES_PER_S
+    per_branch = WARM_RUN_START_S + (config.branch_samples or 0) / ESTIMATED_SAMPLES_PER_S
     return COMMAND_START_S + units(config) * per_branch / processes
 
 

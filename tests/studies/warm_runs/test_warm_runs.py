@@ -13,9 +13,9 @@ import pytest
 from child_commands import run_ok
 from trainspeed.cli import main
 from trainspeed.studies.common import StudyFailed
-from trainspeed.studies.critical_batch.branch_workers import BranchJob, BranchRunner
+from trainspeed.studies.warm_runs.runner import TrainJob, WarmRunner
 from trainspeed.studies.critical_batch.decision import Spread, judge
-from trainspeed.studies.critical_batch.worker import WORKER_MODULE
+from trainspeed.studies.warm_runs.worker import WORKER_MODULE
 from trainspeed.train.config import TrainConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]  # minutes in all: started first (tests/conftest.py)
@@ -80,13 +80,13 @@ def test_a_branch_that_fails_stops_the_study_in_one_line_and_starts_no_branch_af
                                                                                       tmp_path: Path):
     settings = TrainConfig.from_json((tiny_run / "train_config.json").read_text())
 
-    def job(name: str, data: Path) -> BranchJob:
+    def job(name: str, data: Path) -> TrainJob:
         config = TrainConfig(workload="mahjong", size="tiny", data=str(data), threads=1, num_workers=0,
                              batch_size_per_device=32, steps=1, eval_batches=1, noise_scale="off", progress=False,
                              resume=True, init_from=str(tiny_run), init_step=6, out_dir=str(tmp_path / name))
-        return BranchJob(name, config)
+        return TrainJob(name, config)
 
-    runner = BranchRunner(workers=1)
+    runner = WarmRunner(workers=1)
     with pytest.raises(StudyFailed) as failed:
         runner.run([job("gone", tmp_path / "gone"), job("after", Path(settings.data or ""))])
     message = str(failed.value)

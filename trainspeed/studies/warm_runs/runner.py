@@ -1,14 +1,15 @@
-"""The branches of a critical-batch study trained in a few warm processes, not one process each.
+"""A study's runs trained in a few warm processes, not one process each.
 
-Each of up to `--parallel-runs` workers (`worker.py`) is started once, when a branch first needs it,
-and then trains branch after branch, handed their settings as JSON over a pipe. The imports and
-the workload module are paid for once per worker instead of once per branch, which on a small
-workload was most of a branch's cost. Each branch is still a one-rank `trainspeed train` with its
-own run directory, checks, lock and `--resume`, so what it writes, and a rerun's skipping of what
-is finished, are as they were.
+Each of up to `--parallel-runs` workers (`worker.py`) is started once, when a run first needs it,
+and then trains run after run, handed their settings as JSON over a pipe. The imports and the
+workload module are paid for once per worker instead of once per run, which on a small workload was
+most of a run's cost. Each run is still a `trainspeed train` with its own run directory, checks,
+lock and `--resume`, so what it writes, and a rerun's skipping of what is finished, are as they
+were. A study whose rows count a run's start-up (the time-to-target study's `command_s`) starts
+each run as a command of its own instead.
 
-A branch that fails stops the study once the branches under way end (no new one starts); the error
-names the branch's command, as a failed command's did.
+A run that fails stops the study once the runs under way end (no new one starts); the error names
+the run's command, as a failed command's did.
 """
 
 from __future__ import annotations
@@ -24,17 +25,20 @@ from typing import Callable, Iterable
 
 from trainspeed.safe_path import isolated_environment
 from trainspeed.studies.common import StudyFailed, child_environment, shown
-from trainspeed.studies.critical_batch.worker import WORKER_MODULE, Reply, read_reply, request_line
+from trainspeed.studies.warm_runs.worker import WORKER_MODULE, Reply, read_reply, request_line
 from trainspeed.train.config import TrainConfig
 from trainspeed.train.flags import train_command
 
+WARM_RUN_START_S = 1.0
+"""Seconds a run takes to start in a warm process (its checks, model, loaders, checkpoint), which a
+study's estimate adds per run beside one command start per worker."""
 LOG_LINES_SHOWN = 3
 """Lines of a worker's output a failure shows where the worker itself died."""
 
 
 @dataclass(frozen=True)
-class BranchJob:
-    """One branch to train: its name (for the progress line) and its `trainspeed train` settings."""
+class TrainJob:
+    """One run to train: its name (for the progress line) and its `trainspeed train` settings."""
 
     name: str
     config: TrainConfig
@@ -44,7 +48,7 @@ class BranchJob:
         return shown(*train_command(self.config))
 
 
-class BranchWorker:
+class WarmWorker:
     """One warm process and the pipe to it; what it prints is kept in a temporary file."""
 
     def __init__(self) -> None:
@@ -53,8 +57,8 @@ class BranchWorker:
                                         stdout=subprocess.PIPE, stderr=self.log, text=True, encoding="utf-8",
                                         env=isolated_environment(child_environment()))
 
-    def train(self, job: BranchJob) -> Reply:
-        """Hand over one branch and wait for its reply; a worker that died says so as exit 1 with its
+    def train(self, job: TrainJob) -> Reply:
+        """Hand over one run and wait for its reply; a worker that died says so as exit 1 with its
         last lines."""
         assert self.process.stdin is not None and self.process.stdout is not None
         try:
@@ -75,7 +79,7 @@ class BranchWorker:
         return " / ".join(lines) or "it printed nothing"
 
     def close(self) -> None:
-        """End of input: the worker ends after the branch it trains, if any."""
+        """End of input: the worker ends after the run it trains, if any."""
         if self.process.stdin is not None and not self.process.stdin.closed:
             try:
                 self.process.stdin.close()
@@ -86,7 +90,7 @@ class BranchWorker:
 
 
 @dataclass
-class BranchRunner:
+class WarmRunner:
     """Trains jobs on up to `workers` warm processes; `processes` counts those it started."""
 
     workers: int
@@ -95,11 +99,11 @@ class BranchRunner:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
 
-    def run(self, jobs: Iterable[BranchJob], released: Callable[[BranchJob], Iterable[BranchJob]] = lambda job: ()
+    def run(self, jobs: Iterable[TrainJob], released: Callable[[TrainJob], Iterable[TrainJob]] = lambda job: ()
             ) -> None:
         """Every job, in order, and every job `released` returns once a job trained (the next
-        factor of a point, once the one below it matched; it is also how the caller hears of each
-        finished job); StudyFailed with the first failure once the jobs under way ended."""
+        factor of a critical-batch point, once the one below it matched; it is also how the caller
+        hears of each finished job); StudyFailed with the first failure once the jobs under way ended."""
         self._pending = collections.deque(jobs)
         self._in_flight = 0
         self._released = released
@@ -111,14 +115,14 @@ class BranchRunner:
             for thread in threads:
                 thread.join()
         except BaseException:
-            self._stop.set()  # a Ctrl-C reached the workers too: each checkpoints its branch and stops
+            self._stop.set()  # a Ctrl-C reached the workers too: each checkpoints its run and stops
             for thread in threads:
                 thread.join()
             raise
         if self.failures:
             raise StudyFailed(self.failures[0])
 
-    def _next(self) -> BranchJob | None:
+    def _next(self) -> TrainJob | None:
         """The next job to train; None once none is left and none under way can release more (or
         something failed). Waits while only jobs under way could release one."""
         with self._changed:
@@ -129,10 +133,10 @@ class BranchRunner:
             self._in_flight += 1
             return self._pending.popleft()
 
-    def _finished(self, job: BranchJob, trained: bool) -> None:
+    def _finished(self, job: TrainJob, trained: bool) -> None:
         """A job ended: the jobs it releases (where it trained) join the queue. A release that
-        fails (the branch's run folder unreadable) stops the study as a failed branch does."""
-        more: list[BranchJob] = []
+        fails (the run's folder unreadable) stops the study as a failed run does."""
+        more: list[TrainJob] = []
         try:
             more = list(self._released(job)) if trained else []
         except Exception as error:  # noqa: BLE001 - reported as the study's failure, in one line
@@ -145,7 +149,7 @@ class BranchRunner:
     def _serve(self) -> None:
         """One worker's share: the next job while there is one and nothing failed; the worker is
         started here, at its first job, and ended here (it dies with the thread that started it)."""
-        worker: BranchWorker | None = None
+        worker: WarmWorker | None = None
         try:
             while (job := self._next()) is not None:
                 trained = False
@@ -161,13 +165,13 @@ class BranchRunner:
             if worker is not None:
                 worker.close()
 
-    def _started(self) -> BranchWorker:
-        worker = BranchWorker()
+    def _started(self) -> WarmWorker:
+        worker = WarmWorker()
         with self._lock:
             self.processes += 1
         return worker
 
-    def _train(self, job: BranchJob, worker: BranchWorker) -> bool:
+    def _train(self, job: TrainJob, worker: WarmWorker) -> bool:
         """One job on `worker`; False (and the study stops) where it failed."""
         print(job.command, flush=True)
         started = time.monotonic()

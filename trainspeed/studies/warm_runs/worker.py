@@ -1,20 +1,21 @@
-"""A process that trains branches of the critical-batch study one after another: a warm `trainspeed train`.
+"""A process that trains a study's runs one after another: a warm `trainspeed train`.
 
-A branch trains a few hundred steps; started as a command of its own, most of its time went to
-starting: the interpreter, torch and the package imported, the workload module loaded. This
-process pays that once and then trains each branch it is handed exactly as `trainspeed train`
-trains a one-rank run (`trainspeed.train.launch.launch`: every check, the run directory, its lock,
-`--resume`, the loop, the summary), so a branch's folder is the one its command would have made.
+A study's run (a critical-batch branch, a batch-size run) trains a few hundred steps; started as a
+command of its own, much of its time went to starting: the interpreter, torch and the package
+imported, the workload module loaded. This process pays that once and then trains each run it is
+handed exactly as `trainspeed train` trains it (`trainspeed.train.launch.launch`: every check, the
+run directory, its lock, `--resume`, the loop, the summary; a run of several ranks starts its
+ranks as the command does), so a run's folder is the one its command would have made.
 
-Its conversation with the study (`branch_workers.py`), one JSON line each way, never pickle:
+Its conversation with the study (`runner.py`), one JSON line each way, never pickle:
 
-- in, on stdin: `{"config": TEXT}`, the branch's settings as `TrainConfig.to_json` writes them;
+- in, on stdin: `{"config": TEXT}`, the run's settings as `TrainConfig.to_json` writes them;
 - out, on the stdout it started with: `{"exit": CODE, "error": TEXT or null, "pid": PID}`, the
   exit code `trainspeed train` would have had (0, 2 for bad settings, 128 + a signal after a stop,
   1 for a failure) and, where it is not 0, why in one line.
 
 What the trainings print goes to stderr. The process ends at the end of its input, and with the
-study: its parent's death stops the branch it trains as a SIGTERM does (a checkpoint, then out).
+study: its parent's death stops the run it trains as a SIGTERM does (a checkpoint, then out).
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ from typing import TextIO
 
 from trainspeed.errors import UsageError
 
-WORKER_MODULE = "trainspeed.studies.critical_batch.worker"
+WORKER_MODULE = "trainspeed.studies.warm_runs.worker"
 STOPPED_BEFORE_TRAINING = 128 + signal.SIGINT
 
 
 @dataclass(frozen=True)
 class Reply:
-    """What became of one branch: `trainspeed train`'s exit code for it, why where it is not 0,
+    """What became of one run: `trainspeed train`'s exit code for it, why where it is not 0,
     and the process that trained it."""
 
     exit: int
@@ -48,7 +49,7 @@ class Reply:
 
 
 def request_line(config_json: str) -> str:
-    """The line that hands a worker one branch."""
+    """The line that hands a worker one run."""
     return json.dumps({"config": config_json})
 
 
@@ -61,7 +62,7 @@ def read_reply(line: str) -> Reply:
     return Reply(exit=raw["exit"], error=raw["error"], pid=raw["pid"])
 
 
-def train_branch(line: str) -> Reply:
+def train_run(line: str) -> Reply:
     """One request: its settings read as data, then trained as `trainspeed train` would."""
     from trainspeed.train.config import TrainConfig
     from trainspeed.train.launch import launch
@@ -72,14 +73,14 @@ def train_branch(line: str) -> Reply:
         raw = json.loads(line)
         text = raw.get("config") if isinstance(raw, dict) else None
         if not isinstance(text, str):
-            raise UsageError(f"not a branch's settings: {line[:200]!r}")
-        config = TrainConfig.from_json(text, "the branch's settings")
+            raise UsageError(f"not a run's settings: {line[:200]!r}")
+        config = TrainConfig.from_json(text, "the run's settings")
         # The run's start-up time (`startup_s`) counts from here, as a command's counts from its start.
         os.environ[STARTED_AT_VARIABLE] = repr(time.time())
         return Reply(exit=launch(config), error=None, pid=pid)
     except UsageError as error:
         return Reply(exit=2, error=str(error), pid=pid)
-    except Exception as error:  # noqa: BLE001 (a crash of one branch is its reply; the study stops on it)
+    except Exception as error:  # noqa: BLE001 (a crash of one run is its reply; the study stops on it)
         traceback.print_exc()
         return Reply(exit=1, error=f"{type(error).__name__}: {error}", pid=pid)
 
@@ -88,7 +89,7 @@ def serve(requests: TextIO, replies: TextIO) -> None:
     """Each request in turn, its reply written before the next is read."""
     for line in requests:
         if line.strip():
-            replies.write(train_branch(line).line() + "\n")
+            replies.write(train_run(line).line() + "\n")
             replies.flush()
 
 
