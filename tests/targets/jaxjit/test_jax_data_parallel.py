@@ -3,7 +3,9 @@
 4 devices each, one program over all 8 (JAX's distributed runtime on 127.0.0.1), each reading
 its own part of every global batch. At one global batch the runs at N = 1, 2, 4, 8 and 2 x 4 end
 with the same parameters: the same program, partitioned, whose gradient all-reduce sums in
-another order. Mahjong's runs read self-play shards, one loader per device (`PerDeviceLoader`):
+another order. A workload's runs in one process (N = 1, 2, 4, 8) train one after another in one
+child, as `trainspeed.api.train` calls (its JAX made 8 host devices at its start; a run of N takes
+the first N): each run is the one `train --nproc N` runs, less the interpreter and JAX started again. Mahjong's runs read self-play shards, one loader per device (`PerDeviceLoader`):
 a device's slice of a global batch holds other samples than one loader's cut would give it, and
 the global batch the same ones.
 
@@ -35,17 +37,41 @@ pytestmark = [pytest.mark.skipif(JaxTarget.unavailable_reason() is not None, rea
 GLOBAL_BATCH, STEPS, TOLERANCE = 32, 6, 1e-3
 
 
-def trained(workload: str, size: str, devices: int, out: Path, target: str = "jax:jit:fp32",
-            data: Path | None = None) -> dict[str, torch.Tensor]:
-    """The parameters a run over `devices` devices ends with (its last checkpoint's)."""
-    return trained_steps(workload, size, devices, out, STEPS, target, data)
-
-
 def source(data: Path | None) -> list[str]:
     """The run's data: `data` (read by one loader per device where a process drives several, each
     in the training process: worker processes per device loader are tests/data/test_per_device.py's,
     and 8 devices' workers would be 8 more processes here), or synthetic batches."""
     return ["--data", str(data), "--num-workers", "0"] if data is not None else ["--synthetic-data"]
+
+
+RUNS_IN_ONE_PROCESS = """
+import json
+import sys
+
+from trainspeed import api
+
+for keywords in json.loads(sys.argv[1]):
+    api.train(**keywords)
+"""
+HOST_DEVICES = 8
+
+
+def trained_in_one_process(workload: str, size: str, runs: list[tuple[int, str]], out: Path,
+                           data: Path | None) -> list[dict[str, torch.Tensor]]:
+    """The parameters each run of `runs` ((devices, target), each at the global batch GLOBAL_BATCH)
+    ends with, the runs trained one after another in one child process of HOST_DEVICES host devices."""
+    from child_commands import python_argv, run_child, trainspeed_env
+
+    fed = {"data": str(data), "num_workers": 0} if data is not None else {"synthetic_data": True}
+    keywords = [{"workload": workload, "size": size, "target": target, **fed, "nproc": devices,
+                 "batch_size_per_device": GLOBAL_BATCH // devices, "steps": STEPS, "seed": 0,
+                 "no_progress": True, "out": str(out / f"run{index}")}
+                for index, (devices, target) in enumerate(runs)]
+    env = trainspeed_env(EXAMPLES, XLA_FLAGS=f"--xla_force_host_platform_device_count={HOST_DEVICES}",
+                         JAX_PLATFORMS="cpu")
+    result = run_child(python_argv("-c", RUNS_IN_ONE_PROCESS, json.dumps(keywords)), env=env, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return [last_checkpoint(out / f"run{index}") for index in range(len(runs))]
 
 
 def trained_steps(workload: str, size: str, devices: int, out: Path, steps: int, target: str = "jax:jit:fp32",
@@ -137,19 +163,20 @@ def test_runs_over_more_devices_end_with_the_parameters_of_one(tmp_path: Path, m
     device from its self-play shards): the state a run ends with is one device's."""
     monkeypatch.syspath_prepend(str(EXAMPLES))
     data = selfplay_data if workload == "mahjong" else None
-    one = trained(workload, size, 1, tmp_path / "one", data=data)
+    in_one_process = [(1, "jax:jit:fp32"), *((devices, target) for devices, target in runs if isinstance(devices, int))]
+    one, *others = trained_in_one_process(workload, size, in_one_process, tmp_path / "one-process", data)
     start = built(workload, size)
     assert start.keys() == one.keys()
     movement = float((flat(one) - flat(start)).norm())
     assert movement > 0
+    for (devices, target), many in zip(in_one_process[1:], others):
+        assert float((flat(many) - flat(one)).norm()) <= TOLERANCE * movement, (devices, target)
     for devices, target in runs:
         if isinstance(devices, str):
             processes, devices_each = map(int, devices.split("x"))
             many = trained_on_processes(workload, size, processes, devices_each, tmp_path / f"x{devices}", target,
                                         data)
-        else:
-            many = trained(workload, size, devices, tmp_path / f"x{devices}", target, data)
-        assert float((flat(many) - flat(one)).norm()) <= TOLERANCE * movement, (devices, target)
+            assert float((flat(many) - flat(one)).norm()) <= TOLERANCE * movement, (devices, target)
 
 
 SHARDED_STATE = """
