@@ -35,6 +35,8 @@ efficientnet_b0|timm:efficientnet_b0|base|jax:jit:bf16:scan-layers+remat|128,256
 deit_small|timm:deit_small_patch16_224|base,opt=adamw|jax:jit:bf16:scan-layers+remat|64,256|120
 mobilenetv3|timm:mobilenetv3_large_100|base|jax:jit:bf16:scan-layers+remat|128,256|120
 swin_tiny|timm:swin_tiny_patch4_window7_224|base,opt=adamw|jax:jit:bf16:scan-layers+remat|64,128|150
+distilbert|hf:distilbert|base,dropout=0,attention_dropout=0|jax:jit:bf16:scan-layers+remat|16,32|120
+roberta|hf:roberta|base,seq=512,attention_probs_dropout_prob=0,hidden_dropout_prob=0|jax:jit:bf16:scan-layers+remat|16,32|120
 "
 fields() { echo "$MODELS" | grep "^$1|" | cut -d'|' -f"$2"; }
 names() { echo "$MODELS" | grep -v '^$' | cut -d'|' -f1; }

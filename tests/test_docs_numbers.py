@@ -325,7 +325,7 @@ def _deit_small() -> str:
 def _mobilenetv3() -> str:
     row = models_row("timm:mobilenetv3_large_100", "jax:jit:bf16:scan-layers+remat", 128, "T194020")
     assert row["peak_tflops_source"] == "nominal"
-    return (f"mobilenetv3_large_100's batch 128 came back: {row['samples_per_s']:,.1f} images/s, {pct(row['mfu'])} of "
+    return (f"its batch 128 came back: {row['samples_per_s']:,.1f} images/s, {pct(row['mfu'])} of "
             f"the nominal peak, a {f1(row['compile_s'])} s compile")
 
 
@@ -428,6 +428,20 @@ DEPTHWISE_TABLE = [
     ("", "", "timm:convnext_tiny", "jax:jit:bf16", 128, "convnext-20261207T124850"),
 ]
 """The depthwise networks, counted with a grouped convolution's backward at its own work."""
+
+_ENCODERS = "encoders-20261207T215849"
+_SWIN = "timm:swin_tiny_patch4_window7_224"
+MORE_MODELS_TABLE = [
+    ("hf:distilbert (base, 512 tokens, dropout off)", "`scan-layers+remat`", "hf:distilbert",
+     "jax:jit:bf16:scan-layers+remat", 16, _ENCODERS),
+    ("", "", "hf:distilbert", "jax:jit:bf16:scan-layers+remat", 32, _ENCODERS),
+    ("hf:roberta (base, 512 tokens, dropout off)", "`scan-layers+remat`", "hf:roberta", "jax:jit:bf16:scan-layers+remat",
+     16, _ENCODERS),
+    ("", "", "hf:roberta", "jax:jit:bf16:scan-layers+remat", 32, _ENCODERS),
+    (f"{_SWIN} (`base,opt=adamw`)", "`scan-layers+remat`", _SWIN, "jax:jit:bf16:scan-layers+remat", 64, _ENCODERS),
+    ("", "", _SWIN, "jax:jit:bf16:scan-layers+remat", 128, _ENCODERS),
+]
+"""Three more models of the list, one run."""
 
 
 def _models_ratio(numerator: dict, denominator: dict) -> str:
@@ -1969,7 +1983,8 @@ TPU_CLAIMS: dict[str, Claim] = {
 CLAIMS.update(TPU_CLAIMS)
 CLAIMS.update({f"{name}: {workload} {target} {batch}": Claim(TPU, _models_table_row(label, options, workload, target,
                                                                                   batch, run))
-               for name, table in (("tpu models", MODELS_TABLE), ("tpu models, depthwise", DEPTHWISE_TABLE))
+               for name, table in (("tpu models", MODELS_TABLE), ("tpu models, depthwise", DEPTHWISE_TABLE),
+                                   ("tpu models, three more", MORE_MODELS_TABLE))
                for label, options, workload, target, batch, run in table})
 CLAIMS.update({"targets: recurrent layers on this CPU": Claim("targets.md", _targets_recurrent),
                "targets: a scanned ViT's compile on this CPU": Claim("targets.md", _targets_scan_compile)})
