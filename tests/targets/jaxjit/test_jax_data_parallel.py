@@ -5,9 +5,10 @@ its own part of every global batch. At one global batch the runs at N = 1, 2, 4,
 with the same parameters: the same program, partitioned, whose gradient all-reduce sums in
 another order. A workload's runs in one process (N = 1, 2, 4, 8) train one after another in one
 child, as `trainspeed.api.train` calls (its JAX made 8 host devices at its start; a run of N takes
-the first N): each run is the one `train --nproc N` runs, less the interpreter and JAX started again. Mahjong's runs read self-play shards, one loader per device (`PerDeviceLoader`):
-a device's slice of a global batch holds other samples than one loader's cut would give it, and
-the global batch the same ones.
+the first N): each run is the one `train --nproc N` runs, less the interpreter and JAX started
+again. Mahjong's runs read self-play shards, one loader per device (`PerDeviceLoader`): a device's
+slice of a global batch holds other samples than one loader's cut would give it, and the global
+batch the same ones.
 
 Tolerance: the runs' parameters, as one vector, lie within 1e-3 of the distance training moved them
 from where they started (observed: 7e-5 for Mahjong tiny at 4 devices). Float32 sums in another
