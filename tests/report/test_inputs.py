@@ -88,7 +88,8 @@ def test_every_committed_result_file_is_read():
     assert {row.row.workload for row in inputs.of(ResultRow)} == {
         "mahjong", "stylegan3", "charlm", "timm:resnet50", "timm:vit_small_patch16_224", "torchvision:resnet18", "hf:gpt2",
         "timm:resnet18", "small-cnn", "hf:llama", "hf:bert", "user_lstm_lm", "user_gru_lm", "timm:deit_small_patch16_224",
-        "timm:efficientnet_b0", "timm:convnext_tiny", "timm:mobilenetv3_large_100"}
+        "timm:efficientnet_b0", "timm:convnext_tiny", "timm:mobilenetv3_large_100",
+        "hf:distilbert", "hf:roberta", "timm:swin_tiny_patch4_window7_224"}
     assert any(run.row.workload == "charlm" and "bits_per_char" in run.val_curve[-1].metrics for run in inputs.of(RunSummary))
     assert inputs.of(ScalingRunRow) and inputs.of(RunSummary) and inputs.of(MahjongEvalRow) and inputs.of(*BATCH_SIZE_ROWS) and inputs.of(MeasurementRow)
     assert inputs.of(MahjongAgreementRow) and inputs.of(NullTestRow)
