@@ -13,8 +13,8 @@ import pytest
 from child_commands import run_ok
 from trainspeed.cli import main
 from trainspeed.studies.common import StudyFailed
-from trainspeed.studies.warm_runs.runner import TrainJob, WarmRunner
 from trainspeed.studies.critical_batch.decision import Spread, judge
+from trainspeed.studies.warm_runs.runner import TrainJob, WarmRunner
 from trainspeed.studies.warm_runs.worker import WORKER_MODULE
 from trainspeed.train.config import TrainConfig
 

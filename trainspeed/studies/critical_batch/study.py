@@ -40,7 +40,6 @@ from typing import Any, Callable
 from trainspeed.errors import UsageError
 from trainspeed.rows import Provenance, append_row
 from trainspeed.studies.common import COMMAND_START_S, Progress, StudyFailed, no_progress, shown
-from trainspeed.studies.warm_runs.runner import WARM_RUN_START_S, TrainJob, WarmRunner
 from trainspeed.studies.critical_batch.config import (
     DEFAULT_BRANCH_STEPS,
     PRESETS,
@@ -63,6 +62,7 @@ from trainspeed.studies.critical_batch.rows import (
     CriticalBatchSettingsRow,
 )
 from trainspeed.studies.face import preset_settings
+from trainspeed.studies.warm_runs.runner import WARM_RUN_START_S, TrainJob, WarmRunner
 from trainspeed.train.config import LaunchConfig, LRConfig, TrainConfig
 from trainspeed.train.flags import train_command
 from trainspeed.train.rows import CONFIG_FILE
