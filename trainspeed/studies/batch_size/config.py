@@ -34,7 +34,8 @@ class BatchSizeConfig:
     """Ranks per run; the global batch is nproc x the per-device batch."""
     threads: int = flag_field(1, help="torch threads per rank and per evaluation worker", value_range=THREADS)
     num_workers: int = flag_field(1, help="loader workers per rank", value_range=WORKERS)
-    parallel_runs: int = flag_field(2, help="trainings at once", value_range=PROCESSES)
+    parallel_runs: int = flag_field(2, help="trainings at once, each in a warm process that trains run after run",
+                                    value_range=PROCESSES)
     """Trainings at once (each nproc x threads cores)."""
     batches: tuple[int, ...] = flag_field((256, 1024, 8192), read=POSITIVE_INTS, help="global batches")
     samples: int = flag_field(524288, help="samples seen by every run", value_range=POSITIVE)
