@@ -4,10 +4,10 @@ several seeds are tested from rows in `test_batch_size.py`."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from process_starts import watching_starts
 
 from trainspeed.cli import main
 from trainspeed.evaluate.rows import MahjongEvalRow
@@ -22,31 +22,16 @@ from trainspeed.studies.warm_runs.worker import WORKER_MODULE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]
 
-STARTS: list[list[str]] | None = None
-"""The argument lists of the processes this test process starts while the study runs (None: not now)."""
-
-
-def _watch_starts(event: str, args: tuple) -> None:
-    if event == "subprocess.Popen" and STARTS is not None:
-        STARTS.append([str(arg) for arg in args[1]])
-
-
-sys.addaudithook(_watch_starts)  # an audit hook stays for the process; it records only while STARTS is a list
-
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory, selfplay_data: Path) -> tuple[Path, list[list[str]]]:
     """The study runs in this process (its own process is not what is tested); its bench, its warm
     training process and its evaluations are the child processes it starts, returned beside its folder."""
-    global STARTS
     out = tmp_path_factory.mktemp("study_batch_size")
-    STARTS = []
-    try:
+    with watching_starts() as started:
         assert main(["study", "batch-size", "--preset", "smoke", "--seeds", "0", "--data", str(selfplay_data),
                      "--out", str(out)]) == 0
-        return out, STARTS
-    finally:
-        STARTS = None
+    return out, started
 
 
 def test_the_runs_train_one_after_another_in_one_warm_process(study):

@@ -4,13 +4,13 @@ and a branch that fails stops the study in one line naming its command, no branc
 
 import json
 import shlex
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from child_commands import run_ok
+from process_starts import watching_starts
 from trainspeed.cli import main
 from trainspeed.studies.common import StudyFailed
 from trainspeed.studies.critical_batch.decision import Spread, judge
@@ -20,34 +20,17 @@ from trainspeed.train.config import TrainConfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.long]  # minutes in all: started first (tests/conftest.py)
 
-STARTS: list[list[str]] | None = None
-"""The argument lists of the processes this test process starts while a test watches (None: none watches)."""
-
-
-def _watch_starts(event: str, args: tuple) -> None:
-    if event == "subprocess.Popen" and STARTS is not None:
-        STARTS.append([str(arg) for arg in args[1]])
-
-
-sys.addaudithook(_watch_starts)  # an audit hook stays for the process; it records only while STARTS is a list
-
-
 def rows_of(path: Path, kind: str) -> list[dict]:
     return [row for row in map(json.loads, path.read_text().splitlines()) if row["kind"] == kind]
 
 
 def test_a_point_s_branches_share_processes_and_judge_as_a_process_each_would(tiny_run: Path, tmp_path: Path):
-    global STARTS
     out = tmp_path / "study"
-    STARTS = []
-    try:
+    with watching_starts() as started:
         # Two factor-1 seeds (their spread is the tolerance) and one at factor 2: 3 branches, each run once more alone.
         assert main(["study", "critical-batch", "--from", str(tiny_run), "--at", "1", "--factors", "1,2", "--seeds", "2",
                      "--factor-seeds", "1", "--branch-samples", "64", "--parallel-runs", "2", "--no-progress",
                      "--out", str(out)]) == 0
-        started, STARTS = STARTS, None
-    finally:
-        STARTS = None
     (settings,) = rows_of(out / "critical_batch.jsonl", "critical-batch-study-config")
     branches = rows_of(out / "critical_batch.jsonl", "critical-batch-branch")
     assert settings["branch_runs"] == len(branches) == 3
